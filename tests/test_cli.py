@@ -1,0 +1,81 @@
+"""The CLI: bad input gives a one-line message naming the parameter; JSON keys; streaming and resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from singlehead.cli import main
+
+BAD = [
+    (["--lam", "-1"], "lam"),
+    (["--T", "0"], "T"),
+    (["--kappa0", "1.5"], "kappa0"),
+    (["--alpha", "0"], "alpha"),
+    (["--alpha", "-1,2"], "alpha"),
+    (["--device", "tpu"], "device"),
+    (["--d", "1"], "d"),
+    (["--kappa", "1.5"], "kappa"),
+    (["--kappa", "0"], "kappa"),
+    (["--noise", "-0.1"], "noise"),
+    (["--beta", "0"], "beta"),
+    (["--beta0", "-1"], "beta0"),
+    (["--gamma", "0.3"], "gamma"),
+    (["--gamma", "1", "--kappa0", "0.5"], "target"),
+    (["--seeds", "0"], "seeds"),
+    (["--n-test", "1"], "n-test"),
+    (["--task", "foo"], "task"),
+    (["--alpha", "nan"], "alpha"),
+]
+
+
+@pytest.mark.parametrize("args,name", BAD)
+def test_bad_input_one_line_error(args, name, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:")
+    assert name in err[0]
+    assert "Traceback" not in err[0]
+
+
+def test_cuda_request_without_gpu_is_refused(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(SystemExit):
+        main(["simulate", "--device", "cuda"])
+    assert "device" in capsys.readouterr().err
+
+
+def test_no_traceback_from_console_script():
+    out = subprocess.run([sys.executable, "-m", "singlehead", "simulate", "--lam", "-2"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "error: lam must be >= 0 (got -2.0)"
+
+
+def test_json_keys_stream_and_resume(tmp_path, capsys):
+    out = tmp_path / "runs.jsonl"
+    args = ["simulate", "--d", "10", "--alpha", "0.5", "--n-test", "200", "--json", "--out", str(out)]
+    main([*args, "--seeds", "2"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert len(recs) == 2 and len(out.read_text().splitlines()) == 2
+    for key in ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank", "eigenvalues", "config",
+                "seed", "version", "runtime_s"):
+        assert key in recs[0]
+    assert recs[0]["config"]["d"] == 10 and len(recs[0]["eigenvalues"]) == 10
+    # Simulate an interruption that left a half-written line, then resume with one more seed.
+    with open(out, "a") as fh:
+        fh.write('{"key": "trunc')
+    main([*args, "--seeds", "3"])
+    cap = capsys.readouterr()
+    recs2 = [json.loads(x) for x in cap.out.strip().splitlines()]
+    assert [r["seed"] for r in recs2] == [0, 1, 2]
+    assert recs2[0]["runtime_s"] == recs[0]["runtime_s"]  # reused, not recomputed
+    assert "resumed: 2 of 3" in cap.err
