@@ -34,7 +34,8 @@ class FactorizedStudent(nn.Module):
 
     def logits(self, X: torch.Tensor) -> torch.Tensor:
         # Compute through X W (n T p) rather than S: cost n T d p instead of n T d^2 + d^2 p.
-        XW = X @ self.W
+        # One 2-D GEMM over all tokens is faster than a batched matmul of n small blocks.
+        XW = (X.reshape(-1, self.d) @ self.W).reshape(*X.shape[:-1], self.p)
         h = (XW @ XW.transpose(-1, -2)) * self._scale
         eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
         return (h - self.trace() * eye) / math.sqrt(self.d)
@@ -57,7 +58,7 @@ class DirectStudent(nn.Module):
 
     def logits(self, X: torch.Tensor) -> torch.Tensor:
         S = self.matrix()
-        h = (X @ S) @ X.transpose(-1, -2)
+        h = (X.reshape(-1, self.d) @ S).reshape(X.shape) @ X.transpose(-1, -2)
         eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
         return (h - torch.trace(S) * eye) / math.sqrt(self.d)
 

@@ -1,0 +1,9 @@
+"""Experiments: declarative grids, cached and parallel execution, figures and the HTML report.
+
+Nothing below this package knows about files, progress bars or the CLI.
+"""
+
+from .grid import Job, expand_grid, load_grid
+from .runner import Cache, run_jobs
+
+__all__ = ["Job", "expand_grid", "load_grid", "Cache", "run_jobs"]

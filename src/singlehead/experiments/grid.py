@@ -1,0 +1,110 @@
+"""Declarative sweeps: a grid specification expanded into hashable jobs.
+
+A grid is a mapping (Python dict, TOML or YAML file)::
+
+    route = "simulation"            # or "theory", "bayes", ... (see runner.ROUTES)
+    seeds = [0, 1, 2, 3]            # simulations only; ignored by deterministic routes
+    [base]                          # Problem fields shared by every job
+    T = 2
+    noise = 0.5
+    target = {kind = "mp", kappa0 = 0.5}
+    [sweep]                         # Cartesian product over these Problem fields
+    alpha = [0.1, 0.5, 1.0]
+    kappa = [0.75, 1.0]
+    [settings]                      # route options (optimizer, n_test, device, ...)
+    optimizer = "lbfgs"
+
+Each job's ``key`` hashes the route, the full Problem, the seed and the settings, so a
+cache indexed by it survives interruption and reordering.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..problem import Problem, target_from_dict
+
+DETERMINISTIC_ROUTES = ("theory", "bayes", "thresholds")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: a route applied to a Problem (and a seed for random routes)."""
+
+    route: str
+    problem: Problem
+    seed: int | None = None
+    settings: tuple[tuple[str, Any], ...] = ()
+    tags: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps({"route": self.route, "problem": self.problem.to_dict(), "seed": self.seed,
+                           "settings": dict(self.settings)}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+    def describe(self) -> dict[str, Any]:
+        return {"route": self.route, "seed": self.seed, **dict(self.settings), **dict(self.tags)}
+
+
+def load_grid(path: str | Path) -> dict[str, Any]:
+    """Read a grid from a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file."""
+    path = Path(path)
+    if path.suffix not in (".toml", ".yaml", ".yml", ".json"):
+        raise ValueError(f"grid file must end in .toml, .yaml, .yml or .json (got {path.name!r})")
+    if not path.is_file():
+        raise ValueError(f"grid file {str(path)!r} does not exist")
+    text = path.read_text()
+    if path.suffix == ".toml":
+        import tomllib
+
+        return tomllib.loads(text)
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        return yaml.safe_load(text)
+    if path.suffix == ".json":
+        return json.loads(text)
+    raise ValueError(f"grid file must end in .toml, .yaml, .yml or .json (got {path.name!r})")
+
+
+def expand_grid(spec: Mapping[str, Any]) -> list[Job]:
+    """Expand a grid specification into jobs (Cartesian product of ``sweep`` x ``seeds``)."""
+    unknown = set(spec) - {"route", "seeds", "base", "sweep", "settings", "tags"}
+    if unknown:
+        raise ValueError(f"grid: unknown sections {sorted(unknown)}; valid: route, seeds, base, sweep, settings, tags")
+    route = spec.get("route", "simulation")
+    base = dict(spec.get("base", {}))
+    sweep = dict(spec.get("sweep", {}))
+    settings = tuple(sorted(dict(spec.get("settings", {})).items()))
+    tags = tuple(sorted(dict(spec.get("tags", {})).items()))
+    fields = set(Problem.__dataclass_fields__)
+    for name in list(base) + list(sweep):
+        if name not in fields:
+            raise ValueError(f"grid: {name!r} is not a Problem field; valid: {sorted(fields)}")
+    for name, values in sweep.items():
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ValueError(f"grid: sweep.{name} must be a non-empty list (got {values!r})")
+    seeds: list[int | None]
+    if route in DETERMINISTIC_ROUTES:
+        seeds = [None]
+    else:
+        raw = spec.get("seeds", [0])
+        seeds = list(range(raw)) if isinstance(raw, int) else [int(s) for s in raw]
+        if not seeds:
+            raise ValueError("grid: seeds must be a positive count or a non-empty list")
+    names = list(sweep)
+    jobs = []
+    for combo in itertools.product(*(sweep[k] for k in names)) if names else [()]:
+        params = {**base, **dict(zip(names, combo))}
+        if isinstance(params.get("target"), Mapping):
+            params["target"] = target_from_dict(dict(params["target"]))
+        problem = Problem(**params)
+        for seed in seeds:
+            jobs.append(Job(route, problem, seed, settings, tags))
+    return jobs

@@ -1,0 +1,134 @@
+"""Run jobs with a result cache, locally (joblib/loky) or on a Dask cluster, with progress bars.
+
+The cache is a directory of JSON files named by :attr:`Job.key`, each written atomically
+(temporary file + rename) the moment its job finishes: an interrupted sweep loses only
+the jobs in flight, and rerunning it recomputes nothing that is already there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .grid import Job
+
+# route name -> "module:function"; each takes (problem, seed, **settings) and returns a JSON-able dict.
+ROUTES: dict[str, str] = {
+    "simulation": "singlehead.experiments.routes:run_simulation",
+    "theory": "singlehead.experiments.routes:run_theory",
+    "bayes": "singlehead.experiments.routes:run_bayes",
+    "thresholds": "singlehead.experiments.routes:run_thresholds",
+}
+
+
+def _resolve(route: str) -> Callable[..., dict[str, Any]]:
+    if route not in ROUTES:
+        raise ValueError(f"route must be one of {sorted(ROUTES)} (got {route!r})")
+    mod, fn = ROUTES[route].split(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def execute(job: Job) -> dict[str, Any]:
+    """Run one job in this process; returns its record (config, tags, timing, metrics)."""
+    t0 = time.perf_counter()
+    rec = _resolve(job.route)(job.problem, job.seed, **dict(job.settings))
+    rec = {**rec, "key": job.key, "route": job.route, "seed": job.seed, "config": job.problem.to_dict(),
+           **{f"tag_{k}": v for k, v in job.tags}, "wall_s": time.perf_counter() - t0}
+    return rec
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "tolist"):
+        return _clean(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+class Cache:
+    """Directory of ``<key>.json`` records."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, key: str) -> Path:
+        return self.root / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        p = self.path(key)
+        if not p.exists():
+            return None
+        try:
+            return json.loads(p.read_text())
+        except json.JSONDecodeError:  # a torn write from a killed process: recompute
+            return None
+
+    def put(self, record: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(_clean(record), fh)
+        os.replace(tmp, self.path(record["key"]))
+
+
+def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: str | None = None,
+             progress: bool = True, desc: str = "runs", client: Any = None) -> list[dict[str, Any]]:
+    """Run every job not in ``cache``; return all records in the order of ``jobs``.
+
+    Parameters
+    ----------
+    n_jobs : int
+        Local worker processes (joblib/loky) when no scheduler is given; 1 runs in-process.
+    scheduler : str, optional
+        Address of a Dask distributed scheduler (``tcp://host:8786``); jobs are submitted
+        there and gathered as they complete. ``client`` may pass an existing
+        ``distributed.Client`` instead.
+    """
+    from tqdm.auto import tqdm
+
+    jobs = list(jobs)
+    todo = [j for j in jobs if cache.get(j.key) is None]
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress, leave=False,
+               dynamic_ncols=True)
+    try:
+        if todo and (scheduler or client is not None):
+            _run_dask(todo, cache, bar, scheduler, client)
+        elif todo and n_jobs != 1:
+            from joblib import Parallel, delayed
+
+            par = Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")
+            for rec in par(delayed(execute)(j) for j in todo):
+                cache.put(rec)
+                bar.update()
+        else:
+            for j in todo:
+                cache.put(execute(j))
+                bar.update()
+    finally:
+        bar.close()
+    return [cache.get(j.key) for j in jobs]
+
+
+def _run_dask(todo: list[Job], cache: Cache, bar: Any, scheduler: str | None, client: Any) -> None:
+    from distributed import Client, as_completed
+
+    own = client is None
+    client = Client(scheduler) if own else client
+    try:
+        futures = [client.submit(execute, j, key=f"singlehead-{j.key}", pure=False) for j in todo]
+        for fut in as_completed(futures):
+            cache.put(fut.result())
+            bar.update()
+    finally:
+        if own:
+            client.close()

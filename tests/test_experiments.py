@@ -1,0 +1,101 @@
+"""Sweeps: grid expansion, validation, cache hit/resume, joblib and Dask execution paths."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from singlehead.experiments import Cache, expand_grid, load_grid, run_jobs
+from singlehead.experiments import runner
+from singlehead.problem import MPTarget, Problem
+
+GRID = {
+    "route": "simulation",
+    "seeds": [0, 1],
+    "base": {"d": 8, "T": 2, "noise": 0.2, "target": {"kind": "mp", "kappa0": 0.5}},
+    "sweep": {"alpha": [0.5, 1.0], "kappa": [0.5, 1.0]},
+    "settings": {"n_test": 100, "max_steps": 50},
+}
+
+
+def test_grid_expansion_is_cartesian_and_keys_unique():
+    jobs = expand_grid(GRID)
+    assert len(jobs) == 2 * 2 * 2
+    assert len({j.key for j in jobs}) == len(jobs)
+    assert {(j.problem.alpha, j.problem.kappa, j.seed) for j in jobs} == {
+        (a, k, s) for a in (0.5, 1.0) for k in (0.5, 1.0) for s in (0, 1)}
+    assert all(j.problem.target == MPTarget(0.5) for j in jobs)
+    # keys depend on the full config and the settings, not on the order of expansion
+    again = {j.key for j in expand_grid({**GRID, "sweep": {"kappa": [1.0, 0.5], "alpha": [1.0, 0.5]}})}
+    assert again == {j.key for j in jobs}
+    other = {j.key for j in expand_grid({**GRID, "settings": {"n_test": 101, "max_steps": 50}})}
+    assert other.isdisjoint(again)
+
+
+def test_deterministic_routes_ignore_seeds():
+    jobs = expand_grid({**GRID, "route": "theory"})
+    assert len(jobs) == 4 and all(j.seed is None for j in jobs)
+
+
+@pytest.mark.parametrize("bad,msg", [
+    ({"sweep": {"alpha": []}}, "sweep.alpha"),
+    ({"sweep": {"alpah": [1]}}, "alpah"),
+    ({"base": {"lam": -1}}, "lam"),
+    ({"sweeps": {}}, "unknown sections"),
+])
+def test_grid_validation(bad, msg):
+    with pytest.raises(ValueError, match=msg):
+        expand_grid({**GRID, **bad})
+
+
+def test_grid_files(tmp_path):
+    (tmp_path / "g.toml").write_text(
+        'route = "simulation"\nseeds = 2\n[base]\nd = 8\n[sweep]\nalpha = [0.5, 1.0]\n')
+    (tmp_path / "g.yaml").write_text("route: simulation\nseeds: 2\nbase: {d: 8}\nsweep: {alpha: [0.5, 1.0]}\n")
+    a = [j.key for j in expand_grid(load_grid(tmp_path / "g.toml"))]
+    b = [j.key for j in expand_grid(load_grid(tmp_path / "g.yaml"))]
+    assert a == b and len(a) == 4
+    with pytest.raises(ValueError, match="grid file"):
+        load_grid(tmp_path / "g.txt")
+
+
+def test_cache_hit_and_resume(tmp_path, monkeypatch):
+    jobs = expand_grid(GRID)
+    cache = Cache(tmp_path)
+    calls = []
+    real = runner.execute
+
+    def counting(job):
+        calls.append(job.key)
+        return real(job)
+
+    monkeypatch.setattr(runner, "execute", counting)
+    # "Interrupted" first pass: only half of the jobs ran.
+    run_jobs(jobs[:4], cache, progress=False)
+    (tmp_path / "torn.json").write_text("{")  # stray torn file is ignored
+    cache.path(jobs[4].key).write_text('{"key": ')  # a torn record is recomputed
+    recs = run_jobs(jobs, cache, progress=False)
+    assert len(calls) == 8 and calls[4:] == [j.key for j in jobs[4:]]
+    assert [r["key"] for r in recs] == [j.key for j in jobs]
+    run_jobs(jobs, cache, progress=False)
+    assert len(calls) == 8  # everything cached: nothing recomputed
+    rec = json.loads(cache.path(jobs[0].key).read_text())
+    assert rec["config"]["d"] == 8 and rec["route"] == "simulation" and rec["test_error"] >= 0
+
+
+def test_joblib_path_matches_serial(tmp_path):
+    jobs = expand_grid({**GRID, "sweep": {"alpha": [0.5]}, "seeds": [0, 1]})
+    serial = run_jobs(jobs, Cache(tmp_path / "a"), progress=False)
+    par = run_jobs(jobs, Cache(tmp_path / "b"), n_jobs=2, progress=False)
+    assert [r["test_error"] for r in serial] == [r["test_error"] for r in par]
+
+
+def test_dask_local_cluster_path(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    jobs = expand_grid({**GRID, "sweep": {"alpha": [0.5]}, "seeds": [3]})
+    serial = run_jobs(jobs, Cache(tmp_path / "a"), progress=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        recs = run_jobs(jobs, Cache(tmp_path / "b"), scheduler=cluster.scheduler_address, progress=False)
+    assert [r["test_error"] for r in recs] == [r["test_error"] for r in serial]
