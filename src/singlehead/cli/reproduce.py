@@ -1,0 +1,35 @@
+"""``singlehead reproduce``: figures of the paper with theory and simulation, and an HTML report."""
+
+from __future__ import annotations
+
+import click
+
+from . import cli
+
+
+@cli.command()
+@click.option("--quick", "mode", flag_value="quick", default=True, help="Small d, few seeds (<= 15 min on 2 cores).")
+@click.option("--full", "mode", flag_value="full", help="Paper scale; uses a GPU when present.")
+@click.option("--out", type=click.Path(file_okay=False), default="singlehead-report", show_default=True,
+              help="Output folder: report.html, figures/ (PNG, PDF, CSV) and cache/ (resumable).")
+@click.option("--jobs", "n_jobs", type=int, default=None, help="Local worker processes (default: all cores).")
+@click.option("--scheduler", default=None, help="Dask distributed scheduler address, e.g. tcp://host:8786.")
+@click.option("--figure", "only", multiple=True, help="Build only this figure (repeatable).")
+def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, only: tuple[str, ...]) -> None:
+    """Reproduce the paper's results: theory as lines, simulations as points, one HTML report."""
+    import os
+
+    from ..experiments.reproduce import FIGURES, reproduce as run
+
+    if n_jobs is not None and n_jobs < 1:
+        raise ValueError(f"jobs must be an integer >= 1 (got {n_jobs})")
+    for name in only:
+        if name not in FIGURES:
+            raise ValueError(f"figure must be one of {', '.join(FIGURES)} (got {name!r})")
+    if scheduler is not None:
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise ValueError("scheduler needs Dask: pip install 'singlehead[dask]'") from None
+    path = run(mode, out, n_jobs=n_jobs or (os.cpu_count() or 1), scheduler=scheduler, only=list(only) or None)
+    click.echo(f"report: {path}")

@@ -1,0 +1,57 @@
+"""Tidy tables and theory-vs-simulation agreement numbers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+
+def records_to_frame(records: Iterable[dict[str, Any]], drop: Iterable[str] = ("eigenvalues", "history", "S", "S0")
+                     ) -> pd.DataFrame:
+    """One row per record; the full config is flattened into ``cfg_*`` columns (tidy: config per row)."""
+    rows = []
+    for rec in records:
+        row = {k: v for k, v in rec.items() if k not in drop and k != "config" and not isinstance(v, (list, dict))}
+        for k, v in rec.get("config", {}).items():
+            if isinstance(v, dict):
+                for k2, v2 in v.items():
+                    row[f"cfg_{k}_{k2}"] = v2 if not isinstance(v2, list) else str(v2)
+            else:
+                row[f"cfg_{k}"] = v
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sim_summary(df: pd.DataFrame, by: list[str], quantities: list[str]) -> pd.DataFrame:
+    """Mean and standard error (``std/sqrt(k)``, ddof=1) over seeds of each quantity, per group."""
+    g = df.groupby(by)
+    out = g[quantities].mean().add_suffix("_mean")
+    se = g[quantities].std(ddof=1).div(np.sqrt(g.size()), axis=0).add_suffix("_se")
+    out = out.join(se)
+    out["n_seeds"] = g.size()
+    return out.reset_index()
+
+
+def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities: list[str],
+              n_se: float = 2.0, rel: float = 0.03) -> pd.DataFrame:
+    """Compare seed-averaged simulations with theory at matching ``by`` keys.
+
+    Tolerance per point: ``n_se`` standard errors of the simulation mean plus ``rel`` times
+    the theory value (the acceptance rule of the validation scripts).
+    """
+    summ = sim_summary(sim, by, quantities)
+    th = theory[by + quantities].copy()
+    merged = summ.merge(th, on=by, how="inner")
+    rows = []
+    for _, r in merged.iterrows():
+        for q in quantities:
+            t, m, s = float(r[q]), float(r[f"{q}_mean"]), float(r[f"{q}_se"])
+            s = 0.0 if math.isnan(s) else s
+            tol = n_se * s + rel * abs(t)
+            rows.append({**{b: r[b] for b in by}, "quantity": q, "theory": t, "simulation": m, "se": s,
+                         "gap": abs(m - t), "tolerance": tol, "within": bool(abs(m - t) <= tol),
+                         "n_seeds": int(r["n_seeds"])})
+    return pd.DataFrame(rows)
