@@ -1,0 +1,48 @@
+"""Free-probability engine: spectra of ``S0 + delta Z`` and the prior-side integrals.
+
+Public objects
+--------------
+Laws (``mu0``): :class:`MarchenkoPastur`, :class:`DiscreteLaw`, :class:`SpikedLaw`.
+Free convolution with a semicircle: :func:`free_convolve_semicircle` -> :class:`ConvolvedLaw`.
+State-evolution integrals: :func:`soft_threshold_integrals` (-> :class:`ThresholdIntegrals`),
+:func:`linear_shrinkage_integrals`, :func:`free_divergence`, :func:`rie_mmse_integral`.
+Finite ``d``: :class:`FiniteDSpectrum`. Learned spectrum: :func:`learned_spectrum_law`,
+:func:`plot_learned_spectrum`.
+
+Conventions: ``shared/THEORY.md`` §1, §3, §5, §8, §9. Sources: arXiv 2509.24914 (ERM of
+single-head attention), 2506.01582 (Bayes-optimal attention-indexed model), 2505.17958
+(nuclear route); Biane 1997 (free convolution with a semicircle).
+"""
+
+from .convolution import ConvolvedLaw, Outlier, free_convolve_semicircle
+from .finite_d import FiniteDSpectrum, goe
+from .integrals import (
+    LinearShrinkageIntegrals,
+    ThresholdIntegrals,
+    free_divergence,
+    linear_shrinkage_integrals,
+    rie_mmse_integral,
+    soft_threshold_integrals,
+)
+from .laws import DiscreteLaw, MarchenkoPastur, SpikedLaw
+from .learned import LearnedSpectrum, learned_spectrum_law, plot_learned_spectrum
+
+__all__ = [
+    "MarchenkoPastur",
+    "DiscreteLaw",
+    "SpikedLaw",
+    "ConvolvedLaw",
+    "Outlier",
+    "free_convolve_semicircle",
+    "ThresholdIntegrals",
+    "LinearShrinkageIntegrals",
+    "soft_threshold_integrals",
+    "linear_shrinkage_integrals",
+    "free_divergence",
+    "rie_mmse_integral",
+    "FiniteDSpectrum",
+    "goe",
+    "LearnedSpectrum",
+    "learned_spectrum_law",
+    "plot_learned_spectrum",
+]

@@ -1,0 +1,265 @@
+"""Spectral-denoiser integrals of ``mu_delta = mu0 ⊞ SC(delta^2)`` for the state evolution.
+
+The prior side of the ERM state evolution (arXiv 2509.24914, Thm. 3.1 / ``shared/THEORY.md``
+§3) denoises ``Y = S0 + delta Z`` eigenvalue-wise with the soft threshold
+``f(x) = (x - eps)_+`` (times ``eta``), optionally keeping only the top ``kappa d``
+eigenvalues (rank cap ``kappa = p/d``). It needs
+
+* ``J = int f(x)^2 mu_delta(dx)`` (``= int_eps^inf (x - eps)^2 mu_delta(dx)`` without cap),
+* ``dJ/deps = -2 int f(x) mu_delta(dx)`` (exact),
+* the free divergence ``D = int int (f(x) - f(y))/(x - y) mu_delta(dx) mu_delta(dy)``
+  ``= 2 int f(x) H(x) mu_delta(dx)`` (``H`` the Hilbert transform, diagonal ``x = y`` read as
+  ``f'(x)`` on atoms), reported as ``dJ_ddelta := 2 delta D``.
+
+``dJ_ddelta`` is *defined* as ``2 delta D``, which is what the state evolution uses:
+``m = eta [J - (delta/2) dJ_ddelta - (eps/2) dJ_deps]``,
+``Sigma = dJ_ddelta / (2 delta Sigmahat) = D / Sigmahat``.
+
+Without a rank cap ``2 delta D`` is also the derivative ``dJ/ddelta``: the free heat (complex
+Burgers) equation ``d/dv int phi dmu_v = 1/2 int int (phi'(x) - phi'(y))/(x - y) dmu_v dmu_v``
+(Biane 1997; Voiculescu) with ``phi = f^2`` and ``f f' = f`` gives ``dJ/dv = D``. With a
+binding cap, ``f`` jumps at the cut-off ``c(v)`` (``mu_v((c, inf)) = kappa``), but the identity
+still holds *at fixed kappa*: ``dJ/dv = int psi d(dmu_v/dv)`` with the continuous function
+``psi = ((x - eps)^2 - (c - eps)^2) 1[x > c]`` (the moving cut-off term cancels because the
+kept mass is fixed), and ``psi' = 2 f`` gives again ``dJ/dv = D``. The tests check
+``2 delta D`` against a central difference of ``J`` in both cases; likewise ``dJ_deps`` is the
+derivative at fixed ``kappa``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+from .convolution import ConvolvedLaw, free_convolve_semicircle
+
+__all__ = [
+    "ThresholdIntegrals",
+    "LinearShrinkageIntegrals",
+    "soft_threshold_integrals",
+    "linear_shrinkage_integrals",
+    "free_divergence",
+    "rie_mmse_integral",
+]
+
+
+@dataclass(frozen=True)
+class ThresholdIntegrals:
+    """Integrals of the (rank-capped) soft threshold against ``mu_delta``.
+
+    Attributes
+    ----------
+    J : float
+        ``int f^2 dmu_delta`` with ``f(x) = (x - eps)_+ 1[x > c]``.
+    dJ_ddelta : float
+        ``2 delta D`` (equals ``dJ/ddelta`` at fixed ``eps`` and ``kappa``, see module notes).
+    dJ_deps : float
+        ``-2 int f dmu_delta`` (equals ``dJ/deps`` at fixed cut-off).
+    rank_fraction : float
+        Fraction of non-zero eigenvalues of the estimator, ``min(kappa, 1 - F(eps))``.
+    cap_binds : bool
+        Whether ``kappa < 1 - F(eps)``.
+    cutoff : float
+        ``c = max(eps, F^{-1}(1 - kappa))``: eigenvalues ``<= c`` are set to zero.
+    divergence : float
+        The free divergence ``D``.
+    dJ_ddelta_pathwise : float or None
+        Finite-``d`` mode only: mean over draws of the Hellmann–Feynman derivative
+        ``(2/d) sum_i f(nu_i) u_i^T Z u_i`` of ``J`` at fixed kept set (``None`` otherwise).
+    """
+
+    J: float
+    dJ_ddelta: float
+    dJ_deps: float
+    rank_fraction: float
+    cap_binds: bool
+    cutoff: float
+    divergence: float = math.nan
+    dJ_ddelta_pathwise: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LinearShrinkageIntegrals:
+    """Integrals for the identity map ``f(x) = x`` (Frobenius penalty: ``Shat = eta Y``).
+
+    Attributes
+    ----------
+    second_moment : float
+        ``int x^2 dmu_delta = Q0 + delta^2``.
+    dsecond_ddelta : float
+        ``2 delta`` (= ``2 delta D`` since ``D = 1``).
+    divergence : float
+        ``D = int int (x - y)/(x - y) = 1``.
+    mean : float
+        ``int x dmu_delta = Tr S0/d``.
+    """
+
+    second_moment: float
+    dsecond_ddelta: float
+    divergence: float
+    mean: float
+
+
+def _as_convolved(law, v: float) -> ConvolvedLaw:
+    if isinstance(law, ConvolvedLaw):
+        if abs(law.variance - v) > 1e-14 * max(1.0, v):
+            raise ValueError(f"ConvolvedLaw has variance {law.variance}, expected {v}")
+        return law
+    return free_convolve_semicircle(law, v)
+
+
+def _pair_divergence(pos: np.ndarray, mass: np.ndarray, fa: np.ndarray, fpa: np.ndarray) -> float:
+    """``sum_{a != b} m_a m_b (f_a - f_b)/(t_a - t_b) + sum_a m_a^2 f'_a`` (coincident split atoms: 0)."""
+    dt = pos[:, None] - pos[None, :]
+    df = fa[:, None] - fa[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        M = np.where(dt != 0, df / dt, 0.0)
+    np.fill_diagonal(M, fpa)
+    return float(mass @ M @ mass)
+
+
+def _divergence_parts(cl: ConvolvedLaw, f, pos, mass, fa, fpa, breakpoints) -> float:
+    """Free divergence of a measure = continuous part + point masses."""
+    pts = [-math.inf, *sorted(breakpoints), math.inf]
+    rules = [cl.rule(a, b) for a, b in zip(pts[:-1], pts[1:])]
+    x = np.concatenate([r.x for r in rules])
+    w = np.concatenate([r.w for r in rules])
+    H = np.concatenate([r.H for r in rules])
+    fx = f(x) if x.size else x
+    D = 2.0 * float(np.sum(w * fx * H))
+    if pos.size:
+        if x.size:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                M = (fx[:, None] - fa[None, :]) / (x[:, None] - pos[None, :])
+            D += 2.0 * float(w @ M @ mass)
+        D += _pair_divergence(pos, mass, fa, fpa)
+    return D
+
+
+def _threshold_integrals(cl: ConvolvedLaw, eps: float, rank_cap: float | None) -> ThresholdIntegrals:
+    eps = float(eps)
+    delta = math.sqrt(cl.variance)
+    r_hi = cl.rule(eps, math.inf)
+    pos, mass = cl.atoms()
+    mass_eps = float(np.sum(r_hi.w) + np.sum(mass[pos > eps]))
+    binds = rank_cap is not None and float(rank_cap) < mass_eps - 1e-13
+    frac = None
+    c = eps
+    if binds:
+        c, frac = cl._upper_cut(float(rank_cap))
+        if c <= eps:  # numerically at the threshold: the cap does not bind
+            c, frac, binds = eps, None, False
+        else:
+            r_hi = cl.rule(c, math.inf)
+    f_hi = r_hi.x - eps
+    J = float(np.sum(r_hi.w * f_hi**2))
+    S1 = float(np.sum(r_hi.w * f_hi))
+    kept = pos > c
+    fa = np.where(kept, pos - eps, 0.0)
+    fpa = kept.astype(float)
+    if frac is not None and frac > 0:
+        j = int(np.argmin(np.abs(pos - c)))
+        pos = np.append(pos, pos[j])
+        fa = np.append(fa, c - eps)
+        fpa = np.append(fpa, 1.0)
+        mass = np.append(mass, frac * mass[j])
+        mass[j] *= 1.0 - frac
+    J += float(np.dot(mass, fa**2))
+    S1 += float(np.dot(mass, fa))
+
+    def f(x):
+        return np.where(x > c, x - eps, 0.0)
+
+    if pos.size:
+        D = _divergence_parts(cl, f, pos, mass, fa, fpa, (c,))
+    else:  # continuous law: D = 2 int f H dmu, f = 0 below c
+        D = 2.0 * float(np.sum(r_hi.w * f_hi * r_hi.H))
+    rank = min(float(rank_cap), mass_eps) if binds else mass_eps
+    return ThresholdIntegrals(J=J, dJ_ddelta=2.0 * delta * D, dJ_deps=-2.0 * S1, rank_fraction=rank,
+                              cap_binds=bool(binds), cutoff=float(c), divergence=D)
+
+
+def soft_threshold_integrals(law, delta: float, eps: float, rank_cap: float | None = None) -> ThresholdIntegrals:
+    """Integrals of the (rank-capped) soft threshold against ``mu_delta = mu0 ⊞ SC(delta^2)``.
+
+    Parameters
+    ----------
+    law : MarchenkoPastur, DiscreteLaw, SpikedLaw or ConvolvedLaw
+        Target law ``mu0`` (a :class:`ConvolvedLaw` with variance ``delta^2`` is reused).
+    delta : float
+        Noise level of the effective denoising problem ``Y = S0 + delta Z`` (THEORY §3).
+    eps : float
+        Threshold ``eps = 2 lambda / mhat``.
+    rank_cap : float, optional
+        ``kappa = p/d``: only the top ``kappa`` fraction of eigenvalues is kept; ``None`` (or
+        ``kappa >= 1 - F(eps)``) means no cap.
+
+    Returns
+    -------
+    ThresholdIntegrals
+        ``J``, ``dJ_ddelta = 2 delta D``, ``dJ_deps``, rank fraction, cap flag, cut-off,
+        divergence ``D``. For ``delta = 0`` the law ``mu0`` is used exactly (atoms included;
+        ``f'`` at an atom is ``1[t > c]``).
+    """
+    delta = float(delta)
+    return _threshold_integrals(_as_convolved(law, delta * delta), eps, rank_cap)
+
+
+def linear_shrinkage_integrals(law, delta: float) -> LinearShrinkageIntegrals:
+    """Integrals for the Frobenius-penalty (unfactorized) student: ``f(x) = x``.
+
+    The prox of ``lambda d ||S||_F^2`` is a linear shrinkage ``Shat = eta' Y`` of
+    ``Y = S0 + delta Z``, so the prior side only needs ``int x^2 dmu_delta = Q0 + delta^2``,
+    its ``delta``-derivative ``2 delta`` and the divergence ``D = 1`` (the state-evolution
+    constants are derived in :mod:`singlehead.state_evolution`).
+    """
+    delta = float(delta)
+    return LinearShrinkageIntegrals(second_moment=float(law.second_moment()) + delta * delta,
+                                    dsecond_ddelta=2.0 * delta, divergence=1.0, mean=float(law.mean()))
+
+
+def free_divergence(
+    law,
+    delta: float,
+    f: Callable[[np.ndarray], np.ndarray],
+    fprime: Callable[[np.ndarray], np.ndarray] | None = None,
+    breakpoints: tuple[float, ...] = (),
+) -> float:
+    """Free divergence ``int int (f(x) - f(y))/(x - y) dmu_delta dmu_delta`` of a spectral map.
+
+    Continuous part: ``2 int f H dmu`` by quadrature split at ``breakpoints`` (put the kinks
+    and jumps of ``f`` there). Point masses: exact pair sums, with ``f'`` (``fprime``, or a
+    central difference if ``None``) on the diagonal. This is the large-``d`` limit of
+    ``(1/d^2)[sum_i f'(nu_i) + sum_{i != j} (f(nu_i) - f(nu_j))/(nu_i - nu_j)]``.
+    """
+    cl = _as_convolved(law, float(delta) ** 2)
+    pos, mass = cl.atoms()
+    if fprime is None:
+        h = 1e-6 * (1.0 + np.abs(pos))
+        fpa = (f(pos + h) - f(pos - h)) / (2 * h) if pos.size else pos
+    else:
+        fpa = fprime(pos) if pos.size else pos
+    fa = f(pos) if pos.size else pos
+    return _divergence_parts(cl, f, pos, mass, np.asarray(fa, float), np.asarray(fpa, float), breakpoints)
+
+
+def rie_mmse_integral(law, v: float) -> float:
+    """``int mu_v(x)^3 dx`` for ``mu_v = mu0 ⊞ SC(v)``, ``v > 0`` (THEORY §8).
+
+    Enters the rotation-invariant denoising MMSE (Bun, Allez, Bouchaud & Potters 2016;
+    Bayes-optimal attention-indexed model, arXiv 2506.01582):
+    ``MMSE(v) = v - (4 pi^2/3) v^2 int mu_v^3``, i.e. ``q = Q0 - 1/qhat + 4 pi^2/(3 qhat^2) int mu^3``.
+    Only the continuous part contributes (point masses of spiked laws have vanishing weight).
+    """
+    v = float(v)
+    if not v > 0:
+        raise ValueError(f"rie_mmse_integral needs v > 0 (got {v!r})")
+    cl = _as_convolved(law, v)
+    r = cl.rule()
+    return float(np.sum(r.w * r.p**2))
