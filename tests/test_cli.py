@@ -79,3 +79,42 @@ def test_json_keys_stream_and_resume(tmp_path, capsys):
     assert [r["seed"] for r in recs2] == [0, 1, 2]
     assert recs2[0]["runtime_s"] == recs[0]["runtime_s"]  # reused, not recomputed
     assert "resumed: 2 of 3" in cap.err
+
+
+def test_spectrum_json_and_plot(tmp_path, capsys):
+    plot = tmp_path / "law.png"
+    main(["spectrum", "--target", "mp", "--kappa0", "0.5", "--variance", "0.1", "--threshold", "0.3",
+          "--scale", "2", "--json", "--plot", str(plot)])
+    rec = json.loads(capsys.readouterr().out)
+    for key in ("grid", "density", "atom_at_zero", "edges", "outliers"):
+        assert key in rec
+    assert plot.stat().st_size > 1000
+    # mass balance: the zero atom plus the density's integral is one
+    import numpy as np
+
+    mass = rec["atom_at_zero"] + np.trapezoid(rec["density"], rec["grid"]) + sum(m for _, m in rec["point_masses"])
+    assert abs(mass - 1) < 5e-3
+    # ReLU(mu - eps) with eps = 0.3 > 0 puts more than the MP atom (1 - kappa0 = 0.5) at zero
+    assert rec["atom_at_zero"] > 0.5
+
+
+def test_spectrum_outlier(capsys):
+    main(["spectrum", "--kappa0", "0.5", "--variance", "0.05", "--d", "200", "--spikes", "6", "--json"])
+    rec = json.loads(capsys.readouterr().out)
+    assert len(rec["outliers"]) == 1
+
+
+@pytest.mark.parametrize("args,name", [
+    (["--variance", "-1"], "variance"),
+    (["--variance", "0.1", "--threshold", "-1"], "threshold"),
+    (["--variance", "0.1", "--scale", "0"], "scale"),
+    (["--variance", "0.1", "--kappa0", "2"], "kappa0"),
+    (["--variance", "0.1", "--target", "power-law"], "gamma"),
+    (["--variance", "0.1", "--rank-cap", "1.5"], "rank-cap"),
+])
+def test_spectrum_bad_input(args, name, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["spectrum", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and name in err[0]
