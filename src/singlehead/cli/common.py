@@ -11,7 +11,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import click
 import numpy as np
@@ -157,27 +157,33 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(record, allow_nan=False, default=_json_default)
 
 
-def iter_with_progress(items: list, desc: str, enabled: bool = True) -> Iterator:
-    """tqdm progress bar on stderr (disabled when not wanted)."""
-    from tqdm.auto import tqdm
-
-    yield from tqdm(items, desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
-
-
 def run_sweep(items: Iterable[tuple[str, Callable[[], dict[str, Any]]]], log: ResultLog, as_json: bool,
               describe: Callable[[dict[str, Any]], str], desc: str) -> int:
-    """Run ``(key, thunk)`` pairs not yet in ``log``; stream each finished record to the log and stdout."""
+    """Run ``(key, thunk)`` pairs not yet in ``log``; stream each finished record to the log and stdout.
+
+    A progress bar (stderr) counts runs; human-readable lines are written through it so the
+    two do not interleave.
+    """
+    import sys
+
+    from tqdm.auto import tqdm
+
     items = list(items)
     skipped = 0
-    for key, thunk in iter_with_progress(items, desc):
-        if key in log:
-            rec = log.done[key]
-            skipped += 1
-        else:
-            rec = thunk()
-            rec["key"] = key
-            log.append(rec)
-        click.echo(dumps(rec) if as_json else describe(rec))
+    with tqdm(total=len(items), desc=desc, leave=False, dynamic_ncols=True) as bar:
+        for key, thunk in items:
+            if key in log:
+                rec = log.done[key]
+                skipped += 1
+            else:
+                rec = thunk()
+                rec["key"] = key
+                log.append(rec)
+            if as_json:
+                click.echo(dumps(rec))
+            else:
+                bar.write(describe(rec), file=sys.stdout)
+            bar.update()
     if skipped:
         click.echo(f"resumed: {skipped} of {len(items)} runs were already in {log.path}", err=True)
     return len(items)
