@@ -41,6 +41,9 @@ class Scale:
 
 
 def make_scale(mode: str) -> Scale:
+    """``quick`` (laptop, <= 15 min on 2 cores), ``full`` (paper scale), ``smoke`` (tests: < 3 min)."""
+    if mode == "smoke":
+        return Scale("smoke", d=16, seeds=2, sim_alphas=(0.25, 1.0), theory_points=6, n_test=500, spectra_d=16)
     if mode == "quick":
         return Scale("quick", d=50, seeds=3, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,
                      n_test=4000, spectra_d=60)
@@ -50,7 +53,7 @@ def make_scale(mode: str) -> Scale:
         dev = "cuda" if torch.cuda.is_available() else "cpu"
         return Scale("full", d=100, seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0, 3.0), theory_points=60,
                      n_test=20000, spectra_d=200, device=dev)
-    raise ValueError(f"mode must be 'quick' or 'full' (got {mode!r})")
+    raise ValueError(f"mode must be 'quick', 'full' or 'smoke' (got {mode!r})")
 
 
 @dataclass
@@ -186,3 +189,151 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
            "cpus": __import__("os").cpu_count(), "device": scale.device}
     return write_report(outputs, out / "report.html", title="singlehead: reproduction of arXiv 2509.24914",
                         mode=mode, total_runtime_s=time.perf_counter() - t0, environment=env)
+
+
+def _mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = df.groupby(by)[qty]
+    m, s, k = g.mean(), g.std(ddof=1), g.size()
+    return m.index.values, m.values, (s / np.sqrt(k)).fillna(0.0).values
+
+
+@figure("factorized_vs_direct")
+def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
+    """Factorized (nuclear) vs direct (Frobenius) student at the best lam per alpha (kappa0=0.05, Delta=0.05)."""
+    t0 = time.perf_counter()
+    sc = ctx.scale
+    base = dict(T=2, noise=0.05, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab", kappa=1.0)
+    alphas = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0) if sc.mode == "quick" else tuple(np.round(np.geomspace(0.01, 2, 12), 5))
+    lams = tuple(np.round(np.geomspace(1e-3, 1.0, 7 if sc.mode == "quick" else 13), 6))
+    problems = [Problem(d=sc.d, alpha=a, lam=float(l), student=s, **base)
+                for s in ("factorized", "direct") for a in alphas for l in lams]
+    th = records_to_frame(ctx.run(ctx.theory_jobs(problems), "theory: lam scan"))
+    best = th.loc[th.groupby(["cfg_student", "cfg_alpha"]).test_error.idxmin()]
+    sim_problems = [Problem(d=sc.d, alpha=float(r.cfg_alpha), lam=float(r.cfg_lam), student=r.cfg_student, **base)
+                    for r in best.itertuples()]
+    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems), "simulations at the best lam"))
+    agr = agreement(sim, best, ["cfg_student", "cfg_alpha", "cfg_lam"], ["test_error", "matrix_error"])
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for s, c in (("factorized", "tab:blue"), ("direct", "tab:red")):
+        b = best[best.cfg_student == s].sort_values("cfg_alpha")
+        axes[0].plot(b.cfg_alpha, b.test_error, "-", color=c, label=f"theory, {s} (best lam)")
+        x, m, e = _mean_se(sim[sim.cfg_student == s], "cfg_alpha", "test_error")
+        axes[0].errorbar(x, m, yerr=e, fmt="o", mfc="none", color=c, capsize=2, label=f"simulation, {s}")
+        axes[1].plot(b.cfg_alpha, b.cfg_lam, "o-", color=c, label=s)
+    axes[0].set(xscale="log", yscale="log", xlabel="alpha", ylabel="test error", title="test error at tuned lam")
+    axes[1].set(xscale="log", yscale="log", xlabel="alpha", ylabel="lam*", title="lam minimising the predicted test error")
+    axes[0].legend(fontsize=7)
+    axes[1].legend(fontsize=7)
+    params = {"T": 2, "kappa0": 0.05, "Delta": 0.05, "kappa": 1, "d": sc.d, "seeds": sc.seeds,
+              "lam grid": f"{lams[0]:g}..{lams[-1]:g} ({len(lams)} values)"}
+    fig.suptitle(f"Nuclear (tied attention) vs Frobenius (direct) regularisation — {_params_text(params)}", fontsize=9)
+    table = pd.concat([th.assign(kind="theory"), sim.assign(kind="simulation")], ignore_index=True)
+    return FigureOutput("factorized_vs_direct", "Factorized vs direct training at tuned lam",
+                        "lam is tuned per alpha by minimising the predicted test error on the grid (the theory's "
+                        "oracle analogue of cross-validation); simulations run at that lam.", params, fig, table, agr,
+                        time.perf_counter() - t0)
+
+
+@figure("interpolation_peak")
+def fig_interpolation_peak(ctx: Context) -> FigureOutput:
+    """Test-error peak at alpha_interp shrinking as lam grows; alpha_interp and alpha_perfect marked."""
+    from ..thresholds import interpolation_threshold, perfect_recovery_threshold
+
+    t0 = time.perf_counter()
+    sc = ctx.scale
+    base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0)
+    lams = (1e-5, 1e-3, 1e-2, 1e-1)
+    grid = np.round(np.geomspace(0.05, 2.0, sc.theory_points), 6)
+    noisy = [Problem(d=sc.d, alpha=float(a), lam=l, noise=0.5, **base) for l in lams for a in grid]
+    clean = [Problem(d=sc.d, alpha=float(a), lam=1e-5, noise=0.0, **base) for a in grid]
+    th = records_to_frame(ctx.run(ctx.theory_jobs(noisy + clean), "theory: interpolation peak"))
+    a_int = interpolation_threshold(Problem(d=sc.d, noise=0.5, lam=1e-5, **base))
+    a_perf = perfect_recovery_threshold(Problem(d=sc.d, noise=0.0, lam=1e-5, **base))
+    sim_alphas = tuple(a for a in (0.1, 0.2, 0.3, 0.5, 1.0))
+    sim_problems = [Problem(d=sc.d, alpha=a, lam=1e-3, noise=0.5, **base) for a in sim_alphas]
+    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems), "simulations at lam=1e-3"))
+    th_at = th[(th.cfg_lam == 1e-3) & (th.cfg_noise == 0.5)]
+    th_sim = records_to_frame(ctx.run(ctx.theory_jobs(sim_problems), "theory at simulated alphas"))
+    agr = agreement(sim, th_sim, ["cfg_alpha"], ["test_error", "train_error"])
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    cmap = plt.get_cmap("viridis")
+    for i, l in enumerate(lams):
+        t = th[(th.cfg_lam == l) & (th.cfg_noise == 0.5)].sort_values("cfg_alpha")
+        axes[0].plot(t.cfg_alpha, t.test_error, color=cmap(i / len(lams)), label=f"lam={l:g}")
+    x, m, e = _mean_se(sim, "cfg_alpha", "test_error")
+    axes[0].errorbar(x, m, yerr=e, fmt="o", mfc="none", color=cmap(1 / len(lams)), capsize=2,
+                     label="simulation, lam=1e-3")
+    t = th[th.cfg_noise == 0.0].sort_values("cfg_alpha")
+    axes[1].plot(t.cfg_alpha, t.test_error, label="test error")
+    axes[1].plot(t.cfg_alpha, t.train_error, "--", label="train error")
+    for ax in axes:
+        ax.axvline(a_int, color="k", ls=":", lw=1)
+        ax.set(xscale="log", yscale="log", xlabel="alpha")
+    axes[0].text(a_int, axes[0].get_ylim()[1] * 0.5, " alpha_interp", fontsize=8)
+    axes[1].axvline(a_perf, color="tab:red", ls=":", lw=1)
+    axes[1].text(a_perf, 1e-3, " alpha_perfect", color="tab:red", fontsize=8)
+    axes[0].set(ylabel="test error", title="Delta = 0.5: the interpolation peak vs lam")
+    axes[1].set(ylabel="error", title="Delta = 0, lam = 1e-5: interpolation and perfect recovery")
+    axes[0].legend(fontsize=7)
+    axes[1].legend(fontsize=7)
+    params = {"T": 2, "kappa0": 0.5, "kappa": 1, "d(sim)": sc.d, "seeds": sc.seeds,
+              "alpha_interp(Delta=0.5)": round(a_int, 4), "alpha_perfect(Delta=0)": round(a_perf, 4)}
+    fig.suptitle(f"Interpolation peak and perfect recovery — {_params_text(params)}", fontsize=9)
+    table = pd.concat([th.assign(kind="theory"), sim.assign(kind="simulation")], ignore_index=True)
+    return FigureOutput("interpolation_peak", "Interpolation peak vs lam", 
+                        "Dotted lines: alpha_interp (the largest alpha with zero training error at lam -> 0+, "
+                        "THEORY §4) and, noiseless, alpha_perfect (smallest alpha with zero test error).",
+                        params, fig, table, agr, time.perf_counter() - t0)
+
+
+@figure("bayes_vs_erm")
+def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
+    """ERM (theory, small and tuned lam) vs the Bayes-optimal error; Bayes-AMP points on instances."""
+    from ..thresholds import bayes_perfect_recovery_threshold, perfect_recovery_threshold
+
+    t0 = time.perf_counter()
+    sc = ctx.scale
+    base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, noise=0.0)
+    grid = np.round(np.geomspace(0.02, 0.4, sc.theory_points), 6)
+    erm = [Problem(d=sc.d, alpha=float(a), lam=l, **base) for l in (1e-4, 1e-2) for a in grid]
+    th = records_to_frame(ctx.run(ctx.theory_jobs(erm), "theory: ERM vs Bayes"))
+    bay = records_to_frame(ctx.run(ctx.theory_jobs([Problem(d=sc.d, alpha=float(a), lam=0.01, **base) for a in grid],
+                                                   route="bayes"), "Bayes-optimal curve"))
+    amp_alphas = (0.05, 0.1, 0.15)
+    amp_problems = [Problem(d=sc.d, alpha=a, lam=0.01, **base) for a in amp_alphas]
+    st = tuple(sorted({"bayes": True, "n_test": sc.n_test}.items()))
+    amp = records_to_frame(ctx.run([Job("amp", p, s, st) for p in amp_problems for s in range(sc.seeds)],
+                                   "Bayes-AMP on instances"))
+    bay_at = records_to_frame(ctx.run(ctx.theory_jobs(amp_problems, route="bayes"), "Bayes at AMP alphas"))
+    agr = agreement(amp, bay_at, ["cfg_alpha"], ["matrix_error"], rel=0.05)
+    agr.insert(0, "route", "Bayes-AMP vs Bayes SE")
+    a_perf = perfect_recovery_threshold(Problem(d=sc.d, lam=1e-5, **base))
+    a_bayes = bayes_perfect_recovery_threshold(Problem(d=sc.d, lam=1e-5, **base))
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for l, c in ((1e-4, "tab:blue"), (1e-2, "tab:orange")):
+        t = th[th.cfg_lam == l].sort_values("cfg_alpha")
+        axes[0].plot(t.cfg_alpha, t.matrix_error, color=c, label=f"ERM theory, lam={l:g}")
+        axes[1].plot(t.cfg_alpha, t.test_error, color=c, label=f"ERM theory, lam={l:g}")
+    b = bay.sort_values("cfg_alpha")
+    axes[0].plot(b.cfg_alpha, b.matrix_error, "k-", lw=2, label="Bayes-optimal MMSE")
+    axes[1].plot(b.cfg_alpha, b.test_error, "k-", lw=2, label="Bayes-optimal")
+    x, m, e = _mean_se(amp, "cfg_alpha", "matrix_error")
+    axes[0].errorbar(x, m, yerr=e, fmt="s", color="k", mfc="none", capsize=2, label=f"Bayes-AMP, d={sc.d}")
+    for ax in axes:
+        ax.axvline(a_bayes, color="k", ls=":", lw=1)
+        ax.axvline(a_perf, color="tab:blue", ls=":", lw=1)
+        ax.set(xlabel="alpha")
+        ax.legend(fontsize=7)
+    axes[0].set(ylabel="||S - S0||_F^2 / d", title="matrix error (dotted: perfect recovery, Bayes / ERM)")
+    axes[1].set(ylabel="test error", yscale="log", title="test error")
+    params = {"T": 2, "kappa0": 0.5, "Delta": 0, "kappa": 1, "d(AMP)": sc.d, "seeds": sc.seeds,
+              "alpha_perf ERM": round(a_perf, 4), "alpha_perf Bayes": round(a_bayes, 4)}
+    fig.suptitle(f"ERM vs Bayes-optimal — {_params_text(params)}", fontsize=9)
+    table = pd.concat([th.assign(kind="theory_erm"), bay.assign(kind="theory_bayes"), amp.assign(kind="bayes_amp")],
+                      ignore_index=True)
+    return FigureOutput("bayes_vs_erm", "ERM vs the Bayes-optimal error", 
+                        "ERM can never beat the Bayes-optimal curve; squares: Bayes-optimal AMP on instances.",
+                        params, fig, table, agr, time.perf_counter() - t0)

@@ -34,3 +34,10 @@ def run_thresholds(problem: Problem, seed: int | None = None, **settings: Any) -
     from ..thresholds import interpolation_threshold, perfect_recovery_threshold
 
     return {"alpha_interp": interpolation_threshold(problem), "alpha_perfect": perfect_recovery_threshold(problem)}
+
+
+def run_amp(problem: Problem, seed: int | None, **settings: Any) -> dict[str, Any]:
+    from ..amp import amp
+
+    rec = amp(problem, 0 if seed is None else int(seed), **settings).to_dict()
+    return _drop(rec, "history")

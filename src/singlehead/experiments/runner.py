@@ -24,6 +24,7 @@ ROUTES: dict[str, str] = {
     "theory": "singlehead.experiments.routes:run_theory",
     "bayes": "singlehead.experiments.routes:run_bayes",
     "thresholds": "singlehead.experiments.routes:run_thresholds",
+    "amp": "singlehead.experiments.routes:run_amp",
 }
 
 

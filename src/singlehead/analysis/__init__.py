@@ -1,0 +1,43 @@
+"""Analysis layer: learned spectra, error decomposition, power-law targets and scaling laws.
+
+Sources: arXiv 2509.24914 (single-head tied attention, §5 spectra), arXiv 2509.24882 (scaling
+laws and spectra of shallow networks), arXiv 2505.17958 (nuclear route); conventions of
+``shared/THEORY.md`` §1, §3, §5–§7.
+"""
+
+from .learned_spectrum import (
+    LearnedSpectrum,
+    compare_spectrum,
+    ks_distance,
+    learned_spectrum,
+    plot_spectrum_comparison,
+    spectrum_table,
+    target_law,
+)
+
+__all__ = [
+    "LearnedSpectrum",
+    "learned_spectrum",
+    "compare_spectrum",
+    "ks_distance",
+    "spectrum_table",
+    "plot_spectrum_comparison",
+    "target_law",
+]
+
+from .decomposition import ErrorDecomposition, channel_sensitivities, channel_test_error, decompose  # noqa: E402
+from .power_law import power_law_curve, power_law_problem, recovered_modes, spiked_prior, switch_on_sample_sizes  # noqa: E402
+from .scaling import (  # noqa: E402
+    ExponentFit,
+    classify_regime,
+    fit_exponent,
+    predicted_exponent,
+    regime_map,
+    scaling_curve,
+)
+
+__all__ += [
+    "ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error",
+    "power_law_curve", "power_law_problem", "recovered_modes", "spiked_prior", "switch_on_sample_sizes",
+    "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
+]

@@ -1,0 +1,212 @@
+"""Scaling laws of the excess test error for power-law targets: exponent fits and regime maps.
+
+Sources: arXiv 2509.24882 (scaling laws and spectra of shallow networks: the regimes below),
+arXiv 2509.24914 (§4, power-law targets of attention), arXiv 2505.17958. THEORY §7.
+
+Regimes (target ``s_i = sqrt(d) i^{-gamma}``, linear channel; ``delta ~ d/sqrt(n)`` the
+effective noise, ``eps ~ lam d^2/n`` the threshold, ``c`` the cut-off):
+
+* ``"sample_limited"``: ``d << n << d^2``, threshold at the noise scale; the last recovered
+  mode is set by ``delta``: excess ``~ (n/d)^{-(1 - 1/(2 gamma))}``;
+* ``"d2_over_n"``: all ``d`` modes recovered, noise-limited: ``~ d^2/n``;
+* ``"truncation"``: the threshold (``c > 2 delta``) kills the modes with
+  ``s_i + delta^2/s_i < c``: ``~ (lam d^{3/2}/n)^{2 - 1/gamma}``;
+* ``"shrinkage"``: all modes kept, error from the uniform shrinkage ``eps``: ``~ (lam d^2/n)^2``;
+* ``"plateau"``: complete rank collapse (``S = 0``), excess ``= 2K Q0`` (linear channel).
+* ``"noise_fitting"``: threshold below the noise bulk edge (``c < 2 delta``), part of the
+  noise bulk is fitted (not a power law; occurs for very small ``lam`` at ``n < d^2``).
+
+A fixed point is labelled by mechanism (which constraint sets the last recovered mode), not
+by a fit, so the labels can be checked against the measured local exponents.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .power_law import power_law_curve
+
+__all__ = ["ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
+           "REGIMES"]
+
+REGIMES = ("sample_limited", "d2_over_n", "truncation", "shrinkage", "plateau", "noise_fitting")
+
+
+@dataclass(frozen=True)
+class ExponentFit:
+    """Fit ``y ≈ C x^{-exponent}`` by least squares in log-log coordinates.
+
+    Attributes
+    ----------
+    exponent : float
+        ``-slope`` of ``log y`` against ``log x``.
+    stderr : float
+        Standard error of the slope from the residuals (OLS), or the bootstrap standard
+        deviation.
+    ci_low, ci_high : float
+        Confidence interval of the exponent at ``level`` (Student t with ``n - 2`` degrees of
+        freedom for OLS; percentile interval for the bootstrap over points).
+    prefactor : float
+        ``C``.
+    n_points : int
+    r2 : float
+        Coefficient of determination in log-log coordinates.
+    method : str
+    level : float
+    """
+
+    exponent: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    prefactor: float
+    n_points: int
+    r2: float
+    method: str
+    level: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fit_exponent(x: Sequence[float], y: Sequence[float], *, method: str = "ols", level: float = 0.95,
+                 n_boot: int = 2000, seed: int = 0) -> ExponentFit:
+    """Exponent of a power law ``y ~ x^{-a}`` with a confidence interval.
+
+    Parameters
+    ----------
+    x, y : sequences of positive floats
+        At least 3 points.
+    method : {"ols", "bootstrap"}
+        Ordinary least squares on ``(log x, log y)`` with the textbook standard error
+        ``sqrt(RSS/(n-2) / sum (log x - mean)^2)``; or a bootstrap over points (resampling pairs
+        with an explicit ``seed``). Note that the residuals of a smooth theory curve are not
+        independent noise: the interval measures the curvature over the fitted range.
+    level : float
+        Confidence level in (0, 1).
+    """
+    if method not in ("ols", "bootstrap"):
+        raise ValueError(f"method must be 'ols' or 'bootstrap' (got {method!r})")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1) (got {level!r})")
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.size < 3:
+        raise ValueError("x and y must have the same length >= 3")
+    if np.any(~np.isfinite(x)) or np.any(~np.isfinite(y)) or np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError("x and y must be finite and > 0 for a log-log fit")
+    lx, ly = np.log(x), np.log(y)
+    n = lx.size
+    A = np.vstack([lx, np.ones(n)]).T
+    (slope, icpt), *_ = np.linalg.lstsq(A, ly, rcond=None)
+    res = ly - (slope * lx + icpt)
+    sxx = float(np.sum((lx - lx.mean()) ** 2))
+    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(res * res)) / ss_tot if ss_tot > 0 else 1.0
+    if method == "ols":
+        se = math.sqrt(float(np.sum(res * res)) / max(n - 2, 1) / sxx) if n > 2 else math.nan
+        tq = float(stats.t.ppf(0.5 + level / 2, max(n - 2, 1)))
+        lo, hi = -slope - tq * se, -slope + tq * se
+    else:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, n, size=(int(n_boot), n))
+        bx, by = lx[idx], ly[idx]
+        bxm = bx - bx.mean(axis=1, keepdims=True)
+        den = np.sum(bxm * bxm, axis=1)
+        ok = den > 0
+        slopes = np.sum(bxm * (by - by.mean(axis=1, keepdims=True)), axis=1)[ok] / den[ok]
+        se = float(np.std(-slopes, ddof=1))
+        lo, hi = np.quantile(-slopes, [0.5 - level / 2, 0.5 + level / 2])
+    return ExponentFit(exponent=float(-slope), stderr=float(se), ci_low=float(lo), ci_high=float(hi),
+                       prefactor=float(math.exp(icpt)), n_points=int(n), r2=float(r2), method=method,
+                       level=float(level))
+
+
+def predicted_exponent(regime: str, gamma: float) -> float:
+    """Predicted exponent of the excess error in ``n`` in a regime (THEORY §7; ``nan`` for the plateau)."""
+    if gamma <= 0.5:
+        raise ValueError(f"gamma must be > 0.5 (got {gamma!r})")
+    table = {
+        "sample_limited": 1.0 - 1.0 / (2.0 * gamma),
+        "d2_over_n": 1.0,
+        "truncation": 2.0 - 1.0 / gamma,
+        "shrinkage": 2.0,
+        "plateau": 0.0,
+        "noise_fitting": math.nan,
+    }
+    if regime not in table:
+        raise ValueError(f"regime must be one of {REGIMES} (got {regime!r})")
+    return table[regime]
+
+
+def classify_regime(row: dict[str, Any] | pd.Series, d: int, *, rank_tol: float = 1e-9) -> str:
+    """Mechanistic regime label of one fixed point (a row of :func:`power_law_curve`).
+
+    * ``rank_fraction <= rank_tol``: ``"plateau"``;
+    * cut-off below the noise bulk edge (``c < 2 delta``) and ``K < d``: ``"noise_fitting"``;
+    * all ``d`` modes recovered: ``"shrinkage"`` if ``eps > delta`` else ``"d2_over_n"``;
+    * otherwise the last mode is lost to the threshold (``c > 2 delta`` and the survival
+      condition, not detection, binds: ``s_* = (c + sqrt(c^2 - 4 delta^2))/2 > 2 delta`` ...)
+      — labelled ``"truncation"`` when ``c > 3 delta`` (threshold well above the noise edge),
+      else ``"sample_limited"``.
+    """
+    if not math.isfinite(float(row["rank_fraction"])):
+        return "failed"
+    if row["rank_fraction"] <= rank_tol:
+        return "plateau"
+    delta, c, eps = float(row["delta"]), float(row["cutoff"]), float(row["eps"])
+    if not math.isfinite(c):
+        c = eps
+    K = int(row["K"])
+    if K >= d - 1:
+        return "shrinkage" if eps > delta else "d2_over_n"
+    if c < 2.0 * delta:
+        return "noise_fitting"
+    return "truncation" if c > 3.0 * delta else "sample_limited"
+
+
+def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Callable[[float], float],
+                  fit_range: tuple[float, float] | None = None, method: str = "ols", level: float = 0.95,
+                  **kwargs: Any) -> dict[str, Any]:
+    """Excess-error curve over ``n``, fitted exponent with its interval, recovered modes.
+
+    Returns ``{"curve": DataFrame (power_law_curve + "regime"), "fit": ExponentFit,
+    "predicted": 1 - 1/(2 gamma), "switch_on": {...}}``; the fit uses the points with
+    ``fit_range[0] <= n <= fit_range[1]`` (all by default).
+    """
+    from .power_law import switch_on_sample_sizes
+    from ..targets import power_law_eigenvalues
+
+    df = power_law_curve(gamma, d, ns, lam=lam, **kwargs)
+    df["regime"] = [classify_regime(r, d) for _, r in df.iterrows()]
+    sel = np.isfinite(df["excess_error"].to_numpy()) & (df["excess_error"].to_numpy() > 0)
+    if fit_range is not None:
+        sel = sel & (df["n"] >= fit_range[0]).to_numpy() & (df["n"] <= fit_range[1]).to_numpy()
+    fit = fit_exponent(df["n"][sel], df["excess_error"][sel], method=method, level=level)
+    s = power_law_eigenvalues(gamma, d, kwargs.get("normalisation", "sqrt_d"))
+    n_on = switch_on_sample_sizes(df["n"], df["delta"], df["cutoff"].fillna(df["eps"]), s, modes=20)
+    return {"curve": df, "fit": fit, "predicted": 1.0 - 1.0 / (2.0 * gamma),
+            "switch_on": {"n_i": n_on.tolist(), "n_i_over_d_i2gamma": (n_on / (d * np.arange(1, n_on.size + 1) ** (2 * gamma))).tolist()}}
+
+
+def regime_map(gamma: float, d: int, ns: Sequence[float], lams: Sequence[float], **kwargs: Any) -> pd.DataFrame:
+    """The ``(n, lam)`` map: one :func:`power_law_curve` per ``lam`` with regime labels.
+
+    Adds columns ``regime`` (:func:`classify_regime`), ``local_exponent_n`` (``-d log E / d log n``
+    by centred differences along ``n``) and ``predicted_exponent`` (of the label).
+    """
+    frames = []
+    for lam in lams:
+        df = power_law_curve(gamma, d, ns, lam=float(lam), **kwargs)
+        df["regime"] = [classify_regime(r, d) for _, r in df.iterrows()]
+        ln, le = np.log(df["n"].to_numpy()), np.log(np.maximum(df["excess_error"].to_numpy(), 1e-300))
+        df["local_exponent_n"] = -np.gradient(le, ln) if len(df) > 1 else np.nan
+        df["predicted_exponent"] = [predicted_exponent(r, gamma) for r in df["regime"]]
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
