@@ -29,6 +29,7 @@ Everything here is plain numpy, vectorised over nodes (no Python loop over nodes
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -69,6 +70,16 @@ def _embedding(T: int) -> np.ndarray:
             P[b, a, k] = 1.0
     P.setflags(write=False)
     return P
+
+
+@lru_cache(maxsize=None)
+def _pullback(T: int) -> np.ndarray:
+    """``B[(a,c,e), (k,l)] = P[a,c,k] P[a,e,l]`` as a ``(T^3, K^2)`` matrix."""
+    P = _embedding(T)
+    K = P.shape[-1]
+    B = np.einsum("ack,ael->acekl", P, P).reshape(T**3, K * K)
+    B.setflags(write=False)
+    return B
 
 
 def pair_embedding(T: int) -> np.ndarray:
@@ -152,35 +163,35 @@ def softmax_fit_loss(
     Row ``a`` only depends on row ``a`` of ``H = M(h)``. With ``A = softmax(beta H_a)``,
     ``R = A - Y_a``, ``w = R * A``, ``s = sum(w)``, the row Jacobian is
     ``J = beta (diag A - A A^T)``; the row gradient is ``2 J R = 2 beta (w - s A)`` and the
-    row Hessian ``2 J J + 2 beta^2 [diag(w - s A) - A w^T - w A^T + 2 s A A^T]``. They are
-    pulled back to ``h`` through ``P`` (:func:`pair_embedding`).
+    row Hessian ``2 J J + 2 beta^2 [diag(w - s A) - A w^T - w A^T + 2 s A A^T]``, i.e.
+    ``2 beta^2 [delta_ce (A_c^2 + w_c - s A_c) + A_c A_e (|A|^2 + 2 s - A_c - A_e)
+    - A_c w_e - w_c A_e]``. They are pulled back to ``h`` through ``P``
+    (:func:`pair_embedding`).
     """
     N, K = h.shape
     T = Y.shape[-1]
-    P = pair_embedding(T)
-    H = np.einsum("abk,nk->nab", P, h)
+    P2 = pair_embedding(T).reshape(T * T, K)
+    H = (h @ P2.T).reshape(N, T, T)
     A = softmax_rows(beta * H)
     R = A - Y
-    val = np.einsum("nab,nab->n", R, R)
+    val = (R * R).sum(axis=(1, 2))
     if order == 0:
         return val, None, None
     w = R * A
     s = w.sum(axis=-1, keepdims=True)  # (N, T, 1)
-    GH = 2.0 * beta * (w - s * A)  # d ell / d H_ab (row-wise), (N, T, T)
-    grad = np.einsum("abk,nab->nk", P, GH)
+    ws = w - s * A
+    grad = (2.0 * beta) * (ws.reshape(N, T * T) @ P2)  # pull-back of d ell / d H
     if order == 1:
         return val, grad, None
-    # row Hessians (N, T, T, T): [n, a, c, e]
-    Jr = beta * (A[..., :, None] * np.eye(T) - A[..., :, None] * A[..., None, :])
-    JJ = np.einsum("nace,naef->nacf", Jr, Jr)
-    ws = w - s * A
-    Hr = 2.0 * JJ + 2.0 * beta**2 * (
-        ws[..., :, None] * np.eye(T)
-        - A[..., :, None] * w[..., None, :]
-        - w[..., :, None] * A[..., None, :]
-        + 2.0 * s[..., None] * A[..., :, None] * A[..., None, :]
-    )
-    hess = np.einsum("ack,nace,ael->nkl", P, Hr, P)
+    # row Hessians Hr[n, a, c, e] (closed form of 2 J J + 2 sum_b R_b Hess(A_b), J = beta(diag A - A A^T)):
+    # Hr = 2 beta^2 [delta_ce (A_c^2 + ws_c) + A_c A_e (|A|^2 + 2 s - A_c - A_e) - A_c w_e - w_c A_e]
+    Ac, Ae = A[..., :, None], A[..., None, :]
+    nA = (A * A).sum(axis=-1, keepdims=True)[..., None]  # (N, T, 1, 1)
+    Hr = Ac * Ae * (nA + 2.0 * s[..., None] - Ac - Ae) - Ac * w[..., None, :] - w[..., :, None] * Ae
+    idx = np.arange(T)
+    Hr[..., idx, idx] += A * A + ws
+    # pull back through M: hess[k, l] = sum_{a,c,e} P[a,c,k] Hr[a,c,e] P[a,e,l]  (one matmul)
+    hess = (2.0 * beta**2) * (Hr.reshape(N, T**3) @ _pullback(T)).reshape(N, K, K)
     return val, grad, hess
 
 
@@ -207,6 +218,8 @@ class ProxResult:
         Largest number of Newton iterations used by any start.
     start_index : (N,) int array
         Which starting point produced the retained minimiser.
+    branches : list of (N, K) arrays
+        End point of the Newton run from each start.
     """
 
     h: np.ndarray
@@ -216,6 +229,7 @@ class ProxResult:
     converged: bool
     iterations: int
     start_index: np.ndarray
+    branches: list = dataclasses.field(default_factory=list)
 
 
 def prox_objective(h: np.ndarray, z: np.ndarray, Y: np.ndarray, Sigma, beta: float) -> np.ndarray:
@@ -223,6 +237,31 @@ def prox_objective(h: np.ndarray, z: np.ndarray, Y: np.ndarray, Sigma, beta: flo
     Sig = np.broadcast_to(np.asarray(Sigma, dtype=float), (h.shape[0],))
     d = h - z
     return np.einsum("nk,nk->n", d, d) / (2.0 * Sig) + softmax_fit_loss(h, Y, beta, order=0)[0]
+
+
+def _chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Solve ``H x = b`` for a batch of small SPD matrices by a vectorised Cholesky.
+
+    Returns ``(x, ok)``; ``ok[n]`` is False when a pivot of ``H[n]`` fell below ``floor[n]``
+    (not safely positive definite), in which case ``x[n]`` is meaningless.
+    """
+    N, K, _ = H.shape
+    L = np.zeros_like(H)
+    ok = np.ones(N, dtype=bool)
+    for j in range(K):
+        piv = H[:, j, j] - np.einsum("nk,nk->n", L[:, j, :j], L[:, j, :j])
+        ok &= piv > floor
+        ljj = np.sqrt(np.where(piv > floor, piv, 1.0))
+        L[:, j, j] = ljj
+        if j + 1 < K:
+            L[:, j + 1 :, j] = (H[:, j + 1 :, j] - np.einsum("nik,nk->ni", L[:, j + 1 :, :j], L[:, j, :j])) / ljj[:, None]
+    y = np.zeros_like(b)
+    for j in range(K):  # forward substitution L y = b
+        y[:, j] = (b[:, j] - np.einsum("nk,nk->n", L[:, j, :j], y[:, :j])) / L[:, j, j]
+    x = np.zeros_like(b)
+    for j in reversed(range(K)):  # back substitution L^T x = y
+        x[:, j] = (y[:, j] - np.einsum("nk,nk->n", L[:, j + 1 :, j], x[:, j + 1 :])) / L[:, j, j]
+    return x, ok
 
 
 def _newton(
@@ -233,8 +272,12 @@ def _newton(
     beta: float,
     tol: float,
     max_iter: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Safeguarded Newton from ``h0`` on all nodes; returns (h, objective, grad_norm, iterations)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+    """Safeguarded Newton from ``h0`` on all nodes; returns (h, objective, grad_norm, iterations, done).
+
+    A node is done when its gradient is below ``tol (1 + ||z||/Sigma)`` or its Newton decrement
+    reached round-off level.
+    """
     h = h0.copy()
     N, K = h.shape
     inv = 1.0 / Sig
@@ -251,37 +294,69 @@ def _newton(
         it += 1
         idx = np.nonzero(active)[0]
         # saddle-free Newton direction: |eigenvalues|, floored relative to the prox curvature
-        lam, V = np.linalg.eigh(Hs[idx])
-        lam = np.maximum(np.abs(lam), 1e-3 * inv[idx, None])
         gi = g[idx]
-        p = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, gi) / lam)
+        # Newton direction: batched Cholesky where the Hessian is positive definite, else a
+        # saddle-free step (|eigenvalues|, floored relative to the prox curvature 1/Sigma)
+        p, pd = _chol_solve(Hs[idx], -gi, 1e-8 * inv[idx])
+        bad = np.nonzero(~pd)[0]
+        if bad.size:
+            lam, V = np.linalg.eigh(Hs[idx[bad]])
+            lam = np.maximum(np.abs(lam), 1e-3 * inv[idx[bad], None])
+            p[bad] = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, gi[bad]) / lam)
         slope = np.einsum("nk,nk->n", gi, p)
-        t = np.ones(idx.size)
-        fi = f[idx]
-        todo = np.arange(idx.size)
-        h_new = h[idx].copy()
-        f_new = fi.copy()
-        for _ in range(40):  # backtracking halvings (vectorised over the pending nodes)
-            cand = h[idx[todo]] + t[todo, None] * p[todo]
-            fc = prox_objective(cand, z[idx[todo]], Y[idx[todo]], Sig[idx[todo]], beta)
-            ok = fc <= fi[todo] + 1e-4 * t[todo] * slope[todo] + 1e-15 * np.abs(fi[todo])
-            h_new[todo[ok]] = cand[ok]
-            f_new[todo[ok]] = fc[ok]
-            todo = todo[~ok]
+        # Newton decrement at round-off level: nothing left to gain, stop these nodes
+        # (take that last full Newton step without line search: it only polishes h)
+        done = -slope <= 1e-15 * (1.0 + np.abs(f[idx]))
+        if done.any():
+            jd = idx[done]
+            h[jd] += p[done]
+            fit, gg, _ = softmax_fit_loss(h[jd], Y[jd], beta, order=1)
+            dj = h[jd] - z[jd]
+            f[jd] = 0.5 * inv[jd] * np.einsum("nk,nk->n", dj, dj) + fit
+            g[jd] = gg + inv[jd, None] * dj
+            gn[jd] = np.linalg.norm(g[jd], axis=1)
+            active[jd] = False
+            keep = ~done
+            idx, gi, p, slope = idx[keep], gi[keep], p[keep], slope[keep]
+            if idx.size == 0:
+                break
+        # full step first, with derivatives (accepted for most nodes) ...
+        hi_, zi, Yi, invi, fi = h[idx], z[idx], Y[idx], inv[idx], f[idx]
+        cand = hi_ + p
+        fit, gg, HH = softmax_fit_loss(cand, Yi, beta)
+        dc = cand - zi
+        fc = 0.5 * invi * np.einsum("nk,nk->n", dc, dc) + fit
+        ok = fc <= fi + 1e-4 * slope + 1e-15 * np.abs(fi)
+        jo = idx[ok]
+        h[jo], f[jo] = cand[ok], fc[ok]
+        g[jo] = gg[ok] + invi[ok, None] * dc[ok]
+        Hs[jo] = HH[ok] + invi[ok, None, None] * np.eye(K)
+        # ... then vectorised backtracking (halvings) on the rest
+        todo = np.nonzero(~ok)[0]
+        t = np.full(todo.size, 0.5)
+        acc = []
+        for _ in range(40):
             if todo.size == 0:
                 break
-            t[todo] *= 0.5
-        h[idx] = h_new
-        fit, gg, HH = softmax_fit_loss(h[idx], Y[idx], beta)
-        di = h[idx] - z[idx]
-        f[idx] = 0.5 * inv[idx] * np.einsum("nk,nk->n", di, di) + fit
-        g[idx] = gg + inv[idx, None] * di
-        Hs[idx] = HH + inv[idx, None, None] * np.eye(K)
+            cand = hi_[todo] + t[:, None] * p[todo]
+            fc = prox_objective(cand, zi[todo], Yi[todo], Sig[idx[todo]], beta)
+            ok2 = fc <= fi[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(fi[todo])
+            h[idx[todo[ok2]]] = cand[ok2]
+            acc.append(todo[ok2])
+            todo, t = todo[~ok2], 0.5 * t[~ok2]
+        if acc:
+            jb = idx[np.concatenate(acc)]
+            if jb.size:
+                fit, gg, HH = softmax_fit_loss(h[jb], Y[jb], beta)
+                db = h[jb] - z[jb]
+                f[jb] = 0.5 * inv[jb] * np.einsum("nk,nk->n", db, db) + fit
+                g[jb] = gg + inv[jb, None] * db
+                Hs[jb] = HH + inv[jb, None, None] * np.eye(K)
         gn[idx] = np.linalg.norm(g[idx], axis=1)
         stalled = np.zeros(idx.size, bool)
         stalled[todo] = True  # line search failed: at machine precision
         active[idx] = (gn[idx] > tol * scale[idx]) & ~stalled
-    return h, f, gn, it
+    return h, f, gn, it, ~active
 
 
 def prox_softmax(
@@ -290,8 +365,8 @@ def prox_softmax(
     Sigma,
     beta: float,
     *,
-    starts: Sequence[np.ndarray] = (),
-    tol: float = 1e-10,
+    starts: Sequence[np.ndarray] | None = None,
+    tol: float = 1e-12,
     max_iter: int = 100,
 ) -> ProxResult:
     """Global proximal point of the softmax square loss, batched over nodes.
@@ -306,9 +381,10 @@ def prox_softmax(
         Prox parameter (> 0).
     beta : float
         Student inverse temperature.
-    starts : sequence of (N, K) arrays
-        Extra Newton starting points; ``z`` itself is always tried first. The node-wise
-        lowest objective over all starts is kept.
+    starts : sequence of (N, K) arrays, optional
+        Newton starting points (default: ``[z]``). Newton is run from each and the node-wise
+        lowest objective is kept; the end point of every start is returned in
+        ``ProxResult.branches`` (for warm starts along a sequence of nearby problems).
     tol : float
         Gradient tolerance, relative to ``1 + ||z||/Sigma``.
     max_iter : int
@@ -317,24 +393,26 @@ def prox_softmax(
     z = np.asarray(z, dtype=float)
     N, K = z.shape
     Sig = np.broadcast_to(np.asarray(Sigma, dtype=float), (N,)).astype(float)
-    best_h = None
-    best_f = None
-    best_g = None
+    if starts is None or len(starts) == 0:
+        starts = [z]
+    best_h = best_f = best_g = None
     best_i = np.zeros(N, dtype=int)
     iters = 0
-    for i, h0 in enumerate([z, *starts]):
-        h, f, gn, it = _newton(np.asarray(h0, dtype=float), z, Y, Sig, beta, tol, max_iter)
+    branches = []
+    for i, h0 in enumerate(starts):
+        h, f, gn, it, done = _newton(np.asarray(h0, dtype=float), z, Y, Sig, beta, tol, max_iter)
+        branches.append(h)
         iters = max(iters, it)
         if best_h is None:
-            best_h, best_f, best_g = h, f, gn
+            best_h, best_f, best_g, best_d = h.copy(), f.copy(), gn.copy(), done.copy()
             continue
         better = f < best_f - 1e-12 * np.abs(best_f)
         best_h[better], best_f[better], best_g[better] = h[better], f[better], gn[better]
+        best_d[better] = done[better]
         best_i[better] = i
     fit = softmax_fit_loss(best_h, Y, beta, order=0)[0]
-    scale = 1.0 + np.linalg.norm(z, axis=1) / Sig
-    converged = bool(np.all(best_g <= max(tol, 1e-8) * scale * 10))
-    return ProxResult(best_h, best_f, fit, best_g, converged, iters, best_i)
+    converged = bool(np.all(best_d))
+    return ProxResult(best_h, best_f, fit, best_g, converged, iters, best_i, branches)
 
 
 def prox_linear(z: np.ndarray, y: np.ndarray, Sigma) -> ProxResult:
@@ -347,7 +425,7 @@ def prox_linear(z: np.ndarray, y: np.ndarray, Sigma) -> ProxResult:
     h = (z + 4.0 * Sig * y) / (1.0 + 4.0 * Sig)
     fit = 2.0 * np.sum((y - h) ** 2, axis=1)
     obj = np.sum((h - z) ** 2, axis=1) / (2.0 * Sig[:, 0]) + fit
-    return ProxResult(h, obj, fit, np.zeros(z.shape[0]), True, 0, np.zeros(z.shape[0], dtype=int))
+    return ProxResult(h, obj, fit, np.zeros(z.shape[0]), True, 0, np.zeros(z.shape[0], dtype=int), [h])
 
 
 def interpolating_start(z: np.ndarray, y: np.ndarray, ratio: float, T: int) -> np.ndarray:
@@ -371,18 +449,22 @@ def prox_channel(
     channel: str,
     beta: float,
     beta0: float,
-    tol: float = 1e-10,
+    starts: Sequence[np.ndarray] | None = None,
+    tol: float = 1e-12,
     max_iter: int = 100,
 ) -> ProxResult:
     """Prox for labels generated from teacher logits ``y`` (``K``-vectors, noise included).
 
-    The labels are ``chan_beta0(M(y))``; for softmax channels the starts are ``z``, the
-    interpolating point (:func:`interpolating_start`) and their midpoint.
+    The labels are ``chan_beta0(M(y))``. For softmax channels the default starts are ``z``,
+    the interpolating point (:func:`interpolating_start`) and their midpoint; pass
+    ``starts`` to override (e.g. warm starts from a previous call's ``branches``).
     """
     if channel == "linear":
         return prox_linear(z, y, Sigma)
     if channel not in ("seq2lab", "seq2seq"):
         raise ValueError(f"channel must be one of seq2lab, seq2seq, linear (got {channel!r})")
     Y = softmax_rows(beta0 * vec_to_mat(y, T))
-    hi = interpolating_start(z, y, beta0 / beta, T)
-    return prox_softmax(z, Y, Sigma, beta, starts=(hi, 0.5 * (hi + z)), tol=tol, max_iter=max_iter)
+    if starts is None:
+        hi = interpolating_start(z, y, beta0 / beta, T)
+        starts = (z, hi, 0.5 * (hi + z))
+    return prox_softmax(z, Y, Sigma, beta, starts=starts, tol=tol, max_iter=max_iter)

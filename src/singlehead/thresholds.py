@@ -1,0 +1,147 @@
+"""Sample-complexity thresholds of the attention-indexed model (THEORY §4, §8).
+
+All thresholds are in ``alpha = n/d^2`` and use the **number of informative logit directions
+per sequence**
+
+* ``c_T = (T^2 + T - 2)/2 = K - 1`` for the softmax channels: the labels fix the ``K = T(T+1)/2``
+  logits only up to one global shift (the only symmetric shift that leaves every row-wise
+  softmax unchanged);
+* ``c_T = K`` for the linear channel (``c_1 = 1``: the quadratic network).
+
+Formulas (``lambda -> 0+``; arXiv 2509.24914 Cor. 3.2 and ``shared/THEORY.md`` §4):
+
+* **interpolation** (largest ``alpha`` with zero training error), factorized student:
+  ``alpha_interp = dJ/ddelta(dbar, 0) / (4 c_T dbar)`` with ``dbar`` solving
+  ``Q0 + Delta/2 = J(dbar, 0) - (dbar/2) dJ/ddelta(dbar, 0)``. It follows from the SE in the
+  limit ``Sigma -> inf``, ``eps = lam Sigma/(alpha c_T)`` fixed, evaluated at ``eps = 0``.
+  Noiseless labels are interpolated at every ``alpha`` (``inf`` is returned); the limit
+  ``Delta -> 0+`` is ``lim_{delta -> 0} D(delta)/(2 c_T)`` (``D`` the free divergence of the
+  ReLU), ``(kappa0^2 + 2 kappa0 (1-kappa0) + (1-kappa0)^2/2)/(2 c_T)`` for an MP target (0.21875
+  at ``kappa0 = 0.5, T = 2``, just above ``alpha_perf``). Direct student: ``1/(2 c_T)``
+  (``n c_T`` equations for ``d^2/2`` unknowns).
+* **perfect recovery** (noiseless, smallest ``alpha`` with zero test error), factorized
+  student, MP target: ``c_T alpha_perf = kappa0 - kappa0^2/2 + (1-kappa0)^2 G(u)/2
+  + kappa0 (1-kappa0) u^2/2`` with ``G(u) = int_u^2 (x-u)^2 SC(dx)`` and ``u`` solving
+  ``(1-kappa0) int_u^2 (x-u) SC(dx) = kappa0 u`` (THEORY §4; ``kappa0 = 0.5, T = 2`` gives
+  0.211). Direct student: ``1/(2 c_T)``.
+* **Bayes-optimal perfect recovery** (arXiv 2506.01582): ``(kappa0 - kappa0^2/2)/c_T``.
+
+The thresholds do not depend on ``beta``, ``beta0`` or ``lam`` (rescaling the target by
+``beta0/beta`` leaves them invariant).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from scipy import integrate, optimize
+
+from .problem import MPTarget, Problem
+
+__all__ = [
+    "informative_directions",
+    "interpolation_threshold",
+    "perfect_recovery_threshold",
+    "bayes_perfect_recovery_threshold",
+    "semicircle_tail_moments",
+]
+
+
+def informative_directions(problem: Problem) -> int:
+    """``c_T``: ``K - 1 = (T^2 + T - 2)/2`` for softmax channels, ``K = T(T+1)/2`` for linear."""
+    K = problem.n_pairs
+    c = K if problem.channel == "linear" else K - 1
+    if c <= 0:
+        raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
+    return c
+
+
+def semicircle_tail_moments(u: float) -> tuple[float, float, float]:
+    """``(int_u^2 SC, int_u^2 (x-u) SC, int_u^2 (x-u)^2 SC)`` for the semicircle on ``[-2, 2]``.
+
+    Closed forms with ``u = 2 cos(theta)`` (``SC(dx) = sqrt(4 - x^2)/(2 pi) dx``).
+    """
+    u = float(np.clip(u, -2.0, 2.0))
+
+    def mom(k: int) -> float:
+        return integrate.quad(lambda x: (x - u) ** k * math.sqrt(max(4 - x * x, 0.0)) / (2 * math.pi), u, 2.0,
+                              epsabs=1e-14, epsrel=1e-13)[0]
+
+    return mom(0), mom(1), mom(2)
+
+
+def _mp_kappa0(problem: Problem) -> float:
+    if not isinstance(problem.target, MPTarget):
+        raise NotImplementedError("closed-form perfect-recovery thresholds exist for MP targets only")
+    return float(problem.target.kappa0)
+
+
+def perfect_recovery_threshold(problem: Problem) -> float:
+    """Smallest ``alpha`` with zero test error of the noiseless ERM at ``lam -> 0+`` (THEORY §4).
+
+    Factorized student, MP target ``kappa0``: the nuclear-norm formula of the module
+    docstring. With a rank cap ``kappa < 1`` the returned value is the uncapped one, which is an
+    **upper bound** (``S0`` is then feasible and minimises the relaxed problem; a warning is
+    issued), and ``inf`` when ``kappa < kappa0`` (the student cannot represent ``S0``).
+    Direct student: ``1/(2 c_T)``.
+    """
+    c = informative_directions(problem)
+    if problem.student == "direct":
+        return 1.0 / (2 * c)
+    k0 = _mp_kappa0(problem)
+    if problem.kappa < k0:
+        return math.inf
+    if problem.kappa < 1:
+        warnings.warn("perfect_recovery_threshold: with a rank cap kappa < 1 the nuclear-norm value is an upper bound",
+                      stacklevel=2)
+    if k0 >= 1:
+        return (k0 - k0 * k0 / 2) / c
+
+    def eq(u: float) -> float:
+        return (1 - k0) * semicircle_tail_moments(u)[1] - k0 * u
+
+    u = optimize.brentq(eq, 0.0, 2.0, xtol=1e-14)
+    G = semicircle_tail_moments(u)[2]
+    return (k0 - k0 * k0 / 2 + (1 - k0) ** 2 * G / 2 + k0 * (1 - k0) * u * u / 2) / c
+
+
+def bayes_perfect_recovery_threshold(problem: Problem) -> float:
+    """Bayes-optimal perfect recovery ``(kappa0 - kappa0^2/2)/c_T`` (MP target, noiseless)."""
+    k0 = _mp_kappa0(problem)
+    return (k0 - k0 * k0 / 2) / informative_directions(problem)
+
+
+def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int = 4, seed: int = 0) -> float:
+    """Interpolation threshold ``alpha_interp`` at ``lam -> 0+`` (THEORY §4, arXiv 2509.24914 Cor. 3.2).
+
+    Factorized student: ``dJ/ddelta(dbar,0)/(4 c_T dbar)`` with ``dbar`` solving
+    ``Q0 + Delta/2 = J(dbar,0) - (dbar/2) dJ/ddelta(dbar,0)`` (``J`` with the rank cap ``kappa``
+    when ``kappa < 1``); ``inf`` for ``Delta = 0``. Direct student: ``1/(2 c_T)``.
+    ``prior`` / ``draws`` / ``seed`` select the target model as in
+    :func:`singlehead.state_evolution.prior_model`.
+    """
+    from .state_evolution import prior_model
+
+    c = informative_directions(problem)
+    if problem.student == "direct":
+        return 1.0 / (2 * c)
+    pm = prior_model(problem, prior, draws=draws, seed=seed)
+    cap = problem.kappa if problem.kappa < 1 else None
+    target = pm.Q0 + problem.noise / 2
+
+    def parts(dl: float) -> tuple[float, float]:
+        ti = pm.threshold_integrals(dl, 0.0, rank_cap=cap)
+        return float(ti.J) - 0.5 * dl * float(ti.dJ_ddelta), float(ti.dJ_ddelta)
+
+    if problem.noise == 0:
+        return math.inf  # noiseless labels are always interpolated (by S0 itself)
+    # bracket the root of R(dbar) = J - dbar J'/2 - (Q0 + Delta/2), R(0+) = -Delta/2 < 0
+    lo, hi = 1e-6 * math.sqrt(pm.Q0), math.sqrt(pm.Q0)
+    while parts(hi)[0] < target:
+        lo, hi = hi, 2 * hi
+        if hi > 1e6:
+            raise RuntimeError("interpolation_threshold: could not bracket dbar")
+    dbar = optimize.brentq(lambda x: parts(x)[0] - target, lo, hi, xtol=1e-12, rtol=1e-12)
+    return parts(dbar)[1] / (4 * c * dbar)

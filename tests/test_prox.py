@@ -1,0 +1,111 @@
+"""Tests of the batched proximal step (singlehead.prox)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from singlehead.channels import attention_map
+from singlehead.prox import (
+    interpolating_start,
+    mat_to_vec,
+    prox_channel,
+    prox_objective,
+    prox_softmax,
+    softmax_fit_loss,
+    softmax_rows,
+    vec_to_mat,
+)
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4])
+def test_embedding_roundtrip_and_norm(T):
+    rng = np.random.default_rng(0)
+    K = T * (T + 1) // 2
+    v = rng.normal(size=(7, K))
+    H = vec_to_mat(v, T)
+    assert np.allclose(H, np.swapaxes(H, -1, -2))
+    assert np.allclose(np.diagonal(H, axis1=-2, axis2=-1), np.sqrt(2) * v[:, [k for k, (a, b) in enumerate(zip(*np.triu_indices(T))) if a == b]])
+    assert np.allclose(mat_to_vec(H), v)
+    assert np.allclose((H**2).sum(axis=(1, 2)), 2 * (v**2).sum(axis=1))
+
+
+def test_softmax_matches_channels_module():
+    rng = np.random.default_rng(1)
+    h = rng.normal(size=(5, 3))
+    H = vec_to_mat(h, 2)
+    assert np.allclose(softmax_rows(1.7 * H), attention_map(H, "seq2lab", 1.7))
+
+
+@pytest.mark.parametrize("T,beta", [(2, 1.0), (3, 1.3), (4, 0.7)])
+def test_gradient_hessian_finite_differences(T, beta):
+    rng = np.random.default_rng(2)
+    K = T * (T + 1) // 2
+    h = rng.normal(size=(6, K)) * 1.5
+    Y = softmax_rows(2 * rng.normal(size=(6, T, T)))
+    _, g, H = softmax_fit_loss(h, Y, beta)
+    e = 1e-6
+    E = np.eye(K)
+    gfd = np.stack([(softmax_fit_loss(h + e * E[k], Y, beta, order=0)[0] - softmax_fit_loss(h - e * E[k], Y, beta, order=0)[0]) / (2 * e) for k in range(K)], 1)
+    Hfd = np.stack([(softmax_fit_loss(h + e * E[k], Y, beta, order=1)[1] - softmax_fit_loss(h - e * E[k], Y, beta, order=1)[1]) / (2 * e) for k in range(K)], 2)
+    assert np.abs(g - gfd).max() < 1e-7
+    assert np.abs(H - Hfd).max() < 1e-6
+
+
+def test_gradient_hessian_autograd():
+    rng = np.random.default_rng(3)
+    T, K, beta = 3, 6, 1.2
+    h = rng.normal(size=K)
+    Y = softmax_rows(rng.normal(size=(T, T)))
+    _, g, H = softmax_fit_loss(h[None], Y[None], beta)
+    P = torch.as_tensor(np.einsum("abk->abk", vec_to_mat(np.eye(K), T).transpose(1, 2, 0)))
+
+    def f(x):
+        A = torch.softmax(beta * torch.einsum("abk,k->ab", P, x), dim=-1)
+        return ((A - torch.as_tensor(Y)) ** 2).sum()
+
+    x = torch.as_tensor(h, dtype=torch.float64)
+    gt = torch.autograd.functional.jacobian(f, x).numpy()
+    Ht = torch.autograd.functional.hessian(f, x).numpy()
+    assert np.allclose(g[0], gt, atol=1e-12) and np.allclose(H[0], Ht, atol=1e-12)
+
+
+@pytest.mark.parametrize("Sigma", [0.05, 1.0, 30.0])
+def test_prox_is_global_minimum(Sigma):
+    """Newton result vs a dense scan around the minimiser (T = 2, K = 3) and first-order conditions."""
+    rng = np.random.default_rng(4)
+    T, K, N = 2, 3, 40
+    z = 1.5 * rng.normal(size=(N, K))
+    y = 1.5 * rng.normal(size=(N, K))
+    pr = prox_channel(z, y, Sigma, T=T, channel="seq2lab", beta=1.0, beta0=1.0)
+    assert pr.converged
+    Y = softmax_rows(vec_to_mat(y, T))
+    _, g, H = softmax_fit_loss(pr.h, Y, 1.0)
+    g = g + (pr.h - z) / Sigma
+    assert np.abs(g).max() < 1e-8
+    assert np.all(np.linalg.eigvalsh(H + np.eye(K) / Sigma) > -1e-10)
+    # brute force: random candidates around z and the interpolating point cannot beat it
+    hi = interpolating_start(z, y, 1.0, T)
+    cands = np.concatenate([z[None] + 3 * rng.normal(size=(3000, 1, K)), hi[None] + 3 * rng.normal(size=(3000, 1, K))])
+    obj = np.stack([prox_objective(c, z, Y, Sigma, 1.0) for c in cands])
+    assert np.all(obj.min(axis=0) >= pr.objective - 1e-10)
+
+
+def test_prox_linear_closed_form_and_generic_newton():
+    rng = np.random.default_rng(5)
+    z, y = rng.normal(size=(10, 3)), rng.normal(size=(10, 3))
+    pr = prox_channel(z, y, 0.7, T=2, channel="linear", beta=1.0, beta0=1.0)
+    # stationarity of ||h-z||^2/(2 Sigma) + 2||h-y||^2
+    assert np.allclose((pr.h - z) / 0.7 + 4 * (pr.h - y), 0)
+
+
+def test_nonconvex_case_picks_lower_branch():
+    """Large Sigma: the interpolating branch can win over the branch grown from z."""
+    rng = np.random.default_rng(6)
+    z, y = 2 * rng.normal(size=(4000, 3)), 2 * rng.normal(size=(4000, 3))
+    Y = softmax_rows(vec_to_mat(y, 2))
+    single = prox_softmax(z, Y, 50.0, 1.0)
+    multi = prox_channel(z, y, 50.0, T=2, channel="seq2lab", beta=1.0, beta0=1.0)
+    assert np.all(multi.objective <= single.objective + 1e-12)
+    assert (multi.objective < single.objective - 1e-6).any()

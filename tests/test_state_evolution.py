@@ -1,0 +1,141 @@
+"""Tests of the ERM state evolution (singlehead.state_evolution)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from singlehead import MPTarget, Problem
+from singlehead.state_evolution import (
+    OutputQuadrature,
+    output_side,
+    prior_model,
+    prior_side,
+    theory,
+    theory_curve,
+)
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_linear_T1_reduction(noise):
+    """Linear channel, T = 1: mhat = Sigmahat = 2 alpha/(Sigma + 1/4),
+    qhat = 2 alpha (Q0 - 2m + q + Delta/2)/(Sigma + 1/4)^2 — also through the generic
+    quadrature + prox code path."""
+    p = Problem(T=1, alpha=0.7, channel="linear", noise=noise)
+    Q0, q, m, S = 1.5, 1.1, 0.9, 0.6
+    exact = (2 * 0.7 * (Q0 - 2 * m + q + noise / 2) / (S + 0.25) ** 2, 2 * 0.7 / (S + 0.25), 2 * 0.7 / (S + 0.25))
+    a = output_side(q, m, S, problem=p, Q0=Q0)
+    assert np.allclose([a.qhat, a.mhat, a.Sigmahat], exact, rtol=1e-14)
+    b = output_side(q, m, S, problem=p, Q0=Q0, analytic_linear=False, quad=OutputQuadrature.sobol(2, 4096, 4, 1))
+    for name, v in zip(("qhat", "mhat", "Sigmahat"), exact):
+        got = getattr(b, name)
+        assert abs(got - v) < max(5 * b.err[name], 1e-9) + 2e-3 * v, (name, got, v, b.err[name])
+
+
+def test_linear_T2_generic_quadrature_matches_closed_form():
+    p = Problem(T=2, alpha=0.4, channel="linear", noise=0.3)
+    a = output_side(0.8, 0.7, 1.3, problem=p, Q0=1.5)
+    b = output_side(0.8, 0.7, 1.3, problem=p, Q0=1.5, analytic_linear=False, quad=OutputQuadrature.sobol(6, 4096, 4, 2))
+    for name in ("qhat", "mhat", "Sigmahat", "train_error"):
+        assert abs(getattr(a, name) - getattr(b, name)) < 5 * b.err[name] + 1e-3 * abs(getattr(a, name))
+
+
+def test_seq2lab_and_seq2seq_identical():
+    base = dict(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
+    r1 = theory(Problem(channel="seq2lab", **base), n_points=512)
+    r2 = theory(Problem(channel="seq2seq", **base), n_points=512)
+    for k in ("test_error", "test_error_noisy", "train_error", "matrix_error", "penalty", "rank_fraction"):
+        assert getattr(r1, k) == getattr(r2, k)
+    for k in ("q", "m", "Sigma", "qhat", "mhat", "Sigmahat"):
+        assert r1[k] == r2[k]
+
+
+def test_theory_converges_deterministic_and_reports_fields():
+    p = Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
+    r = theory(p, n_points=512)
+    assert r.source == "theory" and r["converged"] and r["residual"] < 1e-5
+    for k in ("q", "m", "Sigma", "qhat", "mhat", "Sigmahat", "eta", "delta", "eps", "iterations", "quadrature_error"):
+        assert k in r.extras
+    assert r.matrix_error == pytest.approx(r["Q0"] - 2 * r["m"] + r["q"])
+    assert r.penalty == pytest.approx(p.lam * r["first_moment"])
+    assert 0 < r.rank_fraction < 1 and r.test_error_noisy > r.test_error > 0
+    assert 0 < r["quadrature_error"]["test_error"] < 0.05 * r.test_error
+    r2 = theory(p, n_points=512)
+    assert r2.test_error == r.test_error and r2["q"] == r["q"]
+    # the fixed point really is one: a cold re-evaluation of the map
+    pm = prior_model(p)
+    quad = OutputQuadrature.sobol(6, 512, 4, 0)
+    out = output_side(r["q"], r["m"], r["Sigma"], problem=p, Q0=pm.Q0, quad=quad)
+    ps = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=p, prior=pm)
+    assert np.allclose([ps.q, ps.m, ps.Sigma], [r["q"], r["m"], r["Sigma"]], rtol=1e-4)
+
+
+def test_direct_student_prior_constants():
+    """Frobenius prox: Shat = eta' Y, eta' = mhat/(Sigmahat + 4 lam); Sigma = D(eta' x)/mhat."""
+    p = Problem(T=2, student="direct", lam=0.05, target=MPTarget(0.5))
+    pm = prior_model(p)
+    qh, mh, Sh = 0.3, 1.2, 0.9
+    ps = prior_side(qh, mh, Sh, problem=p, prior=pm)
+    etap = mh / (Sh + 4 * 0.05)
+    d2 = qh / mh**2
+    assert ps.q == pytest.approx(etap**2 * (1.5 + d2))
+    assert ps.m == pytest.approx(etap * 1.5)
+    assert ps.Sigma == pytest.approx(etap / mh)
+
+
+def test_factorized_lam_to_direct_limit_of_prior_side_relations():
+    """Consistency of the nuclear-norm prior side: m = eta (<f, Y> - delta^2 D) (free Stein)."""
+    p = Problem(T=2, lam=0.02, target=MPTarget(0.5))
+    pm = prior_model(p)
+    ps = prior_side(0.4, 1.1, 0.8, problem=p, prior=pm)
+    ti = pm.threshold_integrals(ps.delta, ps.eps)
+    fY = ti.J - 0.5 * ps.eps * ti.dJ_deps  # int f(x) x dmu
+    assert ps.m == pytest.approx(ps.eta * (fY - ps.delta**2 * ti.divergence))
+    assert ps.Sigma == pytest.approx(ps.eta * ti.divergence / 1.1)
+
+
+def test_rank_cap_binds():
+    base = dict(T=2, alpha=1.0, noise=0.5, lam=0.001, target=MPTarget(0.5))
+    r1 = theory(Problem(kappa=1.0, **base), n_points=512)
+    r2 = theory(Problem(kappa=0.3, **base), n_points=512)
+    assert r1.rank_fraction > 0.3
+    assert r2.rank_fraction == pytest.approx(0.3) and r2["cap_binds"]
+    assert r2["converged"]
+
+
+def test_theory_curve_matches_single_points():
+    p = Problem(T=2, noise=0.5, lam=0.01, target=MPTarget(0.5))
+    alphas = [0.3, 0.4, 0.5]
+    rs = theory_curve(p, alphas, n_points=512)
+    assert all(r["converged"] for r in rs)
+    single = theory(p.replace(alpha=0.5), n_points=512)
+    assert rs[-1].test_error == pytest.approx(single.test_error, rel=1e-4)
+    assert rs[-1]["q"] == pytest.approx(single["q"], rel=1e-4)
+
+
+def test_T3_runs():
+    r = theory(Problem(T=3, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)), n_points=256)
+    assert r["converged"] and r.test_error > 0
+
+
+def test_linear_channel_theory_is_fast_and_exact():
+    r = theory(Problem(T=1, channel="linear", alpha=1.0, noise=0.5, lam=0.01, target=MPTarget(0.5)))
+    assert r["converged"] and r["residual"] < 1e-6
+    assert r.test_error == pytest.approx(2 * r.matrix_error)
+    assert r["quadrature_error"]["qhat"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student,kappa", [("factorized", 1.0), ("direct", 1.0)])
+def test_theory_vs_simulation_small_d(student, kappa):
+    """Small-d simulation check (d = 50, 3 seeds, wide tolerance 20%: finite-size effects)."""
+    from singlehead.simulation import simulate
+
+    p = Problem(d=50, T=2, alpha=1.0, noise=0.5, lam=0.01, student=student, kappa=kappa, target=MPTarget(0.5))
+    th = theory(p)
+    sims = [simulate(p, seed=s) for s in range(3)]
+    for k in ("test_error", "matrix_error", "train_error"):
+        v = np.mean([getattr(r, k) for r in sims])
+        assert abs(v - getattr(th, k)) <= 0.2 * getattr(th, k), (k, v, getattr(th, k))

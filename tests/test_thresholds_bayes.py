@@ -1,0 +1,83 @@
+"""Thresholds and the Bayes-optimal baseline."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from singlehead import MPTarget, Problem
+from singlehead.bayes import bayes_optimal, bayes_overlap
+from singlehead.state_evolution import theory, theory_curve
+from singlehead.thresholds import (
+    bayes_perfect_recovery_threshold,
+    informative_directions,
+    interpolation_threshold,
+    perfect_recovery_threshold,
+)
+
+
+def test_c_T():
+    assert informative_directions(Problem(T=2)) == 2
+    assert informative_directions(Problem(T=3)) == 5
+    assert informative_directions(Problem(T=1, channel="linear")) == 1
+    with pytest.raises(ValueError):
+        informative_directions(Problem(T=1))
+
+
+def test_alpha_perfect_recovery_value():
+    p = Problem(T=2, target=MPTarget(0.5))
+    assert perfect_recovery_threshold(p) == pytest.approx(0.4222 / 2, abs=2e-4)
+    assert bayes_perfect_recovery_threshold(p) == pytest.approx(0.375 / 2)
+    assert perfect_recovery_threshold(p.replace(student="direct")) == pytest.approx(0.25)
+
+
+def test_bayes_perfect_recovery():
+    p = Problem(T=2, noise=0.0, target=MPTarget(0.5))
+    a = bayes_perfect_recovery_threshold(p)
+    assert bayes_overlap(p.replace(alpha=1.03 * a))["mmse"] == 0.0
+    assert bayes_overlap(p.replace(alpha=0.95 * a))["mmse"] > 1e-3
+
+
+def test_erm_never_beats_bayes():
+    for noise in (0.0, 0.5):
+        p = Problem(T=2, noise=noise, lam=0.01, target=MPTarget(0.5))
+        alphas = [0.1, 0.2, 0.4, 0.8]
+        rs = theory_curve(p, alphas, n_points=512)
+        for a, r in zip(alphas, rs):
+            b = bayes_optimal(p.replace(alpha=a), n_outer=1024, n_inner=64)
+            assert r.test_error >= b.test_error - 1e-3, (noise, a, r.test_error, b.test_error)
+            assert r.matrix_error >= b.matrix_error - 1e-6
+            assert b["test_error_plugin"] >= b.test_error - 1e-3
+
+
+def test_linear_bayes_below_erm():
+    p = Problem(T=1, channel="linear", noise=0.5, lam=0.01, target=MPTarget(0.5))
+    for a in (0.2, 0.6, 1.5):
+        r, b = theory(p.replace(alpha=a)), bayes_optimal(p.replace(alpha=a))
+        assert b.test_error == pytest.approx(2 * b.matrix_error)
+        assert r.matrix_error > b.matrix_error
+
+
+def test_train_error_vanishes_below_interpolation_threshold():
+    """lam = 1e-5: zero training error below alpha_interp, positive above (linear and softmax)."""
+    for ch, T, factors in (("linear", 1, (0.6, 0.9, 1.1, 1.5)), ("seq2lab", 2, (0.6, 3.0))):
+        p = Problem(T=T, channel=ch, noise=0.5, lam=1e-5, target=MPTarget(0.5))
+        ai = interpolation_threshold(p)
+        for f in factors:
+            r = theory(p.replace(alpha=f * ai), n_points=512)
+            assert r["converged"]
+            if f < 1:
+                assert r.train_error < 1e-5, (ch, f, r.train_error)
+            else:
+                assert r.train_error > 1e-2, (ch, f, r.train_error)
+
+
+def test_interpolation_threshold_properties():
+    p = Problem(T=2, target=MPTarget(0.5), noise=0.5)
+    ai = interpolation_threshold(p)
+    assert 0.1 < ai < 0.2189
+    assert interpolation_threshold(p.replace(noise=0.0)) == math.inf
+    assert interpolation_threshold(p.replace(noise=1e-6)) == pytest.approx(0.875 / 4, rel=1e-2)
+    assert interpolation_threshold(p.replace(student="direct")) == 0.25
