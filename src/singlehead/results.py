@@ -26,10 +26,10 @@ def _jsonable(x: Any) -> Any:
         return {k: _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
-    if hasattr(x, "tolist"):
-        return x.tolist()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
+    if isinstance(x, float):  # also numpy floating scalars
+        return float(x) if math.isfinite(x) else None
+    if hasattr(x, "tolist"):  # numpy arrays and scalars: convert, then clean the NaNs inside
+        return _jsonable(x.tolist())
     return x
 
 
@@ -55,7 +55,10 @@ class Result:
         return {k: getattr(self, k) for k in METRIC_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat JSON-friendly dict: metrics, ``config``, ``source`` and the extras at top level."""
+        """Flat JSON-friendly dict: metrics, ``config``, ``source`` and the extras at top level.
+
+        Non-finite floats become ``None`` (JSON ``null``), so the output is strict JSON.
+        """
         out: dict[str, Any] = {"source": self.source, **self.metrics(), "config": self.config}
         out.update(self.extras)
         return _jsonable(out)
