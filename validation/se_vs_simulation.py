@@ -17,13 +17,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 
 import numpy as np
 
 from singlehead import MPTarget, Problem
-from singlehead.simulation import simulate
-from singlehead.state_evolution import theory
+from singlehead.experiments import Cache, Job, run_jobs
 
 METRICS = ("test_error", "matrix_error")
 STUDENTS = {
@@ -33,22 +31,28 @@ STUDENTS = {
 }
 
 
-def compare(problem: Problem, seeds: int, rel_tol: float, optimizer: str = "lbfgs") -> dict:
-    """Theory and the mean/standard error over ``seeds`` simulations of one problem."""
-    th = theory(problem)
-    sims = [simulate(problem, seed=s, optimizer=optimizer, n_test=10000) for s in range(seeds)]
-    row = {"theory": th, "ok": True}
-    for k in METRICS:
-        v = np.array([getattr(r, k) for r in sims])
-        mean = float(v.mean())
-        se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
-        t = float(getattr(th, k))
-        ok = abs(mean - t) <= 2 * se + rel_tol * abs(t)
-        row[k] = (t, mean, se, ok)
-        row["ok"] &= ok
-    row["train"] = (th.train_error, float(np.mean([r.train_error for r in sims])))
-    row["rank"] = (th.rank_fraction, float(np.mean([r.rank_fraction for r in sims])))
-    return row
+def compare(problems: list[Problem], seeds: int, rel_tol: float, optimizer: str, cache: Cache, n_jobs: int) -> list[dict]:
+    """Theory and mean/standard error over ``seeds`` simulations, per problem (cached, parallel)."""
+    settings = (("n_test", 10000), ("optimizer", optimizer))
+    sim_jobs = [Job("simulation", p, s, settings) for p in problems for s in range(seeds)]
+    sims = run_jobs(sim_jobs, cache, n_jobs=n_jobs, desc="simulations")
+    ths = run_jobs([Job("theory", p) for p in problems], cache, n_jobs=n_jobs, desc="theory")
+    rows = []
+    for i, (p, th) in enumerate(zip(problems, ths)):
+        runs = sims[i * seeds:(i + 1) * seeds]
+        row = {"theory": th, "ok": True, "runtime": sum(r["runtime_s"] for r in runs)}
+        for k in METRICS:
+            v = np.array([r[k] for r in runs])
+            mean = float(v.mean())
+            se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
+            t = float(th[k])
+            ok = abs(mean - t) <= 2 * se + rel_tol * abs(t)
+            row[k] = (t, mean, se, ok)
+            row["ok"] &= ok
+        row["train"] = (th["train_error"], float(np.mean([r["train_error"] for r in runs])))
+        row["rank"] = (th["rank_fraction"], float(np.mean([r["rank_fraction"] for r in runs])))
+        rows.append(row)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--channel", default="seq2lab")
     ap.add_argument("--rel-tol", type=float, default=0.03)
     ap.add_argument("--optimizer", default="lbfgs")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
+    ap.add_argument("--cache", default="runs/validation/se_vs_simulation", help="result cache (resumable)")
     args = ap.parse_args(argv)
+    cache = Cache(args.cache)
     alphas = [float(a) for a in args.alphas.split(",")]
     print(f"SE vs simulation: T={args.T} channel={args.channel} kappa0={args.kappa0} Delta={args.noise} "
           f"lam={args.lam} d={args.d} seeds={args.seeds} (pass: |sim - th| <= 2 se + {args.rel_tol:.0%})")
@@ -75,16 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(hdr))
     all_ok = True
     for name in args.students.split(","):
-        for a in alphas:
-            p = Problem(d=args.d, T=args.T, alpha=a, channel=args.channel, noise=args.noise, lam=args.lam,
-                        target=MPTarget(args.kappa0), **STUDENTS[name])
-            t0 = time.time()
-            row = compare(p, args.seeds, args.rel_tol, args.optimizer)
+        problems = [Problem(d=args.d, T=args.T, alpha=a, channel=args.channel, noise=args.noise, lam=args.lam,
+                            target=MPTarget(args.kappa0), **STUDENTS[name]) for a in alphas]
+        for a, row in zip(alphas, compare(problems, args.seeds, args.rel_tol, args.optimizer, cache, args.jobs)):
             te, me = row["test_error"], row["matrix_error"]
             all_ok &= row["ok"]
             print(f"{name:>10} {a:6.3g} | {te[0]:8.4f} {te[1]:8.4f} {te[2]:7.4f} | {me[0]:8.4f} {me[1]:8.4f} "
                   f"{me[2]:7.4f} | {row['train'][0]:8.4f} {row['train'][1]:9.4f} | {row['rank'][0]:7.3f} "
-                  f"{row['rank'][1]:8.3f} | {'yes' if row['ok'] else 'NO'}  ({time.time() - t0:.0f} s)", flush=True)
+                  f"{row['rank'][1]:8.3f} | {'yes' if row['ok'] else 'NO'}  ({row['runtime']:.0f} s of fits)",
+                  flush=True)
     print("ALL PASS" if all_ok else "SOME ROWS FAIL")
     return 0 if all_ok else 1
 
