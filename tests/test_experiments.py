@@ -99,3 +99,21 @@ def test_dask_local_cluster_path(tmp_path):
                                   dashboard_address=None) as cluster:
         recs = run_jobs(jobs, Cache(tmp_path / "b"), scheduler=cluster.scheduler_address, progress=False)
     assert [r["test_error"] for r in recs] == [r["test_error"] for r in serial]
+
+
+def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
+    jobs = expand_grid({**GRID, "sweep": {"alpha": [0.5]}, "seeds": [0, 1]})
+    def boom(problem, seed, **kw):
+        if seed == 1:
+            raise ValueError("bad point")
+        from singlehead.experiments.routes import run_simulation
+
+        return run_simulation(problem, seed, **kw)
+
+    import singlehead.experiments.routes as routes
+
+    monkeypatch.setattr(routes, "run_simulation", boom)
+    with pytest.warns(RuntimeWarning, match="1 of 2 runs failed"):
+        recs = run_jobs(jobs, Cache(tmp_path), progress=False)
+    assert "error" in recs[1] and "bad point" in recs[1]["error"] and "test_error" in recs[0]
+    assert Cache(tmp_path).get(jobs[1].key) is None and Cache(tmp_path).get(jobs[0].key) is not None

@@ -31,5 +31,9 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
             import distributed  # noqa: F401
         except ImportError:
             raise ValueError("scheduler needs Dask: pip install 'singlehead[dask]'") from None
-    path = run(mode, out, n_jobs=n_jobs or (os.cpu_count() or 1), scheduler=scheduler, only=list(only) or None)
-    click.echo(f"report: {path}")
+    res = run(mode, out, n_jobs=n_jobs or (os.cpu_count() or 1), scheduler=scheduler, only=list(only) or None)
+    for o in res.outputs:
+        agr = o.agreement
+        ok = "" if agr is None or not len(agr) else f", {int(agr['within'].sum())}/{len(agr)} theory-simulation checks within tolerance"
+        click.echo(f"{o.name}: {o.runtime_s:.0f} s{ok}")
+    click.echo(f"report: {res.report} (total {res.runtime_s:.0f} s)")

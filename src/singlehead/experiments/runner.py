@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from .grid import Job
 
 # route name -> "module:function"; each takes (problem, seed, **settings) and returns a JSON-able dict.
@@ -36,9 +38,16 @@ def _resolve(route: str) -> Callable[..., dict[str, Any]]:
 
 
 def execute(job: Job) -> dict[str, Any]:
-    """Run one job in this process; returns its record (config, tags, timing, metrics)."""
+    """Run one job in this process; returns its record (config, tags, timing, metrics).
+
+    A job that raises yields a record with ``error`` (the message) and no metrics: one bad
+    point must not sink a sweep. Such records are returned but never cached, so a rerun retries.
+    """
     t0 = time.perf_counter()
-    rec = _resolve(job.route)(job.problem, job.seed, **dict(job.settings))
+    try:
+        rec = _resolve(job.route)(job.problem, job.seed, **dict(job.settings))
+    except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
+        rec = {"error": f"{type(exc).__name__}: {exc}"}
     rec = {**rec, "key": job.key, "route": job.route, "seed": job.seed, "config": job.problem.to_dict(),
            **{f"tag_{k}": v for k, v in job.tags}, "wall_s": time.perf_counter() - t0}
     return rec
@@ -99,28 +108,43 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
 
     jobs = list(jobs)
     todo = [j for j in jobs if cache.get(j.key) is None]
+    failed: dict[str, dict[str, Any]] = {}
+
+    def store(rec: dict[str, Any]) -> None:
+        if "error" in rec:
+            failed[rec["key"]] = rec
+        else:
+            cache.put(rec)
+
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress, leave=False,
                dynamic_ncols=True)
     try:
         if todo and (scheduler or client is not None):
-            _run_dask(todo, cache, bar, scheduler, client)
+            _run_dask(todo, store, bar, scheduler, client)
         elif todo and n_jobs != 1:
             from joblib import Parallel, delayed
 
             par = Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")
             for rec in par(delayed(execute)(j) for j in todo):
-                cache.put(rec)
+                store(rec)
                 bar.update()
         else:
             for j in todo:
-                cache.put(execute(j))
+                store(execute(j))
                 bar.update()
     finally:
         bar.close()
-    return [cache.get(j.key) for j in jobs]
+    if failed:
+        import warnings
+
+        first = next(iter(failed.values()))
+        warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "
+                      f"first: {first['error']} at {first['config']}", RuntimeWarning, stacklevel=2)
+    return [failed[j.key] if j.key in failed else cache.get(j.key) for j in jobs]
 
 
-def _run_dask(todo: list[Job], cache: Cache, bar: Any, scheduler: str | None, client: Any) -> None:
+def _run_dask(todo: list[Job], store: Callable[[dict[str, Any]], None], bar: Any, scheduler: str | None,
+              client: Any) -> None:
     from distributed import Client, as_completed
 
     own = client is None
@@ -128,7 +152,7 @@ def _run_dask(todo: list[Job], cache: Cache, bar: Any, scheduler: str | None, cl
     try:
         futures = [client.submit(execute, j, key=f"singlehead-{j.key}", pure=False) for j in todo]
         for fut in as_completed(futures):
-            cache.put(fut.result())
+            store(fut.result())
             bar.update()
     finally:
         if own:
