@@ -103,14 +103,14 @@ def test_dask_local_cluster_path(tmp_path):
 
 def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
     jobs = expand_grid({**GRID, "sweep": {"alpha": [0.5]}, "seeds": [0, 1]})
+    import singlehead.experiments.routes as routes
+
+    real = routes.run_simulation
+
     def boom(problem, seed, **kw):
         if seed == 1:
             raise ValueError("bad point")
-        from singlehead.experiments.routes import run_simulation
-
-        return run_simulation(problem, seed, **kw)
-
-    import singlehead.experiments.routes as routes
+        return real(problem, seed, **kw)
 
     monkeypatch.setattr(routes, "run_simulation", boom)
     with pytest.warns(RuntimeWarning, match="1 of 2 runs failed"):
