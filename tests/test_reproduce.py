@@ -1,0 +1,100 @@
+"""Smoke reproduction (< 3 minutes): every figure, the report, finite plotted numbers, a real browser render."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from singlehead.cli import main
+from singlehead.experiments.reproduce import FIGURES, make_scale, reproduce
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    return out, reproduce("smoke", out, n_jobs=2, progress=False)
+
+
+def _plotted_arrays(fig):
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            xy = np.asarray(line.get_xydata(), dtype=float)
+            if xy.size:
+                yield f"{ax.get_title()}: line {line.get_label()}", xy
+        for coll in ax.collections:
+            off = np.asarray(coll.get_offsets(), dtype=float)
+            if off.size:
+                yield f"{ax.get_title()}: collection", off
+        for patch in ax.patches:
+            yield f"{ax.get_title()}: patch", np.asarray([patch.get_height() if hasattr(patch, "get_height") else 0.0])
+
+
+def test_report_and_figure_files_exist(smoke):
+    out, res = smoke
+    assert res.report.exists() and res.report.stat().st_size > 50_000
+    html = res.report.read_text()
+    assert html.count("data:image/png;base64,") == len(FIGURES)
+    for name in FIGURES:
+        for ext in ("png", "pdf", "csv"):
+            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 0
+    assert {o.name for o in res.outputs} == set(FIGURES)
+
+
+def test_every_plotted_number_is_finite(smoke):
+    _, res = smoke
+    for o in res.outputs:
+        n_arrays = 0
+        for where, arr in _plotted_arrays(o.figure):
+            n_arrays += 1
+            # vertical marker lines (axvline) use axes coordinates in y, still finite numbers
+            assert np.all(np.isfinite(arr)), f"{o.name} / {where} has non-finite values"
+        assert n_arrays > 0, o.name
+
+
+def test_agreement_tables_are_complete(smoke):
+    _, res = smoke
+    for o in res.outputs:
+        assert o.agreement is not None and len(o.agreement) > 0, o.name
+        for col in ("quantity", "theory", "simulation", "gap", "tolerance", "within"):
+            assert col in o.agreement.columns
+        assert np.all(np.isfinite(o.agreement["theory"].astype(float))), o.name
+        assert math.isfinite(o.runtime_s)
+
+
+def test_rerun_hits_the_cache(smoke):
+    out, res = smoke
+    again = reproduce("smoke", out, n_jobs=1, progress=False, only=["errors_vs_alpha"])
+    assert again.runtime_s < 0.5 * next(o.runtime_s for o in res.outputs if o.name == "errors_vs_alpha") + 5
+
+
+def test_quick_scale_is_stated():
+    sc = make_scale("quick")
+    assert sc.d >= 40 and sc.seeds >= 2
+    with pytest.raises(ValueError, match="mode"):
+        make_scale("huge")
+
+
+@pytest.mark.parametrize("args,name", [(["--jobs", "0"], "jobs"), (["--figure", "nope"], "figure")])
+def test_reproduce_cli_validation(args, name, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and name in err[0]
+
+
+def test_report_renders_in_headless_browser(smoke, tmp_path):
+    spec = importlib.util.spec_from_file_location("render_report", ROOT / "validation" / "render_report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if mod.find_browser() is None:
+        pytest.skip("no Chromium on this machine (.ci/run installs it)")
+    png = mod.screenshot(smoke[1].report, tmp_path / "shot.png", height=2000)
+    ok, frac = mod.is_rendered(png)
+    assert ok, f"blank screenshot ({frac:.1%} non-white pixels)"
