@@ -1,13 +1,47 @@
 """singlehead: the high-dimensional theory of single-head tied attention as a working instrument.
 
 Source: *Single-Head Attention in High Dimensions: A Theory of Generalization, Weights
-Spectra, and Scaling Laws* (arXiv 2509.24914). Conventions: see ``Problem`` and
+Spectra, and Scaling Laws* (arXiv 2509.24914). Conventions: see :class:`Problem` and
 ``shared/THEORY.md`` §1.
+
+Public names (the heavy ones are imported on first use)::
+
+    Problem, MPTarget, PowerLawTarget, CustomTarget, Result
+    simulate(problem, seed)              ERM simulation (torch, cpu/cuda)
+    theory(problem)                      state evolution of the ERM minimiser
+    amp(problem, seed)                   GAMP on an instance (ERM or Bayes)
+    bayes_optimal(problem)               Bayes-optimal baseline
+    interpolation_threshold(problem), perfect_recovery_threshold(problem)
+    reproduce(mode, out)                 the paper's figures and an HTML report
 """
 
+from __future__ import annotations
+
 __version__ = "0.1.0"
+
+from importlib import import_module
+from typing import Any
 
 from .problem import CustomTarget, MPTarget, PowerLawTarget, Problem  # noqa: E402
 from .results import Result  # noqa: E402
 
-__all__ = ["Problem", "MPTarget", "PowerLawTarget", "CustomTarget", "Result", "__version__"]
+_LAZY = {
+    "simulate": "singlehead.simulation",
+    "theory": "singlehead.state_evolution",
+    "theory_curve": "singlehead.state_evolution",
+    "amp": "singlehead.amp",
+    "bayes_optimal": "singlehead.bayes",
+    "interpolation_threshold": "singlehead.thresholds",
+    "perfect_recovery_threshold": "singlehead.thresholds",
+    "bayes_perfect_recovery_threshold": "singlehead.thresholds",
+    "solve_reference": "singlehead.convex",
+    "reproduce": "singlehead.experiments.reproduce",
+}
+
+__all__ = ["Problem", "MPTarget", "PowerLawTarget", "CustomTarget", "Result", "__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'singlehead' has no attribute {name!r}")
