@@ -139,3 +139,110 @@ def test_theory_vs_simulation_small_d(student, kappa):
     for k in ("test_error", "matrix_error", "train_error"):
         v = np.mean([getattr(r, k) for r in sims])
         assert abs(v - getattr(th, k)) <= 0.2 * getattr(th, k), (k, v, getattr(th, k))
+
+
+# ----------------------------------------------------------------------------------------
+# Complete rank collapse (S = 0)
+# ----------------------------------------------------------------------------------------
+_COLLAPSE_BASE = dict(d=16, T=2, noise=0.05, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab",
+                      kappa=1.0)
+
+
+def _assert_finite(r):
+    for k in ("test_error", "test_error_noisy", "train_error", "matrix_error", "penalty", "rank_fraction"):
+        assert math.isfinite(getattr(r, k)), (k, getattr(r, k))
+
+
+@pytest.mark.parametrize("alpha,lam", [(0.02, 0.316228), (0.1, 1.0)])
+def test_collapse_reproducers(alpha, lam):
+    """eps = 2 lam/mhat above the spectrum used to raise a math domain error; now S = 0."""
+    from singlehead.state_evolution import channel_test_errors
+
+    p = Problem(alpha=alpha, lam=lam, student="factorized", **_COLLAPSE_BASE)
+    r = theory(p, n_points=256)
+    _assert_finite(r)
+    assert r["collapsed"] and r["converged"] and lam >= r["collapse_lam"]
+    assert r.matrix_error == r["Q0"] and r.rank_fraction == 0 and r.penalty == 0
+    assert r["q"] == r["m"] == r["Sigma"] == 0
+    assert r.train_error == r.test_error_noisy > r.test_error > 0
+    te = channel_test_errors(0.0, 0.0, problem=p, Q0=r["Q0"], quad=OutputQuadrature.sobol(6, 256, 4, 0))
+    assert r.test_error == te["test_error"] and r.test_error_noisy == te["test_error_noisy"]
+    # h = 0 predicts uniform rows: E||softmax(z0) - 1/2||^2 is the same for both points
+    assert r.test_error == pytest.approx(0.3511, abs=2e-3)
+
+
+def test_collapse_linear_channel_closed_form():
+    """Linear channel, T = 1: S = 0 fixed point conjugates in closed form; collapsed errors 2 Q0."""
+    from singlehead.state_evolution import collapse_point
+
+    p = Problem(T=1, channel="linear", alpha=0.3, noise=0.5, lam=50.0, target=MPTarget(0.5))
+    pm = prior_model(p)
+    c = collapse_point(p, pm)
+    Vy = pm.Q0 + 0.25
+    assert c.out.qhat == pytest.approx(32 * 0.3 * Vy) and c.out.mhat == pytest.approx(8 * 0.3)
+    assert c.out.Sigmahat == pytest.approx(8 * 0.3)
+    # the generic (prox + quadrature) code agrees with the closed form at q = m = Sigma = 0
+    g = output_side(0.0, 0.0, 0.0, problem=p, Q0=pm.Q0, analytic_linear=False, quad=OutputQuadrature.sobol(2, 4096, 4, 1))
+    for name in ("qhat", "mhat", "Sigmahat"):
+        assert getattr(g, name) == pytest.approx(getattr(c.out, name), rel=2e-3)
+    assert c.holds and p.lam >= c.lam_c
+    r = theory(p)
+    assert r["collapsed"] and r.test_error == pytest.approx(2 * pm.Q0) and r.test_error_noisy == pytest.approx(2 * Vy)
+    r2 = theory(p.replace(lam=0.9 * c.lam_c))
+    assert not r2["collapsed"] and r2["converged"] and 0 < r2.rank_fraction < 0.05
+
+
+def test_output_side_degenerate_limits_are_continuous():
+    """The q -> 0 / Sigma -> 0 output side joins the regular one (no 0/0, no blow-up)."""
+    p = Problem(alpha=0.1, lam=0.5, **_COLLAPSE_BASE)
+    quad = OutputQuadrature.sobol(6, 512, 4, 0)
+    a = output_side(0.0, 0.0, 0.0, problem=p, Q0=1.05, quad=quad)
+    for q, m, S in [(1e-8, 5e-9, 1e-6), (1e-4, 8e-5, 1e-4)]:
+        b = output_side(q, m, S, problem=p, Q0=1.05, quad=quad)
+        for name in ("qhat", "mhat", "Sigmahat", "train_error"):
+            assert getattr(b, name) == pytest.approx(getattr(a, name), rel=3e-3, abs=1e-6), (q, name)
+    c = output_side(0.0, 0.0, 0.5, problem=p, Q0=1.05, quad=quad)
+    d = output_side(1e-7, 1e-7, 0.5, problem=p, Q0=1.05, quad=quad)
+    for name in ("qhat", "mhat", "Sigmahat", "train_error"):
+        assert getattr(d, name) == pytest.approx(getattr(c, name), rel=3e-3), name
+    from singlehead.state_evolution import _to_u
+
+    assert np.all(np.isfinite(_to_u(np.zeros(3), 1.05)))
+
+
+def test_lam_sweep_all_alphas_both_students():
+    """lam from 1e-3 to 1: no exception and finite errors; factorized students collapse exactly
+    at lam >= collapse_lam, direct students never (linear Frobenius shrinkage), even at huge lam."""
+    lams = np.geomspace(1e-3, 1.0, 4)
+    for student in ("factorized", "direct"):
+        for alpha in (0.02, 0.05, 0.1, 0.2, 0.5, 1.0):
+            p = Problem(alpha=alpha, lam=0.1, student=student, **_COLLAPSE_BASE)
+            for lam, r in zip(lams, theory_curve(p, lams, param="lam", n_points=128)):
+                _assert_finite(r)
+                assert r.test_error > 0 and r.matrix_error <= r["Q0"] + 1e-12
+                assert r["collapsed"] == (student == "factorized" and lam >= r["collapse_lam"]), (student, alpha, lam)
+                assert r["converged"], (student, alpha, lam, r["residual"])
+    for alpha in (0.02, 1.0):
+        for lam in (10.0, 1e4):
+            r = theory(Problem(alpha=alpha, lam=lam, student="direct", **_COLLAPSE_BASE), n_points=128)
+            _assert_finite(r)
+            assert r["converged"] and not r["collapsed"] and 0 < r["q"] and r.matrix_error < r["Q0"]
+
+
+def test_collapse_transition_continuous_in_lam():
+    """Across lam_c the matrix error rises monotonically to Q0 and the rank fraction falls to 0."""
+    p = Problem(alpha=0.1, lam=0.1, student="factorized", **_COLLAPSE_BASE)
+    lc = theory(p.replace(lam=10.0), n_points=256)["collapse_lam"]
+    assert 0.6 < lc < 0.8
+    fr = np.array([0.5, 0.8, 0.9, 0.95, 0.98, 0.995, 1.0, 1.01, 1.2])
+    rs = theory_curve(p, lc * fr, param="lam", n_points=256)
+    me = np.array([r.matrix_error for r in rs])
+    rk = np.array([r.rank_fraction for r in rs])
+    Q0 = rs[0]["Q0"]
+    assert all(r["converged"] for r in rs)
+    assert [r["collapsed"] for r in rs] == list(fr >= 1.0)
+    assert np.all(np.diff(me) >= -1e-12) and np.all(me <= Q0 + 1e-12) and me[-1] == Q0
+    assert np.all(np.diff(rk) <= 1e-12) and rk[-1] == 0
+    # continuous: just below lam_c the solution is already almost S = 0
+    assert 0 < rs[5]["q"] < 1e-6 and Q0 - me[5] < 1e-3 and 0 < rk[5] < 1e-3
+    assert abs(rs[5].test_error - rs[6].test_error) < 1e-4

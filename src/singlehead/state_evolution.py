@@ -47,6 +47,17 @@ version), train error ``E ||chan_beta0(M(y)) - chan_beta(M(h*))||_F^2``, matrix 
 ``Q0 - 2m + q``, penalty ``lam eta int f dmu_delta`` (factorized: ``lam Tr S/d``) or ``lam q``
 (direct), rank fraction ``mu_delta(f > 0)``.
 
+**Complete rank collapse.** For large ``lam`` the factorized student's fixed point is ``S = 0``
+(``q = m = Sigma = 0``: no eigenvalue of ``Y`` survives the threshold). There the output side is
+its ``Sigma -> 0`` limit at zero student logits (``g = -Sigma grad ell(0)``; the conjugates
+``qhat0, mhat0, Sigmahat0`` stay finite and do not depend on ``lam``), and ``S = 0`` is a fixed
+point iff ``eps0 = 2 lam/mhat0`` is at or above the top edge of ``mu_delta0``,
+``delta0 = sqrt(qhat0)/mhat0``, i.e. ``lam >= lam_c = mhat0 top(mu_delta0)/2``
+(:func:`collapse_point`). The transition is continuous: below ``lam_c`` the non-trivial fixed
+point has ``q -> 0``. :func:`theory` returns the collapsed solution (``extras["collapsed"]``)
+when ``S = 0`` is a fixed point and the solver reaches it or finds no other one; its errors are
+those of predicting with ``h = 0``.
+
 seq2seq has the same theory as seq2lab (THEORY §1): the channel enters only through the
 ``T x T`` attention matrix.
 """
@@ -63,7 +74,7 @@ from scipy import optimize, stats
 from scipy.stats import qmc
 
 from .problem import CustomTarget, MPTarget, PowerLawTarget, Problem
-from .prox import attention, interpolating_start, prox_channel
+from .prox import attention, interpolating_start, prox_channel, softmax_fit_loss, softmax_rows, vec_to_mat
 from .results import Result
 
 __all__ = [
@@ -75,6 +86,7 @@ __all__ = [
     "PriorSide",
     "prior_side",
     "SEState",
+    "collapse_point",
     "theory",
     "theory_curve",
 ]
@@ -256,6 +268,8 @@ def output_side(
         )
     if quad is None:
         quad = OutputQuadrature.sobol(2 * K)
+    if not (q > _Q_FLOOR * Q0 and Sigma > _SIGMA_FLOOR):
+        return _output_side_degenerate(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
     X = quad.flat
     Vy = Q0 + Dh
     y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
@@ -270,11 +284,22 @@ def output_side(
     pr = prox_channel(z, y, Sigma, T=T, channel=problem.channel, beta=problem.beta, beta0=problem.beta0, starts=starts)
     g = pr.h - z
     det = max(Q0 * q - m * m, 1e-300)
+    prox_ok = pr.converged
+    gS = g
+    if q < _Q_CV * Q0:
+        # small q: the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part
+        # of g that depends on y alone, a zero-mean term whose quadrature error blows up as
+        # q -> 0. Control variate: subtract that part, the prox residual at z = 0 (its exact
+        # contribution E<g(y, 0), Q0 z - m z0> is 0 by Stein's lemma).
+        pr0 = prox_channel(np.zeros_like(y), y, Sigma, T=T, channel=problem.channel, beta=problem.beta,
+                           beta0=problem.beta0)
+        gS = g - pr0.h
+        prox_ok = prox_ok and pr0.converged
     vals = np.stack(
         [
             np.einsum("nk,nk->n", g, g),
             np.einsum("nk,nk->n", g, q * z0c - m * z),
-            np.einsum("nk,nk->n", g, Q0 * z - m * z0c),
+            np.einsum("nk,nk->n", gS, Q0 * z - m * z0c),
             pr.fit,
         ],
         axis=1,
@@ -286,7 +311,86 @@ def output_side(
     # warm starts for a next call: each branch followed continuously (union: the tracked ones)
     br = pr.branches[3:] if (union and warm is not None) else pr.branches
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
-                      prox_converged=pr.converged)
+                      prox_converged=prox_ok)
+
+
+# below these, ``q`` is treated as 0 (z = 0: S = 0) and ``Sigma`` by its first-order limit
+_Q_FLOOR = 1e-14
+_SIGMA_FLOOR = 1e-10
+# below this q/Q0 the Sigmahat estimator uses a control variate (see output_side)
+_Q_CV = 1e-2
+
+
+def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem):
+    """Fit loss ``ell(h; y) = ||chan_beta0(M(y)) - chan_beta(M(h))||_F^2`` with gradient and Hessian in ``h``."""
+    N, K = h.shape
+    if problem.channel == "linear":  # ||M(y - h)||^2 = 2 ||y - h||^2
+        r = y - h
+        return 2.0 * np.einsum("nk,nk->n", r, r), -4.0 * r, np.broadcast_to(4.0 * np.eye(K), (N, K, K))
+    Y = softmax_rows(problem.beta0 * vec_to_mat(y, problem.T))
+    return softmax_fit_loss(h, Y, problem.beta, order=2)
+
+
+def _output_side_degenerate(
+    q: float, m: float, Sigma: float, *, problem: Problem, Q0: float, quad: OutputQuadrature
+) -> OutputSide:
+    """Output side at the boundary ``q -> 0`` (student logits ``z = 0``) and/or ``Sigma -> 0``.
+
+    With ``g = h* - z`` and Stein's lemma the conjugates are
+    ``mhat = (2 alpha/Sigma) E[sum_k d g_k/d y_k]``, ``Sigmahat = -(2 alpha/Sigma) E[sum_k d g_k/d z_k]``
+    (the ``(q z0 - m z)/det`` weights of :func:`output_side` are these derivatives in integrated
+    form). From the prox equation ``h* = z - Sigma grad ell(h*)``,
+    ``d h*/d z = (1 + Sigma H)^{-1}`` (``H`` the Hessian of ``ell`` at ``h*``), so
+
+    * ``Sigma -> 0``: ``g = -Sigma grad ell(z) + O(Sigma^2)``, ``qhat -> 2 alpha E||grad ell(z)||^2``,
+      ``mhat -> -2 alpha E<grad ell(z), q z0 - m z>/det`` and
+      ``Sigmahat -> 2 alpha E tr H(z)`` (finite; the pathwise form of the Stein weight);
+    * ``q = 0`` (then ``m = 0``, ``z = 0``, ``y ~ N(0, Q0 + Delta/2)`` alone):
+      ``mhat = 2 alpha E<g, y>/(Sigma (Q0 + Delta/2))``,
+      ``Sigmahat = 2 alpha E tr[H (1 + Sigma H)^{-1}]``; at ``Sigma = 0`` these are
+      ``mhat0 = -2 alpha E<grad ell(0), y>/(Q0 + Delta/2)``, ``Sigmahat0 = 2 alpha E tr H(0)``,
+      ``qhat0 = 2 alpha E||grad ell(0)||^2``: the conjugates of the collapsed point ``S = 0``.
+
+    The train error is ``E ell(h*)`` (``E ell(z)`` at ``Sigma = 0``).
+    """
+    alpha, K = problem.alpha, problem.n_pairs
+    Vy = Q0 + problem.noise / 2.0
+    X = quad.flat
+    N = X.shape[0]
+    zero_q = not q > _Q_FLOOR * Q0
+    Sigma = max(float(Sigma), 0.0)
+    if zero_q:
+        y = math.sqrt(Vy) * X[:, :K]
+        z = np.zeros_like(y)
+    else:
+        y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
+        C = np.array([[Vy, m], [m, q]])
+        a, b = np.linalg.solve(C, np.array([Q0, m]))
+        z0c = a * y + b * z
+        det = max(Q0 * q - m * m, 1e-300)
+    prox_ok = True
+    if Sigma > _SIGMA_FLOOR:  # only reached with q = 0
+        pr = prox_channel(z, y, Sigma, T=problem.T, channel=problem.channel, beta=problem.beta, beta0=problem.beta0)
+        prox_ok = pr.converged
+        h = pr.h
+        fit, _, H = _fit_derivatives(h, y, problem)
+        gS = h / Sigma  # g / Sigma (z = 0)
+        Hs = np.linalg.solve(np.eye(K) + Sigma * H, H)  # H (1 + Sigma H)^{-1} (they commute)
+        cols = [np.einsum("nk,nk->n", gS, gS), np.einsum("nk,nk->n", gS, y) / Vy, np.einsum("nkk->n", Hs), fit]
+    else:
+        fit, grad, H = _fit_derivatives(z, y, problem)
+        cols = [np.einsum("nk,nk->n", grad, grad)]
+        if zero_q:
+            cols.append(-np.einsum("nk,nk->n", grad, y) / Vy)
+        else:
+            cols.append(-np.einsum("nk,nk->n", grad, q * z0c - m * z) / det)
+        cols.append(np.einsum("nkk->n", H))  # -E tr dg/dz / Sigma with g = -Sigma grad ell(z)
+        cols.append(fit)
+    mean, err = quad.mean_and_error(np.stack(cols, axis=1))
+    fac = np.array([2 * alpha, 2 * alpha, 2 * alpha, 1.0])
+    mean, err = mean * fac, err * fac
+    names = ("qhat", "mhat", "Sigmahat", "train_error")
+    return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=None, prox_converged=prox_ok)
 
 
 def channel_test_errors(
@@ -390,6 +494,7 @@ class _SEMap:
         self.warm: list | None = None
         self.mode = "warm"
         self.n_calls = 0
+        self.stop_on_collapse = False  # raise _DrivenToCollapse when the map lands on S = 0
 
     def __call__(self, x: np.ndarray, *, mode: str | None = None) -> tuple[np.ndarray, OutputSide, PriorSide]:
         q, m, Sigma = map(float, x)
@@ -400,14 +505,72 @@ class _SEMap:
         if out.branches is not None and self.problem.channel != "linear":
             self.warm = out.branches
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
+        if self.stop_on_collapse and not pr.q > 0:
+            raise _DrivenToCollapse
         return np.array([pr.q, pr.m, pr.Sigma]), out, pr
+
+
+class _DrivenToCollapse(Exception):
+    """The SE iteration reached complete rank collapse (``J = 0``: ``q = m = Sigma = 0``)."""
+
+
+@dataclass
+class _CollapsePoint:
+    """The SE at ``S = 0`` (``q = m = Sigma = 0``): conjugates, prior side, collapse threshold."""
+
+    out: OutputSide
+    prior: PriorSide
+    holds: bool  # S = 0 is a fixed point: eps0 = 2 lam/mhat0 at or above the top of mu_delta0
+    lam_c: float  # the collapse point mhat0 * top(mu_delta0)/2 (inf for direct students)
+
+
+def _top_edge(prior: PriorModel, delta: float) -> float:
+    """Top of the support of ``mu_delta = mu_{S0} ⊞ SC(delta^2)`` (bulks and atoms/outliers)."""
+    if prior.mode == "finite":
+        return float(np.max(prior.engine.eigenvalues(delta)))
+    from .spectra import free_convolve_semicircle
+
+    cl = free_convolve_semicircle(prior.engine, float(delta) ** 2)
+    tops = [hi for _, hi in cl.edges()] + [float(x) for x in cl.atoms()[0]]
+    return float(max(tops)) if tops else math.nan
+
+
+def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature | None = None) -> _CollapsePoint:
+    """Complete rank collapse test: is ``S = 0`` a fixed point of the SE?
+
+    At ``q = m = 0`` the student logits vanish and the prox parameter ``Sigma`` of the collapsed
+    point is 0, so the conjugates are the ``Sigma -> 0`` limits (see
+    :func:`_output_side_degenerate`): ``qhat0 = 2 alpha E||grad ell(0)||^2``,
+    ``mhat0 = -2 alpha E<grad ell(0), y>/(Q0 + Delta/2)``, ``Sigmahat0 = 2 alpha E tr Hess ell(0)``
+    (linear channel: ``qhat0 = 32 alpha K (Q0 + Delta/2)``, ``mhat0 = Sigmahat0 = 8 alpha K``), with
+    ``delta0 = sqrt(qhat0)/mhat0``. They do not depend on ``lam``. The prior side maps them back
+    to ``q = m = Sigma = 0`` iff the threshold ``eps0 = 2 lam/mhat0`` is at or above the top edge of
+    ``mu_delta0`` (no eigenvalue survives), i.e. iff ``lam >= lam_c = mhat0 top(mu_delta0)/2``.
+    The direct (Frobenius) student shrinks linearly and never collapses (``lam_c = inf``).
+    """
+    if quad is None and problem.channel != "linear":
+        quad = OutputQuadrature.sobol(2 * problem.n_pairs)
+    out = output_side(0.0, 0.0, 0.0, problem=problem, Q0=prior.Q0, quad=quad)
+    pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
+    if problem.student == "direct":
+        lam_c = math.inf
+    else:
+        lam_c = 0.5 * out.mhat * _top_edge(prior, pr.delta)
+    return _CollapsePoint(out, pr, bool(problem.student != "direct" and not pr.q > 0), float(lam_c))
 
 
 def _to_u(x: np.ndarray, Q0: float) -> np.ndarray:
     """Unconstrained coordinates: ``(log q, atanh(m/sqrt(Q0 q)), log Sigma)``."""
-    q, m, S = x
+    q, m, S = map(float, x)
+    if not q > 0:  # complete rank collapse (q = m = 0): the floor of the coordinates
+        q, m = _U_FLOOR, 0.0
+    if not S > 0:
+        S = _U_FLOOR
     r = np.clip(m / math.sqrt(Q0 * q), -1 + 1e-15, 1 - 1e-15)
     return np.array([math.log(q), math.atanh(r), math.log(S)])
+
+
+_U_FLOOR = 1e-300
 
 
 def _from_u(u: np.ndarray, Q0: float) -> np.ndarray:
@@ -665,7 +828,11 @@ def theory(
         ``source="theory"``; metrics as in :mod:`singlehead.results`; ``extras`` with
         ``q, m, Sigma, qhat, mhat, Sigmahat, eta, delta, eps, cutoff, cap_binds,
         first_moment, converged, residual, iterations, quadrature_error`` (dict of standard
-        errors), ``prior_mode``, ``wall_time``.
+        errors), ``prior_mode``, ``wall_time``, ``collapsed`` (complete rank collapse: the
+        solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``, rank fraction 0,
+        penalty 0, test/train errors of predicting with ``h = 0``), ``collapse_lam`` (the ``lam``
+        above which ``S = 0`` is a fixed point, see :func:`collapse_point`; ``inf`` for direct
+        students) and ``collapse_fixed_point`` (whether it is one at this ``lam``).
     """
     t0 = time.perf_counter()
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=draws, seed=seed)
@@ -674,6 +841,56 @@ def theory(
     if quad is None and problem.channel != "linear":
         quad = OutputQuadrature.sobol(2 * K, n_points, n_scrambles, seed)
     F = _SEMap(problem, pm, quad)
+    col = collapse_point(problem, pm, quad)
+    if col.holds and problem.channel == "linear":
+        # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
+        return _collapsed_result(problem, pm, quad, col, t0, 0)
+    # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0 (or
+    # fails) the collapsed solution is returned
+    F.stop_on_collapse = col.holds
+    try:
+        return _theory_solve(problem, pm, quad, F, col, t0, init=init, tol=tol, max_iter=max_iter,
+                             damping=damping, method=method, switch=switch, jacobian=jacobian, coarse=coarse,
+                             continuation=continuation)
+    except _DrivenToCollapse:
+        return _collapsed_result(problem, pm, quad, col, t0, F.n_calls)
+
+
+def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
+                      t0: float, iterations: int) -> Result:
+    """The SE solution ``S = 0`` (complete rank collapse): ``q = m = Sigma = 0``.
+
+    Test errors are the channel's errors of predicting with ``h = 0`` (uniform softmax rows;
+    zero for the linear channel) against noiseless and noisy labels; the train error is the
+    noisy-label one (the labels of the training set are noisy and ``S = 0`` fits none of them).
+    """
+    Q0 = pm.Q0
+    te = channel_test_errors(0.0, 0.0, problem=problem, Q0=Q0, quad=quad)
+    out, pr = col.out, col.prior
+    qerr = dict(out.err)
+    qerr.update({"test_error": te["test_error_err"], "test_error_noisy": te["test_error_noisy_err"],
+                 "train_error": te["test_error_noisy_err"]})
+    extras = {
+        "q": 0.0, "m": 0.0, "Sigma": 0.0, "Q0": Q0,
+        "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
+        "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff, "cap_binds": False,
+        "first_moment": 0.0, "converged": True, "residual": 0.0,
+        "iterations": iterations, "quadrature_error": qerr, "prior_mode": pm.mode, "se_jacobian": None,
+        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "wall_time": time.perf_counter() - t0,
+        "collapsed": True, "collapse_lam": col.lam_c, "collapse_fixed_point": True,
+    }
+    return Result(
+        source="theory", config=problem.to_dict(), test_error=te["test_error"],
+        test_error_noisy=te["test_error_noisy"], train_error=te["test_error_noisy"], penalty=0.0,
+        matrix_error=Q0, rank_fraction=0.0, extras=extras,
+    )
+
+
+def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: "_SEMap",
+                  col: _CollapsePoint, t0: float, *, init, tol: float, max_iter: int, damping: float, method: str,
+                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool) -> Result:
+    """The non-trivial fixed point (body of :func:`theory`)."""
+    Q0 = pm.Q0
     if init is None:
         x = _default_init(problem, Q0)
     elif isinstance(init, Result):
@@ -693,6 +910,7 @@ def theory(
         # ``init`` several structured guesses are ranked by their one-step residual.
         thin = quad is not None and coarse and quad.nodes.shape[1] >= 64
         Fc = _SEMap(problem, pm, OutputQuadrature(quad.nodes[:, : quad.nodes.shape[1] // 8], quad.seed)) if thin else F
+        Fc.stop_on_collapse = F.stop_on_collapse
         cands = [x] if init is not None else _initial_guesses(problem, Q0)
         if len(cands) > 1:
             res = []
@@ -752,6 +970,9 @@ def theory(
         if r3 < residual:
             x, fx, out, pr, residual = x3, fx3, out3, pr3, r3
             jac_out = j3 if j3 is not None else jac_out
+    converged = bool(residual < 10 * tol and out.prox_converged)
+    if col.holds and not (converged and x[0] > _Q_FLOOR * Q0):
+        raise _DrivenToCollapse  # S = 0 is a fixed point and no non-trivial one was found
     q, m, Sigma = map(float, x)
     te = channel_test_errors(q, m, problem=problem, Q0=Q0, quad=quad)
     pen = problem.lam * (q if problem.student == "direct" else pr.first_moment)
@@ -762,10 +983,11 @@ def theory(
         "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
         "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff, "cap_binds": pr.cap_binds,
         "first_moment": pr.first_moment,
-        "converged": bool(residual < 10 * tol and out.prox_converged), "residual": residual,
+        "converged": converged, "residual": residual,
         "iterations": iterations, "quadrature_error": qerr, "prior_mode": pm.mode,
         "se_jacobian": None if jac_out is None else np.asarray(jac_out).tolist(),
         "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "wall_time": time.perf_counter() - t0,
+        "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
     }
     return Result(
         source="theory", config=problem.to_dict(), test_error=te["test_error"],
@@ -816,7 +1038,7 @@ def theory_curve(
                 init = _from_u(u1 + w * (u1 - u0), Q0)
         r = theory(p, prior=prior, init=init, jacobian=jac, **kwargs)
         out.append(r)
-        if r.extras["converged"]:
+        if r.extras["converged"] and not r.extras.get("collapsed", False):
             x = np.array([r.extras["q"], r.extras["m"], r.extras["Sigma"]])
             init = x
             if Q0 is not None and isinstance(v, (int, float)):
