@@ -216,7 +216,8 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
 
 
 def _mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    g = df.groupby(by)[qty]
+    """Mean and standard error over seeds per ``by`` value (failed runs, with NaN metrics, are left out)."""
+    g = df.dropna(subset=[qty]).groupby(by)[qty]
     m, s, k = g.mean(), g.std(ddof=1), g.size()
     return m.index.values, m.values, (s / np.sqrt(k)).fillna(0.0).values
 
@@ -227,8 +228,9 @@ def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
     t0 = time.perf_counter()
     sc = ctx.scale
     base = dict(T=2, noise=0.05, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab", kappa=1.0)
-    alphas = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0) if sc.mode == "quick" else tuple(np.round(np.geomspace(0.01, 2, 12), 5))
-    lams = tuple(np.round(np.geomspace(1e-3, 1.0, 7 if sc.mode == "quick" else 13), 6))
+    alphas = {"smoke": (0.05, 0.5), "quick": (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)}.get(
+        sc.mode, tuple(np.round(np.geomspace(0.01, 2, 12), 5)))
+    lams = tuple(np.round(np.geomspace(1e-3, 1.0, {"smoke": 3, "quick": 7}.get(sc.mode, 13)), 6))
     problems = [Problem(d=sc.d, alpha=a, lam=float(l), student=s, **base)
                 for s in ("factorized", "direct") for a in alphas for l in lams]
     th = records_to_frame(ctx.run(ctx.theory_jobs(problems), "theory: lam scan"))
@@ -267,14 +269,14 @@ def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     t0 = time.perf_counter()
     sc = ctx.scale
     base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0)
-    lams = (1e-5, 1e-3, 1e-2, 1e-1)
+    lams = (1e-5, 1e-3, 1e-2, 1e-1) if sc.mode != "smoke" else (1e-3, 1e-1)
     grid = np.round(np.geomspace(0.05, 2.0, sc.theory_points), 6)
     noisy = [Problem(d=sc.d, alpha=float(a), lam=l, noise=0.5, **base) for l in lams for a in grid]
     clean = [Problem(d=sc.d, alpha=float(a), lam=1e-5, noise=0.0, **base) for a in grid]
     th = records_to_frame(ctx.run(ctx.theory_jobs(noisy + clean), "theory: interpolation peak"))
     a_int = interpolation_threshold(Problem(d=sc.d, noise=0.5, lam=1e-5, **base))
     a_perf = perfect_recovery_threshold(Problem(d=sc.d, noise=0.0, lam=1e-5, **base))
-    sim_alphas = tuple(a for a in (0.1, 0.2, 0.3, 0.5, 1.0))
+    sim_alphas = (0.1, 0.2, 0.3, 0.5, 1.0) if sc.mode != "smoke" else (0.1, 0.5)
     sim_problems = [Problem(d=sc.d, alpha=a, lam=1e-3, noise=0.5, **base) for a in sim_alphas]
     sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems), "simulations at lam=1e-3"))
     th_at = th[(th.cfg_lam == 1e-3) & (th.cfg_noise == 0.5)]
@@ -326,7 +328,8 @@ def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
     bay = records_to_frame(ctx.run(ctx.theory_jobs([Problem(d=sc.d, alpha=float(a), lam=0.01, **base) for a in grid],
                                                    route="bayes"), "Bayes-optimal curve"))
     amp_alphas = (0.05, 0.1, 0.15)
-    amp_problems = [Problem(d=sc.d, alpha=a, lam=0.01, **base) for a in amp_alphas]
+    d_amp = max(sc.d, 50)  # Bayes-AMP is unstable at very small d
+    amp_problems = [Problem(d=d_amp, alpha=a, lam=0.01, **base) for a in amp_alphas]
     st = tuple(sorted({"bayes": True, "n_test": sc.n_test}.items()))
     amp = records_to_frame(ctx.run([Job("amp", p, s, st) for p in amp_problems for s in range(sc.seeds)],
                                    "Bayes-AMP on instances"))
@@ -345,15 +348,15 @@ def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
     axes[0].plot(b.cfg_alpha, b.matrix_error, "k-", lw=2, label="Bayes-optimal MMSE")
     axes[1].plot(b.cfg_alpha, b.test_error, "k-", lw=2, label="Bayes-optimal")
     x, m, e = _mean_se(amp, "cfg_alpha", "matrix_error")
-    axes[0].errorbar(x, m, yerr=e, fmt="s", color="k", mfc="none", capsize=2, label=f"Bayes-AMP, d={sc.d}")
+    axes[0].errorbar(x, m, yerr=e, fmt="s", color="k", mfc="none", capsize=2, label=f"Bayes-AMP, d={d_amp}")
     for ax in axes:
         ax.axvline(a_bayes, color="k", ls=":", lw=1)
         ax.axvline(a_perf, color="tab:blue", ls=":", lw=1)
         ax.set(xlabel="alpha")
         ax.legend(fontsize=7)
     axes[0].set(ylabel="||S - S0||_F^2 / d", title="matrix error (dotted: perfect recovery, Bayes / ERM)")
-    axes[1].set(ylabel="test error", yscale="log", title="test error")
-    params = {"T": 2, "kappa0": 0.5, "Delta": 0, "kappa": 1, "d(AMP)": sc.d, "seeds": sc.seeds,
+    axes[1].set(ylabel="test error", yscale="log", title="test error", ylim=(1e-6, 2))
+    params = {"T": 2, "kappa0": 0.5, "Delta": 0, "kappa": 1, "d(AMP)": d_amp, "seeds": sc.seeds,
               "alpha_perf ERM": round(a_perf, 4), "alpha_perf Bayes": round(a_bayes, 4)}
     fig.suptitle(f"ERM vs Bayes-optimal — {_params_text(params)}", fontsize=9)
     table = pd.concat([th.assign(kind="theory_erm"), bay.assign(kind="theory_bayes"), amp.assign(kind="bayes_amp")],
@@ -472,7 +475,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     """Power-law targets: learned spectrum with outliers, sequential recovery, scaling curves, regime map."""
     import math
 
-    from ..analysis import learned_spectrum, regime_map, scaling_curve
+    from ..analysis import learned_spectrum, power_law_curve, regime_map, scaling_curve
     from ..problem import PowerLawTarget
 
     t0 = time.perf_counter()
@@ -495,6 +498,9 @@ def fig_power_law(ctx: Context) -> FigureOutput:
         res = ctx.cached(f"scaling-{g}-{D}-{pts}", lambda g=g: _scaling_payload(
             scaling_curve(g, D, ns, lam=lambda a: 3.0 * math.sqrt(a), noise=0.1, prior="spiked", tol=1e-7)))
         curves[g] = res
+    seq_ns = np.geomspace(D / 4, 10.0 * D * D, 4 * pts)
+    seq = pd.DataFrame(ctx.cached(f"sequential-{D}-{pts}", lambda: power_law_curve(
+        gamma, D, seq_ns, lam=1e-3, noise=0.1, prior="spiked", tol=1e-7).drop(columns=["recovered"]).to_dict("list")))
     lams = np.geomspace(1e-3, 30, 5 if sc.mode != "full" else 9)
     rmap = ctx.cached(f"regime-map-{D}-{pts}-{len(lams)}", lambda: regime_map(
         gamma, D, np.geomspace(D, 10 * D * D, pts), lams, noise=0.1, prior="spiked", tol=1e-7).to_dict("list"))
@@ -509,11 +515,13 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     axes[0].set(xlabel="eigenvalue of S", ylabel="count", yscale="log",
                 title=f"power law gamma={gamma}, alpha=2: {len(pred.outliers)} predicted outliers")
     axes[0].legend(fontsize=7)
-    c = pd.DataFrame(curves[gamma]["curve"])
-    axes[1].step(c.n, c.K, where="post", label="recovered modes K(n)")
+    c = seq
+    axes[1].step(c.n, c.K, where="post", label="recovered modes K(n) (theory, lam=1e-3)")
     i = np.arange(1, int(np.nanmax(c.K)) + 2)
-    axes[1].plot(D * i ** (2 * gamma), i, "x", color="tab:red", label="n_i ~ d i^(2 gamma)")
-    axes[1].set(xscale="log", xlabel="n", ylabel="K", title=f"sequential recovery (d={D})", xlim=(ns[0], ns[-1]))
+    n_i = D * i ** (2 * gamma)
+    keep = n_i <= c.n.max()
+    axes[1].plot(n_i[keep], i[keep], "x", color="tab:red", label="n_i = d i^(2 gamma) (scaling; prefactor O(1))")
+    axes[1].set(xscale="log", yscale="log", xlabel="n", ylabel="K", title=f"sequential recovery (d={D})")
     axes[1].legend(fontsize=7)
     rows = []
     for g, res in curves.items():
