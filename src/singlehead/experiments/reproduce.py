@@ -197,10 +197,17 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
         if n not in FIGURES:
             raise ValueError(f"figure must be one of {list(FIGURES)} (got {n!r})")
     ctx = Context(scale, Cache(out / "cache"), n_jobs=n_jobs, scheduler=scheduler, progress=progress, client=client)
+    finite_size = (f"{scale.mode} mode (d = {scale.d}, {scale.seeds} seeds): the tolerance 2 s.e. + 3% is the d = 100 "
+                   "acceptance rule of validation/se_vs_simulation.py (which passes there with 8 seeds). At this d, "
+                   "finite-size corrections — simulations above theory, shrinking as d grows — exceed it at small "
+                   "alpha; this is expected and reported rather than hidden.")
     t0 = time.perf_counter()
     outputs = []
     for n in names:
         o = FIGURES[n](ctx)
+        if scale.mode != "full" and o.agreement is not None and "n_seeds" in o.agreement and \
+                (o.agreement["n_seeds"] > 0).any():
+            o.notes.append(finite_size)
         save_figure(o, out / "figures")
         outputs.append(o)
     import torch
@@ -230,7 +237,7 @@ def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
     base = dict(T=2, noise=0.05, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab", kappa=1.0)
     alphas = {"smoke": (0.05, 0.5), "quick": (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)}.get(
         sc.mode, tuple(np.round(np.geomspace(0.01, 2, 12), 5)))
-    lams = tuple(np.round(np.geomspace(1e-3, 1.0, {"smoke": 3, "quick": 7}.get(sc.mode, 13)), 6))
+    lams = tuple(np.round(np.geomspace(1e-3, 10.0, {"smoke": 3, "quick": 9}.get(sc.mode, 17)), 6))
     problems = [Problem(d=sc.d, alpha=a, lam=float(l), student=s, **base)
                 for s in ("factorized", "direct") for a in alphas for l in lams]
     th = records_to_frame(ctx.run(ctx.theory_jobs(problems), "theory: lam scan"))
