@@ -516,9 +516,9 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.0))
     nz = eig[np.abs(eig) > 1e-3]
     axes[0].hist(nz, bins=50, color="tab:blue", alpha=0.4, label=f"simulation, d={d}, {sc.seeds} seeds")
-    for o in pred.outliers:
-        axes[0].axvline(o["position"], color="k", ls=":", lw=1)
-    axes[0].axvline(np.nan, color="k", ls=":", lw=1, label="theory outliers eta(s+d^2/s-eps)")
+    for k, o in enumerate(pred.outliers):
+        axes[0].axvline(o["position"], color="k", ls=":", lw=1,
+                        label="theory outliers eta(s+d^2/s-eps)" if k == 0 else None)
     axes[0].set(xlabel="eigenvalue of S", ylabel="count", yscale="log",
                 title=f"power law gamma={gamma}, alpha=2: {len(pred.outliers)} predicted outliers")
     axes[0].legend(fontsize=7)
