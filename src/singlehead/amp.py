@@ -96,8 +96,7 @@ from .problem import Problem
 from .prox import (interpolating_start, mat_to_vec, prox_linear, prox_objective, prox_softmax, shift_direction,
                    softmax_fit_loss, vec_to_mat)
 from .results import Result
-from .simulation import evaluate, spectrum_summary
-from .students import DirectStudent
+from .simulation import measure_estimate
 from .targets import sample_target
 
 __all__ = [
@@ -619,32 +618,20 @@ def amp(
     test = sample_sequences(problem, S0, int(n_test), s_test)
     run = run_amp(problem, train, S0=S0, bayes=bayes, max_iter=max_iter, damping=damping, adaptive=adaptive, tol=tol, init=init,
                   init_scale=init_scale, init_sigma=init_sigma, callback=callback, num_threads=num_threads)
-    S = run.S
-    d = problem.d
-    student = DirectStudent(torch.as_tensor(S))
-    _, _, train_err, _ = evaluate(student, train, problem.channel, problem.beta)
-    te, te_se, ten, ten_se = evaluate(student, test, problem.channel, problem.beta)
-    S0_np = S0.numpy()
-    q = float(np.sum(S * S) / d)
-    m = float(np.sum(S * S0_np) / d)
-    Q0 = float(np.sum(S0_np * S0_np) / d)
-    spec = spectrum_summary(S, rank_tol)
-    penalty = problem.lam * (float(np.trace(S)) / d if problem.student == "factorized" else q)
+    S, S0_np = run.S, S0.numpy()
+    metrics, common = measure_estimate(problem, S, S0_np, train, test, rank_tol=rank_tol)
     extras: dict[str, Any] = {
-        **spec,
+        **common,
         "iterations": run.iterations, "converged": run.converged, "history": run.history,
-        "objective": run.history["objective"][-1], "q": q, "m": m, "Q0": Q0, "Sigma": run.V, "tau": run.tau,
+        "objective": run.history["objective"][-1], "Sigma": run.V, "tau": run.tau,
         "bayes": bool(bayes), "damping": run.history["damping"][-1],
-        "test_error_se": te_se, "test_error_noisy_se": ten_se,
         "seed": int(seed), "version": __version__, "n": problem.n, "n_test": int(n_test),
         "runtime_s": time.perf_counter() - t0,
     }
     if return_matrices:
         extras["S"] = S
         extras["S0"] = S0_np
-    return Result("amp", problem.to_dict(), test_error=te, test_error_noisy=ten, train_error=train_err,
-                  penalty=penalty, matrix_error=float(np.sum((S - S0_np) ** 2) / d),
-                  rank_fraction=spec["rank"] / d, extras=extras)
+    return Result("amp", problem.to_dict(), **metrics, extras=extras)
 
 
 def bayes_amp(problem: Problem, seed: int = 0, **kwargs: Any) -> Result:

@@ -21,7 +21,7 @@ from .channels import channel_output, squared_error
 from .data import Sequences, child_seeds, generator, sample_sequences
 from .problem import Problem
 from .results import Result
-from .students import init_student
+from .students import DirectStudent, init_student
 from .targets import sample_target
 from .training import FitInfo, fit_adam, fit_lbfgs
 
@@ -71,6 +71,35 @@ def spectrum_summary(S: np.ndarray, rank_tol: float) -> dict[str, Any]:
     eig = np.linalg.eigvalsh(S)[::-1]
     rank = int(np.sum(np.abs(eig) > rank_tol))
     return {"eigenvalues": eig, "rank": rank, "zero_fraction": 1.0 - rank / len(eig)}
+
+
+def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Sequences, test: Sequences, *,
+                     rank_tol: float = 1e-3, student: torch.nn.Module | None = None
+                     ) -> tuple[dict[str, float], dict[str, Any]]:
+    """The THEORY §1 metrics of an estimate ``S`` of ``S0``, shared by every route on instances.
+
+    Returns ``(metrics, extras)``: ``metrics`` are the :class:`Result` metric fields
+    (test errors on ``test``, train error against the noisy labels of ``train``, penalty,
+    matrix error ``||S - S0||_F^2/d``, rank fraction); ``extras`` the spectrum summary,
+    ``q = Tr S^2/d``, ``m = Tr S S0/d``, ``Q0 = Tr S0^2/d`` and the standard errors of the
+    test errors. ``student`` (the trained module) is used for the predictions when given,
+    else ``S`` itself as a direct student.
+    """
+    if student is None:
+        student = DirectStudent(torch.as_tensor(S, dtype=torch.float64))
+    # The training loss is against the noisy labels: the third number evaluate() returns.
+    _, _, train_err, _ = evaluate(student, train, problem.channel, problem.beta)
+    te, te_se, ten, ten_se = evaluate(student, test, problem.channel, problem.beta)
+    d = problem.d
+    q = float(np.sum(S * S) / d)
+    m = float(np.sum(S * S0) / d)
+    Q0 = float(np.sum(S0 * S0) / d)
+    spec = spectrum_summary(S, rank_tol)
+    penalty = problem.lam * (float(np.trace(S)) / d if problem.student == "factorized" else q)
+    metrics = {"test_error": te, "test_error_noisy": ten, "train_error": train_err, "penalty": penalty,
+               "matrix_error": float(np.sum((S - S0) ** 2) / d), "rank_fraction": spec["rank"] / d}
+    extras = {**spec, "q": q, "m": m, "Q0": Q0, "test_error_se": te_se, "test_error_noisy_se": ten_se}
+    return metrics, extras
 
 
 def simulate(problem: Problem, seed: int = 0, *, optimizer: str = "lbfgs", device: str | torch.device = "cpu",
@@ -132,25 +161,12 @@ def simulate(problem: Problem, seed: int = 0, *, optimizer: str = "lbfgs", devic
             kw["tol_grad"] = tol
         info = fit_lbfgs(student, train, problem.channel, problem.beta, problem.lam, **kw)
 
-    # The training loss is against the noisy labels: the third number evaluate() returns.
-    _, _, train_err, _ = evaluate(student, train, problem.channel, problem.beta)
-    te, te_se, ten, ten_se = evaluate(student, test, problem.channel, problem.beta)
     with torch.no_grad():
-        S = student.matrix().detach().to("cpu", torch.float64)
-    S_np, S0_np = S.numpy(), S0.numpy()
-    d = problem.d
-    q = float(np.sum(S_np * S_np) / d)
-    m = float(np.sum(S_np * S0_np) / d)
-    Q0 = float(np.sum(S0_np * S0_np) / d)
-    spec = spectrum_summary(S_np, rank_tol)
-    if problem.student == "factorized":
-        penalty = problem.lam * float(np.trace(S_np)) / d
-    else:
-        penalty = problem.lam * q
+        S_np = student.matrix().detach().to("cpu", torch.float64).numpy()
+    S0_np = S0.numpy()
+    metrics, common = measure_estimate(problem, S_np, S0_np, train, test, rank_tol=rank_tol, student=student)
     extras: dict[str, Any] = {
-        **spec,
-        "test_error_se": te_se, "test_error_noisy_se": ten_se,
-        "objective": info.objective, "q": q, "m": m, "Q0": Q0,
+        **common, "objective": info.objective,
         "optimizer": info.optimizer, "steps": info.steps, "converged": info.converged,
         "seed": int(seed), "version": __version__, "device": str(dev), "dtype": str(dtype).replace("torch.", ""),
         "n": problem.n, "n_test": int(n_test),
@@ -159,6 +175,4 @@ def simulate(problem: Problem, seed: int = 0, *, optimizer: str = "lbfgs", devic
     if return_matrices:
         extras["S"] = S_np
         extras["S0"] = S0_np
-    return Result("simulation", problem.to_dict(), test_error=te, test_error_noisy=ten, train_error=train_err,
-                  penalty=penalty, matrix_error=float(np.sum((S_np - S0_np) ** 2) / d),
-                  rank_fraction=spec["rank"] / d, extras=extras)
+    return Result("simulation", problem.to_dict(), **metrics, extras=extras)
