@@ -21,15 +21,16 @@ from typing import Any
 METRIC_FIELDS = ("test_error", "test_error_noisy", "train_error", "penalty", "matrix_error", "rank_fraction")
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
+    """Plain JSON types from numpy/torch values; non-finite floats become None (strict JSON)."""
     if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
+        return {k: jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, float):  # also numpy floating scalars
         return float(x) if math.isfinite(x) else None
     if hasattr(x, "tolist"):  # numpy arrays and scalars: convert, then clean the NaNs inside
-        return _jsonable(x.tolist())
+        return jsonable(x.tolist())
     return x
 
 
@@ -61,7 +62,7 @@ class Result:
         """
         out: dict[str, Any] = {"source": self.source, **self.metrics(), "config": self.config}
         out.update(self.extras)
-        return _jsonable(out)
+        return jsonable(out)
 
     def __getitem__(self, key: str) -> Any:
         if key in self.extras:

@@ -73,7 +73,7 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.stats import qmc
 
-from .problem import CustomTarget, MPTarget, PowerLawTarget, Problem
+from .problem import MPTarget, Problem
 from .prox import attention, interpolating_start, prox_channel, softmax_fit_loss, softmax_rows, vec_to_mat
 from .results import Result
 
@@ -356,7 +356,6 @@ def _output_side_degenerate(
     alpha, K = problem.alpha, problem.n_pairs
     Vy = Q0 + problem.noise / 2.0
     X = quad.flat
-    N = X.shape[0]
     zero_q = not q > _Q_FLOOR * Q0
     Sigma = max(float(Sigma), 0.0)
     if zero_q:
@@ -836,7 +835,6 @@ def theory(
     """
     t0 = time.perf_counter()
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=draws, seed=seed)
-    Q0 = pm.Q0
     K = problem.n_pairs
     if quad is None and problem.channel != "linear":
         quad = OutputQuadrature.sobol(2 * K, n_points, n_scrambles, seed)

@@ -123,7 +123,7 @@ from scipy.stats import qmc
 from ..problem import Problem
 from ..prox import attention
 from ..results import Result
-from ..spectra import DiscreteLaw, MarchenkoPastur, SpikedLaw, free_convolve_semicircle, soft_threshold_integrals
+from ..spectra import DiscreteLaw, SpikedLaw, free_convolve_semicircle, soft_threshold_integrals
 from .learned_spectrum import target_law
 
 __all__ = ["ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 import click
 
 from . import cli
-from .common import ResultLog, parse_seeds, pop_problem_options, problem_options, problems_from_options, run_sweep
+from .common import (ResultLog, parse_seeds, pop_problem_options, problem_options, problems_from_options, run_key,
+                     run_sweep)
 
 
 @cli.command()
@@ -55,9 +54,5 @@ def amp(**kwargs: Any) -> None:
                 f"iterations={rec['iterations']}{'' if rec['converged'] else ' (not converged)'} "
                 f"({rec['runtime_s']:.1f} s)")
 
-    def key(problem, seed) -> str:
-        blob = json.dumps({"problem": problem.key(), "seed": seed, "route": "amp", **settings}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-    items = [(key(p, s), make(p, s)) for p in problems for s in seeds]
+    items = [(run_key("amp", p, s, **settings), make(p, s)) for p in problems for s in seeds]
     run_sweep(items, ResultLog(kwargs["out"]), kwargs["as_json"], describe, "amp")

@@ -147,6 +147,14 @@ class ResultLog:
             os.fsync(fh.fileno())
 
 
+def run_key(route: str, problem: Problem, seed: int | None = None, **settings: Any) -> str:
+    """Resume key of one run: hash of the route, the full problem, the seed and the route settings."""
+    import hashlib
+
+    blob = json.dumps({"problem": problem.key(), "route": route, "seed": seed, **settings}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
 def _json_default(x: Any) -> Any:
     if hasattr(x, "tolist"):
         return x.tolist()

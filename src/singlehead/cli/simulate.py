@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from . import cli
-from .common import ResultLog, parse_seeds, pop_problem_options, problem_options, problems_from_options, run_sweep
+from .common import ResultLog, parse_seeds, run_key, pop_problem_options, problem_options, problems_from_options, run_sweep
 
 
 @cli.command()
@@ -50,13 +50,5 @@ def simulate(**kwargs: Any) -> None:
                 f"train_error={rec['train_error']:.5f} matrix_error={rec['matrix_error']:.5f} "
                 f"rank={rec['rank']}/{c['d']} ({rec['runtime_s']:.1f} s)")
 
-    from ..problem import Problem  # noqa: F401  (key derivation below uses Problem.key)
-    import hashlib
-    import json
-
-    def key(problem, seed) -> str:
-        blob = json.dumps({"problem": problem.key(), "seed": seed, "route": "simulation", **settings}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-    items = [(key(p, s), make(p, s)) for p in problems for s in seeds]
+    items = [(run_key("simulation", p, s, **settings), make(p, s)) for p in problems for s in seeds]
     run_sweep(items, ResultLog(kwargs["out"]), kwargs["as_json"], describe, "simulate")

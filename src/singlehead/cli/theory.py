@@ -6,36 +6,18 @@ and :mod:`singlehead.thresholds`; one JSON object per alpha (``--json``) or a re
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from typing import Any
 
 import click
 
 from . import cli
-from .common import ResultLog, dumps, pop_problem_options, problem_options, problems_from_options, run_sweep
+from ..results import jsonable
+from .common import (ResultLog, dumps, pop_problem_options, problem_options, problems_from_options, run_key,
+                     run_sweep)
 
 THEORY_KEYS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank_fraction", "q", "m", "Sigma",
                "qhat", "mhat", "Sigmahat", "eta", "delta", "eps", "converged", "residual")
-
-
-def _clean(x: Any) -> Any:
-    """JSON-safe: numpy scalars to Python, non-finite floats to None."""
-    if hasattr(x, "tolist"):
-        x = x.tolist()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
-def _key(problem, route: str, settings: dict[str, Any]) -> str:
-    blob = json.dumps({"problem": problem.key(), "route": route, **settings}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
 @cli.command()
@@ -71,7 +53,7 @@ def theory(**kwargs: Any) -> None:
             rec = {"alpha": problem.alpha, **{k: r[k] for k in THEORY_KEYS}, "penalty": r.penalty,
                    "iterations": r["iterations"], "quadrature_error": r["quadrature_error"], "config": r.config,
                    "source": "theory"}
-            return _clean(rec)
+            return jsonable(rec)
         return thunk
 
     def describe(rec: dict[str, Any]) -> str:
@@ -79,7 +61,7 @@ def theory(**kwargs: Any) -> None:
                 f"matrix_error={rec['matrix_error']:.5f} rank_fraction={rec['rank_fraction']:.4f} "
                 f"converged={rec['converged']} (residual {rec['residual']:.1e})")
 
-    items = [(_key(p, "theory", settings), make(p)) for p in problems]
+    items = [(run_key("theory", p, **settings), make(p)) for p in problems]
     run_sweep(items, ResultLog(kwargs["out"]), kwargs["as_json"], describe, "theory")
 
 
@@ -105,7 +87,7 @@ def bayes(**kwargs: Any) -> None:
         def thunk() -> dict[str, Any]:
             r = bayes_optimal(problem, prior=pm, n_outer=kwargs["n_outer"], n_inner=kwargs["n_inner"],
                               seed=kwargs["seed"])
-            return _clean({"alpha": problem.alpha, "mmse": r["mmse"], "test_error": r.test_error,
+            return jsonable({"alpha": problem.alpha, "mmse": r["mmse"], "test_error": r.test_error,
                            "test_error_noisy": r.test_error_noisy, "test_error_plugin": r["test_error_plugin"],
                            "q": r["q"], "config": r.config, "source": "bayes"})
         return thunk
@@ -113,7 +95,7 @@ def bayes(**kwargs: Any) -> None:
     def describe(rec: dict[str, Any]) -> str:
         return f"alpha={rec['alpha']:.4g}: mmse={rec['mmse']:.5f} test_error={rec['test_error']:.5f}"
 
-    items = [(_key(p, "bayes", settings), make(p)) for p in problems]
+    items = [(run_key("bayes", p, **settings), make(p)) for p in problems]
     run_sweep(items, ResultLog(kwargs["out"]), kwargs["as_json"], describe, "bayes")
 
 
@@ -136,7 +118,7 @@ def thresholds(**kwargs: Any) -> None:
         except NotImplementedError:
             return math.nan
 
-    rec = _clean({"alpha_interp": interpolation_threshold(problem), "alpha_perfect": safe(perfect_recovery_threshold),
+    rec = jsonable({"alpha_interp": interpolation_threshold(problem), "alpha_perfect": safe(perfect_recovery_threshold),
                   "alpha_perfect_bayes": safe(bayes_perfect_recovery_threshold), "config": problem.to_dict()})
     if kwargs["as_json"]:
         click.echo(dumps(rec))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -286,7 +286,6 @@ def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     sim_alphas = (0.1, 0.2, 0.3, 0.5, 1.0) if sc.mode != "smoke" else (0.1, 0.5)
     sim_problems = [Problem(d=sc.d, alpha=a, lam=1e-3, noise=0.5, **base) for a in sim_alphas]
     sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems), "simulations at lam=1e-3"))
-    th_at = th[(th.cfg_lam == 1e-3) & (th.cfg_noise == 0.5)]
     th_sim = records_to_frame(ctx.run(ctx.theory_jobs(sim_problems), "theory at simulated alphas"))
     agr = agreement(sim, th_sim, ["cfg_alpha"], ["test_error", "train_error"])
     plt = _plt()

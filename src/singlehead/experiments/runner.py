@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import os
 import tempfile
 import time
@@ -18,6 +17,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..results import jsonable
 from .grid import Job
 
 # route name -> "module:function"; each takes (problem, seed, **settings) and returns a JSON-able dict.
@@ -53,18 +53,6 @@ def execute(job: Job) -> dict[str, Any]:
     return rec
 
 
-def _clean(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if hasattr(x, "tolist"):
-        return _clean(x.tolist())
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 class Cache:
     """Directory of ``<key>.json`` records."""
 
@@ -87,7 +75,7 @@ class Cache:
     def put(self, record: dict[str, Any]) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
-            json.dump(_clean(record), fh)
+            json.dump(jsonable(record), fh)
         os.replace(tmp, self.path(record["key"]))
 
 
