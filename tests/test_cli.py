@@ -118,3 +118,11 @@ def test_spectrum_bad_input(args, name, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and name in err[0]
+
+
+def test_scaling_json_is_strict(capsys):
+    """Non-finite numbers (e.g. undefined local exponents at the ends of a curve) print as null."""
+    main(["scaling", "--gamma", "1.25", "--d", "300", "--json"])
+    rec = json.loads(capsys.readouterr().out)  # json.loads accepts NaN; check the text has none
+    assert "fit" in rec and 0 < rec["fit"]["exponent"] < 2
+    assert "NaN" not in json.dumps(rec) and "Infinity" not in json.dumps(rec)

@@ -17,6 +17,7 @@ import click
 import numpy as np
 
 from ..problem import CHANNELS, STUDENTS, CustomTarget, MPTarget, PowerLawTarget, Problem
+from ..results import jsonable
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -142,7 +143,7 @@ class ResultLog:
         if self.path is None:
             return
         with open(self.path, "a") as fh:
-            fh.write(json.dumps(record, allow_nan=False, default=_json_default) + "\n")
+            fh.write(dumps(record) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -162,7 +163,8 @@ def _json_default(x: Any) -> Any:
 
 
 def dumps(record: dict[str, Any]) -> str:
-    return json.dumps(record, allow_nan=False, default=_json_default)
+    """Strict JSON (non-finite numbers become null) of one record."""
+    return json.dumps(jsonable(record), allow_nan=False, default=_json_default)
 
 
 def run_sweep(items: Iterable[tuple[str, Callable[[], dict[str, Any]]]], log: ResultLog, as_json: bool,
