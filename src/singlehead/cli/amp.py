@@ -7,36 +7,30 @@ from typing import Any
 import click
 
 from . import cli
-from .common import (ResultLog, parse_seeds, pop_problem_options, problem_options, problems_from_options, run_key,
-                     run_sweep)
+from .common import (ResultLog, instance_run_options, instance_seeds, pop_problem_options, problem_options,
+                     problems_from_options, run_key, run_sweep)
 
 
 @cli.command()
 @problem_options
+@instance_run_options
 @click.option("--bayes", is_flag=True, help="Bayes-optimal GAMP-RIE (RIE matrix denoiser, posterior-mean output).")
-@click.option("--seeds", default="1", show_default=True, help="Count ('8' = seeds 0..7), list ('3,7') or range ('10:14').")
 @click.option("--max-iter", type=int, default=300, show_default=True, help="GAMP iteration budget.")
 @click.option("--damping", type=float, default=None,
               help="Weight of the new iterate in (0, 1] (default: 1 for ERM, 0.5 for --bayes).")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Stop when the relative change is below this.")
-@click.option("--n-test", type=int, default=10000, show_default=True, help="Fresh test sequences per run.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="JSON-lines file; finished runs stream there and a rerun resumes from it.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per run.")
 def amp(**kwargs: Any) -> None:
     """Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history."""
     from ..amp import amp as run_amp
 
     problems = problems_from_options(**pop_problem_options(kwargs))
-    seeds = parse_seeds(kwargs["seeds"])
+    seeds = instance_seeds(kwargs)
     if kwargs["max_iter"] < 1:
         raise ValueError(f"max-iter must be an integer >= 1 (got {kwargs['max_iter']})")
     if kwargs["damping"] is not None and not (0 < kwargs["damping"] <= 1):
         raise ValueError(f"damping must be in (0, 1] (got {kwargs['damping']})")
     if not kwargs["tol"] > 0:
         raise ValueError(f"tol must be > 0 (got {kwargs['tol']})")
-    if kwargs["n_test"] < 2:
-        raise ValueError(f"n-test must be an integer >= 2 (got {kwargs['n_test']})")
     settings = {k: kwargs[k] for k in ("bayes", "max_iter", "damping", "tol", "n_test")}
 
     def make(problem, seed):

@@ -89,6 +89,28 @@ def problem_options(func: Callable) -> Callable:
     return func
 
 
+def instance_run_options(func: Callable) -> Callable:
+    """Options shared by the commands that run on sampled instances (``simulate``, ``amp``)."""
+    opts = [
+        click.option("--seeds", default="1", show_default=True,
+                     help="Count ('8' = seeds 0..7), list ('3,7') or range ('10:14')."),
+        click.option("--n-test", type=int, default=10000, show_default=True, help="Fresh test sequences per run."),
+        click.option("--out", type=click.Path(dir_okay=False), default=None,
+                     help="JSON-lines file; finished runs stream there and a rerun resumes from it."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object per run."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def instance_seeds(kwargs: dict[str, Any]) -> list[int]:
+    """Validate the :func:`instance_run_options` values; returns the parsed seeds."""
+    if kwargs["n_test"] < 2:
+        raise ValueError(f"n-test must be an integer >= 2 (got {kwargs['n_test']})")
+    return parse_seeds(kwargs["seeds"])
+
+
 PROBLEM_OPTION_NAMES = ("channel", "T", "d", "alpha", "kappa", "kappa0", "gamma", "normalisation", "eigenvalues",
                         "noise", "lam", "beta", "beta0", "student")
 

@@ -7,34 +7,29 @@ from typing import Any
 import click
 
 from . import cli
-from .common import ResultLog, parse_seeds, run_key, pop_problem_options, problem_options, problems_from_options, run_sweep
+from .common import (ResultLog, instance_run_options, instance_seeds, pop_problem_options, problem_options,
+                     problems_from_options, run_key, run_sweep)
 
 
 @cli.command()
 @problem_options
+@instance_run_options
 @click.option("--optimizer", type=click.Choice(["lbfgs", "adam"]), default="lbfgs", show_default=True)
-@click.option("--seeds", default="1", show_default=True, help="Count ('8' = seeds 0..7), list ('3,7') or range ('10:14').")
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda[:N].")
-@click.option("--n-test", type=int, default=10000, show_default=True, help="Fresh test sequences per run.")
 @click.option("--max-steps", type=int, default=None, help="Optimiser step cap (default: 5000 L-BFGS, 20000 Adam).")
 @click.option("--batch-size", type=int, default=None, help="Stream the data to the device in chunks of this size.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="JSON-lines file; finished runs stream there and a rerun resumes from it.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per run.")
 def simulate(**kwargs: Any) -> None:
     """Train students by ERM and print test/train/matrix errors and the learned spectrum."""
-    from ..simulation import OPTIMIZERS, resolve_device, simulate as run_simulation
+    from ..simulation import resolve_device, simulate as run_simulation
 
     problems = problems_from_options(**pop_problem_options(kwargs))
-    seeds = parse_seeds(kwargs["seeds"])
+    seeds = instance_seeds(kwargs)
     resolve_device(kwargs["device"])
-    if kwargs["n_test"] < 2:
-        raise ValueError(f"n-test must be an integer >= 2 (got {kwargs['n_test']})")
     if kwargs["max_steps"] is not None and kwargs["max_steps"] < 1:
         raise ValueError(f"max-steps must be an integer >= 1 (got {kwargs['max_steps']})")
     if kwargs["batch_size"] is not None and kwargs["batch_size"] < 1:
         raise ValueError(f"batch-size must be an integer >= 1 (got {kwargs['batch_size']})")
-    assert kwargs["optimizer"] in OPTIMIZERS
+
     settings = {k: kwargs[k] for k in ("optimizer", "n_test", "max_steps")}
 
     def make(problem, seed):
