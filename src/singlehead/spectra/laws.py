@@ -82,24 +82,26 @@ class MarchenkoPastur:
         ``c w g^2 - (w + c - 1) g + 1 = 0`` on the branch with ``g ~ 1/w``; real ``z`` on the
         support is read as ``z + i0``.
         """
-        s, c = self.scale, self.ratio
-        w = np.asarray(z, dtype=complex) / s
+        g, _ = self._unit_stieltjes(z)
+        return g / self.scale
+
+    def _unit_stieltjes(self, z: np.ndarray | complex) -> tuple[np.ndarray, np.ndarray]:
+        """``(g_M(w), sqrt(w - l-) sqrt(w - l+))`` at ``w = z/scale`` (shared by g0 and g0')."""
+        c = self.ratio
+        w = np.asarray(z, dtype=complex) / self.scale
         lm, lp = (1 - math.sqrt(c)) ** 2, (1 + math.sqrt(c)) ** 2
         root = np.sqrt(w - lm) * np.sqrt(w - lp)
         with np.errstate(divide="ignore", invalid="ignore"):
             g = 2.0 / (w + c - 1 + root)
-        return g / s
+        return g, root
 
     def stieltjes_derivative(self, z: np.ndarray | complex) -> np.ndarray:
         """``g0'(z) = -int mu0(dy)/(z - y)^2`` (implicit differentiation of the MP quadratic)."""
-        s, c = self.scale, self.ratio
-        w = np.asarray(z, dtype=complex) / s
-        lm, lp = (1 - math.sqrt(c)) ** 2, (1 + math.sqrt(c)) ** 2
-        root = np.sqrt(w - lm) * np.sqrt(w - lp)
+        c = self.ratio
+        g, root = self._unit_stieltjes(z)
         with np.errstate(divide="ignore", invalid="ignore"):
-            g = 2.0 / (w + c - 1 + root)
             dg = (c * g * g - g) / root
-        return dg / s**2
+        return dg / self.scale**2
 
     def ac_density(self, x: np.ndarray | float) -> np.ndarray:
         """Density of the continuous part (mass ``min(1, kappa0)``)."""
