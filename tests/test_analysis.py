@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from singlehead.analysis import (
+    classify_regime,
     compare_spectrum,
     decompose,
     fit_exponent,
@@ -16,6 +17,7 @@ from singlehead.analysis import (
     power_law_curve,
     predicted_exponent,
     recovered_modes,
+    scaling_curve,
     spectrum_table,
     switch_on_sample_sizes,
 )
@@ -172,6 +174,32 @@ def test_power_law_curve_sample_limited_exponent():
     assert (np.diff(df["K"]) >= 0).all() and df["K"].iloc[-1] > df["K"].iloc[0]
     f = fit_exponent(df["n"], df["excess_error"])
     assert abs(f.exponent - 0.6) < 0.05
+
+
+def test_scaling_exponent_gamma_075_noise_dominated():
+    """gamma = 0.75 (slow tail): 1 - 1/(2 gamma) = 1/3 once Delta/2 dominates the error.
+
+    d = 10^5, Delta = 4, lam = 10 sqrt(alpha), n in [100 d, 10^4 d] (3 points; the 9-point
+    validation gives 0.332). Every point must be labelled sample-limited.
+    """
+    d = 100_000
+    res = scaling_curve(0.75, d, np.geomspace(100 * d, 10_000 * d, 3), lam=lambda a: 10 * math.sqrt(a), noise=4.0,
+                        prior="spiked", tol=1e-7)
+    df = res["curve"]
+    assert df["converged"].all()
+    assert (df["regime"] == "sample_limited").all()
+    assert (df["matrix_error"] < 2.0).all()  # E < Delta/2
+    assert abs(res["fit"].exponent - 1 / 3) < 0.05
+
+
+def test_classify_regime_self_limited():
+    """A sample-limited-looking point whose matrix error exceeds Delta/2 is self-limited."""
+    row = {"rank_fraction": 0.01, "delta": 1.0, "cutoff": 2.4, "eps": 2.4, "K": 10, "matrix_error": 0.3}
+    assert classify_regime(row, 1000) == "sample_limited"
+    assert classify_regime(row, 1000, noise=4.0) == "sample_limited"
+    assert classify_regime(row, 1000, noise=0.1) == "self_limited"
+    assert classify_regime({**row, "cutoff": 3.5}, 1000, noise=0.1) == "truncation"
+    assert predicted_exponent("self_limited", 0.75) == pytest.approx(0.5)
 
 
 def test_power_law_curve_bad_prior():

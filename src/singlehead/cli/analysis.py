@@ -113,6 +113,7 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
     df = res["curve"]
     out = {
         "gamma": gamma, "d": d, "lam": lam, "lam_scaling": lam_scaling, "noise": noise, "prior": prior,
+        "regime_counts": {str(k): int(v) for k, v in df["regime"].value_counts().items()},
         "points": [{k: (v if not hasattr(v, "item") else v.item()) for k, v in row.items() if k != "recovered"}
                    for row in df.to_dict(orient="records")],
         "fit": res["fit"].to_dict(), "predicted_exponent": res["predicted"], "switch_on": res["switch_on"],
@@ -123,3 +124,9 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
         f = res["fit"]
         click.echo(f"exponent {f.exponent:.4f} [{f.ci_low:.4f}, {f.ci_high:.4f}] (predicted {res['predicted']:.4f}); "
                    f"K(n) = {df['K'].tolist()}")
+        n_sl = int((df["regime"] == "sample_limited").sum())
+        if n_sl < len(df):
+            counts = df["regime"].value_counts().to_dict()
+            click.echo(f"note: only {n_sl}/{len(df)} points are sample-limited ({counts}); the prediction "
+                       "1 - 1/(2 gamma) applies to those (see singlehead.analysis.scaling, e.g. --d 100000 "
+                       "--noise 4 --lam 10 --n log:1e7:1e9:9)")
