@@ -202,6 +202,17 @@ def test_classify_regime_self_limited():
     assert predicted_exponent("self_limited", 0.75) == pytest.approx(0.5)
 
 
+def test_power_law_curve_warm_start_retry():
+    """A warm start that fails near the first recovered spike is retried cold (d = 100, small alpha).
+
+    Before the retry, the points n = 80 and 105.7 stalled at residuals 0.06 and 0.13.
+    """
+    df = power_law_curve(1.25, 100, [50, 80, 105.737126, 150], lam=1e-3, noise=0.1, prior="asymptotic", tol=1e-8)
+    assert df["converged"].all()
+    assert (df["residual"] < 1e-8).all()
+    assert np.all(np.diff(df["excess_error"]) < 0)  # more data, less error on this stretch
+
+
 def test_power_law_curve_bad_prior():
     with pytest.raises(ValueError, match="prior"):
         power_law_curve(1.25, 50, [100, 200], prior="exact")
