@@ -55,6 +55,8 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=400)
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds to simulate (and to report)")
     ap.add_argument("--prior", default="finite", choices=["finite", "asymptotic"])
+    ap.add_argument("--draws", type=int, default=4, help="GOE draws of the finite-d prior")
+    ap.add_argument("--theory-seed", type=int, default=0, help="seed of the GOE draws")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="runs/validation/widths")
     ap.add_argument("--report", action="store_true", help="only print the table from cached fits")
@@ -90,13 +92,13 @@ def main() -> None:
                       f"TE {rec['exact_test_error']:.5f}", flush=True)
                 recs.append(rec)
             rows.append((n400, p400, prob, recs))
-    print(f"\nd={d}, prior={args.prior}")
+    print(f"\nd={d}, prior={args.prior}" + (f", {args.draws} GOE draws, seed {args.theory_seed}" if args.prior == "finite" else ""))
     print("| n | p | theory TE | sim TE = 2 ME (mean ± se) | sampled TE | rel. diff | seeds | sim s | pass |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n400, p400, prob, recs in sorted(rows, key=lambda r: (r[0], r[1])):
         if not recs:
             continue
-        th = theory(prob, prior=args.prior)
+        th = theory(prob, prior=args.prior, draws=args.draws, seed=args.theory_seed)
         te = np.array([r["exact_test_error"] for r in recs])
         st = np.array([r["sampled_test_error"] for r in recs])
         m = float(te.mean())

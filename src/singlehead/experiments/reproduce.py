@@ -524,7 +524,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
         axes[0].axvline(o["position"], color="k", ls=":", lw=1,
                         label="theory outliers eta(s+d^2/s-eps)" if k == 0 else None)
     axes[0].set(xlabel="eigenvalue of S", ylabel="count", yscale="log",
-                title=f"power law gamma={gamma}, alpha=2: {len(pred.outliers)} predicted outliers")
+                title=f"power law gamma={gamma}, alpha=2:\n{len(pred.outliers)} predicted outliers")
     axes[0].legend(fontsize=7)
     c = seq
     axes[1].step(c.n, c.K, where="post", label="recovered modes K(n) (theory, lam=1e-3)")
@@ -532,7 +532,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     n_i = D * i ** (2 * gamma)
     keep = n_i <= c.n.max()
     axes[1].plot(n_i[keep], i[keep], "x", color="tab:red", label="n_i = d i^(2 gamma) (scaling; prefactor O(1))")
-    axes[1].set(xscale="log", yscale="log", xlabel="n", ylabel="K", title=f"sequential recovery (d={D})")
+    axes[1].set(xscale="log", yscale="log", xlabel="n", ylabel="K", title=f"sequential recovery\n(d={D})")
     axes[1].legend(fontsize=7)
     rows = []
     for g, res in curves.items():
@@ -545,17 +545,17 @@ def fig_power_law(ctx: Context) -> FigureOutput:
                      "gap": abs(f["exponent"] - res["predicted"]), "tolerance": 0.05,
                      "within": bool(abs(f["exponent"] - res["predicted"]) < 0.05), "n_seeds": 0})
     axes[2].set(xscale="log", yscale="log", xlabel="n", ylabel="excess test error",
-                title=f"scaling in n (d={D_s}, Delta={noise_s:g}, lam={C_s:g} sqrt(alpha))")
+                title=f"scaling in n\n(d={D_s}, Delta={noise_s:g}, lam={C_s:g} sqrt(alpha))")
     axes[2].legend(fontsize=6)
     regimes = sorted(rmap.regime.dropna().unique())
     for k, rg in enumerate(regimes):
         s = rmap[rmap.regime == rg]
         axes[3].scatter(s.n, s.lam, label=rg, s=30, marker="os^vDP*"[k % 7])
-    axes[3].set(xscale="log", yscale="log", xlabel="n", ylabel="lam", title=f"regime map (gamma={gamma}, d={D})")
+    axes[3].set(xscale="log", yscale="log", xlabel="n", ylabel="lam", title=f"regime map\n(gamma={gamma}, d={D})")
     axes[3].legend(fontsize=6)
     params = {"gamma": gamma, "normalisation": "A=sqrt(d)", "channel": "linear", "T": 1, "Delta": 0.1,
               "d(spectrum sims)": d, "d(curves)": D, "d(scaling)": D_s, "Delta(scaling)": noise_s, "seeds": sc.seeds}
-    fig.suptitle(f"Power-law targets — {_params_text(params)}", fontsize=9)
+    fig.suptitle(f"Power-law targets — {_params_text(params)}", fontsize=9, y=1.06)
     table = pd.concat([c.assign(panel="sequential_recovery").drop(columns=["recovered"], errors="ignore"),
                        rmap.assign(panel="regime_map").drop(columns=["recovered"], errors="ignore")], ignore_index=True)
     return FigureOutput("power_law", "Power-law targets: outliers, sequential recovery, scaling laws",
