@@ -32,6 +32,9 @@ Measured (d = 400, 3 seeds, asymptotic prior; sim = mean ± s.e. of 2 x matrix e
 10 of 12 within 3%. The two misses are at the smaller sample size (alpha = n/d^2 = 0.166),
 where the simulations sit above theory; the same point at p = d is 11% off at d = 100 and 12%
 at d = 200, 3.6% at d = 400 (64-draw finite-d prior: 4.2%), a finite-size gap closing with d.
+The p = 14 miss at the same kappa = p/d = 0.035 and alpha: d = 200 (p = 7, 4 seeds) 0.0937 vs
+0.1036±0.0031 (9.5%); d = 400 5.4%; d = 800 (p = 28, n = 106060, 3 seeds, ~6-9 min per fit)
+0.04796 vs 0.04888±0.00052 (1.9%, within 3%).
 
 Cost (one CPU core, float64): ~4 n d p flops per L-BFGS evaluation; at d = 400, n = 160000,
 p = 400 that is 1e11 flops, ~3 s, ~10 min per fit. Every fit is cached as JSON under ``--out``
