@@ -78,7 +78,6 @@ from .prox import attention, interpolating_start, prox_channel, softmax_fit_loss
 from .results import Result
 
 __all__ = [
-    "theory_warm",
     "OutputQuadrature",
     "PriorModel",
     "prior_model",
@@ -788,6 +787,8 @@ def theory(
         Target-side model, see :func:`prior_model`.
     init : SEState, (q, m, Sigma), Result or None
         Starting point (e.g. the previous point of a sweep); default ``(Q0/2, 0.4 Q0, 1)``.
+        If a solve from ``init`` (or ``jacobian``) does not converge it is redone from the
+        default start and the smaller residual is kept (``extras["warm_start_retried"]``).
     tol : float
         Target residual (relative change of ``(q, m, Sigma)`` under one SE step, see
         ``extras["residual"]``).
@@ -839,20 +840,37 @@ def theory(
     K = problem.n_pairs
     if quad is None and problem.channel != "linear":
         quad = OutputQuadrature.sobol(2 * K, n_points, n_scrambles, seed)
-    F = _SEMap(problem, pm, quad)
     col = collapse_point(problem, pm, quad)
     if col.holds and problem.channel == "linear":
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
-        return _collapsed_result(problem, pm, quad, col, t0, 0)
-    # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0 (or
-    # fails) the collapsed solution is returned
-    F.stop_on_collapse = col.holds
-    try:
-        return _theory_solve(problem, pm, quad, F, col, t0, init=init, tol=tol, max_iter=max_iter,
-                             damping=damping, method=method, switch=switch, jacobian=jacobian, coarse=coarse,
-                             continuation=continuation)
-    except _DrivenToCollapse:
-        return _collapsed_result(problem, pm, quad, col, t0, F.n_calls)
+        r = _collapsed_result(problem, pm, quad, col, t0, 0)
+        r.extras["warm_start_retried"] = False
+        return r
+
+    def solve(init_: Any, jacobian_: np.ndarray | None) -> Result:
+        F = _SEMap(problem, pm, quad)
+        # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
+        # (or fails) the collapsed solution is returned
+        F.stop_on_collapse = col.holds
+        try:
+            return _theory_solve(problem, pm, quad, F, col, t0, init=init_, tol=tol, max_iter=max_iter,
+                                 damping=damping, method=method, switch=switch, jacobian=jacobian_, coarse=coarse,
+                                 continuation=continuation)
+        except _DrivenToCollapse:
+            return _collapsed_result(problem, pm, quad, col, t0, F.n_calls)
+
+    r = solve(init, jacobian)
+    retried = (init is not None or jacobian is not None) and not r.extras["converged"]
+    if retried:
+        # A warm start (sweeps pass the previous fixed point and Jacobian) can lead the root
+        # finder into a region it does not leave near a fast change of the fixed point (observed:
+        # power-law target, d = 100, alpha ≈ 0.01, residual 0.67, while the default start
+        # converges to 1e-10). Redo from the default start; keep the smaller residual.
+        r2 = solve(None, None)
+        if r2.extras["converged"] or r2.extras["residual"] < r.extras["residual"]:
+            r = r2
+    r.extras["warm_start_retried"] = retried
+    return r
 
 
 def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
@@ -995,28 +1013,6 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     )
 
 
-def theory_warm(problem: Problem, init: Any, *, jacobian: Any = None, **kwargs: Any) -> Result:
-    """:func:`theory` from a warm start, with a cold-start retry when the warm start fails.
-
-    Sweeps (``theory_curve``, ``analysis.power_law_curve``) start each point from the previous
-    fixed point. Near a fast change of the fixed point (e.g. the first recovered spike of a
-    power-law target at small ``alpha``) that start can lead the root finder into a region it
-    does not leave (observed: d = 100, alpha ≈ 0.01, finite-d prior, residual 0.67, while a
-    cold start converges to 1e-10). If the warm-started solve does not converge, it is redone
-    from the default start and the result with the smaller residual is returned;
-    ``extras["warm_start_retried"]`` says whether that happened.
-    """
-    r = theory(problem, init=init, jacobian=jacobian, **kwargs)
-    retried = False
-    if (init is not None or jacobian is not None) and not r.extras["converged"]:
-        retried = True
-        r2 = theory(problem, **kwargs)
-        if r2.extras["converged"] or r2.extras["residual"] < r.extras["residual"]:
-            r = r2
-    r.extras["warm_start_retried"] = retried
-    return r
-
-
 def theory_curve(
     problem: Problem,
     values: Iterable[float],
@@ -1057,7 +1053,7 @@ def theory_curve(
             if v1 != v0:
                 w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
                 init = _from_u(u1 + w * (u1 - u0), Q0)
-        r = theory_warm(p, init, prior=prior, jacobian=jac, **kwargs)
+        r = theory(p, prior=prior, init=init, jacobian=jac, **kwargs)
         out.append(r)
         if r.extras["converged"] and not r.extras.get("collapsed", False):
             x = np.array([r.extras["q"], r.extras["m"], r.extras["Sigma"]])

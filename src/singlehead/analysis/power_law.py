@@ -173,7 +173,7 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
         when the state evolution raised; the row is then nan) and
         ``recovered`` (tuple of 0/1 flags of the first ``modes`` modes).
     """
-    from ..state_evolution import prior_model, theory_warm
+    from ..state_evolution import prior_model, theory
 
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
@@ -198,7 +198,7 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
         p = p0.replace(alpha=a, lam=_lam_value(lam, a))
         t0 = time.perf_counter()
         try:
-            r: Result = theory_warm(p, init, prior=pm, tol=tol, **kw)
+            r: Result = theory(p, prior=pm, init=init, tol=tol, **kw)
         except (ValueError, FloatingPointError, ZeroDivisionError) as exc:
             # e.g. q -> 0 at complete rank collapse makes the SE's log-coordinates fail
             nan = math.nan
