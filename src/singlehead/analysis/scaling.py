@@ -197,6 +197,11 @@ def classify_regime(row: dict[str, Any] | pd.Series, d: int, *, noise: float | N
     return "sample_limited"
 
 
+def _label_regimes(df: pd.DataFrame, d: int) -> None:
+    """Add the ``regime`` column to a :func:`power_law_curve` frame (label noise from its attrs)."""
+    df["regime"] = [classify_regime(r, d, noise=df.attrs["noise"]) for _, r in df.iterrows()]
+
+
 def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Callable[[float], float],
                   fit_range: tuple[float, float] | None = None, method: str = "ols", level: float = 0.95,
                   **kwargs: Any) -> dict[str, Any]:
@@ -217,7 +222,7 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
     from ..targets import power_law_eigenvalues
 
     df = power_law_curve(gamma, d, ns, lam=lam, **kwargs)
-    df["regime"] = [classify_regime(r, d, noise=df.attrs["noise"]) for _, r in df.iterrows()]
+    _label_regimes(df, d)
     sel = np.isfinite(df["excess_error"].to_numpy()) & (df["excess_error"].to_numpy() > 0)
     if fit_range is not None:
         sel = sel & (df["n"] >= fit_range[0]).to_numpy() & (df["n"] <= fit_range[1]).to_numpy()
@@ -237,7 +242,7 @@ def regime_map(gamma: float, d: int, ns: Sequence[float], lams: Sequence[float],
     frames = []
     for lam in lams:
         df = power_law_curve(gamma, d, ns, lam=float(lam), **kwargs)
-        df["regime"] = [classify_regime(r, d, noise=df.attrs["noise"]) for _, r in df.iterrows()]
+        _label_regimes(df, d)
         ln, le = np.log(df["n"].to_numpy()), np.log(np.maximum(df["excess_error"].to_numpy(), 1e-300))
         df["local_exponent_n"] = -np.gradient(le, ln) if len(df) > 1 else np.nan
         df["predicted_exponent"] = [predicted_exponent(r, gamma) for r in df["regime"]]
