@@ -162,10 +162,5 @@ def test_cli_amp_json(capsys):
     assert json.loads(capsys.readouterr().out.strip())["bayes"] is True
 
 
-def test_cli_amp_bad_damping(capsys):
-    from singlehead.cli import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(["amp", "--damping", "2"])
-    assert exc.value.code == 2
-    assert "damping" in capsys.readouterr().err
+def test_cli_amp_bad_damping(usage_error):
+    usage_error(["amp", "--damping", "2"], "damping")

@@ -242,12 +242,6 @@ def test_cli_spectrum_theory_json():
     assert 0 <= out["zero_atom"] <= 1 and out["n_bulks"] >= 1
 
 
-def test_cli_bad_input_messages():
-    from singlehead.cli import main
-
-    with pytest.raises(SystemExit) as e:
-        main(["scaling", "--gamma", "0.4"])
-    assert e.value.code == 2
-    with pytest.raises(SystemExit) as e:
-        main(["decompose", "--alpha", "1,2"])
-    assert e.value.code == 2
+def test_cli_bad_input_messages(usage_error):
+    usage_error(["scaling", "--gamma", "0.4"], "gamma")
+    usage_error(["decompose", "--alpha", "1,2"], "alpha")

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from singlehead.cli import main
 from singlehead.experiments.reproduce import FIGURES, make_scale, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,12 +80,8 @@ def test_quick_scale_is_stated():
 
 
 @pytest.mark.parametrize("args,name", [(["--jobs", "0"], "jobs"), (["--figure", "nope"], "figure")])
-def test_reproduce_cli_validation(args, name, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["reproduce", *args])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and name in err[0]
+def test_reproduce_cli_validation(args, name, usage_error):
+    usage_error(["reproduce", *args], name)
 
 
 def test_report_renders_in_headless_browser(smoke, tmp_path):
