@@ -37,33 +37,30 @@ The p = 14 miss at the same kappa = p/d = 0.035 and alpha: d = 200 (p = 7, 4 see
 0.04796 vs 0.04888±0.00052 (1.9%, within 3%).
 
 Cost (one CPU core, float64): ~4 n d p flops per L-BFGS evaluation; at d = 400, n = 160000,
-p = 400 that is 1e11 flops, ~3 s, ~10 min per fit. Every fit is cached as JSON under ``--out``
-(one file per d, n, p, seed), so an interrupted run resumes, and several processes can share
-the work (``--seeds 0`` in one, ``--seeds 1,2`` in another); ``--report`` only prints the table
-from the cache. ``--d`` runs the same problem at a smaller d with the same n/d^2 and p/d
-(p = max(1, round(p400 d / 400))); there the agreement is worse (d = 200, n = 6629, p = d:
-theory 0.128, simulation 0.144).
+p = 400 that is 1e11 flops, ~3 s, ~10-15 min per fit. Fits and theory points go through the
+project's result cache (``singlehead.experiments.run_jobs``, one JSON record per job under
+``--cache``), so an interrupted run resumes; ``--jobs N`` runs N fits in parallel processes;
+``--report`` prints the table from cached fits only. ``--d`` runs the same problem at a
+smaller d with the same n/d^2 and p/d (p = max(1, round(p400 d / 400))); there the agreement
+is worse (d = 200, n = 6629, p = d: theory 0.128, simulation 0.144).
 
-Usage: python validation/power_law_widths.py [--d 400] [--seeds 0,1,2] [--report]
+Usage: python validation/power_law_widths.py [--d 400] [--seeds 0,1,2] [--jobs 2] [--report]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import time
 
 import numpy as np
 import torch
 
+from singlehead.experiments import Cache, Job, run_jobs
 from singlehead.problem import PowerLawTarget, Problem
-from singlehead.simulation import simulate
-from singlehead.state_evolution import theory
 
 WIDTHS_400 = (1, 4, 14, 35, 86, 400)
 NS_400 = (26515, 160000)
+SIM_SETTINGS = (("n_test", 10000),)
 
 
 def problem_for(d: int, n400: int, p400: int) -> Problem:
@@ -76,59 +73,46 @@ def problem_for(d: int, n400: int, p400: int) -> Problem:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", type=int, default=400)
-    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds to simulate (and to report)")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
     ap.add_argument("--prior", default="asymptotic", choices=["finite", "asymptotic"])
     ap.add_argument("--draws", type=int, default=4, help="GOE draws of the finite-d prior")
     ap.add_argument("--theory-seed", type=int, default=0, help="seed of the GOE draws")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default="runs/validation/widths")
+    ap.add_argument("--jobs", type=int, default=1, help="parallel fitting processes")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--cache", default="runs/validation/power_law_widths")
     ap.add_argument("--report", action="store_true", help="only print the table from cached fits")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS_400)), help="widths at d = 400")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     d, seeds = args.d, [int(s) for s in args.seeds.split(",")]
-    widths = [int(w) for w in args.widths.split(",")]
-    os.makedirs(args.out, exist_ok=True)
-    rows = []
-    for n400 in NS_400:
-        # largest widths first: they are the costly fits, so parallel processes finish together
-        for p400 in sorted(widths, reverse=not args.report):
-            prob = problem_for(d, n400, p400)
-            recs = []
-            for s in seeds:
-                path = os.path.join(args.out, f"d{d}_n{prob.n}_p{prob.p}_s{s}.json")
-                if os.path.exists(path):
-                    with open(path) as fh:
-                        recs.append(json.load(fh))
-                    continue
-                if args.report:
-                    continue
-                r = simulate(prob, s, n_test=10000)
-                rec = {"d": d, "n": prob.n, "p": prob.p, "seed": s, "exact_test_error": 2 * r.matrix_error,
-                       "sampled_test_error": r.test_error, "matrix_error": r.matrix_error,
-                       "rank": r.extras["rank"], "steps": r.extras["steps"], "runtime_s": r.extras["runtime_s"]}
-                tmp = path + ".tmp"
-                with open(tmp, "w") as fh:
-                    json.dump(rec, fh)
-                os.replace(tmp, path)
-                print(f"  n={prob.n} p={prob.p} seed={s}: {rec['runtime_s']:.0f} s, {rec['steps']} steps, "
-                      f"TE {rec['exact_test_error']:.5f}", flush=True)
-                recs.append(rec)
-            rows.append((n400, p400, prob, recs))
+    widths = sorted(int(w) for w in args.widths.split(","))
+    cache = Cache(args.cache)
+    # at d < 400 several widths can round to the same p: keep each problem once
+    problems = list(dict.fromkeys(problem_for(d, n400, p400) for n400 in NS_400 for p400 in widths))
+    # largest widths first: they are the costly fits, so parallel workers finish together
+    sim_jobs = [Job("simulation", p, s, SIM_SETTINGS) for p in sorted(problems, key=lambda p: -p.n * p.p)
+                for s in seeds]
+    if args.report:
+        recs = [r for r in (cache.get(j.key) for j in sim_jobs) if r is not None]
+    else:
+        recs = run_jobs(sim_jobs, cache, n_jobs=args.jobs, desc="L-BFGS fits")
+    th_settings = (("prior", args.prior),) + ((("draws", args.draws), ("seed", args.theory_seed))
+                                               if args.prior == "finite" else ())
+    ths = run_jobs([Job("theory", p, None, th_settings) for p in problems], cache, n_jobs=1, desc="theory")
     print(f"\nd={d}, prior={args.prior}" + (f", {args.draws} GOE draws, seed {args.theory_seed}" if args.prior == "finite" else ""))
     print("| n | p | theory TE | sim TE = 2 ME (mean ± se) | sampled TE | rel. diff | seeds | sim s | pass |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for n400, p400, prob, recs in sorted(rows, key=lambda r: (r[0], r[1])):
-        if not recs:
+    for prob, th in zip(problems, ths):
+        mine = [r for r in recs if "error" not in r and r["config"] == prob.to_dict()]
+        if not mine:
             continue
-        th = theory(prob, prior=args.prior, draws=args.draws, seed=args.theory_seed)
-        te = np.array([r["exact_test_error"] for r in recs])
-        st = np.array([r["sampled_test_error"] for r in recs])
+        te = np.array([2 * r["matrix_error"] for r in mine])  # exact test error of each fit (docstring)
+        st = np.array([r["test_error"] for r in mine])
         m = float(te.mean())
         se = float(te.std(ddof=1) / math.sqrt(te.size)) if te.size > 1 else math.nan
-        rel = abs(th.test_error - m) / m
-        print(f"| {prob.n} | {prob.p} | {th.test_error:.5f} | {m:.5f} ± {se:.5f} | {st.mean():.5f} | {rel:.2%} | "
-              f"{te.size} | {sum(r['runtime_s'] for r in recs):.0f} | {'yes' if rel < 0.03 else 'NO'} |", flush=True)
+        rel = abs(th["test_error"] - m) / m
+        print(f"| {prob.n} | {prob.p} | {th['test_error']:.5f} | {m:.5f} ± {se:.5f} | {st.mean():.5f} | {rel:.2%} | "
+              f"{te.size} | {sum(r['runtime_s'] for r in mine):.0f} | {'yes' if rel < 0.03 else 'NO'} |", flush=True)
 
 
 if __name__ == "__main__":
