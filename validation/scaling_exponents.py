@@ -28,17 +28,18 @@ import time
 
 import numpy as np
 
+from singlehead.analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 from singlehead.analysis.scaling import scaling_curve
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--d", type=int, default=100000)
-    ap.add_argument("--noise", type=float, default=4.0)
-    ap.add_argument("--C", type=float, default=10.0, help="lam = C sqrt(alpha)")
+    ap.add_argument("--d", type=int, default=SL["d"])
+    ap.add_argument("--noise", type=float, default=SL["noise"])
+    ap.add_argument("--C", type=float, default=SL["lam_prefactor"], help="lam = C sqrt(alpha)")
     ap.add_argument("--points", type=int, default=9)
-    ap.add_argument("--lo", type=float, default=100.0, help="smallest n/d")
-    ap.add_argument("--hi", type=float, default=10000.0, help="largest n/d")
+    ap.add_argument("--lo", type=float, default=SL["n_over_d"][0], help="smallest n/d")
+    ap.add_argument("--hi", type=float, default=SL["n_over_d"][1], help="largest n/d")
     ap.add_argument("--gammas", default="0.75,1.25,2")
     args = ap.parse_args()
     d = args.d

@@ -126,6 +126,9 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
                    f"K(n) = {df['K'].tolist()}")
         n_sl = int((df["regime"] == "sample_limited").sum())
         if n_sl < len(df):
+            from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
+
+            dd, (lo, hi) = SL["d"], SL["n_over_d"]
             click.echo(f"note: only {n_sl}/{len(df)} points are sample-limited ({out['regime_counts']}); the prediction "
-                       "1 - 1/(2 gamma) applies to those (see singlehead.analysis.scaling, e.g. --d 100000 "
-                       "--noise 4 --lam 10 --n log:1e7:1e9:9)")
+                       f"1 - 1/(2 gamma) applies to those (see singlehead.analysis.scaling, e.g. --d {dd} "
+                       f"--noise {SL['noise']:g} --lam {SL['lam_prefactor']:g} --n log:{lo * dd:g}:{hi * dd:g}:9)")

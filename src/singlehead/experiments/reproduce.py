@@ -501,12 +501,17 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     # Scaling exponents: the sample-limited law 1 - 1/(2 gamma) needs d << n << d^2, a threshold
     # just above the noise bulk and label noise dominating the effective noise (matrix error <<
     # Delta/2); gamma = 0.75 only gets there at large Delta and d (validation/scaling_exponents.py).
-    D_s, (lo, hi), pts_s = {"smoke": (10_000, (100, 1000), 3)}.get(sc.mode, (100_000, (100, 10_000), 5 if sc.mode == "quick" else 9))
+    from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
+
+    noise_s, C_s = SL["noise"], SL["lam_prefactor"]
+    if sc.mode == "smoke":
+        D_s, (lo, hi), pts_s = 10_000, (100, 1000), 3
+    else:
+        D_s, (lo, hi), pts_s = SL["d"], SL["n_over_d"], 5 if sc.mode == "quick" else 9
     ns = np.geomspace(lo * D_s, hi * D_s, pts_s)
-    noise_s, C_s = 4.0, 10.0
     curves = {}
     for g in (0.75, 1.25, 2.0):
-        res = ctx.cached(f"scaling-{g}-{D_s}-{lo}-{hi}-{pts_s}-{noise_s}-{C_s}", lambda g=g: _scaling_payload(
+        res = ctx.cached(f"scaling-{g}-{D_s}-{lo:g}-{hi:g}-{pts_s}-{noise_s}-{C_s}", lambda g=g: _scaling_payload(
             scaling_curve(g, D_s, ns, lam=lambda a: C_s * math.sqrt(a), noise=noise_s, prior="spiked", tol=1e-7)))
         curves[g] = res
     seq_ns = np.geomspace(D / 4, 10.0 * D * D, 4 * pts)
@@ -559,7 +564,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     table = pd.concat([c.assign(panel="sequential_recovery").drop(columns=["recovered"], errors="ignore"),
                        rmap.assign(panel="regime_map").drop(columns=["recovered"], errors="ignore")], ignore_index=True)
     return FigureOutput("power_law", "Power-law targets: outliers, sequential recovery, scaling laws",
-                        f"Exponents are fitted on theory curves over n in [{lo} d, {hi} d] at d={D_s}, Delta={noise_s:g}, "
+                        f"Exponents are fitted on theory curves over n in [{lo:g} d, {hi:g} d] at d={D_s}, Delta={noise_s:g}, "
                         f"lam={C_s:g} sqrt(alpha) (OLS, 95% interval), where the label noise dominates the effective "
                         "noise; the agreement rows compare them with 1 - 1/(2 gamma) (THEORY §7). At small Delta and "
                         "gamma < 1 the decay is faster (self-limited regime, see analysis.scaling).", params, fig, table,
