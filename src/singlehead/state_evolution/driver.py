@@ -1,0 +1,409 @@
+"""The state-evolution driver: :func:`theory` (one fixed point) and :func:`theory_curve` (a sweep).
+
+Composes the output side (:mod:`.output`), the prior side (:mod:`.prior`) and the generic
+fixed-point solver (:mod:`._fixed_point`) into the six-order-parameter fixed point of
+arXiv 2509.24914 (Sec. 3). See the package docstring for the equations.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..problem import Problem
+from ..results import Result
+from ._fixed_point import _from_u, _residual, _to_u, solve_fixed_point
+from .output import _Q_FLOOR, OutputSide, channel_test_errors, output_side
+from .prior import PriorModel, PriorSide, _CollapsePoint, collapse_point, prior_model, prior_side
+from .quadrature import OutputQuadrature
+
+__all__ = ["SEState", "theory", "theory_curve"]
+
+
+@dataclass
+class SEState:
+    """A point ``(q, m, Sigma)`` of the SE (usable as ``init`` / warm start)."""
+
+    q: float
+    m: float
+    Sigma: float
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.q, self.m, self.Sigma])
+
+
+class _SEMap:
+    """The SE map ``(q, m, Sigma) -> (q', m', Sigma')`` for one problem, with prox warm starts.
+
+    The prox is non-convex for large ``Sigma``; its global minimiser is searched node by node
+    from several starts. ``mode``:
+
+    * ``"warm"``: each start's branch restarts from its previous end point (cheap);
+    * ``"cold"``: the starts ``z``, interpolating point, midpoint (history-free);
+    * ``"union"``: both, node-wise best objective. Used for the reported point: it is the best
+      available approximation of the global minimiser.
+    """
+
+    def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None) -> None:
+        self.problem, self.prior, self.quad = problem, prior, quad
+        self.warm: list | None = None
+        self.mode = "warm"
+        self.n_calls = 0
+        self.stop_on_collapse = False  # raise _DrivenToCollapse when the map lands on S = 0
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """``F(x)`` alone (what the fixed-point solver needs)."""
+        return self(x)[0]
+
+    def __call__(self, x: np.ndarray, *, mode: str | None = None) -> tuple[np.ndarray, OutputSide, PriorSide]:
+        q, m, Sigma = map(float, x)
+        mode = mode or self.mode
+        self.n_calls += 1
+        out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
+                          warm=None if mode == "cold" else self.warm, union=mode == "union")
+        if out.branches is not None and self.problem.channel != "linear":
+            self.warm = out.branches
+        pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
+        if self.stop_on_collapse and not pr.q > 0:
+            raise _DrivenToCollapse
+        return np.array([pr.q, pr.m, pr.Sigma]), out, pr
+
+
+class _DrivenToCollapse(Exception):
+    """The SE iteration reached complete rank collapse (``J = 0``: ``q = m = Sigma = 0``)."""
+
+
+def _initial_guesses(problem: Problem, Q0: float) -> list[np.ndarray]:
+    """Structured starting points ``(q, m, Sigma)``.
+
+    A generic one ``(Q0/2, 0.4 Q0, 1)``, a well-learned one ``(Q0, 0.9 Q0, 0.1)``, and, for
+    small ``lam``, one in the interpolation regime where ``eps = lam Sigma/(alpha c_T) = O(1)``
+    (THEORY §4), i.e. ``Sigma ~ alpha c_T/lam``.
+    """
+    K = problem.n_pairs
+    c = K if problem.channel == "linear" else max(K - 1, 1)
+    out = [np.array([0.5 * Q0, 0.4 * Q0, 1.0]), np.array([Q0, 0.9 * Q0, 0.1])]
+    if problem.lam > 0:
+        S = problem.alpha * c / problem.lam
+        if S > 3:
+            out.append(np.array([Q0, 0.65 * Q0, S]))
+    return out
+
+
+def _default_init(problem: Problem, Q0: float) -> np.ndarray:
+    return np.array([0.5 * Q0, 0.4 * Q0, 1.0])
+
+
+def theory(
+    problem: Problem,
+    *,
+    prior: str | PriorModel = "auto",
+    init: SEState | Sequence[float] | Result | None = None,
+    tol: float = 1e-6,
+    max_iter: int = 150,
+    damping: float = 0.5,
+    n_points: int = 2048,
+    n_scrambles: int = 4,
+    seed: int = 0,
+    draws: int = 4,
+    method: str = "broyden",
+    switch: float = 3e-2,
+    jacobian: np.ndarray | None = None,
+    coarse: bool = True,
+    continuation: bool = True,
+    quad: OutputQuadrature | None = None,
+) -> Result:
+    """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; THEORY §3).
+
+    Parameters
+    ----------
+    problem : Problem
+        Channels ``seq2lab``/``seq2seq`` (same theory) or ``linear``; students ``factorized``
+        (nuclear norm, rank cap ``kappa``) or ``direct`` (Frobenius). ``d`` only matters in the
+        finite-``d`` prior mode.
+    prior : {"auto", "asymptotic", "finite"} or PriorModel
+        Target-side model, see :func:`prior_model`.
+    init : SEState, (q, m, Sigma), Result or None
+        Starting point (e.g. the previous point of a sweep); default ``(Q0/2, 0.4 Q0, 1)``.
+        If a solve from ``init`` (or ``jacobian``) does not converge it is redone from the
+        default start and the smaller residual is kept (``extras["warm_start_retried"]``).
+    tol : float
+        Target residual (relative change of ``(q, m, Sigma)`` under one SE step, see
+        ``extras["residual"]``).
+    max_iter : int
+        Damped-iteration budget of the fallback.
+    damping : float
+        Fallback iteration ``x <- (1 - damping) x + damping F(x)``.
+    n_points, n_scrambles, seed : int
+        Output quadrature: ``n_scrambles`` scrambled Sobol sets of ``n_points`` nodes in
+        ``2K`` dimensions with the given seed (fixed nodes: a deterministic map).
+    draws : int
+        GOE draws of the finite-``d`` prior mode.
+    method : {"broyden", "hybr", "iterate"}
+        ``"broyden"``/``"hybr"``: damped iteration on
+        ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
+        then a root finder on ``G(u) = u(F(x(u))) - u`` — Broyden's method with a
+        finite-difference (or given) initial Jacobian, or MINPACK's hybrid method — with damped
+        iteration as fallback; ``"iterate"``: damped iteration only (adaptive damping, at most
+        ``max_iter`` steps).
+    jacobian : (3, 3) array, optional
+        Initial Jacobian of ``G`` for Broyden (sweeps pass the previous point's
+        ``extras["se_jacobian"]``).
+    switch : float
+        Residual at which the damped pre-iteration hands over to the root solver.
+    coarse : bool
+        Without a warm start (``init`` and ``jacobian``), first solve on the node set thinned
+        8x (to ``max(tol, 1e-4)``), then polish on the full set from there.
+    continuation : bool
+        If the solve fails and ``lam < 1e-2``, follow the fixed point from ``lam = 1e-2`` down to
+        ``problem.lam`` (4 points per decade) and polish from there (small ``lam`` gives
+        ``Sigma ~ 1/lam`` in the interpolation regime, far from any generic initial guess).
+    quad : OutputQuadrature, optional
+        Reuse a node set (sweeps).
+
+    Returns
+    -------
+    Result
+        ``source="theory"``; metrics as in :mod:`singlehead.results`; ``extras`` with
+        ``q, m, Sigma, qhat, mhat, Sigmahat, eta, delta, eps, cutoff, cap_binds,
+        first_moment, converged, residual, iterations, quadrature_error`` (dict of standard
+        errors), ``prior_mode``, ``wall_time``, ``collapsed`` (complete rank collapse: the
+        solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``, rank fraction 0,
+        penalty 0, test/train errors of predicting with ``h = 0``), ``collapse_lam`` (the ``lam``
+        above which ``S = 0`` is a fixed point, see :func:`collapse_point`; ``inf`` for direct
+        students) and ``collapse_fixed_point`` (whether it is one at this ``lam``).
+    """
+    t0 = time.perf_counter()
+    pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=draws, seed=seed)
+    K = problem.n_pairs
+    if quad is None and problem.channel != "linear":
+        quad = OutputQuadrature.sobol(2 * K, n_points, n_scrambles, seed)
+    col = collapse_point(problem, pm, quad)
+    if col.holds and problem.channel == "linear":
+        # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
+        r = _collapsed_result(problem, pm, quad, col, t0, 0)
+        r.extras["warm_start_retried"] = False
+        return r
+
+    def solve(init_: Any, jacobian_: np.ndarray | None) -> Result:
+        F = _SEMap(problem, pm, quad)
+        # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
+        # (or fails) the collapsed solution is returned
+        F.stop_on_collapse = col.holds
+        try:
+            return _theory_solve(problem, pm, quad, F, col, t0, init=init_, tol=tol, max_iter=max_iter,
+                                 damping=damping, method=method, switch=switch, jacobian=jacobian_, coarse=coarse,
+                                 continuation=continuation)
+        except _DrivenToCollapse:
+            return _collapsed_result(problem, pm, quad, col, t0, F.n_calls)
+
+    r = solve(init, jacobian)
+    retried = (init is not None or jacobian is not None) and not r.extras["converged"]
+    if retried:
+        # A warm start (sweeps pass the previous fixed point and Jacobian) can lead the root
+        # finder into a region it does not leave near a fast change of the fixed point (observed:
+        # power-law target, d = 100, alpha ≈ 0.01, residual 0.67, while the default start
+        # converges to 1e-10). Redo from the default start; keep the smaller residual.
+        r2 = solve(None, None)
+        if r2.extras["converged"] or r2.extras["residual"] < r.extras["residual"]:
+            r = r2
+    r.extras["warm_start_retried"] = retried
+    return r
+
+
+def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
+                      t0: float, iterations: int) -> Result:
+    """The SE solution ``S = 0`` (complete rank collapse): ``q = m = Sigma = 0``.
+
+    Test errors are the channel's errors of predicting with ``h = 0`` (uniform softmax rows;
+    zero for the linear channel) against noiseless and noisy labels; the train error is the
+    noisy-label one (the labels of the training set are noisy and ``S = 0`` fits none of them).
+    """
+    Q0 = pm.Q0
+    te = channel_test_errors(0.0, 0.0, problem=problem, Q0=Q0, quad=quad)
+    out, pr = col.out, col.prior
+    qerr = dict(out.err)
+    qerr.update({"test_error": te["test_error_err"], "test_error_noisy": te["test_error_noisy_err"],
+                 "train_error": te["test_error_noisy_err"]})
+    extras = {
+        "q": 0.0, "m": 0.0, "Sigma": 0.0, "Q0": Q0,
+        "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
+        "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff, "cap_binds": False,
+        "first_moment": 0.0, "converged": True, "residual": 0.0,
+        "iterations": iterations, "quadrature_error": qerr, "prior_mode": pm.mode, "se_jacobian": None,
+        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "wall_time": time.perf_counter() - t0,
+        "collapsed": True, "collapse_lam": col.lam_c, "collapse_fixed_point": True,
+    }
+    return Result(
+        source="theory", config=problem.to_dict(), test_error=te["test_error"],
+        test_error_noisy=te["test_error_noisy"], train_error=te["test_error_noisy"], penalty=0.0,
+        matrix_error=Q0, rank_fraction=0.0, extras=extras,
+    )
+
+
+def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: "_SEMap",
+                  col: _CollapsePoint, t0: float, *, init, tol: float, max_iter: int, damping: float, method: str,
+                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool) -> Result:
+    """The non-trivial fixed point (body of :func:`theory`)."""
+    Q0 = pm.Q0
+    if init is None:
+        x = _default_init(problem, Q0)
+    elif isinstance(init, Result):
+        x = np.array([init.extras["q"], init.extras["m"], init.extras["Sigma"]], dtype=float)
+    elif isinstance(init, SEState):
+        x = init.as_array()
+    else:
+        x = np.asarray(init, dtype=float)
+    if not (x[0] > 0 and x[2] > 0 and x[1] ** 2 < Q0 * x[0]):
+        x = _default_init(problem, Q0)
+
+    iterations = 0
+    jac_out = jacobian
+    if init is None or jacobian is None:
+        # coarse stage: the same nodes thinned 8x (a Sobol prefix is itself balanced) bring a
+        # poor initial guess close to the fixed point and provide a Jacobian, cheaply. Without
+        # ``init`` several structured guesses are ranked by their one-step residual.
+        thin = quad is not None and coarse and quad.nodes.shape[1] >= 64
+        Fc = _SEMap(problem, pm, OutputQuadrature(quad.nodes[:, : quad.nodes.shape[1] // 8], quad.seed)) if thin else F
+        Fc.stop_on_collapse = F.stop_on_collapse
+        cands = [x] if init is not None else _initial_guesses(problem, Q0)
+        if len(cands) > 1:
+            res = []
+            for c in cands:
+                try:
+                    res.append(_residual(c, Fc(c)[0], Q0))
+                except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
+                    res.append(math.inf)
+                iterations += 1
+            cands = [cands[i] for i in np.argsort(res)]
+        if thin or len(cands) > 1:
+            for c in cands:
+                rc, xc, jc, itc = solve_fixed_point(Fc.values, c, Q0, tol=max(tol, 1e-4), switch=switch, method=method,
+                                         jacobian=jacobian, damping=damping, max_iter=min(max_iter, 60))
+                iterations += itc
+                if rc < 1e-3:
+                    x = xc
+                    jac_out = jc if jc is not None else jac_out
+                    break
+    r, x, jac_new, itf = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out, damping=damping,
+                                max_iter=max_iter)
+    iterations += itf
+    jac_out = jac_new if jac_new is not None else jac_out
+    if r >= tol and continuation and problem.lam < 1e-2:
+        # continuation in lam: small lam makes Sigma ~ 1/lam; follow the branch down from
+        # lam = 1e-2 (cheap node set), then polish on the full node set
+        Fc_quad = quad if quad is None else OutputQuadrature(quad.nodes[:, : max(1, quad.nodes.shape[1] // 8)], quad.seed)
+        lams = np.geomspace(1e-2, problem.lam, int(math.ceil(4 * math.log10(1e-2 / problem.lam))) + 1)
+        xs, js, ok = _default_init(problem, Q0), None, True
+        for lv in lams:
+            Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad)
+            rl, xl, jl, itl = solve_fixed_point(Fl.values, xs, Q0, tol=max(tol, 1e-4), switch=switch, method=method, jacobian=js,
+                                     damping=damping, max_iter=200)
+            iterations += itl
+            if not rl < 1e-3:
+                ok = False
+                break
+            xs, js = xl, (jl if jl is not None else js)
+        if ok:
+            r2, x2, j2, it2 = solve_fixed_point(F.values, xs, Q0, tol=tol, switch=switch, method=method, jacobian=js, damping=damping,
+                                     max_iter=max_iter)
+            iterations += it2
+            if r2 < r:
+                r, x, jac_out = r2, x2, (j2 if j2 is not None else js)
+
+    # final evaluation with cold starts + tracked branches; if that map (which may have found
+    # better prox minimisers for a few nodes) disagrees, re-solve with it
+    fx, out, pr = F(x, mode="union")
+    residual = _residual(x, fx, Q0)
+    if residual >= tol and problem.channel != "linear" and math.isfinite(residual):
+        F.mode = "union"
+        r3, x3, j3, it3 = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out, damping=damping,
+                                 max_iter=min(max_iter, 40))
+        iterations += it3
+        fx3, out3, pr3 = F(x3)
+        r3 = _residual(x3, fx3, Q0)
+        if r3 < residual:
+            x, fx, out, pr, residual = x3, fx3, out3, pr3, r3
+            jac_out = j3 if j3 is not None else jac_out
+    converged = bool(residual < 10 * tol and out.prox_converged)
+    if col.holds and not (converged and x[0] > _Q_FLOOR * Q0):
+        raise _DrivenToCollapse  # S = 0 is a fixed point and no non-trivial one was found
+    q, m, Sigma = map(float, x)
+    te = channel_test_errors(q, m, problem=problem, Q0=Q0, quad=quad)
+    pen = problem.lam * (q if problem.student == "direct" else pr.first_moment)
+    qerr = dict(out.err)
+    qerr.update({"test_error": te["test_error_err"], "test_error_noisy": te["test_error_noisy_err"]})
+    extras = {
+        "q": q, "m": m, "Sigma": Sigma, "Q0": Q0,
+        "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
+        "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff, "cap_binds": pr.cap_binds,
+        "first_moment": pr.first_moment,
+        "converged": converged, "residual": residual,
+        "iterations": iterations, "quadrature_error": qerr, "prior_mode": pm.mode,
+        "se_jacobian": None if jac_out is None else np.asarray(jac_out).tolist(),
+        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "wall_time": time.perf_counter() - t0,
+        "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
+    }
+    return Result(
+        source="theory", config=problem.to_dict(), test_error=te["test_error"],
+        test_error_noisy=te["test_error_noisy"], train_error=out.train_error, penalty=pen,
+        matrix_error=Q0 - 2 * m + q, rank_fraction=pr.rank_fraction, extras=extras,
+    )
+
+
+def theory_curve(
+    problem: Problem,
+    values: Iterable[float],
+    *,
+    param: str = "alpha",
+    progress: bool = False,
+    **kwargs: Any,
+) -> list[Result]:
+    """SE along a grid of ``param`` (``"alpha"`` or ``"lam"``, or any Problem field), warm-started.
+
+    Each point starts from a secant extrapolation of the previous two fixed points (in the
+    unconstrained coordinates; the previous point at the start) with the previous root-solver
+    Jacobian, and all points share one quadrature node set and one prior model. Keyword
+    arguments go to :func:`theory`.
+    """
+    values = list(values)
+    K = problem.n_pairs
+    if "quad" not in kwargs and problem.channel != "linear":
+        kwargs["quad"] = OutputQuadrature.sobol(2 * K, kwargs.pop("n_points", 2048), kwargs.pop("n_scrambles", 4),
+                                                kwargs.get("seed", 0))
+    prior = kwargs.pop("prior", "auto")
+    if not isinstance(prior, PriorModel) and param not in ("d", "target"):
+        prior = prior_model(problem, prior, draws=kwargs.get("draws", 4), seed=kwargs.get("seed", 0))
+    out: list[Result] = []
+    init = kwargs.pop("init", None)
+    jac = kwargs.pop("jacobian", None)
+    hist: list[tuple[float, np.ndarray]] = []  # converged points (value, u) for the secant predictor
+    it = values
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(values, desc=f"theory over {param}")
+    Q0 = prior.Q0 if isinstance(prior, PriorModel) else None
+    for v in it:
+        p = problem.replace(**{param: v})
+        if len(hist) >= 2 and Q0 is not None and isinstance(v, (int, float)):
+            (v0, u0), (v1, u1) = hist[-2], hist[-1]
+            if v1 != v0:
+                w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
+                init = _from_u(u1 + w * (u1 - u0), Q0)
+        r = theory(p, prior=prior, init=init, jacobian=jac, **kwargs)
+        out.append(r)
+        if r.extras["converged"] and not r.extras.get("collapsed", False):
+            x = np.array([r.extras["q"], r.extras["m"], r.extras["Sigma"]])
+            init = x
+            if Q0 is not None and isinstance(v, (int, float)):
+                hist.append((float(v), _to_u(x, Q0)))
+            if r.extras.get("se_jacobian") is not None:
+                jac = np.array(r.extras["se_jacobian"])
+        else:
+            hist.clear()
+    return out

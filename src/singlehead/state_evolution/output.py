@@ -1,0 +1,237 @@
+"""Output (channel) side of the state evolution: ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)``.
+
+``K = T(T+1)/2`` iid pairs ``(z0_k, z_k) ~ N(0, [[Q0, m], [m, q]])``, teacher logits
+``y = z0 + xi`` with ``xi_k ~ N(0, Delta/2)``, prox point ``h*`` of
+:func:`singlehead.prox.prox_channel`, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; THEORY §3)::
+
+    qhat     =  2 alpha E ||g||^2 / Sigma^2
+    mhat     =  2 alpha E <g, q z0 - m z> / (Sigma (Q0 q - m^2))
+    Sigmahat = -2 alpha E <g, Q0 z - m z0> / (Sigma (Q0 q - m^2))
+
+The expectation is over the ``2K`` Gaussian directions of ``(y, z)`` (``z0`` enters linearly
+and is replaced by ``E[z0 | y, z]``) on the fixed nodes of :class:`.OutputQuadrature`. The
+linear channel is in closed form (``mhat = Sigmahat = 2 alpha K/(Sigma + 1/4)``,
+``qhat = 2 alpha K (Q0 - 2m + q + Delta/2)/(Sigma + 1/4)^2``). The boundary ``q -> 0`` /
+``Sigma -> 0`` (complete rank collapse) is its own limit, :func:`_output_side_degenerate`.
+Test errors ``E ||chan_beta0(M(z0)) - chan_beta(M(z))||_F^2`` per sequence:
+:func:`channel_test_errors`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..problem import Problem
+from ..prox import attention, interpolating_start, prox_channel, softmax_fit_loss, softmax_rows, vec_to_mat
+from .quadrature import OutputQuadrature
+
+__all__ = ["OutputSide", "output_side", "channel_test_errors"]
+
+# below these, ``q`` is treated as 0 (z = 0: S = 0) and ``Sigma`` by its first-order limit
+_Q_FLOOR = 1e-14
+_SIGMA_FLOOR = 1e-10
+# below this q/Q0 the Sigmahat estimator uses a control variate (see output_side)
+_Q_CV = 1e-2
+
+
+@dataclass
+class OutputSide:
+    """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``*_err`` are quadrature standard errors."""
+
+    qhat: float
+    mhat: float
+    Sigmahat: float
+    train_error: float
+    err: dict[str, float] = field(default_factory=dict)
+    branches: list | None = None
+    prox_converged: bool = True
+
+
+def _gauss_pair(u1: np.ndarray, u2: np.ndarray, var0: float, cov: float, var1: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, b)`` with variances ``var0, var1`` and covariance ``cov`` from iid standard normals."""
+    s0 = math.sqrt(var0)
+    r = max(var1 - cov * cov / var0, 0.0)
+    return s0 * u1, (cov / s0) * u1 + math.sqrt(r) * u2
+
+
+def output_side(
+    q: float,
+    m: float,
+    Sigma: float,
+    *,
+    problem: Problem,
+    Q0: float,
+    quad: OutputQuadrature | None = None,
+    analytic_linear: bool = True,
+    warm: Sequence[np.ndarray] | None = None,
+    union: bool = False,
+) -> OutputSide:
+    """Output-side update ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)`` plus the train error.
+
+    Uses ``problem.alpha, T, channel, beta, beta0, noise``. ``Q0`` comes from the prior model.
+    The linear channel is in closed form unless ``analytic_linear=False`` (then it goes
+    through the same quadrature/prox code as softmax; used to test that code).
+    ``warm`` are Newton starts (``(R N, K)`` arrays) from a previous call; by default (cold) the
+    starts are ``z``, the interpolating point and their midpoint. ``OutputSide.branches`` holds
+    the end points of each start, the warm starts of a next call (each branch is followed
+    continuously, so that warm and cold maps agree away from basin boundaries). With
+    ``union=True`` both the cold starts and ``warm`` are used (node-wise best objective).
+    """
+    alpha, T, K = problem.alpha, problem.T, problem.n_pairs
+    Dh = problem.noise / 2.0
+    if problem.channel == "linear" and analytic_linear:
+        S4 = Sigma + 0.25
+        E = Q0 - 2 * m + q + Dh
+        return OutputSide(
+            qhat=2 * alpha * K * E / S4**2,
+            mhat=2 * alpha * K / S4,
+            Sigmahat=2 * alpha * K / S4,
+            train_error=K * E / (8 * S4**2),
+            err={"qhat": 0.0, "mhat": 0.0, "Sigmahat": 0.0, "train_error": 0.0},
+        )
+    if quad is None:
+        quad = OutputQuadrature.sobol(2 * K)
+    if not (q > _Q_FLOOR * Q0 and Sigma > _SIGMA_FLOOR):
+        return _output_side_degenerate(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
+    X = quad.flat
+    Vy = Q0 + Dh
+    y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
+    # E[z0 | y, z] = a y + b z  (z0 = y - xi, xi independent of z)
+    C = np.array([[Vy, m], [m, q]])
+    a, b = np.linalg.solve(C, np.array([Q0, m]))
+    z0c = a * y + b * z
+    starts = warm
+    if (warm is None or union) and problem.channel != "linear":
+        hi = interpolating_start(z, y, problem.beta0 / problem.beta, T)
+        starts = [z, hi, 0.5 * (z + hi)] + (list(warm) if warm is not None else [])
+    pr = prox_channel(z, y, Sigma, T=T, channel=problem.channel, beta=problem.beta, beta0=problem.beta0, starts=starts)
+    g = pr.h - z
+    det = max(Q0 * q - m * m, 1e-300)
+    prox_ok = pr.converged
+    gS = g
+    if q < _Q_CV * Q0:
+        # small q: the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part
+        # of g that depends on y alone, a zero-mean term whose quadrature error blows up as
+        # q -> 0. Control variate: subtract that part, the prox residual at z = 0 (its exact
+        # contribution E<g(y, 0), Q0 z - m z0> is 0 by Stein's lemma).
+        pr0 = prox_channel(np.zeros_like(y), y, Sigma, T=T, channel=problem.channel, beta=problem.beta,
+                           beta0=problem.beta0)
+        gS = g - pr0.h
+        prox_ok = prox_ok and pr0.converged
+    vals = np.stack(
+        [
+            np.einsum("nk,nk->n", g, g),
+            np.einsum("nk,nk->n", g, q * z0c - m * z),
+            np.einsum("nk,nk->n", gS, Q0 * z - m * z0c),
+            pr.fit,
+        ],
+        axis=1,
+    )
+    mean, err = quad.mean_and_error(vals)
+    fac = np.array([2 * alpha / Sigma**2, 2 * alpha / (Sigma * det), -2 * alpha / (Sigma * det), 1.0])
+    mean, err = mean * fac, err * np.abs(fac)
+    names = ("qhat", "mhat", "Sigmahat", "train_error")
+    # warm starts for a next call: each branch followed continuously (union: the tracked ones)
+    br = pr.branches[3:] if (union and warm is not None) else pr.branches
+    return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
+                      prox_converged=prox_ok)
+
+
+def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem):
+    """Fit loss ``ell(h; y) = ||chan_beta0(M(y)) - chan_beta(M(h))||_F^2`` with gradient and Hessian in ``h``."""
+    N, K = h.shape
+    if problem.channel == "linear":  # ||M(y - h)||^2 = 2 ||y - h||^2
+        r = y - h
+        return 2.0 * np.einsum("nk,nk->n", r, r), -4.0 * r, np.broadcast_to(4.0 * np.eye(K), (N, K, K))
+    Y = softmax_rows(problem.beta0 * vec_to_mat(y, problem.T))
+    return softmax_fit_loss(h, Y, problem.beta, order=2)
+
+
+def _output_side_degenerate(
+    q: float, m: float, Sigma: float, *, problem: Problem, Q0: float, quad: OutputQuadrature
+) -> OutputSide:
+    """Output side at the boundary ``q -> 0`` (student logits ``z = 0``) and/or ``Sigma -> 0``.
+
+    With ``g = h* - z`` and Stein's lemma the conjugates are
+    ``mhat = (2 alpha/Sigma) E[sum_k d g_k/d y_k]``, ``Sigmahat = -(2 alpha/Sigma) E[sum_k d g_k/d z_k]``
+    (the ``(q z0 - m z)/det`` weights of :func:`output_side` are these derivatives in integrated
+    form). From the prox equation ``h* = z - Sigma grad ell(h*)``,
+    ``d h*/d z = (1 + Sigma H)^{-1}`` (``H`` the Hessian of ``ell`` at ``h*``), so
+
+    * ``Sigma -> 0``: ``g = -Sigma grad ell(z) + O(Sigma^2)``, ``qhat -> 2 alpha E||grad ell(z)||^2``,
+      ``mhat -> -2 alpha E<grad ell(z), q z0 - m z>/det`` and
+      ``Sigmahat -> 2 alpha E tr H(z)`` (finite; the pathwise form of the Stein weight);
+    * ``q = 0`` (then ``m = 0``, ``z = 0``, ``y ~ N(0, Q0 + Delta/2)`` alone):
+      ``mhat = 2 alpha E<g, y>/(Sigma (Q0 + Delta/2))``,
+      ``Sigmahat = 2 alpha E tr[H (1 + Sigma H)^{-1}]``; at ``Sigma = 0`` these are
+      ``mhat0 = -2 alpha E<grad ell(0), y>/(Q0 + Delta/2)``, ``Sigmahat0 = 2 alpha E tr H(0)``,
+      ``qhat0 = 2 alpha E||grad ell(0)||^2``: the conjugates of the collapsed point ``S = 0``.
+
+    The train error is ``E ell(h*)`` (``E ell(z)`` at ``Sigma = 0``).
+    """
+    alpha, K = problem.alpha, problem.n_pairs
+    Vy = Q0 + problem.noise / 2.0
+    X = quad.flat
+    zero_q = not q > _Q_FLOOR * Q0
+    Sigma = max(float(Sigma), 0.0)
+    if zero_q:
+        y = math.sqrt(Vy) * X[:, :K]
+        z = np.zeros_like(y)
+    else:
+        y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
+        C = np.array([[Vy, m], [m, q]])
+        a, b = np.linalg.solve(C, np.array([Q0, m]))
+        z0c = a * y + b * z
+        det = max(Q0 * q - m * m, 1e-300)
+    prox_ok = True
+    if Sigma > _SIGMA_FLOOR:  # only reached with q = 0
+        pr = prox_channel(z, y, Sigma, T=problem.T, channel=problem.channel, beta=problem.beta, beta0=problem.beta0)
+        prox_ok = pr.converged
+        h = pr.h
+        fit, _, H = _fit_derivatives(h, y, problem)
+        gS = h / Sigma  # g / Sigma (z = 0)
+        Hs = np.linalg.solve(np.eye(K) + Sigma * H, H)  # H (1 + Sigma H)^{-1} (they commute)
+        cols = [np.einsum("nk,nk->n", gS, gS), np.einsum("nk,nk->n", gS, y) / Vy, np.einsum("nkk->n", Hs), fit]
+    else:
+        fit, grad, H = _fit_derivatives(z, y, problem)
+        cols = [np.einsum("nk,nk->n", grad, grad)]
+        if zero_q:
+            cols.append(-np.einsum("nk,nk->n", grad, y) / Vy)
+        else:
+            cols.append(-np.einsum("nk,nk->n", grad, q * z0c - m * z) / det)
+        cols.append(np.einsum("nkk->n", H))  # -E tr dg/dz / Sigma with g = -Sigma grad ell(z)
+        cols.append(fit)
+    mean, err = quad.mean_and_error(np.stack(cols, axis=1))
+    fac = np.array([2 * alpha, 2 * alpha, 2 * alpha, 1.0])
+    mean, err = mean * fac, err * fac
+    names = ("qhat", "mhat", "Sigmahat", "train_error")
+    return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=None, prox_converged=prox_ok)
+
+
+def channel_test_errors(
+    q: float, m: float, *, problem: Problem, Q0: float, quad: OutputQuadrature | None = None
+) -> dict[str, float]:
+    """Test errors ``E ||chan_beta0(M(z0)) - chan_beta(M(z))||_F^2`` (noiseless and noisy labels).
+
+    ``(z0_k, z_k)`` iid with covariance ``[[Q0, m], [m, q]]`` (``Q0 + Delta/2`` for noisy labels).
+    Returns a dict with ``test_error``, ``test_error_noisy`` and their quadrature errors.
+    """
+    T, K = problem.T, problem.n_pairs
+    Dh = problem.noise / 2.0
+    if problem.channel == "linear":
+        return {"test_error": 2 * K * (Q0 - 2 * m + q), "test_error_noisy": 2 * K * (Q0 + Dh - 2 * m + q),
+                "test_error_err": 0.0, "test_error_noisy_err": 0.0}
+    if quad is None:
+        quad = OutputQuadrature.sobol(2 * K)
+    X = quad.flat
+    out = {}
+    for name, V0 in (("test_error", Q0), ("test_error_noisy", Q0 + Dh)):
+        z0, z = _gauss_pair(X[:, :K], X[:, K:], V0, m, q)
+        diff = attention(z0, T, problem.channel, problem.beta0) - attention(z, T, problem.channel, problem.beta)
+        mean, err = quad.mean_and_error(np.einsum("nab,nab->n", diff, diff))
+        out[name], out[name + "_err"] = float(mean), float(err)
+    return out

@@ -1,0 +1,193 @@
+"""Prior (matrix) side of the state evolution: ``(qhat, mhat, Sigmahat) -> (q, m, Sigma)``.
+
+Effective denoising of ``Y = S0 + delta Z`` (``Z`` GOE, semicircle on ``[-2, 2]``) with
+``delta = sqrt(qhat)/mhat`` (arXiv 2509.24914, Sec. 3; the "nuclear route" of arXiv 2505.17958;
+THEORY §3):
+
+* factorized student (nuclear norm ``lam d Tr S``, rank cap ``p = kappa d``):
+  ``Shat = eta f(Y)``, ``f(x) = (x - eps)_+ 1[x > c]``, ``eps = 2 lam/mhat``,
+  ``eta = mhat/Sigmahat``, ``c = max(eps, quantile of mu_delta at 1 - kappa)``, and with
+  ``J(delta, eps) = int f^2 dmu_delta``::
+
+      q     = eta^2 J
+      m     = eta [J - (delta/2) dJ/ddelta - (eps/2) dJ/deps]
+      Sigma = dJ/ddelta / (2 delta Sigmahat)           (= D(eta f)/mhat, D the free divergence)
+
+* direct student (Frobenius ``lam d ||S||_F^2``, which is ``2 lam ||S||^2`` in the effective
+  problem, the same factor 2 as in ``eps = 2 lam/mhat``): ``Shat = eta' Y`` with
+  ``eta' = mhat/(Sigmahat + 4 lam)``, so ``q = eta'^2 (Q0 + delta^2)``, ``m = eta' Q0``,
+  ``Sigma = 1/(Sigmahat + 4 lam)``.
+
+The target enters through a :class:`PriorModel` (``Q0`` and the soft-threshold integrals of
+``mu_{S0} ⊞ SC(delta^2)``). :func:`collapse_point` decides whether ``S = 0`` (complete rank
+collapse) is a fixed point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..problem import MPTarget, Problem
+from .output import OutputSide, output_side
+from .quadrature import OutputQuadrature
+
+__all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "collapse_point"]
+
+
+@dataclass
+class PriorModel:
+    """The target side of the SE: ``Q0`` and the soft-threshold integrals of ``mu_{S0} ⊞ SC(delta^2)``.
+
+    ``mode`` is ``"asymptotic"`` (a free-probability law from :mod:`singlehead.spectra`) or
+    ``"finite"`` (:class:`singlehead.spectra.FiniteDSpectrum`: the target eigenvalues at the
+    problem's ``d`` plus a few fixed GOE draws).
+    """
+
+    mode: str
+    Q0: float
+    engine: Any
+    description: dict[str, Any] = field(default_factory=dict)
+
+    def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None):
+        if self.mode == "finite":
+            return self.engine.threshold_integrals(delta, eps, rank_cap=rank_cap)
+        from ..spectra import soft_threshold_integrals
+
+        return soft_threshold_integrals(self.engine, delta, eps, rank_cap=rank_cap)
+
+    def rie_mmse_integral(self, v: float) -> float:
+        """``int mu_v(x)^3 dx`` with ``mu_v = mu_{S0} ⊞ SC(v)`` (asymptotic mode only)."""
+        from ..spectra import rie_mmse_integral
+
+        if self.mode == "finite":
+            if hasattr(self.engine, "rie_mmse_integral"):
+                return float(self.engine.rie_mmse_integral(v))
+            from ..spectra import DiscreteLaw
+
+            return float(rie_mmse_integral(DiscreteLaw(self.description["eigenvalues"]), v))
+        return float(rie_mmse_integral(self.engine, v))
+
+
+def prior_model(problem: Problem, prior: str = "auto", *, draws: int = 4, seed: int = 0) -> PriorModel:
+    """Map a problem's target to a :class:`PriorModel`.
+
+    Parameters
+    ----------
+    prior : {"auto", "asymptotic", "finite"}
+        ``"auto"``: MP targets use the asymptotic law ``MarchenkoPastur(kappa0)``
+        (``Q0 = 1 + kappa0``); power-law and custom targets use the finite-``d`` mode with
+        the eigenvalues of :func:`singlehead.targets.target_eigenvalues`.
+        ``"asymptotic"`` for power-law/custom uses the discrete law of those eigenvalues;
+        ``"finite"`` for an MP target uses the eigenvalues of one target drawn with ``seed``.
+    draws, seed : int
+        GOE draws and seed of the finite-``d`` mode.
+    """
+    from .. import spectra
+    from ..targets import sample_target, target_eigenvalues
+
+    if prior not in ("auto", "asymptotic", "finite"):
+        raise ValueError(f"prior must be one of auto, asymptotic, finite (got {prior!r})")
+    tgt = problem.target
+    if isinstance(tgt, MPTarget):
+        if prior in ("auto", "asymptotic"):
+            law = spectra.MarchenkoPastur(tgt.kappa0)
+            return PriorModel("asymptotic", float(law.second_moment()), law, {"law": "marchenko_pastur", "kappa0": tgt.kappa0})
+        eig = np.linalg.eigvalsh(sample_target(tgt, problem.d, seed).numpy())
+    else:
+        eig = target_eigenvalues(tgt, problem.d)
+        if prior == "asymptotic":
+            law = spectra.DiscreteLaw(eig)
+            return PriorModel("asymptotic", float(np.mean(eig**2)), law, {"law": "discrete", "eigenvalues": eig})
+    fd = spectra.FiniteDSpectrum(eig, draws=draws, seed=seed)
+    return PriorModel("finite", float(np.mean(eig**2)), fd, {"law": "finite_d", "d": problem.d, "draws": draws,
+                                                             "seed": seed, "eigenvalues": eig})
+
+
+@dataclass
+class PriorSide:
+    """``(q, m, Sigma)`` from the conjugates, with the learned-spectrum law parameters."""
+
+    q: float
+    m: float
+    Sigma: float
+    eta: float
+    delta: float
+    eps: float
+    first_moment: float
+    rank_fraction: float
+    cap_binds: bool = False
+    cutoff: float = math.nan
+
+
+def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, prior: PriorModel) -> PriorSide:
+    """Prior-side update ``(qhat, mhat, Sigmahat) -> (q, m, Sigma)`` (see module docstring).
+
+    ``first_moment`` is ``Tr Shat/d`` (``eta int f dmu_delta``; ``eta' Tr S0/d`` for direct
+    students is not needed and reported as nan); ``rank_fraction`` the fraction of non-zero
+    eigenvalues of ``Shat``.
+    """
+    lam = problem.lam
+    delta = math.sqrt(max(qhat, 0.0)) / mhat
+    if problem.student == "direct":
+        etap = mhat / (Sigmahat + 4 * lam)
+        return PriorSide(etap**2 * (prior.Q0 + delta**2), etap * prior.Q0, 1.0 / (Sigmahat + 4 * lam), etap, delta, 0.0,
+                         math.nan, 1.0)
+    eps = 2 * lam / mhat
+    eta = mhat / Sigmahat
+    cap = problem.kappa if problem.kappa < 1 else None
+    ti = prior.threshold_integrals(delta, eps, rank_cap=cap)
+    J, Jd, Je = float(ti.J), float(ti.dJ_ddelta), float(ti.dJ_deps)
+    q = eta**2 * J
+    m = eta * (J - 0.5 * delta * Jd - 0.5 * eps * Je)
+    Sigma = Jd / (2 * delta * Sigmahat)
+    return PriorSide(q, m, Sigma, eta, delta, eps, -0.5 * eta * Je, float(ti.rank_fraction),
+                     bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)))
+
+
+@dataclass
+class _CollapsePoint:
+    """The SE at ``S = 0`` (``q = m = Sigma = 0``): conjugates, prior side, collapse threshold."""
+
+    out: OutputSide
+    prior: PriorSide
+    holds: bool  # S = 0 is a fixed point: eps0 = 2 lam/mhat0 at or above the top of mu_delta0
+    lam_c: float  # the collapse point mhat0 * top(mu_delta0)/2 (inf for direct students)
+
+
+def _top_edge(prior: PriorModel, delta: float) -> float:
+    """Top of the support of ``mu_delta = mu_{S0} ⊞ SC(delta^2)`` (bulks and atoms/outliers)."""
+    if prior.mode == "finite":
+        return float(np.max(prior.engine.eigenvalues(delta)))
+    from ..spectra import free_convolve_semicircle
+
+    cl = free_convolve_semicircle(prior.engine, float(delta) ** 2)
+    tops = [hi for _, hi in cl.edges()] + [float(x) for x in cl.atoms()[0]]
+    return float(max(tops)) if tops else math.nan
+
+
+def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature | None = None) -> _CollapsePoint:
+    """Complete rank collapse test: is ``S = 0`` a fixed point of the SE?
+
+    At ``q = m = 0`` the student logits vanish and the prox parameter ``Sigma`` of the collapsed
+    point is 0, so the conjugates are the ``Sigma -> 0`` limits (see
+    :func:`_output_side_degenerate`): ``qhat0 = 2 alpha E||grad ell(0)||^2``,
+    ``mhat0 = -2 alpha E<grad ell(0), y>/(Q0 + Delta/2)``, ``Sigmahat0 = 2 alpha E tr Hess ell(0)``
+    (linear channel: ``qhat0 = 32 alpha K (Q0 + Delta/2)``, ``mhat0 = Sigmahat0 = 8 alpha K``), with
+    ``delta0 = sqrt(qhat0)/mhat0``. They do not depend on ``lam``. The prior side maps them back
+    to ``q = m = Sigma = 0`` iff the threshold ``eps0 = 2 lam/mhat0`` is at or above the top edge of
+    ``mu_delta0`` (no eigenvalue survives), i.e. iff ``lam >= lam_c = mhat0 top(mu_delta0)/2``.
+    The direct (Frobenius) student shrinks linearly and never collapses (``lam_c = inf``).
+    """
+    if quad is None and problem.channel != "linear":
+        quad = OutputQuadrature.sobol(2 * problem.n_pairs)
+    out = output_side(0.0, 0.0, 0.0, problem=problem, Q0=prior.Q0, quad=quad)
+    pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
+    if problem.student == "direct":
+        lam_c = math.inf
+    else:
+        lam_c = 0.5 * out.mhat * _top_edge(prior, pr.delta)
+    return _CollapsePoint(out, pr, bool(problem.student != "direct" and not pr.q > 0), float(lam_c))
