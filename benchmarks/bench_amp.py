@@ -15,7 +15,7 @@ import torch
 from singlehead.amp import run_amp
 from singlehead.data import child_seeds, sample_sequences
 from singlehead.problem import Problem
-from singlehead.targets import sample_target
+from singlehead.data import sample_target
 
 
 def time_per_iteration(d: int, bayes: bool, iters: int, threads: int) -> float:

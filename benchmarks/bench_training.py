@@ -21,7 +21,7 @@ def _step_worker(cfg: dict, queue) -> None:
     from singlehead.data import generator, sample_sequences
     from singlehead.problem import Problem
     from singlehead.students import init_student
-    from singlehead.targets import sample_target
+    from singlehead.data import sample_target
     from singlehead.training import objective_and_grad
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -16,7 +16,7 @@ from singlehead.convex import solve_reference
 from singlehead.data import child_seeds, sample_sequences
 from singlehead.problem import MPTarget, Problem
 from singlehead.results import METRIC_FIELDS
-from singlehead.targets import sample_target
+from singlehead.data import sample_target
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,8 @@ from singlehead.data import generator, logits, sample_sequences
 from singlehead.problem import CustomTarget, MPTarget, PowerLawTarget, Problem
 from singlehead.simulation import simulate
 from singlehead.students import DirectStudent, FactorizedStudent, init_student
-from singlehead.targets import power_law_eigenvalues, sample_target
+from singlehead.data import sample_target
+from singlehead.targets import power_law_eigenvalues
 from singlehead.training import fit_adam, fit_lbfgs, objective_and_grad
 
 

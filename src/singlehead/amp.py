@@ -91,13 +91,13 @@ import torch
 
 from . import __version__
 from .channels import channel_output, squared_error
-from .data import Sequences, child_seeds, sample_sequences
+from .data import Sequences, child_seeds, sample_sequences, sample_target
 from .problem import Problem
 from .prox import (interpolating_start, mat_to_vec, prox_linear, prox_objective, prox_softmax, shift_direction,
                    softmax_fit_loss, vec_to_mat)
 from .results import Result
 from .simulation import measure_estimate
-from .targets import sample_target
+from .spectra.prior_model import PriorModel, prior_from_eigenvalues
 
 __all__ = [
     "SensingOperator",
@@ -409,17 +409,6 @@ def _init_matrix(problem: Problem, init: Any, init_scale: float) -> np.ndarray:
     return 0.5 * (S + S.T)
 
 
-def _prior_law(problem: Problem, S0: np.ndarray | None) -> Any:
-    """Spectral law of the prior for the RIE: ``MarchenkoPastur(kappa0)`` or the target's eigenvalues."""
-    from . import spectra
-    from .problem import MPTarget
-    from .targets import target_eigenvalues
-
-    if isinstance(problem.target, MPTarget):
-        return spectra.MarchenkoPastur(problem.target.kappa0)
-    return spectra.DiscreteLaw(target_eigenvalues(problem.target, problem.d))
-
-
 def run_amp(
     problem: Problem,
     data: Sequences,
@@ -502,7 +491,7 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
     Ylab = _attention_labels(problem, data)
     S0n = None if S0 is None else np.asarray(S0.numpy() if isinstance(S0, torch.Tensor) else S0, dtype=float)
     if bayes:
-        law = _prior_law(problem, S0n)
+        law = problem.target.spectral_law(problem.d).engine
         mean0, Q0l = float(law.mean()), float(law.second_moment())
         if init_scale is None:
             init_scale = mean0
@@ -698,17 +687,12 @@ def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = 
     return {"V": V, "q": pm.Q0 - V, "Q0": pm.Q0}
 
 
-def instance_prior(S0: np.ndarray | torch.Tensor, *, draws: int = 4, seed: int = 0) -> Any:
+def instance_prior(S0: np.ndarray | torch.Tensor, *, draws: int = 4, seed: int = 0) -> PriorModel:
     """Finite-``d`` SE prior model built from the eigenvalues of one sampled target ``S0``.
 
     Comparing AMP on an instance with the SE iterates of *that* instance (same ``Q0`` and
     spectrum, :class:`singlehead.spectra.FiniteDSpectrum` with ``draws`` fixed GOE draws) removes
     the ``O(1/d)`` target-to-target fluctuation from the comparison.
     """
-    from .spectra import FiniteDSpectrum
-    from .state_evolution import PriorModel
-
     S = S0.numpy() if isinstance(S0, torch.Tensor) else np.asarray(S0, dtype=float)
-    eig = np.linalg.eigvalsh(S)
-    return PriorModel("finite", float(np.mean(eig**2)), FiniteDSpectrum(eig, draws=draws, seed=seed),
-                      {"law": "finite_d", "d": eig.size, "draws": draws, "seed": seed, "eigenvalues": eig})
+    return prior_from_eigenvalues(np.linalg.eigvalsh(S), draws=draws, seed=seed)

@@ -20,96 +20,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any
+
+from ._validate import check as _check
+from ._validate import finite as _finite
+from .targets import CustomTarget, MPTarget, PowerLawTarget, Target, target_from_dict
 
 CHANNELS = ("seq2lab", "seq2seq", "linear")
 STUDENTS = ("factorized", "direct")
-POWER_LAW_NORMALISATIONS = ("sqrt_d", "unit_q0")
-
-
-def _check(cond: bool, name: str, valid: str, value: Any) -> None:
-    if not cond:
-        raise ValueError(f"{name} must be {valid} (got {value!r})")
-
-
-def _finite(x: Any) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
-@dataclass(frozen=True)
-class MPTarget:
-    """Marchenko--Pastur target ``S0 = W0 W0^T / sqrt(p0 d)``, ``W0`` iid N(0,1), ``p0 = kappa0 d``.
-
-    Its spectrum is ``sqrt(kappa0)`` times Marchenko--Pastur of ratio ``1/kappa0``
-    (mass ``1-kappa0`` at zero when ``kappa0 < 1``); ``Tr S0/d -> sqrt(kappa0)``,
-    ``Q0 = Tr S0^2/d -> 1 + kappa0``.
-    """
-
-    kappa0: float = 0.5
-    kind: Literal["mp"] = "mp"
-
-    def __post_init__(self) -> None:
-        _check(_finite(self.kappa0) and 0 < self.kappa0 <= 1, "kappa0", "in (0, 1] for an MP target", self.kappa0)
-
-
-@dataclass(frozen=True)
-class PowerLawTarget:
-    """Power-law target ``S0 = O diag(s) O^T``, ``O`` Haar, ``s_i = A i^(-gamma)``, ``i = 1..d``.
-
-    Normalisations (THEORY §1):
-
-    * ``"sqrt_d"`` (default, arXiv 2509.24914): ``A = sqrt(d)``, so the top
-      eigenvalues are O(sqrt d) spikes and ``Q0 = sum_i i^(-2 gamma)``;
-    * ``"unit_q0"`` (scaling-law code of arXiv 2509.24882): ``A`` chosen so that
-      ``Q0 = Tr S0^2 / d = 1`` exactly at this ``d``.
-    """
-
-    gamma: float = 1.25
-    normalisation: str = "sqrt_d"
-    kind: Literal["power_law"] = "power_law"
-
-    def __post_init__(self) -> None:
-        _check(_finite(self.gamma) and self.gamma > 0.5, "gamma", "> 0.5", self.gamma)
-        _check(self.normalisation in POWER_LAW_NORMALISATIONS, "normalisation",
-               f"one of {POWER_LAW_NORMALISATIONS}", self.normalisation)
-
-
-@dataclass(frozen=True)
-class CustomTarget:
-    """Target with a user-given spectrum: ``S0 = O diag(eigenvalues) O^T``, ``O`` Haar.
-
-    ``eigenvalues`` must have length ``d`` and be non-negative (targets are PSD).
-    """
-
-    eigenvalues: tuple[float, ...] = ()
-    kind: Literal["custom"] = "custom"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "eigenvalues", tuple(float(x) for x in self.eigenvalues))
-        _check(len(self.eigenvalues) > 0, "eigenvalues", "a non-empty list", self.eigenvalues)
-        _check(all(_finite(x) and x >= 0 for x in self.eigenvalues), "eigenvalues",
-               "finite and >= 0 (the target is PSD)", "…")
-
-
-Target = Union[MPTarget, PowerLawTarget, CustomTarget]
-
-
-def target_from_dict(spec: dict[str, Any]) -> Target:
-    """Rebuild a target from ``dataclasses.asdict`` output (used for cached configs)."""
-    kind = spec.get("kind")
-    args = {k: v for k, v in spec.items() if k != "kind"}
-    if kind == "mp":
-        return MPTarget(**args)
-    if kind == "power_law":
-        return PowerLawTarget(**args)
-    if kind == "custom":
-        return CustomTarget(**args)
-    raise ValueError(f"target kind must be one of mp, power_law, custom (got {kind!r})")
 
 
 @dataclass(frozen=True)

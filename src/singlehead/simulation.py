@@ -22,7 +22,7 @@ from .data import Sequences, child_seeds, generator, sample_sequences
 from .problem import Problem
 from .results import Result
 from .students import DirectStudent, init_student
-from .targets import sample_target
+from .data import sample_target
 from .training import FitInfo, fit_adam, fit_lbfgs
 
 OPTIMIZERS = ("lbfgs", "adam")

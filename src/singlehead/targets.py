@@ -1,19 +1,50 @@
-"""Target matrices ``S0`` of the attention-indexed model (THEORY §1).
+"""Targets ``S0`` of the attention-indexed model and their spectral laws (THEORY §1).
 
-``sample_target`` draws an ``S0`` on the CPU in float64 from an explicit seed;
-``target_eigenvalues`` gives the deterministic spectra of power-law and custom targets.
-All targets are PSD; ``Q0 = Tr S0^2 / d``.
+Each target class is the one place that turns a target into
+
+* its spectral law ``mu_{S0}`` at a given ``d`` and model, :meth:`spectral_law`, returning a
+  :class:`~singlehead.spectra.PriorModel` (the law, ``Q0 = Tr S0^2/d`` and the transforms the
+  state evolution, AMP and the analysis need), and
+* a sample of ``S0``, :meth:`sample` (torch, imported lazily: this module and everything
+  theory-only stays free of torch; the sampler is :func:`singlehead.data.sample_target`).
+
+Spectral-law models (``model=``):
+
+* ``"asymptotic"``: the free-probability law. MP targets: ``MarchenkoPastur(kappa0)``
+  (``Q0 = 1 + kappa0``); power-law and custom targets: the discrete law of their ``d``
+  eigenvalues (deterministic equivalent at this ``d``).
+* ``"discrete"``: the same as ``"asymptotic"`` (kept as the name the learned-spectrum analysis uses).
+* ``"finite"``: :class:`~singlehead.spectra.FiniteDSpectrum`, the exact spectra of
+  ``diag(s) + delta Z`` for ``draws`` fixed GOE draws (MP targets: the eigenvalues of one
+  target drawn with ``seed``).
+* ``"spiked"``: the ``n_spikes`` largest eigenvalues as spikes of mass ``1/d`` over the
+  discrete law of the others (with ``n_spikes=None``: the ``s_i > delta/2``, at least 1 and at
+  most ``d - 1``; with ``delta`` also ``None``: ``min(d - 1, 10)``); gives outlier positions.
+* ``"spiked_null"``: the large-``d`` model of the scaling-law analysis: the ``s_i > spike_floor``
+  (at most ``max_spikes``) as spikes of mass ``1/d`` over a null bulk; ``Q0`` still sums
+  over all ``d`` modes.
+
+For MP targets every model but ``"finite"`` is the MP law.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy as np
-import torch
 
-from .data import generator
-from .problem import CustomTarget, MPTarget, PowerLawTarget, Problem, Target
+from ._validate import check as _check
+from ._validate import finite as _finite
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from .spectra.prior_model import PriorModel
+
+POWER_LAW_NORMALISATIONS = ("sqrt_d", "unit_q0")
+LAW_MODELS = ("asymptotic", "discrete", "finite", "spiked", "spiked_null")
 
 
 def power_law_eigenvalues(gamma: float, d: int, normalisation: str = "sqrt_d") -> np.ndarray:
@@ -27,39 +58,142 @@ def power_law_eigenvalues(gamma: float, d: int, normalisation: str = "sqrt_d") -
     raise ValueError(f"normalisation must be 'sqrt_d' or 'unit_q0' (got {normalisation!r})")
 
 
+class _Target:
+    """Behaviour shared by all targets: sampling ``S0`` and the model-name check."""
+
+    def spectrum(self, d: int) -> np.ndarray | None:
+        """Deterministic spectrum of ``S0`` (descending), or ``None`` for a random (MP) target."""
+        return None
+
+    def sample(self, d: int, seed: int) -> "torch.Tensor":
+        """Draw ``S0`` (``d x d``, float64, CPU torch tensor); see :func:`singlehead.data.sample_target`."""
+        from .data import sample_target
+
+        return sample_target(self, d, seed)
+
+    @staticmethod
+    def _check_model(model: str) -> None:
+        _check(model in LAW_MODELS, "model", f"one of {LAW_MODELS}", model)
+
+
+class _SpectralTarget(_Target):
+    """Targets with a deterministic spectrum ``s`` (power law, custom): ``S0 = O diag(s) O^T``, ``O`` Haar."""
+
+    def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = 4, seed: int = 0,
+                     n_spikes: int | None = None, delta: float | None = None, spike_floor: float = 0.0,
+                     max_spikes: int | None = None) -> "PriorModel":
+        """The law ``mu_{S0}`` at dimension ``d`` under ``model`` (module docstring), as a ``PriorModel``."""
+        from .spectra import DiscreteLaw, SpikedLaw
+        from .spectra.prior_model import PriorModel, prior_from_eigenvalues
+
+        self._check_model(model)
+        s = self.spectrum(d)
+        Q0 = float(np.mean(s * s))
+        if model in ("asymptotic", "discrete"):
+            return PriorModel("asymptotic", Q0, DiscreteLaw(s), {"law": "discrete", "eigenvalues": s})
+        if model == "finite":
+            return prior_from_eigenvalues(s, draws=draws, seed=seed)
+        if model == "spiked":
+            if n_spikes is None:
+                n_spikes = int(np.sum(s > 0.5 * float(delta))) if delta is not None else min(d - 1, 10)
+            n_spikes = int(min(max(n_spikes, 1), d - 1))
+            law = SpikedLaw(DiscreteLaw(s[n_spikes:]), tuple(s[:n_spikes]), 1.0 / d)
+            return PriorModel("asymptotic", Q0, law, {"law": "spiked", "n_spikes": n_spikes, "d": d})
+        k = int(np.sum(s > spike_floor))
+        k = max(min(k, d - 1, max_spikes if max_spikes is not None else d - 1), 1)
+        law = SpikedLaw(DiscreteLaw(np.array([0.0])), tuple(s[:k]), 1.0 / d)
+        return PriorModel("asymptotic", Q0, law, {"law": "spiked", "n_spikes": k, "d": d})
+
+
+@dataclass(frozen=True)
+class MPTarget(_Target):
+    """Marchenko--Pastur target ``S0 = W0 W0^T / sqrt(p0 d)``, ``W0`` iid N(0,1), ``p0 = kappa0 d``.
+
+    Its spectrum is ``sqrt(kappa0)`` times Marchenko--Pastur of ratio ``1/kappa0``
+    (mass ``1-kappa0`` at zero when ``kappa0 < 1``); ``Tr S0/d -> sqrt(kappa0)``,
+    ``Q0 = Tr S0^2/d -> 1 + kappa0``.
+    """
+
+    kappa0: float = 0.5
+    kind: Literal["mp"] = "mp"
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.kappa0) and 0 < self.kappa0 <= 1, "kappa0", "in (0, 1] for an MP target", self.kappa0)
+
+    def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = 4, seed: int = 0,
+                     **_: Any) -> "PriorModel":
+        """``MarchenkoPastur(kappa0)`` for every model but ``"finite"`` (one drawn target's eigenvalues)."""
+        from .spectra import MarchenkoPastur
+        from .spectra.prior_model import PriorModel, prior_from_eigenvalues
+
+        self._check_model(model)
+        if model == "finite":
+            return prior_from_eigenvalues(np.linalg.eigvalsh(self.sample(d, seed).numpy()), draws=draws, seed=seed)
+        law = MarchenkoPastur(self.kappa0)
+        return PriorModel("asymptotic", float(law.second_moment()), law, {"law": "marchenko_pastur", "kappa0": self.kappa0})
+
+
+@dataclass(frozen=True)
+class PowerLawTarget(_SpectralTarget):
+    """Power-law target ``S0 = O diag(s) O^T``, ``O`` Haar, ``s_i = A i^(-gamma)``, ``i = 1..d``.
+
+    Normalisations (THEORY §1):
+
+    * ``"sqrt_d"`` (default, arXiv 2509.24914): ``A = sqrt(d)``, so the top
+      eigenvalues are O(sqrt d) spikes and ``Q0 = sum_i i^(-2 gamma)``;
+    * ``"unit_q0"`` (scaling-law code of arXiv 2509.24882): ``A`` chosen so that
+      ``Q0 = Tr S0^2 / d = 1`` exactly at this ``d``.
+    """
+
+    gamma: float = 1.25
+    normalisation: str = "sqrt_d"
+    kind: Literal["power_law"] = "power_law"
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.gamma) and self.gamma > 0.5, "gamma", "> 0.5", self.gamma)
+        _check(self.normalisation in POWER_LAW_NORMALISATIONS, "normalisation",
+               f"one of {POWER_LAW_NORMALISATIONS}", self.normalisation)
+
+    def spectrum(self, d: int) -> np.ndarray:
+        return power_law_eigenvalues(self.gamma, d, self.normalisation)
+
+
+@dataclass(frozen=True)
+class CustomTarget(_SpectralTarget):
+    """Target with a user-given spectrum: ``S0 = O diag(eigenvalues) O^T``, ``O`` Haar.
+
+    ``eigenvalues`` must have length ``d`` and be non-negative (targets are PSD).
+    """
+
+    eigenvalues: tuple[float, ...] = ()
+    kind: Literal["custom"] = "custom"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eigenvalues", tuple(float(x) for x in self.eigenvalues))
+        _check(len(self.eigenvalues) > 0, "eigenvalues", "a non-empty list", self.eigenvalues)
+        _check(all(_finite(x) and x >= 0 for x in self.eigenvalues), "eigenvalues",
+               "finite and >= 0 (the target is PSD)", "…")
+
+    def spectrum(self, d: int) -> np.ndarray:
+        return np.sort(np.asarray(self.eigenvalues, dtype=float))[::-1]
+
+
+Target = Union[MPTarget, PowerLawTarget, CustomTarget]
+
+
+def target_from_dict(spec: dict[str, Any]) -> Target:
+    """Rebuild a target from ``dataclasses.asdict`` output (used for cached configs)."""
+    kind = spec.get("kind")
+    args = {k: v for k, v in spec.items() if k != "kind"}
+    if kind == "mp":
+        return MPTarget(**args)
+    if kind == "power_law":
+        return PowerLawTarget(**args)
+    if kind == "custom":
+        return CustomTarget(**args)
+    raise ValueError(f"target kind must be one of mp, power_law, custom (got {kind!r})")
+
+
 def target_eigenvalues(target: Target, d: int) -> np.ndarray | None:
     """Deterministic spectrum (descending) for power-law/custom targets; ``None`` for random MP targets."""
-    if isinstance(target, PowerLawTarget):
-        return power_law_eigenvalues(target.gamma, d, target.normalisation)
-    if isinstance(target, CustomTarget):
-        return np.sort(np.asarray(target.eigenvalues, dtype=float))[::-1]
-    return None
-
-
-def haar_orthogonal(d: int, gen: torch.Generator) -> torch.Tensor:
-    """Haar-distributed orthogonal ``d x d`` matrix (QR of a Gaussian with the sign fix)."""
-    G = torch.randn(d, d, generator=gen, dtype=torch.float64)
-    Q, R = torch.linalg.qr(G)
-    return Q * torch.sign(torch.diagonal(R)).unsqueeze(0)
-
-
-def sample_target(target: Target, d: int, seed: int) -> torch.Tensor:
-    """Draw ``S0`` (``d x d``, float64, CPU) from the target specification.
-
-    * MP: ``S0 = W0 W0^T / sqrt(p0 d)``, ``W0 in R^{d x p0}`` iid N(0,1), ``p0 = max(1, round(kappa0 d))``.
-    * power-law / custom: ``S0 = O diag(s) O^T`` with ``O`` Haar.
-    """
-    gen = generator(seed)
-    if isinstance(target, MPTarget):
-        p0 = max(1, int(round(target.kappa0 * d)))
-        W0 = torch.randn(d, p0, generator=gen, dtype=torch.float64)
-        return W0 @ W0.T / math.sqrt(p0 * d)
-    s = torch.as_tensor(target_eigenvalues(target, d).copy(), dtype=torch.float64)
-    O = haar_orthogonal(d, gen)
-    S0 = (O * s.unsqueeze(0)) @ O.T
-    return 0.5 * (S0 + S0.T)
-
-
-def problem_target(problem: Problem, seed: int) -> torch.Tensor:
-    """``S0`` for ``problem`` (shorthand for :func:`sample_target`)."""
-    return sample_target(problem.target, problem.d, seed)
+    return target.spectrum(d)

@@ -38,11 +38,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..problem import MPTarget, Problem
+from ..problem import Problem
 from ..results import Result
-from ..spectra import DiscreteLaw, MarchenkoPastur, SpikedLaw, free_convolve_semicircle, learned_spectrum_law
+from ..spectra import SpikedLaw, free_convolve_semicircle, learned_spectrum_law
 from ..spectra import LearnedSpectrum as _LawSpectrum
-from ..targets import target_eigenvalues
 
 __all__ = [
     "LearnedSpectrum",
@@ -60,6 +59,9 @@ TARGET_MODELS = ("auto", "discrete", "spiked")
 def target_law(problem: Problem, *, model: str = "auto", delta: float | None = None,
                n_spikes: int | None = None):
     """Spectral law ``mu_{S0}`` of the problem's target, as used by the learned-spectrum law.
+
+    A thin front to :meth:`singlehead.targets.PowerLawTarget.spectral_law` (the one place that
+    maps a target to its law) with this analysis' default model ``"spiked"``.
 
     Parameters
     ----------
@@ -84,17 +86,8 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
     """
     if model not in TARGET_MODELS:
         raise ValueError(f"model must be one of {TARGET_MODELS} (got {model!r})")
-    if isinstance(problem.target, MPTarget):
-        return MarchenkoPastur(problem.target.kappa0)
-    s = np.sort(np.asarray(target_eigenvalues(problem.target, problem.d), dtype=float))[::-1]
-    if model == "discrete":
-        return DiscreteLaw(s)
-    d = s.size
-    if n_spikes is None:
-        thr = 0.5 * float(delta) if delta is not None else 0.0
-        n_spikes = int(np.sum(s > thr)) if delta is not None else min(d - 1, 10)
-    n_spikes = int(min(max(n_spikes, 1), d - 1))
-    return SpikedLaw(DiscreteLaw(s[n_spikes:]), tuple(s[:n_spikes]), 1.0 / d)
+    return problem.target.spectral_law(problem.d, "spiked" if model == "auto" else model,
+                                       delta=delta, n_spikes=n_spikes).engine
 
 
 def _theory_params(problem: Problem, theory_result: Result | None, prior: str) -> Result:

@@ -38,7 +38,6 @@ import pandas as pd
 
 from ..problem import PowerLawTarget, Problem
 from ..results import Result
-from ..spectra import DiscreteLaw, SpikedLaw
 from ..targets import power_law_eigenvalues
 
 __all__ = [
@@ -78,16 +77,9 @@ def spiked_prior(problem: Problem, *, spike_floor: float = 0.0, max_spikes: int 
     Returns a :class:`singlehead.state_evolution.PriorModel` (``mode="asymptotic"``) whose
     ``Q0`` is ``sum_i s_i^2 / d`` over all ``d`` modes.
     """
-    from ..state_evolution import PriorModel
-
     if not isinstance(problem.target, PowerLawTarget):
         raise ValueError("spiked_prior needs a power-law target")
-    s = power_law_eigenvalues(problem.target.gamma, problem.d, problem.target.normalisation)
-    k = int(np.sum(s > spike_floor))
-    k = min(k, problem.d - 1, max_spikes if max_spikes is not None else problem.d - 1)
-    law = SpikedLaw(DiscreteLaw(np.array([0.0])), tuple(s[:max(k, 1)]), 1.0 / problem.d)
-    return PriorModel("asymptotic", float(np.mean(s * s)), law,
-                      {"law": "spiked", "n_spikes": max(k, 1), "d": problem.d})
+    return problem.target.spectral_law(problem.d, "spiked_null", spike_floor=spike_floor, max_spikes=max_spikes)
 
 
 def recovered_modes(s: np.ndarray, delta: float, eps: float, cutoff: float | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ Laws (``mu0``): :class:`MarchenkoPastur`, :class:`DiscreteLaw`, :class:`SpikedLa
 Free convolution with a semicircle: :func:`free_convolve_semicircle` -> :class:`ConvolvedLaw`.
 State-evolution integrals: :func:`soft_threshold_integrals` (-> :class:`ThresholdIntegrals`),
 :func:`linear_shrinkage_integrals`, :func:`free_divergence`, :func:`rie_mmse_integral`.
-Finite ``d``: :class:`FiniteDSpectrum`. Learned spectrum: :func:`learned_spectrum_law`,
+Finite ``d``: :class:`FiniteDSpectrum`. The target side of the SE: :class:`PriorModel`. Learned spectrum: :func:`learned_spectrum_law`,
 :func:`plot_learned_spectrum`.
 
 Conventions: ``shared/THEORY.md`` §1, §3, §5, §8, §9. Sources: arXiv 2509.24914 (ERM of
@@ -26,6 +26,7 @@ from .integrals import (
 )
 from .laws import DiscreteLaw, MarchenkoPastur, SpikedLaw
 from .learned import LearnedSpectrum, learned_spectrum_law, plot_learned_spectrum
+from .prior_model import PriorModel, prior_from_eigenvalues
 
 __all__ = [
     "MarchenkoPastur",
@@ -45,4 +46,6 @@ __all__ = [
     "LearnedSpectrum",
     "learned_spectrum_law",
     "plot_learned_spectrum",
+    "PriorModel",
+    "prior_from_eigenvalues",
 ]

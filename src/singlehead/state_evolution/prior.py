@@ -26,85 +26,40 @@ collapse) is a fixed point.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from dataclasses import dataclass
 
 from ..problem import MPTarget, Problem
+from ..spectra.prior_model import PriorModel
 from .output import OutputSide, output_side
 from .quadrature import OutputQuadrature
 
 __all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "collapse_point"]
 
 
-@dataclass
-class PriorModel:
-    """The target side of the SE: ``Q0`` and the soft-threshold integrals of ``mu_{S0} ⊞ SC(delta^2)``.
 
-    ``mode`` is ``"asymptotic"`` (a free-probability law from :mod:`singlehead.spectra`) or
-    ``"finite"`` (:class:`singlehead.spectra.FiniteDSpectrum`: the target eigenvalues at the
-    problem's ``d`` plus a few fixed GOE draws).
-    """
 
-    mode: str
-    Q0: float
-    engine: Any
-    description: dict[str, Any] = field(default_factory=dict)
-
-    def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None):
-        if self.mode == "finite":
-            return self.engine.threshold_integrals(delta, eps, rank_cap=rank_cap)
-        from ..spectra import soft_threshold_integrals
-
-        return soft_threshold_integrals(self.engine, delta, eps, rank_cap=rank_cap)
-
-    def rie_mmse_integral(self, v: float) -> float:
-        """``int mu_v(x)^3 dx`` with ``mu_v = mu_{S0} ⊞ SC(v)`` (asymptotic mode only)."""
-        from ..spectra import rie_mmse_integral
-
-        if self.mode == "finite":
-            if hasattr(self.engine, "rie_mmse_integral"):
-                return float(self.engine.rie_mmse_integral(v))
-            from ..spectra import DiscreteLaw
-
-            return float(rie_mmse_integral(DiscreteLaw(self.description["eigenvalues"]), v))
-        return float(rie_mmse_integral(self.engine, v))
+PRIOR_MODES = ("auto", "asymptotic", "finite")
 
 
 def prior_model(problem: Problem, prior: str = "auto", *, draws: int = 4, seed: int = 0) -> PriorModel:
-    """Map a problem's target to a :class:`PriorModel`.
+    """The target's :class:`PriorModel` for the state evolution (``problem.target.spectral_law``).
 
     Parameters
     ----------
     prior : {"auto", "asymptotic", "finite"}
         ``"auto"``: MP targets use the asymptotic law ``MarchenkoPastur(kappa0)``
         (``Q0 = 1 + kappa0``); power-law and custom targets use the finite-``d`` mode with
-        the eigenvalues of :func:`singlehead.targets.target_eigenvalues`.
-        ``"asymptotic"`` for power-law/custom uses the discrete law of those eigenvalues;
-        ``"finite"`` for an MP target uses the eigenvalues of one target drawn with ``seed``.
+        their ``d`` eigenvalues. ``"asymptotic"`` for power-law/custom uses the discrete law of
+        those eigenvalues; ``"finite"`` for an MP target uses the eigenvalues of one target
+        drawn with ``seed``.
     draws, seed : int
         GOE draws and seed of the finite-``d`` mode.
     """
-    from .. import spectra
-    from ..targets import sample_target, target_eigenvalues
-
-    if prior not in ("auto", "asymptotic", "finite"):
+    if prior not in PRIOR_MODES:
         raise ValueError(f"prior must be one of auto, asymptotic, finite (got {prior!r})")
-    tgt = problem.target
-    if isinstance(tgt, MPTarget):
-        if prior in ("auto", "asymptotic"):
-            law = spectra.MarchenkoPastur(tgt.kappa0)
-            return PriorModel("asymptotic", float(law.second_moment()), law, {"law": "marchenko_pastur", "kappa0": tgt.kappa0})
-        eig = np.linalg.eigvalsh(sample_target(tgt, problem.d, seed).numpy())
-    else:
-        eig = target_eigenvalues(tgt, problem.d)
-        if prior == "asymptotic":
-            law = spectra.DiscreteLaw(eig)
-            return PriorModel("asymptotic", float(np.mean(eig**2)), law, {"law": "discrete", "eigenvalues": eig})
-    fd = spectra.FiniteDSpectrum(eig, draws=draws, seed=seed)
-    return PriorModel("finite", float(np.mean(eig**2)), fd, {"law": "finite_d", "d": problem.d, "draws": draws,
-                                                             "seed": seed, "eigenvalues": eig})
+    if prior == "auto":
+        prior = "asymptotic" if isinstance(problem.target, MPTarget) else "finite"
+    return problem.target.spectral_law(problem.d, prior, draws=draws, seed=seed)
 
 
 @dataclass
@@ -158,15 +113,6 @@ class _CollapsePoint:
     lam_c: float  # the collapse point mhat0 * top(mu_delta0)/2 (inf for direct students)
 
 
-def _top_edge(prior: PriorModel, delta: float) -> float:
-    """Top of the support of ``mu_delta = mu_{S0} ⊞ SC(delta^2)`` (bulks and atoms/outliers)."""
-    if prior.mode == "finite":
-        return float(np.max(prior.engine.eigenvalues(delta)))
-    from ..spectra import free_convolve_semicircle
-
-    cl = free_convolve_semicircle(prior.engine, float(delta) ** 2)
-    tops = [hi for _, hi in cl.edges()] + [float(x) for x in cl.atoms()[0]]
-    return float(max(tops)) if tops else math.nan
 
 
 def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature | None = None) -> _CollapsePoint:
@@ -189,5 +135,5 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
     if problem.student == "direct":
         lam_c = math.inf
     else:
-        lam_c = 0.5 * out.mhat * _top_edge(prior, pr.delta)
+        lam_c = 0.5 * out.mhat * prior.top_edge(pr.delta)
     return _CollapsePoint(out, pr, bool(problem.student != "direct" and not pr.q > 0), float(lam_c))

@@ -1,0 +1,68 @@
+"""The target side of the state evolution as one object: a law ``mu_{S0}``, ``Q0`` and its transforms.
+
+A :class:`PriorModel` is what :meth:`singlehead.targets.MPTarget.spectral_law` (and the other
+targets' ``spectral_law``) returns, and what the state evolution, AMP's SE iterates, the Bayes
+baseline and the analysis consume. ``mode`` is ``"asymptotic"`` (a free-probability law:
+:class:`~.laws.MarchenkoPastur`, :class:`~.laws.DiscreteLaw`, :class:`~.laws.SpikedLaw`) or
+``"finite"`` (:class:`~.finite_d.FiniteDSpectrum`: exact spectra of ``diag(s) + delta Z`` for fixed
+GOE draws). ``Q0 = Tr S0^2/d``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .convolution import free_convolve_semicircle
+from .finite_d import FiniteDSpectrum
+from .integrals import rie_mmse_integral, soft_threshold_integrals
+from .laws import DiscreteLaw
+
+__all__ = ["PriorModel", "prior_from_eigenvalues"]
+
+
+@dataclass
+class PriorModel:
+    """The target side of the SE: ``Q0`` and the soft-threshold integrals of ``mu_{S0} ⊞ SC(delta^2)``.
+
+    ``engine`` is the law (asymptotic mode) or the :class:`FiniteDSpectrum` (finite mode);
+    ``description`` says which (JSON-friendly, reported with theory results).
+    """
+
+    mode: str
+    Q0: float
+    engine: Any
+    description: dict[str, Any] = field(default_factory=dict)
+
+    def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None):
+        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (THEORY §3)."""
+        if self.mode == "finite":
+            return self.engine.threshold_integrals(delta, eps, rank_cap=rank_cap)
+        return soft_threshold_integrals(self.engine, delta, eps, rank_cap=rank_cap)
+
+    def rie_mmse_integral(self, v: float) -> float:
+        """``int mu_v(x)^3 dx`` with ``mu_v = mu_{S0} ⊞ SC(v)`` (finite mode: of the discrete law of ``S0``)."""
+        if self.mode == "finite":
+            return float(rie_mmse_integral(DiscreteLaw(self.description["eigenvalues"]), v))
+        return float(rie_mmse_integral(self.engine, v))
+
+    def top_edge(self, delta: float) -> float:
+        """Top of the support of ``mu_delta = mu_{S0} ⊞ SC(delta^2)`` (bulks and atoms/outliers)."""
+        if self.mode == "finite":
+            return float(np.max(self.engine.eigenvalues(delta)))
+        cl = free_convolve_semicircle(self.engine, float(delta) ** 2)
+        tops = [hi for _, hi in cl.edges()] + [float(x) for x in cl.atoms()[0]]
+        return float(max(tops)) if tops else math.nan
+
+
+def prior_from_eigenvalues(eigenvalues: np.ndarray, *, draws: int = 4, seed: int = 0) -> PriorModel:
+    """Finite-``d`` prior model of a matrix with these eigenvalues (``draws`` fixed GOE draws, ``seed``).
+
+    The order of ``eigenvalues`` is kept (it fixes which diagonal entry each GOE draw meets).
+    """
+    eig = np.asarray(eigenvalues, dtype=float)
+    return PriorModel("finite", float(np.mean(eig**2)), FiniteDSpectrum(eig, draws=draws, seed=seed),
+                      {"law": "finite_d", "d": eig.size, "draws": draws, "seed": seed, "eigenvalues": eig})
