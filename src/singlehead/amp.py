@@ -97,6 +97,7 @@ from .prox import (interpolating_start, mat_to_vec, prox_linear, prox_objective,
                    softmax_fit_loss, vec_to_mat)
 from .results import Result
 from .simulation import measure_estimate
+from .spectra import divided_differences
 from .spectra.prior_model import PriorModel, prior_from_eigenvalues
 
 __all__ = [
@@ -178,17 +179,12 @@ def spectral_divergence(nu: np.ndarray, f: np.ndarray, fp: np.ndarray) -> float:
 
     ``sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)`` (derivative in the
     Frobenius-orthonormal coordinates of the ``d(d+1)/2``-dimensional space; ties use the mean of
-    the two ``f'``). Divide by ``d(d+1)/2`` for the per-coordinate divergence of THEORY §3.
+    the two ``f'``; :func:`singlehead.spectra.divided_differences`). Divide by ``d(d+1)/2`` for the
+    per-coordinate divergence of THEORY §3.
     """
-    nu, f, fp = (np.asarray(a, dtype=float) for a in (nu, f, fp))
-    dn = nu[:, None] - nu[None, :]
-    df = f[:, None] - f[None, :]
-    scale = max(1.0, float(np.max(np.abs(nu))))
-    tie = np.abs(dn) <= 1e-12 * scale
-    with np.errstate(divide="ignore", invalid="ignore"):
-        M = np.where(tie, 0.5 * (fp[:, None] + fp[None, :]), df / dn)
+    M = divided_differences(nu, f, fp)
     np.fill_diagonal(M, 0.0)
-    return float(fp.sum() + 0.5 * M.sum())
+    return float(np.asarray(fp, dtype=float).sum() + 0.5 * M.sum())
 
 
 @dataclass

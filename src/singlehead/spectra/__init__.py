@@ -14,6 +14,7 @@ single-head attention), 2506.01582 (Bayes-optimal attention-indexed model), 2505
 (nuclear route); Biane 1997 (free convolution with a semicircle).
 """
 
+from ._numerics import divided_differences
 from .convolution import ConvolvedLaw, Outlier, free_convolve_semicircle
 from .finite_d import FiniteDSpectrum, goe
 from .integrals import (
@@ -48,4 +49,5 @@ __all__ = [
     "plot_learned_spectrum",
     "PriorModel",
     "prior_from_eigenvalues",
+    "divided_differences",
 ]

@@ -2,7 +2,8 @@
 
 Nothing here knows about free probability: Gauss–Legendre rules with a cosine change of
 variable, a bracketed (safeguarded) Newton solver, vectorised bisection and batched cubic
-roots.
+roots, and the divided-difference matrix of a spectral function (the exact divergence of
+a spectral map, shared by the finite-``d`` prior, the free divergence of atoms and AMP).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["cos_gauss", "newton_bracketed", "bisect_increasing", "cubic_roots"]
+__all__ = ["cos_gauss", "newton_bracketed", "bisect_increasing", "cubic_roots", "divided_differences"]
+
+# eigenvalues closer than this (relative to max(1, max|x|)) count as tied in divided differences
+TIE_RTOL = 1e-12
 
 
 @lru_cache(maxsize=64)
@@ -138,3 +142,24 @@ def cubic_roots(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray) 
     M[..., 1, 0] = 1.0
     M[..., 2, 1] = 1.0
     return np.linalg.eigvals(M)
+
+
+def divided_differences(x: np.ndarray, f: np.ndarray, fp: np.ndarray, *, tie_rtol: float = TIE_RTOL,
+                        tie: str = "mean") -> np.ndarray:
+    """Matrix ``M_ij = (f_i - f_j)/(x_i - x_j)`` (``i != j``), ``M_ii = f'_i``.
+
+    The divergence of a spectral map ``U diag(x) U^T -> U diag(f(x)) U^T`` is a weighted sum of
+    ``M`` (Daleckii–Krein): ``(1/d^2) sum_ij M_ij`` per entry at finite ``d``, ``w^T M w`` for
+    point masses ``w``. Pairs with ``|x_i - x_j| <= tie_rtol max(1, max|x|)`` (``tie_rtol = 0``:
+    exact ties only) get the mean of the two ``f'`` (``tie="mean"``, the limit of the quotient)
+    or 0 (``tie="zero"``: an atom split in two by a rank cap).
+    """
+    x, f, fp = (np.asarray(a, dtype=float) for a in (x, f, fp))
+    dn = x[:, None] - x[None, :]
+    df = f[:, None] - f[None, :]
+    tied = np.abs(dn) <= tie_rtol * max(1.0, float(np.max(np.abs(x)))) if x.size else np.zeros_like(dn, bool)
+    value = 0.5 * (fp[:, None] + fp[None, :]) if tie == "mean" else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        M = np.where(tied, value, df / dn)
+    np.fill_diagonal(M, fp)
+    return M

@@ -646,7 +646,7 @@ class ConvolvedLaw:
     def quantile(self, p: np.ndarray | float) -> np.ndarray:
         """Generalised inverse ``inf{x : F(x) >= p}`` for ``p`` in ``[0, 1]`` (not a hot path)."""
         p = np.asarray(p, dtype=float)
-        out = np.array([self._upper_cut(1.0 - float(pi))[0] for pi in p.ravel()])
+        out = np.array([self.upper_cut(1.0 - float(pi))[0] for pi in p.ravel()])
         return out.reshape(p.shape)
 
     # -- quadrature --------------------------------------------------------------------
@@ -724,7 +724,7 @@ class ConvolvedLaw:
         pos, mass = self._eng.atom_pos, self._eng.atom_mass
         return float(np.sum(r.w) + np.sum(mass[pos > x]))
 
-    def _upper_cut(self, kappa: float) -> tuple[float, float | None]:
+    def upper_cut(self, kappa: float) -> tuple[float, float | None]:
         """Point ``c`` with ``mu_v((c, inf)) <= kappa <= mu_v([c, inf))``.
 
         Returns ``(c, frac)``: ``frac`` is the kept fraction of an atom sitting at ``c``
@@ -756,13 +756,6 @@ class ConvolvedLaw:
                 return float(x[0]), None
             rem -= mass
         return -math.inf, None
-
-    # -- convenience -------------------------------------------------------------------
-    def threshold_integrals(self, eps: float, rank_cap: float | None = None):
-        """:func:`singlehead.spectra.soft_threshold_integrals` on this law (``delta = sqrt(v)``)."""
-        from .integrals import _threshold_integrals
-
-        return _threshold_integrals(self, eps, rank_cap)
 
     def __repr__(self) -> str:
         return f"ConvolvedLaw({self.law!r}, v={self.variance!r})"

@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from ._numerics import divided_differences
 from .convolution import ConvolvedLaw, free_convolve_semicircle
 
 __all__ = [
@@ -116,12 +117,7 @@ def _as_convolved(law, v: float) -> ConvolvedLaw:
 
 def _pair_divergence(pos: np.ndarray, mass: np.ndarray, fa: np.ndarray, fpa: np.ndarray) -> float:
     """``sum_{a != b} m_a m_b (f_a - f_b)/(t_a - t_b) + sum_a m_a^2 f'_a`` (coincident split atoms: 0)."""
-    dt = pos[:, None] - pos[None, :]
-    df = fa[:, None] - fa[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        M = np.where(dt != 0, df / dt, 0.0)
-    np.fill_diagonal(M, fpa)
-    return float(mass @ M @ mass)
+    return float(mass @ divided_differences(pos, fa, fpa, tie_rtol=0.0, tie="zero") @ mass)
 
 
 def _divergence_parts(cl: ConvolvedLaw, f, pos, mass, fa, fpa, breakpoints) -> float:
@@ -152,7 +148,7 @@ def _threshold_integrals(cl: ConvolvedLaw, eps: float, rank_cap: float | None) -
     frac = None
     c = eps
     if binds:
-        c, frac = cl._upper_cut(float(rank_cap))
+        c, frac = cl.upper_cut(float(rank_cap))
         if c <= eps:  # numerically at the threshold: the cap does not bind
             c, frac, binds = eps, None, False
         else:

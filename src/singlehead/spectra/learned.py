@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .convolution import free_convolve_semicircle
+from .integrals import soft_threshold_integrals
 
 __all__ = ["LearnedSpectrum", "learned_spectrum_law", "plot_learned_spectrum"]
 
@@ -95,13 +96,13 @@ def learned_spectrum_law(law, variance: float, threshold: float = 0.0, scale: fl
     if not eta > 0:
         raise ValueError(f"scale must be > 0 (got {scale!r})")
     cl = free_convolve_semicircle(law, float(variance))
-    ti = cl.threshold_integrals(eps, rank_cap)
+    ti = soft_threshold_integrals(cl, math.sqrt(cl.variance), eps, rank_cap)
     c = ti.cutoff
     edges = [(eta * (max(a, c) - eps), eta * (b - eps)) for a, b in cl.edges() if b > c]
     pos, mass = cl.atoms()
     pm = [(eta * (p - eps), float(m)) for p, m in zip(pos, mass) if p > c]
     if ti.cap_binds:
-        cc, frac = cl._upper_cut(float(rank_cap))
+        cc, frac = cl.upper_cut(float(rank_cap))
         if frac:
             j = int(np.argmin(np.abs(pos - cc)))
             pm.append((eta * (cc - eps), float(frac * mass[j])))
