@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from singlehead.amp import run_amp
+from singlehead.amp import AMPOptions, run_amp
 from singlehead.data import child_seeds, sample_sequences
 from singlehead.problem import Problem
 from singlehead.data import sample_target
@@ -24,8 +24,9 @@ def time_per_iteration(d: int, bayes: bool, iters: int, threads: int) -> float:
     S0 = sample_target(p.target, d, s_t)
     data = sample_sequences(p, S0, p.n, s_tr)
     stamps: list[float] = []
-    run_amp(p, data, S0=S0, bayes=bayes, max_iter=iters + 1, tol=0.0, adaptive=False,
-            callback=lambda t, rec: stamps.append(time.perf_counter()), num_threads=threads)
+    run_amp(p, data, S0=S0, options=AMPOptions(bayes=bayes, max_iter=iters + 1, tol=0.0, adaptive=False,
+                                               num_threads=threads),
+            callback=lambda t, rec: stamps.append(time.perf_counter()))
     return (stamps[-1] - stamps[0]) / (len(stamps) - 1)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from singlehead import MPTarget, Problem
 from singlehead.bayes import bayes_optimal
-from singlehead.state_evolution import theory, theory_curve
+from singlehead.state_evolution import SEOptions, theory, theory_curve
 
 
 def row(name: str, seconds: float, detail: str, target: str = "") -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the 40-point curve and T = 4")
     args = ap.parse_args()
     base = Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    theory(base.replace(alpha=0.3), n_points=64)  # imports / law construction
+    theory(base.replace(alpha=0.3), options=SEOptions(n_points=64))  # imports / law construction
     print(f"{'case':<44} {'wall':>11}   {'target':<10} details")
     for a in (0.1, 0.5, 2.0):
         t = time.perf_counter()
@@ -56,7 +56,7 @@ def main() -> None:
             f"evals={sum(x['iterations'] for x in rs)}", "<= 60 s")
     for T, npts in ((3, 2048), (4, 1024)) if not args.quick else ((3, 1024),):
         t = time.perf_counter()
-        r = theory(base.replace(T=T), n_points=npts)
+        r = theory(base.replace(T=T), options=SEOptions(n_points=npts))
         row(f"T={T} one point alpha=0.5 ({4 * npts} nodes, K={T * (T + 1) // 2})", time.perf_counter() - t,
             f"residual={r['residual']:.1e} evals={r['iterations']} test_err={r.test_error:.4f}")
     t = time.perf_counter()

@@ -49,7 +49,7 @@ def _fit_worker(cfg: dict, queue) -> None:
     p = Problem(d=cfg["d"], T=cfg["T"], alpha=cfg["alpha"], noise=0.5, lam=0.01)
     t0 = time.perf_counter()
     r = simulate(p, seed=0, optimizer=cfg["optimizer"], n_test=2000)
-    queue.put({**cfg, "fit_s": time.perf_counter() - t0, "steps": r["steps"], "converged": r["converged"],
+    queue.put({**cfg, "fit_s": time.perf_counter() - t0, "steps": r.iterations, "converged": r.converged,
                "test_error": r.test_error})
 
 

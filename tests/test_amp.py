@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.amp import (SensingOperator, amp, bayes_se_iterates, erm_objective, instance_prior, run_amp, se_iterates,
+from singlehead.amp import (AMPOptions, SensingOperator, amp, bayes_se_iterates, erm_objective, instance_prior, run_amp, se_iterates,
                             spectral_divergence)
 from singlehead.convex import solve_reference
 from singlehead.data import child_seeds, sample_sequences
@@ -80,7 +80,7 @@ def test_linear_channel_fixed_point_is_convex_minimiser(student):
     d = 60 if student == "factorized" else 40
     p = Problem(d=d, T=2, alpha=1.0, channel="linear", noise=0.5, lam=0.05, student=student)
     S0, data = _instance(p)
-    run = run_amp(p, data, S0=S0, max_iter=300, tol=1e-10)
+    run = run_amp(p, data, S0=S0, options=AMPOptions(max_iter=300, tol=1e-10))
     assert run.converged
     ref = solve_reference(p, data, max_iter=5000)
     dS = float(np.sum((run.S - ref.S.numpy()) ** 2)) / d
@@ -91,7 +91,7 @@ def test_linear_channel_fixed_point_is_convex_minimiser(student):
 def test_softmax_fixed_point_is_stationary():
     p = Problem(d=40, T=2, alpha=0.5, noise=0.2, lam=0.02)
     S0, data = _instance(p)
-    run = run_amp(p, data, S0=S0, max_iter=400, tol=1e-9)
+    run = run_amp(p, data, S0=S0, options=AMPOptions(max_iter=400, tol=1e-9))
     assert run.history["residual"][-2] < 1e-6
     # proximal-gradient from the AMP point barely moves and cannot lower the objective much
     ref = solve_reference(p, data, S_init=torch.as_tensor(run.S), max_iter=300, tol=1e-13)
@@ -106,7 +106,7 @@ def test_linear_iterates_follow_state_evolution():
     # linear channel: the SE output side is in closed form; the SE uses this instance's spectrum
     p = Problem(d=60, T=2, alpha=1.0, channel="linear", noise=0.5, lam=0.05)
     S0, data = _instance(p)
-    run = run_amp(p, data, S0=S0, max_iter=8, tol=0.0, adaptive=False)
+    run = run_amp(p, data, S0=S0, options=AMPOptions(max_iter=8, tol=0.0, adaptive=False))
     h = run.history
     se = se_iterates(p, h["q"][0], h["m"][0], h["Sigma"][0], 8, prior=instance_prior(S0))
     for t in range(1, 9):
@@ -118,7 +118,7 @@ def test_bayes_amp_small_instance_matches_bayes_se():
     from singlehead.bayes import bayes_overlap
 
     p = Problem(d=80, T=2, alpha=0.1, target=MPTarget(0.5))
-    r = amp(p, 0, bayes=True, max_iter=150, tol=1e-6, n_test=200)
+    r = amp(p, 0, options=AMPOptions(bayes=True, max_iter=150, tol=1e-6, n_test=200))
     mmse = bayes_overlap(p)["mmse"]
     assert abs(r.matrix_error - mmse) / mmse < 0.1
     se = bayes_se_iterates(p, 1.0, 50)
@@ -127,12 +127,13 @@ def test_bayes_amp_small_instance_matches_bayes_se():
 
 def test_amp_result_fields_and_seed_streams():
     p = Problem(d=20, T=2, alpha=0.5, noise=0.1, lam=0.05)
-    r = amp(p, 3, max_iter=30, n_test=100, return_matrices=True)
+    r = amp(p, 3, options=AMPOptions(max_iter=30, n_test=100), return_matrices=True)
     assert r.source == "amp"
     for k in METRIC_FIELDS:
         assert math.isfinite(getattr(r, k))
-    for k in ("iterations", "history", "eigenvalues", "rank", "converged", "seed", "version", "runtime_s"):
+    for k in ("history", "eigenvalues", "rank", "seed", "version"):
         assert k in r.extras
+    assert r.iterations >= 1 and isinstance(r.converged, bool) and r.runtime_s > 0 and r.message
     s_t = child_seeds(3, 4)[0]
     assert np.array_equal(r["S0"], sample_target(p.target, p.d, s_t).numpy())  # same stream as simulate
     assert math.isclose(r.matrix_error, r["Q0"] - 2 * r["m"] + r["q"], rel_tol=1e-9)
@@ -143,9 +144,9 @@ def test_amp_result_fields_and_seed_streams():
 def test_invalid_arguments():
     p = Problem(d=10, T=2, alpha=0.5)
     with pytest.raises(ValueError, match="damping"):
-        amp(p, 0, damping=0.0)
+        amp(p, 0, options=AMPOptions(damping=0.0))
     with pytest.raises(ValueError, match="n_test"):
-        amp(p, 0, n_test=1)
+        amp(p, 0, options=AMPOptions(n_test=1))
 
 
 def test_cli_amp_json(capsys):
@@ -155,7 +156,7 @@ def test_cli_amp_json(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
     rec = json.loads(lines[0])
-    for k in (*METRIC_FIELDS, "iterations", "history", "seed", "config"):
+    for k in (*METRIC_FIELDS, "iterations", "history", "seed", "problem"):
         assert k in rec
     assert rec["source"] == "amp"
     main(["amp", "--d", "16", "--alpha", "0.1", "--bayes", "--max-iter", "10", "--n-test", "50", "--json"])

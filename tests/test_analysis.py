@@ -23,20 +23,20 @@ from singlehead.analysis import (
 )
 from singlehead.problem import MPTarget, PowerLawTarget, Problem
 from singlehead.spectra import goe
-from singlehead.state_evolution import theory
+from singlehead.state_evolution import SEOptions, theory
 
 
 @pytest.fixture(scope="module")
 def mp_softmax():
     p = Problem(d=200, T=2, alpha=2.0, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    return p, theory(p, tol=1e-9)
+    return p, theory(p, options=SEOptions(tol=1e-9))
 
 
 @pytest.fixture(scope="module")
 def pl_linear():
     p = Problem(d=100, T=1, channel="linear", alpha=0.3, noise=0.1, lam=0.1,
                 target=PowerLawTarget(1.25, "sqrt_d"))
-    return p, theory(p, prior="asymptotic", tol=1e-9)
+    return p, theory(p, prior="asymptotic", options=SEOptions(tol=1e-9))
 
 
 # ----------------------------------------------------------------------------- decomposition

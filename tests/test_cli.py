@@ -60,10 +60,10 @@ def test_json_keys_stream_and_resume(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     recs = [json.loads(x) for x in lines]
     assert len(recs) == 2 and len(out.read_text().splitlines()) == 2
-    for key in ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank", "eigenvalues", "config",
+    for key in ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank", "eigenvalues", "problem",
                 "seed", "version", "runtime_s"):
         assert key in recs[0]
-    assert recs[0]["config"]["d"] == 10 and len(recs[0]["eigenvalues"]) == 10
+    assert recs[0]["problem"]["d"] == 10 and len(recs[0]["eigenvalues"]) == 10
     # Simulate an interruption that left a half-written line, then resume with one more seed.
     with open(out, "a") as fh:
         fh.write('{"key": "trunc')

@@ -81,7 +81,7 @@ def test_cache_hit_and_resume(tmp_path, monkeypatch):
     run_jobs(jobs, cache, progress=False)
     assert len(calls) == 8  # everything cached: nothing recomputed
     rec = json.loads(cache.path(jobs[0].key).read_text())
-    assert rec["config"]["d"] == 8 and rec["route"] == "simulation" and rec["test_error"] >= 0
+    assert rec["problem"]["d"] == 8 and rec["route"] == "simulation" and rec["test_error"] >= 0
 
 
 def test_joblib_path_matches_serial(tmp_path):

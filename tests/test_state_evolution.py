@@ -9,6 +9,7 @@ import pytest
 
 from singlehead import MPTarget, Problem
 from singlehead.state_evolution import (
+    SEOptions,
     OutputQuadrature,
     output_side,
     prior_model,
@@ -44,8 +45,8 @@ def test_linear_T2_generic_quadrature_matches_closed_form():
 
 def test_seq2lab_and_seq2seq_identical():
     base = dict(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    r1 = theory(Problem(channel="seq2lab", **base), n_points=512)
-    r2 = theory(Problem(channel="seq2seq", **base), n_points=512)
+    r1 = theory(Problem(channel="seq2lab", **base), options=SEOptions(n_points=512))
+    r2 = theory(Problem(channel="seq2seq", **base), options=SEOptions(n_points=512))
     for k in ("test_error", "test_error_noisy", "train_error", "matrix_error", "penalty", "rank_fraction"):
         assert getattr(r1, k) == getattr(r2, k)
     for k in ("q", "m", "Sigma", "qhat", "mhat", "Sigmahat"):
@@ -54,15 +55,16 @@ def test_seq2lab_and_seq2seq_identical():
 
 def test_theory_converges_deterministic_and_reports_fields():
     p = Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    r = theory(p, n_points=512)
+    r = theory(p, options=SEOptions(n_points=512))
     assert r.source == "theory" and r["converged"] and r["residual"] < 1e-5
-    for k in ("q", "m", "Sigma", "qhat", "mhat", "Sigmahat", "eta", "delta", "eps", "iterations", "quadrature_error"):
+    for k in ("q", "m", "Sigma", "qhat", "mhat", "Sigmahat", "eta", "delta", "eps", "quadrature_error"):
         assert k in r.extras
+    assert r.converged and r.iterations > 0 and r.runtime_s > 0 and r.message.startswith("converged")
     assert r.matrix_error == pytest.approx(r["Q0"] - 2 * r["m"] + r["q"])
     assert r.penalty == pytest.approx(p.lam * r["first_moment"])
     assert 0 < r.rank_fraction < 1 and r.test_error_noisy > r.test_error > 0
     assert 0 < r["quadrature_error"]["test_error"] < 0.05 * r.test_error
-    r2 = theory(p, n_points=512)
+    r2 = theory(p, options=SEOptions(n_points=512))
     assert r2.test_error == r.test_error and r2["q"] == r["q"]
     # the fixed point really is one: a cold re-evaluation of the map
     pm = prior_model(p)
@@ -98,8 +100,8 @@ def test_factorized_lam_to_direct_limit_of_prior_side_relations():
 
 def test_rank_cap_binds():
     base = dict(T=2, alpha=1.0, noise=0.5, lam=0.001, target=MPTarget(0.5))
-    r1 = theory(Problem(kappa=1.0, **base), n_points=512)
-    r2 = theory(Problem(kappa=0.3, **base), n_points=512)
+    r1 = theory(Problem(kappa=1.0, **base), options=SEOptions(n_points=512))
+    r2 = theory(Problem(kappa=0.3, **base), options=SEOptions(n_points=512))
     assert r1.rank_fraction > 0.3
     assert r2.rank_fraction == pytest.approx(0.3) and r2["cap_binds"]
     assert r2["converged"]
@@ -108,15 +110,15 @@ def test_rank_cap_binds():
 def test_theory_curve_matches_single_points():
     p = Problem(T=2, noise=0.5, lam=0.01, target=MPTarget(0.5))
     alphas = [0.3, 0.4, 0.5]
-    rs = theory_curve(p, alphas, n_points=512)
+    rs = theory_curve(p, alphas, options=SEOptions(n_points=512))
     assert all(r["converged"] for r in rs)
-    single = theory(p.replace(alpha=0.5), n_points=512)
+    single = theory(p.replace(alpha=0.5), options=SEOptions(n_points=512))
     assert rs[-1].test_error == pytest.approx(single.test_error, rel=1e-4)
     assert rs[-1]["q"] == pytest.approx(single["q"], rel=1e-4)
 
 
 def test_T3_runs():
-    r = theory(Problem(T=3, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)), n_points=256)
+    r = theory(Problem(T=3, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)), options=SEOptions(n_points=256))
     assert r["converged"] and r.test_error > 0
 
 
@@ -178,7 +180,7 @@ def test_collapse_reproducers(alpha, lam):
     from singlehead.state_evolution import channel_test_errors
 
     p = Problem(alpha=alpha, lam=lam, student="factorized", **_COLLAPSE_BASE)
-    r = theory(p, n_points=256)
+    r = theory(p, options=SEOptions(n_points=256))
     _assert_finite(r)
     assert r["collapsed"] and r["converged"] and lam >= r["collapse_lam"]
     assert r.matrix_error == r["Q0"] and r.rank_fraction == 0 and r.penalty == 0
@@ -236,14 +238,14 @@ def test_lam_sweep_all_alphas_both_students():
     for student in ("factorized", "direct"):
         for alpha in (0.02, 0.05, 0.1, 0.2, 0.5, 1.0):
             p = Problem(alpha=alpha, lam=0.1, student=student, **_COLLAPSE_BASE)
-            for lam, r in zip(lams, theory_curve(p, lams, param="lam", n_points=128)):
+            for lam, r in zip(lams, theory_curve(p, lams, param="lam", options=SEOptions(n_points=128))):
                 _assert_finite(r)
                 assert r.test_error > 0 and r.matrix_error <= r["Q0"] + 1e-12
                 assert r["collapsed"] == (student == "factorized" and lam >= r["collapse_lam"]), (student, alpha, lam)
                 assert r["converged"], (student, alpha, lam, r["residual"])
     for alpha in (0.02, 1.0):
         for lam in (10.0, 1e4):
-            r = theory(Problem(alpha=alpha, lam=lam, student="direct", **_COLLAPSE_BASE), n_points=128)
+            r = theory(Problem(alpha=alpha, lam=lam, student="direct", **_COLLAPSE_BASE), options=SEOptions(n_points=128))
             _assert_finite(r)
             assert r["converged"] and not r["collapsed"] and 0 < r["q"] and r.matrix_error < r["Q0"]
 
@@ -251,10 +253,10 @@ def test_lam_sweep_all_alphas_both_students():
 def test_collapse_transition_continuous_in_lam():
     """Across lam_c the matrix error rises monotonically to Q0 and the rank fraction falls to 0."""
     p = Problem(alpha=0.1, lam=0.1, student="factorized", **_COLLAPSE_BASE)
-    lc = theory(p.replace(lam=10.0), n_points=256)["collapse_lam"]
+    lc = theory(p.replace(lam=10.0), options=SEOptions(n_points=256))["collapse_lam"]
     assert 0.6 < lc < 0.8
     fr = np.array([0.5, 0.8, 0.9, 0.95, 0.98, 0.995, 1.0, 1.01, 1.2])
-    rs = theory_curve(p, lc * fr, param="lam", n_points=256)
+    rs = theory_curve(p, lc * fr, param="lam", options=SEOptions(n_points=256))
     me = np.array([r.matrix_error for r in rs])
     rk = np.array([r.rank_fraction for r in rs])
     Q0 = rs[0]["Q0"]

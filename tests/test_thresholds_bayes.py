@@ -9,7 +9,7 @@ import pytest
 
 from singlehead import MPTarget, Problem
 from singlehead.bayes import bayes_optimal, bayes_overlap
-from singlehead.state_evolution import theory, theory_curve
+from singlehead.state_evolution import SEOptions, theory, theory_curve
 from singlehead.thresholds import (
     bayes_perfect_recovery_threshold,
     informative_directions,
@@ -44,7 +44,7 @@ def test_erm_never_beats_bayes():
     for noise in (0.0, 0.5):
         p = Problem(T=2, noise=noise, lam=0.01, target=MPTarget(0.5))
         alphas = [0.1, 0.2, 0.4, 0.8]
-        rs = theory_curve(p, alphas, n_points=512)
+        rs = theory_curve(p, alphas, options=SEOptions(n_points=512))
         for a, r in zip(alphas, rs):
             b = bayes_optimal(p.replace(alpha=a), n_outer=1024, n_inner=64)
             assert r.test_error >= b.test_error - 1e-3, (noise, a, r.test_error, b.test_error)
@@ -66,7 +66,7 @@ def test_train_error_vanishes_below_interpolation_threshold():
         p = Problem(T=T, channel=ch, noise=0.5, lam=1e-5, target=MPTarget(0.5))
         ai = interpolation_threshold(p)
         for f in factors:
-            r = theory(p.replace(alpha=f * ai), n_points=512)
+            r = theory(p.replace(alpha=f * ai), options=SEOptions(n_points=512))
             assert r["converged"]
             if f < 1:
                 assert r.train_error < 1e-5, (ch, f, r.train_error)

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from singlehead.amp import amp, se_iterates
+from singlehead.amp import AMPOptions, amp, se_iterates
 from singlehead.bayes import bayes_overlap
 from singlehead.problem import MPTarget, Problem
 from singlehead.state_evolution import theory
@@ -43,7 +43,7 @@ def main() -> int:
     for alpha, noise in cases:
         p = Problem(d=d, T=2, alpha=alpha, noise=noise, lam=0.01, target=MPTarget(0.5))
         t0 = time.perf_counter()
-        r = amp(p, args.seed, max_iter=400, tol=1e-6)
+        r = amp(p, args.seed, options=AMPOptions(max_iter=400, tol=1e-6))
         t_amp = time.perf_counter() - t0
         th = theory(p)
         h = r["history"]
@@ -70,7 +70,7 @@ def main() -> int:
     print(" alpha | MSE AMP   MMSE SE   rel   | iterations | Q0 sample")
     for alpha in ([0.05, 0.1, 0.15] if not args.quick else [0.1]):
         p = Problem(d=d, T=2, alpha=alpha, noise=0.0, target=MPTarget(0.5))
-        r = amp(p, args.seed, bayes=True, max_iter=200, tol=1e-6, n_test=2000)
+        r = amp(p, args.seed, options=AMPOptions(bayes=True, max_iter=200, tol=1e-6, n_test=2000))
         bo = bayes_overlap(p)
         e = rel(r.matrix_error, bo["mmse"])
         ok &= e < 0.05

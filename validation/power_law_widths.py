@@ -96,14 +96,14 @@ def main() -> None:
         recs = [r for r in (cache.get(j.key) for j in sim_jobs) if r is not None]
     else:
         recs = run_jobs(sim_jobs, cache, n_jobs=args.jobs, desc="L-BFGS fits")
-    th_settings = (("prior", args.prior),) + ((("draws", args.draws), ("seed", args.theory_seed))
+    th_settings = (("prior", args.prior),) + ((("draws", args.draws), ("node_seed", args.theory_seed))
                                                if args.prior == "finite" else ())
     ths = run_jobs([Job("theory", p, None, th_settings) for p in problems], cache, n_jobs=1, desc="theory")
     print(f"\nd={d}, prior={args.prior}" + (f", {args.draws} GOE draws, seed {args.theory_seed}" if args.prior == "finite" else ""))
     print("| n | p | theory TE | sim TE = 2 ME (mean ± se) | sampled TE | rel. diff | seeds | sim s | pass |")
     print("|---|---|---|---|---|---|---|---|---|")
     for prob, th in zip(problems, ths):
-        mine = [r for r in recs if "error" not in r and r["config"] == prob.to_dict()]
+        mine = [r for r in recs if "error" not in r and r["problem"] == prob.to_dict()]
         if not mine:
             continue
         te = np.array([2 * r["matrix_error"] for r in mine])  # exact test error of each fit (docstring)

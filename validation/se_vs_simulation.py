@@ -15,13 +15,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 import numpy as np
 
 from singlehead import MPTarget, Problem
 from singlehead.experiments import Cache, Job, run_jobs
+from singlehead.experiments.compare import agreement, records_to_frame
 
 METRICS = ("test_error", "matrix_error")
 STUDENTS = {
@@ -32,23 +32,24 @@ STUDENTS = {
 
 
 def compare(problems: list[Problem], seeds: int, rel_tol: float, optimizer: str, cache: Cache, n_jobs: int) -> list[dict]:
-    """Theory and mean/standard error over ``seeds`` simulations, per problem (cached, parallel)."""
+    """Theory and mean/standard error over ``seeds`` simulations, per problem (cached, parallel).
+
+    The pass rule is the report's, :func:`singlehead.experiments.compare.agreement`.
+    """
     settings = (("n_test", 10000), ("optimizer", optimizer))
     sim_jobs = [Job("simulation", p, s, settings) for p in problems for s in range(seeds)]
     sims = run_jobs(sim_jobs, cache, n_jobs=n_jobs, desc="simulations")
     ths = run_jobs([Job("theory", p) for p in problems], cache, n_jobs=n_jobs, desc="theory")
+    by = ["cfg_alpha"]
+    agr = agreement(records_to_frame(sims), records_to_frame(ths), by, list(METRICS), rel=rel_tol)
     rows = []
     for i, (p, th) in enumerate(zip(problems, ths)):
         runs = sims[i * seeds:(i + 1) * seeds]
         row = {"theory": th, "ok": True, "runtime": sum(r["runtime_s"] for r in runs)}
         for k in METRICS:
-            v = np.array([r[k] for r in runs])
-            mean = float(v.mean())
-            se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
-            t = float(th[k])
-            ok = abs(mean - t) <= 2 * se + rel_tol * abs(t)
-            row[k] = (t, mean, se, ok)
-            row["ok"] &= ok
+            a = agr[(agr.cfg_alpha == p.alpha) & (agr.quantity == k)].iloc[0]
+            row[k] = (a.theory, a.simulation, a.se, bool(a.within))
+            row["ok"] &= bool(a.within)
         row["train"] = (th["train_error"], float(np.mean([r["train_error"] for r in runs])))
         row["rank"] = (th["rank_fraction"], float(np.mean([r["rank_fraction"] for r in runs])))
         rows.append(row)

@@ -56,11 +56,11 @@ def main() -> None:
                 t_sim += float(z["runtime_s"])
                 continue
             r = simulate(problem, seed, n_test=2000)
-            np.savez(path, eigenvalues=r.extras["eigenvalues"], runtime_s=r.extras["runtime_s"],
+            np.savez(path, eigenvalues=r.extras["eigenvalues"], runtime_s=r.runtime_s,
                      test_error=r.test_error, matrix_error=r.matrix_error)
             eigs.append(r.extras["eigenvalues"])
-            t_sim += r.extras["runtime_s"]
-            print(f"  alpha={alpha:g} d={d} seed={seed}: {r.extras['runtime_s']:.0f} s, steps={r.extras['steps']}", flush=True)
+            t_sim += r.runtime_s
+            print(f"  alpha={alpha:g} d={d} seed={seed}: {r.runtime_s:.0f} s, steps={r.iterations}", flush=True)
         ev = np.concatenate(eigs)
         t0 = time.perf_counter()
         th = theory(problem)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 
@@ -18,3 +19,9 @@ def finite(x: Any) -> bool:
         return math.isfinite(float(x))
     except (TypeError, ValueError):
         return False
+
+
+
+def is_int(x: Any) -> bool:
+    """Whether ``x`` is an integer (Python or numpy; bools excluded)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)

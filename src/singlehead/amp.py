@@ -81,6 +81,7 @@ differs from the seq2seq ERM objective only at order ``d^{-1/2}``). Metrics use 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ import torch
 from . import __version__
 from .channels import channel_output, squared_error
 from .data import Sequences, child_seeds, sample_sequences, sample_target
+from ._validate import check as _check
+from ._validate import finite as _finite
+from ._validate import is_int as _is_int
 from .problem import Problem
 from .prox import (interpolating_start, mat_to_vec, prox_linear, prox_objective, prox_softmax, shift_direction,
                    softmax_fit_loss, vec_to_mat)
@@ -111,6 +115,7 @@ __all__ = [
     "spectral_divergence",
     "erm_objective",
     "instance_prior",
+    "AMPOptions",
 ]
 
 
@@ -405,21 +410,81 @@ def _init_matrix(problem: Problem, init: Any, init_scale: float) -> np.ndarray:
     return 0.5 * (S + S.T)
 
 
+@dataclass(frozen=True)
+class AMPOptions:
+    """Settings of GAMP (frozen, validated on construction).
+
+    Parameters
+    ----------
+    bayes : bool
+        Bayes-GAMP (RIE matrix denoiser, posterior-mean output) instead of ERM-GAMP.
+    max_iter : int
+        Iteration budget (>= 1).
+    damping : float in (0, 1], optional
+        Weight of the new iterate: ``x <- (1 - damping) x + damping x_new`` for ``S``, ``V`` and
+        ``g`` (1 = undamped GAMP, which is what the state evolution describes). Default 1 for
+        ERM-GAMP and 0.5 for Bayes-GAMP (undamped GAMP-RIE is unstable on these structured
+        sensing matrices: its noise level leaves the SE after a few iterations and diverges).
+    adaptive : bool
+        Stopping-rule safeguard: when the residual contracts by less than a factor
+        ``0.95^5`` over 5 iterations (slow drift, oscillation, or a 2-cycle of nodes jumping
+        between the two local minima of the non-convex softmax prox), multiply the damping by 0.6
+        (floor 0.25; at most every 10 iterations). The SE describes the iterates up to the first
+        such change, recorded in ``history["damping"]``.
+    tol : float
+        Stop when the relative change (``residual`` in the history) is below ``tol`` (>= 0).
+    init : "identity", "zero" or (d, d) array
+        ``S^0``; "identity" is ``init_scale * I``.
+    init_scale : float, optional
+        Default: ``0.5`` (ERM); for Bayes the prior mean ``Tr S0/d`` of the target law
+        (``S^0 = E S0``).
+    init_sigma : float, optional
+        ``V^0``. Default 1 (ERM); for Bayes the prior variance ``Q0 - (Tr S0/d)^2``.
+    n_test : int
+        Fresh test sequences of :func:`amp` (>= 2).
+    rank_tol : float
+        Eigenvalues with ``|eig| <= rank_tol`` count as zero (>= 0).
+    num_threads : int, optional
+        Run torch's dense algebra with this many threads for the duration of the call (the
+        previous setting is restored). ``1`` is much faster on a small, shared machine, where
+        multithreaded LAPACK/OpenMP pools spin against each other. Default: leave it alone.
+    """
+
+    bayes: bool = False
+    max_iter: int = 300
+    damping: float | None = None
+    adaptive: bool = True
+    tol: float = 1e-8
+    init: Any = "identity"
+    init_scale: float | None = None
+    init_sigma: float | None = None
+    n_test: int = 10000
+    rank_tol: float = 1e-3
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter", "an integer >= 1", self.max_iter)
+        _check(self.damping is None or (_finite(self.damping) and 0 < self.damping <= 1), "damping",
+               "in (0, 1] or None", self.damping)
+        _check(_finite(self.tol) and self.tol >= 0, "tol", ">= 0", self.tol)
+        _check(_is_int(self.n_test) and self.n_test >= 2, "n_test", "an integer >= 2", self.n_test)
+        _check(_finite(self.rank_tol) and self.rank_tol >= 0, "rank_tol", ">= 0", self.rank_tol)
+        _check(self.num_threads is None or (_is_int(self.num_threads) and self.num_threads >= 1), "num_threads",
+               "an integer >= 1 or None", self.num_threads)
+        _check(isinstance(self.init, np.ndarray) or self.init in ("identity", "zero"), "init",
+               "'identity', 'zero' or a d x d matrix", self.init)
+
+    def replace(self, **changes: Any) -> "AMPOptions":
+        return dataclasses.replace(self, **changes)
+
+
 def run_amp(
     problem: Problem,
     data: Sequences,
     *,
     S0: np.ndarray | torch.Tensor | None = None,
-    bayes: bool = False,
-    max_iter: int = 300,
-    damping: float | None = None,
-    adaptive: bool = True,
-    tol: float = 1e-8,
-    init: Any = "identity",
-    init_scale: float | None = None,
-    init_sigma: float | None = None,
+    options: AMPOptions | None = None,
     callback: Callable[[int, dict[str, float]], None] | None = None,
-    num_threads: int | None = None,
 ) -> AMPRun:
     """Run ERM-GAMP (or Bayes-GAMP) on one labelled data set.
 
@@ -431,43 +496,20 @@ def run_amp(
         Training set (labels ``data.y``).
     S0 : array, optional
         Target, only used to record the overlap ``m = Tr S S0/d`` in the history.
-    bayes : bool
-        Bayes-GAMP (RIE matrix denoiser, posterior-mean output) instead of ERM-GAMP.
-    max_iter : int
-        Iteration budget.
-    damping : float in (0, 1], optional
-        Weight of the new iterate: ``x <- (1 - damping) x + damping x_new`` for ``S``, ``V`` and
-        ``g`` (1 = undamped GAMP, which is what the state evolution describes). Default 1 for
-        ERM-GAMP and 0.5 for Bayes-GAMP (undamped GAMP-RIE is unstable on these structured
-        sensing matrices: its noise level leaves the SE after a few iterations and diverges).
-    adaptive : bool
-        Stopping-rule safeguard: when the residual contracts by less than a factor
-        ``0.95^5`` over 5 iterations (slow drift, oscillation, or a 2-cycle of nodes jumping
-        between the two local minima of the non-convex softmax prox), multiply the damping by 0.6
-        (floor 0.25; at most every 10 iterations). The SE describes the iterates up to the first such change, recorded in
-        ``history["damping"]``.
-    tol : float
-        Stop when the relative change (``residual`` in the history) is below ``tol``.
-    init : "identity", "zero" or (d, d) array
-        ``S^0``; "identity" is ``init_scale * I``.
-    init_scale : float, optional
-        Default: ``0.5`` (ERM); for Bayes the prior mean ``Tr S0/d`` of the target law
-        (``S^0 = E S0``).
-    init_sigma : float, optional
-        ``V^0``. Default 1 (ERM); for Bayes the prior variance ``Q0 - (Tr S0/d)^2``.
+    options : AMPOptions, optional
+        Algorithm settings (``bayes``, damping, tolerance, initialisation, threads).
     callback : callable, optional
         ``callback(t, record)`` after each iteration.
-    num_threads : int, optional
-        Run torch's dense algebra with this many threads for the duration of the call (the
-        previous setting is restored). ``1`` is much faster on a small, shared machine, where
-        multithreaded LAPACK/OpenMP pools spin against each other. Default: leave it alone.
     """
-    if num_threads is None:
-        return _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, init_scale, init_sigma, callback)
+    o = options or AMPOptions()
+    args = (problem, data, S0, o.bayes, o.max_iter, o.damping, o.adaptive, o.tol, o.init, o.init_scale,
+            o.init_sigma, callback)
+    if o.num_threads is None:
+        return _run_amp(*args)
     old = torch.get_num_threads()
-    torch.set_num_threads(int(num_threads))
+    torch.set_num_threads(int(o.num_threads))
     try:
-        return _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, init_scale, init_sigma, callback)
+        return _run_amp(*args)
     finally:
         torch.set_num_threads(old)
 
@@ -476,10 +518,6 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
              callback) -> AMPRun:
     if damping is None:
         damping = 0.5 if bayes else 1.0
-    if not (0 < damping <= 1):
-        raise ValueError(f"damping must be in (0, 1] (got {damping!r})")
-    if int(max_iter) < 1:
-        raise ValueError(f"max_iter must be >= 1 (got {max_iter!r})")
     d, n = problem.d, len(data)
     X = data.X.detach().cpu().numpy().astype(np.float64)
     Yraw = data.y.detach().cpu().numpy().astype(np.float64)
@@ -564,64 +602,57 @@ def amp(
     problem: Problem,
     seed: int = 0,
     *,
-    max_iter: int = 300,
-    damping: float | None = None,
-    adaptive: bool = True,
-    tol: float = 1e-8,
-    bayes: bool = False,
-    init: Any = "identity",
-    init_scale: float | None = None,
-    init_sigma: float | None = None,
-    n_test: int = 10000,
-    rank_tol: float = 1e-3,
+    options: AMPOptions | None = None,
     return_matrices: bool = False,
     callback: Callable[[int, dict[str, float]], None] | None = None,
-    num_threads: int | None = None,
 ) -> Result:
     """GAMP on one draw of the task, measured like :func:`singlehead.simulation.simulate`.
 
     Same seed streams as ``simulate`` (``child_seeds(seed, 4)`` = target, train, test, init), so
-    AMP and ERM see the same target and training set for the same ``seed``. Parameters as in
-    :func:`run_amp` (``bayes=True`` for Bayes-GAMP), plus ``n_test`` fresh test sequences and
-    ``rank_tol`` (eigenvalues with ``|eig| <= rank_tol`` count as zero).
+    AMP and ERM see the same target and training set for the same ``seed``. ``options`` as in
+    :func:`run_amp` (``AMPOptions(bayes=True)`` for Bayes-GAMP; ``n_test`` fresh test sequences,
+    ``rank_tol`` the zero threshold of eigenvalues).
 
     Returns
     -------
     Result
         ``source="amp"``; metrics with the definitions of :mod:`singlehead.results` (computed by
-        :func:`singlehead.simulation.evaluate`); extras ``iterations``, ``history``,
-        ``eigenvalues``, ``rank``, ``zero_fraction``, ``converged``, ``objective``, ``q``, ``m``,
-        ``Q0``, ``Sigma``, ``tau``, ``bayes``, ``test_error_se``, ``seed``, ``version``,
-        ``runtime_s`` (``S``, ``S0`` with ``return_matrices``).
+        :func:`singlehead.simulation.evaluate`); standard fields ``converged``, ``iterations``,
+        ``runtime_s``, ``message``; extras ``history``, ``eigenvalues``, ``rank``,
+        ``zero_fraction``, ``objective``, ``q``, ``m``, ``Q0``, ``Sigma``, ``tau``, ``bayes``,
+        ``test_error_se``, ``seed``, ``version`` (``S``, ``S0`` with ``return_matrices``).
     """
-    if int(n_test) < 2:
-        raise ValueError(f"n_test must be an integer >= 2 (got {n_test!r})")
+    o = options or AMPOptions()
+    n_test = o.n_test
     t0 = time.perf_counter()
     s_target, s_train, s_test, _ = child_seeds(seed, 4)
     S0 = sample_target(problem.target, problem.d, s_target)
     train = sample_sequences(problem, S0, problem.n, s_train)
     test = sample_sequences(problem, S0, int(n_test), s_test)
-    run = run_amp(problem, train, S0=S0, bayes=bayes, max_iter=max_iter, damping=damping, adaptive=adaptive, tol=tol, init=init,
-                  init_scale=init_scale, init_sigma=init_sigma, callback=callback, num_threads=num_threads)
+    run = run_amp(problem, train, S0=S0, options=o, callback=callback)
     S, S0_np = run.S, S0.numpy()
-    metrics, common = measure_estimate(problem, S, S0_np, train, test, rank_tol=rank_tol)
+    metrics, common = measure_estimate(problem, S, S0_np, train, test, rank_tol=o.rank_tol)
     extras: dict[str, Any] = {
         **common,
-        "iterations": run.iterations, "converged": run.converged, "history": run.history,
+        "history": run.history,
         "objective": run.history["objective"][-1], "Sigma": run.V, "tau": run.tau,
-        "bayes": bool(bayes), "damping": run.history["damping"][-1],
+        "bayes": bool(o.bayes), "damping": run.history["damping"][-1],
         "seed": int(seed), "version": __version__, "n": problem.n, "n_test": int(n_test),
-        "runtime_s": time.perf_counter() - t0,
     }
     if return_matrices:
         extras["S"] = S
         extras["S0"] = S0_np
-    return Result("amp", problem.to_dict(), **metrics, extras=extras)
+    finite_res = [r for r in run.history["residual"] if math.isfinite(r)]
+    res = finite_res[-1] if finite_res else math.nan
+    message = (f"converged: relative change {res:.1e} < tol {o.tol:.1e}" if run.converged
+               else f"not converged after {run.iterations} iterations (relative change {res:.1e})")
+    return Result("amp", problem.to_dict(), **metrics, converged=bool(run.converged), iterations=int(run.iterations),
+                  runtime_s=time.perf_counter() - t0, message=message, extras=extras)
 
 
-def bayes_amp(problem: Problem, seed: int = 0, **kwargs: Any) -> Result:
-    """Bayes-GAMP (GAMP-RIE): :func:`amp` with ``bayes=True``."""
-    return amp(problem, seed, bayes=True, **kwargs)
+def bayes_amp(problem: Problem, seed: int = 0, *, options: AMPOptions | None = None, **kwargs: Any) -> Result:
+    """Bayes-GAMP (GAMP-RIE): :func:`amp` with ``AMPOptions(bayes=True)``."""
+    return amp(problem, seed, options=(options or AMPOptions()).replace(bayes=True), **kwargs)
 
 
 # ----------------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ def bayes_optimal(
     prior: str | PriorModel = "auto",
     n_outer: int = 2048,
     n_inner: int = 128,
-    seed: int = 0,
+    node_seed: int = 0,
 ) -> Result:
     """Bayes-optimal curve point for ``problem`` (student fields are ignored).
 
@@ -156,15 +156,9 @@ def bayes_optimal(
     t0 = time.perf_counter()
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     ov = bayes_overlap(problem, pm)
-    te = bayes_test_errors(problem, ov["q"], ov["Q0"], n_outer=n_outer, n_inner=n_inner, seed=seed)
+    te = bayes_test_errors(problem, ov["q"], ov["Q0"], n_outer=n_outer, n_inner=n_inner, seed=node_seed)
     extras: dict[str, Any] = {**ov, "test_error_plugin": te["test_error_plugin"],
-                              "c_T": informative_directions(problem), "wall_time": time.perf_counter() - t0}
-    return Result(source="bayes", config=problem.to_dict(), test_error=te["test_error"],
-                  test_error_noisy=te["test_error_noisy"], matrix_error=ov["mmse"], extras=extras)
-
-
-def bayes_curve(problem: Problem, alphas: Iterable[float], **kwargs: Any) -> list[Result]:
-    """:func:`bayes_optimal` along a grid of ``alpha`` (one prior model shared)."""
-    prior = kwargs.pop("prior", "auto")
-    pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
-    return [bayes_optimal(problem.replace(alpha=float(a)), prior=pm, **kwargs) for a in alphas]
+                              "c_T": informative_directions(problem)}
+    return Result(source="bayes", problem=problem.to_dict(), test_error=te["test_error"],
+                  test_error_noisy=te["test_error_noisy"], matrix_error=ov["mmse"], converged=True, iterations=0,
+                  runtime_s=time.perf_counter() - t0, message="closed-form fixed point and quadrature", extras=extras)

@@ -14,50 +14,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
 import torch
 
 from .channels import channel_output
 from .problem import Problem
-from .targets import MPTarget, Target
+from .rng import child_seeds, generator
+
+__all__ = ["Sequences", "child_seeds", "generator", "logits", "sample_sequences", "sample_target"]
 
 
-def generator(seed: int) -> torch.Generator:
-    """A CPU ``torch.Generator`` seeded with ``seed``."""
-    g = torch.Generator(device="cpu")
-    g.manual_seed(int(seed))
-    return g
-
-
-def child_seeds(seed: int, n: int) -> list[int]:
-    """``n`` independent 63-bit seeds derived from ``seed`` (numpy SeedSequence)."""
-    ss = np.random.SeedSequence(int(seed))
-    return [int(s.generate_state(2, dtype=np.uint32).astype(np.uint64).dot([1 << 31, 1])) for s in ss.spawn(n)]
-
-
-def haar_orthogonal(d: int, gen: torch.Generator) -> torch.Tensor:
-    """Haar-distributed orthogonal ``d x d`` matrix (QR of a Gaussian with the sign fix)."""
-    G = torch.randn(d, d, generator=gen, dtype=torch.float64)
-    Q, R = torch.linalg.qr(G)
-    return Q * torch.sign(torch.diagonal(R)).unsqueeze(0)
-
-
-def sample_target(target: Target, d: int, seed: int) -> torch.Tensor:
-    """Draw ``S0`` (``d x d``, float64, CPU) from the target specification (THEORY §1).
-
-    * MP: ``S0 = W0 W0^T / sqrt(p0 d)``, ``W0 in R^{d x p0}`` iid N(0,1), ``p0 = max(1, round(kappa0 d))``.
-    * power-law / custom: ``S0 = O diag(s) O^T`` with ``O`` Haar and ``s = target.spectrum(d)``.
-    """
-    gen = generator(seed)
-    if isinstance(target, MPTarget):
-        p0 = max(1, int(round(target.kappa0 * d)))
-        W0 = torch.randn(d, p0, generator=gen, dtype=torch.float64)
-        return W0 @ W0.T / math.sqrt(p0 * d)
-    s = torch.as_tensor(target.spectrum(d).copy(), dtype=torch.float64)
-    O = haar_orthogonal(d, gen)
-    S0 = (O * s.unsqueeze(0)) @ O.T
-    return 0.5 * (S0 + S0.T)
+def sample_target(target: Any, d: int, seed: int) -> torch.Tensor:
+    """``target.sample(d, seed)``: ``S0`` (``d x d``, float64, CPU); see :meth:`singlehead.targets.MPTarget.sample`."""
+    return target.sample(d, seed)
 
 
 def logits(X: torch.Tensor, S: torch.Tensor) -> torch.Tensor:

@@ -18,8 +18,6 @@ Every field is validated on construction; an invalid value raises
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +126,7 @@ class Problem:
         return cls(**spec)
 
     def key(self) -> str:
-        """Stable hash of the full configuration (for caches and resumable runs)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """Stable hash of the full configuration (:func:`singlehead.results.stable_hash`)."""
+        from .results import stable_hash
+
+        return stable_hash(self.to_dict())

@@ -14,6 +14,8 @@ Metric conventions (THEORY §1; defined once here and used everywhere):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,35 +36,75 @@ def jsonable(x: Any) -> Any:
     return x
 
 
+STANDARD_FIELDS = ("converged", "iterations", "runtime_s", "message")
+
+
+def stable_hash(obj: Any, length: int = 24) -> str:
+    """The library's one hash scheme (cache keys, resume keys, problem keys).
+
+    SHA-256 of the JSON of ``obj`` with sorted keys (anything not JSON-native by ``str``),
+    truncated to ``length`` hex digits. (This is the key format the result caches have always
+    used, so existing caches stay valid.)
+    """
+    blob = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
 @dataclass
 class Result:
-    """Metrics of one run (simulation, theory or AMP) of one :class:`~singlehead.problem.Problem`.
+    """Metrics of one run of one :class:`~singlehead.problem.Problem`, the same for every route.
 
-    ``source`` is ``"simulation"``, ``"theory"`` or ``"amp"``. ``extras`` holds
-    route-specific fields (eigenvalues, order parameters, diagnostics, ...).
+    Standard fields (the same names in Python, JSON and CSV, like ``scipy.optimize.OptimizeResult``):
+
+    * ``source``: the route, ``"simulation"``, ``"theory"``, ``"amp"`` or ``"bayes"``;
+    * ``problem``: the full problem, ``Problem.to_dict()`` (rebuild with ``Problem.from_dict``);
+    * the metrics of :data:`METRIC_FIELDS` (nan where a route does not define one);
+    * ``converged``: the route's stopping rule fired (optimiser / fixed point / AMP);
+    * ``iterations``: optimiser steps, fixed-point map evaluations or AMP iterations;
+    * ``runtime_s``: wall-clock seconds of the run;
+    * ``message``: why it stopped, or what went wrong, in words ("" when nothing to say).
+
+    ``extras`` holds route-specific fields (eigenvalues, order parameters, diagnostics, ...).
     """
 
     source: str
-    config: dict[str, Any]
+    problem: dict[str, Any]
     test_error: float = math.nan
     test_error_noisy: float = math.nan
     train_error: float = math.nan
     penalty: float = math.nan
     matrix_error: float = math.nan
     rank_fraction: float = math.nan
+    converged: bool = True
+    iterations: int = 0
+    runtime_s: float = math.nan
+    message: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in METRIC_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat JSON-friendly dict: metrics, ``config``, ``source`` and the extras at top level.
+        """Flat JSON-friendly dict: ``source``, ``problem``, metrics, standard fields, then the extras.
 
         Non-finite floats become ``None`` (JSON ``null``), so the output is strict JSON.
         """
-        out: dict[str, Any] = {"source": self.source, **self.metrics(), "config": self.config}
+        out: dict[str, Any] = {"source": self.source, "problem": self.problem, **self.metrics(),
+                               **{k: getattr(self, k) for k in STANDARD_FIELDS}}
         out.update(self.extras)
         return jsonable(out)
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> "Result":
+        """Inverse of :meth:`to_dict` (nulls become nan; unknown keys go to ``extras``)."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"extras"}
+        kw = {k: record[k] for k in names if k in record}
+        for k in METRIC_FIELDS:
+            if kw.get(k) is None:
+                kw[k] = math.nan
+        if kw.get("runtime_s") is None:
+            kw["runtime_s"] = math.nan
+        return cls(**kw, extras={k: v for k, v in record.items() if k not in names})
 
     def __getitem__(self, key: str) -> Any:
         if key in self.extras:

@@ -131,8 +131,9 @@ def simulate(problem: Problem, seed: int = 0, *, optimizer: str = "lbfgs", devic
     Result
         ``source="simulation"``; extras: ``eigenvalues``, ``rank``, ``zero_fraction``,
         ``objective`` (``L/n``), ``q``, ``m``, ``Q0`` (``Tr S^2/d``, ``Tr S S0/d``, ``Tr S0^2/d``),
-        standard errors of the test errors, optimiser diagnostics, ``seed``, ``version``,
-        ``runtime_s``.
+        standard errors of the test errors, ``optimizer``, ``seed``, ``version``, ``device``,
+        ``dtype``; standard fields ``converged``, ``iterations`` (optimiser steps), ``runtime_s``,
+        ``message``.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS} (got {optimizer!r})")
@@ -167,12 +168,14 @@ def simulate(problem: Problem, seed: int = 0, *, optimizer: str = "lbfgs", devic
     metrics, common = measure_estimate(problem, S_np, S0_np, train, test, rank_tol=rank_tol, student=student)
     extras: dict[str, Any] = {
         **common, "objective": info.objective,
-        "optimizer": info.optimizer, "steps": info.steps, "converged": info.converged,
+        "optimizer": info.optimizer,
         "seed": int(seed), "version": __version__, "device": str(dev), "dtype": str(dtype).replace("torch.", ""),
         "n": problem.n, "n_test": int(n_test),
-        "runtime_s": time.perf_counter() - t0,
     }
     if return_matrices:
         extras["S"] = S_np
         extras["S0"] = S0_np
-    return Result("simulation", problem.to_dict(), **metrics, extras=extras)
+    message = (f"{info.optimizer}: stopping rule fired after {info.steps} steps" if info.converged
+               else f"{info.optimizer}: step budget exhausted ({info.steps} steps) before the stopping rule fired")
+    return Result("simulation", problem.to_dict(), **metrics, converged=bool(info.converged), iterations=int(info.steps),
+                  runtime_s=time.perf_counter() - t0, message=message, extras=extras)

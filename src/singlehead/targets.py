@@ -5,8 +5,8 @@ Each target class is the one place that turns a target into
 * its spectral law ``mu_{S0}`` at a given ``d`` and model, :meth:`spectral_law`, returning a
   :class:`~singlehead.spectra.PriorModel` (the law, ``Q0 = Tr S0^2/d`` and the transforms the
   state evolution, AMP and the analysis need), and
-* a sample of ``S0``, :meth:`sample` (torch, imported lazily: this module and everything
-  theory-only stays free of torch; the sampler is :func:`singlehead.data.sample_target`).
+* a sample of ``S0``, :meth:`sample` (torch and :mod:`singlehead.rng` are imported inside it:
+  this module and everything theory-only stay free of torch).
 
 Spectral-law models (``model=``):
 
@@ -66,10 +66,19 @@ class _Target:
         return None
 
     def sample(self, d: int, seed: int) -> "torch.Tensor":
-        """Draw ``S0`` (``d x d``, float64, CPU torch tensor); see :func:`singlehead.data.sample_target`."""
-        from .data import sample_target
+        """Draw ``S0`` (``d x d``, float64, CPU torch tensor) from a ``torch.Generator`` seeded with ``seed``.
 
-        return sample_target(self, d, seed)
+        Power-law / custom: ``S0 = O diag(s) O^T`` with ``O`` Haar and ``s = self.spectrum(d)``.
+        (MP targets override this.) torch is imported here, not at module level.
+        """
+        import torch
+
+        from .rng import generator, haar_orthogonal
+
+        s = torch.as_tensor(self.spectrum(d).copy(), dtype=torch.float64)
+        O = haar_orthogonal(d, generator(seed))
+        S0 = (O * s.unsqueeze(0)) @ O.T
+        return 0.5 * (S0 + S0.T)
 
     @staticmethod
     def _check_model(model: str) -> None:
@@ -131,6 +140,16 @@ class MPTarget(_Target):
             return prior_from_eigenvalues(np.linalg.eigvalsh(self.sample(d, seed).numpy()), draws=draws, seed=seed)
         law = MarchenkoPastur(self.kappa0)
         return PriorModel("asymptotic", float(law.second_moment()), law, {"law": "marchenko_pastur", "kappa0": self.kappa0})
+
+    def sample(self, d: int, seed: int) -> "torch.Tensor":
+        """``S0 = W0 W0^T / sqrt(p0 d)``, ``W0 in R^{d x p0}`` iid N(0,1), ``p0 = max(1, round(kappa0 d))``."""
+        import torch
+
+        from .rng import generator
+
+        p0 = max(1, int(round(self.kappa0 * d)))
+        W0 = torch.randn(d, p0, generator=generator(seed), dtype=torch.float64)
+        return W0 @ W0.T / math.sqrt(p0 * d)
 
 
 @dataclass(frozen=True)

@@ -132,8 +132,7 @@ def switch_on_sample_sizes(ns: Sequence[float], deltas: Sequence[float], cutoffs
 def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Callable[[float], float] = 1e-3,
                     noise: float = 0.1, normalisation: str = "sqrt_d", prior: str = "asymptotic",
                     channel: str = "linear", T: int = 1, kappa: float = 1.0, draws: int = 2, seed: int = 0,
-                    spike_floor: float | None = None, modes: int = 50, tol: float = 1e-8,
-                    theory_kwargs: dict[str, Any] | None = None) -> pd.DataFrame:
+                    spike_floor: float | None = None, modes: int = 50, tol: float = 1e-8) -> pd.DataFrame:
     """State-evolution curve over sample sizes for a power-law target (THEORY §7).
 
     Parameters
@@ -161,11 +160,11 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
     DataFrame
         One row per ``n``: ``n, alpha, lam, test_error, test_error_noisy, excess_error``
         (= ``test_error``, against noiseless labels), ``matrix_error, rank_fraction, q, m,
-        delta, eps, eta, cutoff, K, K_simple, converged, residual, wall_time``, ``error`` (message
+        delta, eps, eta, cutoff, K, K_simple, converged, residual, runtime_s``, ``error`` (message
         when the state evolution raised; the row is then nan) and
         ``recovered`` (tuple of 0/1 flags of the first ``modes`` modes).
     """
-    from ..state_evolution import prior_model, theory
+    from ..state_evolution import SEOptions, prior_model, theory
 
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
@@ -184,25 +183,25 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
         pm = prior_model(p0, prior, draws=draws, seed=seed)
     rows = []
     init = None
-    kw = dict(theory_kwargs or {})
+    options = SEOptions(tol=tol)
     for n in ns:
         a = n / d**2
         p = p0.replace(alpha=a, lam=_lam_value(lam, a))
         t0 = time.perf_counter()
         try:
-            r: Result = theory(p, prior=pm, init=init, tol=tol, **kw)
+            r: Result = theory(p, prior=pm, init=init, options=options)
         except (ValueError, FloatingPointError, ZeroDivisionError) as exc:
             # e.g. q -> 0 at complete rank collapse makes the SE's log-coordinates fail
             nan = math.nan
             rows.append({"n": n, "alpha": a, "lam": p.lam, "test_error": nan, "test_error_noisy": nan,
                          "excess_error": nan, "matrix_error": nan, "rank_fraction": nan, "q": nan, "m": nan,
                          "delta": nan, "eps": nan, "eta": nan, "cutoff": nan, "K": 0, "K_simple": 0,
-                         "converged": False, "residual": nan, "wall_time": time.perf_counter() - t0,
+                         "converged": False, "residual": nan, "runtime_s": time.perf_counter() - t0,
                          "recovered": (), "error": f"{type(exc).__name__}: {exc}"})
             init = None
             continue
         ex = r.extras
-        if ex["converged"]:
+        if r.converged:
             init = [ex["q"], ex["m"], ex["Sigma"]]
         cut = float(ex.get("cutoff", math.nan))
         rm = recovered_modes(s, ex["delta"], ex["eps"], cut)
@@ -210,8 +209,8 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
             "n": n, "alpha": a, "lam": p.lam, "test_error": r.test_error, "test_error_noisy": r.test_error_noisy,
             "excess_error": r.test_error, "matrix_error": r.matrix_error, "rank_fraction": r.rank_fraction,
             "q": ex["q"], "m": ex["m"], "delta": ex["delta"], "eps": ex["eps"], "eta": ex["eta"], "cutoff": cut,
-            "K": rm["K"], "K_simple": rm["K_simple"], "converged": bool(ex["converged"]),
-            "residual": ex["residual"], "wall_time": time.perf_counter() - t0,
+            "K": rm["K"], "K_simple": rm["K_simple"], "converged": bool(r.converged),
+            "residual": ex["residual"], "runtime_s": time.perf_counter() - t0,
             "recovered": tuple(int(b) for b in rm["recovered"][:modes]), "error": "",
         })
     df = pd.DataFrame(rows)

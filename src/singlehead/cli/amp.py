@@ -7,8 +7,7 @@ from typing import Any
 import click
 
 from . import cli
-from .common import (ResultLog, instance_run_options, instance_seeds, pop_problem_options, problem_options,
-                     problems_from_options, run_key, run_sweep)
+from .common import instance_run_options, instance_seeds, pop_problem_options, problem_options, problems_from_options, run_sweep
 
 
 @cli.command()
@@ -21,32 +20,22 @@ from .common import (ResultLog, instance_run_options, instance_seeds, pop_proble
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Stop when the relative change is below this.")
 def amp(**kwargs: Any) -> None:
     """Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history."""
-    from ..amp import amp as run_amp
+    from ..amp import AMPOptions
+    from ..experiments import Job
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     seeds = instance_seeds(kwargs)
-    if kwargs["max_iter"] < 1:
-        raise ValueError(f"max-iter must be an integer >= 1 (got {kwargs['max_iter']})")
-    if kwargs["damping"] is not None and not (0 < kwargs["damping"] <= 1):
-        raise ValueError(f"damping must be in (0, 1] (got {kwargs['damping']})")
-    if not kwargs["tol"] > 0:
-        raise ValueError(f"tol must be > 0 (got {kwargs['tol']})")
-    settings = {k: kwargs[k] for k in ("bayes", "max_iter", "damping", "tol", "n_test")}
-
-    def make(problem, seed):
-        def thunk() -> dict[str, Any]:
-            r = run_amp(problem, seed, bayes=kwargs["bayes"], max_iter=kwargs["max_iter"], damping=kwargs["damping"],
-                        tol=kwargs["tol"], n_test=kwargs["n_test"])
-            return r.to_dict()
-        return thunk
+    options = AMPOptions(bayes=kwargs["bayes"], max_iter=kwargs["max_iter"], damping=kwargs["damping"],
+                         tol=kwargs["tol"], n_test=kwargs["n_test"])  # validates
+    settings = {k: getattr(options, k) for k in ("bayes", "max_iter", "damping", "tol", "n_test")}
+    jobs = [Job("amp", p, s, tuple(sorted(settings.items()))) for p in problems for s in seeds]
 
     def describe(rec: dict[str, Any]) -> str:
-        c = rec["config"]
+        c = rec["problem"]
         return (f"alpha={c['alpha']:.4g} seed={rec['seed']}{' (bayes)' if rec['bayes'] else ''}: "
                 f"test_error={rec['test_error']:.5f} train_error={rec['train_error']:.5f} "
                 f"matrix_error={rec['matrix_error']:.5f} rank={rec['rank']}/{c['d']} "
                 f"iterations={rec['iterations']}{'' if rec['converged'] else ' (not converged)'} "
                 f"({rec['runtime_s']:.1f} s)")
 
-    items = [(run_key("amp", p, s, **settings), make(p, s)) for p in problems for s in seeds]
-    run_sweep(items, ResultLog(kwargs["out"]), kwargs["as_json"], describe, "amp")
+    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "amp")

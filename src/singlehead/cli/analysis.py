@@ -49,7 +49,7 @@ def spectrum_theory(**kwargs: Any) -> None:
         plot_spectrum_comparison(pred, None, kwargs["plot"])
     if kwargs["as_json"]:
         out = pred.to_dict()
-        out.update({"test_error": th.test_error, "matrix_error": th.matrix_error, "converged": th.extras["converged"]})
+        out.update({"test_error": th.test_error, "matrix_error": th.matrix_error, "converged": th.converged})
         click.echo(dumps(out))
     else:
         click.echo(f"zero atom {pred.zero_atom:.6g}; rank {pred.rank}/{problem.d}; bulks "

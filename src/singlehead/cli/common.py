@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import click
 import numpy as np
@@ -63,30 +61,43 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def problem_options(func: Callable) -> Callable:
-    """Click options shared by ``simulate``, ``theory``, ``amp`` and friends."""
-    opts = [
-        click.option("--task", "channel", type=click.Choice(CHANNELS), default="seq2lab", show_default=True,
-                     help="Output channel."),
-        click.option("--T", "T", type=int, default=2, show_default=True, help="Tokens per sequence (>= 1)."),
-        click.option("--d", type=int, default=50, show_default=True, help="Token dimension (>= 2)."),
-        click.option("--alpha", default="1.0", show_default=True,
-                     help="n/d^2: a number, 'a,b,c', 'start:stop:num' or 'log:start:stop:num'."),
-        click.option("--kappa", type=float, default=1.0, show_default=True, help="Student width ratio p/d in (0, 1]."),
-        click.option("--kappa0", type=float, default=None, help="MP target rank ratio p0/d in (0, 1] (default 0.5)."),
-        click.option("--gamma", type=float, default=None, help="Power-law target exponent (> 0.5); selects a power-law target."),
-        click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d", show_default=True,
-                     help="Power-law normalisation: A = sqrt(d) or Q0 = 1."),
-        click.option("--eigenvalues", default=None, help="Custom target spectrum: comma list of d eigenvalues."),
-        click.option("--noise", type=float, default=0.0, show_default=True, help="Logit noise variance Delta (>= 0)."),
-        click.option("--lam", type=float, default=0.01, show_default=True, help="Regularisation lambda (>= 0)."),
-        click.option("--beta", type=float, default=1.0, show_default=True, help="Student inverse temperature (> 0)."),
-        click.option("--beta0", type=float, default=1.0, show_default=True, help="Target inverse temperature (> 0)."),
-        click.option("--student", type=click.Choice(STUDENTS), default="factorized", show_default=True),
-    ]
-    for opt in reversed(opts):
-        func = opt(func)
-    return func
+_PROBLEM_OPTIONS: dict[str, Callable] = {
+    "channel": click.option("--task", "channel", type=click.Choice(CHANNELS), default="seq2lab", show_default=True,
+                            help="Output channel."),
+    "T": click.option("--T", "T", type=int, default=2, show_default=True, help="Tokens per sequence (>= 1)."),
+    "d": click.option("--d", type=int, default=50, show_default=True, help="Token dimension (>= 2)."),
+    "alpha": click.option("--alpha", default="1.0", show_default=True,
+                          help="n/d^2: a number, 'a,b,c', 'start:stop:num' or 'log:start:stop:num'."),
+    "kappa": click.option("--kappa", type=float, default=1.0, show_default=True,
+                          help="Student width ratio p/d in (0, 1]."),
+    "kappa0": click.option("--kappa0", type=float, default=None, help="MP target rank ratio p0/d in (0, 1] (default 0.5)."),
+    "gamma": click.option("--gamma", type=float, default=None,
+                          help="Power-law target exponent (> 0.5); selects a power-law target."),
+    "normalisation": click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d",
+                                  show_default=True, help="Power-law normalisation: A = sqrt(d) or Q0 = 1."),
+    "eigenvalues": click.option("--eigenvalues", default=None, help="Custom target spectrum: comma list of d eigenvalues."),
+    "noise": click.option("--noise", type=float, default=0.0, show_default=True, help="Logit noise variance Delta (>= 0)."),
+    "lam": click.option("--lam", type=float, default=0.01, show_default=True, help="Regularisation lambda (>= 0)."),
+    "beta": click.option("--beta", type=float, default=1.0, show_default=True, help="Student inverse temperature (> 0)."),
+    "beta0": click.option("--beta0", type=float, default=1.0, show_default=True, help="Target inverse temperature (> 0)."),
+    "student": click.option("--student", type=click.Choice(STUDENTS), default="factorized", show_default=True),
+}
+# fields a command does not use are not offered (an option that does nothing is refused by click)
+STUDENT_OPTIONS = ("kappa", "lam", "beta", "student")
+
+
+def problem_options(func: Callable | None = None, *, omit: tuple[str, ...] = ()) -> Callable:
+    """Click options shared by ``simulate``, ``theory``, ``amp`` and friends, less those in ``omit``.
+
+    Use as ``@problem_options`` or ``@problem_options(omit=STUDENT_OPTIONS)``.
+    """
+    def decorate(f: Callable) -> Callable:
+        for name in reversed(PROBLEM_OPTION_NAMES):
+            if name not in omit:
+                f = _PROBLEM_OPTIONS[name](f)
+        return f
+
+    return decorate(func) if func is not None else decorate
 
 
 def instance_run_options(func: Callable) -> Callable:
@@ -96,7 +107,7 @@ def instance_run_options(func: Callable) -> Callable:
                      help="Count ('8' = seeds 0..7), list ('3,7') or range ('10:14')."),
         click.option("--n-test", type=int, default=10000, show_default=True, help="Fresh test sequences per run."),
         click.option("--out", type=click.Path(dir_okay=False), default=None,
-                     help="JSON-lines file; finished runs stream there and a rerun resumes from it."),
+                     help="JSON-lines export of the runs; finished runs are cached in OUT.cache, a rerun resumes."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object per run."),
     ]
     for opt in reversed(opts):
@@ -116,7 +127,9 @@ PROBLEM_OPTION_NAMES = ("channel", "T", "d", "alpha", "kappa", "kappa0", "gamma"
 
 
 def pop_problem_options(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: kwargs.pop(k) for k in PROBLEM_OPTION_NAMES}
+    """The problem options of ``kwargs`` (removed from it); omitted ones take the Problem defaults."""
+    defaults = {"alpha": "1.0", "kappa": 1.0, "lam": 0.0, "beta": 1.0, "student": "factorized"}
+    return {k: kwargs.pop(k) if k in kwargs else defaults[k] for k in PROBLEM_OPTION_NAMES}
 
 
 def problems_from_options(channel: str, T: int, d: int, alpha: str, kappa: float, kappa0: float | None,
@@ -136,48 +149,6 @@ def problems_from_options(channel: str, T: int, d: int, alpha: str, kappa: float
                     student=student, kappa=kappa, lam=lam) for a in parse_floats(alpha, "alpha")]
 
 
-class ResultLog:
-    """Append-only JSON-lines file of finished runs; the basis of resumable sweeps.
-
-    Each line is one run's JSON object with ``key`` (hash of the full config and the
-    route-specific settings). A truncated last line (interrupted write) is ignored.
-    """
-
-    def __init__(self, path: str | os.PathLike | None) -> None:
-        self.path = Path(path) if path else None
-        self.done: dict[str, dict[str, Any]] = {}
-        if self.path is not None and self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(rec, dict) and "key" in rec:
-                    self.done[rec["key"]] = rec
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.done
-
-    def append(self, record: dict[str, Any]) -> None:
-        self.done[record["key"]] = record
-        if self.path is None:
-            return
-        with open(self.path, "a") as fh:
-            fh.write(dumps(record) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-
-
-def run_key(route: str, problem: Problem, seed: int | None = None, **settings: Any) -> str:
-    """Resume key of one run: hash of the route, the full problem, the seed and the route settings."""
-    import hashlib
-
-    blob = json.dumps({"problem": problem.key(), "route": route, "seed": seed, **settings}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
 def _json_default(x: Any) -> Any:
     if hasattr(x, "tolist"):
         return x.tolist()
@@ -189,33 +160,30 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(jsonable(record), allow_nan=False, default=_json_default)
 
 
-def run_sweep(items: Iterable[tuple[str, Callable[[], dict[str, Any]]]], log: ResultLog, as_json: bool,
-              describe: Callable[[dict[str, Any]], str], desc: str) -> int:
-    """Run ``(key, thunk)`` pairs not yet in ``log``; stream each finished record to the log and stdout.
+def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[dict[str, Any]], str],
+              desc: str, *, cache: Any = None) -> list[dict[str, Any]]:
+    """Run ``jobs`` through the result cache behind ``out`` and export the sweep to ``out`` (JSON lines).
 
-    A progress bar (stderr) counts runs; human-readable lines are written through it so the
-    two do not interleave.
+    The cache (default :func:`singlehead.experiments.cache_for_export`, ``<out>.cache``) holds one file per
+    finished run, so an interrupted sweep resumes where it stopped; ``out`` is rewritten with
+    the records of this sweep in grid order. Each record is printed as it finishes (strict JSON
+    with ``--json``, else ``describe(record)``), through the progress bar on stderr.
     """
     import sys
 
-    from tqdm.auto import tqdm
+    from ..experiments import cache_for_export, export_jsonl, run_jobs
 
-    items = list(items)
-    skipped = 0
-    with tqdm(total=len(items), desc=desc, leave=False, dynamic_ncols=True) as bar:
-        for key, thunk in items:
-            if key in log:
-                rec = log.done[key]
-                skipped += 1
-            else:
-                rec = thunk()
-                rec["key"] = key
-                log.append(rec)
-            if as_json:
-                click.echo(dumps(rec))
-            else:
-                bar.write(describe(rec), file=sys.stdout)
-            bar.update()
-    if skipped:
-        click.echo(f"resumed: {skipped} of {len(items)} runs were already in {log.path}", err=True)
-    return len(items)
+    cache = cache if cache is not None else cache_for_export(out)
+    cached = sum(cache.get(j.key) is not None for j in jobs)
+
+    def show(rec: dict[str, Any], bar: Any) -> None:
+        if "error" in rec:
+            raise ValueError(rec["error"])
+        bar.write(dumps(rec) if as_json else describe(rec), file=sys.stdout)
+
+    records = run_jobs(jobs, cache, desc=desc, on_record=show)
+    if out is not None:
+        export_jsonl(records, out)
+    if cached:
+        click.echo(f"resumed: {cached} of {len(jobs)} runs were already in {out}.cache", err=True)
+    return records

@@ -13,11 +13,7 @@ import click
 
 from . import cli
 from ..results import jsonable
-from .common import (ResultLog, dumps, pop_problem_options, problem_options, problems_from_options, run_key,
-                     run_sweep)
-
-THEORY_KEYS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank_fraction", "q", "m", "Sigma",
-               "qhat", "mhat", "Sigmahat", "eta", "delta", "eps", "converged", "residual")
+from .common import STUDENT_OPTIONS, dumps, pop_problem_options, problem_options, problems_from_options, run_sweep
 
 
 @cli.command()
@@ -26,84 +22,67 @@ THEORY_KEYS = ("test_error", "test_error_noisy", "train_error", "matrix_error", 
               help="Target side: asymptotic law (MP) or finite-d spectrum (power-law/custom).")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Fixed-point residual target.")
 @click.option("--n-points", type=int, default=2048, show_default=True, help="Sobol nodes per scramble (4 scrambles).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the quadrature nodes / finite-d draws.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="JSON-lines file (resumable).")
+@click.option("--node-seed", type=int, default=0, show_default=True,
+              help="Seed of the quadrature nodes and of the finite-d prior's GOE draws.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="JSON-lines export; points are cached in OUT.cache, a rerun resumes.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def theory(**kwargs: Any) -> None:
     """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."""
-    from ..state_evolution import OutputQuadrature, prior_model, theory as run_theory
+    from ..experiments import Job, cache_for_export
+    from ..state_evolution import SEOptions, theory_curve
 
     problems = problems_from_options(**pop_problem_options(kwargs))
-    if kwargs["tol"] <= 0:
-        raise ValueError(f"tol must be > 0 (got {kwargs['tol']})")
-    if kwargs["n_points"] < 16:
-        raise ValueError(f"n-points must be an integer >= 16 (got {kwargs['n_points']})")
-    settings = {k: kwargs[k] for k in ("prior", "tol", "n_points", "seed")}
-    p0 = problems[0]
-    pm = prior_model(p0, kwargs["prior"], seed=kwargs["seed"])
-    quad = None if p0.channel == "linear" else OutputQuadrature.sobol(2 * p0.n_pairs, kwargs["n_points"], 4, kwargs["seed"])
-    state: dict[str, Any] = {"init": None, "jac": None}
-
-    def make(problem):
-        def thunk() -> dict[str, Any]:
-            r = run_theory(problem, prior=pm, init=state["init"], jacobian=state["jac"], tol=kwargs["tol"],
-                           quad=quad, seed=kwargs["seed"])
-            if r.extras["converged"]:
-                state["init"], state["jac"] = r, r.extras.get("se_jacobian")
-            rec = {"alpha": problem.alpha, **{k: r[k] for k in THEORY_KEYS}, "penalty": r.penalty,
-                   "iterations": r["iterations"], "quadrature_error": r["quadrature_error"], "config": r.config,
-                   "source": "theory"}
-            return jsonable(rec)
-        return thunk
+    options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
+    settings = {"prior": kwargs["prior"], "tol": options.tol, "n_points": options.n_points,
+                "node_seed": options.node_seed}
+    jobs = [Job("theory", p, None, tuple(sorted(settings.items()))) for p in problems]
+    cache = cache_for_export(kwargs["out"])
+    missing = [j for j in jobs if cache.get(j.key) is None]
+    if missing:  # one warm-started sweep over the points not yet cached
+        curve = theory_curve(missing[0].problem, [j.problem.alpha for j in missing], options=options,
+                             prior=kwargs["prior"], progress=len(missing) > 1)
+        for j, r in zip(missing, curve):
+            cache.put({**r.to_dict(), "key": j.key, "route": "theory", "seed": None})
 
     def describe(rec: dict[str, Any]) -> str:
-        return (f"alpha={rec['alpha']:.4g}: test_error={rec['test_error']:.5f} train_error={rec['train_error']:.5f} "
-                f"matrix_error={rec['matrix_error']:.5f} rank_fraction={rec['rank_fraction']:.4f} "
-                f"converged={rec['converged']} (residual {rec['residual']:.1e})")
+        return (f"alpha={rec['problem']['alpha']:.4g}: test_error={rec['test_error']:.5f} "
+                f"train_error={rec['train_error']:.5f} matrix_error={rec['matrix_error']:.5f} "
+                f"rank_fraction={rec['rank_fraction']:.4f} converged={rec['converged']} "
+                f"(residual {rec['residual']:.1e})")
 
-    items = [(run_key("theory", p, **settings), make(p)) for p in problems]
-    run_sweep(items, ResultLog(kwargs["out"]), kwargs["as_json"], describe, "theory")
+    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "theory", cache=cache)
 
 
 @cli.command()
-@problem_options
+@problem_options(omit=STUDENT_OPTIONS)
 @click.option("--n-outer", type=int, default=2048, show_default=True, help="Outer Sobol nodes (posterior means).")
 @click.option("--n-inner", type=int, default=128, show_default=True, help="Inner Sobol nodes (posterior spread).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="JSON-lines file (resumable).")
+@click.option("--node-seed", type=int, default=0, show_default=True, help="Seed of the quadrature nodes.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="JSON-lines export; points are cached in OUT.cache, a rerun resumes.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def bayes(**kwargs: Any) -> None:
-    """Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha."""
-    from ..bayes import bayes_optimal
-    from ..state_evolution import prior_model
+    """Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha (no student options)."""
+    from ..experiments import Job
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     if kwargs["n_outer"] < 16 or kwargs["n_inner"] < 4:
         raise ValueError("n-outer must be >= 16 and n-inner >= 4")
-    settings = {k: kwargs[k] for k in ("n_outer", "n_inner", "seed")}
-    pm = prior_model(problems[0])
-
-    def make(problem):
-        def thunk() -> dict[str, Any]:
-            r = bayes_optimal(problem, prior=pm, n_outer=kwargs["n_outer"], n_inner=kwargs["n_inner"],
-                              seed=kwargs["seed"])
-            return jsonable({"alpha": problem.alpha, "mmse": r["mmse"], "test_error": r.test_error,
-                           "test_error_noisy": r.test_error_noisy, "test_error_plugin": r["test_error_plugin"],
-                           "q": r["q"], "config": r.config, "source": "bayes"})
-        return thunk
+    settings = {k: kwargs[k] for k in ("n_outer", "n_inner", "node_seed")}
+    jobs = [Job("bayes", p, None, tuple(sorted(settings.items()))) for p in problems]
 
     def describe(rec: dict[str, Any]) -> str:
-        return f"alpha={rec['alpha']:.4g}: mmse={rec['mmse']:.5f} test_error={rec['test_error']:.5f}"
+        return f"alpha={rec['problem']['alpha']:.4g}: mmse={rec['mmse']:.5f} test_error={rec['test_error']:.5f}"
 
-    items = [(run_key("bayes", p, **settings), make(p)) for p in problems]
-    run_sweep(items, ResultLog(kwargs["out"]), kwargs["as_json"], describe, "bayes")
+    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "bayes")
 
 
 @cli.command()
-@problem_options
+@problem_options(omit=("alpha", "lam"))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def thresholds(**kwargs: Any) -> None:
-    """Interpolation and perfect-recovery thresholds (lam -> 0+; alpha and lam are ignored)."""
+    """Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."""
     import warnings
 
     from ..thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
@@ -119,7 +98,7 @@ def thresholds(**kwargs: Any) -> None:
             return math.nan
 
     rec = jsonable({"alpha_interp": interpolation_threshold(problem), "alpha_perfect": safe(perfect_recovery_threshold),
-                  "alpha_perfect_bayes": safe(bayes_perfect_recovery_threshold), "config": problem.to_dict()})
+                    "alpha_perfect_bayes": safe(bayes_perfect_recovery_threshold), "problem": problem.to_dict()})
     if kwargs["as_json"]:
         click.echo(dumps(rec))
     else:

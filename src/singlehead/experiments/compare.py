@@ -14,8 +14,8 @@ def records_to_frame(records: Iterable[dict[str, Any]], drop: Iterable[str] = ("
     """One row per record; the full config is flattened into ``cfg_*`` columns (tidy: config per row)."""
     rows = []
     for rec in records:
-        row = {k: v for k, v in rec.items() if k not in drop and k != "config" and not isinstance(v, (list, dict))}
-        for k, v in rec.get("config", {}).items():
+        row = {k: v for k, v in rec.items() if k not in drop and k != "problem" and not isinstance(v, (list, dict))}
+        for k, v in rec.get("problem", {}).items():
             if isinstance(v, dict):
                 for k2, v2 in v.items():
                     row[f"cfg_{k}_{k2}"] = v2 if not isinstance(v2, list) else str(v2)

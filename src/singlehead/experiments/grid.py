@@ -20,7 +20,6 @@ cache indexed by it survives interruption and reordering.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..problem import Problem, target_from_dict
+from ..results import stable_hash
 
 DETERMINISTIC_ROUTES = ("theory", "bayes", "thresholds")
 
@@ -44,9 +44,10 @@ class Job:
 
     @property
     def key(self) -> str:
-        blob = json.dumps({"route": self.route, "problem": self.problem.to_dict(), "seed": self.seed,
-                           "settings": dict(self.settings)}, sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+        """Hash (:func:`singlehead.results.stable_hash`) of everything that changes the result:
+        the route, the full problem, the seed and the route's settings (device and dtype included)."""
+        return stable_hash({"route": self.route, "problem": self.problem.to_dict(), "seed": self.seed,
+                            "settings": dict(self.settings)})
 
     def describe(self) -> dict[str, Any]:
         return {"route": self.route, "seed": self.seed, **dict(self.settings), **dict(self.tags)}

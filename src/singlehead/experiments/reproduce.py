@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..problem import MPTarget, Problem
+from ..results import stable_hash
 from .compare import agreement, records_to_frame
 from .grid import Job
 from .report import FigureOutput, save_figure, write_report
@@ -76,9 +77,7 @@ class Context:
 
     def cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """A JSON-able value computed once and kept in the cache under ``name``."""
-        import hashlib
-
-        key = "value-" + hashlib.sha256(f"{self.scale.mode}:{name}".encode()).hexdigest()[:20]
+        key = "value-" + stable_hash({"mode": self.scale.mode, "name": name})
         rec = self.cache.get(key)
         if rec is None:
             rec = {"key": key, "value": compute()}
@@ -374,11 +373,9 @@ def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
 
 def _result_from_record(rec: dict[str, Any]):
     """Rebuild a theory :class:`Result` from its cached record (for analysis functions)."""
-    from ..results import METRIC_FIELDS, Result
+    from ..results import Result
 
-    skip = set(METRIC_FIELDS) | {"source", "config", "key", "route", "seed", "wall_s"}
-    return Result(rec.get("source", "theory"), rec["config"], **{k: rec[k] for k in METRIC_FIELDS if rec.get(k) is not None},
-                  extras={k: v for k, v in rec.items() if k not in skip})
+    return Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})
 
 
 @figure("learned_spectra")
@@ -400,7 +397,7 @@ def fig_learned_spectra(ctx: Context) -> FigureOutput:
     mp = MarchenkoPastur(0.5)
     for ax, p, rec in zip(axes, problems, th):
         pred = learned_spectrum(p, _result_from_record(rec))
-        eig = np.concatenate([np.asarray(r["eigenvalues"]) for r in sims if r["config"]["alpha"] == p.alpha])
+        eig = np.concatenate([np.asarray(r["eigenvalues"]) for r in sims if r["problem"]["alpha"] == p.alpha])
         cmp = compare_spectrum(p, eig, prediction=pred)
         rows.append({"cfg_alpha": p.alpha, "quantity": "KS distance", "theory": 0.0, "simulation": cmp["ks"],
                      "se": np.nan, "gap": cmp["ks"], "tolerance": 0.05, "within": bool(cmp["ks"] < 0.05),

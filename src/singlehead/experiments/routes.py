@@ -7,37 +7,37 @@ from typing import Any
 from ..problem import Problem
 
 
-def _drop(rec: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {k: v for k, v in rec.items() if k not in keys}
-
-
 def run_simulation(problem: Problem, seed: int | None, **settings: Any) -> dict[str, Any]:
+    import torch
+
     from ..simulation import simulate
 
+    if isinstance(settings.get("dtype"), str):
+        settings["dtype"] = getattr(torch, settings["dtype"])
     return simulate(problem, 0 if seed is None else int(seed), **settings).to_dict()
 
 
-def run_theory(problem: Problem, seed: int | None = None, **settings: Any) -> dict[str, Any]:
-    from ..state_evolution import theory
+def run_theory(problem: Problem, seed: int | None = None, *, prior: str = "auto", **settings: Any) -> dict[str, Any]:
+    """``theory(problem, prior=prior, options=SEOptions(**settings))`` as a record."""
+    from ..state_evolution import SEOptions, theory
 
-    return theory(problem, **settings).to_dict()
+    return theory(problem, prior=prior, options=SEOptions(**settings)).to_dict()
 
 
 def run_bayes(problem: Problem, seed: int | None = None, **settings: Any) -> dict[str, Any]:
     from ..bayes import bayes_optimal
 
-    r = bayes_optimal(problem, **settings)
-    return r.to_dict() if hasattr(r, "to_dict") else dict(r)
+    return bayes_optimal(problem, **settings).to_dict()
 
 
 def run_thresholds(problem: Problem, seed: int | None = None, **settings: Any) -> dict[str, Any]:
     from ..thresholds import interpolation_threshold, perfect_recovery_threshold
 
-    return {"alpha_interp": interpolation_threshold(problem), "alpha_perfect": perfect_recovery_threshold(problem)}
+    return {"source": "thresholds", "alpha_interp": interpolation_threshold(problem),
+            "alpha_perfect": perfect_recovery_threshold(problem)}
 
 
 def run_amp(problem: Problem, seed: int | None, **settings: Any) -> dict[str, Any]:
-    from ..amp import amp
+    from ..amp import AMPOptions, amp
 
-    rec = amp(problem, 0 if seed is None else int(seed), **settings).to_dict()
-    return _drop(rec, "history")
+    return amp(problem, 0 if seed is None else int(seed), options=AMPOptions(**settings)).to_dict()

@@ -1,8 +1,11 @@
-"""Run jobs with a result cache, locally (joblib/loky) or on a Dask cluster, with progress bars.
+"""Run jobs with the library's one result cache, locally (joblib/loky) or on Dask, with progress bars.
 
-The cache is a directory of JSON files named by :attr:`Job.key`, each written atomically
-(temporary file + rename) the moment its job finishes: an interrupted sweep loses only
-the jobs in flight, and rerunning it recomputes nothing that is already there.
+The cache is a directory of JSON files named by :attr:`Job.key` (route, full problem, seed and
+settings, hashed by :func:`singlehead.results.stable_hash`), each written atomically
+(temporary file + rename) the moment its job finishes: an interrupted sweep loses only the jobs
+in flight, and rerunning it recomputes nothing that is already there. The CLI's ``--out
+FILE.jsonl`` is an export of the records of one sweep (:func:`export_jsonl`), backed by the cache
+directory ``FILE.jsonl.cache``.
 """
 
 from __future__ import annotations
@@ -48,22 +51,29 @@ def execute(job: Job) -> dict[str, Any]:
         rec = _resolve(job.route)(job.problem, job.seed, **dict(job.settings))
     except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
         rec = {"error": f"{type(exc).__name__}: {exc}"}
-    rec = {**rec, "key": job.key, "route": job.route, "seed": job.seed, "config": job.problem.to_dict(),
-           **{f"tag_{k}": v for k, v in job.tags}, "wall_s": time.perf_counter() - t0}
+    rec = {**rec, "key": job.key, "route": job.route, "seed": job.seed, "problem": job.problem.to_dict(),
+           **{f"tag_{k}": v for k, v in job.tags}}
+    rec.setdefault("runtime_s", time.perf_counter() - t0)
     return rec
 
 
 class Cache:
-    """Directory of ``<key>.json`` records."""
+    """Directory of ``<key>.json`` records; ``root=None`` keeps them in memory only."""
 
-    def __init__(self, root: str | os.PathLike) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+    def __init__(self, root: str | os.PathLike | None) -> None:
+        self.root = None if root is None else Path(root)
+        self._memory: dict[str, dict[str, Any]] = {}
+        if self.root is not None:
+            self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, key: str) -> Path:
+        if self.root is None:
+            raise ValueError("an in-memory cache has no paths")
         return self.root / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        if self.root is None:
+            return self._memory.get(key)
         p = self.path(key)
         if not p.exists():
             return None
@@ -73,6 +83,9 @@ class Cache:
             return None
 
     def put(self, record: dict[str, Any]) -> None:
+        if self.root is None:
+            self._memory[record["key"]] = jsonable(record)
+            return
         fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
             json.dump(jsonable(record), fh)
@@ -80,7 +93,8 @@ class Cache:
 
 
 def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: str | None = None,
-             progress: bool = True, desc: str = "runs", client: Any = None) -> list[dict[str, Any]]:
+             progress: bool = True, desc: str = "runs", client: Any = None,
+             on_record: Callable[[dict[str, Any], Any], None] | None = None) -> list[dict[str, Any]]:
     """Run every job not in ``cache``; return all records in the order of ``jobs``.
 
     Parameters
@@ -91,6 +105,9 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         Address of a Dask distributed scheduler (``tcp://host:8786``); jobs are submitted
         there and gathered as they complete. ``client`` may pass an existing
         ``distributed.Client`` instead.
+    on_record : callable, optional
+        ``on_record(record, bar)`` for every finished job (cached ones first), e.g. to print it
+        through the progress bar ``bar``.
     """
     from tqdm.auto import tqdm
 
@@ -98,14 +115,22 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     todo = [j for j in jobs if cache.get(j.key) is None]
     failed: dict[str, dict[str, Any]] = {}
 
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress, leave=False,
+               dynamic_ncols=True)
+
     def store(rec: dict[str, Any]) -> None:
         if "error" in rec:
             failed[rec["key"]] = rec
         else:
             cache.put(rec)
+        if on_record is not None:
+            on_record(rec, bar)
 
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress, leave=False,
-               dynamic_ncols=True)
+    if on_record is not None:
+        todo_keys = {j.key for j in todo}
+        for j in jobs:
+            if j.key not in todo_keys:
+                on_record(cache.get(j.key), bar)
     try:
         if todo and (scheduler or client is not None):
             _run_dask(todo, store, bar, scheduler, client)
@@ -127,7 +152,7 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
 
         first = next(iter(failed.values()))
         warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "
-                      f"first: {first['error']} at {first['config']}", RuntimeWarning, stacklevel=2)
+                      f"first: {first['error']} at {first['problem']}", RuntimeWarning, stacklevel=2)
     return [failed[j.key] if j.key in failed else cache.get(j.key) for j in jobs]
 
 
@@ -145,3 +170,19 @@ def _run_dask(todo: list[Job], store: Callable[[dict[str, Any]], None], bar: Any
     finally:
         if own:
             client.close()
+
+
+def export_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> None:
+    """Write ``records`` as JSON lines (strict JSON: non-finite numbers become null), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        for rec in records:
+            fh.write(json.dumps(jsonable(rec), allow_nan=False) + "\n")
+    os.replace(tmp, path)
+
+
+def cache_for_export(path: str | os.PathLike | None) -> Cache:
+    """The cache backing a JSON-lines export ``path`` (``<path>.cache``; in memory without a path)."""
+    return Cache(None if path is None else Path(str(path) + ".cache"))

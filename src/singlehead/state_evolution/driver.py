@@ -7,6 +7,7 @@ arXiv 2509.24914 (Sec. 3). See the package docstring for the equations.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .._validate import check as _check
+from .._validate import finite as _finite
+from .._validate import is_int as _is_int
 from ..problem import Problem
 from ..results import Result
 from ._fixed_point import _from_u, _residual, _to_u, solve_fixed_point
@@ -21,7 +25,9 @@ from .output import _Q_FLOOR, OutputSide, channel_test_errors, output_side
 from .prior import PriorModel, PriorSide, _CollapsePoint, collapse_point, prior_model, prior_side
 from .quadrature import OutputQuadrature
 
-__all__ = ["SEState", "theory", "theory_curve"]
+__all__ = ["SEOptions", "SEState", "WarmStart", "theory", "theory_curve"]
+
+SE_METHODS = ("broyden", "hybr", "iterate")
 
 
 @dataclass
@@ -98,25 +104,90 @@ def _default_init(problem: Problem, Q0: float) -> np.ndarray:
     return np.array([0.5 * Q0, 0.4 * Q0, 1.0])
 
 
-def theory(
-    problem: Problem,
-    *,
-    prior: str | PriorModel = "auto",
-    init: SEState | Sequence[float] | Result | None = None,
-    tol: float = 1e-6,
-    max_iter: int = 150,
-    damping: float = 0.5,
-    n_points: int = 2048,
-    n_scrambles: int = 4,
-    seed: int = 0,
-    draws: int = 4,
-    method: str = "broyden",
-    switch: float = 3e-2,
-    jacobian: np.ndarray | None = None,
-    coarse: bool = True,
-    continuation: bool = True,
-    quad: OutputQuadrature | None = None,
-) -> Result:
+@dataclass(frozen=True)
+class SEOptions:
+    """Solver settings of the state evolution (frozen, validated on construction).
+
+    Parameters
+    ----------
+    tol : float
+        Target residual: relative change of ``(q, m, Sigma)`` under one SE step (> 0).
+    max_iter : int
+        Damped-iteration budget of the fallback (>= 1).
+    damping : float
+        Fallback iteration ``x <- (1 - damping) x + damping F(x)``, in ``(0, 1]``.
+    n_points, n_scrambles : int
+        Output quadrature: ``n_scrambles`` scrambled Sobol sets of ``n_points`` nodes in ``2K``
+        dimensions (fixed nodes: a deterministic map). ``n_points >= 16``, ``n_scrambles >= 1``.
+    node_seed : int
+        Seed of the quadrature nodes and of the finite-``d`` prior's GOE draws (not a data seed).
+    draws : int
+        GOE draws of the finite-``d`` prior mode (>= 1).
+    method : {"broyden", "hybr", "iterate"}
+        ``"broyden"``/``"hybr"``: damped iteration on
+        ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
+        then a root finder on ``G(u) = u(F(x(u))) - u`` — Broyden's method with a
+        finite-difference (or given) initial Jacobian, or MINPACK's hybrid method — with damped
+        iteration as fallback; ``"iterate"``: damped iteration only (at most ``max_iter`` steps).
+    switch : float
+        Residual at which the damped pre-iteration hands over to the root solver (> 0).
+    coarse : bool
+        Without a warm start, first solve on the node set thinned 8x (to ``max(tol, 1e-4)``),
+        then polish on the full set from there.
+    continuation : bool
+        If the solve fails and ``lam < 1e-2``, follow the fixed point from ``lam = 1e-2`` down to
+        ``problem.lam`` (4 points per decade) and polish from there (small ``lam`` gives
+        ``Sigma ~ 1/lam`` in the interpolation regime, far from any generic initial guess).
+    """
+
+    tol: float = 1e-6
+    max_iter: int = 150
+    damping: float = 0.5
+    n_points: int = 2048
+    n_scrambles: int = 4
+    node_seed: int = 0
+    draws: int = 4
+    method: str = "broyden"
+    switch: float = 3e-2
+    coarse: bool = True
+    continuation: bool = True
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
+        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter", "an integer >= 1", self.max_iter)
+        _check(_finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
+        _check(_is_int(self.n_points) and self.n_points >= 16, "n_points", "an integer >= 16", self.n_points)
+        _check(_is_int(self.n_scrambles) and self.n_scrambles >= 1, "n_scrambles", "an integer >= 1",
+               self.n_scrambles)
+        _check(_is_int(self.node_seed) and self.node_seed >= 0, "node_seed", "an integer >= 0", self.node_seed)
+        _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
+        _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
+        _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
+
+    def replace(self, **changes: Any) -> "SEOptions":
+        return dataclasses.replace(self, **changes)
+
+    def quadrature(self, problem: Problem) -> OutputQuadrature | None:
+        """The output-side node set for ``problem`` (``None`` for the closed-form linear channel)."""
+        if problem.channel == "linear":
+            return None
+        return OutputQuadrature.sobol(2 * problem.n_pairs, self.n_points, self.n_scrambles, self.node_seed)
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Where a solve may start: a fixed point ``(q, m, Sigma)`` and the root finder's Jacobian there.
+
+    :func:`theory_curve` passes one from each converged point to the next.
+    """
+
+    x: tuple[float, float, float]
+    jacobian: np.ndarray | None = None
+
+
+def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
+           init: SEState | WarmStart | Sequence[float] | Result | None = None,
+           quad: OutputQuadrature | None = None) -> Result:
     """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; THEORY §3).
 
     Parameters
@@ -125,94 +196,80 @@ def theory(
         Channels ``seq2lab``/``seq2seq`` (same theory) or ``linear``; students ``factorized``
         (nuclear norm, rank cap ``kappa``) or ``direct`` (Frobenius). ``d`` only matters in the
         finite-``d`` prior mode.
+    options : SEOptions, optional
+        Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``.
     prior : {"auto", "asymptotic", "finite"} or PriorModel
-        Target-side model, see :func:`prior_model`.
-    init : SEState, (q, m, Sigma), Result or None
+        Target-side model, see :func:`~singlehead.state_evolution.prior_model`.
+    init : SEState, WarmStart, (q, m, Sigma), Result or None
         Starting point (e.g. the previous point of a sweep); default ``(Q0/2, 0.4 Q0, 1)``.
-        If a solve from ``init`` (or ``jacobian``) does not converge it is redone from the
-        default start and the smaller residual is kept (``extras["warm_start_retried"]``).
-    tol : float
-        Target residual (relative change of ``(q, m, Sigma)`` under one SE step, see
-        ``extras["residual"]``).
-    max_iter : int
-        Damped-iteration budget of the fallback.
-    damping : float
-        Fallback iteration ``x <- (1 - damping) x + damping F(x)``.
-    n_points, n_scrambles, seed : int
-        Output quadrature: ``n_scrambles`` scrambled Sobol sets of ``n_points`` nodes in
-        ``2K`` dimensions with the given seed (fixed nodes: a deterministic map).
-    draws : int
-        GOE draws of the finite-``d`` prior mode.
-    method : {"broyden", "hybr", "iterate"}
-        ``"broyden"``/``"hybr"``: damped iteration on
-        ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
-        then a root finder on ``G(u) = u(F(x(u))) - u`` — Broyden's method with a
-        finite-difference (or given) initial Jacobian, or MINPACK's hybrid method — with damped
-        iteration as fallback; ``"iterate"``: damped iteration only (adaptive damping, at most
-        ``max_iter`` steps).
-    jacobian : (3, 3) array, optional
-        Initial Jacobian of ``G`` for Broyden (sweeps pass the previous point's
-        ``extras["se_jacobian"]``).
-    switch : float
-        Residual at which the damped pre-iteration hands over to the root solver.
-    coarse : bool
-        Without a warm start (``init`` and ``jacobian``), first solve on the node set thinned
-        8x (to ``max(tol, 1e-4)``), then polish on the full set from there.
-    continuation : bool
-        If the solve fails and ``lam < 1e-2``, follow the fixed point from ``lam = 1e-2`` down to
-        ``problem.lam`` (4 points per decade) and polish from there (small ``lam`` gives
-        ``Sigma ~ 1/lam`` in the interpolation regime, far from any generic initial guess).
+        If a solve from ``init`` does not converge it is redone from the default start and the
+        smaller residual is kept (``extras["warm_start_retried"]``).
     quad : OutputQuadrature, optional
-        Reuse a node set (sweeps).
+        Reuse a node set (sweeps); default ``options.quadrature(problem)``.
 
     Returns
     -------
     Result
-        ``source="theory"``; metrics as in :mod:`singlehead.results`; ``extras`` with
-        ``q, m, Sigma, qhat, mhat, Sigmahat, eta, delta, eps, cutoff, cap_binds,
-        first_moment, converged, residual, iterations, quadrature_error`` (dict of standard
-        errors), ``prior_mode``, ``wall_time``, ``collapsed`` (complete rank collapse: the
-        solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``, rank fraction 0,
-        penalty 0, test/train errors of predicting with ``h = 0``), ``collapse_lam`` (the ``lam``
-        above which ``S = 0`` is a fixed point, see :func:`collapse_point`; ``inf`` for direct
-        students) and ``collapse_fixed_point`` (whether it is one at this ``lam``).
+        ``source="theory"``; metrics as in :mod:`singlehead.results`; standard fields
+        ``converged`` (residual below ``10 tol`` and every prox converged), ``iterations`` (SE map
+        evaluations), ``runtime_s``, ``message``; ``extras`` with ``q, m, Sigma, qhat, mhat,
+        Sigmahat, eta, delta, eps, cutoff, cap_binds, first_moment, residual,
+        quadrature_error`` (dict of standard errors), ``prior_mode``, ``collapsed`` (complete
+        rank collapse: the solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``,
+        rank fraction 0, penalty 0, test/train errors of predicting with ``h = 0``),
+        ``collapse_lam`` (the ``lam`` above which ``S = 0`` is a fixed point, see
+        :func:`collapse_point`; ``inf`` for direct students) and ``collapse_fixed_point``
+        (whether it is one at this ``lam``).
     """
+    return _theory(problem, options or SEOptions(), prior, init, quad)[0]
+
+
+def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
+            quad: OutputQuadrature | None) -> tuple[Result, WarmStart | None]:
+    """:func:`theory`, also returning the warm start its solution offers to a next point."""
     t0 = time.perf_counter()
-    pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=draws, seed=seed)
-    K = problem.n_pairs
-    if quad is None and problem.channel != "linear":
-        quad = OutputQuadrature.sobol(2 * K, n_points, n_scrambles, seed)
+    o = options
+    pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
+    if quad is None:
+        quad = o.quadrature(problem)
+    jacobian = None
+    if isinstance(init, WarmStart):
+        init, jacobian = np.asarray(init.x, dtype=float), init.jacobian
     col = collapse_point(problem, pm, quad)
     if col.holds and problem.channel == "linear":
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
         r = _collapsed_result(problem, pm, quad, col, t0, 0)
         r.extras["warm_start_retried"] = False
-        return r
+        return r, None
 
-    def solve(init_: Any, jacobian_: np.ndarray | None) -> Result:
+    def solve(init_: Any, jacobian_: np.ndarray | None) -> tuple[Result, np.ndarray | None]:
         F = _SEMap(problem, pm, quad)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
         # (or fails) the collapsed solution is returned
         F.stop_on_collapse = col.holds
         try:
-            return _theory_solve(problem, pm, quad, F, col, t0, init=init_, tol=tol, max_iter=max_iter,
-                                 damping=damping, method=method, switch=switch, jacobian=jacobian_, coarse=coarse,
-                                 continuation=continuation)
+            return _theory_solve(problem, pm, quad, F, col, t0, init=init_, tol=o.tol, max_iter=o.max_iter,
+                                 damping=o.damping, method=o.method, switch=o.switch, jacobian=jacobian_,
+                                 coarse=o.coarse, continuation=o.continuation)
         except _DrivenToCollapse:
-            return _collapsed_result(problem, pm, quad, col, t0, F.n_calls)
+            return _collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
 
-    r = solve(init, jacobian)
-    retried = (init is not None or jacobian is not None) and not r.extras["converged"]
+    r, jac = solve(init, jacobian)
+    retried = (init is not None or jacobian is not None) and not r.converged
     if retried:
         # A warm start (sweeps pass the previous fixed point and Jacobian) can lead the root
         # finder into a region it does not leave near a fast change of the fixed point (observed:
         # power-law target, d = 100, alpha ≈ 0.01, residual 0.67, while the default start
         # converges to 1e-10). Redo from the default start; keep the smaller residual.
-        r2 = solve(None, None)
-        if r2.extras["converged"] or r2.extras["residual"] < r.extras["residual"]:
-            r = r2
+        r2, jac2 = solve(None, None)
+        if r2.converged or r2.extras["residual"] < r.extras["residual"]:
+            r, jac = r2, jac2
     r.extras["warm_start_retried"] = retried
-    return r
+    r.runtime_s = time.perf_counter() - t0
+    warm = None
+    if r.converged and not r.extras["collapsed"]:
+        warm = WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac)
+    return r, warm
 
 
 def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
@@ -233,21 +290,22 @@ def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature |
         "q": 0.0, "m": 0.0, "Sigma": 0.0, "Q0": Q0,
         "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
         "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff, "cap_binds": False,
-        "first_moment": 0.0, "converged": True, "residual": 0.0,
-        "iterations": iterations, "quadrature_error": qerr, "prior_mode": pm.mode, "se_jacobian": None,
-        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "wall_time": time.perf_counter() - t0,
-        "collapsed": True, "collapse_lam": col.lam_c, "collapse_fixed_point": True,
+        "first_moment": 0.0, "residual": 0.0, "quadrature_error": qerr, "prior_mode": pm.mode,
+        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": True, "collapse_lam": col.lam_c, "collapse_fixed_point": True,
     }
     return Result(
-        source="theory", config=problem.to_dict(), test_error=te["test_error"],
+        source="theory", problem=problem.to_dict(), test_error=te["test_error"],
         test_error_noisy=te["test_error_noisy"], train_error=te["test_error_noisy"], penalty=0.0,
-        matrix_error=Q0, rank_fraction=0.0, extras=extras,
+        matrix_error=Q0, rank_fraction=0.0, converged=True, iterations=iterations,
+        runtime_s=time.perf_counter() - t0, message="complete rank collapse: S = 0 is the fixed point",
+        extras=extras,
     )
 
 
 def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: "_SEMap",
                   col: _CollapsePoint, t0: float, *, init, tol: float, max_iter: int, damping: float, method: str,
-                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool) -> Result:
+                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool
+                  ) -> tuple[Result, np.ndarray | None]:
     """The non-trivial fixed point (body of :func:`theory`)."""
     Q0 = pm.Q0
     if init is None:
@@ -341,46 +399,44 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         "q": q, "m": m, "Sigma": Sigma, "Q0": Q0,
         "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
         "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff, "cap_binds": pr.cap_binds,
-        "first_moment": pr.first_moment,
-        "converged": converged, "residual": residual,
-        "iterations": iterations, "quadrature_error": qerr, "prior_mode": pm.mode,
-        "se_jacobian": None if jac_out is None else np.asarray(jac_out).tolist(),
-        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "wall_time": time.perf_counter() - t0,
-        "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
+        "first_moment": pr.first_moment, "residual": residual, "quadrature_error": qerr, "prior_mode": pm.mode,
+        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
     }
-    return Result(
-        source="theory", config=problem.to_dict(), test_error=te["test_error"],
+    if converged:
+        message = f"converged: residual {residual:.1e} < 10 tol"
+    elif not out.prox_converged:
+        message = f"not converged: the channel prox did not converge at some nodes (residual {residual:.1e})"
+    else:
+        message = f"not converged: residual {residual:.1e} >= 10 tol = {10 * tol:.1e}"
+    result = Result(
+        source="theory", problem=problem.to_dict(), test_error=te["test_error"],
         test_error_noisy=te["test_error_noisy"], train_error=out.train_error, penalty=pen,
-        matrix_error=Q0 - 2 * m + q, rank_fraction=pr.rank_fraction, extras=extras,
+        matrix_error=Q0 - 2 * m + q, rank_fraction=pr.rank_fraction, converged=converged,
+        iterations=iterations, runtime_s=time.perf_counter() - t0, message=message, extras=extras,
     )
+    return result, (None if jac_out is None else np.asarray(jac_out))
 
 
-def theory_curve(
-    problem: Problem,
-    values: Iterable[float],
-    *,
-    param: str = "alpha",
-    progress: bool = False,
-    **kwargs: Any,
-) -> list[Result]:
+def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
+                 options: SEOptions | None = None, prior: str | PriorModel = "auto",
+                 init: SEState | WarmStart | Sequence[float] | Result | None = None,
+                 quad: OutputQuadrature | None = None, progress: bool = False) -> list[Result]:
     """SE along a grid of ``param`` (``"alpha"`` or ``"lam"``, or any Problem field), warm-started.
 
     Each point starts from a secant extrapolation of the previous two fixed points (in the
     unconstrained coordinates; the previous point at the start) with the previous root-solver
-    Jacobian, and all points share one quadrature node set and one prior model. Keyword
-    arguments go to :func:`theory`.
+    Jacobian (a :class:`WarmStart`), and all points share one quadrature node set and one prior
+    model (rebuilt per point when ``param`` is ``"d"`` or ``"target"``). ``options``,
+    ``prior``, ``init`` and ``quad`` are as in :func:`theory`.
     """
+    o = options or SEOptions()
     values = list(values)
-    K = problem.n_pairs
-    if "quad" not in kwargs and problem.channel != "linear":
-        kwargs["quad"] = OutputQuadrature.sobol(2 * K, kwargs.pop("n_points", 2048), kwargs.pop("n_scrambles", 4),
-                                                kwargs.get("seed", 0))
-    prior = kwargs.pop("prior", "auto")
+    if quad is None:
+        quad = o.quadrature(problem)
     if not isinstance(prior, PriorModel) and param not in ("d", "target"):
-        prior = prior_model(problem, prior, draws=kwargs.get("draws", 4), seed=kwargs.get("seed", 0))
+        prior = prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
     out: list[Result] = []
-    init = kwargs.pop("init", None)
-    jac = kwargs.pop("jacobian", None)
+    warm = init
     hist: list[tuple[float, np.ndarray]] = []  # converged points (value, u) for the secant predictor
     it = values
     if progress:
@@ -390,20 +446,19 @@ def theory_curve(
     Q0 = prior.Q0 if isinstance(prior, PriorModel) else None
     for v in it:
         p = problem.replace(**{param: v})
-        if len(hist) >= 2 and Q0 is not None and isinstance(v, (int, float)):
+        if len(hist) >= 2 and Q0 is not None and isinstance(v, (int, float)) and isinstance(warm, WarmStart):
             (v0, u0), (v1, u1) = hist[-2], hist[-1]
             if v1 != v0:
                 w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
-                init = _from_u(u1 + w * (u1 - u0), Q0)
-        r = theory(p, prior=prior, init=init, jacobian=jac, **kwargs)
+                warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian)
+        r, new_warm = _theory(p, o, prior, warm, quad)
         out.append(r)
-        if r.extras["converged"] and not r.extras.get("collapsed", False):
-            x = np.array([r.extras["q"], r.extras["m"], r.extras["Sigma"]])
-            init = x
+        if new_warm is not None:
+            # keep the last known Jacobian when this solve did not produce one
+            jac = new_warm.jacobian if new_warm.jacobian is not None else getattr(warm, "jacobian", None)
+            warm = WarmStart(new_warm.x, jac)
             if Q0 is not None and isinstance(v, (int, float)):
-                hist.append((float(v), _to_u(x, Q0)))
-            if r.extras.get("se_jacobian") is not None:
-                jac = np.array(r.extras["se_jacobian"])
+                hist.append((float(v), _to_u(np.array(new_warm.x), Q0)))
         else:
             hist.clear()
     return out

@@ -1,0 +1,67 @@
+"""The architecture as a test: the import layers of README's layout, and theory without torch."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_layers_contract():
+    """``lint-imports`` checks the layers contract of pyproject.toml (no upward import, no cycle)."""
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    if not Path(exe).exists():
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    out = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "1 kept, 0 broken" in out.stdout
+
+
+def test_theory_imports_no_torch_or_matplotlib():
+    code = ("import sys, singlehead.state_evolution, singlehead.analysis, singlehead.spectra, singlehead.bayes, "
+            "singlehead.thresholds; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_import_cycle():
+    """No module imports itself back through any chain (lazy, function-level imports included)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("singlehead")
+    # Tarjan's strongly connected components; a component of size > 1 is a cycle
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for m in sorted(graph.modules):
+        if m not in index:
+            visit(m)
+    assert cycles == []
