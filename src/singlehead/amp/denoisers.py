@@ -1,0 +1,75 @@
+"""Matrix step of GAMP: spectral denoisers (soft threshold, linear shrinkage, RIE) and their exact divergence."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..spectra import divided_differences
+from .operator import _eigh
+
+
+def spectral_divergence(nu: np.ndarray, f: np.ndarray, fp: np.ndarray) -> float:
+    """Exact divergence of ``R = U diag(nu) U^T -> U diag(f) U^T`` over symmetric matrices.
+
+    ``sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)`` (derivative in the
+    Frobenius-orthonormal coordinates of the ``d(d+1)/2``-dimensional space; ties use the mean of
+    the two ``f'``; :func:`singlehead.spectra.divided_differences`). Divide by ``d(d+1)/2`` for the
+    per-coordinate divergence of THEORY §3.
+    """
+    M = divided_differences(nu, f, fp)
+    np.fill_diagonal(M, 0.0)
+    return float(np.asarray(fp, dtype=float).sum() + 0.5 * M.sum())
+
+
+@dataclass
+class _Denoised:
+    S: np.ndarray
+    div: float  # exact divergence (sum over the N = d(d+1)/2 coordinates)
+    eigenvalues: np.ndarray  # of S, ascending
+
+
+def _soft_threshold(R: np.ndarray, thr: float, cap: int | None) -> _Denoised:
+    """``argmin_S thr Tr S + ||S - R||_F^2/2`` over PSD ``S`` (rank ``<= cap``): ``ReLU(nu - thr)``."""
+    nu, U = _eigh(R)
+    f = np.maximum(nu - thr, 0.0)
+    fp = (nu > thr).astype(float)
+    if cap is not None and cap < nu.size:
+        f[: nu.size - cap] = 0.0  # ascending: keep the top `cap`
+        fp[: nu.size - cap] = 0.0
+    S = (torch.as_tensor(U * f) @ torch.as_tensor(U).T).numpy()
+    return _Denoised(0.5 * (S + S.T), spectral_divergence(nu, f, fp), f)
+
+
+def _linear_shrink(R: np.ndarray, c: float) -> _Denoised:
+    """``argmin_S c' ||S||^2 + ||S - R||^2/2`` = ``R/(1 + 2 c')``, written as ``R * c`` (``c = 1/(1+2c')``)."""
+    d = R.shape[0]
+    S = c * 0.5 * (R + R.T)
+    return _Denoised(S, c * d * (d + 1) / 2.0, np.linalg.eigvalsh(S))
+
+
+class _RIE:
+    """Rotation-invariant posterior mean of ``S0`` from ``R = S0 + sqrt(v) Z`` (Z GOE, SC on [-2, 2]).
+
+    ``xi(x) = x - 2 v H_v(x)``, ``H_v`` the Hilbert transform ``p.v. int mu_v(dy)/(x - y)`` of
+    ``mu_v = mu_{S0} ⊞ SC(v)`` (Bun, Allez, Bouchaud & Potters 2016; arXiv 2408.03733, 2506.01582).
+    ``xi'`` for the (order ``1/d``) diagonal part of the divergence is a central difference of ``H``.
+    """
+
+    def __init__(self, law: Any) -> None:
+        self.law = law
+
+    def __call__(self, R: np.ndarray, v: float) -> _Denoised:
+        from ..spectra import free_convolve_semicircle
+
+        nu, U = _eigh(R)
+        cl = free_convolve_semicircle(self.law, v)
+        f = nu - 2.0 * v * cl.hilbert(nu)
+        h = 1e-5 * max(1.0, math.sqrt(v))
+        fp = 1.0 - 2.0 * v * (cl.hilbert(nu + h) - cl.hilbert(nu - h)) / (2 * h)
+        S = (torch.as_tensor(U * f) @ torch.as_tensor(U).T).numpy()
+        return _Denoised(0.5 * (S + S.T), spectral_divergence(nu, f, fp), f)

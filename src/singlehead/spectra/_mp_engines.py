@@ -1,0 +1,220 @@
+"""Engines of the free convolution with a semicircle (private): closed-form MP cases and bulk helpers.
+
+See :mod:`singlehead.spectra.convolution` for the methods and conventions; each engine exposes the
+bulks (in a parametrisation ``t``), atoms and outliers of ``mu0 ⊞ SC(v)`` for one family of ``mu0``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ._numerics import cubic_roots
+from .laws import DiscreteLaw, MarchenkoPastur
+
+#: Nodes per panel for the small panels around isolated atoms of a discrete law.
+_PANEL_NODES_SINGLE = 24
+
+
+#: Ratio ``y/gap`` below which the Biane curve of a discrete law ripples near each atom.
+_RIPPLE_RATIO = 3.0
+
+
+@dataclass
+class _Bulk:
+    """A bulk of the continuous part, parametrised by ``t`` (``t = x`` or ``t = u``)."""
+
+    t_lo: float
+    t_hi: float
+    x_lo: float
+    x_hi: float
+    breaks: np.ndarray  # panel end points in t (includes t_lo, t_hi)
+    nodes: np.ndarray  # Gauss nodes per panel
+    cum: np.ndarray | None = None  # continuous mass up to each break
+
+
+class _Engine(Protocol):  # pragma: no cover - typing only
+    v: float
+    bulks: list[_Bulk]
+    atom_pos: np.ndarray
+    atom_mass: np.ndarray
+
+    def eval_t(self, k: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+    def t_of_x(self, k: int, x: np.ndarray) -> np.ndarray: ...
+    def cont_density(self, x: np.ndarray) -> np.ndarray: ...
+    def cont_hilbert(self, x: np.ndarray) -> np.ndarray: ...
+    def cont_stieltjes(self, z: np.ndarray) -> np.ndarray: ...
+
+
+def _simple_bulk(t_lo: float, t_hi: float, x_lo: float, x_hi: float, n: int) -> _Bulk:
+    return _Bulk(t_lo, t_hi, x_lo, x_hi, np.array([t_lo, t_hi]), np.array([n]))
+
+
+# ======================================================================================
+# Engines
+# ======================================================================================
+class _MPEngine:
+    """``MarchenkoPastur(kappa0) ⊞ SC(v)``, ``v > 0``, through the cubic of THEORY §9."""
+
+    def __init__(self, law: MarchenkoPastur, v: float, n: int) -> None:
+        self.law, self.v, self.n = law, float(v), int(n)
+        self.sa = 1.0 / law.scale  # sqrt(a), a = 1/kappa0
+        self.atom_pos = np.zeros(0)
+        self.atom_mass = np.zeros(0)
+        self.bulks = []
+        for a, b in self._edges():
+            # near-cusps (complex discriminant roots close to the bulk) become panel breaks, so
+            # that the cosine rule clusters nodes at the sharp density minimum
+            cr = self._complex_disc_roots
+            near = cr[(cr.real > a) & (cr.real < b) & (np.abs(cr.imag) < 0.25 * (b - a))].real
+            breaks = np.unique(np.concatenate([[a], near, [b]]))
+            self.bulks.append(_Bulk(a, b, a, b, breaks, np.full(breaks.size - 1, self.n)))
+
+    # -- the cubic ---------------------------------------------------------------------
+    def _coeffs(self, z: np.ndarray) -> tuple:
+        sa, v = self.sa, self.v
+        return sa * v, -(sa * z + v), z + sa - 1.0 / sa, -1.0 + 0 * z
+
+    def g(self, z: np.ndarray) -> np.ndarray:
+        """Stieltjes transform at ``z`` with ``Im z >= 0`` (real ``z`` means ``z + i0``)."""
+        z = np.asarray(z, dtype=complex)
+        c3, c2, c1, c0 = self._coeffs(z)
+        r = cubic_roots(c3, c2, c1, c0)
+        c2e, c1e = c2[..., None], c1[..., None]
+
+        def P(g):
+            return ((c3 * g + c2e) * g + c1e) * g - 1.0
+
+        def dP(g):
+            return (3 * c3 * g + 2 * c2e) * g + c1e
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r1 = r - P(r) / dP(r)
+        better = np.isfinite(r1) & (np.abs(P(r1)) < np.abs(P(r)))
+        r = np.where(better, r1, r)
+        v = self.v
+        om = z[..., None] - v * r
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g0 = self.law.stieltjes(om)
+            d0 = 1.0 + v * np.real(self.law.stieltjes_derivative(om))
+        size = 1.0 + np.abs(r)
+        pen = np.abs(g0 - r) / size
+        pen = np.where(np.isfinite(pen), pen, 1e3)
+        pen = pen + (r.imag > 1e-9 * size)
+        real_om = np.abs(om.imag) <= 1e-9 * (1.0 + np.abs(om))
+        pen = pen + (real_om & ~(d0 >= -1e-7))
+        idx = np.argmin(pen, axis=-1)
+        return np.take_along_axis(r, idx[..., None], axis=-1)[..., 0]
+
+    def _edges(self) -> list[tuple[float, float]]:
+        P = np.polynomial.Polynomial
+        sa, v = self.sa, self.v
+        a, b, c, d = sa * v, P([-v, -sa]), P([sa - 1.0 / sa, 1.0]), -1.0
+        disc = 18 * a * b * c * d - 4 * b**3 * d + b**2 * c**2 - 4 * a * c**3 - 27 * a**2 * d**2
+        roots = disc.roots()
+        isreal = np.abs(roots.imag) <= 1e-6 * (1 + np.abs(roots))
+        self._complex_disc_roots = roots[~isreal]
+        cand = np.sort(roots[isreal].real)
+        ddisc = disc.deriv()
+        for _ in range(3):  # Newton polish on the quartic
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = disc(cand) / ddisc(cand)
+            ok = np.isfinite(step) & (np.abs(step) < 1e-3 * (1 + np.abs(cand)))
+            cand = np.where(ok, cand - step, cand)
+        cand = np.unique(cand)
+        if cand.size < 2:
+            raise RuntimeError("could not locate the bulk edges of MP ⊞ SC")
+        mids = 0.5 * (cand[:-1] + cand[1:])
+        pos = -self.g(mids + 0j).imag > 1e-12
+        bulks: list[tuple[float, float]] = []
+        start = None
+        for i, inside in enumerate(pos):
+            if inside and start is None:
+                start = cand[i]
+            if not inside and start is not None:
+                bulks.append((float(start), float(cand[i])))
+                start = None
+        if start is not None:
+            bulks.append((float(start), float(cand[-1])))
+        if not bulks:
+            raise RuntimeError("MP ⊞ SC: no bulk found")
+        return bulks
+
+    # -- engine interface --------------------------------------------------------------
+    def eval_t(self, k: int, t: np.ndarray):
+        g = self.g(np.asarray(t, dtype=float) + 0j)
+        p = np.maximum(-g.imag, 0.0) / np.pi
+        return np.asarray(t, dtype=float), p, np.ones_like(p), g.real
+
+    def t_of_x(self, k: int, x):
+        b = self.bulks[k]
+        return np.clip(np.asarray(x, dtype=float), b.t_lo, b.t_hi)
+
+    def cont_density(self, x):
+        return np.maximum(-self.g(np.asarray(x, dtype=float) + 0j).imag, 0.0) / np.pi
+
+    def cont_hilbert(self, x):
+        return self.g(np.asarray(x, dtype=float) + 0j).real
+
+    def cont_stieltjes(self, z):
+        z = np.asarray(z, dtype=complex)
+        lower = z.imag < 0
+        g = self.g(np.where(lower, np.conj(z), z))
+        return np.where(lower, np.conj(g), g)
+
+
+class _MPZeroEngine:
+    """``v = 0``: the MP law itself (continuous part plus the atom at 0)."""
+
+    def __init__(self, law: MarchenkoPastur, n: int) -> None:
+        self.law, self.v = law, 0.0
+        a, b = law.ac_edges()
+        self.bulks = [_simple_bulk(a, b, a, b, n)]
+        m = law.atom_mass
+        self.atom_pos = np.zeros(1) if m > 0 else np.zeros(0)
+        self.atom_mass = np.full(1, m) if m > 0 else np.zeros(0)
+
+    def eval_t(self, k, t):
+        t = np.asarray(t, dtype=float)
+        return t, self.law.ac_density(t), np.ones_like(t), self.law.ac_hilbert(t)
+
+    def t_of_x(self, k, x):
+        b = self.bulks[k]
+        return np.clip(np.asarray(x, dtype=float), b.t_lo, b.t_hi)
+
+    def cont_density(self, x):
+        return self.law.ac_density(x)
+
+    def cont_hilbert(self, x):
+        return self.law.ac_hilbert(x)
+
+    def cont_stieltjes(self, z):
+        z = np.asarray(z, dtype=complex)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.law.stieltjes(z) - self.law.atom_mass / z
+
+
+class _DiscreteZeroEngine:
+    """``v = 0`` for a discrete law: atoms only."""
+
+    def __init__(self, law: DiscreteLaw) -> None:
+        self.v = 0.0
+        self.bulks: list[_Bulk] = []
+        self.atom_pos, self.atom_mass = law.atoms()
+
+    def eval_t(self, k, t):  # pragma: no cover - no bulks
+        raise IndexError("no continuous part")
+
+    def t_of_x(self, k, x):  # pragma: no cover
+        raise IndexError("no continuous part")
+
+    def cont_density(self, x):
+        return np.zeros_like(np.asarray(x, dtype=float))
+
+    def cont_hilbert(self, x):
+        return np.zeros_like(np.asarray(x, dtype=float))
+
+    def cont_stieltjes(self, z):
+        return np.zeros_like(np.asarray(z, dtype=complex))
