@@ -1,0 +1,467 @@
+"""Fit of the theory's learned-spectrum law to measured eigenvalues.
+
+Law (arXiv 2509.24914 §5; ``shared/THEORY.md`` §5): the eigenvalues of a trained tied map
+``S = W W^T/sqrt(p d)`` follow
+
+    eta * ReLU(mu0 ⊞ SC(delta^2) - eps)        (top ``kappa = p/d`` fraction kept),
+
+an atom at zero (low-rank collapse), a bulk, and outliers (learned features) created by
+isolated target eigenvalues ``s > delta`` at ``eta (s + delta^2 g_bulk(s) - eps)``.
+
+Parameters fitted
+-----------------
+``eta`` (scale), ``delta`` (effective noise), ``eps`` (soft threshold, >= 0) and the shape of
+the target law ``mu0`` (documented choice, ``prior``):
+
+* ``"mp"``: ``mu0 = sqrt(kappa0) MP(1/kappa0)`` (THEORY §1 normalisation: mean
+  ``sqrt(kappa0)``, ``Q0 = 1 + kappa0``), shape ``kappa0`` in ``(0, 1]``;
+* ``"power_law"``: the ``d`` eigenvalues ``s_i = sqrt(d) i^{-gamma}`` (the ``"sqrt_d"``
+  normalisation of arXiv 2509.24914), shape ``gamma > 1/2``; the top ``k`` of them, one per
+  measured outlier and matrix, are spikes, the rest the bulk.
+
+The overall scale of ``mu0`` is a convention (only ``eta A``, ``delta/A`` and ``eps/A`` are
+identifiable for a target of amplitude ``A``); the fitted numbers are in the above
+normalisation. The rank cap ``kappa`` is architecture and is given, not fitted.
+
+Estimator
+---------
+The bulk (eigenvalues below the fitted edge plus a resolution margin; the rest are outliers)
+is fitted by matching quantiles (the squared Wasserstein-2 distance between the empirical
+law and the model law, relative to ``sum x^2``): with ``Q`` the quantile function of
+``mu0 ⊞ SC(delta^2)`` and levels ``u_i = (i + 1/2)/n``, the model quantile of the ``i``-th
+smallest eigenvalue is ``eta (Q(u_i) - eps)`` when ``Q(u_i)`` exceeds the cut-off
+``c = max(eps, Q(1 - kappa))`` and 0 otherwise. For fixed ``(delta, shape)`` the best ``eta``
+is a closed-form least-squares coefficient and ``eps`` a 1-d minimisation; ``delta`` and the
+shape are found by a grid search refined with Nelder–Mead. Outliers and the bulk are
+iterated until the outlier count is stable. Goodness of fit: the Kolmogorov–Smirnov distance
+between the non-zero bulk eigenvalues and the law of ``eta (Y - eps)`` conditioned on
+``Y > c`` (``Y ~ mu_delta``'s continuous part); the law is said to fit when it is below
+``1.36/sqrt(n)`` (5% level for iid samples; eigenvalues are more rigid than iid samples,
+so this is lenient, and parameters are fitted, so it is more so).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize, minimize_scalar
+
+from ..spectra import DiscreteLaw, MarchenkoPastur, free_convolve_semicircle
+
+__all__ = ["PRIORS", "SpectralFit", "LawCache", "prior_law", "fit_spectrum", "bbp_position", "bbp_inverse",
+           "outlier_margin"]
+
+PRIORS = ("mp", "power_law")
+_DELTA_RANGE = (0.01, 4.0)
+_SHAPE_RANGE = {"mp": (0.02, 1.0), "power_law": (0.55, 3.0)}
+_SHAPE_GRID = {"mp": (0.05, 0.15, 0.3, 0.5, 0.75, 1.0), "power_law": (0.6, 0.8, 1.0, 1.3, 1.7, 2.2)}
+_LEVELS = 1024  # quantile table resolution
+
+
+def power_law_values(gamma: float, d: int) -> np.ndarray:
+    """``s_i = sqrt(d) i^{-gamma}``, ``i = 1..d`` (descending; THEORY §1 ``"sqrt_d"``)."""
+    return math.sqrt(d) * np.arange(1, d + 1, dtype=float) ** (-float(gamma))
+
+
+def prior_law(prior: str, shape: float, d: int | None = None, n_spikes: int = 0):
+    """Bulk law of ``mu0`` (spikes removed): MP(``kappa0 = shape``) or the power law's ``s_{k+1..d}``."""
+    if prior == "mp":
+        return MarchenkoPastur(float(shape))
+    if prior == "power_law":
+        if d is None:
+            raise ValueError("the power-law prior needs the matrix dimension d")
+        s = power_law_values(shape, d)[int(n_spikes):]
+        return DiscreteLaw(_compress(s))
+    raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
+
+
+def _compress(s: np.ndarray, keep: int = 40, groups: int = 40) -> np.ndarray:
+    """Merge the small atoms of a long descending spectrum into ``groups`` equal-count groups.
+
+    The top ``keep`` values stay as they are; below, each group of consecutive values is
+    replaced by copies of its mean (first moment kept), so the free convolution (cost ~ number of
+    distinct atoms) stays cheap. Used only for the power-law prior with ``d > keep + groups``.
+    """
+    if s.size <= keep + groups:
+        return s
+    head, tail = s[:keep], s[keep:]
+    parts = np.array_split(tail, groups)
+    return np.concatenate([head] + [np.full(p.size, p.mean()) for p in parts])
+
+
+def outlier_margin(eta: float, delta: float, d: int) -> float:
+    """Resolution margin above the bulk edge: ``4 eta delta d^{-2/3}`` (Tracy–Widom edge scale)."""
+    return 4.0 * eta * delta * float(d) ** (-2.0 / 3.0)
+
+
+@dataclass(frozen=True)
+class _Table:
+    """Quantile table of ``mu0 ⊞ SC(delta^2)``: CDF ``cum`` at increasing points ``x``."""
+
+    cum: np.ndarray
+    x: np.ndarray
+    law: Any
+    edge: float  # top of the highest component of mass >= 2/d (the bulk edge)
+    bulk_mass: float  # mass of the law up to the bulk edge (1 - the isolated components)
+    isolated: tuple[float, ...]  # positions of the lighter components above it (model outliers)
+
+
+class LawCache:
+    """Quantile tables of ``mu0 ⊞ SC(delta^2)``, cached by ``(prior, shape, d, delta)``."""
+
+    def __init__(self) -> None:
+        self._tab: dict[tuple, _Table] = {}
+        self.evaluations = 0
+
+    def table(self, prior: str, shape: float, delta: float, d: int | None) -> _Table:
+        """The :class:`_Table` of the full law (spikes included) at these parameters."""
+        key = (prior, round(float(shape), 12), d if prior == "power_law" else None, round(float(delta), 12))
+        if key not in self._tab:
+            law = prior_law(prior, shape, d)
+            cl = free_convolve_semicircle(law, float(delta) ** 2)
+            r = cl.rule()
+            pos, mass = cl.atoms()
+            x = np.concatenate([r.x, pos])
+            w = np.concatenate([r.w, mass])
+            o = np.argsort(x, kind="stable")
+            x, w = x[o], w[o]
+            total = float(np.sum(w))
+            cum = (np.cumsum(w) - 0.5 * w) / total
+            comps = [(a, b) for a, b in cl.edges()] + [(p, p) for p in pos]
+            comps.sort()
+            lo, hi = comps[0][0], comps[-1][1]
+            edge, isolated = hi, []
+            if d is not None:
+                for a, b in comps[::-1]:
+                    m = float(np.sum(w[(x >= a) & (x <= b)])) / total
+                    if m >= 2.0 / d:
+                        edge = b
+                        break
+                    isolated.append(0.5 * (a + b))
+            below = x < edge
+            bulk_mass = float(np.sum(w[x <= edge])) / total if edge < hi else 1.0
+            xx = np.concatenate([[lo], x[below], [edge], x[~below], [hi]])
+            cc = np.concatenate([[0.0], cum[below], [bulk_mass], cum[~below], [1.0]])
+            xx, idx = np.unique(xx, return_index=True)
+            cc = np.maximum.accumulate(cc[idx])
+            self._tab[key] = _Table(cc, xx, law, float(edge), bulk_mass, tuple(isolated[::-1]))
+            self.evaluations += 1
+        return self._tab[key]
+
+
+def _quantile(tab: _Table, u: np.ndarray) -> np.ndarray:
+    return np.interp(u, tab.cum, tab.x)
+
+
+def _cdf(tab: _Table, y: np.ndarray) -> np.ndarray:
+    return np.interp(y, tab.x, tab.cum, left=0.0, right=1.0)
+
+
+def _inner(x: np.ndarray, q: np.ndarray, qcap: float, sx2: float) -> tuple[float, float, float]:
+    """Best ``(loss, eta, eps)`` for sorted data ``x`` against ``Y``-quantiles ``q`` (cap cut ``qcap``)."""
+    def loss_at(eps):
+        c = max(eps, qcap)
+        a = np.where(q > c, q - eps, 0.0)
+        aa = float(a @ a)
+        if aa <= 0:
+            return sx2, 0.0
+        ax = float(a @ x)
+        if ax <= 0:
+            return sx2, 0.0
+        return sx2 - ax * ax / aa, ax / aa
+
+    hi = float(q[-1])
+    if hi <= 0:
+        return 1.0, math.nan, math.nan
+    grid = np.linspace(0.0, hi, 64)
+    losses = [loss_at(e)[0] for e in grid]
+    j = int(np.argmin(losses))
+    a, b = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+    if b > a:
+        r = minimize_scalar(lambda e: loss_at(e)[0], bounds=(a, b), method="bounded", options={"xatol": 1e-7 * hi})
+        eps = float(r.x) if r.fun <= losses[j] else float(grid[j])
+    else:
+        eps = float(grid[j])
+    L, eta = loss_at(eps)
+    return L / sx2, eta, eps
+
+
+@dataclass
+class SpectralFit:
+    """Fitted law and its diagnostics (see the module docstring for the conventions).
+
+    Attributes
+    ----------
+    prior, shape : str, float
+        ``mu0`` family and its fitted (or given) shape, ``kappa0`` or ``gamma``.
+    eta, delta, eps : float
+        Fitted scale, effective noise and threshold.
+    rank_cap : float or None
+        ``kappa`` (architecture).
+    cutoff : float
+        ``c = max(eps, Q(1 - kappa))`` on the ``Y`` scale.
+    zero_atom : float
+        Fitted mass at zero ``F(c)``; ``collapse_beyond_cap`` = ``max(0, F(eps) - (1 - kappa))``.
+    zero_fraction : float
+        Measured fraction of (numerically) zero eigenvalues.
+    bulk_edge : float
+        Top of the fitted bulk, ``eta (y_top - eps)``; ``margin`` the resolution added to it.
+    outliers : list of dict
+        Eigenvalues above ``bulk_edge + margin``: ``position``, ``y`` (``x/eta + eps``),
+        ``spike`` (inferred target eigenvalue, BBP inverse) and ``overlap`` (predicted squared
+        overlap with the target direction, ``1 + delta^2 g_bulk'(s)``).
+    ks, ks_critical, fits : float, float, bool
+        KS distance of the non-zero bulk, the ``1.36/sqrt(n)`` line, and ``ks <= ks_critical``.
+    w2 : float
+        Relative squared quantile distance at the optimum.
+    """
+
+    prior: str
+    shape: float
+    eta: float
+    delta: float
+    eps: float
+    rank_cap: float | None
+    cutoff: float
+    zero_atom: float
+    collapse_beyond_cap: float
+    zero_fraction: float
+    bulk_edge: float
+    margin: float
+    outliers: list[dict[str, float]]
+    ks: float
+    ks_critical: float
+    fits: bool
+    w2: float
+    n: int
+    n_nonzero: int
+    d: int
+    n_spikes: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_outliers(self) -> int:
+        return len(self.outliers)
+
+    def params(self) -> dict[str, float]:
+        return {"eta": self.eta, "delta": self.delta, "eps": self.eps, "shape": self.shape}
+
+    def bulk_law(self):
+        return prior_law(self.prior, self.shape, self.d, self.n_spikes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in ("prior", "shape", "eta", "delta", "eps", "rank_cap", "cutoff",
+                                            "zero_atom", "collapse_beyond_cap", "zero_fraction", "bulk_edge",
+                                            "margin", "ks", "ks_critical", "fits", "w2", "n", "n_nonzero", "d")}
+        out["n_outliers"] = self.n_outliers
+        out["outliers"] = [dict(o) for o in self.outliers]
+        return out
+
+
+def _stieltjes(law, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(s, dtype=float)
+    g = np.real(law.stieltjes(s + 0j))
+    dg = np.real(law.stieltjes_derivative(s + 0j))
+    return g, dg
+
+
+def _law_top(law) -> float:
+    if isinstance(law, MarchenkoPastur):
+        return law.ac_edges()[1]
+    return float(np.max(law.eigenvalues))
+
+
+def _critical_spike(law, v: float) -> float:
+    """Smallest ``s`` above the support with ``1 + v g'(s) >= 0`` (BBP transition point)."""
+    top = _law_top(law)
+    lo, hi = top * (1 + 1e-12) + 1e-12, top + 10.0 * math.sqrt(v) + 1.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if 1.0 + v * _stieltjes(law, mid)[1] >= 0:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def bbp_position(law, spikes: np.ndarray, v: float) -> tuple[np.ndarray, np.ndarray]:
+    """Outlier positions ``s + v g_bulk(s)`` of ``Y`` and squared overlaps ``1 + v g_bulk'(s)``.
+
+    ``nan`` for spikes below the BBP transition (no outlier). THEORY §5 (null bulk:
+    ``s + v/s``, ``1 - v/s^2``).
+    """
+    s = np.atleast_1d(np.asarray(spikes, dtype=float))
+    sc = _critical_spike(law, v)
+    g, dg = _stieltjes(law, np.maximum(s, sc))
+    ok = s > sc
+    return np.where(ok, s + v * g, np.nan), np.where(ok, 1.0 + v * dg, np.nan)
+
+
+def bbp_inverse(law, y: float, v: float) -> tuple[float, float]:
+    """Target spike ``s`` whose outlier sits at ``y`` (``s + v g_bulk(s) = y``) and its overlap."""
+    sc = _critical_spike(law, v)
+    ymin = sc + v * _stieltjes(law, sc)[0]
+    if not y > ymin:
+        return math.nan, math.nan
+    lo, hi = sc, float(y)
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if mid + v * _stieltjes(law, mid)[0] < y:
+            lo = mid
+        else:
+            hi = mid
+    s = 0.5 * (lo + hi)
+    return float(s), float(1.0 + v * _stieltjes(law, s)[1])
+
+
+def _objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only=True):
+    """Relative W2 loss, ``eta``, ``eps``: data ``x`` against the bulk (or the whole law)."""
+    tab = cache.table(prior, shape, delta, d)
+    q = _quantile(tab, u * tab.bulk_mass if bulk_only else u)
+    qcap = float(_quantile(tab, np.array([1.0 - cap]))[0]) if cap is not None and cap < 1 else -math.inf
+    return _inner(x, q, qcap, sx2)
+
+
+def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk_only=True):
+    """Minimise the relative W2 loss over ``delta`` (and the shape when ``fit_shape``)."""
+    lo_d, hi_d = _DELTA_RANGE
+    lo_s, hi_s = _SHAPE_RANGE[prior]
+
+    def f(z):
+        delta = float(np.exp(np.clip(z[0], math.log(lo_d), math.log(hi_d))))
+        shape = float(np.clip(z[1], lo_s, hi_s)) if fit_shape else shape0
+        return _objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only)[0]
+
+    if start is None:
+        shapes = _SHAPE_GRID[prior] if fit_shape else (shape0,)
+        best = (math.inf, None)
+        for sh in shapes:
+            for dl in np.geomspace(0.03, 2.0, 10):
+                val = f(np.array([math.log(dl), sh]))
+                if val < best[0]:
+                    best = (val, np.array([math.log(dl), sh]))
+        start = best[1]
+    if fit_shape:
+        simplex = np.array([start, start + [0.15, 0.0], start + [0.0, 0.08 * (hi_s - lo_s)]])
+        r = minimize(f, start, method="Nelder-Mead",
+                     options={"initial_simplex": simplex, "xatol": 2e-3, "fatol": 1e-9, "maxfev": 120})
+        z = r.x
+    else:
+        r = minimize_scalar(lambda t: f(np.array([t, shape0])), bounds=(start[0] - 0.5, start[0] + 0.5),
+                            method="bounded", options={"xatol": 2e-3})
+        z = np.array([r.x, shape0])
+    delta = float(np.exp(np.clip(z[0], math.log(lo_d), math.log(hi_d))))
+    shape = float(np.clip(z[1], lo_s, hi_s)) if fit_shape else shape0
+    return delta, shape
+
+
+def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = None, prior: str = "mp",
+                 shape: float | None = None, zero_tol: float = 1e-3, cache: LawCache | None = None,
+                 start: dict[str, float] | None = None, max_rounds: int = 3) -> SpectralFit:
+    """Fit ``eta ReLU(mu0 ⊞ SC(delta^2) - eps)`` (rank cap ``kappa``) to eigenvalues of tied maps.
+
+    Parameters
+    ----------
+    eigenvalues : array
+        Eigenvalues of one or several ``d x d`` PSD maps in the theory's normalisation
+        ``S = W W^T/sqrt(p d)`` (pooled; zeros included: ``len`` is a multiple of ``d``).
+    d : int
+        Matrix dimension (outlier resolution margin; atoms of the power-law prior; components
+        of the fitted law lighter than ``2/d`` above the bulk are its outliers).
+    rank_cap : float, optional
+        ``kappa = p/d`` when ``p < d`` (architecture: the zero atom up to ``1 - kappa``).
+    prior : {"mp", "power_law"}
+        Family of ``mu0`` (module docstring).
+    shape : float, optional
+        Fix ``kappa0`` / ``gamma`` instead of fitting it.
+    zero_tol : float
+        Eigenvalues ``<= zero_tol * mean(|eigenvalues|)`` count as zero (the trace per
+        dimension sets the scale: ``1e-3`` is the simulation's rank tolerance for O(1) spectra).
+    cache : LawCache, optional
+        Share convolved laws between fits (heads of one layer).
+    start : dict, optional
+        ``{"delta": .., "shape": ..}`` warm start (skips the grid search).
+    max_rounds : int
+        Outlier/bulk alternations (stops when the outlier count is stable).
+
+    Returns
+    -------
+    SpectralFit
+        ``extras["predicted_outliers"]``: positions ``eta (y - eps)`` of the fitted law's own
+        isolated components (power-law prior: the target spikes that the law says separate).
+    """
+    if prior not in PRIORS:
+        raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
+    x_all = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
+    if x_all.size < 4 or not np.all(np.isfinite(x_all)):
+        raise ValueError("eigenvalues must be at least 4 finite numbers")
+    if rank_cap is not None and not (0 < rank_cap <= 1):
+        raise ValueError(f"rank_cap must be in (0, 1] (got {rank_cap!r})")
+    cap = None if rank_cap is None or rank_cap >= 1 else float(rank_cap)
+    mean = float(np.mean(np.abs(x_all)))
+    x_all = np.where(x_all <= zero_tol * max(mean, 1e-300), 0.0, x_all)
+    n = x_all.size
+    n_mat = max(1, int(round(n / d)))
+    cache = cache or LawCache()
+    fit_shape = shape is None
+    shape0 = float(shape) if shape is not None else (0.5 if prior == "mp" else 1.0)
+    k, st = 0, None
+    if start is not None:
+        st = np.array([math.log(start["delta"]), start.get("shape", shape0) if fit_shape else shape0])
+    for _ in range(max_rounds):
+        x = x_all[: n - k]
+        u = (np.arange(n - k) + 0.5) / (n - k)  # levels within the bulk (scaled by its mass)
+        sx2 = float(x @ x)
+        # MP prior: first round the whole law against all eigenvalues, then the bulk without the
+        # outliers (the prior has no spikes). Power-law prior: always the whole law, its own
+        # isolated components matched to the top eigenvalues (they pin gamma; the bulk alone
+        # hardly depends on it).
+        whole = prior == "power_law"
+        if whole:
+            x, u = x_all, (np.arange(n) + 0.5) / n
+            sx2 = float(x @ x)
+        delta, shp = _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=k > 0 and not whole)
+        w2, eta, eps = _objective(x, u, prior, shp, delta, d, cap, cache, sx2, bulk_only=k > 0 and not whole)
+        tab = cache.table(prior, shp, delta, d)
+        edge = eta * (tab.edge - eps)
+        margin = outlier_margin(eta, delta, d)
+        k_new = int(np.sum(x_all > edge + margin))
+        st = np.array([math.log(delta), shp])
+        if k_new == k:
+            break
+        k = k_new
+        if k == 0 or whole:
+            break
+    # --- diagnostics
+    qcap = float(_quantile(tab, np.array([1.0 - cap]))[0]) if cap is not None else -math.inf
+    c = max(eps, qcap)
+    Fc = float(_cdf(tab, np.array([c]))[0])
+    Feps = float(_cdf(tab, np.array([eps]))[0])
+    collapse = max(0.0, Feps - (1.0 - cap)) if cap is not None else Feps
+    xb = x_all[: n - k]
+    nz = xb[xb > 0]
+    ks = math.nan
+    if nz.size:
+        Fe = tab.bulk_mass
+        Fm = np.clip((_cdf(tab, nz / eta + eps) - Fc) / max(Fe - Fc, 1e-300), 0.0, 1.0)
+        m = nz.size
+        ks = float(max(np.max(np.abs(np.arange(1, m + 1) / m - Fm)), np.max(np.abs(np.arange(m) / m - Fm))))
+    crit = 1.36 / math.sqrt(max(nz.size, 1))
+    v = delta * delta
+    n_spk = len(tab.isolated) if prior == "power_law" else 0
+    bulk = prior_law(prior, shp, d, n_spk)
+    outs = []
+    for xo in x_all[n - k:][::-1]:
+        y = float(xo) / eta + eps
+        s_hat, ov = bbp_inverse(bulk, y, v)
+        outs.append({"position": float(xo), "y": y, "spike": s_hat, "overlap": ov})
+    pred = [eta * (p - eps) for p in tab.isolated if p > c]
+    return SpectralFit(prior=prior, shape=shp, eta=float(eta), delta=delta, eps=float(eps), rank_cap=cap,
+                       cutoff=float(c), zero_atom=Fc, collapse_beyond_cap=float(collapse),
+                       zero_fraction=float(np.mean(x_all == 0)), bulk_edge=float(edge), margin=float(margin),
+                       outliers=outs, ks=ks, ks_critical=crit, fits=bool(ks <= crit), w2=float(w2), n=n,
+                       n_nonzero=int(np.sum(x_all > 0)), d=int(d), n_spikes=n_spk,
+                       extras={"predicted_outliers": sorted(pred, reverse=True), "matrices": n_mat})
