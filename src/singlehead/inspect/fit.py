@@ -246,6 +246,19 @@ class SpectralFit:
     def n_outliers(self) -> int:
         return len(self.outliers)
 
+    @property
+    def delta_at_bound(self) -> bool:
+        """``delta`` at the top of its search range: a noise-dominated bulk (semicircle edge), where
+        only ``eta delta`` and ``eps/delta`` are identified, not ``mu0``."""
+        return self.delta >= 0.999 * _DELTA_RANGE[1]
+
+    def law(self, grid_size: int = 400):
+        """The fitted law as a :class:`singlehead.spectra.LearnedSpectrum` (density, atoms, edges)."""
+        from ..spectra import learned_spectrum_law
+
+        return learned_spectrum_law(prior_law(self.prior, self.shape, self.d), self.delta ** 2, threshold=self.eps,
+                                    scale=self.eta, rank_cap=self.rank_cap, grid_size=grid_size)
+
     def params(self) -> dict[str, float]:
         return {"eta": self.eta, "delta": self.delta, "eps": self.eps, "shape": self.shape}
 
@@ -257,6 +270,7 @@ class SpectralFit:
                                             "zero_atom", "collapse_beyond_cap", "zero_fraction", "bulk_edge",
                                             "margin", "ks", "ks_critical", "fits", "w2", "n", "n_nonzero", "d")}
         out["n_outliers"] = self.n_outliers
+        out["delta_at_bound"] = self.delta_at_bound
         out["outliers"] = [dict(o) for o in self.outliers]
         return out
 
@@ -325,8 +339,12 @@ def _objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only=True):
     return _inner(x, q, qcap, sx2)
 
 
-def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk_only=True):
-    """Minimise the relative W2 loss over ``delta`` (and the shape when ``fit_shape``)."""
+def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk_only=True, delta_grid=None):
+    """Minimise the relative W2 loss over ``delta`` (and the shape when ``fit_shape``).
+
+    With ``delta_grid`` (shape fixed) the loss is evaluated on the grid (cached laws, shared
+    between fits) and refined by one parabolic step in ``log delta``.
+    """
     lo_d, hi_d = _DELTA_RANGE
     lo_s, hi_s = _SHAPE_RANGE[prior]
 
@@ -334,6 +352,24 @@ def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk
         delta = float(np.exp(np.clip(z[0], math.log(lo_d), math.log(hi_d))))
         shape = float(np.clip(z[1], lo_s, hi_s)) if fit_shape else shape0
         return _objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only)[0]
+
+    if delta_grid is not None and not fit_shape:
+        t = np.log(np.asarray(delta_grid, dtype=float))
+        vals = np.array([f(np.array([ti, shape0])) for ti in t])
+        j = int(np.argmin(vals))
+        best_t, best_v = t[j], vals[j]
+        if 0 < j < t.size - 1:
+            x0, x1, x2 = t[j - 1:j + 2]
+            y0, y1, y2 = vals[j - 1:j + 2]
+            den = (x0 - x1) * (x0 - x2) * (x1 - x2)
+            a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / den
+            b = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / den
+            if a > 0:
+                tv = float(np.clip(-b / (2 * a), x0, x2))
+                fv = f(np.array([tv, shape0]))
+                if fv < best_v:
+                    best_t = tv
+        return float(np.exp(best_t)), shape0
 
     if start is None:
         shapes = _SHAPE_GRID[prior] if fit_shape else (shape0,)
@@ -360,7 +396,8 @@ def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk
 
 def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = None, prior: str = "mp",
                  shape: float | None = None, zero_tol: float = 1e-3, cache: LawCache | None = None,
-                 start: dict[str, float] | None = None, max_rounds: int = 3) -> SpectralFit:
+                 start: dict[str, float] | None = None, max_rounds: int = 3,
+                 delta_grid: np.ndarray | None = None) -> SpectralFit:
     """Fit ``eta ReLU(mu0 ⊞ SC(delta^2) - eps)`` (rank cap ``kappa``) to eigenvalues of tied maps.
 
     Parameters
@@ -386,6 +423,9 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
         ``{"delta": .., "shape": ..}`` warm start (skips the grid search).
     max_rounds : int
         Outlier/bulk alternations (stops when the outlier count is stable).
+    delta_grid : array, optional
+        With a fixed ``shape``: search ``delta`` on this grid (laws shared through ``cache``)
+        plus one parabolic refinement, instead of a continuous 1-d search.
 
     Returns
     -------
@@ -423,7 +463,8 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
         if whole:
             x, u = x_all, (np.arange(n) + 0.5) / n
             sx2 = float(x @ x)
-        delta, shp = _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=k > 0 and not whole)
+        delta, shp = _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=k > 0 and not whole,
+                             delta_grid=delta_grid)
         w2, eta, eps = _objective(x, u, prior, shp, delta, d, cap, cache, sx2, bulk_only=k > 0 and not whole)
         tab = cache.table(prior, shp, delta, d)
         edge = eta * (tab.edge - eps)
