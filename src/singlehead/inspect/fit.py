@@ -25,7 +25,8 @@ normalisation. The rank cap ``kappa`` is architecture and is given, not fitted.
 
 Estimator
 ---------
-The bulk (eigenvalues below the fitted edge plus a resolution margin; the rest are outliers)
+The bulk (eigenvalues below the fitted edge plus the resolution margin of
+:func:`outlier_margin`; the rest are outliers)
 is fitted by matching quantiles (the squared Wasserstein-2 distance between the empirical
 law and the model law, relative to ``sum x^2``): with ``Q`` the quantile function of
 ``mu0 ⊞ SC(delta^2)`` and levels ``u_i = (i + 1/2)/n``, the model quantile of the ``i``-th
@@ -92,9 +93,15 @@ def _compress(s: np.ndarray, keep: int = 40, groups: int = 40) -> np.ndarray:
     return np.concatenate([head] + [np.full(p.size, p.mean()) for p in parts])
 
 
-def outlier_margin(eta: float, delta: float, d: int) -> float:
-    """Resolution margin above the bulk edge: ``4 eta delta d^{-2/3}`` (Tracy–Widom edge scale)."""
-    return 4.0 * eta * delta * float(d) ** (-2.0 / 3.0)
+def outlier_margin(eta: float, sigma: float, d: int) -> float:
+    """Resolution margin above the bulk edge: ``4 eta sigma d^{-2/3}``.
+
+    ``sigma`` is the standard deviation of the bulk of ``mu0 ⊞ SC(delta^2)``: the largest
+    eigenvalue of a ``d x d`` matrix fluctuates around the edge on the Tracy–Widom scale
+    ``~ sigma d^{-2/3}`` (``sigma = delta`` for a pure semicircle); four of those separate
+    outliers from edge fluctuations.
+    """
+    return 4.0 * eta * sigma * float(d) ** (-2.0 / 3.0)
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,7 @@ class _Table:
     law: Any
     edge: float  # top of the highest component of mass >= 2/d (the bulk edge)
     bulk_mass: float  # mass of the law up to the bulk edge (1 - the isolated components)
+    sigma: float  # standard deviation of the law below the bulk edge (sets the edge resolution)
     isolated: tuple[float, ...]  # positions of the lighter components above it (model outliers)
 
 
@@ -143,11 +151,14 @@ class LawCache:
                     isolated.append(0.5 * (a + b))
             below = x < edge
             bulk_mass = float(np.sum(w[x <= edge])) / total if edge < hi else 1.0
+            wb, xb = w[x <= edge], x[x <= edge]
+            mb = float(np.sum(wb * xb) / np.sum(wb))
+            sigma = math.sqrt(max(float(np.sum(wb * (xb - mb) ** 2) / np.sum(wb)), 0.0))
             xx = np.concatenate([[lo], x[below], [edge], x[~below], [hi]])
             cc = np.concatenate([[0.0], cum[below], [bulk_mass], cum[~below], [1.0]])
             xx, idx = np.unique(xx, return_index=True)
             cc = np.maximum.accumulate(cc[idx])
-            self._tab[key] = _Table(cc, xx, law, float(edge), bulk_mass, tuple(isolated[::-1]))
+            self._tab[key] = _Table(cc, xx, law, float(edge), bulk_mass, sigma, tuple(isolated[::-1]))
             self.evaluations += 1
         return self._tab[key]
 
@@ -397,7 +408,7 @@ def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk
 def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = None, prior: str = "mp",
                  shape: float | None = None, zero_tol: float = 1e-3, cache: LawCache | None = None,
                  start: dict[str, float] | None = None, max_rounds: int = 3,
-                 delta_grid: np.ndarray | None = None) -> SpectralFit:
+                 delta_grid: np.ndarray | None = None, trim: float = 0.1) -> SpectralFit:
     """Fit ``eta ReLU(mu0 ⊞ SC(delta^2) - eps)`` (rank cap ``kappa``) to eigenvalues of tied maps.
 
     Parameters
@@ -423,6 +434,9 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
         ``{"delta": .., "shape": ..}`` warm start (skips the grid search).
     max_rounds : int
         Outlier/bulk alternations (stops when the outlier count is stable).
+    trim : float
+        Fraction of the non-zero eigenvalues left out (from the top) in the first, robust round
+        (MP prior).
     delta_grid : array, optional
         With a fixed ``shape``: search ``delta`` on this grid (laws shared through ``cache``)
         plus one parabolic refinement, instead of a continuous 1-d search.
@@ -451,31 +465,35 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
     k, st = 0, None
     if start is not None:
         st = np.array([math.log(start["delta"]), start.get("shape", shape0) if fit_shape else shape0])
-    for _ in range(max_rounds):
-        x = x_all[: n - k]
-        u = (np.arange(n - k) + 0.5) / (n - k)  # levels within the bulk (scaled by its mass)
-        sx2 = float(x @ x)
-        # MP prior: first round the whole law against all eigenvalues, then the bulk without the
-        # outliers (the prior has no spikes). Power-law prior: always the whole law, its own
-        # isolated components matched to the top eigenvalues (they pin gamma; the bulk alone
-        # hardly depends on it).
-        whole = prior == "power_law"
+    whole = prior == "power_law"
+    # Round 0 (MP prior): a trimmed quantile fit of the whole law, the top ``trim`` fraction of
+    # the non-zero eigenvalues left out, so that a few large eigenvalues (outliers, or one head
+    # much larger than the others) cannot drag the bulk. Later rounds: the bulk without the
+    # outliers found (the MP prior has no spikes). Power-law prior: always the whole law, its
+    # own isolated components matched to the top eigenvalues (they pin gamma; the bulk alone
+    # hardly depends on it).
+    n_nz = int(np.sum(x_all > 0))
+    t0 = 0 if whole else int(math.ceil(trim * n_nz))
+    for rnd in range(max_rounds + 1):
         if whole:
-            x, u = x_all, (np.arange(n) + 0.5) / n
-            sx2 = float(x @ x)
-        delta, shp = _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=k > 0 and not whole,
+            x, u, bulk_only = x_all, (np.arange(n) + 0.5) / n, False
+        elif rnd == 0:
+            x, u, bulk_only = x_all[: n - t0], (np.arange(n - t0) + 0.5) / n, False
+        else:
+            x, u, bulk_only = x_all[: n - k], (np.arange(n - k) + 0.5) / (n - k), True
+        sx2 = float(x @ x)
+        delta, shp = _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=bulk_only,
                              delta_grid=delta_grid)
-        w2, eta, eps = _objective(x, u, prior, shp, delta, d, cap, cache, sx2, bulk_only=k > 0 and not whole)
+        w2, eta, eps = _objective(x, u, prior, shp, delta, d, cap, cache, sx2, bulk_only=bulk_only)
         tab = cache.table(prior, shp, delta, d)
         edge = eta * (tab.edge - eps)
-        margin = outlier_margin(eta, delta, d)
+        margin = outlier_margin(eta, tab.sigma, d)
         k_new = int(np.sum(x_all > edge + margin))
         st = np.array([math.log(delta), shp])
-        if k_new == k:
+        if whole or (rnd > 0 and k_new == k):
+            k = k_new
             break
         k = k_new
-        if k == 0 or whole:
-            break
     # --- diagnostics
     qcap = float(_quantile(tab, np.array([1.0 - cap]))[0]) if cap is not None else -math.inf
     c = max(eps, qcap)

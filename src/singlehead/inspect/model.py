@@ -137,7 +137,7 @@ def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = 
         cache = LawCache()
         lf = fit_spectrum(pooled, w.d_model, rank_cap=cap if cap < 1 else None, prior=prior, cache=cache)
         layer_fits[l] = lf
-        grid = lf.delta * np.geomspace(1 / 3, 3, 21)
+        grid = lf.delta * np.geomspace(1 / 6, 3, 25)
         head_rows = []
         for h, hs in enumerate(spectra):
             hf = None
