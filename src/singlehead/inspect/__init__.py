@@ -16,7 +16,7 @@ from .heads import head_spectrum
 from .model import Inspection, inspect_model, inspect_weights
 
 __all__ = ["CheckpointError", "load_attention_weights", "esd_power_law", "SpectralFit", "fit_spectrum",
-           "head_spectrum", "Inspection", "inspect_model", "inspect_weights", "plot_inspection", "inspect_figure"]
+           "head_spectrum", "Inspection", "inspect_model", "inspect_weights", "plot_inspection"]
 
 
 def plot_inspection(insp, path: str, **kw) -> None:
@@ -25,23 +25,3 @@ def plot_inspection(insp, path: str, **kw) -> None:
 
     _plot(insp, path, **kw)
 
-
-def inspect_figure(out_dir: str, model: str | None = None) -> dict | None:
-    """Run ``inspect`` on ``model`` (default: built-in MiniLM) for a report; ``None`` if it is not installed.
-
-    Writes ``inspect_<name>.png`` and ``inspect_<name>.csv`` to ``out_dir`` and returns
-    ``{"figure", "csv", "summary", "runtime_s"}`` (``summary``: one line per layer).
-    """
-    import os
-
-    try:
-        insp = inspect_model(model)
-    except CheckpointError:
-        return None
-    name = "minilm" if model is None else os.path.splitext(os.path.basename(str(model)))[0]
-    os.makedirs(out_dir, exist_ok=True)
-    png = os.path.join(out_dir, f"inspect_{name}.png")
-    csv = os.path.join(out_dir, f"inspect_{name}.csv")
-    plot_inspection(insp, png)
-    insp.table().to_csv(csv, index=False)
-    return {"figure": png, "csv": csv, "summary": insp.summary_lines(), "runtime_s": insp.runtime_s}

@@ -13,11 +13,16 @@ import math
 
 import numpy as np
 
-__all__ = ["plot_inspection"]
+__all__ = ["inspection_figure", "plot_inspection"]
 
 
 def plot_inspection(insp, path: str, *, bins: int = 60) -> None:
     """Write the per-layer figure grid of an :class:`~singlehead.inspect.model.Inspection` to ``path``."""
+    inspection_figure(insp, bins=bins).savefig(path, dpi=110)
+
+
+def inspection_figure(insp, *, bins: int = 60):
+    """The per-layer figure grid as a matplotlib ``Figure`` (explicit Agg canvas)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -59,4 +64,4 @@ def plot_inspection(insp, path: str, *, bins: int = 60) -> None:
     fig.suptitle(f"{insp.source}: tied query-key spectra vs eta ReLU(mu0 ⊞ SC(delta^2) - eps), "
                  f"rank cap {insp.d_head}/{insp.d_model}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    return fig
