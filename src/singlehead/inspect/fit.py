@@ -365,7 +365,7 @@ def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk
         return _objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only)[0]
 
     if delta_grid is not None and not fit_shape:
-        t = np.log(np.asarray(delta_grid, dtype=float))
+        t = np.unique(np.log(np.clip(np.asarray(delta_grid, dtype=float), lo_d, hi_d)))
         vals = np.array([f(np.array([ti, shape0])) for ti in t])
         j = int(np.argmin(vals))
         best_t, best_v = t[j], vals[j]
