@@ -29,7 +29,8 @@ Measured (4 seeds pooled, mu0 shape fixed at the truth; fit vs SE):
 * MP, alpha = 4: eta +0.3%, delta -2.7%, eps 0.000 vs 0.0042 (eps is far below its per-seed
   spread 0.010: not identifiable at d = 100); 0 outliers (theory 0);
 * power law gamma = 2, alpha = 0.5: eta -2.8%, delta -2.7%, eps +18.5%; 3 outliers in every
-  seed (theory 3), measured at 9.24/2.49/1.20 (seed 0) vs SE 9.37/2.40/1.22.
+  seed (theory 3), measured at 8.83-9.24 / 2.31-2.49 / 1.10-1.20 over the seeds vs SE
+  9.37 / 2.40 / 1.22.
 
 On eigenvalues drawn from the theory's own law at d = 100 the fit is within 1.1% (eta, delta)
 and 5% (eps) for MP alpha = 0.5 and power law, so the eps gap on students is the students'
