@@ -199,6 +199,26 @@ def test_load_bert_style_safetensors(tmp_path):
     assert w2.layers == [1] and w2.d_head == 2
 
 
+def test_load_bfloat16_safetensors(tmp_path):
+    """bfloat16 weights (numpy has no such dtype) are decoded from the file's header and bytes."""
+    rng = np.random.default_rng(0)
+    vals = {k: rng.standard_normal((4, 4)).astype(np.float32) for k in ("query", "key")}
+    header, blobs, off = {}, [], 0
+    for k, v in vals.items():
+        b = (v.view(np.uint32) >> 16).astype("<u2").tobytes()  # truncate float32 -> bfloat16
+        header[f"encoder.layer.0.attention.self.{k}.weight"] = {"dtype": "BF16", "shape": [4, 4],
+                                                               "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    path = tmp_path / "bf16.safetensors"
+    path.write_bytes(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+    w = load_attention_weights(str(path), n_heads=2)
+    np.testing.assert_allclose(w.query[0], vals["query"], rtol=1e-2)
+    assert w.query[0].dtype == np.float64
+
+
 def test_load_plain_torch_state_dict(tmp_path):
     torch = pytest.importorskip("torch")
     sd = {f"encoder.layer.0.attention.self.{k}.weight": torch.randn(6, 6) for k in ("query", "key")}

@@ -106,31 +106,69 @@ def builtin_model_path(name: str) -> Path:
     return path
 
 
-def _read_tensors(path: Path) -> dict[str, np.ndarray]:
-    """All tensors of a safetensors file or a plain-tensor PyTorch state dict, as numpy arrays."""
-    if path.suffix == ".safetensors":
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+
+
+class _SafetensorsFile:
+    """Lazy reader of a ``.safetensors`` file: key names, then only the tensors asked for.
+
+    Uses the ``safetensors`` package (numpy back end). bfloat16 tensors, which numpy cannot
+    hold, are decoded from the file's own header and bytes (the upper 16 bits of a float32).
+    """
+
+    def __init__(self, path: Path) -> None:
         try:
             from safetensors import safe_open
         except ModuleNotFoundError:  # pragma: no cover - safetensors is a dependency
             raise CheckpointError("reading .safetensors files needs the 'safetensors' package") from None
+        self.path = path
         try:
-            out = {}
             with safe_open(str(path), framework="np") as f:
-                for k in f.keys():
-                    out[k] = f.get_tensor(k)
-            return out
+                self._keys = list(f.keys())
         except Exception as exc:  # safetensors raises its own error types
-            raise CheckpointError(f"cannot read safetensors file {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    if path.suffix in _TORCH_SUFFIXES:
+            raise CheckpointError(f"cannot read safetensors file {path}: {_first_line(exc)}") from None
+
+    def keys(self) -> list[str]:
+        return self._keys
+
+    def get(self, key: str) -> np.ndarray:
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(self.path), framework="np") as f:
+                return np.asarray(f.get_tensor(key), dtype=np.float64)
+        except Exception as exc:
+            try:
+                return self._raw_bf16(key)
+            except (OSError, ValueError, KeyError):
+                raise CheckpointError(f"cannot read tensor {key!r} of {self.path}: {_first_line(exc)}") from None
+
+    def _raw_bf16(self, key: str) -> np.ndarray:
+        with open(self.path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(n))
+            info = header[key]
+            if info["dtype"] != "BF16":
+                raise ValueError(f"unsupported dtype {info['dtype']}")
+            a, b = info["data_offsets"]
+            fh.seek(8 + n + a)
+            raw = np.frombuffer(fh.read(b - a), dtype="<u2")
+        return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64).reshape(info["shape"])
+
+
+class _TorchFile:
+    """A PyTorch state dict read with ``torch.load(..., weights_only=True)`` only (torch imported lazily)."""
+
+    def __init__(self, path: Path) -> None:
         import torch  # lazy: only PyTorch checkpoints need it
 
         try:
             obj = torch.load(str(path), map_location="cpu", weights_only=True)
         except Exception as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise CheckpointError(
                 f"refusing to load {path}: not a plain-tensor state dict (torch.load with "
-                f"weights_only=True failed; arbitrary pickles are never executed): {first[:160]}") from None
+                f"weights_only=True failed; arbitrary pickles are never executed): {_first_line(exc)}") from None
         if isinstance(obj, dict):
             for wrap in ("state_dict", "model", "module"):
                 if wrap in obj and isinstance(obj[wrap], dict):
@@ -138,11 +176,22 @@ def _read_tensors(path: Path) -> dict[str, np.ndarray]:
                     break
         if not isinstance(obj, dict):
             raise CheckpointError(f"{path} does not hold a state dict (a mapping of names to tensors)")
-        out = {}
-        for k, v in obj.items():
-            if isinstance(v, torch.Tensor):
-                out[str(k)] = v.detach().to("cpu", torch.float64).numpy()
-        return out
+        self._t = {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+
+    def keys(self) -> list[str]:
+        return list(self._t)
+
+    def get(self, key: str) -> np.ndarray:
+        import torch
+
+        return self._t[key].detach().to("cpu", torch.float64).numpy()
+
+
+def _open(path: Path):
+    if path.suffix == ".safetensors":
+        return _SafetensorsFile(path)
+    if path.suffix in _TORCH_SUFFIXES:
+        return _TorchFile(path)
     raise CheckpointError(f"unknown checkpoint type {path.name!r}: expected .safetensors, .pt, .pth, .bin or .ckpt")
 
 
@@ -224,9 +273,9 @@ def load_attention_weights(model: str | Path | None = None, *, layers: list[int]
         elif not path.is_file():
             raise CheckpointError(f"bad path {name!r}: no such file or built-in model "
                                   f"(built-in: {', '.join(BUILTIN_MODELS)})")
-    tensors = _read_tensors(path)
-    qmap, _ = _match(list(tensors), query_pattern, "query pattern")
-    kmap, _ = _match(list(tensors), key_pattern, "key pattern")
+    ckpt = _open(path)
+    qmap, _ = _match(ckpt.keys(), query_pattern, "query pattern")
+    kmap, _ = _match(ckpt.keys(), key_pattern, "key pattern")
     common = sorted(set(qmap) & set(kmap))
     if not common:
         raise CheckpointError("query and key patterns match no common layer index")
@@ -243,11 +292,12 @@ def load_attention_weights(model: str | Path | None = None, *, layers: list[int]
         raise CheckpointError(f"heads must be an integer >= 1 (got {n_heads!r})")
     query, key, shape = {}, {}, None
     for l in common:
-        q, k = np.asarray(tensors[qmap[l]], dtype=np.float64), np.asarray(tensors[kmap[l]], dtype=np.float64)
+        q, k = ckpt.get(qmap[l]), ckpt.get(kmap[l])
         if layout == "in_out":
             q, k = q.T, k.T
         if q.ndim != 2 or k.ndim != 2:
-            raise CheckpointError(f"layer {l}: query/key weights must be 2-d matrices (got shapes {q.shape}, {k.shape})")
+            raise CheckpointError(f"layer {l}: query/key weights must be 2-d matrices "
+                                  f"(got shapes {q.shape}, {k.shape})")
         if q.shape != k.shape:
             raise CheckpointError(f"layer {l}: inconsistent shapes (non-square head maps A_h^T B_h): "
                                   f"query {q.shape} vs key {k.shape}")
