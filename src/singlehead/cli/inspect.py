@@ -63,7 +63,7 @@ def inspect_cmd(model_or_path, layers, n_heads, query_pattern, key_pattern, layo
     if plot_path:
         plot_inspection(insp, plot_path)
     if as_json:
-        click.echo(json.dumps(insp.to_dict(), default=_default, allow_nan=False))
+        click.echo(json.dumps(_clean(insp.to_dict()), allow_nan=False))
         return
     cols = ["layer", "head", "rank", "zero_beyond_cap", "sv1", "n_outliers", "eta", "delta", "eps",
             "kappa0" if prior == "mp" else "gamma", "ks", "fits", "asymmetry", "ww_alpha"]
@@ -80,15 +80,20 @@ def inspect_cmd(model_or_path, layers, n_heads, query_pattern, key_pattern, layo
         click.echo(line)
 
 
-def _default(o):
+def _clean(o):
+    """JSON-safe copy: numpy scalars to Python, NaN/inf to null."""
     import math
 
     import numpy as np
 
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return None if not math.isfinite(float(o)) else float(o)
-    if isinstance(o, np.bool_):
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if isinstance(o, (bool, np.bool_)):
         return bool(o)
-    raise TypeError(type(o).__name__)
+    if isinstance(o, (int, np.integer)):
+        return int(o)
+    if isinstance(o, (float, np.floating)):
+        return float(o) if math.isfinite(float(o)) else None
+    return o
