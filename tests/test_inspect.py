@@ -257,6 +257,14 @@ def test_bad_inputs_give_one_line_errors(tmp_path, usage_error):
         load_attention_weights(str(path), query_pattern="no placeholder")
 
 
+def test_missing_builtin_model_is_one_line(monkeypatch, usage_error):
+    from singlehead.inspect import checkpoint
+
+    monkeypatch.setitem(checkpoint.BUILTIN_MODELS, "all-MiniLM-L6-v2", ("no_such_package_xyz", "model.safetensors"))
+    line = usage_error(["inspect"], "optional package")
+    assert "--no-deps" in line
+
+
 # ------------------------------------------------------------------------------ CLI
 def test_cli_table_json_csv_plot(tmp_path, capsys):
     from singlehead.cli import main
