@@ -573,3 +573,9 @@ def _scaling_payload(res: dict[str, Any]) -> dict[str, Any]:
     curve = res["curve"].drop(columns=["recovered"], errors="ignore")
     return {"curve": curve.to_dict("list"), "predicted": res["predicted"],
             "fit": {"exponent": f.exponent, "ci_low": f.ci_low, "ci_high": f.ci_high}}
+
+
+# Pretrained-model section (issue 14): registered only when the optional MiniLM package is installed.
+from .inspect_report import register as _register_inspect  # noqa: E402
+
+_register_inspect(figure)

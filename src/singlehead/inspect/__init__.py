@@ -1,0 +1,27 @@
+"""``singlehead inspect``: the theory's learned-spectrum law held against pretrained attention layers.
+
+Modules (torch-free at import; torch is imported lazily only to read a ``.pt/.bin`` state dict):
+
+* :mod:`.checkpoint` — offline loading of ``W_Q, W_K`` (safetensors, ``weights_only`` torch);
+* :mod:`.heads` — per-head query–key maps ``M_h = A_h^T B_h/sqrt(d_head)`` and their tied part;
+* :mod:`.esd` — weightwatcher-style power-law exponent ``alpha`` (Clauset et al. 2009);
+* :mod:`.fit` — fit of ``eta ReLU(mu0 ⊞ SC(delta^2) - eps)`` (arXiv 2509.24914 §5);
+* :mod:`.model` — the per-layer / per-head table; :mod:`.figure` — the figure grid.
+"""
+
+from .checkpoint import CheckpointError, load_attention_weights
+from .esd import esd_power_law
+from .fit import SpectralFit, fit_spectrum
+from .heads import head_spectrum
+from .model import Inspection, inspect_model, inspect_weights
+
+__all__ = ["CheckpointError", "load_attention_weights", "esd_power_law", "SpectralFit", "fit_spectrum",
+           "head_spectrum", "Inspection", "inspect_model", "inspect_weights", "plot_inspection"]
+
+
+def plot_inspection(insp, path: str, **kw) -> None:
+    """Figure grid, see :func:`singlehead.inspect.figure.plot_inspection` (matplotlib imported lazily)."""
+    from .figure import plot_inspection as _plot
+
+    _plot(insp, path, **kw)
+
