@@ -72,8 +72,8 @@ def student_eigenvalues(label: str, problem: Problem, seeds: int, out: str) -> l
         path = os.path.join(out, f"{label}_d{problem.d}_s{seed}.npz")
         if not os.path.exists(path):
             r = simulate(problem, seed, n_test=2000)
-            np.savez(path, eigenvalues=r.extras["eigenvalues"], runtime_s=r.extras["runtime_s"], steps=r.extras["steps"])
-            print(f"  simulated {label} seed {seed}: {r.extras['runtime_s']:.0f} s", flush=True)
+            np.savez(path, eigenvalues=r.extras["eigenvalues"], runtime_s=r.runtime_s, steps=r.iterations)
+            print(f"  simulated {label} seed {seed}: {r.runtime_s:.0f} s", flush=True)
         evs.append(np.load(path)["eigenvalues"])
     return evs
 
