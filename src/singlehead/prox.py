@@ -30,12 +30,13 @@ Everything here is plain numpy, vectorised over nodes (no Python loop over nodes
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
+
+from .attention_maps import (attention, mat_to_vec, pair_embedding, shift_direction, softmax_fit_loss, softmax_rows,
+                             vec_to_mat)
 
 __all__ = [
     "pair_embedding",
@@ -52,147 +53,6 @@ __all__ = [
     "prox_channel",
     "interpolating_start",
 ]
-
-
-# ----------------------------------------------------------------------------------------
-# K-vector <-> T x T symmetric matrix
-# ----------------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
-def _embedding(T: int) -> np.ndarray:
-    K = T * (T + 1) // 2
-    P = np.zeros((T, T, K))
-    iu, ju = np.triu_indices(T)
-    for k, (a, b) in enumerate(zip(iu, ju)):
-        if a == b:
-            P[a, a, k] = math.sqrt(2.0)
-        else:
-            P[a, b, k] = 1.0
-            P[b, a, k] = 1.0
-    P.setflags(write=False)
-    return P
-
-
-@lru_cache(maxsize=None)
-def _pullback(T: int) -> np.ndarray:
-    """``B[(a,c,e), (k,l)] = P[a,c,k] P[a,e,l]`` as a ``(T^3, K^2)`` matrix."""
-    P = _embedding(T)
-    K = P.shape[-1]
-    B = np.einsum("ack,ael->acekl", P, P).reshape(T**3, K * K)
-    B.setflags(write=False)
-    return B
-
-
-def pair_embedding(T: int) -> np.ndarray:
-    """The linear map ``M`` as an array ``P`` of shape ``(T, T, K)``: ``M(v)_ab = sum_k P[a,b,k] v_k``.
-
-    ``P[a,b,k] = 1`` for an off-diagonal pair ``k = {a, b}`` (both orders), ``sqrt(2)`` for a
-    diagonal pair ``k = (a, a)``; pairs are ordered as ``numpy.triu_indices(T)``.
-    """
-    return _embedding(int(T))
-
-
-def vec_to_mat(v: np.ndarray, T: int) -> np.ndarray:
-    """``M(v)``: ``(..., K) -> (..., T, T)`` symmetric, diagonal multiplied by ``sqrt(2)``."""
-    return np.einsum("abk,...k->...ab", pair_embedding(T), v)
-
-
-def mat_to_vec(H: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`vec_to_mat` on symmetric matrices: ``(..., T, T) -> (..., K)``."""
-    T = H.shape[-1]
-    iu, ju = np.triu_indices(T)
-    v = H[..., iu, ju].copy()
-    v[..., iu == ju] /= math.sqrt(2.0)
-    return v
-
-
-def shift_direction(T: int) -> np.ndarray:
-    """Unit ``K``-vector ``u`` with ``M(u)`` proportional to the all-ones matrix.
-
-    Adding ``t u`` to ``h`` shifts every logit by the same amount, which leaves the row-wise
-    softmax unchanged (the only symmetric shift that does).
-    """
-    iu, ju = np.triu_indices(T)
-    u = np.where(iu == ju, 1.0 / math.sqrt(2.0), 1.0)
-    return u / np.linalg.norm(u)
-
-
-# ----------------------------------------------------------------------------------------
-# Softmax channel and its derivatives
-# ----------------------------------------------------------------------------------------
-def softmax_rows(H: np.ndarray) -> np.ndarray:
-    """Row-wise softmax over the last axis (numerically stabilised)."""
-    Z = H - H.max(axis=-1, keepdims=True)
-    E = np.exp(Z)
-    return E / E.sum(axis=-1, keepdims=True)
-
-
-def attention(h: np.ndarray, T: int, channel: str, beta: float) -> np.ndarray:
-    """``chan_beta(M(h))`` for ``K``-vectors ``h`` (same semantics as
-    :func:`singlehead.channels.attention_map`): softmax rows of ``beta M(h)``, or ``M(h)``
-    for ``linear``."""
-    H = vec_to_mat(h, T)
-    if channel == "linear":
-        return H
-    if channel in ("seq2lab", "seq2seq"):
-        return softmax_rows(beta * H)
-    raise ValueError(f"channel must be one of seq2lab, seq2seq, linear (got {channel!r})")
-
-
-def softmax_fit_loss(
-    h: np.ndarray, Y: np.ndarray, beta: float, *, order: int = 2
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """``ell(h) = ||softmax_rows(beta M(h)) - Y||_F^2`` with analytic gradient and Hessian in ``h``.
-
-    Parameters
-    ----------
-    h : (N, K) array
-        Logit ``K``-vectors.
-    Y : (N, T, T) array
-        Label matrices.
-    beta : float
-        Inverse temperature.
-    order : {0, 1, 2}
-        Highest derivative returned (others are ``None``).
-
-    Returns
-    -------
-    value (N,), grad (N, K) or None, hess (N, K, K) or None
-
-    Notes
-    -----
-    Row ``a`` only depends on row ``a`` of ``H = M(h)``. With ``A = softmax(beta H_a)``,
-    ``R = A - Y_a``, ``w = R * A``, ``s = sum(w)``, the row Jacobian is
-    ``J = beta (diag A - A A^T)``; the row gradient is ``2 J R = 2 beta (w - s A)`` and the
-    row Hessian ``2 J J + 2 beta^2 [diag(w - s A) - A w^T - w A^T + 2 s A A^T]``, i.e.
-    ``2 beta^2 [delta_ce (A_c^2 + w_c - s A_c) + A_c A_e (|A|^2 + 2 s - A_c - A_e)
-    - A_c w_e - w_c A_e]``. They are pulled back to ``h`` through ``P``
-    (:func:`pair_embedding`).
-    """
-    N, K = h.shape
-    T = Y.shape[-1]
-    P2 = pair_embedding(T).reshape(T * T, K)
-    H = (h @ P2.T).reshape(N, T, T)
-    A = softmax_rows(beta * H)
-    R = A - Y
-    val = (R * R).sum(axis=(1, 2))
-    if order == 0:
-        return val, None, None
-    w = R * A
-    s = w.sum(axis=-1, keepdims=True)  # (N, T, 1)
-    ws = w - s * A
-    grad = (2.0 * beta) * (ws.reshape(N, T * T) @ P2)  # pull-back of d ell / d H
-    if order == 1:
-        return val, grad, None
-    # row Hessians Hr[n, a, c, e] (closed form of 2 J J + 2 sum_b R_b Hess(A_b), J = beta(diag A - A A^T)):
-    # Hr = 2 beta^2 [delta_ce (A_c^2 + ws_c) + A_c A_e (|A|^2 + 2 s - A_c - A_e) - A_c w_e - w_c A_e]
-    Ac, Ae = A[..., :, None], A[..., None, :]
-    nA = (A * A).sum(axis=-1, keepdims=True)[..., None]  # (N, T, 1, 1)
-    Hr = Ac * Ae * (nA + 2.0 * s[..., None] - Ac - Ae) - Ac * w[..., None, :] - w[..., :, None] * Ae
-    idx = np.arange(T)
-    Hr[..., idx, idx] += A * A + ws
-    # pull back through M: hess[k, l] = sum_{a,c,e} P[a,c,k] Hr[a,c,e] P[a,e,l]  (one matmul)
-    hess = (2.0 * beta**2) * (Hr.reshape(N, T**3) @ _pullback(T)).reshape(N, K, K)
-    return val, grad, hess
 
 
 # ----------------------------------------------------------------------------------------

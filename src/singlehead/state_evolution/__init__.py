@@ -70,7 +70,8 @@ u-transform, Broyden, the damped iteration) and :mod:`.driver` (:func:`theory`,
 
 from __future__ import annotations
 
-from .driver import SEOptions, SEState, WarmStart, theory, theory_curve
+from .driver import SEState, theory, theory_curve
+from .options import SEOptions, WarmStart
 from .output import OutputSide, channel_test_errors, output_side
 from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
 from .quadrature import OutputQuadrature

@@ -7,7 +7,6 @@ arXiv 2509.24914 (Sec. 3). See the package docstring for the equations.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -15,20 +14,43 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .._validate import check as _check
-from .._validate import finite as _finite
-from .._validate import is_int as _is_int
 from ..problem import Problem
 from ..results import Result
 from ._fixed_point import _from_u, _residual, _to_u, solve_fixed_point
+from .options import SEOptions, WarmStart
 from .output import _Q_FLOOR, OutputSide, channel_test_errors, output_side
-from .prior import PriorModel, PriorSide, _CollapsePoint, collapse_point, prior_model, prior_side
+from .prior import (
+    PriorModel,
+    PriorSide,
+    _CollapsePoint,
+    collapse_point,
+    prior_model,
+    prior_side,
+)
 from .quadrature import OutputQuadrature
 
-__all__ = ["SEOptions", "SEState", "WarmStart", "theory", "theory_curve"]
+__all__ = ["SEState", "theory", "theory_curve"]
 
-SE_METHODS = ("broyden", "hybr", "iterate")
+# coarse stage: the node set thinned by _THIN (a Sobol prefix is itself balanced) when it has at
+# least _MIN_NODES_TO_THIN nodes per scramble; solved to max(tol, _COARSE_TOL) within
+# _COARSE_MAX_ITER steps; a coarse point is accepted as a start when its residual is < _ACCEPT_COARSE
+_THIN = 8
+_MIN_NODES_TO_THIN = 64
+_COARSE_TOL = 1e-4
+_COARSE_MAX_ITER = 60
+_ACCEPT_COARSE = 1e-3
+# continuation in lam: from _CONTINUATION_FROM down to problem.lam, _CONTINUATION_PER_DECADE points
+# per decade, each within _CONTINUATION_MAX_ITER steps
+_CONTINUATION_FROM = 1e-2
+_CONTINUATION_PER_DECADE = 4
+_CONTINUATION_MAX_ITER = 200
+# the re-solve with the union (cold + tracked) prox starts gets at most this many steps
+_UNION_MAX_ITER = 40
 
+
+def _thinned(quad: OutputQuadrature) -> OutputQuadrature:
+    """The first ``1/_THIN`` of each scramble's nodes (at least one)."""
+    return OutputQuadrature(quad.nodes[:, : max(1, quad.nodes.shape[1] // _THIN)], quad.seed)
 
 @dataclass
 class SEState:
@@ -102,87 +124,6 @@ def _initial_guesses(problem: Problem, Q0: float) -> list[np.ndarray]:
 
 def _default_init(problem: Problem, Q0: float) -> np.ndarray:
     return np.array([0.5 * Q0, 0.4 * Q0, 1.0])
-
-
-@dataclass(frozen=True)
-class SEOptions:
-    """Solver settings of the state evolution (frozen, validated on construction).
-
-    Parameters
-    ----------
-    tol : float
-        Target residual: relative change of ``(q, m, Sigma)`` under one SE step (> 0).
-    max_iter : int
-        Damped-iteration budget of the fallback (>= 1).
-    damping : float
-        Fallback iteration ``x <- (1 - damping) x + damping F(x)``, in ``(0, 1]``.
-    n_points, n_scrambles : int
-        Output quadrature: ``n_scrambles`` scrambled Sobol sets of ``n_points`` nodes in ``2K``
-        dimensions (fixed nodes: a deterministic map). ``n_points >= 16``, ``n_scrambles >= 1``.
-    node_seed : int
-        Seed of the quadrature nodes and of the finite-``d`` prior's GOE draws (not a data seed).
-    draws : int
-        GOE draws of the finite-``d`` prior mode (>= 1).
-    method : {"broyden", "hybr", "iterate"}
-        ``"broyden"``/``"hybr"``: damped iteration on
-        ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
-        then a root finder on ``G(u) = u(F(x(u))) - u`` — Broyden's method with a
-        finite-difference (or given) initial Jacobian, or MINPACK's hybrid method — with damped
-        iteration as fallback; ``"iterate"``: damped iteration only (at most ``max_iter`` steps).
-    switch : float
-        Residual at which the damped pre-iteration hands over to the root solver (> 0).
-    coarse : bool
-        Without a warm start, first solve on the node set thinned 8x (to ``max(tol, 1e-4)``),
-        then polish on the full set from there.
-    continuation : bool
-        If the solve fails and ``lam < 1e-2``, follow the fixed point from ``lam = 1e-2`` down to
-        ``problem.lam`` (4 points per decade) and polish from there (small ``lam`` gives
-        ``Sigma ~ 1/lam`` in the interpolation regime, far from any generic initial guess).
-    """
-
-    tol: float = 1e-6
-    max_iter: int = 150
-    damping: float = 0.5
-    n_points: int = 2048
-    n_scrambles: int = 4
-    node_seed: int = 0
-    draws: int = 4
-    method: str = "broyden"
-    switch: float = 3e-2
-    coarse: bool = True
-    continuation: bool = True
-
-    def __post_init__(self) -> None:
-        _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
-        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter", "an integer >= 1", self.max_iter)
-        _check(_finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
-        _check(_is_int(self.n_points) and self.n_points >= 16, "n_points", "an integer >= 16", self.n_points)
-        _check(_is_int(self.n_scrambles) and self.n_scrambles >= 1, "n_scrambles", "an integer >= 1",
-               self.n_scrambles)
-        _check(_is_int(self.node_seed) and self.node_seed >= 0, "node_seed", "an integer >= 0", self.node_seed)
-        _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
-        _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
-        _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
-
-    def replace(self, **changes: Any) -> "SEOptions":
-        return dataclasses.replace(self, **changes)
-
-    def quadrature(self, problem: Problem) -> OutputQuadrature | None:
-        """The output-side node set for ``problem`` (``None`` for the closed-form linear channel)."""
-        if problem.channel == "linear":
-            return None
-        return OutputQuadrature.sobol(2 * problem.n_pairs, self.n_points, self.n_scrambles, self.node_seed)
-
-
-@dataclass(frozen=True)
-class WarmStart:
-    """Where a solve may start: a fixed point ``(q, m, Sigma)`` and the root finder's Jacobian there.
-
-    :func:`theory_curve` passes one from each converged point to the next.
-    """
-
-    x: tuple[float, float, float]
-    jacobian: np.ndarray | None = None
 
 
 def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
@@ -325,8 +266,8 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         # coarse stage: the same nodes thinned 8x (a Sobol prefix is itself balanced) bring a
         # poor initial guess close to the fixed point and provide a Jacobian, cheaply. Without
         # ``init`` several structured guesses are ranked by their one-step residual.
-        thin = quad is not None and coarse and quad.nodes.shape[1] >= 64
-        Fc = _SEMap(problem, pm, OutputQuadrature(quad.nodes[:, : quad.nodes.shape[1] // 8], quad.seed)) if thin else F
+        thin = quad is not None and coarse and quad.nodes.shape[1] >= _MIN_NODES_TO_THIN
+        Fc = _SEMap(problem, pm, _thinned(quad)) if thin else F
         Fc.stop_on_collapse = F.stop_on_collapse
         cands = [x] if init is not None else _initial_guesses(problem, Q0)
         if len(cands) > 1:
@@ -340,10 +281,10 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
             cands = [cands[i] for i in np.argsort(res)]
         if thin or len(cands) > 1:
             for c in cands:
-                rc, xc, jc, itc = solve_fixed_point(Fc.values, c, Q0, tol=max(tol, 1e-4), switch=switch, method=method,
-                                         jacobian=jacobian, damping=damping, max_iter=min(max_iter, 60))
+                rc, xc, jc, itc = solve_fixed_point(Fc.values, c, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method,
+                                         jacobian=jacobian, damping=damping, max_iter=min(max_iter, _COARSE_MAX_ITER))
                 iterations += itc
-                if rc < 1e-3:
+                if rc < _ACCEPT_COARSE:
                     x = xc
                     jac_out = jc if jc is not None else jac_out
                     break
@@ -351,18 +292,19 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
                                 max_iter=max_iter)
     iterations += itf
     jac_out = jac_new if jac_new is not None else jac_out
-    if r >= tol and continuation and problem.lam < 1e-2:
+    if r >= tol and continuation and problem.lam < _CONTINUATION_FROM:
         # continuation in lam: small lam makes Sigma ~ 1/lam; follow the branch down from
         # lam = 1e-2 (cheap node set), then polish on the full node set
-        Fc_quad = quad if quad is None else OutputQuadrature(quad.nodes[:, : max(1, quad.nodes.shape[1] // 8)], quad.seed)
-        lams = np.geomspace(1e-2, problem.lam, int(math.ceil(4 * math.log10(1e-2 / problem.lam))) + 1)
+        Fc_quad = quad if quad is None else _thinned(quad)
+        n_lams = int(math.ceil(_CONTINUATION_PER_DECADE * math.log10(_CONTINUATION_FROM / problem.lam))) + 1
+        lams = np.geomspace(_CONTINUATION_FROM, problem.lam, n_lams)
         xs, js, ok = _default_init(problem, Q0), None, True
         for lv in lams:
             Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad)
-            rl, xl, jl, itl = solve_fixed_point(Fl.values, xs, Q0, tol=max(tol, 1e-4), switch=switch, method=method, jacobian=js,
-                                     damping=damping, max_iter=200)
+            rl, xl, jl, itl = solve_fixed_point(Fl.values, xs, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method, jacobian=js,
+                                     damping=damping, max_iter=_CONTINUATION_MAX_ITER)
             iterations += itl
-            if not rl < 1e-3:
+            if not rl < _ACCEPT_COARSE:
                 ok = False
                 break
             xs, js = xl, (jl if jl is not None else js)
@@ -380,7 +322,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     if residual >= tol and problem.channel != "linear" and math.isfinite(residual):
         F.mode = "union"
         r3, x3, j3, it3 = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out, damping=damping,
-                                 max_iter=min(max_iter, 40))
+                                 max_iter=min(max_iter, _UNION_MAX_ITER))
         iterations += it3
         fx3, out3, pr3 = F(x3)
         r3 = _residual(x3, fx3, Q0)

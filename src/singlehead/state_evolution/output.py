@@ -26,7 +26,14 @@ from typing import Sequence
 import numpy as np
 
 from ..problem import Problem
-from ..prox import attention, interpolating_start, prox_channel, softmax_fit_loss, softmax_rows, vec_to_mat
+from ..prox import (
+    attention,
+    interpolating_start,
+    prox_channel,
+    softmax_fit_loss,
+    softmax_rows,
+    vec_to_mat,
+)
 from .quadrature import OutputQuadrature
 
 __all__ = ["OutputSide", "output_side", "channel_test_errors"]

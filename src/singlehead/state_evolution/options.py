@@ -1,0 +1,100 @@
+"""Solver settings of the state evolution (:class:`SEOptions`) and the warm start of a sweep (:class:`WarmStart`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._validate import check as _check
+from .._validate import finite as _finite
+from .._validate import is_int as _is_int
+from ..problem import Problem
+from .quadrature import OutputQuadrature
+
+__all__ = ["SEOptions", "WarmStart", "SE_METHODS"]
+
+SE_METHODS = ("broyden", "hybr", "iterate")
+
+
+@dataclass(frozen=True)
+class SEOptions:
+    """Solver settings of the state evolution (frozen, validated on construction).
+
+    Parameters
+    ----------
+    tol : float
+        Target residual: relative change of ``(q, m, Sigma)`` under one SE step (> 0).
+    max_iter : int
+        Damped-iteration budget of the fallback (>= 1).
+    damping : float
+        Fallback iteration ``x <- (1 - damping) x + damping F(x)``, in ``(0, 1]``.
+    n_points, n_scrambles : int
+        Output quadrature: ``n_scrambles`` scrambled Sobol sets of ``n_points`` nodes in ``2K``
+        dimensions (fixed nodes: a deterministic map). ``n_points >= 16``, ``n_scrambles >= 1``.
+    node_seed : int
+        Seed of the quadrature nodes and of the finite-``d`` prior's GOE draws (not a data seed).
+    draws : int
+        GOE draws of the finite-``d`` prior mode (>= 1).
+    method : {"broyden", "hybr", "iterate"}
+        ``"broyden"``/``"hybr"``: damped iteration on
+        ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
+        then a root finder on ``G(u) = u(F(x(u))) - u`` — Broyden's method with a
+        finite-difference (or given) initial Jacobian, or MINPACK's hybrid method — with damped
+        iteration as fallback; ``"iterate"``: damped iteration only (at most ``max_iter`` steps).
+    switch : float
+        Residual at which the damped pre-iteration hands over to the root solver (> 0).
+    coarse : bool
+        Without a warm start, first solve on the node set thinned 8x (to ``max(tol, 1e-4)``),
+        then polish on the full set from there.
+    continuation : bool
+        If the solve fails and ``lam < 1e-2``, follow the fixed point from ``lam = 1e-2`` down to
+        ``problem.lam`` (4 points per decade) and polish from there (small ``lam`` gives
+        ``Sigma ~ 1/lam`` in the interpolation regime, far from any generic initial guess).
+    """
+
+    tol: float = 1e-6
+    max_iter: int = 150
+    damping: float = 0.5
+    n_points: int = 2048
+    n_scrambles: int = 4
+    node_seed: int = 0
+    draws: int = 4
+    method: str = "broyden"
+    switch: float = 3e-2
+    coarse: bool = True
+    continuation: bool = True
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
+        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter", "an integer >= 1", self.max_iter)
+        _check(_finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
+        _check(_is_int(self.n_points) and self.n_points >= 16, "n_points", "an integer >= 16", self.n_points)
+        _check(_is_int(self.n_scrambles) and self.n_scrambles >= 1, "n_scrambles", "an integer >= 1",
+               self.n_scrambles)
+        _check(_is_int(self.node_seed) and self.node_seed >= 0, "node_seed", "an integer >= 0", self.node_seed)
+        _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
+        _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
+        _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
+
+    def replace(self, **changes: Any) -> "SEOptions":
+        return dataclasses.replace(self, **changes)
+
+    def quadrature(self, problem: Problem) -> OutputQuadrature | None:
+        """The output-side node set for ``problem`` (``None`` for the closed-form linear channel)."""
+        if problem.channel == "linear":
+            return None
+        return OutputQuadrature.sobol(2 * problem.n_pairs, self.n_points, self.n_scrambles, self.node_seed)
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Where a solve may start: a fixed point ``(q, m, Sigma)`` and the root finder's Jacobian there.
+
+    :func:`theory_curve` passes one from each converged point to the next.
+    """
+
+    x: tuple[float, float, float]
+    jacobian: np.ndarray | None = None
