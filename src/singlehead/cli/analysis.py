@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 import click
+import numpy as np
 
 from . import cli
 from .common import dumps, parse_floats, pop_problem_options, problem_options, problems_from_options
@@ -104,7 +105,7 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
         raise ValueError(f"noise must be >= 0 (got {noise})")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1) (got {level})")
-    ns = parse_floats(n_spec, "n") if n_spec else [float(x) for x in __import__("numpy").geomspace(10 * d, d * d / 10, 9)]
+    ns = parse_floats(n_spec, "n") if n_spec else [float(x) for x in np.geomspace(10 * d, d * d / 10, 9)]
     if len(ns) < 3 or min(ns) <= 0:
         raise ValueError(f"n must contain at least 3 sample sizes > 0 (got {len(ns)})")
     lam_fn = (lambda a: lam * math.sqrt(a)) if lam_scaling == "sqrt_alpha" else lam

@@ -10,6 +10,7 @@ and ``full`` (paper scale; uses a GPU for the simulations when one is present).
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from dataclasses import dataclass
@@ -214,7 +215,7 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
     from .. import __version__
 
     env = {"singlehead": __version__, "torch": torch.__version__, "python": platform.python_version(),
-           "cpus": __import__("os").cpu_count(), "device": scale.device}
+           "cpus": os.cpu_count(), "device": scale.device}
     runtime = time.perf_counter() - t0
     path = write_report(outputs, out / "report.html", title="singlehead: reproduction of arXiv 2509.24914",
                         mode=mode, total_runtime_s=runtime, environment=env)

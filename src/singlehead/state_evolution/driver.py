@@ -122,7 +122,8 @@ def _initial_guesses(problem: Problem, Q0: float) -> list[np.ndarray]:
     return out
 
 
-def _default_init(problem: Problem, Q0: float) -> np.ndarray:
+def _default_init(Q0: float) -> np.ndarray:
+    """The generic start ``(q, m, Sigma) = (Q0/2, 0.4 Q0, 1)``."""
     return np.array([0.5 * Q0, 0.4 * Q0, 1.0])
 
 
@@ -250,7 +251,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     """The non-trivial fixed point (body of :func:`theory`)."""
     Q0 = pm.Q0
     if init is None:
-        x = _default_init(problem, Q0)
+        x = _default_init(Q0)
     elif isinstance(init, Result):
         x = np.array([init.extras["q"], init.extras["m"], init.extras["Sigma"]], dtype=float)
     elif isinstance(init, SEState):
@@ -258,7 +259,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     else:
         x = np.asarray(init, dtype=float)
     if not (x[0] > 0 and x[2] > 0 and x[1] ** 2 < Q0 * x[0]):
-        x = _default_init(problem, Q0)
+        x = _default_init(Q0)
 
     iterations = 0
     jac_out = jacobian
@@ -298,7 +299,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         Fc_quad = quad if quad is None else _thinned(quad)
         n_lams = int(math.ceil(_CONTINUATION_PER_DECADE * math.log10(_CONTINUATION_FROM / problem.lam))) + 1
         lams = np.geomspace(_CONTINUATION_FROM, problem.lam, n_lams)
-        xs, js, ok = _default_init(problem, Q0), None, True
+        xs, js, ok = _default_init(Q0), None, True
         for lv in lams:
             Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad)
             rl, xl, jl, itl = solve_fixed_point(Fl.values, xs, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method, jacobian=js,
