@@ -161,20 +161,21 @@ def dumps(record: dict[str, Any]) -> str:
 
 
 def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[dict[str, Any]], str],
-              desc: str, *, cache: Any = None) -> list[dict[str, Any]]:
+              desc: str, *, cache: Any = None, resumed: int | None = None) -> list[dict[str, Any]]:
     """Run ``jobs`` through the result cache behind ``out`` and export the sweep to ``out`` (JSON lines).
 
     The cache (default :func:`singlehead.experiments.cache_for_export`, ``<out>.cache``) holds one file per
     finished run, so an interrupted sweep resumes where it stopped; ``out`` is rewritten with
     the records of this sweep in grid order. Each record is printed as it finishes (strict JSON
-    with ``--json``, else ``describe(record)``), through the progress bar on stderr.
+    with ``--json``, else ``describe(record)``), through the progress bar on stderr. ``resumed``
+    (default: the jobs already cached) is how many runs a rerun reused, reported on stderr.
     """
     import sys
 
     from ..experiments import cache_for_export, export_jsonl, run_jobs
 
     cache = cache if cache is not None else cache_for_export(out)
-    cached = sum(cache.get(j.key) is not None for j in jobs)
+    cached = sum(cache.get(j.key) is not None for j in jobs) if resumed is None else resumed
 
     def show(rec: dict[str, Any], bar: Any) -> None:
         if "error" in rec:
@@ -184,6 +185,6 @@ def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[di
     records = run_jobs(jobs, cache, desc=desc, on_record=show)
     if out is not None:
         export_jsonl(records, out)
-    if cached:
+    if cached and out is not None:
         click.echo(f"resumed: {cached} of {len(jobs)} runs were already in {out}.cache", err=True)
     return records

@@ -51,7 +51,8 @@ def theory(**kwargs: Any) -> None:
                 f"rank_fraction={rec['rank_fraction']:.4f} converged={rec['converged']} "
                 f"(residual {rec['residual']:.1e})")
 
-    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "theory", cache=cache)
+    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "theory", cache=cache,
+              resumed=len(jobs) - len(missing))
 
 
 @cli.command()

@@ -13,7 +13,6 @@ import math
 from typing import Callable
 
 import numpy as np
-from scipy import optimize
 
 # floor of q and Sigma in the u-transform (complete rank collapse maps to the floor)
 _U_FLOOR = 1e-300
@@ -192,6 +191,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
         x = best[1]
         try:
             if method == "hybr":
+                from scipy import optimize  # imported here: it costs ~0.2 s at start-up
+
                 optimize.root(G, _to_u(x, Q0), method="hybr",
                               options={"xtol": tol * 1e-2, "maxfev": _HYBR_MAXFEV, "eps": _HYBR_EPS})
             else:
