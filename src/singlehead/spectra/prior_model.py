@@ -40,7 +40,8 @@ class PriorModel:
     def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None):
         """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (THEORY §3)."""
         if self.mode == "finite":
-            return self.engine.threshold_integrals(delta, eps, rank_cap=rank_cap)
+            # the SE needs dJ/ddelta = 2 delta D only: eigenvalues without eigenvectors (3-4x faster)
+            return self.engine.threshold_integrals(delta, eps, rank_cap=rank_cap, pathwise=False)
         return soft_threshold_integrals(self.engine, delta, eps, rank_cap=rank_cap)
 
     def rie_mmse_integral(self, v: float) -> float:
