@@ -139,7 +139,11 @@ class ErrorDecomposition:
     r : float
         ``q - m^2/Q0`` of the state-evolution ``(m, q)``.
     orthogonal_gap : float
-        ``orthogonal_error - r`` (prior-side quadrature error and SE residual).
+        ``orthogonal_error - r`` (prior-side quadrature error and SE residual; ``O(1/d)`` with
+        ``model="spiked"``, a different law from the state evolution's).
+    r_law, quadrature_gap : float
+        ``q - m^2/Q0`` from the prior-side integrals of the decomposition's own law at
+        ``(eta, delta, eps)``, and ``orthogonal_error - r_law`` (quadrature error of Identity 1).
     matrix_error : float
         ``Q0 - 2m + q`` of the state evolution (``= r + Q0 (1 - rho)^2``).
     e0, e0_noisy : float
@@ -176,6 +180,8 @@ class ErrorDecomposition:
     orthogonal_error: float
     r: float
     orthogonal_gap: float
+    r_law: float
+    quadrature_gap: float
     matrix_error: float
     e0: float
     e0_noisy: float
@@ -495,6 +501,8 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
         E_over=parts["E_over"], E_under=parts["E_under"], E_approx=E_approx, E_mismatch=E_mis,
         E_approx_shrinkage=parts["E_approx_shrinkage"], E_approx_misalignment=parts["E_approx_misalignment"],
         E_approx_self=parts["E_approx_self"], orthogonal_error=orth, r=r, orthogonal_gap=orth - r,
+        r_law=parts["q_law"] - parts["m_law"] ** 2 / parts["Q0"],
+        quadrature_gap=orth - (parts["q_law"] - parts["m_law"] ** 2 / parts["Q0"]),
         matrix_error=Q0 - 2 * m + q, e0=e0, e0_noisy=e0n, c_r=c_r, rho=rho, rho0=rho0,
         rho_best=prof["rho_best"], scale=rho / rho0, test_error=te, test_error_best_scale=te_min,
         test_error_recomputed=te_re, test_error_gap=te_re - te, test_error_sum=total, identity_gap=total - te,
