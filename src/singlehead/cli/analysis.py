@@ -63,7 +63,7 @@ def spectrum_theory(**kwargs: Any) -> None:
 @click.option("--prior", default="auto", show_default=True, help="State-evolution prior: auto, asymptotic or finite.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def decompose_cmd(**kwargs: Any) -> None:
-    """Error decomposition e0, E_over, E_under, E_approx, E_mismatch (THEORY §6)."""
+    """Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (THEORY §6)."""
     from ..analysis import decompose
 
     problem = _one_problem(kwargs)
@@ -74,8 +74,10 @@ def decompose_cmd(**kwargs: Any) -> None:
     if kwargs["as_json"]:
         click.echo(dumps(out))
     else:
-        click.echo(" ".join(f"{k}={out[k]:.6g}" for k in ("e0", "E_over", "E_under", "E_approx", "E_mismatch",
-                                                          "test_error", "test_error_linear", "relative_error")))
+        click.echo(" ".join(f"{k}={out[k]:.6g}" for k in ("e0", "c_r", "E_over", "E_under", "E_approx", "E_mismatch",
+                                                          "test_error", "test_error_sum")))
+        click.echo(f"scale rho/rho0={out['scale']:.4g} (best at fixed r: {out['rho_best'] / out['rho0']:.4g}); "
+                   f"orthogonal error r={out['r']:.6g}; recovered modes: {out['n_recovered']}")
 
 
 @cli.command("scaling")
