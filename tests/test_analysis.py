@@ -265,9 +265,15 @@ def test_fit_exponent_ols_and_bootstrap():
         fit_exponent(x, y, method="mle")
     with pytest.raises(ValueError, match="> 0"):
         fit_exponent(x, -y)
-    assert predicted_exponent("sample_limited", 1.25) == pytest.approx(0.6)
+    assert predicted_exponent("threshold", 1.25, lam_slope=0.5) == pytest.approx(0.6)
+    assert predicted_exponent("threshold", 1.25) == pytest.approx(1.2)
+    assert predicted_exponent("label_noise", 1.25) == pytest.approx(0.6)
+    assert predicted_exponent("tail_noise", 1.25) == pytest.approx(1.5)
+    assert math.isnan(predicted_exponent("harmful_overfitting", 1.25))
     with pytest.raises(ValueError, match="gamma"):
-        predicted_exponent("sample_limited", 0.5)
+        predicted_exponent("threshold", 0.5)
+    with pytest.raises(ValueError, match="regime"):
+        predicted_exponent("sample_limited", 1.25)
 
 
 def test_power_law_curve_sample_limited_exponent():
@@ -281,30 +287,86 @@ def test_power_law_curve_sample_limited_exponent():
     assert abs(f.exponent - 0.6) < 0.05
 
 
-def test_scaling_exponent_gamma_075_noise_dominated():
-    """gamma = 0.75 (slow tail): 1 - 1/(2 gamma) = 1/3 once Delta/2 dominates the error.
+@pytest.mark.parametrize("gamma", [1.25, 2.0])
+def test_threshold_exponent_needs_no_label_noise(gamma):
+    """The 'sample-limited' exponent 1 - 1/(2 gamma) is set by the threshold with lam ∝ sqrt(alpha).
 
-    d = 10^5, Delta = 4, lam = 10 sqrt(alpha), n in [100 d, 10^4 d] (3 points; the 9-point
-    validation gives 0.332). Every point must be labelled sample-limited.
+    d = 10^5, lam = 10 sqrt(alpha), n in [100 d, 10^4 d]: Delta = 0 and Delta = 4 give the same
+    exponent (before: 0.585 / 0.730 with Delta = 0, 0.578 / 0.715 with Delta = 4, and the Delta = 0
+    points were labelled 'truncation' with predicted 2 - 1/gamma). Every point is threshold-limited.
     """
+    from singlehead.analysis.scaling import SAMPLE_LIMITED_SETTING as SL
+
+    d, (lo, hi) = SL["d"], SL["n_over_d"]
+    ns = np.geomspace(lo * d, hi * d, 5)
+    fits = {}
+    for noise in (0.0, 4.0):
+        res = scaling_curve(gamma, d, ns, lam=lambda a: SL["lam_prefactor"] * math.sqrt(a), noise=noise,
+                            prior="spiked", tol=1e-7)
+        df = res["curve"]
+        assert df["converged"].all()
+        assert ((df["cutoff"] > 2 * df["delta"]) & (df["K"] >= 4)).all()  # the threshold sets the last mode
+        assert res["regime"] == "threshold"
+        assert res["predicted"] == pytest.approx(1 - 1 / (2 * gamma), abs=1e-3)  # lam_slope = 1/2
+        assert abs(res["fit"].exponent - res["predicted"]) < 0.05
+        fits[noise] = res["fit"].exponent
+    assert abs(fits[0.0] - fits[4.0]) < 0.03
+
+
+@pytest.mark.slow
+def test_threshold_exponent_gamma_075_no_label_noise():
+    """gamma = 0.75 (slow tail, many spikes: ~4 min per curve): 0.333 with Delta = 0, 0.332 with Delta = 4."""
     d = 100_000
-    res = scaling_curve(0.75, d, np.geomspace(100 * d, 10_000 * d, 3), lam=lambda a: 10 * math.sqrt(a), noise=4.0,
+    ns = np.geomspace(100 * d, 10_000 * d, 3)
+    for noise in (0.0, 4.0):
+        res = scaling_curve(0.75, d, ns, lam=lambda a: 10 * math.sqrt(a), noise=noise, prior="spiked", tol=1e-7)
+        assert res["curve"]["converged"].all() and (res["curve"]["cutoff"] > 2 * res["curve"]["delta"]).all()
+        assert abs(res["fit"].exponent - 1 / 3) < 0.05
+
+
+def test_classify_regime_rules():
+    """Labels by the scale that sets the last recovered mode (synthetic fixed points, d = 1000)."""
+    from singlehead.analysis import classify_regime
+
+    base = {"rank_fraction": 0.05, "delta": 1.0, "eps": 2.5, "eta": 1.0, "cutoff": 2.5, "K": 10, "matrix_error": 0.3}
+    assert classify_regime(base, 1000) == "threshold"  # c > 2 delta
+    assert classify_regime(base, 1000, cutoff_drift=0.2) == "crossover"  # 2 < c/delta < 3, drifting
+    assert classify_regime({**base, "cutoff": 3.5, "eps": 3.5}, 1000, cutoff_drift=0.2) == "threshold"
+    assert classify_regime({**base, "K": 2}, 1000) == "crossover"  # emergence of single modes
+    det = {**base, "eps": 1.9, "cutoff": 1.9}  # threshold just inside the noise bulk: detection binds
+    assert classify_regime(det, 1000, noise=4.0) == "label_noise"  # Delta/2 = 2 > 3 E
+    assert classify_regime(det, 1000, noise=0.0) == "tail_noise"  # E > 3 Delta/2
+    assert classify_regime(det, 1000, noise=0.3) == "crossover"
+    deep = {**det, "eps": 0.2, "cutoff": 0.2}  # threshold deep in the noise bulk: fitted noise dominates
+    assert classify_regime(deep, 1000, noise=4.0) == "harmful_overfitting"
+    assert classify_regime({**base, "rank_fraction": 0.0}, 1000) == "plateau"
+    assert classify_regime({**base, "K": 999}, 1000) == "shrinkage"
+
+
+def test_harmful_overfitting_error_rises():
+    """Paper's small lam (0.1 sqrt(alpha)) with Delta = 4, d = 1000: the error rises with n and says so."""
+    d = 1000
+    res = scaling_curve(1.25, d, np.geomspace(10 * d, d * d / 10, 7), lam=lambda a: 0.1 * math.sqrt(a), noise=4.0,
                         prior="spiked", tol=1e-7)
     df = res["curve"]
-    assert df["converged"].all()
-    assert (df["regime"] == "sample_limited").all()
-    assert (df["matrix_error"] < 2.0).all()  # E < Delta/2
-    assert abs(res["fit"].exponent - 1 / 3) < 0.05
+    ho = df[df["regime"] == "harmful_overfitting"]
+    assert len(ho) >= 2 and (ho["local_exponent_n"] < 0).all()
+    assert df["excess_error"].iloc[-1] > df["excess_error"].min() * 1.5
+    assert (df["regime"] != "threshold").all()
 
 
-def test_classify_regime_self_limited():
-    """A sample-limited-looking point whose matrix error exceeds Delta/2 is self-limited."""
-    row = {"rank_fraction": 0.01, "delta": 1.0, "cutoff": 2.4, "eps": 2.4, "K": 10, "matrix_error": 0.3}
-    assert classify_regime(row, 1000) == "sample_limited"
-    assert classify_regime(row, 1000, noise=4.0) == "sample_limited"
-    assert classify_regime(row, 1000, noise=0.1) == "self_limited"
-    assert classify_regime({**row, "cutoff": 3.5}, 1000, noise=0.1) == "truncation"
-    assert math.isnan(predicted_exponent("self_limited", 0.75))
+def test_scaling_curve_softmax_channel():
+    """Softmax channel (T = 2), d = 10^5, Delta = 0, lam = sqrt(alpha): threshold-limited, -> 1 - 1/(2 gamma).
+
+    Full 7-point curve over n in [100 d, 10^4 d]: local exponents 0.51 -> 0.61 (K = 5 -> 30),
+    fit 0.564 against 0.600. Here 3 points in the upper decade.
+    """
+    d = 100_000
+    res = scaling_curve(1.25, d, np.geomspace(1000 * d, 10_000 * d, 3), lam=lambda a: math.sqrt(a), noise=0.0,
+                        prior="spiked", tol=1e-7, channel="seq2lab", T=2)
+    df = res["curve"]
+    assert df["converged"].all() and (df["cutoff"] > 2 * df["delta"]).all()
+    assert abs(res["fit"].exponent - 0.6) < 0.05
 
 
 def test_power_law_curve_warm_start_retry():

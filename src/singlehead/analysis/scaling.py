@@ -40,7 +40,10 @@ A point is labelled by **the scale that sets the last recovered mode**:
   ``"d2_over_n"`` (all modes kept, ``eps <= delta``): ``d^2/n``, exponent 1;
 * ``"plateau"``: complete rank collapse (``S = 0``), exponent 0;
 * ``"crossover"``: two scales within a factor 3 (``E`` vs ``Delta/2``), ``E_fit/E`` in
-  ``[1/4, 1/2]``, or the drifting ``2 < c/delta < 3`` band above: no single exponent claimed.
+  ``[1/4, 1/2]``, the drifting ``2 < c/delta < 3`` band above, or fewer than ``K_MIN = 4``
+  recovered modes (single modes switching on one by one — the emergence steps — are not a
+  power law), or a point whose neighbour along ``n`` is in another regime (its centred local
+  exponent mixes two laws): no single exponent claimed.
 
 Labels are set by these mechanisms, not by a fit; :func:`regime_map` puts the local exponent
 measured from the theory curve beside the predicted one, so the labels can be checked.
@@ -74,6 +77,8 @@ REGIMES = ("threshold", "label_noise", "tail_noise", "harmful_overfitting", "shr
 #: Scale ratios of the labels (module docstring).
 CROSSOVER_FACTOR = 3.0
 CUTOFF_DRIFT = 0.05
+#: Fewer recovered modes than this: single modes switching on one by one (emergence steps).
+K_MIN = 4
 
 
 @dataclass(frozen=True)
@@ -232,14 +237,16 @@ def classify_regime(row: dict[str, Any] | pd.Series, d: int, *, noise: float | N
     c = float(row["cutoff"]) if math.isfinite(float(row["cutoff"])) else eps
     if int(row["K"]) >= d - 1:
         return "shrinkage" if eps > delta else "d2_over_n"
+    E = float(row["matrix_error"])
+    phi = float(fitted_noise_error(delta, eps, c, float(row.get("eta", 1.0)))[0]) / E if E > 0 else 0.0
+    if c <= 2.0 * delta and phi > 0.5:
+        return "harmful_overfitting"
+    if int(row["K"]) < K_MIN:
+        return "crossover"
     if c > 2.0 * delta:
         if c < 3.0 * delta and abs(cutoff_drift) > CUTOFF_DRIFT:
             return "crossover"
         return "threshold"
-    E = float(row["matrix_error"])
-    phi = float(fitted_noise_error(delta, eps, c, float(row.get("eta", 1.0)))[0]) / E if E > 0 else 0.0
-    if phi > 0.5:
-        return "harmful_overfitting"
     if phi > 0.25:
         return "crossover"
     half = 0.5 * float(noise or 0.0)
@@ -276,8 +283,11 @@ def _label_regimes(df: pd.DataFrame, d: int, gamma: float) -> pd.DataFrame:
     noise = attrs.get("noise", 0.0)
     df["fitted_noise_fraction"] = fitted_noise_error(df["delta"], df["eps"], df["cutoff"], df["eta"]) / \
         np.maximum(df["matrix_error"].to_numpy(dtype=float), 1e-300)
-    df["regime"] = [classify_regime(r, d, noise=noise, cutoff_drift=float(np.nan_to_num(r["cutoff_drift"])))
-                    for _, r in df.iterrows()]
+    lab = [classify_regime(r, d, noise=noise, cutoff_drift=float(np.nan_to_num(r["cutoff_drift"])))
+           for _, r in df.iterrows()]
+    # the centred local exponent at a point whose neighbour along n is in another regime mixes two laws
+    df["regime"] = [x if x in ("failed", "crossover") or all(lab[j] == x for j in (k - 1, k + 1) if 0 <= j < len(lab))
+                    else "crossover" for k, x in enumerate(lab)]
     df["predicted_exponent"] = [predicted_exponent(rg, gamma, float(np.nan_to_num(a))) if rg in REGIMES else math.nan
                                 for rg, a in zip(df["regime"], df["lam_slope"])]
     return df
