@@ -301,11 +301,13 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
     fitted_noise_fraction, regime, predicted_exponent), "fit": ExponentFit, "predicted": ...,
     "regime_counts": {...}, "switch_on": {...}}``; the fit uses the points with
     ``fit_range[0] <= n <= fit_range[1]`` (all by default). ``predicted`` is the predicted
-    exponent of the majority regime (mean over its points; ``nan`` if that regime has none).
+    exponent of the majority regime other than ``"crossover"`` (mean over its points; ``nan`` if
+    every point is a crossover), reported as ``"regime"``.
 
     Example: :data:`SAMPLE_LIMITED_SETTING` (spiked prior, ``d = 10^5``, ``lam = 10 sqrt(alpha)``,
-    ``n in [100 d, 10^4 d]``): every point is ``"threshold"`` (``c ≈ 2.1-2.5 delta`` with
-    ``Delta = 4``, ``c > 3 delta`` with ``Delta = 0``) and the predicted exponent is
+    ``n in [100 d, 10^4 d]``): every point is threshold-limited (``c ≈ 2.1-2.5 delta`` with
+    ``Delta = 4``, ``c > 3 delta`` with ``Delta = 0``; points with fewer than ``K_MIN`` recovered
+    modes are labelled ``"crossover"``) and the predicted exponent is
     ``(2 - 1/gamma)/2 = 1 - 1/(2 gamma)``; fitted 0.332 / 0.579 / 0.714 (``Delta = 4``) and
     0.333 / 0.585 / 0.730 (``Delta = 0``) against 0.333 / 0.600 / 0.750.
     """
@@ -318,7 +320,8 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
         sel = sel & (df["n"] >= fit_range[0]).to_numpy() & (df["n"] <= fit_range[1]).to_numpy()
     fit = fit_exponent(df["n"][sel], df["excess_error"][sel], method=method, level=level)
     counts = df["regime"].value_counts()
-    major = str(counts.index[0])
+    labelled = counts.drop(["crossover", "failed"], errors="ignore")
+    major = str(labelled.index[0]) if len(labelled) else "crossover"
     pred = float(df.loc[df["regime"] == major, "predicted_exponent"].mean())
     s = power_law_eigenvalues(gamma, d, kwargs.get("normalisation", "sqrt_d"))
     n_on = switch_on_sample_sizes(df["n"], df["delta"], df["cutoff"].fillna(df["eps"]), s, modes=20)

@@ -664,7 +664,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     D_m, nn, nl = {"smoke": (1000, 5, 3), "quick": (1000, 10, 8)}.get(sc.mode, (100_000, 13, 11))
     noise_m = 0.0
     rmap = pd.DataFrame(ctx.cached(f"phase-{gamma}-{D_m}-{nn}-{nl}-{noise_m}", lambda: regime_map(
-        gamma, D_m, np.geomspace(10 * D_m, min(1e4 * D_m, D_m * D_m / 10), nn), np.geomspace(1e-3, 10, nl),
+        gamma, D_m, np.geomspace(D_m, min(1e4 * D_m, D_m * D_m / 10), nn), np.geomspace(1e-3, 10, nl),
         noise=noise_m, prior="spiked", tol=1e-7).drop(columns=["recovered"]).to_dict("list")))
     plt = _plt()
     fig, axes = plt.subplots(1, 5, figsize=(26, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.2, 1.2, 1.4]})
