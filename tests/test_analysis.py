@@ -414,3 +414,20 @@ def test_cli_spectrum_theory_json():
 def test_cli_bad_input_messages(usage_error):
     usage_error(["scaling", "--gamma", "0.4"], "gamma")
     usage_error(["decompose", "--alpha", "1,2"], "alpha")
+
+
+def test_regime_map_labelled_exponents():
+    """Phase diagram (gamma = 1.25, d = 10^5, Delta = 0, fixed lam per row): every labelled cell's
+    measured local exponent is within 0.05 of its label's prediction (threshold: 2 - 1/gamma = 1.2 at
+    fixed lam; plateau: 0); the rest are crossovers (few modes, or a neighbour in another regime)."""
+    from singlehead.analysis import regime_map
+
+    d = 100_000
+    rm = regime_map(1.25, d, np.geomspace(10 * d, 1e4 * d, 8), [0.1, 1.0, 10.0], noise=0.0, prior="spiked", tol=1e-7)
+    assert rm["converged"].all()
+    lab = rm[rm["predicted_exponent"].notna()]
+    assert {"threshold", "plateau"} <= set(lab["regime"])
+    assert (lab["exponent_gap"].abs() < 0.05).all(), lab[["n", "lam", "K", "regime", "local_exponent_n"]]
+    assert set(rm["regime"]) <= {"threshold", "plateau", "crossover"}
+    # the map is complete: one cell per (n, lam)
+    assert len(rm) == 8 * 3
