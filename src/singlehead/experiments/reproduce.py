@@ -550,7 +550,7 @@ def fig_error_decomposition(ctx: Context) -> FigureOutput:
                              "theory": sdf.E_over_rm, "simulation": sdf.E_over_sim, "se": sdf.E_over_sim_se, "gap": g2,
                              "tolerance": tol_sim, "within": g2 <= tol_sim, "n_seeds": sc.seeds}))
     params = {"T": 2, "kappa0": 0.5, "Delta": 0.5, "lam": 0.01, "kappa": 1, "d(sims)": sc.d, "seeds": sc.seeds}
-    fig.subplots_adjust(wspace=0.38)
+    fig.subplots_adjust(wspace=0.45)
     fig.suptitle(f"Error decomposition (THEORY §6) — {_params_text(params)}", fontsize=9)
     return FigureOutput("error_decomposition", "Error decomposition",
                         "Left: the four non-negative parts (test-error units) stacked; they add up to the full "
