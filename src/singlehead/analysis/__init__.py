@@ -25,7 +25,7 @@ __all__ = [
     "target_law",
 ]
 
-from .decomposition import ErrorDecomposition, channel_sensitivities, channel_test_error, decompose  # noqa: E402
+from .decomposition import ErrorDecomposition, channel_sensitivities, channel_test_error, decompose, scale_profile  # noqa: E402
 from .power_law import power_law_curve, power_law_problem, recovered_modes, spiked_prior, switch_on_sample_sizes  # noqa: E402
 from .scaling import (  # noqa: E402
     ExponentFit,
@@ -37,7 +37,7 @@ from .scaling import (  # noqa: E402
 )
 
 __all__ += [
-    "ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error",
+    "ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error", "scale_profile",
     "power_law_curve", "power_law_problem", "recovered_modes", "spiked_prior", "switch_on_sample_sizes",
     "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
 ]

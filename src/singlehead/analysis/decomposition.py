@@ -1,8 +1,10 @@
-r"""Decomposition of the matrix and test errors of the ERM minimiser (THEORY §6).
+r"""Decomposition of the test error of the ERM minimiser into four non-negative parts (THEORY §6).
 
-Sources: arXiv 2509.24914 (§5–6: spectrum of the learned map, error decomposition), arXiv
-2509.24882 (over-/under-fitting of spectral modes for power-law targets), arXiv 2505.17958
-(spectral denoiser of the nuclear-norm route). The definitions and the proof below are ours.
+Sources: arXiv 2509.24914 (§5–6: spectrum of the learned map; the error decomposition into
+over-fitting, under-fitting, approximation and the mismatch "when the saturation value does not
+correspond to a local minimum of the generalisation error"), arXiv 2509.24882 (over-/under-
+fitting of spectral modes for power-law targets), arXiv 2505.17958 (spectral denoiser of the
+nuclear-norm route). The definitions and the proofs below are ours.
 
 Setting
 -------
@@ -17,97 +19,89 @@ of ``Y``, ``H(x) = p.v. int mu(dy)/(x - y)`` its Hilbert transform and
 the **signal along an eigenvector of Y**: for an eigenvector ``u`` of ``Y`` with eigenvalue
 ``x``, ``u^T S0 u -> xi(x)`` (Ledoit–Péché / Bun–Allez–Bouchaud–Potters overlap formula; at an
 outlier of a spike ``s`` over a null bulk, ``xi = s (1 - v/s^2)`` = ``s`` times the squared
-overlap). All norms are per ``d``: ``||A||^2 := Tr A^2 / d``.
+overlap). All norms are per ``d``: ``||A||^2 := Tr A^2 / d``. Then
+``q = ||Shat||^2 = eta^2 int f^2 dmu`` and ``m = <Shat, S0> = eta int f xi dmu`` (the second
+is the state-evolution formula ``m = eta [J - (delta/2) dJ/ddelta - (eps/2) dJ/deps]``:
+``dJ/ddelta = 2 delta D``, ``D = 2 int f H dmu``, ``dJ/deps = -2 int f dmu`` and
+``f (f + eps) = x f`` where ``f != 0``).
 
-Matrix error
-------------
-``q = ||Shat||^2 = eta^2 int f^2 dmu`` and ``m = <Shat, S0> = eta int f xi dmu``. The second
-identity is the state-evolution formula ``m = eta [J - (delta/2) dJ/ddelta - (eps/2) dJ/deps]``:
-with ``dJ/ddelta = 2 delta D``, ``D = int int (f(x)-f(y))/(x-y) dmu dmu = 2 int f H dmu`` (the
-free divergence, symmetrised) and ``dJ/deps = -2 int f dmu``,
-``J - v D + eps int f = int f (f + eps) dmu - 2 v int f H dmu = int f (x - 2 v H) dmu`` because
-``f (f + eps) = x f`` wherever ``f != 0``. Split the support of ``mu`` above the cut-off into
+Scale and orthogonal part
+-------------------------
+Write ``Shat = rho S0 + R`` with ``<R, S0> = 0``: ``rho = m/Q0`` and the **orthogonal error**
 
-* the **recovered modes** ``R``: components of the kept part of ``mu`` created by one isolated
-  target eigenvalue ``s_i`` (an outlier point mass of a spiked law, or a bulk of ``mu``
-  carrying exactly the mass ``w_i`` of one target atom), each with target energy ``w_i s_i^2``
-  (``w_i = 1/d``; for a spike outlier next to a bulk, whose direction can also carry bulk
-  signal, the mode energy is ``w_i max(s_i^2, xi_i^2)`` — any choice cancels in the sum);
-* the **kept bulk** ``B``: the rest of ``{x > c}``.
+    r = ||Shat - rho S0||^2 = q - m^2/Q0.
 
-Definitions (all ``>= 0``):
+The reference matrix is ``rho0 S0`` (``rho0 = beta0/beta``: the student with ``rho0 S0``
+reproduces the teacher's logits; ``rho0 = 1`` when ``beta = beta0`` and for the linear
+channel); ``rho/rho0`` is reported as ``scale``. ``r`` does not depend on the reference
+(rescaling ``S0`` does not change the orthogonal complement), so the scale never leaks into the
+matrix parts. For every channel the student logits are ``z = rho z0 + sqrt(r) zeta``
+(``zeta`` standard, independent of the teacher logits ``z0``) and the test error against
+noiseless labels is the function ``TE(rho, r) = E ||A_beta0(z0) - A_beta(z)||_F^2`` (``A`` the
+channel of THEORY §1), computed with :func:`singlehead.state_evolution.channel_test_errors` on
+the state evolution's own quadrature nodes, so that ``TE(rho, r)`` *is* the full theory's test
+error.
 
-* ``E_over = int_B (eta f - xi)^2 dmu`` — error on the bulk directions the estimator keeps
-  (fitted noise directions, plus the shrinkage error of the bulk signal for bulk targets);
-* ``E_approx = sum_{i in R} [ int_{R_i} (eta f - xi)^2 dmu + (w_i s_i^2 - int_{R_i} xi^2 dmu) ]``
-  — error along the recovered modes: **shrinkage** (``eta f`` vs. the signal ``xi``) plus
-  **eigenvector misalignment** (target energy of the mode not carried by its outlier
-  direction, ``w s^2 (1 - overlap^2)`` for a null bulk); reported separately as
-  ``E_approx_shrinkage`` and ``E_approx_misalignment``;
-* ``E_under = Q0 - sum_{i in R} w_i s_i^2 - int_B xi^2 dmu`` — target energy that is not
-  recovered: modes below the detection edge (``s_i < delta``) or killed by the threshold,
-  and the part of the bulk signal not captured by the kept bulk directions.
+Four parts
+----------
+Split the support of ``mu`` above the cut-off into
 
-**Claim.** ``E_over + E_approx + E_under = Q0 - 2 m + q`` exactly.
+* the **recovered signal** ``R``: components of ``mu`` created by the target's signal and
+  separated from the noise bulk — an outlier of one isolated target eigenvalue ``s_i`` (point
+  mass of a spiked law), a bulk of ``mu`` carrying exactly the mass ``w_i`` of one target atom
+  (discrete laws), or a **separated upper bulk** (MP target with ``kappa0 < 1`` once
+  ``mu`` splits into the bulk of the null space of ``S0``, mass ``1 - kappa0``, and the bulk of
+  its range, mass ``kappa0``); mode energies ``e_i`` below;
+* the **kept bulk** ``B``: the rest of ``{x > c}`` (noise directions, and the signal bulk of an
+  MP target while it is not separated).
 
-*Proof.* Summing, the ``w_i s_i^2`` terms cancel and
-``E_over + E_approx + E_under = int_{x>c} (eta f - xi)^2 dmu - int_{x>c} xi^2 dmu + Q0
-= eta^2 int f^2 dmu - 2 eta int f xi dmu + Q0 = q - 2m + Q0``, using ``f = 0`` on
-``{x <= c}``. ∎
+With ``a_R = int_R (eta f - rho xi)^2 dmu`` etc. the four parts (matrix-error units, all ``>= 0``):
+
+* ``E_over = int_B (eta f - rho xi)^2 dmu`` — over-fitting: error on the kept bulk
+  directions (fitted noise);
+* ``E_approx = int_R (eta f - rho xi)^2 dmu + rho^2 sum_i (e_i - int_{R_i} xi^2 dmu)``
+  (``E_approx_shrinkage`` + ``E_approx_misalignment``, plus ``E_approx_self``, below) —
+  error along the recovered signal: shrinkage of the kept eigenvalues against the signal
+  ``rho xi`` and target energy of the recovered modes not carried by their directions;
+* ``E_under = rho^2 (Q0 - sum_i e_i - int_B xi^2 dmu)`` — under-fitting: target energy in
+  directions that are not recovered (modes below the detection edge, killed by the threshold,
+  bulk signal not captured by the kept bulk directions);
+* ``E_mismatch = [TE(rho, r) - min_rho' TE(rho', r)] / c_r`` with
+  ``c_r = [min_rho' TE(rho', r) - e0] / r`` — the excess of the test error at the saturated
+  scale ``rho`` over the best scale at the same structure ``r`` (the paper's mismatch between
+  the saturation value and a minimum of the generalisation error), in matrix-error units.
+  ``e0 = TE(rho0, 0) = 0`` against noiseless labels (the noisy-label floor is ``e0_noisy``).
+
+Mode energies: ``e_i = w_i s_i^2`` for a single-atom bulk (``w_i = 1/d``),
+``w_i max(s_i^2, xi_i^2)`` for a spike outlier (its direction can also carry bulk signal), and
+for a separated upper bulk ``e_R = Q0 - int_{mu outside R} xi^2 dmu`` (the target energy not
+carried by the other components; its misalignment ``Q0 - int xi^2 dmu >= 0`` is the
+off-diagonal energy of ``S0`` in the eigenbasis of ``Y``, since
+``sum_k (u_k^T S0 u_k)^2 <= Tr S0^2``).
+
+**Identity 1** (matrix part). ``E_over + E_under + E_approx = r``. *Proof.* Summing, the
+``e_i`` cancel and the sum is ``int_{x>c} (eta f - rho xi)^2 dmu - rho^2 int_{x>c} xi^2 dmu +
+rho^2 Q0 = q - 2 rho m + rho^2 Q0 = q - m^2/Q0`` (``f = 0`` on ``{x <= c}``). ∎
+
+**Identity 2** (test error). ``test_error = e0 + c_r (E_over + E_under + E_approx + E_mismatch)``
+exactly: by Identity 1 and the definitions,
+``e0 + c_r r + c_r E_mismatch = min TE + (TE(rho, r) - min TE) = TE(rho, r)``. ∎
+Numerically ``c_r`` is divided by the computed ``E_over + E_under + E_approx`` (which equals
+the state-evolution ``q - m^2/Q0`` up to ``orthogonal_gap``, the quadrature error of the
+prior-side integrals and the SE residual), so Identity 2 holds to rounding.
+
+For the linear channel ``TE(rho, r) = 2K (Q0 (1 - rho)^2 + r)``, so ``c_r = 2K`` and
+``E_mismatch = Q0 (1 - rho)^2`` (the matrix error ``Q0 - 2m + q`` is the sum of the four parts).
+For softmax channels the best scale at fixed ``r`` is *larger* than ``rho0``
+(a noisy student field is best read through a colder softmax), while ERM with label noise
+saturates below it (``rho/rho0 ≈ 0.9``): at MP ``kappa0 = 0.5``, ``T = 2``, ``alpha = 1``,
+``Delta = 0.5``, ``lam = 0.01``, ``TE = 0.0301``, ``min_rho' TE = 0.0244`` at
+``rho' = 1.15``, so ``c_r E_mismatch = 0.0057`` (19% of the test error).
 
 For laws with point masses (spike outliers, mass ``w``) the state-evolution divergence also
-contains the diagonal terms ``sum_a w_a^2 f'(a)`` (``O(1/d^2)`` each); to keep the identity
+contains the diagonal terms ``sum_a w_a^2 f'(a)`` (``O(1/d^2)`` each); to keep Identity 1
 exact against the state-evolution ``m`` they are added to ``E_approx``
-(``E_approx_self = 2 eta v sum_kept w_a^2``); the remaining gap is the quadrature error
-(about ``1e-6`` relative for spiked laws, ``< 1e-12`` for the MP and discrete laws).
-
-Numerically every term is a quadrature against ``mu`` (the rules of
-:class:`singlehead.spectra.ConvolvedLaw`); ``quadrature_gap`` reports the difference between
-the sum and ``Q0 - 2m + q`` computed from :func:`singlehead.spectra.soft_threshold_integrals`
-(the state-evolution prior side) at the same ``(eta, delta, eps)``.
-
-Test error
-----------
-For every channel the test error is an exact function of ``(Q0, m, q)`` (THEORY §3): with
-``rho = m/Q0`` and ``r = q - m^2/Q0`` the student logits are ``z = rho z0 + sqrt(r) zeta``
-(``zeta`` independent of ``z0``) and ``TE(rho, r) = E ||A_beta0(z0) - A_beta(z)||_F^2``
-(``A`` the channel of THEORY §1). It vanishes at ``(rho0, 0)``, ``rho0 = beta0/beta`` (the
-student reproduces the noiseless labels). The matrix error splits as
-``Q0 - 2m + q = r + Q0 (1 - rho)^2`` (orthogonal part + part along ``S0``). Expanding to first
-order in ``r`` and second order in ``rho - rho0`` (the first order vanishes at a minimum):
-
-    TE ≈ e0 + c_r r + c_s Q0 (rho - rho0)^2,
-    c_r = E ||J(rho0 z0) zeta||^2,   c_s = E ||J(rho0 z0) z0||^2 / Q0,
-
-``J`` the Jacobian of ``A_beta`` (linear channel: ``c_r = c_s = 2K``, ``K = T(T+1)/2``, and
-the expansion is exact). Define
-
-* ``e0`` = the test error of the best estimator ``rho0 S0``: ``0`` against noiseless labels
-  (the noisy-label floor ``E ||A(z0 + xi) - A(z0)||^2`` is reported as ``e0_noisy``);
-* ``E_mismatch = Q0 (rho - rho0)^2 = (m - rho0 Q0)^2 / Q0`` — the scale mismatch: the error
-  of the norm of ``Shat`` along ``S0`` (set by the saturated scale ``eta``) relative to the
-  scale minimising the test error.
-
-With ``beta = beta0`` (``rho0 = 1``), ``r = E_over + E_under + E_approx - E_mismatch`` and
-
-    TE ≈ e0 + c_r [ c1 E_over + E_under + E_approx + c2 E_mismatch ],   c1 = 1,  c2 = c_s/c_r - 1
-
-(``test_error_quadratic``). The weights are fixed by rotation invariance (only ``(m, q)``
-matter): every matrix-error component counts with the channel's orthogonal sensitivity
-``c_r``, and the softmax's different sensitivity to a rescaling of the logits (a temperature
-change) enters through ``c2``. For softmax channels with label noise the learned scale stays
-well below the target's (``rho ~ 0.9``: noisy labels are best fitted by a colder softmax), and
-the quadratic expansion in ``rho - 1`` is then poor. The default form (``test_error_linear``)
-is first order in the orthogonal error only and exact in the scale:
-
-    TE ≈ TE(rho, 0) + c_r(rho) r,   c_r(rho) = E ||J(rho z0) zeta||^2,
-
-i.e. the same THEORY §6 form with ``c_r -> c_r(rho)`` and the secant weight
-``c2 = [TE(rho, 0)/c_r(rho) - Q0 (1 - rho)^2] / E_mismatch`` (``TE(rho, 0)``: test error of
-the rescaled target ``rho S0``). :func:`decompose` returns both forms, the exact
-``TE(rho, r)`` and the relative error of the default form against the full state-evolution
-test error; it is accurate when the excess error is small and the orthogonal error dominates
-(see the tests and ``validation``), and only qualitative at large error.
+(``E_approx_self = 2 rho eta v sum_kept w_a^2``).
 """
 
 from __future__ import annotations
@@ -117,57 +111,63 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 from scipy.stats import qmc
 
 from ..problem import Problem
 from ..prox import attention
 from ..results import Result
-from ..spectra import DiscreteLaw, SpikedLaw, free_convolve_semicircle, soft_threshold_integrals
+from ..spectra import DiscreteLaw, MarchenkoPastur, SpikedLaw, free_convolve_semicircle, soft_threshold_integrals
 from .learned_spectrum import target_law
 
-__all__ = ["ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error"]
+__all__ = ["ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error", "scale_profile"]
 
 
 @dataclass
 class ErrorDecomposition:
-    """Result of :func:`decompose` (all errors per ``d``; see the module docstring).
+    """Result of :func:`decompose` (all matrix errors per ``d``; see the module docstring).
 
     Attributes
     ----------
     E_over, E_under, E_approx, E_mismatch : float
-        Matrix-error components and the scale mismatch.
+        The four non-negative parts (matrix-error units);
+        ``test_error = e0 + c_r (E_over + E_under + E_approx + E_mismatch)``.
     E_approx_shrinkage, E_approx_misalignment, E_approx_self : float
         Parts of ``E_approx``.
+    orthogonal_error : float
+        ``E_over + E_under + E_approx`` (``= r``, Identity 1).
+    r : float
+        ``q - m^2/Q0`` of the state-evolution ``(m, q)``.
+    orthogonal_gap : float
+        ``orthogonal_error - r`` (prior-side quadrature error and SE residual; ``O(1/d)`` with
+        ``model="spiked"``, a different law from the state evolution's).
+    r_law, quadrature_gap : float
+        ``q - m^2/Q0`` from the prior-side integrals of the decomposition's own law at
+        ``(eta, delta, eps)``, and ``orthogonal_error - r_law`` (quadrature error of Identity 1).
     matrix_error : float
-        ``E_over + E_under + E_approx``.
-    matrix_error_law : float
-        ``Q0 - 2m + q`` from the state-evolution prior side at ``(eta, delta, eps)``.
-    matrix_error_theory : float
-        ``Result.matrix_error`` of the state-evolution run.
-    quadrature_gap : float
-        ``matrix_error - matrix_error_law``.
+        ``Q0 - 2m + q`` of the state evolution (``= r + Q0 (1 - rho)^2``).
     e0, e0_noisy : float
-        Test-error floors (noiseless / noisy labels).
-    c_r, c1, c2 : float
-        ``c_r(rho)`` and the weights of the THEORY §6 form (default, scale-exact form).
-    c_r0, c_s, c2_quadratic : float
-        Sensitivities at the optimal scale ``rho0`` and ``c2`` of the quadratic form.
-    test_error_scale : float
-        ``TE(rho, 0)``: test error of the rescaled target ``rho S0``.
-    test_error_quadratic : float
-        ``e0 + c_r0 (E_over + E_under + E_approx - Q0 (1-rho)^2) + c_s E_mismatch``.
+        Test-error floors: ``TE(rho0, 0) = 0`` (noiseless labels) and
+        ``E ||A(z0 + xi) - A(z0)||^2`` (noisy labels).
+    c_r : float
+        ``(min_rho' TE(rho', r) - e0) / orthogonal_error``: test error per unit of matrix error.
+    rho, rho0, rho_best, scale : float
+        ``m/Q0``, ``beta0/beta``, ``argmin_rho' TE(rho', r)`` and ``rho/rho0``.
     test_error : float
         Full state-evolution test error (``Result.test_error``).
-    test_error_exact : float
-        ``TE(rho, r)`` from this module's quadrature (consistency check of ``test_error``).
-    test_error_linear : float
-        ``e0 + c_r (c1 E_over + E_under + E_approx + c2 E_mismatch)`` ``= TE(rho, 0) + c_r(rho) r``.
-    relative_error : float
-        ``|test_error_linear - test_error| / test_error``.
+    test_error_best_scale : float
+        ``min_rho' TE(rho', r)``.
+    test_error_recomputed, test_error_gap : float
+        ``TE(rho, r)`` from this module and its difference with ``test_error`` (0 when the
+        state evolution ran with the default quadrature).
+    test_error_sum : float
+        ``e0 + c_r (E_over + E_under + E_approx + E_mismatch)``.
+    identity_gap : float
+        ``test_error_sum - test_error`` (Identity 2; rounding only).
     recovered_modes : list of dict
-        ``mode`` (1-based), ``spike``, ``position`` (on the scale of ``Y``), ``signal``
-        (``int xi dmu / w``), ``overlap`` (``signal / spike``), ``mass``.
+        ``mode`` (1-based; 0 for a separated upper bulk), ``spike`` (``nan`` for a bulk),
+        ``position`` (on the scale of ``Y``), ``signal`` (``int xi dmu / w``), ``overlap``
+        (``signal / spike``), ``mass``.
     """
 
     E_over: float
@@ -177,36 +177,40 @@ class ErrorDecomposition:
     E_approx_shrinkage: float
     E_approx_misalignment: float
     E_approx_self: float
-    matrix_error: float
-    matrix_error_law: float
-    matrix_error_theory: float
+    orthogonal_error: float
+    r: float
+    orthogonal_gap: float
+    r_law: float
     quadrature_gap: float
+    matrix_error: float
     e0: float
     e0_noisy: float
     c_r: float
-    c_s: float
-    c1: float
-    c2: float
     rho: float
     rho0: float
-    r: float
-    c_r0: float
-    c2_quadratic: float
-    test_error_scale: float
-    test_error_quadratic: float
+    rho_best: float
+    scale: float
     test_error: float
-    test_error_exact: float
-    test_error_linear: float
-    relative_error: float
+    test_error_best_scale: float
+    test_error_recomputed: float
+    test_error_gap: float
+    test_error_sum: float
+    identity_gap: float
     Q0: float
     q: float
     m: float
     recovered_modes: list[dict[str, float]] = field(default_factory=list)
 
+    def parts(self) -> dict[str, float]:
+        """The four parts in test-error units (``c_r`` times each), plus ``e0``."""
+        return {"e0": self.e0, "over": self.c_r * self.E_over, "under": self.c_r * self.E_under,
+                "approx": self.c_r * self.E_approx, "mismatch": self.c_r * self.E_mismatch}
+
     def to_dict(self) -> dict[str, Any]:
         out = {k: (float(v) if isinstance(v, (int, float, np.floating)) else v) for k, v in self.__dict__.items()}
         out["recovered_modes"] = [{k: float(v) for k, v in d.items()} for d in self.recovered_modes]
         out["n_recovered"] = len(self.recovered_modes)
+        out["test_error_parts"] = self.parts()
         return out
 
 
@@ -286,127 +290,182 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
 
 
 # ------------------------------------------------------------------------------------- matrix part
+def _signal(x: np.ndarray, H: np.ndarray, v: float) -> np.ndarray:
+    """``xi(x) = x - 2 v H(x)``: signal ``u^T S0 u`` along an eigenvector of ``Y`` at ``x``."""
+    return x - 2.0 * v * H
+
+
 def _matrix_parts(law, v: float, eta: float, eps: float, cap: float | None) -> dict[str, Any]:
+    """Identity-1 parts of ``r = ||Shat - rho S0||^2`` at ``rho = m/Q0`` (``m`` from the law)."""
     cl = free_convolve_semicircle(law, v)
     ti = soft_threshold_integrals(cl, math.sqrt(v), eps, rank_cap=cap)
     c = float(ti.cutoff)
+    Q0 = float(law.second_moment())
+    q_law = eta * eta * float(ti.J)
+    m_law = eta * (float(ti.J) - 0.5 * math.sqrt(v) * float(ti.dJ_ddelta) - 0.5 * eps * float(ti.dJ_deps))
+    rho = m_law / Q0
     pos, amass = cl.atoms()
-    full = cl.rule()
 
-    def H_full(x: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            Hc = (1.0 / (x[:, None] - full.x[None, :])) @ full.w if full.x.size else np.zeros_like(x)
-        return Hc
+    def H_at(rule) -> np.ndarray:
+        return rule.H + ((1.0 / (rule.x[:, None] - pos[None, :])) @ amass if pos.size else 0.0)
 
-    # --- continuous kept part, component by component (bulks from the top)
-    bulks = sorted(cl.edges(), key=lambda e: -e[1])
-    out_modes: list[dict[str, float]] = []
-    E_over = E_appr_sh = E_appr_mis = 0.0
-    xi2_B = 0.0
-    sum_f2 = sum_fxi = 0.0
-    rec_energy = 0.0
-    # target atoms available for single-atom bulks
-    if isinstance(law, DiscreteLaw):
-        tpos, tmass = law.atoms()
-        tpos, tmass = tpos[::-1], tmass[::-1]
-        fac = 1.0
-    else:  # MP bulk, or spiked law: recovered modes are the spike outliers only
-        tpos = tmass = np.zeros(0)
-        fac = 1.0
-    j = 0
-    classifying = tpos.size > 0
+    bulks = sorted(cl.edges(), key=lambda e: -e[1])  # from the top
+    # which continuous components are recovered signal
+    kinds: list[tuple[str, float, float]] = []  # ("atom"/"upper"/"bulk", s, w)
+    if isinstance(law, DiscreteLaw):  # single-atom bulks from the top
+        tpos, tmass = (a[::-1] for a in law.atoms())
+        j = 0
+        for lo, hi in bulks:
+            Mb = float(np.sum(cl.rule(lo, hi).w))
+            if j < tpos.size and abs(Mb - tmass[j]) <= 1e-6 * max(Mb, 1e-300) + 1e-9:
+                kinds.append(("atom", float(tpos[j]), float(tmass[j])))
+                j += 1
+            else:
+                break
+    elif isinstance(law, MarchenkoPastur) and law.kappa0 < 1 and len(bulks) >= 2:
+        # the lowest component is the bulk of the null space of S0 (mass 1 - kappa0); the ones
+        # above it are the recovered range of S0
+        kinds = [("upper", math.nan, float(np.sum(cl.rule(lo, hi).w))) for lo, hi in bulks[:-1]]
+    kinds += [("bulk", math.nan, math.nan)] * (len(bulks) - len(kinds))
+
+    modes: list[dict[str, float]] = []
+    E_over = E_sh = E_mis = xi2_B = rec_energy = 0.0
+    upper_kept_xi2 = 0.0
+    upper_idx: list[int] = []
+    xi2_whole = []
     mode_offset = len(law.spikes) if isinstance(law, SpikedLaw) else 0
-    for lo, hi in bulks:
-        if hi <= c:
-            break
-        r = cl.rule(max(lo, c), hi)
+    for k, ((lo, hi), (kind, s, w)) in enumerate(zip(bulks, kinds)):
         rb = cl.rule(lo, hi)
-        Mb = float(np.sum(rb.w))
-        if r.x.size == 0:
+        xib = _signal(rb.x, H_at(rb), v)
+        xi2_whole.append(float(np.sum(rb.w * xib * xib)))
+        if hi <= c:
             continue
-        Hx = r.H + ((1.0 / (r.x[:, None] - pos[None, :])) @ amass if pos.size else 0.0)
-        xi = r.x - 2.0 * v * Hx
-        fx = r.x - eps
-        sum_f2 += float(np.sum(r.w * fx * fx))
-        sum_fxi += float(np.sum(r.w * fx * xi))
-        single = False
-        if classifying and j < tpos.size and abs(Mb - fac * tmass[j]) <= 1e-6 * max(Mb, 1e-300) + 1e-9:
-            single = True
-        if single:
-            s, w = float(tpos[j]), float(fac * tmass[j])
-            sh = float(np.sum(r.w * (eta * fx - xi) ** 2))
-            sig = float(np.sum(rb.w * (rb.x - 2.0 * v * (rb.H + ((1.0 / (rb.x[:, None] - pos[None, :])) @ amass if pos.size else 0.0)))))
-            mis = w * s * s - float(np.sum(r.w * xi * xi))
-            E_appr_sh += sh
-            E_appr_mis += mis
+        rk = cl.rule(max(lo, c), hi)
+        if rk.x.size == 0:
+            continue
+        xi = _signal(rk.x, H_at(rk), v)
+        err2 = float(np.sum(rk.w * (eta * (rk.x - eps) - rho * xi) ** 2))
+        kept_xi2 = float(np.sum(rk.w * xi * xi))
+        if kind == "bulk":
+            E_over += err2
+            xi2_B += kept_xi2
+            continue
+        E_sh += err2
+        sig = float(np.sum(rb.w * xib))
+        if kind == "atom":
+            E_mis += w * s * s - kept_xi2
             rec_energy += w * s * s
-            out_modes.append({"mode": float(mode_offset + j + 1), "spike": s, "position": 0.5 * (lo + hi),
-                              "signal": sig / w, "overlap": sig / (w * s) if s > 0 else math.nan, "mass": w})
-            j += 1
-        else:
-            classifying = False
-            E_over += float(np.sum(r.w * (eta * fx - xi) ** 2))
-            xi2_B += float(np.sum(r.w * xi * xi))
-    # --- point masses (spike outliers)
+            modes.append({"mode": float(mode_offset + len(modes) + 1), "spike": s, "position": 0.5 * (lo + hi),
+                          "signal": sig / w, "overlap": sig / (w * s) if s > 0 else math.nan, "mass": w})
+        else:  # separated upper bulk: energy assigned after the loop
+            upper_idx.append(k)
+            upper_kept_xi2 += kept_xi2
+            modes.append({"mode": 0.0, "spike": math.nan, "position": 0.5 * (lo + hi), "signal": sig / w,
+                          "overlap": math.nan, "mass": w})
+    if upper_idx:
+        e_R = Q0 - sum(x for k, x in enumerate(xi2_whole) if k not in upper_idx)
+        E_mis += e_R - upper_kept_xi2
+        rec_energy += e_R
+    # point masses (spike outliers)
     E_self = 0.0
     if pos.size:
-        kept = pos > c
+        full = cl.rule()
         outl = {round(o.position, 12): o for o in cl.outliers()}
         spikes = np.asarray(getattr(law, "spikes", ()), dtype=float)
-        for a, w in zip(pos[kept], amass[kept]):
+        for a, w in zip(pos[pos > c], amass[pos > c]):
             others = pos != a
             Ha = float(np.sum(full.w / (a - full.x))) + float(np.sum(amass[others] / (a - pos[others])))
             xi = a - 2.0 * v * Ha
-            fa = a - eps
-            sum_f2 += w * fa * fa
-            sum_fxi += w * fa * xi
+            err2 = w * (eta * (a - eps) - rho * xi) ** 2
             o = outl.get(round(float(a), 12))
             if o is None:  # an atom that is not a spike outlier (v = 0): count it in the bulk
-                E_over += w * (eta * fa - xi) ** 2
+                E_over += err2
                 xi2_B += w * xi * xi
                 continue
             s = float(o.spike)
-            e_i = max(s * s, xi * xi)  # an outlier next to a bulk can also carry bulk signal (xi > s)
-            E_appr_sh += w * (eta * fa - xi) ** 2
-            E_appr_mis += w * (e_i - xi * xi)
+            e_i = max(s * s, xi * xi)
+            E_sh += err2
+            E_mis += w * (e_i - xi * xi)
             rec_energy += w * e_i
             E_self += 2.0 * eta * v * w * w
             mode = 1 + int(np.argmin(np.abs(spikes - s))) if spikes.size else 0
-            out_modes.append({"mode": float(mode), "spike": s, "position": float(a), "signal": xi,
-                              "overlap": xi / s, "mass": float(w)})
-    Q0 = float(law.second_moment())
-    E_under = Q0 - rec_energy - xi2_B
-    q_law = eta * eta * float(ti.J)
-    m_law = eta * (float(ti.J) - 0.5 * math.sqrt(v) * float(ti.dJ_ddelta) - 0.5 * eps * float(ti.dJ_deps))
-    out_modes.sort(key=lambda d: d["mode"])
-    return {"E_over": E_over, "E_under": E_under, "E_approx_shrinkage": E_appr_sh, "E_approx_misalignment": E_appr_mis,
-            "E_approx_self": E_self, "Q0": Q0, "q_law": q_law, "m_law": m_law, "recovered": out_modes,
-            "q_quad": eta * eta * sum_f2, "m_quad": eta * sum_fxi, "cutoff": c}
+            modes.append({"mode": float(mode), "spike": s, "position": float(a), "signal": xi,
+                          "overlap": xi / s, "mass": float(w)})
+    r2 = rho * rho
+    modes.sort(key=lambda d: d["mode"])
+    return {"E_over": E_over, "E_under": r2 * (Q0 - rec_energy - xi2_B), "E_approx_shrinkage": E_sh,
+            "E_approx_misalignment": r2 * E_mis, "E_approx_self": rho * E_self, "Q0": Q0, "q_law": q_law,
+            "m_law": m_law, "rho": rho, "recovered": modes, "cutoff": c}
+
+
+# ------------------------------------------------------------------------------------- scale part
+def _default_quad(problem: Problem):
+    from ..state_evolution import OutputQuadrature
+
+    return None if problem.channel == "linear" else OutputQuadrature.sobol(2 * problem.n_pairs)
+
+
+def _te(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:
+    """``TE(rho, r)`` with the state evolution's test-error function (vectorised over ``rho``)."""
+    from ..state_evolution import channel_test_errors
+
+    rho = np.atleast_1d(np.asarray(rho, dtype=float))
+    return np.array([channel_test_errors(float(x * x * Q0 + r), float(x * Q0), problem=problem, Q0=Q0,
+                                         quad=quad)["test_error"] for x in rho])
+
+
+def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: float | None = None,
+                  xatol: float = 1e-7) -> dict[str, float]:
+    """``min_rho' TE(rho', r)`` and its minimiser (the best scale at fixed orthogonal error ``r``).
+
+    ``TE(rho', r)`` (module docstring) is evaluated with
+    :func:`singlehead.state_evolution.channel_test_errors` on ``quad`` (default: the state
+    evolution's default nodes). Linear channel: exact, ``rho_best = 1``,
+    ``min = 2K r``. Softmax: a grid on ``[0, rho_max]`` (default ``4 rho0``) then bounded Brent
+    around the best grid point.
+    """
+    if problem.channel == "linear":
+        return {"rho_best": 1.0, "test_error_best_scale": 2.0 * problem.n_pairs * r}
+    quad = _default_quad(problem) if quad is None else quad
+    rho0 = problem.beta0 / problem.beta
+    hi = 4.0 * rho0 if rho_max is None else float(rho_max)
+    grid = np.linspace(0.0, hi, 33)
+    vals = _te(problem, Q0, grid, r, quad)
+    k = int(np.argmin(vals))
+    lo_b, hi_b = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
+    res = optimize.minimize_scalar(lambda x: float(_te(problem, Q0, x, r, quad)[0]), bounds=(lo_b, hi_b),
+                                   method="bounded", options={"xatol": xatol})
+    if res.fun <= vals[k]:
+        return {"rho_best": float(res.x), "test_error_best_scale": float(res.fun)}
+    return {"rho_best": float(grid[k]), "test_error_best_scale": float(vals[k])}
 
 
 def decompose(problem: Problem, theory_result: Result | None = None, *, prior: str = "auto", model: str = "discrete",
               n_spikes: int | None = None, n_points: int = 1 << 15, seed: int = 0) -> ErrorDecomposition:
-    """Error decomposition of the ERM minimiser of ``problem`` (THEORY §6; module docstring).
+    """Four-part decomposition of the test error of the ERM minimiser (THEORY §6; module docstring).
+
+    ``test_error = e0 + c_r (E_over + E_under + E_approx + E_mismatch)`` exactly (Identity 2),
+    every part ``>= 0``; ``E_over + E_under + E_approx = r = q - m^2/Q0`` (Identity 1).
 
     Parameters
     ----------
     problem : Problem
         Factorized student (nuclear norm; the decomposition uses the soft-threshold law).
     theory_result : Result, optional
-        State-evolution result (``extras`` with ``eta, delta, eps, q, m``); computed with
-        :func:`singlehead.state_evolution.theory` (``prior``) when omitted.
+        State-evolution result (``extras`` with ``eta, delta, eps, q, m, Q0``); computed with
+        :func:`singlehead.state_evolution.theory` (``prior``) when omitted. ``TE(rho', r)`` uses
+        the state evolution's default output quadrature (the identity holds for any nodes;
+        ``test_error_gap`` reports a mismatch of node sets).
     model, n_spikes :
         Target law used for the spectral integrals, see
         :func:`singlehead.analysis.learned_spectrum.target_law`. Default ``"discrete"``: the
         discrete law of the ``d`` target eigenvalues, the same law as the state evolution's
         ``prior="asymptotic"`` (recovered modes are then the single-atom bulks of ``mu``);
-        ``"spiked"`` treats the top eigenvalues as spikes (``d -> inf`` picture, which
-        differs from the discrete law by ``O(1)`` for power laws whose spikes carry
-        ``w s^2 = O(1)``; it redistributes the mass of absorbed sub-critical spikes over the
-        bulk, so its energy accounting — and the sign of ``E_under`` — is only approximate
-        at small ``d``).
+        ``"spiked"`` treats the top eigenvalues as spikes (``d -> inf`` picture; it
+        redistributes the mass of absorbed sub-critical spikes over the bulk, so its energy
+        accounting — and the sign of ``E_under`` — is only ``O(1/d)``-consistent at small ``d``).
     n_points, seed : int
-        Scrambled-Sobol nodes for the channel expectations.
+        Scrambled-Sobol nodes of the noisy-label floor ``e0_noisy``.
     """
     if problem.student != "factorized":
         raise ValueError(f"student must be 'factorized' for the error decomposition (got {problem.student!r})")
@@ -419,32 +478,33 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
     law = target_law(problem, model=model, delta=delta, n_spikes=n_spikes)
     cap = problem.kappa if problem.kappa < 1 else None
     parts = _matrix_parts(law, delta * delta, eta, eps, cap)
-    Q0 = parts["Q0"]
+    Q0 = float(ex.get("Q0", parts["Q0"]))
+    m, q = float(ex["m"]), float(ex["q"])
+    rho, r = m / Q0, max(q - m * m / Q0, 0.0)
     E_approx = parts["E_approx_shrinkage"] + parts["E_approx_misalignment"] + parts["E_approx_self"]
-    me = parts["E_over"] + parts["E_under"] + E_approx
-    me_law = Q0 - 2 * parts["m_law"] + parts["q_law"]
-    q, m = parts["q_law"], parts["m_law"]
-    rho = m / Q0
-    r = q - m * m / Q0
-    sens = channel_sensitivities(problem, Q0, rho=rho, n_points=n_points, seed=seed)
-    c_r0, c_s, rho0, c_r = sens["c_r"], sens["c_s"], sens["rho0"], sens["c_r_rho"]
-    E_mis = Q0 * (rho - rho0) ** 2
-    E_par = Q0 * (1.0 - rho) ** 2
-    e0 = 0.0
-    te_quad = e0 + c_r0 * (me - E_par) + c_s * E_mis
-    te_scale = channel_test_error(problem, Q0, rho * Q0, rho * rho * Q0, n_points=n_points, seed=seed)
-    te_lin = e0 + c_r * (me - E_par) + te_scale
-    c2 = (te_scale / c_r - E_par) / E_mis if E_mis > 0 else math.nan
-    te_exact = channel_test_error(problem, Q0, m, q, n_points=n_points, seed=seed)
+    orth = parts["E_over"] + parts["E_under"] + E_approx
+    rho0 = problem.beta0 / problem.beta if problem.channel != "linear" else 1.0
+    quad = _default_quad(problem)
     te = float(theory_result.test_error)
+    te_re = float(_te(problem, Q0, rho, r, quad)[0])
+    prof = scale_profile(problem, Q0, r, quad=quad)
+    te_min = min(prof["test_error_best_scale"], te)
+    e0 = 0.0
+    if orth > 0:
+        c_r = (te_min - e0) / orth
+    else:  # r = 0: no orthogonal error; use the linear response at the best scale
+        c_r = channel_sensitivities(problem, Q0, rho=prof["rho_best"], n_points=n_points, seed=seed)["c_r_rho"]
+    E_mis = (te - te_min) / c_r if c_r > 0 else 0.0
+    e0n = channel_sensitivities(problem, Q0, n_points=n_points, seed=seed)["e0_noisy"] if problem.noise > 0 else 0.0
+    total = e0 + c_r * (orth + E_mis)
     return ErrorDecomposition(
         E_over=parts["E_over"], E_under=parts["E_under"], E_approx=E_approx, E_mismatch=E_mis,
         E_approx_shrinkage=parts["E_approx_shrinkage"], E_approx_misalignment=parts["E_approx_misalignment"],
-        E_approx_self=parts["E_approx_self"], matrix_error=me, matrix_error_law=me_law,
-        matrix_error_theory=float(theory_result.matrix_error), quadrature_gap=me - me_law,
-        e0=e0, e0_noisy=sens["e0_noisy"], c_r=c_r, c_s=c_s, c1=1.0, c2=c2, rho=rho, rho0=rho0, r=r,
-        c_r0=c_r0, c2_quadratic=c_s / c_r0 - 1.0, test_error_scale=te_scale, test_error_quadratic=te_quad,
-        test_error=te, test_error_exact=te_exact, test_error_linear=te_lin,
-        relative_error=abs(te_lin - te) / te if te > 0 else math.nan, Q0=Q0, q=q, m=m,
-        recovered_modes=parts["recovered"],
+        E_approx_self=parts["E_approx_self"], orthogonal_error=orth, r=r, orthogonal_gap=orth - r,
+        r_law=parts["q_law"] - parts["m_law"] ** 2 / parts["Q0"],
+        quadrature_gap=orth - (parts["q_law"] - parts["m_law"] ** 2 / parts["Q0"]),
+        matrix_error=Q0 - 2 * m + q, e0=e0, e0_noisy=e0n, c_r=c_r, rho=rho, rho0=rho0,
+        rho_best=prof["rho_best"], scale=rho / rho0, test_error=te, test_error_best_scale=te_min,
+        test_error_recomputed=te_re, test_error_gap=te_re - te, test_error_sum=total, identity_gap=total - te,
+        Q0=Q0, q=q, m=m, recovered_modes=parts["recovered"],
     )

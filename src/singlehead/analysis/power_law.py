@@ -215,5 +215,5 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
         })
     df = pd.DataFrame(rows)
     df.attrs.update({"gamma": gamma, "d": d, "normalisation": normalisation, "prior": prior, "noise": noise,
-                     "channel": channel, "T": T, "Q0": pm.Q0})
+                     "channel": channel, "T": T, "Q0": pm.Q0, "n_spikes": pm.description.get("n_spikes")})
     return df

@@ -64,7 +64,7 @@ def spectrum_theory(**kwargs: Any) -> None:
 @click.option("--prior", default="auto", show_default=True, help="State-evolution prior: auto, asymptotic or finite.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def decompose_cmd(**kwargs: Any) -> None:
-    """Error decomposition e0, E_over, E_under, E_approx, E_mismatch (THEORY §6)."""
+    """Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (THEORY §6)."""
     from ..analysis import decompose
 
     problem = _one_problem(kwargs)
@@ -75,8 +75,10 @@ def decompose_cmd(**kwargs: Any) -> None:
     if kwargs["as_json"]:
         click.echo(dumps(out))
     else:
-        click.echo(" ".join(f"{k}={out[k]:.6g}" for k in ("e0", "E_over", "E_under", "E_approx", "E_mismatch",
-                                                          "test_error", "test_error_linear", "relative_error")))
+        click.echo(" ".join(f"{k}={out[k]:.6g}" for k in ("e0", "c_r", "E_over", "E_under", "E_approx", "E_mismatch",
+                                                          "test_error", "test_error_sum")))
+        click.echo(f"scale rho/rho0={out['scale']:.4g} (best at fixed r: {out['rho_best'] / out['rho0']:.4g}); "
+                   f"orthogonal error r={out['r']:.6g}; recovered modes: {out['n_recovered']}")
 
 
 @cli.command("scaling")
@@ -89,10 +91,13 @@ def decompose_cmd(**kwargs: Any) -> None:
 @click.option("--noise", type=float, default=0.1, show_default=True, help="Label noise Delta (>= 0).")
 @click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d", show_default=True)
 @click.option("--prior", type=click.Choice(["spiked", "asymptotic", "finite"]), default="spiked", show_default=True)
+@click.option("--channel", type=click.Choice(["linear", "seq2lab", "seq2seq"]), default="linear", show_default=True,
+              help="Output channel (softmax channels need --T >= 2).")
+@click.option("--T", "T", type=int, default=1, show_default=True, help="Tokens per sequence.")
 @click.option("--level", type=float, default=0.95, show_default=True, help="Confidence level of the exponent interval.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior, level, as_json) -> None:
-    """Excess-error curve over n for a power-law target, recovered modes and fitted exponent."""
+def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior, channel, T, level, as_json) -> None:
+    """Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents."""
     from ..analysis.scaling import scaling_curve
     from ..problem import PowerLawTarget
 
@@ -109,12 +114,16 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
     if len(ns) < 3 or min(ns) <= 0:
         raise ValueError(f"n must contain at least 3 sample sizes > 0 (got {len(ns)})")
     lam_fn = (lambda a: lam * math.sqrt(a)) if lam_scaling == "sqrt_alpha" else lam
+    if channel != "linear" and T < 2:
+        raise ValueError(f"T must be >= 2 for the softmax channel {channel} (got {T})")
+    if T < 1:
+        raise ValueError(f"T must be an integer >= 1 (got {T})")
     res = scaling_curve(gamma, d, sorted(ns), lam=lam_fn, noise=noise, normalisation=normalisation, prior=prior,
-                        level=level)
+                        level=level, channel=channel, T=T)
     df = res["curve"]
     out = {
         "gamma": gamma, "d": d, "lam": lam, "lam_scaling": lam_scaling, "noise": noise, "prior": prior,
-        "regime_counts": {str(k): int(v) for k, v in df["regime"].value_counts().items()},
+        "channel": channel, "T": T, "regime_counts": res["regime_counts"], "regime": res["regime"],
         "points": [{k: (v if not hasattr(v, "item") else v.item()) for k, v in row.items() if k != "recovered"}
                    for row in df.to_dict(orient="records")],
         "fit": res["fit"].to_dict(), "predicted_exponent": res["predicted"], "switch_on": res["switch_on"],
@@ -123,13 +132,15 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
         click.echo(dumps(out))
     else:
         f = res["fit"]
-        click.echo(f"exponent {f.exponent:.4f} [{f.ci_low:.4f}, {f.ci_high:.4f}] (predicted {res['predicted']:.4f}); "
-                   f"K(n) = {df['K'].tolist()}")
-        n_sl = int((df["regime"] == "sample_limited").sum())
-        if n_sl < len(df):
+        click.echo(f"exponent {f.exponent:.4f} [{f.ci_low:.4f}, {f.ci_high:.4f}] (predicted {res['predicted']:.4f} for "
+                   f"the majority regime '{res['regime']}'); K(n) = {df['K'].tolist()}")
+        click.echo("regimes (scale that sets the last recovered mode): " + ", ".join(
+            f"n={r.n:.3g}: {r.regime} (local {r.local_exponent_n:.3f}, predicted {r.predicted_exponent:.3f})"
+            for r in df.itertuples()))
+        if len(res["regime_counts"]) > 1:
             from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 
             dd, (lo, hi) = SL["d"], SL["n_over_d"]
-            click.echo(f"note: only {n_sl}/{len(df)} points are sample-limited ({out['regime_counts']}); the prediction "
-                       f"1 - 1/(2 gamma) applies to those (see singlehead.analysis.scaling, e.g. --d {dd} "
-                       f"--noise {SL['noise']:g} --lam {SL['lam_prefactor']:g} --n log:{lo * dd:g}:{hi * dd:g}:9)")
+            click.echo(f"note: the curve crosses regimes ({res['regime_counts']}); compare the fit with the prediction "
+                       f"only inside one regime. Threshold-limited with lam ∝ sqrt(alpha), exponent 1 - 1/(2 gamma): "
+                       f"--d {dd} --lam {SL['lam_prefactor']:g} --n log:{lo * dd:g}:{hi * dd:g}:9 (any --noise)")
