@@ -62,7 +62,7 @@ def test_decomposition_identity_softmax(mp_softmax):
 def test_decomposition_identity_grid(alpha, lam, noise, beta):
     """Acceptance grid (MP kappa0 = 0.5, T = 2): beta = beta0 and beta != beta0 (reference rho0 S0)."""
     p = Problem(d=200, T=2, alpha=alpha, noise=noise, lam=lam, beta=beta, beta0=1.0, target=MPTarget(0.5))
-    D = decompose(p, theory(p, tol=1e-9))
+    D = decompose(p, theory(p, options=SEOptions(tol=1e-9)))
     _check_identities(D)
     assert D.rho0 == pytest.approx(1.0 / beta)
     # the best scale at fixed r is above the teacher's (a noisy field is read by a colder softmax)
@@ -76,7 +76,7 @@ def test_decomposition_identity_grid(alpha, lam, noise, beta):
 @pytest.mark.parametrize("beta", [1.0, 2.0])
 def test_decomposition_identity_full_grid(alpha, lam, noise, beta):
     p = Problem(d=200, T=2, alpha=alpha, noise=noise, lam=lam, beta=beta, beta0=1.0, target=MPTarget(0.5))
-    _check_identities(decompose(p, theory(p, tol=1e-9)))
+    _check_identities(decompose(p, theory(p, options=SEOptions(tol=1e-9))))
 
 
 def test_mismatch_is_excess_over_best_scale():
@@ -89,7 +89,7 @@ def test_mismatch_is_excess_over_best_scale():
     from singlehead.analysis import channel_test_error
 
     p = Problem(d=200, T=2, alpha=1.0, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    D = decompose(p, theory(p, tol=1e-9))
+    D = decompose(p, theory(p, options=SEOptions(tol=1e-9)))
     _check_identities(D)
     assert 0.90 < D.rho < 0.93 and 1.10 < D.rho_best < 1.20
     excess = D.c_r * D.E_mismatch
@@ -104,7 +104,7 @@ def test_mismatch_is_excess_over_best_scale():
 def test_upper_bulk_is_recovered_signal():
     """At alpha = 8 the MP law splits (null space of S0 / its range): the upper bulk is recovered signal."""
     p = Problem(d=200, T=2, alpha=8.0, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    D = decompose(p, theory(p, tol=1e-9))
+    D = decompose(p, theory(p, options=SEOptions(tol=1e-9)))
     _check_identities(D)
     assert len(D.recovered_modes) == 1 and abs(D.recovered_modes[0]["mass"] - 0.5) < 1e-6
     assert D.E_approx > D.E_over > 0 and D.E_under < 0.01 * D.E_approx
@@ -122,7 +122,7 @@ def test_matrix_parts_against_random_matrices(alpha):
     from singlehead.spectra import MarchenkoPastur, free_convolve_semicircle
 
     p = Problem(d=200, T=2, alpha=alpha, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    th = theory(p, tol=1e-9)
+    th = theory(p, options=SEOptions(tol=1e-9))
     D = decompose(p, th)
     ex = th.extras
     edges = free_convolve_semicircle(MarchenkoPastur(0.5), ex["delta"] ** 2).edges()
@@ -167,7 +167,7 @@ def test_decomposition_power_law_linear(pl_linear):
 def test_decomposition_power_law_softmax():
     """Power-law target with the softmax channel (T = 2) and beta != beta0."""
     p = Problem(d=100, T=2, alpha=0.5, noise=0.1, lam=0.1, beta=1.5, target=PowerLawTarget(1.25, "sqrt_d"))
-    D = decompose(p, theory(p, prior="asymptotic", tol=1e-9), model="discrete")
+    D = decompose(p, theory(p, prior="asymptotic", options=SEOptions(tol=1e-9)), model="discrete")
     _check_identities(D)
     assert len(D.recovered_modes) >= 1 and D.E_approx > 0
 

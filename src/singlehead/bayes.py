@@ -51,7 +51,7 @@ from .results import Result
 from .state_evolution import PriorModel, prior_model
 from .thresholds import informative_directions
 
-__all__ = ["denoising_mmse", "bayes_overlap", "bayes_test_errors", "bayes_optimal", "bayes_curve"]
+__all__ = ["denoising_mmse", "bayes_overlap", "bayes_test_errors", "bayes_optimal"]
 
 
 def denoising_mmse(prior: PriorModel, v: float) -> float:

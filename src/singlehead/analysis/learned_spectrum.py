@@ -179,7 +179,7 @@ class LearnedSpectrum:
             "outliers": [{k: float(v) for k, v in o.items()} for o in self.outliers],
             "point_masses": [[float(a), float(b)] for a, b in self.law.point_masses],
             "grid": [float(v) for v in self.law.grid], "density": [float(v) for v in self.law.density],
-            "config": self.problem.to_dict(),
+            "problem": self.problem.to_dict(),
         }
 
 
