@@ -7,9 +7,30 @@ Objective (THEORY §1), reported per sample:
 with ``R = lam d Tr S`` (factorized) or ``lam d ||S||_F^2`` (direct). Dividing by ``n``
 only rescales the objective; it keeps gradients O(1) for the optimisers' tolerances.
 
+The objective and its gradient are computed in closed form by :class:`Objective`
+(no autograd): for the factorized student ``S = W W^T / sqrt(p d)``, with ``Z = X W``
+(``n T x p``, never ``S X``) and ``c = 1/(d sqrt(p))``,
+
+    h_ab       = c Z_a . Z_b - delta_ab Tr S / sqrt(d)
+    G          = dL/dh   (softmax Jacobian applied to 2 (yhat - y); ``2 (h - y)`` for linear)
+    dL/dZ      = c (G + G^T) Z
+    dL/dW      = X^T dL/dZ + 2 W (lam d - sum_a G_aa / sqrt(d)) / sqrt(p d).
+
+FLOPs of one full-batch step: ``4 n T d p`` in the two GEMMs ``X W`` and ``X^T dL/dZ``,
+plus ``O(n T^2 p)`` for the per-sequence logits (see :func:`step_flops`). On CPU the
+data are processed in cache-sized chunks so that the backward GEMM reuses the chunk of
+``X`` the forward one just read; this is what brings a step to the machine's GEMM rate.
+
+For the ``seq2seq`` channel, ``||A X/sqrt(d) - y||_F^2 = tr(A M A^T) - 2 <A, Y> + ||y||^2``
+with the per-dataset constants ``M = X X^T/d`` and ``Y = y X^T/sqrt(d)`` (``T x T`` per
+sequence), computed once when the :class:`Objective` is built.
+
 Data larger than memory on the device are streamed: the full-batch gradient is
 accumulated over chunks of ``batch_size`` sequences moved to the device one at a time
 (the optimiser still sees the exact full-batch objective).
+
+Precision: :func:`fit` trains in the parameters' dtype; with ``polish=True`` a float32 fit
+is continued in float64 by L-BFGS, so the final objective is the float64 one.
 """
 
 from __future__ import annotations
@@ -23,50 +44,236 @@ from torch import nn
 
 from .channels import channel_output, squared_error
 from .data import Sequences
+from .students import DirectStudent, FactorizedStudent
+
+CHUNK_BYTES = 1 << 19
+"""Target size of one CPU chunk of ``X`` (fits in L2 next to its ``Z`` and ``dL/dZ``)."""
 
 
 @dataclass
 class FitInfo:
-    """What the optimiser did: steps taken, whether its stopping rule fired, final objective."""
+    """What the optimiser did: steps taken, whether its stopping rule fired, final objective.
+
+    ``history`` holds the objective after each evaluation (floats); ``polish_steps`` the
+    float64 L-BFGS iterations after a float32 fit (0 without a polish).
+    """
 
     optimizer: str
     steps: int
     converged: bool
     objective: float
     history: list[float] = field(default_factory=list)
+    polish_steps: int = 0
 
 
-def _chunks(data: Sequences, batch_size: int | None):
-    n = len(data)
-    bs = n if batch_size is None else max(1, int(batch_size))
-    for i in range(0, n, bs):
-        yield data.X[i:i + bs], data.y[i:i + bs]
+def step_flops(n: int, T: int, d: int, p: int, student: str = "factorized") -> float:
+    """Floating-point operations of one full-batch objective + gradient evaluation.
+
+    Counts the GEMMs only (multiply-add = 2 FLOPs): factorized ``X W`` and ``X^T dZ``
+    (``2 x 2 n T d p``) plus the logits ``Z Z^T`` and ``G Z`` (``2 x 2 n T^2 p``); direct
+    the same with ``p = d`` and ``X^T (G X)``.
+    """
+    width = p if student == "factorized" else d
+    return 4.0 * n * T * d * width + 4.0 * n * T * T * width
+
+
+class Objective:
+    """Per-sample ERM objective ``L/n`` of a student on one training set, with its gradient.
+
+    Parameters
+    ----------
+    data : Sequences
+        Training set. Kept where it is; chunks not on the student's device are moved there
+        one at a time (streaming).
+    channel : {"seq2lab", "seq2seq", "linear"}
+    beta : float
+        Student inverse temperature.
+    lam : float
+        Regularisation ``lambda`` (THEORY §1).
+    batch_size : int, optional
+        Sequences moved to the device at a time (streaming); ``None`` = all at once.
+    chunk : int, optional
+        Sequences per compute chunk (default: about 512 KiB of ``X`` on CPU, everything on GPU).
+
+    Notes
+    -----
+    Calling ``obj(student)`` writes the exact full-batch gradient into the parameter's
+    ``.grad`` (replacing it) and returns the objective as a 0-dim tensor on the student's
+    device, without a host synchronisation.
+    """
+
+    def __init__(self, data: Sequences, channel: str, beta: float, lam: float, *,
+                 batch_size: int | None = None, chunk: int | None = None) -> None:
+        if channel not in ("seq2lab", "seq2seq", "linear"):
+            raise ValueError(f"channel must be one of seq2lab, seq2seq, linear (got {channel!r})")
+        if batch_size is not None and int(batch_size) < 1:
+            raise ValueError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
+        self.data, self.channel, self.beta, self.lam = data, channel, float(beta), float(lam)
+        self.n = len(data)
+        self.batch_size = self.n if batch_size is None else int(batch_size)
+        self.chunk = chunk
+        self._cache: dict[tuple, tuple] = {}
+        if channel == "seq2seq":
+            # Per-dataset constants of the seq2seq loss, T x T per sequence (float64, data's device).
+            X, y = data.X.to(torch.float64), data.y.to(torch.float64)
+            d = X.shape[-1]
+            self._M = X @ X.transpose(-1, -2) / d
+            self._Y = y @ X.transpose(-1, -2) / math.sqrt(d)
+            self._yy = float((y * y).sum())
+        else:
+            self._M = self._Y = None
+            self._yy = 0.0
+
+    # ---- data on the device ------------------------------------------------
+    def _batches(self, device: torch.device, dtype: torch.dtype):
+        """``(X, target, M)`` per streamed batch; converted copies are cached when nothing is streamed."""
+        key = (str(device), dtype)
+        streamed = self.batch_size < self.n
+        if not streamed and key in self._cache:
+            yield self._cache[key]
+            return
+        for i in range(0, self.n, self.batch_size):
+            j = min(i + self.batch_size, self.n)
+            X = self.data.X[i:j].to(device, dtype, non_blocking=True).contiguous()
+            if self.channel == "seq2seq":
+                tgt = self._Y[i:j].to(device, dtype, non_blocking=True)
+                M = self._M[i:j].to(device, dtype, non_blocking=True)
+            else:
+                tgt = self.data.y[i:j].to(device, dtype, non_blocking=True)
+                M = None
+            if not streamed:
+                self._cache = {key: (X, tgt, M)}  # one resident copy (the latest dtype/device)
+            yield X, tgt, M
+
+    def _chunk_len(self, X: torch.Tensor) -> int:
+        if self.chunk is not None:
+            return max(1, int(self.chunk))
+        if X.device.type != "cpu":
+            return X.shape[0]
+        return max(64, CHUNK_BYTES // (X.shape[1] * X.shape[2] * X.element_size()))
+
+    # ---- closed-form pieces -------------------------------------------------
+    def _dlogits(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Data loss (summed, 0-dim) and ``G = dL/dh`` for logits ``h`` of a chunk."""
+        if self.channel == "linear":
+            R = h - tgt
+            return (R * R).sum(), 2.0 * R
+        A = torch.softmax(self.beta * h, dim=-1)
+        if self.channel == "seq2lab":
+            R = A - tgt
+            loss = (R * R).sum()
+            dA = 2.0 * R
+        else:  # seq2seq via the Gram constants: ||A X/sqrt d - y||^2 = <A M, A> - 2 <A, Y> + ||y||^2
+            AM = A @ M
+            loss = (AM * A).sum() - 2.0 * (A * tgt).sum()
+            dA = 2.0 * (AM - tgt)
+        G = self.beta * A * (dA - (dA * A).sum(dim=-1, keepdim=True))
+        return loss, G
+
+    def _factorized(self, W: torch.Tensor, trace: torch.Tensor, gW: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        d, p = W.shape
+        c = 1.0 / (d * math.sqrt(p))  # scale / sqrt(d) with scale = 1/sqrt(p d)
+        shift = trace / math.sqrt(d)
+        loss = W.new_zeros(())
+        gdiag = W.new_zeros(())
+        for X, tgt, M in self._batches(W.device, W.dtype):
+            m, T, _ = X.shape
+            step = self._chunk_len(X)
+            for i in range(0, m, step):
+                Xc = X[i:i + step]
+                k = Xc.shape[0]
+                X2 = Xc.reshape(k * T, d)
+                Z = (X2 @ W).view(k, T, p)
+                h = torch.bmm(Z, Z.transpose(1, 2)).mul_(c)
+                h.diagonal(dim1=-2, dim2=-1).sub_(shift)
+                lc, G = self._dlogits(h, tgt[i:i + step], None if M is None else M[i:i + step])
+                loss += lc
+                gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
+                Gs = (G + G.transpose(1, 2)).mul_(c)
+                dZ = torch.bmm(Gs, Z).view(k * T, p)
+                gW.addmm_(X2.T, dZ)
+        return loss, gdiag
+
+    def _direct(self, S: torch.Tensor, gS: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        d = S.shape[0]
+        c = 1.0 / math.sqrt(d)
+        shift = torch.trace(S) * c
+        loss = S.new_zeros(())
+        gdiag = S.new_zeros(())
+        for X, tgt, M in self._batches(S.device, S.dtype):
+            m, T, _ = X.shape
+            step = self._chunk_len(X)
+            for i in range(0, m, step):
+                Xc = X[i:i + step]
+                k = Xc.shape[0]
+                X2 = Xc.reshape(k * T, d)
+                Z = (X2 @ S).view(k, T, d)
+                h = torch.bmm(Z, Xc.transpose(1, 2)).mul_(c)
+                h.diagonal(dim1=-2, dim2=-1).sub_(shift)
+                lc, G = self._dlogits(h, tgt[i:i + step], None if M is None else M[i:i + step])
+                loss += lc
+                gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
+                gS.addmm_(X2.T, torch.bmm(G, Xc).view(k * T, d), alpha=c)
+        return loss, gdiag
+
+    # ---- public --------------------------------------------------------------
+    @torch.no_grad()
+    def __call__(self, student: nn.Module, backward: bool = True) -> torch.Tensor:
+        """Objective ``L/n`` (0-dim tensor); with ``backward`` the gradient is written to ``.grad``."""
+        n = self.n
+        if isinstance(student, FactorizedStudent):
+            W = student.W
+            d, p = W.shape
+            scale = 1.0 / math.sqrt(p * d)
+            trace = (W * W).sum() * scale
+            gW = torch.zeros_like(W)
+            loss, gdiag = self._factorized(W, trace, gW)
+            total = (loss + self._yy + self.lam * d * trace) / n
+            if backward:
+                coef = 2.0 * scale * (self.lam * d - gdiag / math.sqrt(d))
+                gW.add_(W * coef).div_(n)
+                W.grad = gW
+            return total
+        if isinstance(student, DirectStudent):
+            S = student.matrix()
+            d = S.shape[0]
+            gS = torch.zeros_like(S)
+            loss, gdiag = self._direct(S, gS)
+            total = (loss + self._yy + self.lam * d * (S * S).sum()) / n
+            if backward:
+                gS.diagonal().sub_(gdiag / math.sqrt(d))
+                gS.add_(S, alpha=2.0 * self.lam * d)
+                student.A.grad = (0.5 * (gS + gS.T)).div_(n)
+            return total
+        raise TypeError(f"student must be a FactorizedStudent or DirectStudent (got {type(student).__name__})")
+
+
+def reference_objective_and_grad(student: nn.Module, data: Sequences, channel: str, beta: float, lam: float,
+                                 backward: bool = True) -> float:
+    """Autograd evaluation of the same objective from the channel definitions (for tests)."""
+    param = next(student.parameters())
+    X = data.X.to(param.device, param.dtype)
+    y = data.y.to(param.device, param.dtype)
+    loss = (squared_error(channel_output(student.logits(X), channel, beta, X), y).sum()
+            + student.regulariser(lam)) / len(data)
+    if backward:
+        loss.backward()
+    return float(loss.detach())
 
 
 def objective_and_grad(student: nn.Module, data: Sequences, channel: str, beta: float, lam: float,
                        batch_size: int | None = None, backward: bool = True) -> float:
-    """Per-sample objective ``L/n``; if ``backward``, accumulates its gradient into ``.grad``.
+    """Per-sample objective ``L/n``; if ``backward``, writes its gradient into ``.grad``.
 
-    Chunks not already on the student's device are moved there one at a time.
+    Convenience wrapper building a one-off :class:`Objective`; optimisers build it once.
     """
-    param = next(student.parameters())
-    n = len(data)
-    total = 0.0
-    for X, y in _chunks(data, batch_size):
-        X = X.to(param.device, param.dtype, non_blocking=True)
-        y = y.to(param.device, param.dtype, non_blocking=True)
-        loss = squared_error(channel_output(student.logits(X), channel, beta, X), y).sum() / n
-        if backward:
-            loss.backward()
-        total += float(loss.detach())
-    reg = student.regulariser(lam) / n
-    if backward:
-        reg.backward()
-    return total + float(reg.detach())
+    return float(Objective(data, channel, beta, lam, batch_size=batch_size)(student, backward))
 
 
-def fit_adam(student: nn.Module, data: Sequences, channel: str, beta: float, lam: float, *,
-             lr: float = 0.1, tol: float = 1e-7, window: int = 50, max_steps: int = 20000,
+def fit_adam(student: nn.Module, data: Sequences | Objective, channel: str = "", beta: float = 1.0,
+             lam: float = 0.0, *, lr: float = 0.1, tol: float = 1e-7, window: int = 50, max_steps: int = 20000,
              decay: float = 0.1, min_lr: float = 1e-4, batch_size: int | None = None,
              callback: Callable[[int, float], None] | None = None) -> FitInfo:
     """Full-batch Adam, paper protocol (arXiv 2509.24914 App.: N(0,1) init, lr 0.1).
@@ -75,57 +282,63 @@ def fit_adam(student: nn.Module, data: Sequences, channel: str, beta: float, lam
     ``|L_t - L_{t-window}| / (window |L_t|)``, is compared with ``tol``. When it falls
     below, the learning rate is divided by ``1/decay`` (constant-lr Adam hovers at a
     distance ~lr from the minimum); the fit stops when that happens at ``lr < min_lr``
-    or after ``max_steps`` steps.
+    or after ``max_steps`` steps. ``data`` may be a prebuilt :class:`Objective` (then
+    ``channel``, ``beta``, ``lam`` and ``batch_size`` are ignored). The objective is read
+    back to the host only every ``window`` steps (and at each step when a ``callback``
+    is given).
     """
+    obj = data if isinstance(data, Objective) else Objective(data, channel, beta, lam, batch_size=batch_size)
     opt = torch.optim.Adam(student.parameters(), lr=lr)
-    history: list[float] = []
+    values: list[torch.Tensor] = []
     last = math.inf
     converged = False
     step = 0
     for step in range(1, max_steps + 1):
-        opt.zero_grad(set_to_none=True)
-        val = objective_and_grad(student, data, channel, beta, lam, batch_size)
+        val = obj(student)
         opt.step()
-        history.append(val)
+        values.append(val)
         if callback is not None:
-            callback(step, val)
+            callback(step, float(val))
         if step % window == 0:
-            rel = abs(last - val) / (window * max(abs(val), 1e-300))
-            last = val
+            v = float(val)
+            rel = abs(last - v) / (window * max(abs(v), 1e-300))
+            last = v
             if rel < tol:
                 g = opt.param_groups[0]
                 if g["lr"] * decay < min_lr:
                     converged = True
                     break
                 g["lr"] *= decay
-    final = objective_and_grad(student, data, channel, beta, lam, batch_size, backward=False)
+    final = float(obj(student, backward=False))
+    history = torch.stack(values).double().cpu().tolist() if values else []
     return FitInfo("adam", step, converged, final, history)
 
 
-def fit_lbfgs(student: nn.Module, data: Sequences, channel: str, beta: float, lam: float, *,
-              max_steps: int = 5000, tol_grad: float = 1e-10, tol_change: float = 1e-15,
+def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = "", beta: float = 1.0,
+              lam: float = 0.0, *, max_steps: int = 5000, tol_grad: float = 1e-10, tol_change: float = 1e-15,
               history_size: int = 50, batch_size: int | None = None,
               callback: Callable[[int, float], None] | None = None) -> FitInfo:
     """Full-batch L-BFGS with strong-Wolfe line search (``torch.optim.LBFGS``).
 
     Converged when torch's first-order (max |grad| < ``tol_grad``) or objective-change
-    (< ``tol_change``) criterion fires before ``max_steps`` iterations.
+    (< ``tol_change``) criterion fires before ``max_steps`` iterations. ``data`` may be a
+    prebuilt :class:`Objective`.
     """
+    obj = data if isinstance(data, Objective) else Objective(data, channel, beta, lam, batch_size=batch_size)
     opt = torch.optim.LBFGS(student.parameters(), lr=1.0, max_iter=max_steps, max_eval=int(max_steps * 1.25),
                             tolerance_grad=tol_grad, tolerance_change=tol_change,
                             history_size=history_size, line_search_fn="strong_wolfe")
     history: list[float] = []
 
     def closure() -> torch.Tensor:
-        opt.zero_grad(set_to_none=True)
-        val = objective_and_grad(student, data, channel, beta, lam, batch_size)
-        history.append(val)
+        val = obj(student)
+        history.append(float(val))  # LBFGS reads the value on the host anyway
         if callback is not None:
-            callback(len(history), val)
-        return torch.tensor(val)
+            callback(len(history), history[-1])
+        return val
 
     opt.step(closure)
     state = opt.state[next(iter(student.parameters()))]
     steps = int(state.get("n_iter", len(history)))
-    final = objective_and_grad(student, data, channel, beta, lam, batch_size, backward=False)
+    final = float(obj(student, backward=False))
     return FitInfo("lbfgs", steps, steps < max_steps, final, history)
