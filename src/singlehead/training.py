@@ -275,7 +275,7 @@ def objective_and_grad(student: nn.Module, data: Sequences, channel: str, beta: 
 def fit_adam(student: nn.Module, data: Sequences | Objective, channel: str = "", beta: float = 1.0,
              lam: float = 0.0, *, lr: float = 0.1, tol: float = 1e-7, window: int = 50, max_steps: int = 20000,
              decay: float = 0.1, min_lr: float = 1e-4, batch_size: int | None = None,
-             callback: Callable[[int, float], None] | None = None) -> FitInfo:
+             callback: Callable[[int, float], None] | None = None, callback_every: int = 1) -> FitInfo:
     """Full-batch Adam, paper protocol (arXiv 2509.24914 App.: N(0,1) init, lr 0.1).
 
     Stopping rule: every ``window`` steps the relative objective change per step,
@@ -284,8 +284,9 @@ def fit_adam(student: nn.Module, data: Sequences | Objective, channel: str = "",
     distance ~lr from the minimum); the fit stops when that happens at ``lr < min_lr``
     or after ``max_steps`` steps. ``data`` may be a prebuilt :class:`Objective` (then
     ``channel``, ``beta``, ``lam`` and ``batch_size`` are ignored). The objective is read
-    back to the host only every ``window`` steps (and at each step when a ``callback``
-    is given).
+    back to the host only every ``window`` steps and at the steps where ``callback(step,
+    objective)`` is called (every ``callback_every`` steps; the objective passed is the one
+    at the parameters before that step's update).
     """
     obj = data if isinstance(data, Objective) else Objective(data, channel, beta, lam, batch_size=batch_size)
     opt = torch.optim.Adam(student.parameters(), lr=lr)
@@ -297,7 +298,7 @@ def fit_adam(student: nn.Module, data: Sequences | Objective, channel: str = "",
         val = obj(student)
         opt.step()
         values.append(val)
-        if callback is not None:
+        if callback is not None and step % callback_every == 0:
             callback(step, float(val))
         if step % window == 0:
             v = float(val)
@@ -333,7 +334,7 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
               lam: float = 0.0, *, max_steps: int = 5000, tol_grad: float = 1e-10, rtol: float = 1e-9,
               patience: int = 2, history_size: int = 50, batch_size: int | None = None,
               polish_dtype: torch.dtype | None = None, polish_rtol: float = 1e-9,
-              callback: Callable[[int, float], None] | None = None) -> FitInfo:
+              callback: Callable[[int, float], None] | None = None, callback_every: int = 1) -> FitInfo:
     """Full-batch L-BFGS with a strong-Wolfe line search (torch's ``_strong_wolfe``).
 
     Stopping rule: converged when ``max |grad| <= tol_grad``, or when ``patience``
@@ -343,6 +344,8 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
     With ``polish_dtype`` (float64 after a float32 fit) the fit continues in that dtype with
     the curvature pairs gathered so far (a fresh L-BFGS restarts with a tiny gradient step)
     until the rule fires with ``polish_rtol``; the student is left in ``polish_dtype``.
+    ``callback(iteration, objective)`` is called after every ``callback_every``-th iteration
+    (iterations counted across the polish); ``history`` holds every evaluation.
 
     Notes
     -----
@@ -365,14 +368,12 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
         param.data.copy_(x.view_as(param))
         v = float(obj(student))  # the line search needs the value on the host
         history.append(v)
-        if callback is not None:
-            callback(len(history), v)
         return v, param.grad.reshape(-1).clone()
 
     def line_fn(x: torch.Tensor, t: float, d: torch.Tensor) -> tuple[float, torch.Tensor]:
         return evaluate(x + t * d)
 
-    def run(x: torch.Tensor, mem: dict, budget: int, tol: float) -> tuple[torch.Tensor, int, bool]:
+    def run(x: torch.Tensor, mem: dict, budget: int, tol: float, done: int) -> tuple[torch.Tensor, int, bool]:
         f, g = evaluate(x)
         calm = 0
         for it in range(1, budget + 1):
@@ -396,8 +397,13 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
                 mem["y"].append(y)
                 mem["rho"].append(1.0 / ys)
                 mem["h_diag"] = ys / float(torch.dot(y, y))
-            calm = calm + 1 if abs(f - f_new) <= tol * abs(f_new) else 0
+            # The rule only counts once a few curvature pairs exist (the first steps are short).
+            small = abs(f - f_new) <= tol * abs(f_new) and len(mem["s"]) >= 3
+            calm = calm + 1 if small else 0
             x, f, g = x + step, f_new, g_new
+            if callback is not None and (done + it) % callback_every == 0:
+                param.data.copy_(x.view_as(param))
+                callback(done + it, f)
             if calm >= patience:
                 return x, it, True
         return x, budget, False
@@ -405,7 +411,7 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
     mem: dict = {"s": [], "y": [], "rho": [], "h_diag": 1.0}
     with torch.no_grad():
         x = param.detach().reshape(-1).clone()
-        x, steps, converged = run(x, mem, max_steps, rtol)
+        x, steps, converged = run(x, mem, max_steps, rtol, 0)
         param.data.copy_(x.view_as(param))
         polish_steps = 0
         if polish_dtype is not None and param.dtype != polish_dtype:
@@ -413,7 +419,7 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
             param = next(iter(student.parameters()))
             for k in ("s", "y"):
                 mem[k] = [v.to(polish_dtype) for v in mem[k]]
-            x, polish_steps, converged = run(x.to(polish_dtype), mem, max(1, max_steps - steps), polish_rtol)
+            x, polish_steps, converged = run(x.to(polish_dtype), mem, max(1, max_steps - steps), polish_rtol, steps)
             param.data.copy_(x.view_as(param))
         final = float(obj(student, backward=False))
     return FitInfo("lbfgs", steps + polish_steps, converged, final, history, polish_steps)

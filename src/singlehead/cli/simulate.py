@@ -16,27 +16,37 @@ from .common import (ResultLog, instance_run_options, instance_seeds, pop_proble
 @instance_run_options
 @click.option("--optimizer", type=click.Choice(["lbfgs", "adam"]), default="lbfgs", show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda[:N].")
+@click.option("--precision", type=click.Choice(["float64", "float32", "mixed"]), default=None,
+              help="float64, float32, or mixed (float32 training, float64 polish). Default: float64 on CPU, "
+                   "float32 on GPU.")
 @click.option("--max-steps", type=int, default=None, help="Optimiser step cap (default: 5000 L-BFGS, 20000 Adam).")
+@click.option("--tol", type=float, default=None,
+              help="Relative objective change that stops the optimiser (default 1e-9 L-BFGS, 1e-7 Adam).")
+@click.option("--lr", type=float, default=0.1, show_default=True, help="Adam learning rate.")
 @click.option("--batch-size", type=int, default=None, help="Stream the data to the device in chunks of this size.")
+@click.option("--record-every", type=int, default=None,
+              help="Record train/test error and the top eigenvalues of S every this many optimiser steps "
+                   "(JSON field 'trajectory').")
+@click.option("--threads", type=int, default=None,
+              help="BLAS/torch threads (default: all cores; see singlehead.threads).")
 def simulate(**kwargs: Any) -> None:
     """Train students by ERM and print test/train/matrix errors and the learned spectrum."""
-    from ..simulation import resolve_device, simulate as run_simulation
+    from ..simulation import TrainOptions, resolve_device, simulate as run_simulation
+    from ..threads import configure
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     seeds = instance_seeds(kwargs)
-    resolve_device(kwargs["device"])
-    if kwargs["max_steps"] is not None and kwargs["max_steps"] < 1:
-        raise ValueError(f"max-steps must be an integer >= 1 (got {kwargs['max_steps']})")
-    if kwargs["batch_size"] is not None and kwargs["batch_size"] < 1:
-        raise ValueError(f"batch-size must be an integer >= 1 (got {kwargs['batch_size']})")
-
-    settings = {k: kwargs[k] for k in ("optimizer", "n_test", "max_steps")}
+    dev = resolve_device(kwargs["device"])
+    options = TrainOptions(optimizer=kwargs["optimizer"], precision=kwargs["precision"],
+                           max_steps=kwargs["max_steps"], tol=kwargs["tol"], lr=kwargs["lr"],
+                           batch_size=kwargs["batch_size"], n_test=kwargs["n_test"],
+                           record_every=kwargs["record_every"])
+    configure(workers=1, threads=kwargs["threads"])
+    settings = options.key_fields(dev)
 
     def make(problem, seed):
         def thunk() -> dict[str, Any]:
-            r = run_simulation(problem, seed, optimizer=kwargs["optimizer"], device=kwargs["device"],
-                               n_test=kwargs["n_test"], max_steps=kwargs["max_steps"], batch_size=kwargs["batch_size"])
-            return r.to_dict()
+            return run_simulation(problem, seed, options=options, device=dev).to_dict()
         return thunk
 
     def describe(rec: dict[str, Any]) -> str:
