@@ -111,6 +111,9 @@ class TrainOptions:
         (``extras["trajectory"]``). ``None``: no recording.
     record_top : int
         Number of top eigenvalues of ``S`` recorded.
+    init_scale : float
+        Scale of the initial weights (1: the paper's N(0, 1) ``W``; small values start near
+        ``S = 0`` and make Adam learn the target's directions one after another).
     """
 
     optimizer: str = "lbfgs"
@@ -124,6 +127,7 @@ class TrainOptions:
     rank_tol: float = 1e-3
     record_every: int | None = None
     record_top: int = 10
+    init_scale: float = 1.0
 
     def __post_init__(self) -> None:
         _check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", self.optimizer)
@@ -139,6 +143,7 @@ class TrainOptions:
         _check(_int_or_none(self.record_every, 1), "record_every", "an integer >= 1 or None", self.record_every)
         _check(_int_or_none(self.record_top, 1) and self.record_top is not None, "record_top",
                "an integer >= 1", self.record_top)
+        _check(_pos_float(self.init_scale), "init_scale", "> 0", self.init_scale)
 
     def replace(self, **changes: Any) -> "TrainOptions":
         """A copy with some fields changed (validated again)."""
@@ -319,7 +324,8 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     test = sample_sequences(problem, S0, opts.n_test, s_test)
     if opts.batch_size is None:
         train = train.to(dev, final_dtype)
-    student = init_student(problem.student, problem.d, problem.p, generator(s_init), train_dtype, dev)
+    student = init_student(problem.student, problem.d, problem.p, generator(s_init), train_dtype, dev,
+                           scale=opts.init_scale)
     objective = Objective(train, problem.channel, problem.beta, problem.lam, batch_size=opts.batch_size)
 
     recorder = None
