@@ -177,6 +177,9 @@ def test_thread_policy():
     saved_env = {v: os.environ.get(v) for v in threads.THREAD_ENV_VARS}
     saved = torch.get_num_threads()
     try:
+        os.environ.pop("OMP_NUM_THREADS", None)
+        assert threads.configure(workers=1, cores=2) == 2
+        assert threads.configure(workers=1, cores=4) == 2  # the OMP_NUM_THREADS it set caps the default
         assert threads.configure(workers=2, cores=2) == 1
         assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
         assert threads.joblib_config(2)["inner_max_num_threads"] == threads.threads_per_worker(2)
@@ -212,3 +215,34 @@ def test_mp_target_unaffected_by_init_scale_default():
     a = simulate(p, 2, n_test=200, max_steps=30)
     b = simulate(p, 2, options=TrainOptions(n_test=200, max_steps=30, init_scale=1.0))
     assert np.array_equal(a["eigenvalues"], b["eigenvalues"])
+
+
+def test_cli_simulate_builds_train_options(capsys, usage_error):
+    import json
+
+    from singlehead.cli import main
+
+    main(["simulate", "--d", "8", "--alpha", "0.5", "--n-test", "50", "--precision", "mixed", "--record-every", "5",
+          "--max-steps", "30", "--json"])
+    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rec["precision"] == "mixed" and rec["options"]["record_every"] == 5 and rec["options"]["device"] == "cpu"
+    assert rec["trajectory"]["step"][0] == 5
+    usage_error(["simulate", "--record-every", "0"], "record_every")
+    usage_error(["simulate", "--lr", "-1"], "lr")
+    usage_error(["simulate", "--threads", "64"], "threads")
+
+
+def test_fig_emergence_for_the_reproduction():
+    """The reproduction adapter (smoke scale): figure, tidy table and agreement rows."""
+    from types import SimpleNamespace
+
+    from singlehead.experiments.emergence import fig_emergence
+
+    store: dict = {}
+    ctx = SimpleNamespace(scale=SimpleNamespace(mode="smoke"),
+                          cached=lambda name, compute: store.setdefault(name, compute()))
+    out = fig_emergence(ctx)
+    assert out.name == "emergence" and len(store) == 1
+    assert {"step", "test_error", "eig_1"} <= set(out.table.columns)
+    assert list(out.agreement.quantity[:2]) == ["test error", "outlier 1"]
+    assert np.isfinite(out.agreement.theory).all() and np.isfinite(out.agreement.simulation).all()

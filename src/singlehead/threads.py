@@ -55,7 +55,9 @@ def configure(workers: int = 1, threads: int | None = None, *, cores: int | None
     workers : int
         Parallel worker processes about to run (``>= 1``).
     threads : int, optional
-        Threads per worker; default :func:`threads_per_worker`. An explicit value with
+        Threads per worker; default :func:`threads_per_worker`, capped by an
+        ``OMP_NUM_THREADS`` already set in the environment (a user's limit wins when smaller).
+        An explicit value with
         ``threads * workers > cores`` is refused (``ValueError``): that is the
         oversubscription this policy exists to prevent.
     cores : int, optional
@@ -68,6 +70,9 @@ def configure(workers: int = 1, threads: int | None = None, *, cores: int | None
     """
     c = available_cores() if cores is None else cores
     n = threads_per_worker(workers, c)
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if threads is None and env.isdigit() and int(env) >= 1:
+        n = min(n, int(env))
     if threads is not None:
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads must be an integer >= 1 (got {threads!r})")
