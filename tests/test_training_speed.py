@@ -85,10 +85,11 @@ def test_float32_fit_with_float64_polish_reaches_the_float64_objective():
     assert abs(info.objective - ref.objective) / ref.objective < 1e-6
 
 
-@pytest.mark.parametrize("precision", ["mixed", "float32"])
-def test_precision_policies_give_the_float64_test_error_within_its_standard_error(precision):
-    p = Problem(d=30, T=2, alpha=1.0, noise=0.5, lam=0.01)
-    a = simulate(p, 3, options=TrainOptions(n_test=4000))
+@pytest.mark.parametrize("precision,student", [("mixed", "factorized"), ("float32", "factorized"),
+                                               ("mixed", "direct")])
+def test_precision_policies_give_the_float64_test_error_within_its_standard_error(precision, student):
+    p = Problem(d=30, T=2, alpha=1.0, noise=0.5, lam=0.01, student=student)
+    a = simulate(p, 3, options=TrainOptions(n_test=4000, precision="float64"))
     b = simulate(p, 3, options=TrainOptions(n_test=4000, precision=precision))
     assert a["dtype"] == "float64" and b["dtype"] == ("float64" if precision == "mixed" else "float32")
     assert b["precision"] == precision and b["options"]["precision"] == precision
@@ -124,7 +125,7 @@ def test_train_options_identify_a_run():
     o = TrainOptions(optimizer="adam", n_test=500)
     assert o.precision is None
     k_cpu = o.key_fields("cpu")
-    assert k_cpu["precision"] == "float64" and k_cpu["device"] == "cpu" and k_cpu["optimizer"] == "adam"
+    assert k_cpu["precision"] == "mixed" and k_cpu["device"] == "cpu" and k_cpu["optimizer"] == "adam"
     assert o.key_fields("cuda")["precision"] == "float32"
     assert TrainOptions(**o.to_dict()) == o
     with pytest.raises(ValueError):

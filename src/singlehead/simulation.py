@@ -55,9 +55,13 @@ def default_dtype(device: torch.device) -> torch.dtype:
 def default_precision(device: torch.device | str) -> str:
     """Precision policy used when :attr:`TrainOptions.precision` is ``None``.
 
-    ``"float64"`` on CPU, ``"float32"`` on GPU.
+    ``"mixed"`` on CPU: float32 training, float64 polish. Verified against float64 training
+    (issue 13; L-BFGS on seq2lab d=100 T=2, seq2seq d=60 T=3, linear d=60 T=1 power law,
+    4 seeds each, and Adam on seq2lab d=50, 3 seeds): test errors equal to within 0.003
+    standard errors, objectives within 2e-7 (L-BFGS); about twice as fast on CPU.
+    ``"float32"`` on GPU (unchanged; not yet verified there).
     """
-    return "float64" if torch.device(device).type == "cpu" else "float32"
+    return "mixed" if torch.device(device).type == "cpu" else "float32"
 
 
 def _check(cond: bool, name: str, valid: str, value: Any) -> None:
@@ -88,7 +92,7 @@ class TrainOptions:
         ``float64`` / ``float32``: train and measure in that dtype. ``mixed``: train in
         float32, then polish in float64 by L-BFGS (keeping the curvature pairs of an
         L-BFGS fit) until the relative objective change per iteration is below
-        ``polish_rtol``; the student is measured in float64. ``None``: float64 on CPU,
+        ``polish_rtol``; the student is measured in float64. ``None``: mixed on CPU,
         float32 on GPU (:func:`default_precision`).
     max_steps : int or None
         Optimiser iteration cap (``None``: 5000 L-BFGS, 20000 Adam).
@@ -96,7 +100,8 @@ class TrainOptions:
         Relative objective change that stops the optimiser (``None``: 1e-9 per L-BFGS
         iteration, 1e-7 per Adam step averaged over a 50-step window).
     polish_rtol : float
-        Stopping tolerance of the float64 polish of ``mixed`` (relative change per iteration).
+        Stopping tolerance of the float64 polish of ``mixed`` (relative objective change per
+        iteration; 3e-8 leaves the objective within ~3e-7 of a float64 fit's).
     lr : float
         Adam learning rate (0.1, the paper's).
     batch_size : int or None
@@ -120,7 +125,7 @@ class TrainOptions:
     precision: str | None = None
     max_steps: int | None = None
     tol: float | None = None
-    polish_rtol: float = 1e-8
+    polish_rtol: float = 3e-8
     lr: float = 0.1
     batch_size: int | None = None
     n_test: int = 10000
@@ -287,7 +292,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     seed : int
         Master seed (target, training set, test set and initialisation are derived from it).
     options : TrainOptions, optional
-        Solver settings (default ``TrainOptions()``: L-BFGS, float64 on CPU).
+        Solver settings (default ``TrainOptions()``: L-BFGS, mixed precision on CPU).
     device : str
         ``"cpu"`` or ``"cuda[:N]"``. Data are drawn on the CPU, so results agree across devices
         up to floating-point precision.

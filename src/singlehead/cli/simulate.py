@@ -17,7 +17,7 @@ from .common import (ResultLog, instance_run_options, instance_seeds, pop_proble
 @click.option("--optimizer", type=click.Choice(["lbfgs", "adam"]), default="lbfgs", show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda[:N].")
 @click.option("--precision", type=click.Choice(["float64", "float32", "mixed"]), default=None,
-              help="float64, float32, or mixed (float32 training, float64 polish). Default: float64 on CPU, "
+              help="float64, float32, or mixed (float32 training, float64 polish). Default: mixed on CPU, "
                    "float32 on GPU.")
 @click.option("--max-steps", type=int, default=None, help="Optimiser step cap (default: 5000 L-BFGS, 20000 Adam).")
 @click.option("--tol", type=float, default=None,
