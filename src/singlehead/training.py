@@ -98,8 +98,9 @@ class Objective:
     Notes
     -----
     Calling ``obj(student)`` writes the exact full-batch gradient into the parameter's
-    ``.grad`` (replacing it) and returns the objective as a 0-dim tensor on the student's
-    device, without a host synchronisation.
+    ``.grad`` (replacing it) and returns the objective as a 0-dim float64 tensor on the
+    student's device (sums are accumulated in float64 also for a float32 student), without a
+    host synchronisation.
     """
 
     def __init__(self, data: Sequences, channel: str, beta: float, lam: float, *,
@@ -150,7 +151,10 @@ class Objective:
             return max(1, int(self.chunk))
         if X.device.type != "cpu":
             return X.shape[0]
-        return max(64, CHUNK_BYTES // (X.shape[1] * X.shape[2] * X.element_size()))
+        # With several threads every op is a parallel region ending in a barrier: fewer, larger
+        # chunks (on a loaded machine small parallel regions cost more than the cache misses).
+        per_seq = X.shape[1] * X.shape[2] * X.element_size()
+        return max(64, CHUNK_BYTES * torch.get_num_threads() // per_seq)
 
     # ---- closed-form pieces -------------------------------------------------
     def _dlogits(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
@@ -166,7 +170,8 @@ class Objective:
             dA = 2.0 * R
         else:  # seq2seq via the Gram constants: ||A X/sqrt d - y||^2 = <A M, A> - 2 <A, Y> + ||y||^2
             AM = A @ M
-            loss = (AM * A).sum() - 2.0 * (A * tgt).sum()
+            # float64 sums: the two terms nearly cancel against ||y||^2 (float32 would lose ~1e-5).
+            loss = (AM * A).sum(dtype=torch.float64) - 2.0 * (A * tgt).sum(dtype=torch.float64)
             dA = 2.0 * (AM - tgt)
         G = self.beta * A * (dA - (dA * A).sum(dim=-1, keepdim=True))
         return loss, G
@@ -176,7 +181,7 @@ class Objective:
         d, p = W.shape
         c = 1.0 / (d * math.sqrt(p))  # scale / sqrt(d) with scale = 1/sqrt(p d)
         shift = trace / math.sqrt(d)
-        loss = W.new_zeros(())
+        loss = W.new_zeros((), dtype=torch.float64)  # accumulated in float64 whatever W's dtype
         gdiag = W.new_zeros(())
         for X, tgt, M in self._batches(W.device, W.dtype):
             m, T, _ = X.shape
@@ -200,7 +205,7 @@ class Objective:
         d = S.shape[0]
         c = 1.0 / math.sqrt(d)
         shift = torch.trace(S) * c
-        loss = S.new_zeros(())
+        loss = S.new_zeros((), dtype=torch.float64)
         gdiag = S.new_zeros(())
         for X, tgt, M in self._batches(S.device, S.dtype):
             m, T, _ = X.shape
