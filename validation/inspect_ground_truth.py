@@ -57,7 +57,7 @@ from singlehead.inspect.fit import LawCache, fit_spectrum, outlier_margin
 from singlehead.problem import MPTarget, PowerLawTarget, Problem
 from singlehead.simulation import simulate
 from singlehead.state_evolution import theory
-from singlehead.targets import sample_target
+from singlehead.data import sample_target
 
 CASES = {
     "mp_a0.5": (Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)), "mp", 0.5),

@@ -1,7 +1,10 @@
-"""``simulate(problem, seed)``: draw a task, train a student by ERM, measure the THEORY §1 metrics.
+"""``simulate(problem, seed, options=TrainOptions(...))``: draw a task, train a student by ERM,
+measure the THEORY §1 metrics.
 
 The returned :class:`~singlehead.results.Result` has the same metric fields as
-``theory(problem)``, so theory and simulation line up field by field.
+``theory(problem)``, so theory and simulation line up field by field. The solver settings
+(optimizer, precision, step cap, tolerance, test-set size, recording of the training
+trajectory, ...) form one frozen, validated :class:`TrainOptions`.
 
 Seeds: one integer ``seed`` per run is split (numpy ``SeedSequence``) into independent
 streams for the target ``S0``, the training set, the test set and the initialisation.
@@ -9,9 +12,11 @@ streams for the target ``S0``, the training set, the test set and the initialisa
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -23,9 +28,10 @@ from .problem import Problem
 from .results import Result
 from .students import DirectStudent, init_student
 from .data import sample_target
-from .training import FitInfo, fit_adam, fit_lbfgs
+from .training import FitInfo, Objective, fit_adam, fit_lbfgs
 
 OPTIMIZERS = ("lbfgs", "adam")
+PRECISIONS = ("float64", "float32", "mixed")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -44,6 +50,151 @@ def resolve_device(device: str | torch.device) -> torch.device:
 def default_dtype(device: torch.device) -> torch.dtype:
     """float64 on CPU (reference precision), float32 on GPU (speed)."""
     return torch.float64 if device.type == "cpu" else torch.float32
+
+
+def default_precision(device: torch.device | str) -> str:
+    """Precision policy used when :attr:`TrainOptions.precision` is ``None``.
+
+    ``"mixed"`` on CPU: float32 training, float64 polish. Verified against float64 training
+    (issue 13; L-BFGS on seq2lab d=100 T=2, seq2seq d=60 T=3, linear d=60 T=1 power law,
+    4 seeds each, and Adam on seq2lab d=50, 3 seeds): test errors equal to within 0.003
+    standard errors, objectives within 2e-7 (L-BFGS); about twice as fast on CPU.
+    ``"float32"`` on GPU (unchanged; not yet verified there).
+    """
+    return "mixed" if torch.device(device).type == "cpu" else "float32"
+
+
+def _check(cond: bool, name: str, valid: str, value: Any) -> None:
+    if not cond:
+        raise ValueError(f"{name} must be {valid} (got {value!r})")
+
+
+def _int_or_none(x: Any, lo: int) -> bool:
+    return x is None or (isinstance(x, int) and not isinstance(x, bool) and x >= lo)
+
+
+def _pos_float(x: Any) -> bool:
+    try:
+        return math.isfinite(float(x)) and float(x) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Solver settings of :func:`simulate` (frozen; every field validated on construction).
+
+    Parameters
+    ----------
+    optimizer : {"lbfgs", "adam"}
+        L-BFGS (default) or the paper's full-batch Adam protocol (arXiv 2509.24914 App.).
+    precision : {"float64", "float32", "mixed"} or None
+        ``float64`` / ``float32``: train and measure in that dtype. ``mixed``: train in
+        float32, then polish in float64 by L-BFGS (keeping the curvature pairs of an
+        L-BFGS fit) until the relative objective change per iteration is below
+        ``polish_rtol``; the student is measured in float64. ``None``: mixed on CPU,
+        float32 on GPU (:func:`default_precision`).
+    max_steps : int or None
+        Optimiser iteration cap (``None``: 5000 L-BFGS, 20000 Adam).
+    tol : float or None
+        Relative objective change that stops the optimiser (``None``: 1e-9 per L-BFGS
+        iteration, 1e-7 per Adam step averaged over a 50-step window).
+    polish_rtol : float
+        Stopping tolerance of the float64 polish of ``mixed`` (relative objective change per
+        iteration; 3e-8 leaves the objective within ~3e-7 of a float64 fit's).
+    lr : float
+        Adam learning rate (0.1, the paper's).
+    batch_size : int or None
+        Stream the training set to the device in chunks of this many sequences.
+    n_test : int
+        Fresh test sequences (>= 2) for the test errors and their standard errors.
+    rank_tol : float
+        Eigenvalues of ``S`` with ``|eig| <= rank_tol`` count as zero (eigenvalues are O(1)).
+    record_every : int or None
+        Record the trajectory every this many optimiser iterations (Adam steps / L-BFGS
+        iterations): train and test error, objective and the top eigenvalues of ``S``
+        (``extras["trajectory"]``). ``None``: no recording.
+    record_top : int
+        Number of top eigenvalues of ``S`` recorded.
+    init_scale : float
+        Scale of the initial weights (1: the paper's N(0, 1) ``W``; small values start near
+        ``S = 0`` and make Adam learn the target's directions one after another).
+    """
+
+    optimizer: str = "lbfgs"
+    precision: str | None = None
+    max_steps: int | None = None
+    tol: float | None = None
+    polish_rtol: float = 3e-8
+    lr: float = 0.1
+    batch_size: int | None = None
+    n_test: int = 10000
+    rank_tol: float = 1e-3
+    record_every: int | None = None
+    record_top: int = 10
+    init_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", self.optimizer)
+        _check(self.precision is None or self.precision in PRECISIONS, "precision",
+               f"one of {PRECISIONS} or None", self.precision)
+        _check(_int_or_none(self.max_steps, 1), "max_steps", "an integer >= 1 or None", self.max_steps)
+        _check(self.tol is None or _pos_float(self.tol), "tol", "> 0 or None", self.tol)
+        _check(_pos_float(self.polish_rtol), "polish_rtol", "> 0", self.polish_rtol)
+        _check(_pos_float(self.lr), "lr", "> 0", self.lr)
+        _check(_int_or_none(self.batch_size, 1), "batch_size", "an integer >= 1 or None", self.batch_size)
+        _check(_int_or_none(self.n_test, 2) and self.n_test is not None, "n_test", "an integer >= 2", self.n_test)
+        _check(_finite_nonneg(self.rank_tol), "rank_tol", ">= 0", self.rank_tol)
+        _check(_int_or_none(self.record_every, 1), "record_every", "an integer >= 1 or None", self.record_every)
+        _check(_int_or_none(self.record_top, 1) and self.record_top is not None, "record_top",
+               "an integer >= 1", self.record_top)
+        _check(_pos_float(self.init_scale), "init_scale", "> 0", self.init_scale)
+
+    def replace(self, **changes: Any) -> "TrainOptions":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def resolved(self, device: torch.device | str = "cpu") -> "TrainOptions":
+        """A copy with ``precision`` resolved for ``device`` (never ``None``)."""
+        return self if self.precision is not None else self.replace(precision=default_precision(device))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form; ``TrainOptions(**o.to_dict()) == o``."""
+        return dataclasses.asdict(self)
+
+    def key_fields(self, device: torch.device | str = "cpu") -> dict[str, Any]:
+        """Everything that identifies a run's result: all fields, the precision resolved for
+        ``device``, and the device type (``"cpu"`` / ``"cuda"``). Hash this with the problem
+        and the seed for a cache key."""
+        dev = torch.device(device)
+        return {**self.resolved(dev).to_dict(), "device": dev.type}
+
+    @classmethod
+    def from_kwargs(cls, base: "TrainOptions | None" = None, **kwargs: Any) -> "TrainOptions":
+        """Options from the pre-``TrainOptions`` keyword arguments of :func:`simulate`.
+
+        ``dtype`` (a ``torch.dtype`` or its name) maps to ``precision``; other keys must be
+        field names.
+        """
+        kw = dict(kwargs)
+        if "dtype" in kw:
+            dt = kw.pop("dtype")
+            if dt is not None:
+                name = str(dt).replace("torch.", "")
+                _check(name in ("float64", "float32"), "dtype", "torch.float64 or torch.float32", dt)
+                kw["precision"] = name
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kw) - names)
+        if unknown:
+            raise TypeError(f"unknown simulate option(s) {unknown}; valid: {sorted(names | {'dtype'})}")
+        return (base or cls()).replace(**kw)
+
+
+def _finite_nonneg(x: Any) -> bool:
+    try:
+        return math.isfinite(float(x)) and float(x) >= 0
+    except (TypeError, ValueError):
+        return False
 
 
 @torch.no_grad()
@@ -102,10 +253,36 @@ def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Seq
     return metrics, extras
 
 
-def simulate(problem: Problem, seed: int = 0, *, optimizer: str = "lbfgs", device: str | torch.device = "cpu",
-             dtype: torch.dtype | None = None, n_test: int = 10000, max_steps: int | None = None,
-             tol: float | None = None, batch_size: int | None = None, rank_tol: float = 1e-3,
-             return_matrices: bool = False, callback=None) -> Result:
+class _Recorder:
+    """Trajectory of a fit, recorded every ``every`` optimiser iterations (train/test error,
+    objective, penalty and the top eigenvalues of ``S``)."""
+
+    def __init__(self, problem: Problem, student: torch.nn.Module, train: Sequences, test: Sequences,
+                 top: int) -> None:
+        self.problem, self.student, self.train, self.test, self.top = problem, student, train, test, top
+        self.rows: dict[str, list] = {"step": [], "objective": [], "train_error": [], "test_error": [],
+                                      "test_error_se": [], "penalty": [], "top_eigenvalues": []}
+        self.t0 = time.perf_counter()
+        self.rows["time_s"] = []
+
+    def __call__(self, step: int, objective: float) -> None:
+        p = self.problem
+        _, _, train_err, _ = evaluate(self.student, self.train, p.channel, p.beta)
+        te, te_se, _, _ = evaluate(self.student, self.test, p.channel, p.beta)
+        with torch.no_grad():
+            S = self.student.matrix().detach().to("cpu", torch.float64)
+        eig = torch.linalg.eigvalsh(S).flip(0)[:self.top].tolist()
+        tr = float(torch.trace(S))
+        penalty = p.lam * (tr / p.d if p.student == "factorized" else float((S * S).sum()) / p.d)
+        for k, v in (("step", int(step)), ("objective", float(objective)), ("train_error", train_err),
+                     ("test_error", te), ("test_error_se", te_se), ("penalty", penalty),
+                     ("top_eigenvalues", eig), ("time_s", time.perf_counter() - self.t0)):
+            self.rows[k].append(v)
+
+
+def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = None,
+             device: str | torch.device = "cpu", return_matrices: bool = False,
+             callback: Callable[[int, float], None] | None = None, **legacy: Any) -> Result:
     """Train one student on one draw of the task and measure it.
 
     Parameters
@@ -114,64 +291,90 @@ def simulate(problem: Problem, seed: int = 0, *, optimizer: str = "lbfgs", devic
         Task, student and regularisation.
     seed : int
         Master seed (target, training set, test set and initialisation are derived from it).
-    optimizer : {"lbfgs", "adam"}
-        L-BFGS (default; faster) or the paper's full-batch Adam protocol (lr 0.1).
+    options : TrainOptions, optional
+        Solver settings (default ``TrainOptions()``: L-BFGS, mixed precision on CPU).
     device : str
         ``"cpu"`` or ``"cuda[:N]"``. Data are drawn on the CPU, so results agree across devices
         up to floating-point precision.
-    dtype : torch.dtype, optional
-        float64 on CPU and float32 on GPU by default.
-    n_test : int
-        Fresh test sequences for the test errors (standard errors are reported too).
-    rank_tol : float
-        Eigenvalues of ``S`` with ``|eig| <= rank_tol`` count as zero (eigenvalues of S are O(1)).
+    return_matrices : bool
+        Add ``S`` and ``S0`` (numpy) to the extras.
+    callback : callable, optional
+        ``callback(iteration, objective)`` after each optimiser iteration.
+    **legacy
+        The keyword arguments of earlier versions (``optimizer``, ``dtype``, ``n_test``,
+        ``max_steps``, ``tol``, ``batch_size``, ``rank_tol``, ...), applied on top of
+        ``options``.
 
     Returns
     -------
     Result
         ``source="simulation"``; extras: ``eigenvalues``, ``rank``, ``zero_fraction``,
         ``objective`` (``L/n``), ``q``, ``m``, ``Q0`` (``Tr S^2/d``, ``Tr S S0/d``, ``Tr S0^2/d``),
-        standard errors of the test errors, ``optimizer``, ``seed``, ``version``, ``device``,
-        ``dtype``; standard fields ``converged``, ``iterations`` (optimiser steps), ``runtime_s``,
-        ``message``.
+        standard errors of the test errors, ``optimizer``, ``polish_steps``, ``seed``, ``version``,
+        ``device``, ``dtype`` (of the measured student), ``precision``, ``options``
+        (:meth:`TrainOptions.key_fields`), and with ``record_every`` the ``trajectory`` (lists keyed
+        by ``step``, ``objective``, ``train_error``, ``test_error``, ``test_error_se``, ``penalty``,
+        ``top_eigenvalues``, ``time_s``); standard fields ``converged``, ``iterations`` (optimiser
+        steps, polish included), ``runtime_s``, ``message``.
     """
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS} (got {optimizer!r})")
-    if int(n_test) < 2:
-        raise ValueError(f"n_test must be an integer >= 2 (got {n_test!r})")
+    opts = TrainOptions.from_kwargs(options, **legacy) if legacy else (options or TrainOptions())
     dev = resolve_device(device)
-    dtype = dtype or default_dtype(dev)
+    opts = opts.resolved(dev)
+    train_dtype = torch.float64 if opts.precision == "float64" else torch.float32
+    final_dtype = torch.float32 if opts.precision == "float32" else torch.float64
     t0 = time.perf_counter()
     s_target, s_train, s_test, s_init = child_seeds(seed, 4)
     S0 = sample_target(problem.target, problem.d, s_target)
     train = sample_sequences(problem, S0, problem.n, s_train)
-    test = sample_sequences(problem, S0, int(n_test), s_test)
-    if batch_size is None:
-        train = train.to(dev, dtype)
-    student = init_student(problem.student, problem.d, problem.p, generator(s_init), dtype, dev)
+    test = sample_sequences(problem, S0, opts.n_test, s_test)
+    if opts.batch_size is None:
+        train = train.to(dev, final_dtype)
+    student = init_student(problem.student, problem.d, problem.p, generator(s_init), train_dtype, dev,
+                           scale=opts.init_scale)
+    objective = Objective(train, problem.channel, problem.beta, problem.lam, batch_size=opts.batch_size)
 
-    kw: dict[str, Any] = {"batch_size": batch_size, "callback": callback}
-    if max_steps is not None:
-        kw["max_steps"] = int(max_steps)
-    if optimizer == "adam":
-        if tol is not None:
-            kw["tol"] = tol
-        info: FitInfo = fit_adam(student, train, problem.channel, problem.beta, problem.lam, **kw)
+    recorder = None
+    if opts.record_every is not None:
+        recorder = _Recorder(problem, student, train, test, opts.record_top)
+
+    def hook(step: int, val: float) -> None:
+        if recorder is not None and step % opts.record_every == 0:
+            recorder(step, val)
+        if callback is not None:
+            callback(step, val)
+
+    every = 1 if callback is not None else (opts.record_every or 1)
+    kw: dict[str, Any] = {"callback": hook if (callback or recorder) else None, "callback_every": every}
+    if opts.max_steps is not None:
+        kw["max_steps"] = opts.max_steps
+    polish = final_dtype if final_dtype != train_dtype else None
+    if opts.optimizer == "adam":
+        info: FitInfo = fit_adam(student, objective, lr=opts.lr, **kw, **({"tol": opts.tol} if opts.tol else {}))
+        if polish is not None:
+            done = info.steps
+            sub = {**kw, "callback": (lambda s, v: hook(done + s, v)) if kw["callback"] else None}
+            student.to(polish)
+            pol = fit_lbfgs(student, objective, rtol=opts.polish_rtol, **sub)
+            info = FitInfo("adam", info.steps + pol.steps, info.converged and pol.converged, pol.objective,
+                           info.history + pol.history, pol.steps)
     else:
-        if tol is not None:
-            kw["tol_grad"] = tol
-        info = fit_lbfgs(student, train, problem.channel, problem.beta, problem.lam, **kw)
+        info = fit_lbfgs(student, objective, polish_dtype=polish, polish_rtol=opts.polish_rtol,
+                         **kw, **({"rtol": opts.tol} if opts.tol else {}))
+    if recorder is not None and (not recorder.rows["step"] or recorder.rows["step"][-1] != info.steps):
+        recorder(info.steps, info.objective)
 
     with torch.no_grad():
         S_np = student.matrix().detach().to("cpu", torch.float64).numpy()
     S0_np = S0.numpy()
-    metrics, common = measure_estimate(problem, S_np, S0_np, train, test, rank_tol=rank_tol, student=student)
+    metrics, common = measure_estimate(problem, S_np, S0_np, train, test, rank_tol=opts.rank_tol, student=student)
     extras: dict[str, Any] = {
         **common, "objective": info.objective,
-        "optimizer": info.optimizer,
-        "seed": int(seed), "version": __version__, "device": str(dev), "dtype": str(dtype).replace("torch.", ""),
-        "n": problem.n, "n_test": int(n_test),
+        "optimizer": info.optimizer, "polish_steps": info.polish_steps, "seed": int(seed), "version": __version__,
+        "device": str(dev), "dtype": str(next(student.parameters()).dtype).replace("torch.", ""),
+        "precision": opts.precision, "options": opts.key_fields(dev), "n": problem.n, "n_test": opts.n_test,
     }
+    if recorder is not None:
+        extras["trajectory"] = recorder.rows
     if return_matrices:
         extras["S"] = S_np
         extras["S0"] = S0_np

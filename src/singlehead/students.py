@@ -69,14 +69,20 @@ class DirectStudent(nn.Module):
 
 
 def init_student(kind: str, d: int, p: int, gen: torch.Generator, dtype: torch.dtype,
-                 device: torch.device | str) -> nn.Module:
+                 device: torch.device | str, scale: float = 1.0) -> nn.Module:
     """Paper protocol initialisation: ``W`` iid N(0,1) (factorized); ``S`` a GOE matrix with
-    semicircle on [-2, 2] (direct). Drawn on the CPU from ``gen`` so CPU and GPU start equal."""
+    semicircle on [-2, 2] (direct). Drawn on the CPU from ``gen`` so CPU and GPU start equal.
+
+    ``scale`` multiplies the initial ``W`` (factorized; ``S`` scales as ``scale^2``) or ``S``
+    (direct); a small scale starts training near the saddle at ``S = 0``.
+    """
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be > 0 (got {scale!r})")
     if kind == "factorized":
-        W = torch.randn(d, p, generator=gen, dtype=torch.float64)
+        W = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
         return FactorizedStudent(W.to(device, dtype))
     if kind == "direct":
         G = torch.randn(d, d, generator=gen, dtype=torch.float64)
-        S = (G + G.T) / math.sqrt(2 * d)
+        S = (G + G.T) * (scale / math.sqrt(2 * d))
         return DirectStudent(S.to(device, dtype))
     raise ValueError(f"student must be 'factorized' or 'direct' (got {kind!r})")

@@ -15,23 +15,35 @@ from .common import instance_run_options, instance_seeds, pop_problem_options, p
 @instance_run_options
 @click.option("--optimizer", type=click.Choice(["lbfgs", "adam"]), default="lbfgs", show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda[:N].")
+@click.option("--precision", type=click.Choice(["float64", "float32", "mixed"]), default=None,
+              help="float64, float32, or mixed (float32 training, float64 polish). Default: mixed on CPU, "
+                   "float32 on GPU.")
 @click.option("--max-steps", type=int, default=None, help="Optimiser step cap (default: 5000 L-BFGS, 20000 Adam).")
+@click.option("--tol", type=float, default=None,
+              help="Relative objective change that stops the optimiser (default 1e-9 L-BFGS, 1e-7 Adam).")
+@click.option("--lr", type=float, default=0.1, show_default=True, help="Adam learning rate.")
 @click.option("--batch-size", type=int, default=None, help="Stream the data to the device in chunks of this size.")
+@click.option("--record-every", type=int, default=None,
+              help="Record train/test error and the top eigenvalues of S every this many optimiser steps "
+                   "(JSON field 'trajectory').")
+@click.option("--threads", type=int, default=None,
+              help="BLAS/torch threads (default: all cores; see singlehead.threads).")
 def simulate(**kwargs: Any) -> None:
     """Train students by ERM and print test/train/matrix errors and the learned spectrum."""
     from ..experiments import Job
-    from ..simulation import default_dtype, resolve_device
+    from ..simulation import TrainOptions, resolve_device
+    from ..threads import configure
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     seeds = instance_seeds(kwargs)
     dev = resolve_device(kwargs["device"])
-    if kwargs["max_steps"] is not None and kwargs["max_steps"] < 1:
-        raise ValueError(f"max-steps must be an integer >= 1 (got {kwargs['max_steps']})")
-    if kwargs["batch_size"] is not None and kwargs["batch_size"] < 1:
-        raise ValueError(f"batch-size must be an integer >= 1 (got {kwargs['batch_size']})")
-    # everything that changes a result is in the settings, hence in the cache key (device and dtype too)
-    settings = {"optimizer": kwargs["optimizer"], "device": str(dev), "dtype": str(default_dtype(dev)).replace("torch.", ""),
-                "n_test": kwargs["n_test"], "max_steps": kwargs["max_steps"], "batch_size": kwargs["batch_size"]}
+    options = TrainOptions(optimizer=kwargs["optimizer"], precision=kwargs["precision"],
+                           max_steps=kwargs["max_steps"], tol=kwargs["tol"], lr=kwargs["lr"],
+                           batch_size=kwargs["batch_size"], n_test=kwargs["n_test"],
+                           record_every=kwargs["record_every"])  # validates
+    configure(workers=1, threads=kwargs["threads"])
+    # everything that changes a result is in the settings, hence in the cache key (device and precision too)
+    settings = {**options.key_fields(dev), "device": str(dev)}
     jobs = [Job("simulation", p, s, tuple(sorted(settings.items()))) for p in problems for s in seeds]
 
     def describe(rec: dict[str, Any]) -> str:

@@ -71,9 +71,12 @@ class Context:
         return run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
                         desc=desc, client=self.client)
 
-    def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", **settings: Any) -> list[Job]:
-        st = tuple(sorted({"optimizer": optimizer, "n_test": self.scale.n_test, "device": self.scale.device,
-                           **settings}.items()))
+    def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", **options: Any) -> list[Job]:
+        """Simulation jobs over the scale's seeds; the key covers every TrainOptions field and the device."""
+        from ..simulation import TrainOptions
+
+        opts = TrainOptions(optimizer=optimizer, n_test=self.scale.n_test, **options)
+        st = tuple(sorted({**opts.key_fields(self.scale.device), "device": self.scale.device}.items()))
         return [Job("simulation", p, s, st) for p in problems for s in range(self.scale.seeds)]
 
     def cached(self, name: str, compute: Callable[[], Any]) -> Any:
@@ -443,7 +446,7 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
 
     from ..simulation import simulate
     from ..spectra import MarchenkoPastur, free_convolve_semicircle, goe
-    from ..targets import sample_target
+    from ..data import sample_target
 
     eta, delta, eps = extras["eta"], extras["delta"], extras["eps"]
     edges = free_convolve_semicircle(MarchenkoPastur(problem.target.kappa0), delta**2).edges()
@@ -732,6 +735,11 @@ def _scaling_payload(res: dict[str, Any]) -> dict[str, Any]:
     return {"curve": curve.to_dict("list"), "predicted": res["predicted"],
             "fit": {"exponent": f.exponent, "ci_low": f.ci_low, "ci_high": f.ci_high}}
 
+
+# Emergence of the outliers during training (issue 13): a recorded Adam run next to the theory's end points.
+from .emergence import fig_emergence  # noqa: E402
+
+FIGURES["emergence"] = fig_emergence
 
 # Pretrained-model section (issue 14): registered only when the optional MiniLM package is installed.
 from .inspect_report import register as _register_inspect  # noqa: E402

@@ -7,14 +7,12 @@ from typing import Any
 from ..problem import Problem
 
 
-def run_simulation(problem: Problem, seed: int | None, **settings: Any) -> dict[str, Any]:
-    import torch
+def run_simulation(problem: Problem, seed: int | None, *, device: str = "cpu", **options: Any) -> dict[str, Any]:
+    """``simulate(problem, seed, options=TrainOptions(**options), device=device)`` as a record."""
+    from ..simulation import TrainOptions, simulate
 
-    from ..simulation import simulate
-
-    if isinstance(settings.get("dtype"), str):
-        settings["dtype"] = getattr(torch, settings["dtype"])
-    return simulate(problem, 0 if seed is None else int(seed), **settings).to_dict()
+    return simulate(problem, 0 if seed is None else int(seed), options=TrainOptions(**options),
+                    device=device).to_dict()
 
 
 def run_theory(problem: Problem, seed: int | None = None, *, prior: str = "auto", **settings: Any) -> dict[str, Any]:

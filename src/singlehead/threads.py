@@ -1,0 +1,103 @@
+"""One thread policy for the library: BLAS/OpenMP/torch threads x parallel workers <= cores.
+
+Small linear algebra (the d x d eigendecompositions, the ``20000 x 100`` GEMMs of a training
+step, the state-evolution solver) suffers badly when more threads than cores compete: every
+OpenMP region ends in a barrier, and a thread that has lost its core makes the others spin.
+On a 2-core machine, two workers with two threads each run such work several times slower
+than two workers with one thread each (measured by ``benchmarks/bench_training.py
+--threads``). The policy is therefore explicit and applied in one place:
+
+* :func:`threads_per_worker` -- ``max(1, cores // workers)``;
+* :func:`configure` -- sets this process's torch intra-op threads, the BLAS pools already
+  loaded (through ``threadpoolctl`` when it is installed) and the ``OMP_NUM_THREADS`` family
+  of environment variables, which worker processes started afterwards (joblib/loky,
+  multiprocessing) inherit before they import numpy or torch.
+
+Call ``configure(workers=n_jobs)`` before starting ``n_jobs`` workers, and ``configure()``
+(one worker: all cores) in a single-process command. Nothing happens on import.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
+                   "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity set; ``os.cpu_count()`` where unavailable)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def threads_per_worker(workers: int = 1, cores: int | None = None) -> int:
+    """``max(1, cores // workers)``: threads each of ``workers`` processes may use.
+
+    Raises ``ValueError`` for ``workers < 1`` or ``cores < 1``.
+    """
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1 (got {workers!r})")
+    c = available_cores() if cores is None else cores
+    if not isinstance(c, int) or isinstance(c, bool) or c < 1:
+        raise ValueError(f"cores must be an integer >= 1 (got {cores!r})")
+    return max(1, c // workers)
+
+
+def configure(workers: int = 1, threads: int | None = None, *, cores: int | None = None) -> int:
+    """Apply the thread policy to this process and to the workers it starts later.
+
+    Parameters
+    ----------
+    workers : int
+        Parallel worker processes about to run (``>= 1``).
+    threads : int, optional
+        Threads per worker; default :func:`threads_per_worker`, capped by an
+        ``OMP_NUM_THREADS`` already set in the environment (a user's limit wins when smaller).
+        An explicit value with
+        ``threads * workers > cores`` is refused (``ValueError``): that is the
+        oversubscription this policy exists to prevent.
+    cores : int, optional
+        Override of :func:`available_cores` (tests).
+
+    Returns
+    -------
+    int
+        The number of threads per worker that was set.
+    """
+    c = available_cores() if cores is None else cores
+    n = threads_per_worker(workers, c)
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if threads is None and env.isdigit() and int(env) >= 1:
+        n = min(n, int(env))
+    if threads is not None:
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"threads must be an integer >= 1 (got {threads!r})")
+        if threads * workers > c:
+            raise ValueError(f"threads must be <= cores // workers = {n} with {workers} worker(s) on {c} "
+                             f"core(s) (got {threads})")
+        n = threads
+    for var in THREAD_ENV_VARS:
+        os.environ[var] = str(n)
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional: without it only pools not yet loaded follow the environment
+        pass
+    else:
+        threadpool_limits(limits=n)
+    return n
+
+
+def joblib_config(workers: int) -> dict[str, Any]:
+    """Keyword arguments for ``joblib.parallel_config`` that cap the threads in loky workers.
+
+    ``with joblib.parallel_config(**joblib_config(n_jobs)): Parallel(n_jobs)(...)``.
+    """
+    return {"backend": "loky", "n_jobs": workers, "inner_max_num_threads": threads_per_worker(workers)}
