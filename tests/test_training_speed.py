@@ -140,7 +140,7 @@ def test_legacy_keywords_equal_options():
     p = Problem(d=10, T=2, alpha=0.5, noise=0.2)
     a = simulate(p, 1, optimizer="lbfgs", n_test=300, max_steps=40)
     b = simulate(p, 1, options=TrainOptions(n_test=300, max_steps=40))
-    assert a.test_error == b.test_error and a["steps"] == b["steps"]
+    assert a.test_error == b.test_error and a.iterations == b.iterations
 
 
 def test_trajectory_is_recorded_every_k_steps():
