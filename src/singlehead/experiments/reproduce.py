@@ -662,7 +662,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     seq = pd.DataFrame(ctx.cached(f"sequential-{D}-{pts}", lambda: power_law_curve(
         gamma, D, seq_ns, lam=1e-3, noise=0.1, prior="spiked", tol=1e-7).drop(columns=["recovered"]).to_dict("list")))
     # (d, e) phase diagram over (n/d, lam) at fixed lam
-    D_m, nn, nl = {"smoke": (1000, 5, 3), "quick": (1000, 10, 8)}.get(sc.mode, (100_000, 13, 11))
+    D_m, nn, nl = {"smoke": (200, 5, 3), "quick": (1000, 10, 8)}.get(sc.mode, (100_000, 13, 11))
     noise_m = 0.0
     rmap = pd.DataFrame(ctx.cached(f"phase-{gamma}-{D_m}-{nn}-{nl}-{noise_m}", lambda: regime_map(
         gamma, D_m, np.geomspace(D_m, min(1e4 * D_m, D_m * D_m / 10), nn), np.geomspace(1e-3, 10, nl),
