@@ -146,6 +146,15 @@ class Objective:
                 self._cache = {key: (X, tgt, M)}  # one resident copy (the latest dtype/device)
             yield X, tgt, M
 
+    def _chunks(self, device: torch.device, dtype: torch.dtype):
+        """``(X chunk (k, T, d), the same as (k T, d), target chunk, M chunk or None)`` over all batches."""
+        for X, tgt, M in self._batches(device, dtype):
+            m, T, d = X.shape
+            step = self._chunk_len(X)
+            for i in range(0, m, step):
+                Xc = X[i:i + step]
+                yield Xc, Xc.reshape(Xc.shape[0] * T, d), tgt[i:i + step], None if M is None else M[i:i + step]
+
     def _chunk_len(self, X: torch.Tensor) -> int:
         if self.chunk is not None:
             return max(1, int(self.chunk))
@@ -183,22 +192,16 @@ class Objective:
         shift = trace / math.sqrt(d)
         loss = W.new_zeros((), dtype=torch.float64)  # accumulated in float64 whatever W's dtype
         gdiag = W.new_zeros(())
-        for X, tgt, M in self._batches(W.device, W.dtype):
-            m, T, _ = X.shape
-            step = self._chunk_len(X)
-            for i in range(0, m, step):
-                Xc = X[i:i + step]
-                k = Xc.shape[0]
-                X2 = Xc.reshape(k * T, d)
-                Z = (X2 @ W).view(k, T, p)
-                h = torch.bmm(Z, Z.transpose(1, 2)).mul_(c)
-                h.diagonal(dim1=-2, dim2=-1).sub_(shift)
-                lc, G = self._dlogits(h, tgt[i:i + step], None if M is None else M[i:i + step])
-                loss += lc
-                gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
-                Gs = (G + G.transpose(1, 2)).mul_(c)
-                dZ = torch.bmm(Gs, Z).view(k * T, p)
-                gW.addmm_(X2.T, dZ)
+        for Xc, X2, tgt, M in self._chunks(W.device, W.dtype):
+            k, T = Xc.shape[0], Xc.shape[1]
+            Z = (X2 @ W).view(k, T, p)
+            h = torch.bmm(Z, Z.transpose(1, 2)).mul_(c)
+            h.diagonal(dim1=-2, dim2=-1).sub_(shift)
+            lc, G = self._dlogits(h, tgt, M)
+            loss += lc
+            gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
+            Gs = (G + G.transpose(1, 2)).mul_(c)
+            gW.addmm_(X2.T, torch.bmm(Gs, Z).view(k * T, p))
         return loss, gdiag
 
     def _direct(self, S: torch.Tensor, gS: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -207,20 +210,15 @@ class Objective:
         shift = torch.trace(S) * c
         loss = S.new_zeros((), dtype=torch.float64)
         gdiag = S.new_zeros(())
-        for X, tgt, M in self._batches(S.device, S.dtype):
-            m, T, _ = X.shape
-            step = self._chunk_len(X)
-            for i in range(0, m, step):
-                Xc = X[i:i + step]
-                k = Xc.shape[0]
-                X2 = Xc.reshape(k * T, d)
-                Z = (X2 @ S).view(k, T, d)
-                h = torch.bmm(Z, Xc.transpose(1, 2)).mul_(c)
-                h.diagonal(dim1=-2, dim2=-1).sub_(shift)
-                lc, G = self._dlogits(h, tgt[i:i + step], None if M is None else M[i:i + step])
-                loss += lc
-                gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
-                gS.addmm_(X2.T, torch.bmm(G, Xc).view(k * T, d), alpha=c)
+        for Xc, X2, tgt, M in self._chunks(S.device, S.dtype):
+            k, T = Xc.shape[0], Xc.shape[1]
+            Z = (X2 @ S).view(k, T, d)
+            h = torch.bmm(Z, Xc.transpose(1, 2)).mul_(c)
+            h.diagonal(dim1=-2, dim2=-1).sub_(shift)
+            lc, G = self._dlogits(h, tgt, M)
+            loss += lc
+            gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
+            gS.addmm_(X2.T, torch.bmm(G, Xc).view(k * T, d), alpha=c)
         return loss, gdiag
 
     # ---- public --------------------------------------------------------------

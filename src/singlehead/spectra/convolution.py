@@ -121,26 +121,25 @@ class ConvolvedLaw:
         x = np.asarray(x, dtype=float)
         return self._eng.cont_density(x.ravel()).reshape(x.shape)
 
+    def _plus_atoms(self, values: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """``values + sum_a m_a / (points - t_a)``: the point masses' part of ``H`` or ``g``."""
+        pos, mass = self._eng.atom_pos, self._eng.atom_mass
+        if not pos.size:
+            return values
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return values + (1.0 / (points[:, None] - pos)) @ mass
+
     def hilbert(self, x: np.ndarray | float) -> np.ndarray:
         """``H(x) = p.v. int mu_v(dy)/(x - y) = Re g(x + i0)`` (point masses included)."""
         x = np.asarray(x, dtype=float)
         xf = x.ravel()
-        H = self._eng.cont_hilbert(xf)
-        pos, mass = self._eng.atom_pos, self._eng.atom_mass
-        if pos.size:
-            with np.errstate(divide="ignore"):
-                H = H + (1.0 / (xf[:, None] - pos)) @ mass
-        return H.reshape(x.shape)
+        return self._plus_atoms(self._eng.cont_hilbert(xf), xf).reshape(x.shape)
 
     def stieltjes(self, z: np.ndarray | complex) -> np.ndarray:
         """``g(z) = int mu_v(dy)/(z - y)``; real ``z`` is read as ``z + i0``."""
         z = np.asarray(z, dtype=complex)
         zf = z.ravel()
-        g = self._eng.cont_stieltjes(zf)
-        pos, mass = self._eng.atom_pos, self._eng.atom_mass
-        if pos.size:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                g = g + (1.0 / (zf[:, None] - pos)) @ mass
+        g = self._plus_atoms(self._eng.cont_stieltjes(zf), zf)
         return g.reshape(z.shape)
 
     def cdf(self, x: np.ndarray | float) -> np.ndarray:

@@ -1,26 +1,12 @@
 """Prior (matrix) side of the state evolution: ``(qhat, mhat, Sigmahat) -> (q, m, Sigma)``.
 
-Effective denoising of ``Y = S0 + delta Z`` (``Z`` GOE, semicircle on ``[-2, 2]``) with
-``delta = sqrt(qhat)/mhat`` (arXiv 2509.24914, Sec. 3; the "nuclear route" of arXiv 2505.17958;
-THEORY §3):
-
-* factorized student (nuclear norm ``lam d Tr S``, rank cap ``p = kappa d``):
-  ``Shat = eta f(Y)``, ``f(x) = (x - eps)_+ 1[x > c]``, ``eps = 2 lam/mhat``,
-  ``eta = mhat/Sigmahat``, ``c = max(eps, quantile of mu_delta at 1 - kappa)``, and with
-  ``J(delta, eps) = int f^2 dmu_delta``::
-
-      q     = eta^2 J
-      m     = eta [J - (delta/2) dJ/ddelta - (eps/2) dJ/deps]
-      Sigma = dJ/ddelta / (2 delta Sigmahat)           (= D(eta f)/mhat, D the free divergence)
-
-* direct student (Frobenius ``lam d ||S||_F^2``, which is ``2 lam ||S||^2`` in the effective
-  problem, the same factor 2 as in ``eps = 2 lam/mhat``): ``Shat = eta' Y`` with
-  ``eta' = mhat/(Sigmahat + 4 lam)``, so ``q = eta'^2 (Q0 + delta^2)``, ``m = eta' Q0``,
-  ``Sigma = 1/(Sigmahat + 4 lam)``.
-
-The target enters through a :class:`PriorModel` (``Q0`` and the soft-threshold integrals of
-``mu_{S0} ⊞ SC(delta^2)``). :func:`collapse_point` decides whether ``S = 0`` (complete rank
-collapse) is a fixed point.
+Effective denoising of ``Y = S0 + delta Z`` (``Z`` GOE) with ``delta = sqrt(qhat)/mhat``, threshold
+``eps = 2 lam/mhat`` and scale ``eta = mhat/Sigmahat`` for the factorized student (nuclear norm,
+rank cap), linear shrinkage for the direct one; the equations are in the docstring of
+:mod:`singlehead.state_evolution` (arXiv 2509.24914, Sec. 3; arXiv 2505.17958; THEORY §3). The
+target enters through a :class:`PriorModel` (``Q0`` and the soft-threshold integrals of
+``mu_{S0} ⊞ SC(delta^2)``), which ``problem.target.spectral_law`` builds. :func:`collapse_point`
+decides whether ``S = 0`` (complete rank collapse) is a fixed point.
 """
 
 from __future__ import annotations

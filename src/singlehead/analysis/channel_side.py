@@ -1,0 +1,110 @@
+"""Channel side of the error decomposition: test error as a function of ``(m, q)`` and its sensitivities.
+
+``TE(rho, r)`` is the test error of a student with ``m = rho Q0`` and ``q = rho^2 Q0 + r``
+(``r`` the orthogonal error, see :mod:`singlehead.analysis.decomposition`). :func:`_te` uses the
+state evolution's own quadrature (so the decomposition's identity holds to rounding);
+:func:`channel_test_error` and :func:`channel_sensitivities` use independent Sobol nodes (a
+cross-check of that quadrature).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+from scipy.stats import qmc
+
+from ..attention_maps import attention
+from ..problem import Problem
+
+__all__ = ["channel_test_error", "channel_sensitivities"]
+
+
+def _nodes(K: int, n_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    mexp = max(4, int(math.ceil(math.log2(max(16, n_points)))))
+    u = qmc.Sobol(d=2 * K, scramble=True, seed=np.random.default_rng(seed)).random_base2(mexp)
+    g = stats.norm.ppf(np.clip(u, 1e-12, 1 - 1e-12))
+    return g[:, :K], g[:, K:]
+
+
+def _linear_weights(T: int) -> np.ndarray:
+    """Squared-Frobenius weight of each of the ``K`` logits in ``M(h)`` (diagonal ``sqrt 2``: 2; off: 2)."""
+    return np.full(T * (T + 1) // 2, 2.0)
+
+
+def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy: bool = False,
+                       n_points: int = 1 << 15, seed: int = 0) -> float:
+    """``E ||A_beta0(z0 [+ xi]) - A_beta(z)||_F^2`` with ``(z0_k, z_k)`` of covariance ``[[Q0, m], [m, q]]``.
+
+    ``K = T(T+1)/2`` iid pairs, symmetric ``T x T`` logit matrices with the diagonal multiplied by
+    ``sqrt(2)`` (THEORY §3); ``xi_k ~ N(0, Delta/2)`` when ``noisy``. Scrambled-Sobol quadrature
+    with a fixed seed.
+    """
+    T, K = problem.T, problem.n_pairs
+    if problem.channel == "linear":  # exact: E ||z0 + xi - z||^2 summed over K entries, doubled (sqrt 2 diagonal)
+        return 2.0 * K * (Q0 - 2 * m + q + (problem.noise / 2.0 if noisy else 0.0)) if T == 1 else \
+            float(np.sum(_linear_weights(T))) * (Q0 - 2 * m + q + (problem.noise / 2.0 if noisy else 0.0))
+    u0, u1 = _nodes(K, n_points, seed)
+    rho, r = m / Q0, max(q - m * m / Q0, 0.0)
+    z0 = math.sqrt(Q0) * u0
+    z = rho * z0 + math.sqrt(r) * u1
+    y = z0
+    if noisy and problem.noise > 0:
+        xi = math.sqrt(problem.noise / 2.0) * _nodes(K, n_points, seed + 1)[0]
+        y = z0 + xi
+    diff = attention(y, T, problem.channel, problem.beta0) - attention(z, T, problem.channel, problem.beta)
+    return float(np.mean(np.einsum("nab,nab->n", diff, diff)))
+
+
+def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = None, n_points: int = 1 << 15,
+                          seed: int = 0, h: float = 1e-5) -> dict[str, float]:
+    """``c_r``, ``c_s``, ``rho0`` and the noisy-label floor ``e0_noisy`` of the channel (module docstring).
+
+    ``c_r`` and ``c_s`` are taken at the optimal scale ``rho0``; with ``rho`` given,
+    ``c_r_rho = E ||J(rho z0) zeta||^2`` is returned as well. ``J v`` is a central difference ``(A(x + h v) - A(x - h v)) / (2h)`` of the smooth channel
+    map (truncation error ``O(h^2)``), averaged on fixed scrambled-Sobol nodes.
+    """
+    T, K = problem.T, problem.n_pairs
+    rho0 = problem.beta0 / problem.beta if problem.channel != "linear" else 1.0
+    if problem.channel == "linear":
+        c = 2.0 * K
+        e0n = 2.0 * K * problem.noise / 2.0
+        return {"c_r": c, "c_s": c, "c_r_rho": c, "rho0": 1.0, "e0_noisy": e0n}
+    u0, u1 = _nodes(K, n_points, seed)
+    z0 = math.sqrt(Q0) * u0
+    x = rho0 * z0
+
+    def jv(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return (attention(x + h * v, T, problem.channel, problem.beta)
+                - attention(x - h * v, T, problem.channel, problem.beta)) / (2 * h)
+
+    a = jv(x, u1)
+    b = jv(x, z0)
+    c_r = float(np.mean(np.einsum("nab,nab->n", a, a)))
+    c_s = float(np.mean(np.einsum("nab,nab->n", b, b))) / Q0
+    c_r_rho = c_r
+    if rho is not None:
+        a = jv(rho * z0, u1)
+        c_r_rho = float(np.mean(np.einsum("nab,nab->n", a, a)))
+    e0n = 0.0
+    if problem.noise > 0:
+        xi = math.sqrt(problem.noise / 2.0) * _nodes(K, n_points, seed + 1)[0]
+        dd = attention(z0 + xi, T, problem.channel, problem.beta0) - attention(z0, T, problem.channel, problem.beta0)
+        e0n = float(np.mean(np.einsum("nab,nab->n", dd, dd)))
+    return {"c_r": c_r, "c_s": c_s, "c_r_rho": c_r_rho, "rho0": rho0, "e0_noisy": e0n}
+
+
+def _default_quad(problem: Problem):
+    from ..state_evolution import OutputQuadrature
+
+    return None if problem.channel == "linear" else OutputQuadrature.sobol(2 * problem.n_pairs)
+
+
+def _te(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:
+    """``TE(rho, r)`` with the state evolution's test-error function (vectorised over ``rho``)."""
+    from ..state_evolution import channel_test_errors
+
+    rho = np.atleast_1d(np.asarray(rho, dtype=float))
+    return np.array([channel_test_errors(float(x * x * Q0 + r), float(x * Q0), problem=problem, Q0=Q0,
+                                         quad=quad)["test_error"] for x in rho])

@@ -1,0 +1,183 @@
+"""The reproduction's building blocks: sizes per mode (:class:`Scale`), the run context and the figure registry.
+
+Every figure is a function ``(ctx) -> FigureOutput`` registered with :func:`figure`; it reads
+its sizes from ``ctx.scale``, builds its :class:`~singlehead.problem.Problem` objects, runs their
+jobs through the cached runner and states its parameters from those problems
+(:func:`problem_params`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.scaling import SAMPLE_LIMITED_SETTING
+from ..problem import MPTarget, PowerLawTarget, Problem
+from ..results import stable_hash
+from .grid import Job
+from .report import FigureOutput
+from .runner import Cache, run_jobs
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Every size of one reproduction mode (the figures read their grids here, never the mode name).
+
+    ``d``, ``seeds``, ``sim_alphas``, ``theory_points``, ``n_test``: the MP figures;
+    ``spectra_d``: learned spectra and the power-law spectrum; ``fvd_alphas``/``fvd_lams``: the
+    factorized-vs-direct lam scan; ``peak_lams``/``peak_sim_alphas``: the interpolation peak;
+    ``power_d``/``power_points``: sequential recovery; ``scaling_d``, ``scaling_n_over_d``,
+    ``scaling_points``, ``scaling_gammas`` (with label noise), ``scaling_gammas_clean``
+    (``Delta = 0``): the scaling curves; ``phase_d``, ``phase_n_points``, ``phase_lam_points``: the
+    (n/d, lam) phase diagram.
+    """
+
+    mode: str
+    d: int
+    seeds: int
+    sim_alphas: tuple[float, ...]
+    theory_points: int
+    n_test: int
+    spectra_d: int
+    fvd_alphas: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+    fvd_lams: tuple[float, ...] = tuple(np.round(np.geomspace(1e-3, 10.0, 9), 6))
+    peak_lams: tuple[float, ...] = (1e-5, 1e-3, 1e-2, 1e-1)
+    peak_sim_alphas: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5, 1.0)
+    power_d: int = 1000
+    power_points: int = 7
+    scaling_d: int = SAMPLE_LIMITED_SETTING["d"]
+    scaling_n_over_d: tuple[float, float] = SAMPLE_LIMITED_SETTING["n_over_d"]
+    scaling_points: int = 5
+    scaling_gammas: tuple[float, ...] = (0.75, 1.25, 2.0)
+    scaling_gammas_clean: tuple[float, ...] = (1.25, 2.0)
+    phase_d: int = 1000
+    phase_n_points: int = 10
+    phase_lam_points: int = 8
+    device: str = "cpu"
+
+
+def make_scale(mode: str) -> Scale:
+    """``quick`` (laptop, <= 15 min on 2 cores), ``full`` (paper scale), ``smoke`` (tests: < 3 min)."""
+    if mode == "smoke":
+        return Scale("smoke", d=16, seeds=2, sim_alphas=(0.25, 1.0), theory_points=6, n_test=500, spectra_d=16,
+                     fvd_alphas=(0.05, 0.5), fvd_lams=tuple(np.round(np.geomspace(1e-3, 10.0, 3), 6)),
+                     peak_lams=(1e-3, 1e-1), peak_sim_alphas=(0.1, 0.5), power_d=200, power_points=5,
+                     scaling_d=10_000, scaling_n_over_d=(100.0, 1000.0), scaling_points=3,
+                     scaling_gammas=(1.25, 2.0), phase_d=200, phase_n_points=5, phase_lam_points=3)
+    if mode == "quick":
+        return Scale("quick", d=50, seeds=3, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,
+                     n_test=4000, spectra_d=60)
+    if mode == "full":
+        import torch
+
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        return Scale("full", d=100, seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0, 3.0), theory_points=60,
+                     n_test=20000, spectra_d=200, fvd_alphas=tuple(np.round(np.geomspace(0.01, 2, 12), 5)),
+                     fvd_lams=tuple(np.round(np.geomspace(1e-3, 10.0, 17), 6)), power_d=10_000, power_points=12,
+                     scaling_points=9, scaling_gammas_clean=(0.75, 1.25, 2.0), phase_d=100_000,
+                     phase_n_points=13, phase_lam_points=11, device=dev)
+    raise ValueError(f"mode must be 'quick', 'full' or 'smoke' (got {mode!r})")
+
+
+@dataclass
+class Context:
+    scale: Scale
+    cache: Cache
+    n_jobs: int = 1
+    scheduler: str | None = None
+    progress: bool = True
+    client: Any = None
+
+    def run(self, jobs: list[Job], desc: str) -> list[dict[str, Any]]:
+        return run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
+                        desc=desc, client=self.client)
+
+    def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", **options: Any) -> list[Job]:
+        """Simulation jobs over the scale's seeds; the key covers every TrainOptions field and the device."""
+        from ..simulation import TrainOptions
+
+        opts = TrainOptions(optimizer=optimizer, n_test=self.scale.n_test, **options)
+        st = tuple(sorted({**opts.key_fields(self.scale.device), "device": self.scale.device}.items()))
+        return [Job("simulation", p, s, st) for p in problems for s in range(self.scale.seeds)]
+
+    def cached(self, name: str, compute: Callable[[], Any]) -> Any:
+        """A JSON-able value computed once and kept in the cache under ``name``."""
+        key = "value-" + stable_hash({"mode": self.scale.mode, "name": name})
+        rec = self.cache.get(key)
+        if rec is None:
+            rec = {"key": key, "value": compute()}
+            self.cache.put(rec)
+            rec = self.cache.get(key)
+        return rec["value"]
+
+    @staticmethod
+    def theory_jobs(problems: list[Problem], route: str = "theory") -> list[Job]:
+        return [Job(route, p) for p in problems]
+
+
+FIGURES: dict[str, Callable[[Context], FigureOutput]] = {}
+
+
+def figure(name: str) -> Callable:
+    """Register a figure builder under ``name``; the wrapper times the build into ``runtime_s``.
+
+    A builder ``(ctx) -> FigureOutput`` declares its jobs, runs them through ``ctx``, and returns
+    the figure, its tidy table and agreement rows; the runtime is measured here, once for all.
+    """
+    def deco(fn: Callable[[Context], FigureOutput]) -> Callable[[Context], FigureOutput]:
+        @functools.wraps(fn)
+        def timed(ctx: Context) -> FigureOutput:
+            t0 = time.perf_counter()
+            out = fn(ctx)
+            out.runtime_s = time.perf_counter() - t0
+            return out
+
+        FIGURES[name] = timed
+        return timed
+    return deco
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+BASE = dict(T=2, noise=0.5, lam=0.01, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab")
+
+
+def _params_text(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def problem_params(problem: Problem, *extra: tuple[str, Any]) -> dict[str, Any]:
+    """The parameters a figure states, read off its ``Problem`` (THEORY §1 names), plus ``extra`` pairs."""
+    t = problem.target
+    tgt = {"kappa0": t.kappa0} if isinstance(t, MPTarget) else (
+        {"gamma": t.gamma} if isinstance(t, PowerLawTarget) else {"target": "custom"})
+    out = {"channel": problem.channel, "T": problem.T, **tgt, "Delta": problem.noise, "lam": problem.lam,
+           "beta": problem.beta, "beta0": problem.beta0}
+    out.update(dict(extra))
+    return out
+
+
+def _mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and standard error over seeds per ``by`` value (failed runs, with NaN metrics, are left out)."""
+    g = df.dropna(subset=[qty]).groupby(by)[qty]
+    m, s, k = g.mean(), g.std(ddof=1), g.size()
+    return m.index.values, m.values, (s / np.sqrt(k)).fillna(0.0).values
+
+
+def _result_from_record(rec: dict[str, Any]):
+    """Rebuild a theory :class:`Result` from its cached record (for analysis functions)."""
+    from ..results import Result
+
+    return Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})
