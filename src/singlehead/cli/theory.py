@@ -19,7 +19,7 @@ from .common import STUDENT_OPTIONS, dumps, pop_problem_options, problem_options
 @cli.command()
 @problem_options
 @click.option("--prior", type=click.Choice(["auto", "asymptotic", "finite"]), default="auto", show_default=True,
-              help="Target side: asymptotic law (MP) or finite-d spectrum (power-law/custom).")
+              help="Target side: auto = asymptotic law (MP, or the discrete law of the d eigenvalues), or the finite-d spectrum with GOE draws.")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Fixed-point residual target.")
 @click.option("--n-points", type=int, default=2048, show_default=True, help="Sobol nodes per scramble (4 scrambles).")
 @click.option("--node-seed", type=int, default=0, show_default=True,
