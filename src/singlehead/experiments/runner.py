@@ -137,6 +137,10 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         elif todo and n_jobs != 1:
             from joblib import Parallel, delayed
 
+            from ..threads import available_cores, configure
+
+            # one thread policy: threads per worker x workers <= cores (the workers inherit it)
+            configure(workers=n_jobs if n_jobs > 0 else available_cores())
             par = Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")
             for rec in par(delayed(execute)(j) for j in todo):
                 store(rec)
