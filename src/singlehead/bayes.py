@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 from scipy import optimize, stats

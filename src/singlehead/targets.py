@@ -212,7 +212,3 @@ def target_from_dict(spec: dict[str, Any]) -> Target:
         return CustomTarget(**args)
     raise ValueError(f"target kind must be one of mp, power_law, custom (got {kind!r})")
 
-
-def target_eigenvalues(target: Target, d: int) -> np.ndarray | None:
-    """Deterministic spectrum (descending) for power-law/custom targets; ``None`` for random MP targets."""
-    return target.spectrum(d)

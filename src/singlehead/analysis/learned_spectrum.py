@@ -70,7 +70,7 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
     model : {"auto", "discrete", "spiked"}
         MP targets always give :class:`~singlehead.spectra.MarchenkoPastur` (``kappa0``).
         Power-law and custom targets (``d`` eigenvalues ``s_i`` from
-        :func:`singlehead.targets.target_eigenvalues`):
+        :meth:`singlehead.targets.PowerLawTarget.spectrum`):
 
         * ``"discrete"``: :class:`~singlehead.spectra.DiscreteLaw` of the ``d`` eigenvalues
           (deterministic equivalent at this ``d``; an isolated top eigenvalue becomes a tiny

@@ -51,7 +51,6 @@ def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions =
         (``test_error``, ``train_error``, ``outliers``: positions of the surviving spikes).
     """
     from ..simulation import simulate
-    from ..targets import target_eigenvalues
 
     if options.record_every is None:
         raise ValueError("options.record_every must be an integer >= 1 for an emergence run (got None)")
@@ -63,7 +62,7 @@ def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions =
         "final": {"test_error": r.test_error, "test_error_se": r["test_error_se"], "train_error": r.train_error,
                   "top_eigenvalues": [float(x) for x in r["eigenvalues"][:k]], "steps": r.iterations,
                   "converged": r.converged, "runtime_s": r.runtime_s},
-        "target_top": [float(x) for x in np.sort(np.asarray(target_eigenvalues(problem.target, problem.d)))[::-1][:k]],
+        "target_top": [float(x) for x in problem.target.spectrum(problem.d)[:k]],  # descending
     }
     if theory:
         from ..analysis.learned_spectrum import learned_spectrum
