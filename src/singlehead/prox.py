@@ -58,6 +58,10 @@ __all__ = [
 # ----------------------------------------------------------------------------------------
 # Proximal step
 # ----------------------------------------------------------------------------------------
+# two starts closer than this (relative, per coordinate) are the same start: Newton from one
+# lands within its tolerance of where the other lands
+_SAME_START = 1e-9
+
 @dataclass
 class ProxResult:
     """Output of the batched prox.
@@ -255,12 +259,38 @@ def prox_softmax(
     Sig = np.broadcast_to(np.asarray(Sigma, dtype=float), (N,)).astype(float)
     if starts is None or len(starts) == 0:
         starts = [z]
+    starts_arr: list[np.ndarray] = []
     best_h = best_f = best_g = None
     best_i = np.zeros(N, dtype=int)
     iters = 0
     branches = []
+    runs: list[tuple[np.ndarray, ...]] = []
     for i, h0 in enumerate(starts):
-        h, f, gn, it, done = _newton(np.asarray(h0, dtype=float), z, Y, Sig, beta, tol, max_iter)
+        h0 = np.asarray(h0, dtype=float)
+        # Starts that coincide (to _SAME_START) with an earlier start at a node end where that
+        # one ended: Newton is run only on the other nodes. Warm starts are the end points of
+        # the previous call's branches, which mostly sit at the same minimiser, so this saves
+        # most of the work of tracking several branches.
+        same_as = np.full(N, -1)
+        for j in range(i):
+            close = np.all(np.abs(h0 - starts_arr[j]) <= _SAME_START * (1.0 + np.abs(starts_arr[j])), axis=1)
+            same_as[(same_as < 0) & close] = j
+        new_nodes = np.nonzero(same_as < 0)[0]
+        h, f, gn, done = (np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool))
+        if new_nodes.size == N:
+            h, f, gn, it, done = _newton(h0, z, Y, Sig, beta, tol, max_iter)
+        else:
+            it = 0
+            if new_nodes.size:
+                hs, fs, gs, it, ds = _newton(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], beta, tol,
+                                             max_iter)
+                h[new_nodes], f[new_nodes], gn[new_nodes], done[new_nodes] = hs, fs, gs, ds
+            for j in range(i):
+                nj = np.nonzero(same_as == j)[0]
+                if nj.size:
+                    h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
+        starts_arr.append(h0)
+        runs.append((h, f, gn, done))
         branches.append(h)
         iters = max(iters, it)
         if best_h is None:

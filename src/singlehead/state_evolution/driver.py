@@ -174,9 +174,11 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
     if quad is None:
         quad = o.quadrature(problem)
-    jacobian = None
+    jacobian, branches = None, None
     if isinstance(init, WarmStart):
-        init, jacobian = np.asarray(init.x, dtype=float), init.jacobian
+        init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, init.branches
+        if branches is not None and (quad is None or any(b.shape[0] != quad.flat.shape[0] for b in branches)):
+            branches = None  # tracked on another node set
     col = collapse_point(problem, pm, quad)
     if col.holds and problem.channel == "linear":
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
@@ -184,8 +186,10 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         r.extras["warm_start_retried"] = False
         return r, None
 
-    def solve(init_: Any, jacobian_: np.ndarray | None) -> tuple[Result, np.ndarray | None]:
+    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None) -> tuple[Result, np.ndarray | None]:
         F = _SEMap(problem, pm, quad)
+        F.warm = None if branches_ is None else list(branches_)
+        maps.append(F)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
         # (or fails) the collapsed solution is returned
         F.stop_on_collapse = col.holds
@@ -196,7 +200,8 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         except _DrivenToCollapse:
             return _collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
 
-    r, jac = solve(init, jacobian)
+    maps: list[_SEMap] = []  # the map of each solve (its tracked prox branches are passed on)
+    r, jac = solve(init, jacobian, branches)
     retried = (init is not None or jacobian is not None) and not r.converged
     if retried:
         # A warm start (sweeps pass the previous fixed point and Jacobian) can lead the root
@@ -206,11 +211,14 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         r2, jac2 = solve(None, None)
         if r2.converged or r2.extras["residual"] < r.extras["residual"]:
             r, jac = r2, jac2
+            maps.reverse()  # the kept solve's map first
     r.extras["warm_start_retried"] = retried
     r.runtime_s = time.perf_counter() - t0
     warm = None
     if r.converged and not r.extras["collapsed"]:
-        warm = WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac)
+        tracked = maps[0].warm if maps else None
+        warm = WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac,
+                         None if tracked is None else tuple(tracked))
     return r, warm
 
 
@@ -393,13 +401,13 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
             (v0, u0), (v1, u1) = hist[-2], hist[-1]
             if v1 != v0:
                 w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
-                warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian)
+                warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian, warm.branches)
         r, new_warm = _theory(p, o, prior, warm, quad)
         out.append(r)
         if new_warm is not None:
             # keep the last known Jacobian when this solve did not produce one
             jac = new_warm.jacobian if new_warm.jacobian is not None else getattr(warm, "jacobian", None)
-            warm = WarmStart(new_warm.x, jac)
+            warm = WarmStart(new_warm.x, jac, new_warm.branches)
             if Q0 is not None and isinstance(v, (int, float)):
                 hist.append((float(v), _to_u(np.array(new_warm.x), Q0)))
         else:

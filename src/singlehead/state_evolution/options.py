@@ -91,10 +91,14 @@ class SEOptions:
 
 @dataclass(frozen=True)
 class WarmStart:
-    """Where a solve may start: a fixed point ``(q, m, Sigma)`` and the root finder's Jacobian there.
+    """Where a solve may start: a fixed point ``(q, m, Sigma)``, the root finder's Jacobian there,
+    and the prox branches (the end points of each Newton start, one ``(R N, K)`` array per
+    branch, on the same quadrature nodes) that the output side tracks.
 
-    :func:`theory_curve` passes one from each converged point to the next.
+    :func:`theory_curve` passes one from each converged point to the next; the branches make the
+    first SE map evaluation of the next point a warm one (a cold one runs Newton from scratch).
     """
 
     x: tuple[float, float, float]
     jacobian: np.ndarray | None = None
+    branches: tuple[np.ndarray, ...] | None = None
