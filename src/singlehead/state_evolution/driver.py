@@ -24,6 +24,7 @@ from .prior import (
     PriorSide,
     _CollapsePoint,
     collapse_point,
+    prior_draw_spread,
     prior_model,
     prior_side,
 )
@@ -345,6 +346,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         "first_moment": pr.first_moment, "residual": residual, "quadrature_error": qerr, "prior_mode": pm.mode,
         "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
     }
+    extras.update(prior_draw_spread(problem, Q0, pr, quad))  # finite-d prior: draw-to-draw spread
     if converged:
         message = f"converged: residual {residual:.1e} < 10 tol"
     elif not out.prox_converged:
