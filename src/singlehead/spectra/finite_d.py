@@ -45,6 +45,8 @@ DEFAULT_DRAWS = 3
 # solver revisits a delta (final evaluation, collapse test, spread) and a sweep revisits the
 # collapse point's delta, which does not depend on lam or the width
 _CACHE_SIZE = 8
+# significant digits of delta kept (cache key and value used): relative change <= 5e-14
+_DELTA_DIGITS = 14
 # below this |delta| / max|s| the Hellmann-Feynman derivative u^T Z u is computed with Z, not as
 # (nu - u^T S0 u)/delta (cancellation)
 _HF_DIRECT_BELOW = 1e-3
@@ -117,8 +119,13 @@ class FiniteDSpectrum:
         self.n_decompositions = 0
 
     def _decompose(self, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(nu, a, hf)``, each ``(draws, d)``: eigenvalues (ascending), ``u_i^T S0 u_i``, ``u_i^T Z u_i``."""
-        delta = float(delta)
+        """``(nu, a, hf)``, each ``(draws, d)``: eigenvalues (ascending), ``u_i^T S0 u_i``, ``u_i^T Z u_i``.
+
+        ``delta`` is first rounded to ``_DELTA_DIGITS`` significant digits (the map is a function
+        of the rounded value, so cache hits change nothing): round trips through the solver's
+        coordinates otherwise turn the same point into distinct keys.
+        """
+        delta = float(f"{float(delta):.{_DELTA_DIGITS - 1}e}")
         hit = self._cache.get(delta)
         if hit is not None:
             self._cache.move_to_end(delta)
@@ -163,7 +170,7 @@ class FiniteDSpectrum:
         lemma) and the exact divergence ``D_r = (1/d^2)[sum_i f'_i + sum_{i != j}
         (f_i - f_j)/(nu_i - nu_j)]``. Reported: the draw means ``J``, ``dJ_deps = -2 S1``,
         ``divergence = D``, ``dJ_ddelta = 2 delta D``, ``overlap = A``, and the per-draw
-        ``J_draws``, ``overlap_draws``. With ``pathwise=True`` also the Hellmann–Feynman
+        ``J_draws``, ``overlap_draws``, ``divergence_draws``. With ``pathwise=True`` also the Hellmann–Feynman
         derivative ``(2/d) sum_i f_i u_i^T Z u_i`` (exact per-draw derivative of ``J`` at fixed kept
         set; equals ``2 delta D`` in expectation up to ``O(1/d)``) as ``dJ_ddelta_pathwise``
         (it costs nothing extra now: the eigenvectors are always computed). ``cutoff`` is the
@@ -192,7 +199,7 @@ class FiniteDSpectrum:
                                   rank_fraction=float(k.mean() / d), cap_binds=bool(binds.mean() > 0.5),
                                   cutoff=float(cut.mean()), divergence=Dm, dJ_ddelta_pathwise=P,
                                   overlap=float(A.mean()), J_draws=tuple(map(float, J)),
-                                  overlap_draws=tuple(map(float, A)))
+                                  overlap_draws=tuple(map(float, A)), divergence_draws=tuple(map(float, D)))
 
     def divergence(self, delta: float, f: Callable[[np.ndarray], np.ndarray],
                    fprime: Callable[[np.ndarray], np.ndarray]) -> float:

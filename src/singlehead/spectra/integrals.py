@@ -76,9 +76,9 @@ class ThresholdIntegrals:
         ``J - (delta/2) dJ_ddelta - (eps/2) dJ_deps`` (Stein's lemma, up to ``O(1/d)``), which the
         asymptotic mode uses instead (``None`` there). See :mod:`.finite_d` for why the SE must
         use the pathwise form at finite ``d``.
-    J_draws, overlap_draws : tuple of float or None
-        Finite-``d`` mode only: ``J`` and ``overlap`` of each draw (their means are ``J`` and
-        ``overlap``), for the draw-to-draw spread.
+    J_draws, overlap_draws, divergence_draws : tuple of float or None
+        Finite-``d`` mode only: ``J``, ``overlap`` and ``divergence`` of each draw (their means
+        are the reported values), for the draw-to-draw spread.
     """
 
     J: float
@@ -92,6 +92,7 @@ class ThresholdIntegrals:
     overlap: float | None = None
     J_draws: tuple[float, ...] | None = None
     overlap_draws: tuple[float, ...] | None = None
+    divergence_draws: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

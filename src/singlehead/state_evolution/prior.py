@@ -14,15 +14,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
 from ..spectra.prior_model import PriorModel
-from .output import OutputSide, channel_test_errors, output_side
+from .output import OutputSide, output_side
 from .quadrature import OutputQuadrature
 
-__all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "prior_draw_spread", "collapse_point"]
+__all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "collapse_point"]
 
 
 
@@ -76,8 +74,9 @@ class PriorSide:
     rank_fraction: float
     cap_binds: bool = False
     cutoff: float = math.nan
-    q_draws: tuple[float, ...] | None = None  # finite-d mode: q and m of each GOE draw at these conjugates
+    q_draws: tuple[float, ...] | None = None  # finite-d mode: q, m, Sigma of each GOE draw at these conjugates
     m_draws: tuple[float, ...] | None = None
+    Sigma_draws: tuple[float, ...] | None = None
 
 
 def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, prior: PriorModel) -> PriorSide:
@@ -89,7 +88,8 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     pathwise ``(1/d) Tr f(Y_r) S0`` (``ti.overlap``) instead of Stein's
     ``J - (delta/2) dJ/ddelta - (eps/2) dJ/deps`` (the two agree in expectation; the pathwise one
     cancels the spikes' first-order fluctuation in ``Q0 - 2m + q``, see
-    :mod:`singlehead.spectra.finite_d`), and ``q_draws``/``m_draws`` hold each draw's ``q, m``.
+    :mod:`singlehead.spectra.finite_d`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
+    draw's ``q, m, Sigma`` (same conjugates, for :func:`~.draw_spread.prior_draw_spread`).
     """
     lam = problem.lam
     delta = math.sqrt(max(qhat, 0.0)) / mhat
@@ -106,32 +106,12 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     overlap = getattr(ti, "overlap", None)
     m = eta * (J - 0.5 * delta * Jd - 0.5 * eps * Je) if overlap is None else eta * float(overlap)
     Sigma = Jd / (2 * delta * Sigmahat)
-    q_draws = m_draws = None
+    draws: tuple = (None, None, None)
     if getattr(ti, "J_draws", None) is not None and overlap is not None:
-        q_draws = tuple(eta**2 * float(x) for x in ti.J_draws)
-        m_draws = tuple(eta * float(x) for x in ti.overlap_draws)
+        draws = (tuple(eta**2 * float(x) for x in ti.J_draws), tuple(eta * float(x) for x in ti.overlap_draws),
+                 tuple(float(x) / Sigmahat for x in ti.divergence_draws))
     return PriorSide(q, m, Sigma, eta, delta, eps, -0.5 * eta * Je, float(ti.rank_fraction),
-                     bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)), q_draws, m_draws)
-
-
-def prior_draw_spread(problem: Problem, Q0: float, pr: PriorSide, quad: OutputQuadrature | None) -> dict:
-    """Draw-to-draw spread of the finite-``d`` prior at a solved fixed point (``{}`` in other modes).
-
-    Returns ``prior_draw_spread``: the standard error over the ``R`` GOE draws,
-    ``std_r(TE_r) / sqrt(R)`` (``ddof = 1``; ``nan`` when ``R = 1``), of the noiseless test error
-    ``TE_r = test_error(q_r, m_r)`` predicted from draw ``r`` alone, where ``(q_r, m_r)`` is
-    draw ``r``'s prior side evaluated at the fixed point's conjugates ``(qhat, mhat, Sigmahat)``
-    (no extra eigendecomposition: the final SE evaluation already holds them), and
-    ``prior_draw_test_errors``, the ``TE_r``. It is the one-step spread: it measures how much
-    the averaged map depends on the particular draws, without the fixed point's feedback
-    (which would multiply it by ``1/(1 - slope)`` of the SE map along that direction).
-    """
-    if pr.q_draws is None or pr.m_draws is None:
-        return {}
-    te = np.array([channel_test_errors(q, m, problem=problem, Q0=Q0, quad=quad)["test_error"]
-                   for q, m in zip(pr.q_draws, pr.m_draws)], dtype=float)
-    spread = float(np.std(te, ddof=1) / math.sqrt(te.size)) if te.size > 1 else math.nan
-    return {"prior_draw_spread": spread, "prior_draw_test_errors": [float(x) for x in te]}
+                     bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)), *draws)
 
 
 
