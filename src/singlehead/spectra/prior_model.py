@@ -40,9 +40,13 @@ class PriorModel:
     description: dict[str, Any] = field(default_factory=dict)
 
     def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None):
-        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (THEORY §3)."""
+        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (THEORY §3).
+
+        Finite mode: draw means over the fixed GOE draws, plus the pathwise ``overlap`` and the
+        per-draw values (:meth:`FiniteDSpectrum.threshold_integrals`).
+        """
         if self.mode == "finite":
-            # the SE needs dJ/ddelta = 2 delta D only: eigenvalues without eigenvectors (3-4x faster)
+            # also the pathwise overlap (1/d) Tr f(Y) S0 (``overlap``), which prior_side uses for m
             return self.engine.threshold_integrals(delta, eps, rank_cap=rank_cap, pathwise=False)
         return soft_threshold_integrals(self.engine, delta, eps, rank_cap=rank_cap)
 
