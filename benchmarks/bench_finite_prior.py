@@ -2,9 +2,10 @@
 
 Setting: linear channel ``T = 1``, power-law target ``gamma = 1.25`` with ``Q0 = 1``
 (``normalisation="unit_q0"``), ``d = 400``, ``Delta = 0.1``, ``lam = 0.1``, ``alpha = 1``,
-student widths ``p in {1, 4, 14, 55, 400}`` (``kappa = p/d``). Each point is a cold
-:func:`~singlehead.state_evolution.theory` call (no warm start from the previous width; the
-prior model and its cached decompositions are shared, as in any sweep on one target).
+student widths ``p in {1, 4, 14, 55, 400}`` (``kappa = p/d``). Each point of the table is a
+cold :func:`~singlehead.state_evolution.theory` call (no warm start from the previous width; the
+prior model and its cached decompositions are shared, as in any sweep on one target); the last
+lines time the same widths as one warm-started sweep (:func:`theory_curve` over ``kappa``).
 Targets: <= 3 s per point on 2 cores and finite within 1 % of asymptotic.
 
 Printed per width: wall time per point of both priors, their test errors, the relative
@@ -28,7 +29,7 @@ import time
 import numpy as np
 
 from singlehead.problem import Problem
-from singlehead.state_evolution import SEOptions, theory
+from singlehead.state_evolution import SEOptions, theory, theory_curve
 from singlehead.targets import PowerLawTarget
 
 D = 400
@@ -90,6 +91,14 @@ def main() -> None:
     print(f"finite prior: max {max(t_fin):.2f} s/point (target {TIME_TARGET_S} s), "
           f"max |rel diff| {100 * max(map(abs, rels)):.3f}% (target {100 * REL_TARGET:.0f}%), "
           f"total {sum(t_fin):.1f} s = {sum(t_fin) / ref:.1f} reference workloads")
+    # the same widths as one warm-started sweep (theory_curve: each point starts from the last)
+    base = Problem(d=D, kappa=1.0, target=PowerLawTarget(gamma=GAMMA, normalisation="unit_q0"), **SETTING)
+    for prior in ("finite", "asymptotic"):
+        t = time.perf_counter()
+        rs = theory_curve(base, [p / D for p in WIDTHS], param="kappa", prior=prior)
+        dt = time.perf_counter() - t
+        tes = " ".join(f"{r.test_error:.6f}" for r in rs)
+        print(f"warm-started sweep over p, {prior:>10}: {dt:.1f} s = {dt / len(WIDTHS):.2f} s/point; TE {tes}")
 
 
 if __name__ == "__main__":
