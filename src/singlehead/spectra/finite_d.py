@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from scipy.linalg import eigh_tridiagonal, lapack
 
 from ._numerics import TIE_RTOL, divided_differences
 from .integrals import ThresholdIntegrals
@@ -48,9 +51,24 @@ DEFAULT_DRAWS = 3
 _CACHE_SIZE = 8
 # significant digits of delta kept (cache key and value used): relative change <= 5e-14
 _DELTA_DIGITS = 14
+# a new delta needing the top k <= this fraction of d eigenvectors takes the partial route
+# (tridiagonal reduction + selected eigenvectors); measured crossover with a full eigh ~ d/8
+_PARTIAL_MAX_FRACTION = 0.1
 # below this |delta| / max|s| the Hellmann-Feynman derivative u^T Z u is computed with Z, not as
 # (nu - u^T S0 u)/delta (cancellation)
 _HF_DIRECT_BELOW = 1e-3
+
+
+@dataclass
+class _Entry:
+    """One cached ``delta``: eigenvalues ``nu`` (ascending) and ``a_i = u_i^T S0 u_i`` (``nan`` where not
+    computed; known for the top ``n_vec[r]`` of draw ``r``), and the tridiagonal reductions
+    ``(reflectors, tau, diagonal, off-diagonal)`` per draw while they are kept."""
+
+    nu: np.ndarray
+    a: np.ndarray
+    n_vec: np.ndarray
+    reduced: list | None
 
 
 def goe(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -97,11 +115,13 @@ class FiniteDSpectrum:
 
     Notes
     -----
-    For each ``delta`` the ``draws`` matrices ``diag(s) + delta Z_r`` are diagonalised once
-    (one batched ``eigh``) and ``nu_i`` and ``a_i = u_i^T S0 u_i`` are kept in a small LRU cache
-    on the instance (``_CACHE_SIZE`` values of ``delta``), so any number of thresholds, rank
-    caps and spread evaluations at that ``delta`` cost ``O(draws d^2)`` at most.
-    ``n_decompositions`` counts the batched decompositions done (for tests and benchmarks).
+    For each ``delta`` the ``draws`` matrices ``diag(s) + delta Z_r`` are decomposed once (a
+    batched ``eigh``, or for a small rank cap a tridiagonal reduction with only the kept
+    eigenvectors) and ``nu_i`` and ``a_i = u_i^T S0 u_i`` are kept in a small LRU cache on the
+    instance (``_CACHE_SIZE`` values of ``delta``), so any number of thresholds, rank caps and
+    spread evaluations at that ``delta`` cost ``O(draws d^2)`` at most.
+    ``n_decompositions`` counts the decompositions done (one per ``delta`` for all draws
+    together, plus one when an entry needs more eigenvectors than its route gave).
     """
 
     def __init__(self, eigenvalues: np.ndarray, draws: int = DEFAULT_DRAWS, seed: int = 0) -> None:
@@ -116,49 +136,103 @@ class FiniteDSpectrum:
         self.seed = int(seed)
         rng = np.random.default_rng(self.seed)
         self._Z = np.stack([goe(self.d, rng) for _ in range(self.draws)])
-        self._cache: OrderedDict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+        self._cache: OrderedDict[float, _Entry] = OrderedDict()
         self.n_decompositions = 0
 
-    def _decompose(self, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(nu, a, hf)``, each ``(draws, d)``: eigenvalues (ascending), ``u_i^T S0 u_i``, ``u_i^T Z u_i``.
+    def _entry(self, delta: float, vectors: int) -> _Entry:
+        """The cached decomposition at (rounded) ``delta`` with ``a_i`` known for the top ``vectors`` of each draw.
 
         ``delta`` is first rounded to ``_DELTA_DIGITS`` significant digits (the map is a function
         of the rounded value, so cache hits change nothing): round trips through the solver's
-        coordinates otherwise turn the same point into distinct keys.
+        coordinates otherwise turn the same point into distinct keys. A new ``delta`` asking
+        for at most ``_PARTIAL_MAX_FRACTION d`` vectors is reduced to tridiagonal form
+        (``dsytrd``), its eigenvalues found by ``dsterf`` and only those eigenvectors computed
+        (``dstebz``/``dstein``, back-transformed by ``dormqr``): about half the cost of a full
+        ``eigh`` for a small rank cap. Otherwise, or when more vectors are asked of an entry
+        whose reduction was dropped, a full ``eigh``.
         """
         delta = float(f"{float(delta):.{_DELTA_DIGITS - 1}e}")
-        hit = self._cache.get(delta)
-        if hit is not None:
+        entry = self._cache.get(delta)
+        if entry is None:
+            if vectors <= _PARTIAL_MAX_FRACTION * self.d:
+                entry = self._reduce(delta)
+            else:
+                entry = self._full(delta)
+            for other in self._cache.values():
+                other.reduced = None  # keep one set of d x d reflectors only
+            self._cache[delta] = entry
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        else:
             self._cache.move_to_end(delta)
-            return hit
+        if int(entry.n_vec.min()) < vectors:
+            if entry.reduced is not None and vectors <= _PARTIAL_MAX_FRACTION * self.d:
+                self._top_vectors(entry, vectors)
+            else:
+                full = self._full(delta)
+                entry.nu, entry.a, entry.n_vec, entry.reduced = full.nu, full.a, full.n_vec, None
+        return entry
+
+    def _matrices(self, delta: float) -> np.ndarray:
         Y = delta * self._Z
         idx = np.arange(self.d)
         Y[:, idx, idx] += self.s
-        nu, U = np.linalg.eigh(Y)
+        return Y
+
+    def _full(self, delta: float) -> _Entry:
+        """All eigenpairs (one batched ``eigh``)."""
+        nu, U = np.linalg.eigh(self._matrices(delta))
         self.n_decompositions += 1
-        U2 = U * U
-        a = np.einsum("k,rki->ri", self.s, U2)
-        if abs(delta) > _HF_DIRECT_BELOW * max(1.0, float(np.max(np.abs(self.s)))):
-            hf = (nu - a) / delta  # Hellmann-Feynman u^T Z u, O(d^2) (Y u = nu u)
-        else:
-            hf = np.einsum("rki,rkl,rli->ri", U, self._Z, U)
-        entry = (nu, a, hf)
-        self._cache[delta] = entry
-        if len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
-        return entry
+        return _Entry(nu, np.einsum("k,rki->ri", self.s, U * U), np.full(self.draws, self.d), None)
+
+    def _reduce(self, delta: float) -> _Entry:
+        """Tridiagonal reduction and all eigenvalues of each draw; no eigenvectors yet."""
+        d = self.d
+        lwork = int(lapack.dsytrd_lwork(d, lower=1)[0])
+        nu = np.empty((self.draws, d))
+        reduced = []
+        for r, Y in enumerate(self._matrices(delta)):
+            c, diag, off, tau, info = lapack.dsytrd(np.asfortranarray(Y), lower=1, lwork=lwork)
+            vals, info2 = lapack.dsterf(diag, off)
+            if info or info2:
+                raise np.linalg.LinAlgError(f"tridiagonal eigenvalues failed (info {info}, {info2})")
+            nu[r] = np.sort(vals)
+            reduced.append((c, tau, diag, off))
+        self.n_decompositions += 1
+        return _Entry(nu, np.full((self.draws, d), np.nan), np.zeros(self.draws, dtype=int), reduced)
+
+    def _top_vectors(self, entry: _Entry, k: int) -> None:
+        """``a_i`` of the top ``k`` eigenvectors of each draw from its tridiagonal reduction."""
+        d = self.d
+        for r, (c, tau, diag, off) in enumerate(entry.reduced):
+            w, V = eigh_tridiagonal(diag, off, select="i", select_range=(d - k, d - 1), lapack_driver="stebz",
+                                    check_finite=False)
+            V = V[:, np.argsort(w)]  # stebz orders by split-off block
+            lwork = int(lapack.dormqr("L", "N", c[1:, :-1], tau, V[1:], -1)[1][0])
+            QV, _, info = lapack.dormqr("L", "N", c[1:, :-1], tau, V[1:], max(lwork, 1))
+            if info:
+                raise np.linalg.LinAlgError(f"dormqr failed (info {info})")
+            U = np.vstack([V[:1], QV])
+            entry.a[r, d - k:] = self.s @ (U * U)
+            entry.n_vec[r] = k
 
     def eigenvalues(self, delta: float) -> np.ndarray:
         """Eigenvalues of ``diag(s) + delta Z_r``, shape ``(draws, d)``, ascending."""
-        return self._decompose(delta)[0].copy()
-
-    def eigen_derivatives(self, delta: float) -> np.ndarray:
-        """``d nu_i / d delta = u_i^T Z u_i`` (Hellmann–Feynman), shape ``(draws, d)``."""
-        return self._decompose(delta)[2].copy()
+        return self._entry(delta, 0).nu.copy()
 
     def overlaps(self, delta: float) -> np.ndarray:
         """``u_i^T S0 u_i`` for every eigenvector of ``diag(s) + delta Z_r``, shape ``(draws, d)``."""
-        return self._decompose(delta)[1].copy()
+        return self._entry(delta, self.d).a.copy()
+
+    def eigen_derivatives(self, delta: float) -> np.ndarray:
+        """``d nu_i / d delta = u_i^T Z u_i`` (Hellmann–Feynman), shape ``(draws, d)``."""
+        delta = float(delta)
+        if abs(delta) > _HF_DIRECT_BELOW * max(1.0, float(np.max(np.abs(self.s)))):
+            e = self._entry(delta, self.d)
+            return (e.nu - e.a) / float(f"{delta:.{_DELTA_DIGITS - 1}e}")  # u^T Z u = (nu - u^T S0 u)/delta
+        nu, U = np.linalg.eigh(self._matrices(delta))  # small delta: the product with Z (no cancellation)
+        self.n_decompositions += 1
+        return np.einsum("rki,rkl,rli->ri", U, self._Z, U)
 
     def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None,
                             *, pathwise: bool = True) -> ThresholdIntegrals:
@@ -174,20 +248,22 @@ class FiniteDSpectrum:
         ``J_draws``, ``overlap_draws``, ``divergence_draws``. With ``pathwise=True`` also the Hellmann–Feynman
         derivative ``(2/d) sum_i f_i u_i^T Z u_i`` (exact per-draw derivative of ``J`` at fixed kept
         set; equals ``2 delta D`` in expectation up to ``O(1/d)``) as ``dJ_ddelta_pathwise``
-        (it costs nothing extra now: the eigenvectors are always computed). ``cutoff`` is the
+        (it needs every eigenvector: a full ``eigh`` at this ``delta``). ``cutoff`` is the
         mean over draws of the mid-point between the last kept and first dropped eigenvalue.
         """
         delta, eps = float(delta), float(eps)
-        nu, a, hf = self._decompose(delta)
         d, R = self.d, self.draws
-        n_above = np.sum(nu > eps, axis=1)
         p_cap = d if rank_cap is None else int(round(float(rank_cap) * d))
+        entry = self._entry(delta, p_cap)  # at most p_cap eigenvectors are needed
+        nu = entry.nu
+        n_above = np.sum(nu > eps, axis=1)
         k = np.minimum(n_above, p_cap)  # kept: the top k of each (ascending) row
+        entry = self._entry(delta, int(k.max()))
         keep = np.arange(d)[None, :] >= (d - k)[:, None]
         f = np.where(keep, nu - eps, 0.0)
         J = np.mean(f * f, axis=1)
         S1 = np.mean(f, axis=1)
-        A = np.mean(f * a, axis=1)
+        A = np.mean(f * np.where(keep, entry.a, 0.0), axis=1)
         D = np.array([_threshold_divergence(nu[r], int(k[r]), eps) for r in range(R)])
         binds = n_above > p_cap
         cut = np.full(R, eps)
@@ -195,7 +271,7 @@ class FiniteDSpectrum:
             kr = int(k[r])
             cut[r] = 0.5 * (nu[r, d - kr - 1] + nu[r, d - kr]) if kr > 0 else nu[r, -1]
         Dm = float(D.mean())
-        P = float(np.mean(2.0 * np.mean(f * hf, axis=1))) if pathwise else None
+        P = float(np.mean(2.0 * np.mean(f * self.eigen_derivatives(delta), axis=1))) if pathwise else None
         return ThresholdIntegrals(J=float(J.mean()), dJ_ddelta=2.0 * delta * Dm, dJ_deps=-2.0 * float(S1.mean()),
                                   rank_fraction=float(k.mean() / d), cap_binds=bool(binds.mean() > 0.5),
                                   cutoff=float(cut.mean()), divergence=Dm, dJ_ddelta_pathwise=P,
@@ -205,5 +281,5 @@ class FiniteDSpectrum:
     def divergence(self, delta: float, f: Callable[[np.ndarray], np.ndarray],
                    fprime: Callable[[np.ndarray], np.ndarray]) -> float:
         """Exact finite-``d`` divergence of the spectral map ``f``, mean over draws."""
-        nu = self._decompose(float(delta))[0]
+        nu = self._entry(float(delta), 0).nu
         return float(np.mean([_divergence(x, f(x), fprime(x)) for x in nu]))
