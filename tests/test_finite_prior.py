@@ -44,6 +44,21 @@ def test_overlap_is_pathwise_trace_and_divergence_exact():
         assert ti.overlap == pytest.approx(np.mean(ti.overlap_draws))
 
 
+@pytest.mark.parametrize("delta", [0.0, 0.3])
+def test_partial_route_matches_full_eigh(delta):
+    """Small rank caps use the tridiagonal route with only the kept eigenvectors; same numbers as eigh
+    (delta = 0: the tridiagonal matrix splits into 1 x 1 blocks)."""
+    s = _spectrum(120)
+    part, full = FiniteDSpectrum(s, draws=2, seed=7), FiniteDSpectrum(s, draws=2, seed=7)
+    full.overlaps(delta)  # all eigenpairs by eigh
+    for cap in (1 / 120, 0.1, 0.2):
+        a = part.threshold_integrals(delta, 0.05, rank_cap=cap, pathwise=False)
+        b = full.threshold_integrals(delta, 0.05, rank_cap=cap, pathwise=False)
+        for name in ("J", "overlap", "divergence", "dJ_deps", "cutoff"):
+            assert getattr(a, name) == pytest.approx(getattr(b, name), rel=1e-11, abs=1e-14), name
+    assert part.n_decompositions == 1 and full.n_decompositions == 1
+
+
 def test_pathwise_overlap_cancels_spike_fluctuation():
     """The cause of the old +2 % bias: with m from Stein's lemma, J's O(delta s_1 Z_11/d) fluctuation
     does not cancel in the per-draw matrix error Q0 - 2m + q; with the pathwise overlap it does."""

@@ -52,8 +52,8 @@ _CACHE_SIZE = 8
 # significant digits of delta kept (cache key and value used): relative change <= 5e-14
 _DELTA_DIGITS = 14
 # a new delta needing the top k <= this fraction of d eigenvectors takes the partial route
-# (tridiagonal reduction + selected eigenvectors); measured crossover with a full eigh ~ d/8
-_PARTIAL_MAX_FRACTION = 0.1
+# (tridiagonal reduction + selected eigenvectors); at d = 400 it beats a full eigh up to k ~ d/4
+_PARTIAL_MAX_FRACTION = 0.2
 # below this |delta| / max|s| the Hellmann-Feynman derivative u^T Z u is computed with Z, not as
 # (nu - u^T S0 u)/delta (cancellation)
 _HF_DIRECT_BELOW = 1e-3
@@ -147,7 +147,7 @@ class FiniteDSpectrum:
         coordinates otherwise turn the same point into distinct keys. A new ``delta`` asking
         for at most ``_PARTIAL_MAX_FRACTION d`` vectors is reduced to tridiagonal form
         (``dsytrd``), its eigenvalues found by ``dsterf`` and only those eigenvectors computed
-        (``dstebz``/``dstein``, back-transformed by ``dormqr``): about half the cost of a full
+        (``dstemr``, back-transformed by ``dormqr``): about half the cost of a full
         ``eigh`` for a small rank cap. Otherwise, or when more vectors are asked of an entry
         whose reduction was dropped, a full ``eigh``.
         """
@@ -205,9 +205,9 @@ class FiniteDSpectrum:
         """``a_i`` of the top ``k`` eigenvectors of each draw from its tridiagonal reduction."""
         d = self.d
         for r, (c, tau, diag, off) in enumerate(entry.reduced):
-            w, V = eigh_tridiagonal(diag, off, select="i", select_range=(d - k, d - 1), lapack_driver="stebz",
+            w, V = eigh_tridiagonal(diag, off, select="i", select_range=(d - k, d - 1), lapack_driver="stemr",
                                     check_finite=False)
-            V = V[:, np.argsort(w)]  # stebz orders by split-off block
+            V = V[:, np.argsort(w)]  # ascending, as nu
             lwork = int(lapack.dormqr("L", "N", c[1:, :-1], tau, V[1:], -1)[1][0])
             QV, _, info = lapack.dormqr("L", "N", c[1:, :-1], tau, V[1:], max(lwork, 1))
             if info:
