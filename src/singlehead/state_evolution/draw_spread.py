@@ -6,7 +6,7 @@ particular draws? Each draw alone would have its own fixed point ``x_r``; to fir
 ``x_r - x* = (I - J_F)^{-1} (F_r(x*) - F(x*))`` with ``J_F`` the Jacobian of the averaged SE map at
 the fixed point ``x* = (q, m, Sigma)``. :func:`prior_draw_spread` evaluates that linear response
 (cheaply: the per-draw ``F_r(x*)`` come with the final SE evaluation; ``J_F`` costs one extra
-eigendecomposition per draw, at ``delta (1 + h)``, and three output-side evaluations) and
+eigendecomposition per draw, at ``delta (1 + h)``, and three or four output-side evaluations) and
 reports the standard error over draws of the test error predicted at the ``x_r``.
 
 Checked on the quadratic-network setting (linear ``T = 1``, power law ``gamma = 1.25``,
@@ -56,9 +56,13 @@ def _map_jacobian(problem: Problem, prior: PriorModel, x: np.ndarray, out: Outpu
     Chain rule through ``c = (delta, eps, eta, Sigmahat)``: ``q = eta^2 J``, ``m = eta A``,
     ``Sigma = D/Sigmahat`` with ``(J, A, D)`` differentiated by forward differences in ``delta``
     (one new decomposition per draw) and ``eps`` (cached decomposition), the output side by
-    forward differences in each of ``q, m, Sigma``.
+    forward differences in each of ``q, m, Sigma`` (all output sides cold, so that the
+    differences compare the same prox branches; ``out``, the solver's final evaluation, may have
+    used other starts).
     """
     cap = problem.kappa if problem.kappa < 1 else None
+    if problem.channel != "linear":
+        out = output_side(*map(float, x), problem=problem, Q0=prior.Q0, quad=quad)
     c0 = _conjugate_params(out, problem.lam)
     dl, ep, eta, Sh = c0
     v0 = _prior_values(prior, dl, ep, cap)
