@@ -36,13 +36,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-
 from scipy.linalg import eigh_tridiagonal, lapack
 
 from ._numerics import TIE_RTOL, divided_differences
 from .integrals import ThresholdIntegrals
 
-__all__ = ["FiniteDSpectrum", "goe", "DEFAULT_DRAWS"]
+__all__ = ["FiniteDSpectrum", "goe", "check_draws", "DEFAULT_DRAWS"]
 
 DEFAULT_DRAWS = 3
 # decompositions kept per instance (distinct delta values, least recently used dropped): the
@@ -69,6 +68,12 @@ class _Entry:
     a: np.ndarray
     n_vec: np.ndarray
     reduced: list | None
+
+
+def check_draws(draws: object) -> None:
+    """Raise ``ValueError`` naming ``draws`` unless it is an integer >= 1 (``bool`` is not one)."""
+    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or int(draws) < 1:
+        raise ValueError(f"draws must be an integer >= 1 (got {draws!r})")
 
 
 def goe(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -128,8 +133,7 @@ class FiniteDSpectrum:
         s = np.asarray(eigenvalues, dtype=float).ravel()
         if s.size < 2 or not np.all(np.isfinite(s)):
             raise ValueError("eigenvalues must be a finite array with at least 2 entries")
-        if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or int(draws) < 1:
-            raise ValueError(f"draws must be an integer >= 1 (got {draws!r})")
+        check_draws(draws)
         self.s = s
         self.d = s.size
         self.draws = int(draws)
