@@ -17,6 +17,7 @@ import numpy as np
 from ..problem import Problem
 from ..results import Result
 from ._fixed_point import _from_u, _residual, _to_u, solve_fixed_point
+from .draw_spread import prior_draw_spread
 from .options import SEOptions, WarmStart
 from .output import _Q_FLOOR, OutputSide, channel_test_errors, output_side
 from .prior import (
@@ -353,6 +354,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         "first_moment": pr.first_moment, "residual": residual, "quadrature_error": qerr, "prior_mode": pm.mode,
         "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
     }
+    extras.update(prior_draw_spread(problem, pm, x, out, pr, quad))  # finite-d prior: draw-to-draw spread
     if converged:
         message = f"converged: residual {residual:.1e} < 10 tol"
     elif not out.prox_converged:

@@ -12,6 +12,7 @@ from .._validate import check as _check
 from .._validate import finite as _finite
 from .._validate import is_int as _is_int
 from ..problem import Problem
+from ..spectra.finite_d import DEFAULT_DRAWS
 from .quadrature import OutputQuadrature
 
 __all__ = ["SEOptions", "WarmStart", "SE_METHODS"]
@@ -37,7 +38,8 @@ class SEOptions:
     node_seed : int
         Seed of the quadrature nodes and of the finite-``d`` prior's GOE draws (not a data seed).
     draws : int
-        GOE draws of the finite-``d`` prior mode (>= 1).
+        GOE draws of the finite-``d`` prior mode (an integer >= 1; default 3): the prior-side
+        map is averaged over them inside the iteration.
     method : {"broyden", "hybr", "iterate"}
         ``"broyden"``/``"hybr"``: damped iteration on
         ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
@@ -61,7 +63,7 @@ class SEOptions:
     n_points: int = 2048
     n_scrambles: int = 4
     node_seed: int = 0
-    draws: int = 4
+    draws: int = DEFAULT_DRAWS
     method: str = "broyden"
     switch: float = 3e-2
     coarse: bool = True
