@@ -77,11 +77,14 @@ class _SEMap:
       available approximation of the global minimiser.
     """
 
-    def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None) -> None:
+    def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None,
+                 counter: list[int] | None = None) -> None:
         self.problem, self.prior, self.quad = problem, prior, quad
         self.warm: list | None = None
         self.mode = "warm"
         self.n_calls = 0
+        # evaluations of every map of one theory() call (the budget SEOptions.max_evals counts these)
+        self.counter = counter if counter is not None else [0]
         self.stop_on_collapse = False  # raise _DrivenToCollapse when the map lands on S = 0
 
     def values(self, x: np.ndarray) -> np.ndarray:
@@ -92,6 +95,7 @@ class _SEMap:
         q, m, Sigma = map(float, x)
         mode = mode or self.mode
         self.n_calls += 1
+        self.counter[0] += 1
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
                           warm=None if mode == "cold" else self.warm, union=mode == "union")
         if out.branches is not None and self.problem.channel != "linear":
@@ -188,7 +192,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         return r, None
 
     def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None) -> tuple[Result, np.ndarray | None]:
-        F = _SEMap(problem, pm, quad)
+        F = _SEMap(problem, pm, quad, counter)
         F.warm = None if branches_ is None else list(branches_)
         maps.append(F)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
@@ -197,13 +201,14 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         try:
             return _theory_solve(problem, pm, quad, F, col, t0, init=init_, tol=o.tol, max_iter=o.max_iter,
                                  damping=o.damping, method=o.method, switch=o.switch, jacobian=jacobian_,
-                                 coarse=o.coarse, continuation=o.continuation)
+                                 coarse=o.coarse, continuation=o.continuation, max_evals=o.max_evals)
         except _DrivenToCollapse:
             return _collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
 
     maps: list[_SEMap] = []  # the map of each solve (its tracked prox branches are passed on)
+    counter = [0]  # SE map evaluations of this call, all maps together
     r, jac = solve(init, jacobian, branches)
-    retried = (init is not None or jacobian is not None) and not r.converged
+    retried = (init is not None or jacobian is not None) and not r.converged and counter[0] < o.max_evals
     if retried:
         # A warm start (sweeps pass the previous fixed point and Jacobian) can lead the root
         # finder into a region it does not leave near a fast change of the fixed point (observed:
@@ -255,7 +260,7 @@ def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature |
 
 def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: "_SEMap",
                   col: _CollapsePoint, t0: float, *, init, tol: float, max_iter: int, damping: float, method: str,
-                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool
+                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool, max_evals: int
                   ) -> tuple[Result, np.ndarray | None]:
     """The non-trivial fixed point (body of :func:`theory`)."""
     Q0 = pm.Q0
@@ -277,7 +282,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         # poor initial guess close to the fixed point and provide a Jacobian, cheaply. Without
         # ``init`` several structured guesses are ranked by their one-step residual.
         thin = quad is not None and coarse and quad.nodes.shape[1] >= _MIN_NODES_TO_THIN
-        Fc = _SEMap(problem, pm, _thinned(quad)) if thin else F
+        Fc = _SEMap(problem, pm, _thinned(quad), F.counter) if thin else F
         Fc.stop_on_collapse = F.stop_on_collapse
         cands = [x] if init is not None else _initial_guesses(problem, Q0)
         if len(cands) > 1:
@@ -302,7 +307,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
                                 max_iter=max_iter)
     iterations += itf
     jac_out = jac_new if jac_new is not None else jac_out
-    if r >= tol and continuation and problem.lam < _CONTINUATION_FROM:
+    if r >= tol and continuation and problem.lam < _CONTINUATION_FROM and F.counter[0] < max_evals:
         # continuation in lam: small lam makes Sigma ~ 1/lam; follow the branch down from
         # lam = 1e-2 (cheap node set), then polish on the full node set
         Fc_quad = quad if quad is None else _thinned(quad)
@@ -310,7 +315,10 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         lams = np.geomspace(_CONTINUATION_FROM, problem.lam, n_lams)
         xs, js, ok = _default_init(Q0), None, True
         for lv in lams:
-            Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad)
+            if F.counter[0] >= max_evals:
+                ok = False
+                break
+            Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad, F.counter)
             rl, xl, jl, itl = solve_fixed_point(Fl.values, xs, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method, jacobian=js,
                                      damping=damping, max_iter=_CONTINUATION_MAX_ITER)
             iterations += itl
@@ -329,7 +337,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     # better prox minimisers for a few nodes) disagrees, re-solve with it
     fx, out, pr = F(x, mode="union")
     residual = _residual(x, fx, Q0)
-    if residual >= tol and problem.channel != "linear" and math.isfinite(residual):
+    if residual >= tol and problem.channel != "linear" and math.isfinite(residual) and F.counter[0] < max_evals:
         F.mode = "union"
         r3, x3, j3, it3 = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out, damping=damping,
                                  max_iter=min(max_iter, _UNION_MAX_ITER))

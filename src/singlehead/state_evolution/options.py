@@ -51,6 +51,13 @@ class SEOptions:
     coarse : bool
         Without a warm start, first solve on the node set thinned 8x (to ``max(tol, 1e-4)``),
         then polish on the full set from there.
+    max_evals : int
+        Budget of SE map evaluations of one :func:`theory` call (>= 1), counted over all its
+        stages (coarse, full, continuation, the re-solve with every prox start, the retry from
+        the default start): a stage that would start past it is skipped, and the point is
+        returned unconverged with the best residual found. It bounds the cost of the rare
+        point that no stage solves (one took 1075 s before the budget) and is a count, so the
+        result does not depend on the machine's speed.
     continuation : bool
         If the solve fails and ``lam < 1e-2``, follow the fixed point from ``lam = 1e-2`` down to
         ``problem.lam`` (4 points per decade) and polish from there (small ``lam`` gives
@@ -68,6 +75,7 @@ class SEOptions:
     switch: float = 3e-2
     coarse: bool = True
     continuation: bool = True
+    max_evals: int = 300
 
     def __post_init__(self) -> None:
         _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
@@ -80,6 +88,7 @@ class SEOptions:
         _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
         _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
         _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
+        _check(_is_int(self.max_evals) and self.max_evals >= 1, "max_evals", "an integer >= 1", self.max_evals)
 
     def replace(self, **changes: Any) -> "SEOptions":
         return dataclasses.replace(self, **changes)
