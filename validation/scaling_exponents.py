@@ -20,8 +20,7 @@ unrecovered modes themselves.
    discrete sums (``singlehead.analysis.finite_k``): at the cell's K the exponent is
    2 gamma - 1 - 1.9/K (gamma = 1.25), and that is the prediction shown; a noise-limited cell whose
    error departs from the large-d law at its own delta by more than 5 % (finite d: the cut-off
-   sinks into the noise bulk, c/delta = 1.1-1.6 at d = 1000) or whose degrees of freedom are set
-   by the penalty (penalty_share >= 1/4) is a crossover. Before this, the asymptotic 1.5 was
+   sinks into the noise bulk, c/delta = 1.1-1.6 at d = 1000) is a crossover. Before this, the asymptotic 1.5 was
    compared with measured 1.42 -> 2.03 (d = 1000) and 1.43-1.90 (d = 10^5): 1/4 cells within 0.05.
 
 Usage: python validation/scaling_exponents.py [--d 100000] [--C 10] [--points 9] [--lo 100]
@@ -112,8 +111,7 @@ def main() -> None:
             print(f"| {rg} | {len(s)} | {pred:.3f} | {s['asymptotic_exponent'].median():.3f} | "
                   f"{s['local_exponent_n'].median():.3f} | {gap.median():.3f} | {int(ok.sum())}/{int(gap.notna().sum())} |")
         fd = rm[rm["finite_d_mismatch"].abs() > 0.05]
-        print(f"\nnoise-limited points made crossovers by finite d (|E/E_law - 1| > 0.05): {len(fd)}; "
-              f"by the penalty share: {int((rm['penalty_share'] >= 0.25).sum())} (of all points)")
+        print(f"\nnoise-limited points made crossovers by finite d (|E/E_law - 1| > 0.05): {len(fd)}")
 
 
 if __name__ == "__main__":

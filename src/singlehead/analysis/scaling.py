@@ -46,11 +46,7 @@ A point is labelled by **the scale that sets the last recovered mode**:
   exceeds the law by 0.12-0.55. A noise-limited cell with ``|finite_d_mismatch| > FINITE_D_TOL``
   (0.05, the exponent tolerance: the departure shifts the exponent by about its own size) is a
   crossover (linear channel, ``T = 1``, ``A = sqrt(d)``, where ``2 alpha delta^2 = E + Delta/2``
-  is exact; other channels keep the asymptotic exponent). The law is the ``lam -> 0+`` one: in
-  ``2 alpha = D + lam/(2 eps)`` (exact, ``D`` the free divergence: the degrees of freedom used)
-  the data must outweigh the penalty by ``CROSSOVER_FACTOR``, i.e. ``penalty_share =
-  lam d^2/(4 n eps) < 1/4``; otherwise the penalty holds the cut-off at the bulk edge (``c/delta``
-  = 1.92 at ``d = 1000``, ``lam = 0.19``, share 0.77: exponent 1.196, a threshold/noise crossover);
+  is exact; other channels keep the asymptotic exponent);
 * ``"harmful_overfitting"`` (``c <= 2 delta`` and the fitted part of the noise bulk,
   ``E_fit = eta^2 int_{x > c} (x - eps)^2 SC_delta(dx)``, is more than half of ``E``): the
   threshold sits inside the noise bulk (small ``lam``, e.g. the paper's ``0.1-1 sqrt(alpha)``,
@@ -314,12 +310,9 @@ def _label_regimes(df: pd.DataFrame, d: int, gamma: float) -> pd.DataFrame:
     noise_limited = ("tail_noise", "label_noise")
     df["finite_d_mismatch"] = [finite_d_mismatch(r["delta"], r["matrix_error"], gamma, d)
                                if linear and x in noise_limited else math.nan for x, (_, r) in zip(lab, df.iterrows())]
-    # linear T = 1: 2 alpha = D + lam/(2 eps) exactly (D the free divergence); the penalty's share of it
-    df["penalty_share"] = (df["lam"] * d * d / (4.0 * df["n"] * df["eps"])) if linear else math.nan
     # the large-d law of a noise-limited cell holds only where the fixed point's error is that law's (finite d)
-    # and where the data, not the penalty, set the degrees of freedom (the lam -> 0+ law)
-    lab = [x if not (x in noise_limited and (abs(mm) > FINITE_D_TOL or ps > 1.0 / (1.0 + CROSSOVER_FACTOR)))
-           else "crossover" for x, mm, ps in zip(lab, df["finite_d_mismatch"], np.nan_to_num(df["penalty_share"]))]
+    lab = [x if not (x in noise_limited and abs(mm) > FINITE_D_TOL) else "crossover"
+           for x, mm in zip(lab, df["finite_d_mismatch"])]
     n_sp = attrs.get("n_spikes")
     if n_sp:  # spiked prior: modes below its floor are null bulk, so K near the spike count is an artefact
         lab = [x if int(k) <= n_sp // 2 or x in ("plateau", "failed") else "crossover" for x, k in zip(lab, df["K"])]
@@ -379,7 +372,7 @@ def regime_map(gamma: float, d: int, ns: Sequence[float], lams: Sequence[float],
     Columns of :func:`power_law_curve` plus ``local_exponent_n`` (measured from the theory curve
     at fixed ``lam``), ``predicted_exponent`` (of the label, ``lam_slope = 0``; for noise-limited
     cells the discrete law's exponent at the cell's ``K``), ``asymptotic_exponent`` (the
-    ``K -> infinity`` law), ``finite_d_mismatch``, ``penalty_share``, ``regime``, ``fitted_noise_fraction``,
+    ``K -> infinity`` law), ``finite_d_mismatch``, ``regime``, ``fitted_noise_fraction``,
     ``cutoff_drift`` and ``exponent_gap`` (measured - predicted).
     """
     frames = []

@@ -109,7 +109,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     # (d, e) phase diagram over (n/d, lam) at fixed lam
     D_m, nn, nl = sc.phase_d, sc.phase_n_points, sc.phase_lam_points
     noise_m = 0.0
-    rmap = pd.DataFrame(ctx.cached(f"phase2-{gamma}-{D_m}-{nn}-{nl}-{noise_m}", lambda: regime_map(
+    rmap = pd.DataFrame(ctx.cached(f"phase3-{gamma}-{D_m}-{nn}-{nl}-{noise_m}", lambda: regime_map(
         gamma, D_m, np.geomspace(D_m, min(1e4 * D_m, D_m * D_m / 10), nn), np.geomspace(1e-3, 10, nl),
         noise=noise_m, prior="spiked", tol=1e-7).drop(columns=["recovered"]).to_dict("list")))
     plt = _plt()
@@ -173,8 +173,8 @@ def fig_power_law(ctx: Context) -> FigureOutput:
                         "curve and, in brackets, the predicted exponent of the label (THEORY §7); for noise-limited cells "
                         "(tail/label noise) the exponent of the discrete law at the cell's K (2 gamma - 1 - 1.9/K at "
                         "gamma = 1.25, not its K -> inf limit), and such a cell is a crossover where its error departs "
-                        "from the large-d law by more than 5 % (finite d: at d = 1000 every tail-noise cell does) or "
-                        "where the penalty sets the degrees of freedom (analysis.finite_k).", params, fig, table,
+                        "from the large-d law by more than 5 % (finite d: at d = 1000 every tail-noise cell at lam = 1e-3 "
+                        "does; analysis.finite_k).", params, fig, table,
                         pd.DataFrame(rows))
 
 
