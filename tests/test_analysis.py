@@ -476,10 +476,10 @@ def test_regime_map_small_finite_d_crossovers():
     against 2 gamma - 1 = 1.5) are crossovers because the fixed point departs from the large-d law by 15-36 %
     (finite d). Every labelled cell's measured local exponent is within 0.05 of its prediction except one known
     miss: lam = 0.19, n = 12.9 d (K = 7, c/delta = 1.92, finite_d_mismatch -0.044) is labelled tail_noise, measured
-    1.197 against the discrete law's 1.256 — its whole row follows the fixed-lam threshold exponent
-    2 - 1/gamma = 1.2 (1.197 -> 1.228) while c sits just below the bulk edge (c/delta 1.92 -> 2.07). No derived
-    rule separates it (the law's secant over the same stencil is 1.315; the fixed point obeys the law to 4 %), so it
-    stays a labelled miss rather than a hand-tuned crossover."""
+    1.197 against the discrete law's 1.315 on the same one-sided stencil (point derivative 1.256) — its whole row
+    follows the fixed-lam threshold exponent 2 - 1/gamma = 1.2 (1.197 -> 1.228) while c sits just below the bulk
+    edge (c/delta 1.92 -> 2.07). No derived rule separates it (the fixed point obeys the law to 4 %), so it stays a
+    labelled miss rather than a hand-tuned crossover."""
     from singlehead.analysis import regime_map
 
     d = 1000
