@@ -431,3 +431,69 @@ def test_regime_map_labelled_exponents():
     assert set(rm["regime"]) <= {"threshold", "plateau", "crossover"}
     # the map is complete: one cell per (n, lam)
     assert len(rm) == 8 * 3
+
+
+# ----------------------------------------------------------------------------- finite-K scaling laws
+def test_finite_k_threshold_exponent_against_discrete_sums():
+    """a_K from direct sums of min(t_i, e)^2 over a switch-on period vs its Euler-Maclaurin O(1/K) form."""
+    from singlehead.analysis.finite_k import threshold_exponent_leading, threshold_switch_on_exponent
+
+    K = np.array([5, 10, 20, 50, 200])
+    for gamma in (0.75, 1.25, 2.0):
+        a = threshold_switch_on_exponent(K, gamma)
+        # direct: secant of E(e) = sum_i min(t_i, e)^2 between e = t_{K+1} and e = t_K
+        t = np.arange(1, 200_001, dtype=float) ** -gamma
+        E = [float(np.sum(np.minimum(t, e) ** 2)) + 200_000 ** (1 - 2 * gamma) / (2 * gamma - 1) for e in t[K - 1]]
+        E1 = [float(np.sum(np.minimum(t, e) ** 2)) + 200_000 ** (1 - 2 * gamma) / (2 * gamma - 1) for e in t[K]]
+        direct = np.log(np.array(E) / np.array(E1)) / (gamma * np.log((K + 1.0) / K))
+        assert np.allclose(a, direct, rtol=1e-4)
+        lead = threshold_exponent_leading(K, gamma)
+        assert (np.abs(a - lead) < 0.2 / K**2).all()  # the next term is O(K^-2)
+        assert (a < 2 - 1 / gamma).all() and abs(a[-1] - (2 - 1 / gamma)) < 0.005
+
+
+def test_finite_k_noise_limited_law():
+    """The discrete noise-limited law: exact exponent = finite difference of its sums; -> 2 gamma - 1 like -1.9/K."""
+    from singlehead.analysis.finite_k import noise_limited_law, recovered_mode_error
+
+    r = np.array([0.0, 0.3, 0.999999, 1.0, 2.0])
+    assert np.allclose(recovered_mode_error(r), [0.0, 1 + 0.7**4 - 2 * 0.7**3 * 1.3, 1.0, 1.0, 1.0], atol=1e-6)
+    d = 1_000_000
+    for K, noise in ((10, 0.0), (50, 0.0), (20, 1.0)):
+        dt = K**-1.25 * 1.0001
+        law = noise_limited_law(dt, 1.25, d, noise)
+        lo, hi = noise_limited_law(dt * math.exp(-1e-4), 1.25, d, noise), noise_limited_law(dt * math.exp(1e-4), 1.25, d, noise)
+        fd = -math.log(hi["E"] / lo["E"]) / math.log(hi["x"] / lo["x"])
+        assert law["exponent"] == pytest.approx(fd, abs=1e-5)
+        assert law["x"] == pytest.approx((law["E"] + noise / 2) / (2 * dt * dt))
+    p = {K: noise_limited_law(K**-1.25 * 1.0001, 1.25, d)["exponent"] for K in (10, 100, 1000)}
+    assert 1.25 < p[10] < 1.35 and 1.47 < p[100] < 1.49 and abs(p[1000] - 1.5) < 0.003  # 1.5 - 1.9/K
+    assert abs(noise_limited_law(1e-3, 1.25, d, noise=100.0)["exponent"] - 0.6) < 0.02  # Delta dominant: 1 - 1/(2 gamma)
+
+
+def test_regime_map_small_finite_d_crossovers():
+    """Small phase diagram (d = 1000, Delta = 0): the tail-noise cells at lam = 1e-3 (measured 1.54 -> 2.00
+    against 2 gamma - 1 = 1.5) are crossovers because the fixed point departs from the large-d law by 15-36 %
+    (finite d). Every labelled cell's measured local exponent is within 0.05 of its prediction except one known
+    miss: lam = 0.19, n = 12.9 d (K = 7, c/delta = 1.92, finite_d_mismatch -0.044) is labelled tail_noise, measured
+    1.197 against the discrete law's 1.315 on the same one-sided stencil (point derivative 1.256) — its whole row
+    follows the fixed-lam threshold exponent 2 - 1/gamma = 1.2 (1.197 -> 1.228) while c sits just below the bulk
+    edge (c/delta 1.92 -> 2.07). No derived rule separates it (the fixed point obeys the law to 4 %), so it stays a
+    labelled miss rather than a hand-tuned crossover."""
+    from singlehead.analysis import regime_map
+
+    d = 1000
+    rm = regime_map(1.25, d, np.geomspace(12.9 * d, 100 * d, 4), [1e-3, 0.19307, 10.0], noise=0.0, prior="spiked",
+                    tol=1e-7)
+    assert rm["converged"].all()
+    lab = rm[rm["predicted_exponent"].notna()]
+    assert {"threshold", "plateau", "tail_noise"} <= set(lab["regime"])
+    miss = lab[lab["exponent_gap"].abs() >= 0.05]
+    assert len(miss) == 1, lab[["n", "lam", "K", "regime", "local_exponent_n", "predicted_exponent"]]
+    m = miss.iloc[0]
+    assert m["regime"] == "tail_noise" and m["lam"] == 0.19307 and m["n"] == pytest.approx(12.9 * d) and m["K"] == 7
+    assert 1.9 < m["cutoff"] / m["delta"] < 2.0 and abs(m["local_exponent_n"] - 1.2) < 0.01
+    small = rm[rm["lam"] == 1e-3]
+    assert (small["regime"] == "crossover").all()
+    assert (small["finite_d_mismatch"].abs() > 0.05).all()
+    assert (small["local_exponent_n"].iloc[1:] - 1.5 > 0.05).any()  # the asymptotic law would have failed here

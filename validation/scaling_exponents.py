@@ -14,8 +14,14 @@ unrecovered modes themselves.
    Acceptance: |fitted - (1 - 1/(2 gamma))| < 0.05 and |fit(Delta=0) - fit(Delta=4)| < 0.03.
 2. The same with the softmax channel (T = 2, seq2lab), Delta = 0, lam = sqrt(alpha).
 3. ``--map``: the (n/d, lam) phase diagram at fixed lam (``regime_map``): per regime, the
-   number of points, the predicted exponent, the median measured local exponent and the
-   fraction of points within 0.05 of the prediction.
+   number of points, the predicted exponent, the K -> infinity exponent, the median measured local
+   exponent and the fraction of points within 0.05 of the prediction. The noise-limited laws
+   (tail noise: 2 gamma - 1; label noise: 1 - 1/(2 gamma)) are limits K -> infinity, K/d -> 0 of
+   discrete sums (``singlehead.analysis.finite_k``): at the cell's K the exponent is
+   2 gamma - 1 - 1.9/K (gamma = 1.25), and that is the prediction shown; a noise-limited cell whose
+   error departs from the large-d law at its own delta by more than 5 % (finite d: the cut-off
+   sinks into the noise bulk, c/delta = 1.1-1.6 at d = 1000) is a crossover. Before this, the asymptotic 1.5 was
+   compared with measured 1.42 -> 2.03 (d = 1000) and 1.43-1.90 (d = 10^5): 1/4 cells within 0.05.
 
 Usage: python validation/scaling_exponents.py [--d 100000] [--C 10] [--points 9] [--lo 100]
        [--hi 10000] [--gammas 0.75,1.25,2] [--softmax-C 1] [--map] [--map-d 100000]
@@ -96,13 +102,16 @@ def main() -> None:
                         np.geomspace(1e-4, 10, 11), noise=args.map_noise, prior="spiked", tol=1e-7)
         print(f"\n## 3. Phase diagram: gamma={args.map_gamma}, d={md}, Delta={args.map_noise}, fixed lam per row "
               f"({time.perf_counter() - t0:.0f} s)\n")
-        print("| regime | points | predicted | median measured | median |gap| | within 0.05 |\n|---|---|---|---|---|---|")
+        print("| regime | points | predicted (median) | K -> inf | median measured | median |gap| | within 0.05 |"
+              "\n|---|---|---|---|---|---|---|")
         for rg, s in rm.groupby("regime"):
             gap = (s["local_exponent_n"] - s["predicted_exponent"]).abs()
             ok = gap < 0.05
             pred = s["predicted_exponent"].median()
-            print(f"| {rg} | {len(s)} | {pred:.3f} | {s['local_exponent_n'].median():.3f} | "
-                  f"{gap.median():.3f} | {int(ok.sum())}/{int(gap.notna().sum())} |")
+            print(f"| {rg} | {len(s)} | {pred:.3f} | {s['asymptotic_exponent'].median():.3f} | "
+                  f"{s['local_exponent_n'].median():.3f} | {gap.median():.3f} | {int(ok.sum())}/{int(gap.notna().sum())} |")
+        fd = rm[rm["finite_d_mismatch"].abs() > 0.05]
+        print(f"\nnoise-limited points made crossovers by finite d (|E/E_law - 1| > 0.05): {len(fd)}")
 
 
 if __name__ == "__main__":

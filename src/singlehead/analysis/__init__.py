@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 from .decomposition import ErrorDecomposition, channel_sensitivities, channel_test_error, decompose, scale_profile  # noqa: E402
+from .finite_k import finite_d_mismatch, noise_limited_law, threshold_switch_on_exponent  # noqa: E402
 from .power_law import power_law_curve, power_law_problem, recovered_modes, spiked_prior, switch_on_sample_sizes  # noqa: E402
 from .scaling import (  # noqa: E402
     ExponentFit,
@@ -39,5 +40,6 @@ from .scaling import (  # noqa: E402
 __all__ += [
     "ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error", "scale_profile",
     "power_law_curve", "power_law_problem", "recovered_modes", "spiked_prior", "switch_on_sample_sizes",
+    "noise_limited_law", "finite_d_mismatch", "threshold_switch_on_exponent",
     "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
 ]

@@ -33,8 +33,10 @@ class Scale:
     factorized-vs-direct lam scan; ``peak_lams``/``peak_sim_alphas``: the interpolation peak;
     ``power_d``/``power_points``: sequential recovery; ``scaling_d``, ``scaling_n_over_d``,
     ``scaling_points``, ``scaling_gammas`` (with label noise), ``scaling_gammas_clean``
-    (``Delta = 0``): the scaling curves; ``phase_d``, ``phase_n_points``, ``phase_lam_points``: the
-    (n/d, lam) phase diagram. Per-figure overrides (0 = use ``seeds`` / ``d`` / ``spectra_d``):
+    (``Delta = 0``): the scaling curves; ``tail_n_over_d``, ``tail_points``, ``tail_lam``: the
+    tail-noise curve (at ``scaling_d``, ``Delta = 0``, fixed ``lam``; K ~ 9 -> 94 at d = 10^5);
+    ``phase_d``, ``phase_n_points``, ``phase_lam_points``: the (n/d, lam) phase diagram.
+    Per-figure overrides (0 = use ``seeds`` / ``d`` / ``spectra_d``):
     ``adam_seeds`` (Adam runs of errors vs alpha), ``peak_seeds`` and ``peak_sim_lams`` (simulations
     of the interpolation peak), ``spectra_seeds`` and ``spectra_high_alpha_d`` (learned spectra;
     the latter for alpha > 4, where n = alpha d^2 makes d = spectra_d too costly), ``decomp_d``
@@ -59,6 +61,9 @@ class Scale:
     scaling_points: int = 5
     scaling_gammas: tuple[float, ...] = (0.75, 1.25, 2.0)
     scaling_gammas_clean: tuple[float, ...] = (1.25, 2.0)
+    tail_n_over_d: tuple[float, float] = (17.7828, 177.828)
+    tail_points: int = 5
+    tail_lam: float = 0.01
     phase_d: int = 1000
     phase_n_points: int = 10
     phase_lam_points: int = 8
