@@ -78,13 +78,15 @@ class _SEMap:
     """
 
     def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None,
-                 counter: list[int] | None = None) -> None:
+                 counter: list[int] | None = None, budget: int | None = None) -> None:
         self.problem, self.prior, self.quad = problem, prior, quad
         self.warm: list | None = None
         self.mode = "warm"
         self.n_calls = 0
         # evaluations of every map of one theory() call (the budget SEOptions.max_evals counts these)
         self.counter = counter if counter is not None else [0]
+        self.budget, self.exempt = budget, False  # raise _BudgetExhausted past the budget
+        self.best: tuple[float, np.ndarray | None] = (math.inf, None)  # smallest residual seen, its x
         self.stop_on_collapse = False  # raise _DrivenToCollapse when the map lands on S = 0
 
     def values(self, x: np.ndarray) -> np.ndarray:
@@ -94,6 +96,8 @@ class _SEMap:
     def __call__(self, x: np.ndarray, *, mode: str | None = None) -> tuple[np.ndarray, OutputSide, PriorSide]:
         q, m, Sigma = map(float, x)
         mode = mode or self.mode
+        if self.budget is not None and self.counter[0] >= self.budget and not self.exempt:
+            raise _BudgetExhausted
         self.n_calls += 1
         self.counter[0] += 1
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
@@ -103,7 +107,16 @@ class _SEMap:
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
         if self.stop_on_collapse and not pr.q > 0:
             raise _DrivenToCollapse
-        return np.array([pr.q, pr.m, pr.Sigma]), out, pr
+        fx = np.array([pr.q, pr.m, pr.Sigma])
+        if np.all(np.isfinite(fx)):
+            res = _residual(np.asarray(x, float), fx, self.prior.Q0)
+            if res < self.best[0]:
+                self.best = (res, np.array(x, float))
+        return fx, out, pr
+
+
+class _BudgetExhausted(Exception):
+    """The SE map evaluation budget (``SEOptions.max_evals``) of one theory() call is spent."""
 
 
 class _DrivenToCollapse(Exception):
@@ -192,7 +205,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         return r, None
 
     def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None) -> tuple[Result, np.ndarray | None]:
-        F = _SEMap(problem, pm, quad, counter)
+        F = _SEMap(problem, pm, quad, counter, o.max_evals)
         F.warm = None if branches_ is None else list(branches_)
         maps.append(F)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
@@ -277,61 +290,70 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
 
     iterations = 0
     jac_out = jacobian
-    if init is None or jacobian is None:
-        # coarse stage: the same nodes thinned 8x (a Sobol prefix is itself balanced) bring a
-        # poor initial guess close to the fixed point and provide a Jacobian, cheaply. Without
-        # ``init`` several structured guesses are ranked by their one-step residual.
-        thin = quad is not None and coarse and quad.nodes.shape[1] >= _MIN_NODES_TO_THIN
-        Fc = _SEMap(problem, pm, _thinned(quad), F.counter) if thin else F
-        Fc.stop_on_collapse = F.stop_on_collapse
-        cands = [x] if init is not None else _initial_guesses(problem, Q0)
-        if len(cands) > 1:
-            res = []
-            for c in cands:
-                try:
-                    res.append(_residual(c, Fc(c)[0], Q0))
-                except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
-                    res.append(math.inf)
-                iterations += 1
-            cands = [cands[i] for i in np.argsort(res)]
-        if thin or len(cands) > 1:
-            for c in cands:
-                rc, xc, jc, itc = solve_fixed_point(Fc.values, c, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method,
-                                         jacobian=jacobian, damping=damping, max_iter=min(max_iter, _COARSE_MAX_ITER))
-                iterations += itc
-                if rc < _ACCEPT_COARSE:
-                    x = xc
-                    jac_out = jc if jc is not None else jac_out
+    r = math.inf
+    try:
+        if init is None or jacobian is None:
+            # coarse stage: the same nodes thinned 8x (a Sobol prefix is itself balanced) bring a
+            # poor initial guess close to the fixed point and provide a Jacobian, cheaply. Without
+            # ``init`` several structured guesses are ranked by their one-step residual.
+            thin = quad is not None and coarse and quad.nodes.shape[1] >= _MIN_NODES_TO_THIN
+            Fc = _SEMap(problem, pm, _thinned(quad), F.counter, max_evals) if thin else F
+            Fc.stop_on_collapse = F.stop_on_collapse
+            cands = [x] if init is not None else _initial_guesses(problem, Q0)
+            if len(cands) > 1:
+                res = []
+                for c in cands:
+                    try:
+                        res.append(_residual(c, Fc(c)[0], Q0))
+                    except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
+                        res.append(math.inf)
+                    iterations += 1
+                cands = [cands[i] for i in np.argsort(res)]
+            if thin or len(cands) > 1:
+                for c in cands:
+                    rc, xc, jc, itc = solve_fixed_point(Fc.values, c, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method,
+                                             jacobian=jacobian, damping=damping, max_iter=min(max_iter, _COARSE_MAX_ITER))
+                    iterations += itc
+                    if rc < _ACCEPT_COARSE:
+                        x = xc
+                        jac_out = jc if jc is not None else jac_out
+                        break
+        r, x, jac_new, itf = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out, damping=damping,
+                                    max_iter=max_iter)
+        iterations += itf
+        jac_out = jac_new if jac_new is not None else jac_out
+        if r >= tol and continuation and problem.lam < _CONTINUATION_FROM and F.counter[0] < max_evals:
+            # continuation in lam: small lam makes Sigma ~ 1/lam; follow the branch down from
+            # lam = 1e-2 (cheap node set), then polish on the full node set
+            Fc_quad = quad if quad is None else _thinned(quad)
+            n_lams = int(math.ceil(_CONTINUATION_PER_DECADE * math.log10(_CONTINUATION_FROM / problem.lam))) + 1
+            lams = np.geomspace(_CONTINUATION_FROM, problem.lam, n_lams)
+            xs, js, ok = _default_init(Q0), None, True
+            for lv in lams:
+                if F.counter[0] >= max_evals:
+                    ok = False
                     break
-    r, x, jac_new, itf = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out, damping=damping,
-                                max_iter=max_iter)
-    iterations += itf
-    jac_out = jac_new if jac_new is not None else jac_out
-    if r >= tol and continuation and problem.lam < _CONTINUATION_FROM and F.counter[0] < max_evals:
-        # continuation in lam: small lam makes Sigma ~ 1/lam; follow the branch down from
-        # lam = 1e-2 (cheap node set), then polish on the full node set
-        Fc_quad = quad if quad is None else _thinned(quad)
-        n_lams = int(math.ceil(_CONTINUATION_PER_DECADE * math.log10(_CONTINUATION_FROM / problem.lam))) + 1
-        lams = np.geomspace(_CONTINUATION_FROM, problem.lam, n_lams)
-        xs, js, ok = _default_init(Q0), None, True
-        for lv in lams:
-            if F.counter[0] >= max_evals:
-                ok = False
-                break
-            Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad, F.counter)
-            rl, xl, jl, itl = solve_fixed_point(Fl.values, xs, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method, jacobian=js,
-                                     damping=damping, max_iter=_CONTINUATION_MAX_ITER)
-            iterations += itl
-            if not rl < _ACCEPT_COARSE:
-                ok = False
-                break
-            xs, js = xl, (jl if jl is not None else js)
-        if ok:
-            r2, x2, j2, it2 = solve_fixed_point(F.values, xs, Q0, tol=tol, switch=switch, method=method, jacobian=js, damping=damping,
-                                     max_iter=max_iter)
-            iterations += it2
-            if r2 < r:
-                r, x, jac_out = r2, x2, (j2 if j2 is not None else js)
+                Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad, F.counter, max_evals)
+                rl, xl, jl, itl = solve_fixed_point(Fl.values, xs, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method, jacobian=js,
+                                         damping=damping, max_iter=_CONTINUATION_MAX_ITER)
+                iterations += itl
+                if not rl < _ACCEPT_COARSE:
+                    ok = False
+                    break
+                xs, js = xl, (jl if jl is not None else js)
+            if ok:
+                r2, x2, j2, it2 = solve_fixed_point(F.values, xs, Q0, tol=tol, switch=switch, method=method, jacobian=js, damping=damping,
+                                         max_iter=max_iter)
+                iterations += it2
+                if r2 < r:
+                    r, x, jac_out = r2, x2, (j2 if j2 is not None else js)
+
+    except _BudgetExhausted:
+        # the evaluation budget ran out inside a stage: report the best point the full map saw
+        if F.best[1] is not None:
+            r, x = F.best
+        iterations = F.counter[0]
+    F.exempt = True  # the reporting evaluations below always run
 
     # final evaluation with cold starts + tracked branches; if that map (which may have found
     # better prox minimisers for a few nodes) disagrees, re-solve with it
