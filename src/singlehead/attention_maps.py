@@ -156,10 +156,16 @@ def softmax_fit_loss(
     (:func:`pair_embedding`). ``T = 2`` has its own closed form (:func:`_softmax_fit_loss_t2`),
     equal to this one to round-off and several times faster.
     """
+    if Y.shape[-1] == 2:
+        return _softmax_fit_loss_t2(h, Y, beta, order)
+    return _softmax_fit_loss_general(h, Y, beta, order)
+
+
+def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: int
+                              ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """:func:`softmax_fit_loss` for any ``T`` (the formulas of its Notes)."""
     N, K = h.shape
     T = Y.shape[-1]
-    if T == 2:
-        return _softmax_fit_loss_t2(h, Y, beta, order)
     P2 = pair_embedding(T).reshape(T * T, K)
     H = (h @ P2.T).reshape(N, T, T)
     A = softmax_rows(beta * H)

@@ -1,0 +1,123 @@
+"""The speed machinery of the state evolution must not change its answers (issue 13, item 1).
+
+Each shortcut is checked against the slow route it replaces: the cached quadrature nodes against
+a fresh computation, the T = 2 closed-form loss against the general formula, the prox that runs
+Newton once per distinct start against independent runs, sweeps carrying prox branches against
+cold single points, theory jobs run as chains against single jobs; and the evaluation budget
+bounds the work. The random-grid convergence rate is the robustness check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from singlehead import MPTarget, Problem
+from singlehead.attention_maps import _softmax_fit_loss_general, _softmax_fit_loss_t2, softmax_rows
+from singlehead.problem import random_problems
+from singlehead.prox import interpolating_start, pair_embedding, prox_softmax
+from singlehead.state_evolution import SEOptions, theory, theory_curve
+from singlehead.state_evolution import quadrature as quad_mod
+from singlehead.state_evolution.quadrature import OutputQuadrature
+
+
+def test_quadrature_cache_is_bit_identical_and_recovers_from_a_torn_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("SINGLEHEAD_CACHE_DIR", str(tmp_path))
+    fresh = quad_mod._sobol_normal_nodes(4, 6, 3, 5)
+    first = OutputQuadrature.sobol(4, 64, 3, 5).nodes  # computes and writes
+    path = quad_mod._cache_file(4, 6, 3, 5)
+    assert path is not None and path.is_file()
+    second = OutputQuadrature.sobol(4, 64, 3, 5).nodes  # reads
+    assert np.array_equal(first, fresh) and np.array_equal(second, fresh)
+    path.write_bytes(path.read_bytes()[:100])  # a torn write
+    assert np.array_equal(OutputQuadrature.sobol(4, 64, 3, 5).nodes, fresh)
+    monkeypatch.setenv("SINGLEHEAD_CACHE_DIR", "off")
+    assert quad_mod._cache_file(4, 6, 3, 5) is None
+    assert np.array_equal(OutputQuadrature.sobol(4, 64, 3, 5).nodes, fresh)
+
+
+@pytest.mark.parametrize("beta", [0.5, 1.0, 3.0])
+def test_t2_closed_form_loss_equals_general_formula(beta):
+    rng = np.random.default_rng(1)
+    h = 3.0 * rng.standard_normal((500, 3))
+    for Y in (softmax_rows(2.0 * rng.standard_normal((500, 2, 2))), rng.random((500, 2, 2))):
+        for a, b in zip(_softmax_fit_loss_t2(h, Y, beta, 2), _softmax_fit_loss_general(h, Y, beta, 2)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_prox_with_repeated_starts_equals_independent_runs():
+    rng = np.random.default_rng(2)
+    N, T = 400, 2
+    z = 2.0 * rng.standard_normal((N, 3))
+    y = 2.0 * rng.standard_normal((N, 3))
+    Y = softmax_rows(np.einsum("abk,nk->nab", pair_embedding(T), y))
+    hi = interpolating_start(z, y, 1.0, T)
+    Sigma = 5.0
+    once = [prox_softmax(z, Y, Sigma, 1.0, starts=[s]) for s in (z, hi)]
+    # the third start repeats the first to 1e-12: it must end exactly where the first ended
+    both = prox_softmax(z, Y, Sigma, 1.0, starts=[z, hi, z + 1e-12])
+    np.testing.assert_allclose(both.branches[0], once[0].h, atol=1e-10)
+    np.testing.assert_allclose(both.branches[1], once[1].h, atol=1e-10)
+    assert np.array_equal(both.branches[2], both.branches[0])
+    best = np.where((once[1].objective < once[0].objective)[:, None], once[1].h, once[0].h)
+    np.testing.assert_allclose(both.h, best, atol=1e-10)
+
+
+def test_sweep_with_carried_branches_matches_cold_points():
+    p = Problem(T=2, noise=0.5, lam=0.01, target=MPTarget(0.5))
+    o = SEOptions(n_points=512)
+    alphas = [0.2, 0.3, 0.45, 0.7]
+    rs = theory_curve(p, alphas, options=o)
+    for a, r in zip(alphas, rs):
+        cold = theory(p.replace(alpha=a), options=o)
+        assert r.converged and cold.converged
+        # both are fixed points to tol = 1e-6 (relative change of q, m, Sigma per SE step)
+        assert r.test_error == pytest.approx(cold.test_error, rel=1e-4)
+        assert r["q"] == pytest.approx(cold["q"], rel=1e-4)
+
+
+def test_evaluation_budget_bounds_the_work():
+    p = Problem(T=2, alpha=0.5, noise=0.5, lam=1e-4, target=MPTarget(0.5))
+    r = theory(p, options=SEOptions(n_points=256, max_evals=4))
+    assert not r.converged
+    assert r.iterations <= 4 + 2  # the budget plus the reporting evaluations
+    assert np.isfinite(r.test_error) and np.isfinite(r["residual"])
+    with pytest.raises(ValueError, match="max_evals"):
+        SEOptions(max_evals=0)
+
+
+def test_theory_chains_in_the_runner_match_single_jobs(tmp_path):
+    from singlehead.experiments.grid import Job
+    from singlehead.experiments.runner import Cache, _theory_chains, run_jobs
+
+    st = (("n_points", 256),)
+    ps = [Problem(T=2, alpha=a, noise=0.5, lam=0.01, target=MPTarget(0.5)) for a in (0.5, 0.2, 0.3)]
+    jobs = [Job("theory", p, None, st) for p in ps] + [Job("theory", ps[0].replace(lam=0.1), None, st)]
+    chains, rest = _theory_chains(jobs, 1)
+    assert len(chains) == 1 and [j.problem.alpha for j in chains[0][1]] == [0.2, 0.3, 0.5] and len(rest) == 1
+    cache = Cache(tmp_path / "c")
+    recs = run_jobs(jobs, cache, progress=False)
+    assert [r["key"] for r in recs] == [j.key for j in jobs]
+    for j, rec in zip(jobs, recs):
+        single = theory(j.problem, options=SEOptions(n_points=256))
+        assert rec["test_error"] == pytest.approx(single.test_error, rel=1e-4)
+        assert cache.get(j.key) is not None
+
+
+def _grid_unconverged(n: int, keep) -> tuple[int, int]:
+    ps = [p for p in random_problems(n, seed=0) if keep(p)]
+    bad = [p for p in ps if not theory(p).converged]
+    return len(bad), len(ps)
+
+
+def test_random_grid_small_problems_converge():
+    """Linear and T = 2 problems of the random grid (the first 24 of 128): all converge."""
+    bad, n = _grid_unconverged(24, lambda p: p.T <= 2)
+    assert bad == 0, f"{bad} of {n} unconverged"
+
+
+@pytest.mark.slow
+def test_random_grid_convergence_rate():
+    """Issue 13: at most 1% unconverged on the 128-problem random grid (all T, channels, students)."""
+    bad, n = _grid_unconverged(128, lambda p: True)
+    assert bad <= 0.01 * n, f"{bad} of {n} unconverged"
