@@ -29,6 +29,18 @@ def test_theory_imports_no_torch_or_matplotlib():
     assert out.stdout.strip() == "[]"
 
 
+def test_one_theory_point_loads_no_heavy_scipy_module():
+    """Start-up (issue 13): a softmax SE point needs neither scipy.stats (~1.3 s to import) nor
+    scipy.linalg / scipy.optimize (~0.5 s each); the quadrature nodes come from the node cache."""
+    code = ("import sys\nfrom singlehead import MPTarget, Problem\nfrom singlehead.state_evolution import theory\n"
+            "theory(Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)))\n"
+            "print(sorted(m for m in ('scipy.stats', 'scipy.linalg', 'scipy.optimize', 'scipy.integrate', 'torch')"
+            " if m in sys.modules))")
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)  # fills the node cache
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_no_import_cycle():
     """No module imports itself back through any chain (lazy, function-level imports included)."""
     grimp = pytest.importorskip("grimp")

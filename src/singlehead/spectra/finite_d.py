@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy.linalg import eigh_tridiagonal, lapack
 
 from ._numerics import TIE_RTOL, divided_differences
 from .integrals import ThresholdIntegrals
@@ -191,6 +190,8 @@ class FiniteDSpectrum:
 
     def _reduce(self, delta: float) -> _Entry:
         """Tridiagonal reduction and all eigenvalues of each draw; no eigenvectors yet."""
+        from scipy.linalg import lapack  # imported here: scipy.linalg costs ~0.5 s at start-up
+
         d = self.d
         lwork = int(lapack.dsytrd_lwork(d, lower=1)[0])
         nu = np.empty((self.draws, d))
@@ -207,6 +208,8 @@ class FiniteDSpectrum:
 
     def _top_vectors(self, entry: _Entry, k: int) -> None:
         """``a_i`` of the top ``k`` eigenvectors of each draw from its tridiagonal reduction."""
+        from scipy.linalg import eigh_tridiagonal, lapack
+
         d = self.d
         for r, (c, tau, diag, off) in enumerate(entry.reduced):
             w, V = eigh_tridiagonal(diag, off, select="i", select_range=(d - k, d - 1), lapack_driver="stemr",
