@@ -41,3 +41,7 @@ __all__ += [
     "power_law_curve", "power_law_problem", "recovered_modes", "spiked_prior", "switch_on_sample_sizes",
     "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
 ]
+
+from .finite_size import Extrapolation, FiniteSizeGaps, extrapolate_to_infinite_d, finite_size_gaps  # noqa: E402
+
+__all__ += ["Extrapolation", "FiniteSizeGaps", "extrapolate_to_infinite_d", "finite_size_gaps"]
