@@ -102,3 +102,13 @@ def test_gaps_bad_input():
         finite_size_gaps({0: [0.1, 0.2], 50: [0.1, 0.2]}, 0.1)
     with pytest.raises(ValueError, match="^theory must"):
         finite_size_gaps({25: [0.1, 0.2], 50: [0.1, 0.2]}, math.nan)
+
+
+def test_extra_se_adds_in_quadrature():
+    per_d = {20: [0.25, 0.25, 0.25], 40: [0.25, 0.25], 60: [0.2667, 0.2667, 0.2667]}  # identical seeds: s.e. 0
+    with pytest.raises(ValueError, match="^stderr must"):
+        finite_size_gaps(per_d, 0.26)
+    g = finite_size_gaps(per_d, 0.26, extra_se=lambda d: 1 / (math.sqrt(12) * d))
+    assert np.allclose(g.se, 1 / (math.sqrt(12) * np.array([20, 40, 60])))
+    with pytest.raises(ValueError, match="^extra_se must"):
+        finite_size_gaps(per_d, 0.26, extra_se=lambda d: -1.0)

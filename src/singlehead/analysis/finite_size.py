@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -204,7 +204,8 @@ class FiniteSizeGaps:
 
 
 def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, order: int = 1,
-                     level: float = 0.95, inflate: bool = True) -> FiniteSizeGaps:
+                     level: float = 0.95, inflate: bool = True,
+                     extra_se: Callable[[float], float] | None = None) -> FiniteSizeGaps:
     """Gap to the theory per ``d`` from per-seed simulated values, and its extrapolation to ``d = inf``.
 
     Parameters
@@ -216,6 +217,11 @@ def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, o
         The ``d = inf`` prediction (e.g. the SE test error); ``gap = simulated - theory``.
     order, level, inflate
         As in :func:`extrapolate_to_infinite_d`.
+    extra_se : callable d -> float, optional
+        An error common to all seeds at a given ``d``, added in quadrature to the seed s.e.
+        (it does not average out over seeds). Example: a fraction of ``d`` eigenvalues (the
+        zero-atom mass) is a count over ``d``, resolved to ``1/d``; its rounding error, taken as
+        uniform, has s.d. ``1/(sqrt(12) d)``. ``se`` in the result includes it.
 
     Returns
     -------
@@ -237,7 +243,12 @@ def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, o
         check(len(v) >= 2, "per_d", f"at least 2 finite values per d (d={d} has {len(v)})", per_d[d])
         ds.append(float(d))
         gaps.append(float(v.mean()) - float(theory))
-        ses.append(float(v.std(ddof=1) / math.sqrt(len(v))))
+        se = float(v.std(ddof=1) / math.sqrt(len(v)))
+        if extra_se is not None:
+            ex = extra_se(float(d))
+            check(finite(ex) and float(ex) >= 0, "extra_se", "a callable returning finite errors >= 0", ex)
+            se = math.hypot(se, float(ex))
+        ses.append(se)
         ks.append(len(v))
     ext = extrapolate_to_infinite_d(ds, gaps, ses, order=order, level=level, inflate=inflate)
     return FiniteSizeGaps(np.array(ds), np.array(gaps), np.array(ses), np.array(ks, dtype=int), float(theory), ext)

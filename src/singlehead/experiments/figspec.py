@@ -34,7 +34,10 @@ class Scale:
     ``power_d``/``power_points``: sequential recovery; ``scaling_d``, ``scaling_n_over_d``,
     ``scaling_points``, ``scaling_gammas`` (with label noise), ``scaling_gammas_clean``
     (``Delta = 0``): the scaling curves; ``phase_d``, ``phase_n_points``, ``phase_lam_points``: the
-    (n/d, lam) phase diagram.
+    (n/d, lam) phase diagram; ``fs_ds``, ``fs_seeds`` (one count per size), ``fs_alphas``: the
+    finite-size scan (gap to theory vs 1/d, extrapolated to d = inf); ``spectra_fs_ds`` /
+    ``spectra_fs_seeds``: the extra sizes (besides ``spectra_d``) at which the alpha = 40 learned
+    spectrum is simulated to extrapolate its checks to d = inf.
     """
 
     mode: str
@@ -58,6 +61,11 @@ class Scale:
     phase_d: int = 1000
     phase_n_points: int = 10
     phase_lam_points: int = 8
+    fs_ds: tuple[int, ...] = (25, 35, 50, 70, 100)
+    fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 4)
+    fs_alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
+    spectra_fs_ds: tuple[int, ...] = (20, 30, 40)
+    spectra_fs_seeds: tuple[int, ...] = (8, 6, 4)
     device: str = "cpu"
 
 
@@ -68,7 +76,9 @@ def make_scale(mode: str) -> Scale:
                      fvd_alphas=(0.05, 0.5), fvd_lams=tuple(np.round(np.geomspace(1e-3, 10.0, 3), 6)),
                      peak_lams=(1e-3, 1e-1), peak_sim_alphas=(0.1, 0.5), power_d=200, power_points=5,
                      scaling_d=10_000, scaling_n_over_d=(100.0, 1000.0), scaling_points=3,
-                     scaling_gammas=(1.25, 2.0), phase_d=200, phase_n_points=5, phase_lam_points=3)
+                     scaling_gammas=(1.25, 2.0), phase_d=200, phase_n_points=5, phase_lam_points=3,
+                     fs_ds=(8, 12, 16), fs_seeds=(3, 3, 3), fs_alphas=(0.25, 1.0), spectra_fs_ds=(8, 12),
+                     spectra_fs_seeds=(3, 3))
     if mode == "quick":
         return Scale("quick", d=50, seeds=3, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,
                      n_test=4000, spectra_d=60)
