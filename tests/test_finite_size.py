@@ -112,3 +112,19 @@ def test_extra_se_adds_in_quadrature():
     assert np.allclose(g.se, 1 / (math.sqrt(12) * np.array([20, 40, 60])))
     with pytest.raises(ValueError, match="^extra_se must"):
         finite_size_gaps(per_d, 0.26, extra_se=lambda d: -1.0)
+
+
+def test_mc_floor_and_pooled_variance():
+    rng = np.random.default_rng(5)
+    ks = (12, 10, 8, 6, 4)
+    c, mc = 0.4, 0.002
+    per_d = {int(d): 0.1 + 0.3 / d + np.sqrt((c / d) ** 2 + mc**2) * rng.standard_normal(k) for d, k in zip(DS, ks)}
+    per_d[100] = np.array([0.1031, 0.1031, 0.1032, 0.1031])  # a 4-seed scatter far below the Monte Carlo error
+    mcs = {d: np.full(len(v), mc) for d, v in per_d.items()}
+    floor = finite_size_gaps(per_d, 0.1, mc_se=mcs)
+    assert floor.se[-1] == pytest.approx(mc / 2) and floor.sd[-1] < mc / 10
+    pooled = finite_size_gaps(per_d, 0.1, mc_se=mcs, pool=True)
+    assert pooled.pooled_c == pytest.approx(c, rel=0.35)
+    assert np.allclose(pooled.se, np.sqrt(((pooled.pooled_c / DS) ** 2 + mc**2) / np.array(ks)))
+    with pytest.raises(ValueError, match="^mc_se must"):
+        finite_size_gaps(per_d, 0.1, mc_se={d: [mc] for d in per_d})

@@ -180,22 +180,31 @@ class FiniteSizeGaps:
     ----------
     d : ndarray
         Sizes, increasing.
-    gap, se : ndarray
-        Mean over seeds of ``simulated - theory`` and its standard error ``std(ddof=1)/sqrt(k)``.
+    gap : ndarray
+        Mean over seeds of ``simulated - theory``.
+    se : ndarray
+        Standard error of ``gap`` used in the fit (see ``pool`` and ``extra_se`` of
+        :func:`finite_size_gaps`).
+    sd : ndarray
+        Sample standard deviation over seeds (``ddof=1``), for comparison with the model.
     n_seeds : ndarray of int
         Finite values per ``d`` (NaN values, from failed runs, are left out).
     theory : float
         The theory value the gaps are measured from.
     extrapolation : Extrapolation
         Fit of ``gap(d)``; its intercept is the ``d = inf`` gap (0 when simulations and theory agree).
+    pooled_c : float
+        ``c`` of the pooled variance model ``c^2/d^2 + mc^2`` (``nan`` without pooling).
     """
 
     d: np.ndarray
     gap: np.ndarray
     se: np.ndarray
+    sd: np.ndarray
     n_seeds: np.ndarray
     theory: float
     extrapolation: Extrapolation
+    pooled_c: float = math.nan
 
     @property
     def agrees(self) -> bool:
@@ -204,9 +213,20 @@ class FiniteSizeGaps:
 
 
 def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, order: int = 1,
-                     level: float = 0.95, inflate: bool = True,
-                     extra_se: Callable[[float], float] | None = None) -> FiniteSizeGaps:
+                     level: float = 0.95, inflate: bool = True, mc_se: Mapping[float, Sequence[float]] | None = None,
+                     pool: bool = False, extra_se: Callable[[float], float] | None = None) -> FiniteSizeGaps:
     """Gap to the theory per ``d`` from per-seed simulated values, and its extrapolation to ``d = inf``.
+
+    Standard error of the mean gap at ``d`` (``k`` seeds, sample variance ``s^2``, mean squared
+    Monte Carlo error ``v = mean(mc_se^2)``, 0 when ``mc_se`` is not given):
+
+    * ``pool=False``: ``sqrt(max(s^2, v)/k)`` — the seed scatter, floored by the known Monte
+      Carlo part of it (a sample variance from few seeds can fall below it by chance);
+    * ``pool=True``: ``sqrt((c^2/d^2 + v)/k)``, a per-seed variance model whose task-to-task part
+      ``c^2/d^2`` assumes the fluctuations of a self-averaging quantity are ``O(1/d)``;
+      ``c^2 = max(0, sum_d (k-1) d^2 (s^2 - v) / sum_d (k-1))`` pools every seed instead of
+      trusting a ``k-1 = 3``-degree-of-freedom variance at the largest (most expensive) ``d``,
+      whose underestimate would dominate the weighted fit. Compare ``sd`` with the model.
 
     Parameters
     ----------
@@ -217,11 +237,16 @@ def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, o
         The ``d = inf`` prediction (e.g. the SE test error); ``gap = simulated - theory``.
     order, level, inflate
         As in :func:`extrapolate_to_infinite_d`.
+    mc_se : mapping d -> sequence of float, optional
+        Per-seed Monte Carlo standard errors of the values, aligned with ``per_d`` (e.g. the
+        test-set error of each run's test error, ``test_error_se`` of a simulation record).
+    pool : bool
+        Use the pooled variance model above.
     extra_se : callable d -> float, optional
-        An error common to all seeds at a given ``d``, added in quadrature to the seed s.e.
-        (it does not average out over seeds). Example: a fraction of ``d`` eigenvalues (the
-        zero-atom mass) is a count over ``d``, resolved to ``1/d``; its rounding error, taken as
-        uniform, has s.d. ``1/(sqrt(12) d)``. ``se`` in the result includes it.
+        An error common to all seeds at a given ``d``, added in quadrature to the s.e. (it does
+        not average out over seeds). Example: a fraction of ``d`` eigenvalues (the zero-atom
+        mass) is a count over ``d``, resolved to ``1/d``; its rounding error, taken as uniform,
+        has s.d. ``1/(sqrt(12) d)``.
 
     Returns
     -------
@@ -230,25 +255,40 @@ def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, o
     Raises
     ------
     ValueError
-        ``per_d`` with fewer than 2 finite values at some ``d`` or non-positive sizes; a
-        non-finite ``theory``; and everything :func:`extrapolate_to_infinite_d` rejects.
+        ``per_d`` with fewer than 2 finite values at some ``d`` or non-positive sizes; ``mc_se``
+        not aligned with ``per_d`` or negative; a non-finite ``theory``; a non-callable or
+        negative ``extra_se``; and everything :func:`extrapolate_to_infinite_d` rejects.
     """
     check(finite(theory), "theory", "a finite number", theory)
     check(isinstance(per_d, Mapping) and len(per_d) > 0, "per_d", "a non-empty mapping d -> per-seed values", per_d)
-    ds, gaps, ses, ks = [], [], [], []
+    check(mc_se is None or isinstance(mc_se, Mapping), "mc_se", "None or a mapping d -> per-seed errors", mc_se)
+    check(extra_se is None or callable(extra_se), "extra_se", "None or a callable d -> error", extra_se)
+    ds, gaps, s2, v2, ks = [], [], [], [], []
     for d in sorted(per_d):
         check(finite(d) and float(d) > 0, "per_d", "keyed by positive sizes d", d)
         v = np.asarray(per_d[d], dtype=float).ravel()
-        v = v[np.isfinite(v)]
+        mc = np.zeros_like(v) if mc_se is None else np.asarray(mc_se.get(d, ()), dtype=float).ravel()
+        check(mc.shape == v.shape, "mc_se", f"aligned with per_d (d={d}: {len(v)} values)", mc_se and mc_se.get(d))
+        ok = np.isfinite(v) & np.isfinite(mc)
+        v, mc = v[ok], mc[ok]
         check(len(v) >= 2, "per_d", f"at least 2 finite values per d (d={d} has {len(v)})", per_d[d])
+        check(bool(np.all(mc >= 0)), "mc_se", "non-negative errors", mc_se and mc_se.get(d))
         ds.append(float(d))
         gaps.append(float(v.mean()) - float(theory))
-        se = float(v.std(ddof=1) / math.sqrt(len(v)))
-        if extra_se is not None:
-            ex = extra_se(float(d))
-            check(finite(ex) and float(ex) >= 0, "extra_se", "a callable returning finite errors >= 0", ex)
-            se = math.hypot(se, float(ex))
-        ses.append(se)
+        s2.append(float(v.var(ddof=1)))
+        v2.append(float(np.mean(mc**2)))
         ks.append(len(v))
-    ext = extrapolate_to_infinite_d(ds, gaps, ses, order=order, level=level, inflate=inflate)
-    return FiniteSizeGaps(np.array(ds), np.array(gaps), np.array(ses), np.array(ks, dtype=int), float(theory), ext)
+    d_a, s2_a, v2_a, k_a = np.array(ds), np.array(s2), np.array(v2), np.array(ks, dtype=int)
+    c = math.nan
+    if pool:
+        c2 = max(0.0, float(np.sum((k_a - 1) * d_a**2 * (s2_a - v2_a)) / np.sum(k_a - 1)))
+        c, var = math.sqrt(c2), c2 / d_a**2 + v2_a
+    else:
+        var = np.maximum(s2_a, v2_a)
+    se = np.sqrt(var / k_a)
+    if extra_se is not None:
+        ex = np.array([float(extra_se(d)) for d in ds])
+        check(bool(np.all(np.isfinite(ex) & (ex >= 0))), "extra_se", "a callable returning finite errors >= 0", ex)
+        se = np.hypot(se, ex)
+    ext = extrapolate_to_infinite_d(d_a, gaps, se, order=order, level=level, inflate=inflate)
+    return FiniteSizeGaps(d_a, np.array(gaps), se, np.sqrt(s2_a), k_a, float(theory), ext, c)

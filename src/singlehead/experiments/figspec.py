@@ -62,7 +62,7 @@ class Scale:
     phase_n_points: int = 10
     phase_lam_points: int = 8
     fs_ds: tuple[int, ...] = (25, 35, 50, 70, 100)
-    fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 4)
+    fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 6)
     fs_alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
     spectra_fs_ds: tuple[int, ...] = (20, 30, 40)
     spectra_fs_seeds: tuple[int, ...] = (8, 6, 4)

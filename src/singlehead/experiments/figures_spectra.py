@@ -27,8 +27,9 @@ def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict
     Simulations at ``Scale.spectra_fs_ds`` (``spectra_fs_seeds`` seeds each) join those at
     ``problem.d``; per seed: the zero-atom mass (fraction of ``|eig| <= 1e-3``), ``Tr S/d`` and
     ``Tr S^2/d``; their gaps to the theory (``1 - rank_fraction``, ``first_moment``, ``q``) are
-    fitted as ``a + b/d`` and the rule is "0 in the 95% CI of ``a``". The zero-atom mass is a
-    count over ``d``: its resolution error ``1/(sqrt(12) d)`` is added to the seed s.e.
+    fitted as ``a + b/d`` and the rule is "0 in the 95% CI of ``a``". Standard errors use the
+    pooled per-seed variance ``c^2/d^2`` (:func:`~singlehead.analysis.finite_size.finite_size_gaps`);
+    the zero-atom mass is a count over ``d``, so its resolution error ``1/(sqrt(12) d)`` is added.
     """
     from ..analysis.finite_size import finite_size_gaps
     from .figures_finite_size import fit_note, sim_jobs_per_d
@@ -53,7 +54,7 @@ def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict
             ("zero", "zero-atom mass", zero_atom_theory, lambda d: 1.0 / (np.sqrt(12.0) * d)),
             ("m1", "Tr S / d (mean eigenvalue)", float(theory_rec["first_moment"]), None),
             ("m2", "Tr S^2 / d (= q)", float(theory_rec["q"]), None)):
-        g = finite_size_gaps(per[key], th, extra_se=extra)
+        g = finite_size_gaps(per[key], th, pool=True, extra_se=extra)
         e = g.extrapolation
         rows.append({"cfg_alpha": problem.alpha, "quantity": f"{name} at d = inf, extrapolated (gap = a + b/d fitted on "
                      f"d = {d_text}; rule: 0 in the 95% CI of a)", "theory": th, "simulation": th + e.intercept,
