@@ -12,11 +12,13 @@ A has variance ``2 Tr A^2/d``), so the table uses ``2 x matrix error`` of each t
 Theory: state evolution with the discrete-law deterministic equivalent (``--prior asymptotic``,
 default: free convolution of the d target eigenvalues with the semicircle, no randomness) or
 the finite-d prior (``--prior finite``: exact eigendecompositions of diag(s) + delta Z for
-``--draws`` fixed GOE draws), rank cap kappa = p/d. The finite-d prior is noisy here: the top
-mode carries 75% of Q0 (s_1^2/d = 1/zeta(2.5)), and single-draw theories at n = 160000, p = 400
-range over 0.0244-0.0310 (4 draws: 0.0279-0.0293; 16 draws: 0.0271-0.0287; 64 draws: 0.02884,
-asymptotic prior 0.02878), far more than the seed-to-seed spread of the simulations (±0.7%).
-Use >= 64 draws or the asymptotic prior.
+``--draws`` fixed GOE draws), rank cap kappa = p/d. The top mode carries 75% of Q0
+(s_1^2/d = 1/zeta(2.5)); before issue 12 the finite-d prior took the overlap m from Stein's
+lemma, which left that spike's first-order fluctuation in the predicted error, and single-draw
+theories at n = 160000, p = 400 ranged over 0.0244-0.0310. With the pathwise overlap
+(``singlehead.spectra.finite_d``) single draws give 0.02924 / 0.02870 / 0.02881 / 0.02886
+(seeds 0-3), the 3-draw default 0.02888 with draw standard error 0.00019
+(``extras["prior_draw_spread"]``), the asymptotic prior 0.02878.
 
 Measured (d = 400, 3 seeds, asymptotic prior; sim = mean ± s.e. of 2 x matrix error):
 

@@ -58,6 +58,10 @@ __all__ = [
 # ----------------------------------------------------------------------------------------
 # Proximal step
 # ----------------------------------------------------------------------------------------
+# two starts closer than this (relative, per coordinate) are the same start: Newton from one
+# lands within its tolerance of where the other lands
+_SAME_START = 1e-9
+
 @dataclass
 class ProxResult:
     """Output of the batched prox.
@@ -103,25 +107,42 @@ def _chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.nda
     """Solve ``H x = b`` for a batch of small SPD matrices by a vectorised Cholesky.
 
     Returns ``(x, ok)``; ``ok[n]`` is False when a pivot of ``H[n]`` fell below ``floor[n]``
-    (not safely positive definite), in which case ``x[n]`` is meaningless.
+    (not safely positive definite), in which case ``x[n]`` is meaningless. The loops run over
+    the ``K(K+1)/2`` matrix entries (``K <= 10``), each step a whole-batch vector operation.
     """
     N, K, _ = H.shape
-    L = np.zeros_like(H)
+    L = [[None] * K for _ in range(K)]  # L[i][j], i >= j: (N,) vectors
     ok = np.ones(N, dtype=bool)
     for j in range(K):
-        piv = H[:, j, j] - np.einsum("nk,nk->n", L[:, j, :j], L[:, j, :j])
-        ok &= piv > floor
-        ljj = np.sqrt(np.where(piv > floor, piv, 1.0))
-        L[:, j, j] = ljj
-        if j + 1 < K:
-            L[:, j + 1 :, j] = (H[:, j + 1 :, j] - np.einsum("nik,nk->ni", L[:, j + 1 :, :j], L[:, j, :j])) / ljj[:, None]
-    y = np.zeros_like(b)
+        piv = H[:, j, j].copy()
+        for k in range(j):
+            piv -= L[j][k] * L[j][k]
+        good = piv > floor
+        ok &= good
+        ljj = np.sqrt(np.where(good, piv, 1.0))
+        L[j][j] = ljj
+        for i in range(j + 1, K):
+            v = H[:, i, j].copy()
+            for k in range(j):
+                v -= L[i][k] * L[j][k]
+            L[i][j] = v / ljj
+    y = [None] * K
     for j in range(K):  # forward substitution L y = b
-        y[:, j] = (b[:, j] - np.einsum("nk,nk->n", L[:, j, :j], y[:, :j])) / L[:, j, j]
-    x = np.zeros_like(b)
+        v = b[:, j].copy()
+        for k in range(j):
+            v -= L[j][k] * y[k]
+        y[j] = v / L[j][j]
+    x = np.empty_like(b)
     for j in reversed(range(K)):  # back substitution L^T x = y
-        x[:, j] = (y[:, j] - np.einsum("nk,nk->n", L[:, j + 1 :, j], x[:, j + 1 :])) / L[:, j, j]
+        v = y[j]
+        for k in range(j + 1, K):
+            v = v - L[k][j] * x[:, k]
+        x[:, j] = v / L[j][j]
     return x, ok
+
+
+def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("nk,nk->n", a, b)
 
 
 def _newton(
@@ -135,62 +156,50 @@ def _newton(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """Safeguarded Newton from ``h0`` on all nodes; returns (h, objective, grad_norm, iterations, done).
 
-    A node is done when its gradient is below ``tol (1 + ||z||/Sigma)`` or its Newton decrement
-    reached round-off level.
+    A node is done when its gradient is below ``tol (1 + ||z||/Sigma)``, its Newton decrement
+    reached round-off level, or its line search failed (machine precision). The state of the
+    nodes still iterating is kept in compacted arrays (one gather per iteration in which some
+    node finished), so late iterations cost in proportion to the nodes left.
     """
-    h = h0.copy()
-    N, K = h.shape
-    inv = 1.0 / Sig
-    fit, g, Hs = softmax_fit_loss(h, Y, beta)
-    d = h - z
-    f = 0.5 * inv * np.einsum("nk,nk->n", d, d) + fit
-    g = g + inv[:, None] * d
-    Hs = Hs + inv[:, None, None] * np.eye(K)
+    N, K = h0.shape
+    inv_all = 1.0 / Sig
+    eye = np.eye(K)
+    fit, g, Hs = softmax_fit_loss(h0, Y, beta)
+    d = h0 - z
+    f = 0.5 * inv_all * _rowdot(d, d) + fit
+    g = g + inv_all[:, None] * d
     gn = np.linalg.norm(g, axis=1)
-    scale = 1.0 + np.linalg.norm(z, axis=1) * inv
-    active = gn > tol * scale
+    thr_all = tol * (1.0 + np.linalg.norm(z, axis=1) * inv_all)
+    h_out, f_out, gn_out = h0.copy(), f.copy(), gn.copy()
+    done_out = gn <= thr_all
+    ids = np.nonzero(~done_out)[0]
+    h, zz, YY, inv, thr = h0[ids], z[ids], Y[ids], inv_all[ids], thr_all[ids]
+    f, g, Hs = f[ids], g[ids], Hs[ids] + inv[:, None, None] * eye
     it = 0
-    while active.any() and it < max_iter:
+    while ids.size and it < max_iter:
         it += 1
-        idx = np.nonzero(active)[0]
-        # saddle-free Newton direction: |eigenvalues|, floored relative to the prox curvature
-        gi = g[idx]
         # Newton direction: batched Cholesky where the Hessian is positive definite, else a
         # saddle-free step (|eigenvalues|, floored relative to the prox curvature 1/Sigma)
-        p, pd = _chol_solve(Hs[idx], -gi, 1e-8 * inv[idx])
+        p, pd = _chol_solve(Hs, -g, 1e-8 * inv)
         bad = np.nonzero(~pd)[0]
         if bad.size:
-            lam, V = np.linalg.eigh(Hs[idx[bad]])
-            lam = np.maximum(np.abs(lam), 1e-3 * inv[idx[bad], None])
-            p[bad] = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, gi[bad]) / lam)
-        slope = np.einsum("nk,nk->n", gi, p)
-        # Newton decrement at round-off level: nothing left to gain, stop these nodes
-        # (take that last full Newton step without line search: it only polishes h)
-        done = -slope <= 1e-15 * (1.0 + np.abs(f[idx]))
-        if done.any():
-            jd = idx[done]
-            h[jd] += p[done]
-            fit, gg, _ = softmax_fit_loss(h[jd], Y[jd], beta, order=1)
-            dj = h[jd] - z[jd]
-            f[jd] = 0.5 * inv[jd] * np.einsum("nk,nk->n", dj, dj) + fit
-            g[jd] = gg + inv[jd, None] * dj
-            gn[jd] = np.linalg.norm(g[jd], axis=1)
-            active[jd] = False
-            keep = ~done
-            idx, gi, p, slope = idx[keep], gi[keep], p[keep], slope[keep]
-            if idx.size == 0:
-                break
+            lam, V = np.linalg.eigh(Hs[bad])
+            lam = np.maximum(np.abs(lam), 1e-3 * inv[bad, None])
+            p[bad] = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, g[bad]) / lam)
+        slope = _rowdot(g, p)
+        # Newton decrement at round-off level: nothing left to gain; take that last full step
+        # without line search (it only polishes h) and stop these nodes
+        final = -slope <= 1e-15 * (1.0 + np.abs(f))
         # full step first, with derivatives (accepted for most nodes) ...
-        hi_, zi, Yi, invi, fi = h[idx], z[idx], Y[idx], inv[idx], f[idx]
-        cand = hi_ + p
-        fit, gg, HH = softmax_fit_loss(cand, Yi, beta)
-        dc = cand - zi
-        fc = 0.5 * invi * np.einsum("nk,nk->n", dc, dc) + fit
-        ok = fc <= fi + 1e-4 * slope + 1e-15 * np.abs(fi)
-        jo = idx[ok]
-        h[jo], f[jo] = cand[ok], fc[ok]
-        g[jo] = gg[ok] + invi[ok, None] * dc[ok]
-        Hs[jo] = HH[ok] + invi[ok, None, None] * np.eye(K)
+        cand = h + p
+        fit, gc, Hc = softmax_fit_loss(cand, YY, beta)
+        dc = cand - zz
+        fc = 0.5 * inv * _rowdot(dc, dc) + fit
+        ok = final | (fc <= f + 1e-4 * slope + 1e-15 * np.abs(f))
+        h = np.where(ok[:, None], cand, h)
+        f = np.where(ok, fc, f)
+        g = np.where(ok[:, None], gc + inv[:, None] * dc, g)
+        Hs = np.where(ok[:, None, None], Hc + inv[:, None, None] * eye, Hs)
         # ... then vectorised backtracking (halvings) on the rest
         todo = np.nonzero(~ok)[0]
         t = np.full(todo.size, 0.5)
@@ -198,25 +207,33 @@ def _newton(
         for _ in range(40):
             if todo.size == 0:
                 break
-            cand = hi_[todo] + t[:, None] * p[todo]
-            fc = prox_objective(cand, zi[todo], Yi[todo], Sig[idx[todo]], beta)
-            ok2 = fc <= fi[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(fi[todo])
-            h[idx[todo[ok2]]] = cand[ok2]
+            cand = h[todo] + t[:, None] * p[todo]
+            fc = prox_objective(cand, zz[todo], YY[todo], 1.0 / inv[todo], beta)
+            ok2 = fc <= f[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(f[todo])
+            h[todo[ok2]] = cand[ok2]
             acc.append(todo[ok2])
             todo, t = todo[~ok2], 0.5 * t[~ok2]
         if acc:
-            jb = idx[np.concatenate(acc)]
+            jb = np.concatenate(acc)
             if jb.size:
-                fit, gg, HH = softmax_fit_loss(h[jb], Y[jb], beta)
-                db = h[jb] - z[jb]
-                f[jb] = 0.5 * inv[jb] * np.einsum("nk,nk->n", db, db) + fit
+                fit, gg, HH = softmax_fit_loss(h[jb], YY[jb], beta)
+                db = h[jb] - zz[jb]
+                f[jb] = 0.5 * inv[jb] * _rowdot(db, db) + fit
                 g[jb] = gg + inv[jb, None] * db
-                Hs[jb] = HH + inv[jb, None, None] * np.eye(K)
-        gn[idx] = np.linalg.norm(g[idx], axis=1)
-        stalled = np.zeros(idx.size, bool)
-        stalled[todo] = True  # line search failed: at machine precision
-        active[idx] = (gn[idx] > tol * scale[idx]) & ~stalled
-    return h, f, gn, it, ~active
+                Hs[jb] = HH + inv[jb, None, None] * eye
+        gn = np.linalg.norm(g, axis=1)
+        finished = final | (gn <= thr)
+        finished[todo] = True  # line search failed: at machine precision
+        if finished.any():
+            fi = np.nonzero(finished)[0]
+            out = ids[fi]
+            h_out[out], f_out[out], gn_out[out], done_out[out] = h[fi], f[fi], gn[fi], True
+            keep = np.nonzero(~finished)[0]
+            ids, h, zz, YY, inv, thr = ids[keep], h[keep], zz[keep], YY[keep], inv[keep], thr[keep]
+            f, g, Hs = f[keep], g[keep], Hs[keep]
+    if ids.size:  # out of iterations: report where these nodes are, not done
+        h_out[ids], f_out[ids], gn_out[ids] = h, f, np.linalg.norm(g, axis=1)
+    return h_out, f_out, gn_out, it, done_out
 
 
 def prox_softmax(
@@ -255,12 +272,38 @@ def prox_softmax(
     Sig = np.broadcast_to(np.asarray(Sigma, dtype=float), (N,)).astype(float)
     if starts is None or len(starts) == 0:
         starts = [z]
+    starts_arr: list[np.ndarray] = []
     best_h = best_f = best_g = None
     best_i = np.zeros(N, dtype=int)
     iters = 0
     branches = []
+    runs: list[tuple[np.ndarray, ...]] = []
     for i, h0 in enumerate(starts):
-        h, f, gn, it, done = _newton(np.asarray(h0, dtype=float), z, Y, Sig, beta, tol, max_iter)
+        h0 = np.asarray(h0, dtype=float)
+        # Starts that coincide (to _SAME_START) with an earlier start at a node end where that
+        # one ended: Newton is run only on the other nodes. Warm starts are the end points of
+        # the previous call's branches, which mostly sit at the same minimiser, so this saves
+        # most of the work of tracking several branches.
+        same_as = np.full(N, -1)
+        for j in range(i):
+            close = np.all(np.abs(h0 - starts_arr[j]) <= _SAME_START * (1.0 + np.abs(starts_arr[j])), axis=1)
+            same_as[(same_as < 0) & close] = j
+        new_nodes = np.nonzero(same_as < 0)[0]
+        h, f, gn, done = (np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool))
+        if new_nodes.size == N:
+            h, f, gn, it, done = _newton(h0, z, Y, Sig, beta, tol, max_iter)
+        else:
+            it = 0
+            if new_nodes.size:
+                hs, fs, gs, it, ds = _newton(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], beta, tol,
+                                             max_iter)
+                h[new_nodes], f[new_nodes], gn[new_nodes], done[new_nodes] = hs, fs, gs, ds
+            for j in range(i):
+                nj = np.nonzero(same_as == j)[0]
+                if nj.size:
+                    h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
+        starts_arr.append(h0)
+        runs.append((h, f, gn, done))
         branches.append(h)
         iters = max(iters, it)
         if best_h is None:

@@ -44,6 +44,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .spectra.prior_model import PriorModel
 
 POWER_LAW_NORMALISATIONS = ("sqrt_d", "unit_q0")
+# default GOE draws of the "finite" model (= spectra.finite_d.DEFAULT_DRAWS; spectra is imported lazily here)
+FINITE_DRAWS = 3
 LAW_MODELS = ("asymptotic", "discrete", "finite", "spiked", "spiked_null")
 
 
@@ -88,7 +90,7 @@ class _Target:
 class _SpectralTarget(_Target):
     """Targets with a deterministic spectrum ``s`` (power law, custom): ``S0 = O diag(s) O^T``, ``O`` Haar."""
 
-    def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = 4, seed: int = 0,
+    def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = FINITE_DRAWS, seed: int = 0,
                      n_spikes: int | None = None, delta: float | None = None, spike_floor: float = 0.0,
                      max_spikes: int | None = None) -> "PriorModel":
         """The law ``mu_{S0}`` at dimension ``d`` under ``model`` (module docstring), as a ``PriorModel``."""
@@ -129,7 +131,7 @@ class MPTarget(_Target):
     def __post_init__(self) -> None:
         _check(_finite(self.kappa0) and 0 < self.kappa0 <= 1, "kappa0", "in (0, 1] for an MP target", self.kappa0)
 
-    def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = 4, seed: int = 0,
+    def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = FINITE_DRAWS, seed: int = 0,
                      **_: Any) -> "PriorModel":
         """``MarchenkoPastur(kappa0)`` for every model but ``"finite"`` (one drawn target's eigenvalues)."""
         from .spectra import MarchenkoPastur

@@ -39,6 +39,7 @@ import numpy as np
 from scipy import integrate, optimize
 
 from .problem import MPTarget, Problem
+from .spectra.finite_d import DEFAULT_DRAWS
 
 __all__ = [
     "informative_directions",
@@ -113,7 +114,7 @@ def bayes_perfect_recovery_threshold(problem: Problem) -> float:
     return (k0 - k0 * k0 / 2) / informative_directions(problem)
 
 
-def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int = 4, seed: int = 0) -> float:
+def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int = DEFAULT_DRAWS, seed: int = 0) -> float:
     """Interpolation threshold ``alpha_interp`` at ``lam -> 0+`` (THEORY §4, arXiv 2509.24914 Cor. 3.2).
 
     Factorized student: ``dJ/ddelta(dbar,0)/(4 c_T dbar)`` with ``dbar`` solving
@@ -133,7 +134,9 @@ def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int
 
     def parts(dl: float) -> tuple[float, float]:
         ti = pm.threshold_integrals(dl, 0.0, rank_cap=cap)
-        return float(ti.J) - 0.5 * dl * float(ti.dJ_ddelta), float(ti.dJ_ddelta)
+        # J - (dl/2) dJ/ddelta is the overlap (Stein); the finite-d mode reports it pathwise
+        overlap = ti.overlap if ti.overlap is not None else float(ti.J) - 0.5 * dl * float(ti.dJ_ddelta)
+        return float(overlap), float(ti.dJ_ddelta)
 
     if problem.noise == 0:
         return math.inf  # noiseless labels are always interpolated (by S0 itself)

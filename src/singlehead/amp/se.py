@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..problem import Problem
+from ..spectra.finite_d import DEFAULT_DRAWS
 from ..spectra.prior_model import PriorModel, prior_from_eigenvalues
 
 
@@ -73,7 +74,7 @@ def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = 
     return {"V": V, "q": pm.Q0 - V, "Q0": pm.Q0}
 
 
-def instance_prior(S0: np.ndarray | torch.Tensor, *, draws: int = 4, seed: int = 0) -> PriorModel:
+def instance_prior(S0: np.ndarray | torch.Tensor, *, draws: int = DEFAULT_DRAWS, seed: int = 0) -> PriorModel:
     """Finite-``d`` SE prior model built from the eigenvalues of one sampled target ``S0``.
 
     Comparing AMP on an instance with the SE iterates of *that* instance (same ``Q0`` and

@@ -34,10 +34,15 @@ class Scale:
     ``power_d``/``power_points``: sequential recovery; ``scaling_d``, ``scaling_n_over_d``,
     ``scaling_points``, ``scaling_gammas`` (with label noise), ``scaling_gammas_clean``
     (``Delta = 0``): the scaling curves; ``phase_d``, ``phase_n_points``, ``phase_lam_points``: the
-    (n/d, lam) phase diagram; ``fs_ds``, ``fs_seeds`` (one count per size), ``fs_alphas``: the
-    finite-size scan (gap to theory vs 1/d, extrapolated to d = inf); ``spectra_fs_ds`` /
-    ``spectra_fs_seeds``: the extra sizes (besides ``spectra_d``) at which the alpha = 40 learned
-    spectrum is simulated to extrapolate its checks to d = inf.
+    (n/d, lam) phase diagram. Per-figure overrides (0 = use ``seeds`` / ``d`` / ``spectra_d``):
+    ``adam_seeds`` (Adam runs of errors vs alpha), ``peak_seeds`` and ``peak_sim_lams`` (simulations
+    of the interpolation peak), ``spectra_seeds`` and ``spectra_high_alpha_d`` (learned spectra;
+    the latter for alpha > 4, where n = alpha d^2 makes d = spectra_d too costly), ``decomp_d``
+    (the decomposition's simulation check, a same-d comparison) and ``amp_d`` (Bayes-AMP; at least 50).
+    ``fs_ds``, ``fs_seeds`` (one count per size), ``fs_alphas``: the finite-size scan (gap to theory
+    vs 1/d, extrapolated to d = inf); ``spectra_fs_ds`` / ``spectra_fs_seeds``: the extra sizes
+    (besides the learned-spectra d at alpha = 40) at which the alpha = 40 learned spectrum is
+    simulated to extrapolate its checks to d = inf.
     """
 
     mode: str
@@ -61,12 +66,23 @@ class Scale:
     phase_d: int = 1000
     phase_n_points: int = 10
     phase_lam_points: int = 8
+    adam_seeds: int = 0
+    peak_seeds: int = 0
+    peak_sim_lams: tuple[float, ...] = (1e-3,)
+    spectra_seeds: int = 0
+    spectra_high_alpha_d: int = 0
+    decomp_d: int = 0
+    amp_d: int = 0
     fs_ds: tuple[int, ...] = (25, 35, 50, 70, 100)
     fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 6)
     fs_alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
     spectra_fs_ds: tuple[int, ...] = (20, 30, 40)
     spectra_fs_seeds: tuple[int, ...] = (8, 6, 4)
     device: str = "cpu"
+
+    def seeds_or(self, n: int) -> int:
+        """``n`` if set (> 0), else the scale's ``seeds``."""
+        return int(n) if n > 0 else self.seeds
 
 
 def make_scale(mode: str) -> Scale:
@@ -80,8 +96,9 @@ def make_scale(mode: str) -> Scale:
                      fs_ds=(8, 12, 16), fs_seeds=(3, 3, 3), fs_alphas=(0.25, 1.0), spectra_fs_ds=(8, 12),
                      spectra_fs_seeds=(3, 3))
     if mode == "quick":
-        return Scale("quick", d=50, seeds=3, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,
-                     n_test=4000, spectra_d=60)
+        return Scale("quick", d=100, seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,
+                     n_test=4000, spectra_d=100, adam_seeds=3, peak_seeds=4, peak_sim_lams=(1e-3, 1e-5),
+                     spectra_seeds=4, spectra_high_alpha_d=60, decomp_d=50, amp_d=150)
     if mode == "full":
         import torch
 
@@ -107,13 +124,15 @@ class Context:
         return run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
                         desc=desc, client=self.client)
 
-    def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", **options: Any) -> list[Job]:
-        """Simulation jobs over the scale's seeds; the key covers every TrainOptions field and the device."""
+    def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", *, seeds: int = 0,
+                 **options: Any) -> list[Job]:
+        """Simulation jobs over ``seeds`` seeds (0: the scale's); the key covers every TrainOptions
+        field and the device."""
         from ..simulation import TrainOptions
 
         opts = TrainOptions(optimizer=optimizer, n_test=self.scale.n_test, **options)
         st = tuple(sorted({**opts.key_fields(self.scale.device), "device": self.scale.device}.items()))
-        return [Job("simulation", p, s, st) for p in problems for s in range(self.scale.seeds)]
+        return [Job("simulation", p, s, st) for p in problems for s in range(self.scale.seeds_or(seeds))]
 
     def cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """A JSON-able value computed once and kept in the cache under ``name``."""

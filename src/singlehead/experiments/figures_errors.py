@@ -30,8 +30,8 @@ def fig_errors_vs_alpha(ctx: Context) -> FigureOutput:
     sim_problems = [Problem(d=sc.d, alpha=a, kappa=k, **BASE) for k in kappas for a in sc.sim_alphas]
     th = records_to_frame(ctx.run(ctx.theory_jobs(th_problems), "theory: errors vs alpha"))
     sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, "lbfgs"), "L-BFGS: errors vs alpha"))
-    adam = records_to_frame(ctx.run(ctx.sim_jobs([p for p in sim_problems if p.kappa == 1.0], "adam"),
-                                    "Adam: errors vs alpha"))
+    adam = records_to_frame(ctx.run(ctx.sim_jobs([p for p in sim_problems if p.kappa == 1.0], "adam",
+                                                 seeds=sc.adam_seeds), "Adam: errors vs alpha"))
     th_at_sim = records_to_frame(ctx.run(ctx.theory_jobs(sim_problems), "theory at simulated alphas"))
     by = ["cfg_alpha", "cfg_kappa"]
     agr = agreement(sim, th_at_sim, by, ["test_error", "train_error", "matrix_error", "rank_fraction"])
@@ -64,7 +64,8 @@ def fig_errors_vs_alpha(ctx: Context) -> FigureOutput:
     axes[1].set(xscale="log", yscale="log", xlabel="alpha", ylabel="||S - S0||_F^2 / d", title="matrix error")
     axes[2].set(xscale="log", xlabel="alpha", ylabel="rank / d", title="predicted vs measured rank")
     axes[0].legend(fontsize=7)
-    params = problem_params(sim_problems[0], ("kappa", kappas), ("d", sc.d), ("seeds", sc.seeds), ("n_test", sc.n_test))
+    params = problem_params(sim_problems[0], ("kappa", kappas), ("d", sc.d), ("seeds", sc.seeds),
+                            ("Adam seeds", sc.seeds_or(sc.adam_seeds)), ("n_test", sc.n_test))
     fig.suptitle(f"Tied attention ERM vs theory — {_params_text(params)}", fontsize=9)
     table = pd.concat([th.assign(kind="theory"), sim.assign(kind="simulation_lbfgs"), adam.assign(kind="simulation_adam")],
                       ignore_index=True)
@@ -123,19 +124,21 @@ def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     a_int = interpolation_threshold(Problem(d=sc.d, noise=0.5, lam=1e-5, **base))
     a_perf = perfect_recovery_threshold(Problem(d=sc.d, noise=0.0, lam=1e-5, **base))
     sim_alphas = sc.peak_sim_alphas
-    sim_problems = [Problem(d=sc.d, alpha=a, lam=1e-3, noise=0.5, **base) for a in sim_alphas]
-    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems), "simulations at lam=1e-3"))
+    sim_problems = [Problem(d=sc.d, alpha=a, lam=l, noise=0.5, **base) for l in sc.peak_sim_lams for a in sim_alphas]
+    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, seeds=sc.peak_seeds), "simulations: interpolation peak"))
     th_sim = records_to_frame(ctx.run(ctx.theory_jobs(sim_problems), "theory at simulated alphas"))
-    agr = agreement(sim, th_sim, ["cfg_alpha"], ["test_error", "train_error"])
+    agr = agreement(sim, th_sim, ["cfg_lam", "cfg_alpha"], ["test_error", "train_error"])
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     cmap = plt.get_cmap("viridis")
     for i, l in enumerate(lams):
         t = th[(th.cfg_lam == l) & (th.cfg_noise == 0.5)].sort_values("cfg_alpha")
         axes[0].plot(t.cfg_alpha, t.test_error, color=cmap(i / len(lams)), label=f"lam={l:g}")
-    x, m, e = _mean_se(sim, "cfg_alpha", "test_error")
-    axes[0].errorbar(x, m, yerr=e, fmt="o", mfc="none", color=cmap(1 / len(lams)), capsize=2,
-                     label="simulation, lam=1e-3")
+    for l in sc.peak_sim_lams:
+        x, m, e = _mean_se(sim[sim.cfg_lam == l], "cfg_alpha", "test_error")
+        i = lams.index(l) if l in lams else 0
+        axes[0].errorbar(x, m, yerr=e, fmt="o", mfc="none", color=cmap(i / len(lams)), capsize=2,
+                         label=f"simulation, lam={l:g}")
     t = th[th.cfg_noise == 0.0].sort_values("cfg_alpha")
     axes[1].plot(t.cfg_alpha, t.test_error, label="test error")
     axes[1].plot(t.cfg_alpha, t.train_error, "--", label="train error")
@@ -150,7 +153,7 @@ def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7)
     params = problem_params(sim_problems[0], ("kappa", sim_problems[0].kappa), ("Delta", "0.5 | 0"),
-                            ("lam", ", ".join(f"{l:g}" for l in lams)), ("d(sim)", sc.d), ("seeds", sc.seeds),
+                            ("lam", ", ".join(f"{l:g}" for l in lams)), ("d(sim)", sc.d), ("seeds", sc.seeds_or(sc.peak_seeds)),
                             ("alpha_interp(Delta=0.5)", round(a_int, 4)), ("alpha_perfect(Delta=0)", round(a_perf, 4)))
     fig.suptitle(f"Interpolation peak and perfect recovery — {_params_text(params)}", fontsize=9)
     table = pd.concat([th.assign(kind="theory"), sim.assign(kind="simulation")], ignore_index=True)
@@ -176,7 +179,7 @@ def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
     bay = records_to_frame(ctx.run(ctx.theory_jobs([Problem(d=sc.d, alpha=float(a), lam=0.01, **base) for a in grid],
                                                    route="bayes"), "Bayes-optimal curve"))
     amp_alphas = (0.05, 0.1, 0.15)
-    d_amp = max(sc.d, 50)  # Bayes-AMP is unstable at very small d
+    d_amp = max(sc.amp_d or sc.d, 50)  # Bayes-AMP is unstable at very small d
     amp_problems = [Problem(d=d_amp, alpha=a, lam=0.01, **base) for a in amp_alphas]
     st = tuple(sorted({"bayes": True, "n_test": sc.n_test}.items()))
     amp = records_to_frame(ctx.run([Job("amp", p, s, st) for p in amp_problems for s in range(sc.seeds)],

@@ -12,8 +12,6 @@ so this is the comparison it makes, with no tolerance beyond the statistical int
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pandas as pd
 
@@ -31,8 +29,7 @@ def sim_jobs_per_d(ctx: Context, problems: list[Problem], seeds: dict[int, int],
     """Simulation jobs (through :meth:`Context.sim_jobs`, same keys) with ``seeds[p.d]`` seeds per problem."""
     jobs: list[Job] = []
     for d, k in seeds.items():
-        sub = dataclasses.replace(ctx, scale=dataclasses.replace(ctx.scale, seeds=int(k)))
-        jobs += sub.sim_jobs([p for p in problems if p.d == d], optimizer)
+        jobs += ctx.sim_jobs([p for p in problems if p.d == d], optimizer, seeds=int(k))
     return jobs
 
 

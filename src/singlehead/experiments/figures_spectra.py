@@ -39,8 +39,9 @@ def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict
     if len(ds) != len(sc.spectra_fs_seeds):
         raise ValueError(f"Scale.spectra_fs_seeds must have one entry per size in Scale.spectra_fs_ds ({len(ds)}) "
                          f"(got {sc.spectra_fs_seeds!r})")
-    probs = [problem.replace(d=d) for d in ds]
-    recs = sims_at_d + ctx.run(sim_jobs_per_d(ctx, probs, dict(zip(ds, sc.spectra_fs_seeds))),
+    extra = {d: k for d, k in zip(ds, sc.spectra_fs_seeds) if d != problem.d}  # problem.d: sims_at_d
+    probs = [problem.replace(d=d) for d in extra]
+    recs = sims_at_d + ctx.run(sim_jobs_per_d(ctx, probs, extra),
                                f"simulations: learned spectrum at alpha={problem.alpha:g}, several d")
     per: dict[str, dict[int, list[float]]] = {"zero": {}, "m1": {}, "m2": {}}
     for r in recs:
@@ -72,9 +73,11 @@ def fig_learned_spectra(ctx: Context) -> FigureOutput:
     sc = ctx.scale
     alphas = (0.05, 0.5, 4.0, 40.0)
     d = sc.spectra_d
-    problems = [Problem(d=d, alpha=a, kappa=1.0, **BASE) for a in alphas]
+    d_high = sc.spectra_high_alpha_d or d  # n = alpha d^2: alpha = 40 runs at a smaller d
+    problems = [Problem(d=d if a <= 4 else d_high, alpha=a, kappa=1.0, **BASE) for a in alphas]
     th = ctx.run(ctx.theory_jobs(problems), "theory: learned spectra")
-    sims = ctx.run(ctx.sim_jobs(problems), "simulations: learned spectra")
+    sims = ctx.run(ctx.sim_jobs(problems, seeds=sc.spectra_seeds), "simulations: learned spectra")
+    n_seeds = sc.seeds_or(sc.spectra_seeds)
     plt = _plt()
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
     rows, tables = [], []
@@ -84,20 +87,20 @@ def fig_learned_spectra(ctx: Context) -> FigureOutput:
         sims_p = [r for r in sims if r["problem"]["alpha"] == p.alpha]
         eig = np.concatenate([np.asarray(r["eigenvalues"]) for r in sims_p])
         cmp = compare_spectrum(p, eig, prediction=pred)
-        rows.append({"cfg_alpha": p.alpha, "quantity": f"KS distance (d = {d})", "theory": 0.0, "simulation": cmp["ks"],
+        rows.append({"cfg_alpha": p.alpha, "quantity": f"KS distance (d = {p.d})", "theory": 0.0, "simulation": cmp["ks"],
                      "se": np.nan, "gap": cmp["ks"], "tolerance": 0.05, "within": bool(cmp["ks"] < 0.05),
-                     "n_seeds": sc.seeds})
+                     "n_seeds": n_seeds})
         if p.alpha == max(alphas):  # the largest alpha: checks extrapolated to d = inf from several d
             rows += _extrapolated_spectrum_rows(ctx, p, rec, cmp["zero_atom_theory"], sims_p)
         else:
             gap = abs(cmp["zero_atom_sim"] - cmp["zero_atom_theory"])
-            rows.append({"cfg_alpha": p.alpha, "quantity": f"zero-atom mass (d = {d})", "theory": cmp["zero_atom_theory"],
-                         "simulation": cmp["zero_atom_sim"], "se": np.nan, "gap": gap, "tolerance": 0.02,
-                         "within": bool(gap <= 0.02), "n_seeds": sc.seeds})
+            rows.append({"cfg_alpha": p.alpha, "quantity": f"zero-atom mass (d = {p.d})",
+                         "theory": cmp["zero_atom_theory"], "simulation": cmp["zero_atom_sim"], "se": np.nan,
+                         "gap": gap, "tolerance": 0.02, "within": bool(gap <= 0.02), "n_seeds": n_seeds})
         tables.append(spectrum_table(pred, eig).assign(cfg_alpha=p.alpha))
         nz = eig[np.abs(eig) > 1e-3]
         ax.hist(nz, bins=40, density=False, weights=np.full(len(nz), 1.0 / (len(eig) * (np.ptp(nz) / 40 if len(nz) > 1 else 1))),
-                color="tab:blue", alpha=0.35, label=f"simulation ({sc.seeds} seeds, d={d})")
+                color="tab:blue", alpha=0.35, label=f"simulation ({n_seeds} seeds, d={p.d})")
         law = pred.law
         ax.plot(law.grid[1:], law.density[1:], "k-", lw=1.5, label="theory")
         x = np.linspace(1e-3, max(float(nz.max()) if len(nz) else 1.0, 4.5), 400)
@@ -107,7 +110,8 @@ def fig_learned_spectra(ctx: Context) -> FigureOutput:
         ax.set(xlabel="eigenvalue of S", ylim=(0, None))
     axes[0].set_ylabel("density (non-zero part)")
     axes[0].legend(fontsize=7)
-    params = problem_params(problems[0], ("kappa", problems[0].kappa), ("d", d), ("seeds", sc.seeds))
+    params = problem_params(problems[0], ("kappa", problems[0].kappa), ("d", f"{d} (alpha <= 4), {d_high} (alpha > 4)"),
+                            ("seeds", n_seeds))
     fig.suptitle(f"Spectrum of the learned query–key map — {_params_text(params)}", fontsize=9)
     table = pd.concat(tables, ignore_index=True)
     return FigureOutput("learned_spectra", "Learned spectra", 
@@ -185,7 +189,7 @@ def fig_error_decomposition(ctx: Context) -> FigureOutput:
     df = pd.DataFrame(rows)
     # simulation check of E_over: trained students and random matrices at the simulation d
     sim_alphas = [a for a in sc.sim_alphas if a >= 0.25] + [8.0]
-    sim_problems = [Problem(d=sc.d, alpha=float(a), kappa=1.0, **BASE) for a in sim_alphas]
+    sim_problems = [Problem(d=sc.decomp_d or sc.d, alpha=float(a), kappa=1.0, **BASE) for a in sim_alphas]
     th_sim = ctx.run(ctx.theory_jobs(sim_problems), "theory: decomposition (simulated alphas)")
     srows = []
     for p, rec in zip(sim_problems, th_sim):
@@ -222,7 +226,7 @@ def fig_error_decomposition(ctx: Context) -> FigureOutput:
     axes[2].errorbar(sdf.cfg_alpha, sdf.E_over_rm, sdf.E_over_rm_se, fmt="s", ms=4, mfc="none",
                      label=f"eta ReLU(S0 + delta Z - eps), d={sc.d}")
     axes[2].errorbar(sdf.cfg_alpha, sdf.E_over_sim, sdf.E_over_sim_se, fmt="o", ms=4,
-                     label=f"trained students, d={sc.d}, {sc.seeds} seeds")
+                     label=f"trained students, d={sim_problems[0].d}, {sc.seeds} seeds")
     axes[2].set(xscale="log", yscale="log", xlabel="alpha", ylabel="E_over")
     axes[2].set_title("E_over (fitted-noise directions of the learned S)", fontsize=8)
     axes[2].legend(fontsize=6)
@@ -235,7 +239,7 @@ def fig_error_decomposition(ctx: Context) -> FigureOutput:
     agr.append(pd.DataFrame({"cfg_alpha": sdf.cfg_alpha, "quantity": f"E_over: trained students vs random matrices (d={sc.d})",
                              "theory": sdf.E_over_rm, "simulation": sdf.E_over_sim, "se": sdf.E_over_sim_se, "gap": g2,
                              "tolerance": tol_sim, "within": g2 <= tol_sim, "n_seeds": sc.seeds}))
-    params = problem_params(problems[0], ("kappa", problems[0].kappa), ("d(sims)", sc.d), ("seeds", sc.seeds))
+    params = problem_params(problems[0], ("kappa", problems[0].kappa), ("d(sims)", sim_problems[0].d), ("seeds", sc.seeds))
     fig.subplots_adjust(wspace=0.45)
     fig.suptitle(f"Error decomposition (THEORY §6) — {_params_text(params)}", fontsize=9)
     return FigureOutput("error_decomposition", "Error decomposition",

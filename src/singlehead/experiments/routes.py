@@ -22,6 +22,21 @@ def run_theory(problem: Problem, seed: int | None = None, *, prior: str = "auto"
     return theory(problem, prior=prior, options=SEOptions(**settings)).to_dict()
 
 
+def run_theory_curve(problems: list[Problem], param: str, *, prior: str = "auto",
+                     **settings: Any) -> list[dict[str, Any]]:
+    """:func:`run_theory` for problems that differ only in ``param``, as one warm-started sweep
+    (:func:`~singlehead.state_evolution.theory_curve`), in the given order.
+
+    Each point is the same fixed point a cold :func:`run_theory` finds, to the solver tolerance
+    (``SEOptions.tol``, relative change of ``(q, m, Sigma)`` per SE step), at a fraction of the cost.
+    """
+    from ..state_evolution import SEOptions, theory_curve
+
+    values = [getattr(p, param) for p in problems]
+    return [r.to_dict() for r in theory_curve(problems[0], values, param=param, prior=prior,
+                                              options=SEOptions(**settings))]
+
+
 def run_bayes(problem: Problem, seed: int | None = None, **settings: Any) -> dict[str, Any]:
     from ..bayes import bayes_optimal
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..results import jsonable
+from ..results import jsonable, stable_hash
 from .grid import Job
 
 # route name -> "module:function"; each takes (problem, seed, **settings) and returns a JSON-able dict.
@@ -55,6 +55,60 @@ def execute(job: Job) -> dict[str, Any]:
            **{f"tag_{k}": v for k, v in job.tags}}
     rec.setdefault("runtime_s", time.perf_counter() - t0)
     return rec
+
+
+# theory jobs that differ only in one of these parameters run as one warm-started sweep
+_CHAIN_PARAMS = ("alpha", "lam")
+# a chain is split into contiguous pieces of at least this many points to feed parallel workers
+_MIN_CHAIN_PIECE = 6
+
+
+def _theory_chains(jobs: list[Job], n_workers: int) -> tuple[list[tuple[str, list[Job]]], list[Job]]:
+    """Group ``theory`` jobs into chains along ``alpha`` (then ``lam``); return (chains, the rest).
+
+    A chain is ``(param, jobs sorted by param)`` of jobs equal in every other field (route,
+    settings, problem). With several workers a long chain is cut into contiguous pieces so the
+    workers share it.
+    """
+    chains: list[tuple[str, list[Job]]] = []
+    rest = [j for j in jobs if j.route != "theory"]
+    pending = [j for j in jobs if j.route == "theory"]
+    for param in _CHAIN_PARAMS:
+        groups: dict[str, list[Job]] = {}
+        for j in pending:
+            spec = {**j.problem.to_dict(), param: None, "settings": dict(j.settings)}
+            groups.setdefault(stable_hash(spec), []).append(j)
+        pending = []
+        for group in groups.values():
+            if len(group) < 2:
+                pending.extend(group)
+                continue
+            group = sorted(group, key=lambda j: getattr(j.problem, param))
+            pieces = max(1, min(n_workers, len(group) // _MIN_CHAIN_PIECE))
+            for idx in np.array_split(np.arange(len(group)), pieces):
+                chains.append((param, [group[i] for i in idx]))
+    return chains, rest + pending
+
+
+def execute_chain(param: str, jobs: list[Job]) -> list[dict[str, Any]]:
+    """Run a chain of theory jobs (see :func:`_theory_chains`) as one sweep; records as :func:`execute`.
+
+    If the sweep raises, every job is run on its own (so one bad point fails alone).
+    """
+    from .routes import run_theory_curve
+
+    t0 = time.perf_counter()
+    try:
+        recs = run_theory_curve([j.problem for j in jobs], param, **dict(jobs[0].settings))
+    except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError):
+        return [execute(j) for j in jobs]
+    out = []
+    for j, rec in zip(jobs, recs):
+        rec = {**rec, "key": j.key, "route": j.route, "seed": j.seed, "problem": j.problem.to_dict(),
+               **{f"tag_{k}": v for k, v in j.tags}}
+        rec.setdefault("runtime_s", (time.perf_counter() - t0) / len(jobs))
+        out.append(rec)
+    return out
 
 
 class Cache:
@@ -139,14 +193,24 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
 
             from ..threads import available_cores, configure
 
+            workers = n_jobs if n_jobs > 0 else available_cores()
             # one thread policy: threads per worker x workers <= cores (the workers inherit it)
-            configure(workers=n_jobs if n_jobs > 0 else available_cores())
+            configure(workers=workers)
+            chains, singles = _theory_chains(todo, workers)
+            tasks = [delayed(execute_chain)(param, js) for param, js in chains]
+            tasks += [delayed(execute)(j) for j in singles]
             par = Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")
-            for rec in par(delayed(execute)(j) for j in todo):
-                store(rec)
-                bar.update()
+            for out in par(tasks):
+                for rec in (out if isinstance(out, list) else [out]):
+                    store(rec)
+                    bar.update()
         else:
-            for j in todo:
+            chains, singles = _theory_chains(todo, 1)
+            for param, js in chains:
+                for rec in execute_chain(param, js):
+                    store(rec)
+                    bar.update()
+            for j in singles:
                 store(execute(j))
                 bar.update()
     finally:

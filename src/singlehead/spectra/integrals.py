@@ -70,6 +70,15 @@ class ThresholdIntegrals:
     dJ_ddelta_pathwise : float or None
         Finite-``d`` mode only: mean over draws of the Hellmann–Feynman derivative
         ``(2/d) sum_i f(nu_i) u_i^T Z u_i`` of ``J`` at fixed kept set (``None`` otherwise).
+    overlap : float or None
+        Finite-``d`` mode only: mean over draws of the pathwise overlap
+        ``(1/d) Tr f(Y_r) S0 = (1/d) sum_i f(nu_i) u_i^T S0 u_i``; its expectation is
+        ``J - (delta/2) dJ_ddelta - (eps/2) dJ_deps`` (Stein's lemma, up to ``O(1/d)``), which the
+        asymptotic mode uses instead (``None`` there). See :mod:`.finite_d` for why the SE must
+        use the pathwise form at finite ``d``.
+    J_draws, overlap_draws, divergence_draws : tuple of float or None
+        Finite-``d`` mode only: ``J``, ``overlap`` and ``divergence`` of each draw (their means
+        are the reported values), for the draw-to-draw spread.
     """
 
     J: float
@@ -80,6 +89,10 @@ class ThresholdIntegrals:
     cutoff: float
     divergence: float = math.nan
     dJ_ddelta_pathwise: float | None = None
+    overlap: float | None = None
+    J_draws: tuple[float, ...] | None = None
+    overlap_draws: tuple[float, ...] | None = None
+    divergence_draws: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,18 +10,24 @@ GOE draws). ``Q0 = Tr S0^2/d``.
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .convolution import free_convolve_semicircle
-from .finite_d import FiniteDSpectrum
+from .finite_d import DEFAULT_DRAWS, FiniteDSpectrum, check_draws
 from .integrals import rie_mmse_integral, soft_threshold_integrals
 from .laws import DiscreteLaw
 
 __all__ = ["PriorModel", "prior_from_eigenvalues"]
+
+# finite-d prior models kept for reuse (each holds draws d x d GOE matrices: 3.8 MB at d = 400, 3 draws)
+_FINITE_MODELS_KEPT = 2
+_FINITE_MODELS: "OrderedDict[tuple, PriorModel]" = OrderedDict()
 
 
 @dataclass
@@ -38,9 +44,13 @@ class PriorModel:
     description: dict[str, Any] = field(default_factory=dict)
 
     def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None):
-        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (THEORY §3)."""
+        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (THEORY §3).
+
+        Finite mode: draw means over the fixed GOE draws, plus the pathwise ``overlap`` and the
+        per-draw values (:meth:`FiniteDSpectrum.threshold_integrals`).
+        """
         if self.mode == "finite":
-            # the SE needs dJ/ddelta = 2 delta D only: eigenvalues without eigenvectors (3-4x faster)
+            # also the pathwise overlap (1/d) Tr f(Y) S0 (``overlap``), which prior_side uses for m
             return self.engine.threshold_integrals(delta, eps, rank_cap=rank_cap, pathwise=False)
         return soft_threshold_integrals(self.engine, delta, eps, rank_cap=rank_cap)
 
@@ -59,11 +69,27 @@ class PriorModel:
         return float(max(tops)) if tops else math.nan
 
 
-def prior_from_eigenvalues(eigenvalues: np.ndarray, *, draws: int = 4, seed: int = 0) -> PriorModel:
+def prior_from_eigenvalues(eigenvalues: np.ndarray, *, draws: int = DEFAULT_DRAWS, seed: int = 0) -> PriorModel:
     """Finite-``d`` prior model of a matrix with these eigenvalues (``draws`` fixed GOE draws, ``seed``).
 
     The order of ``eigenvalues`` is kept (it fixes which diagonal entry each GOE draw meets).
+    The last ``_FINITE_MODELS_KEPT`` models are kept and returned again for the same
+    ``(eigenvalues, draws, seed)``, so successive :func:`~singlehead.state_evolution.theory`
+    calls on one target (e.g. a sweep over widths or ``lam`` done point by point) share the GOE
+    draws and the cached eigendecompositions of :class:`FiniteDSpectrum` (the model is
+    deterministic in its key, so sharing it changes results by rounding at most).
     """
-    eig = np.asarray(eigenvalues, dtype=float)
-    return PriorModel("finite", float(np.mean(eig**2)), FiniteDSpectrum(eig, draws=draws, seed=seed),
-                      {"law": "finite_d", "d": eig.size, "draws": draws, "seed": seed, "eigenvalues": eig})
+    check_draws(draws)
+    eig = np.array(eigenvalues, dtype=float).ravel()
+    key = (hashlib.sha1(eig.tobytes()).hexdigest(), eig.size, int(draws), int(seed))
+    hit = _FINITE_MODELS.get(key)
+    if hit is not None:
+        _FINITE_MODELS.move_to_end(key)
+        return hit
+    pm = PriorModel("finite", float(np.mean(eig**2)), FiniteDSpectrum(eig, draws=draws, seed=seed),
+                    {"law": "finite_d", "d": eig.size, "draws": draws, "seed": seed, "eigenvalues": eig})
+    _FINITE_MODELS[key] = pm
+    if len(_FINITE_MODELS) > _FINITE_MODELS_KEPT:
+        _FINITE_MODELS.popitem(last=False)
+    return pm
+

@@ -17,6 +17,7 @@ import numpy as np
 from ..problem import Problem
 from ..results import Result
 from ._fixed_point import _from_u, _residual, _to_u, solve_fixed_point
+from .draw_spread import prior_draw_spread
 from .options import SEOptions, WarmStart
 from .output import _Q_FLOOR, OutputSide, channel_test_errors, output_side
 from .prior import (
@@ -76,11 +77,14 @@ class _SEMap:
       available approximation of the global minimiser.
     """
 
-    def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None) -> None:
+    def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None,
+                 counter: list[int] | None = None) -> None:
         self.problem, self.prior, self.quad = problem, prior, quad
         self.warm: list | None = None
         self.mode = "warm"
         self.n_calls = 0
+        # evaluations of every map of one theory() call (the budget SEOptions.max_evals counts these)
+        self.counter = counter if counter is not None else [0]
         self.stop_on_collapse = False  # raise _DrivenToCollapse when the map lands on S = 0
 
     def values(self, x: np.ndarray) -> np.ndarray:
@@ -91,6 +95,7 @@ class _SEMap:
         q, m, Sigma = map(float, x)
         mode = mode or self.mode
         self.n_calls += 1
+        self.counter[0] += 1
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
                           warm=None if mode == "cold" else self.warm, union=mode == "union")
         if out.branches is not None and self.problem.channel != "linear":
@@ -174,9 +179,11 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
     if quad is None:
         quad = o.quadrature(problem)
-    jacobian = None
+    jacobian, branches = None, None
     if isinstance(init, WarmStart):
-        init, jacobian = np.asarray(init.x, dtype=float), init.jacobian
+        init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, init.branches
+        if branches is not None and (quad is None or any(b.shape[0] != quad.flat.shape[0] for b in branches)):
+            branches = None  # tracked on another node set
     col = collapse_point(problem, pm, quad)
     if col.holds and problem.channel == "linear":
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
@@ -184,20 +191,24 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         r.extras["warm_start_retried"] = False
         return r, None
 
-    def solve(init_: Any, jacobian_: np.ndarray | None) -> tuple[Result, np.ndarray | None]:
-        F = _SEMap(problem, pm, quad)
+    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None) -> tuple[Result, np.ndarray | None]:
+        F = _SEMap(problem, pm, quad, counter)
+        F.warm = None if branches_ is None else list(branches_)
+        maps.append(F)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
         # (or fails) the collapsed solution is returned
         F.stop_on_collapse = col.holds
         try:
             return _theory_solve(problem, pm, quad, F, col, t0, init=init_, tol=o.tol, max_iter=o.max_iter,
                                  damping=o.damping, method=o.method, switch=o.switch, jacobian=jacobian_,
-                                 coarse=o.coarse, continuation=o.continuation)
+                                 coarse=o.coarse, continuation=o.continuation, max_evals=o.max_evals)
         except _DrivenToCollapse:
             return _collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
 
-    r, jac = solve(init, jacobian)
-    retried = (init is not None or jacobian is not None) and not r.converged
+    maps: list[_SEMap] = []  # the map of each solve (its tracked prox branches are passed on)
+    counter = [0]  # SE map evaluations of this call, all maps together
+    r, jac = solve(init, jacobian, branches)
+    retried = (init is not None or jacobian is not None) and not r.converged and counter[0] < o.max_evals
     if retried:
         # A warm start (sweeps pass the previous fixed point and Jacobian) can lead the root
         # finder into a region it does not leave near a fast change of the fixed point (observed:
@@ -206,11 +217,14 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         r2, jac2 = solve(None, None)
         if r2.converged or r2.extras["residual"] < r.extras["residual"]:
             r, jac = r2, jac2
+            maps.reverse()  # the kept solve's map first
     r.extras["warm_start_retried"] = retried
     r.runtime_s = time.perf_counter() - t0
     warm = None
     if r.converged and not r.extras["collapsed"]:
-        warm = WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac)
+        tracked = maps[0].warm if maps else None
+        warm = WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac,
+                         None if tracked is None else tuple(tracked))
     return r, warm
 
 
@@ -246,7 +260,7 @@ def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature |
 
 def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: "_SEMap",
                   col: _CollapsePoint, t0: float, *, init, tol: float, max_iter: int, damping: float, method: str,
-                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool
+                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool, max_evals: int
                   ) -> tuple[Result, np.ndarray | None]:
     """The non-trivial fixed point (body of :func:`theory`)."""
     Q0 = pm.Q0
@@ -268,7 +282,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         # poor initial guess close to the fixed point and provide a Jacobian, cheaply. Without
         # ``init`` several structured guesses are ranked by their one-step residual.
         thin = quad is not None and coarse and quad.nodes.shape[1] >= _MIN_NODES_TO_THIN
-        Fc = _SEMap(problem, pm, _thinned(quad)) if thin else F
+        Fc = _SEMap(problem, pm, _thinned(quad), F.counter) if thin else F
         Fc.stop_on_collapse = F.stop_on_collapse
         cands = [x] if init is not None else _initial_guesses(problem, Q0)
         if len(cands) > 1:
@@ -293,7 +307,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
                                 max_iter=max_iter)
     iterations += itf
     jac_out = jac_new if jac_new is not None else jac_out
-    if r >= tol and continuation and problem.lam < _CONTINUATION_FROM:
+    if r >= tol and continuation and problem.lam < _CONTINUATION_FROM and F.counter[0] < max_evals:
         # continuation in lam: small lam makes Sigma ~ 1/lam; follow the branch down from
         # lam = 1e-2 (cheap node set), then polish on the full node set
         Fc_quad = quad if quad is None else _thinned(quad)
@@ -301,7 +315,10 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         lams = np.geomspace(_CONTINUATION_FROM, problem.lam, n_lams)
         xs, js, ok = _default_init(Q0), None, True
         for lv in lams:
-            Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad)
+            if F.counter[0] >= max_evals:
+                ok = False
+                break
+            Fl = _SEMap(problem.replace(lam=float(lv)), pm, Fc_quad, F.counter)
             rl, xl, jl, itl = solve_fixed_point(Fl.values, xs, Q0, tol=max(tol, _COARSE_TOL), switch=switch, method=method, jacobian=js,
                                      damping=damping, max_iter=_CONTINUATION_MAX_ITER)
             iterations += itl
@@ -320,7 +337,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     # better prox minimisers for a few nodes) disagrees, re-solve with it
     fx, out, pr = F(x, mode="union")
     residual = _residual(x, fx, Q0)
-    if residual >= tol and problem.channel != "linear" and math.isfinite(residual):
+    if residual >= tol and problem.channel != "linear" and math.isfinite(residual) and F.counter[0] < max_evals:
         F.mode = "union"
         r3, x3, j3, it3 = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out, damping=damping,
                                  max_iter=min(max_iter, _UNION_MAX_ITER))
@@ -345,6 +362,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         "first_moment": pr.first_moment, "residual": residual, "quadrature_error": qerr, "prior_mode": pm.mode,
         "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
     }
+    extras.update(prior_draw_spread(problem, pm, x, out, pr, quad))  # finite-d prior: draw-to-draw spread
     if converged:
         message = f"converged: residual {residual:.1e} < 10 tol"
     elif not out.prox_converged:
@@ -393,13 +411,13 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
             (v0, u0), (v1, u1) = hist[-2], hist[-1]
             if v1 != v0:
                 w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
-                warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian)
+                warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian, warm.branches)
         r, new_warm = _theory(p, o, prior, warm, quad)
         out.append(r)
         if new_warm is not None:
             # keep the last known Jacobian when this solve did not produce one
             jac = new_warm.jacobian if new_warm.jacobian is not None else getattr(warm, "jacobian", None)
-            warm = WarmStart(new_warm.x, jac)
+            warm = WarmStart(new_warm.x, jac, new_warm.branches)
             if Q0 is not None and isinstance(v, (int, float)):
                 hist.append((float(v), _to_u(np.array(new_warm.x), Q0)))
         else:

@@ -12,6 +12,7 @@ from .._validate import check as _check
 from .._validate import finite as _finite
 from .._validate import is_int as _is_int
 from ..problem import Problem
+from ..spectra.finite_d import DEFAULT_DRAWS
 from .quadrature import OutputQuadrature
 
 __all__ = ["SEOptions", "WarmStart", "SE_METHODS"]
@@ -37,7 +38,8 @@ class SEOptions:
     node_seed : int
         Seed of the quadrature nodes and of the finite-``d`` prior's GOE draws (not a data seed).
     draws : int
-        GOE draws of the finite-``d`` prior mode (>= 1).
+        GOE draws of the finite-``d`` prior mode (an integer >= 1; default 3): the prior-side
+        map is averaged over them inside the iteration.
     method : {"broyden", "hybr", "iterate"}
         ``"broyden"``/``"hybr"``: damped iteration on
         ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
@@ -49,6 +51,13 @@ class SEOptions:
     coarse : bool
         Without a warm start, first solve on the node set thinned 8x (to ``max(tol, 1e-4)``),
         then polish on the full set from there.
+    max_evals : int
+        Budget of SE map evaluations of one :func:`theory` call (>= 1), counted over all its
+        stages (coarse, full, continuation, the re-solve with every prox start, the retry from
+        the default start): a stage that would start past it is skipped, and the point is
+        returned unconverged with the best residual found. It bounds the cost of the rare
+        point that no stage solves (one took 1075 s before the budget) and is a count, so the
+        result does not depend on the machine's speed.
     continuation : bool
         If the solve fails and ``lam < 1e-2``, follow the fixed point from ``lam = 1e-2`` down to
         ``problem.lam`` (4 points per decade) and polish from there (small ``lam`` gives
@@ -61,11 +70,12 @@ class SEOptions:
     n_points: int = 2048
     n_scrambles: int = 4
     node_seed: int = 0
-    draws: int = 4
+    draws: int = DEFAULT_DRAWS
     method: str = "broyden"
     switch: float = 3e-2
     coarse: bool = True
     continuation: bool = True
+    max_evals: int = 300
 
     def __post_init__(self) -> None:
         _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
@@ -78,6 +88,7 @@ class SEOptions:
         _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
         _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
         _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
+        _check(_is_int(self.max_evals) and self.max_evals >= 1, "max_evals", "an integer >= 1", self.max_evals)
 
     def replace(self, **changes: Any) -> "SEOptions":
         return dataclasses.replace(self, **changes)
@@ -91,10 +102,14 @@ class SEOptions:
 
 @dataclass(frozen=True)
 class WarmStart:
-    """Where a solve may start: a fixed point ``(q, m, Sigma)`` and the root finder's Jacobian there.
+    """Where a solve may start: a fixed point ``(q, m, Sigma)``, the root finder's Jacobian there,
+    and the prox branches (the end points of each Newton start, one ``(R N, K)`` array per
+    branch, on the same quadrature nodes) that the output side tracks.
 
-    :func:`theory_curve` passes one from each converged point to the next.
+    :func:`theory_curve` passes one from each converged point to the next; the branches make the
+    first SE map evaluation of the next point a warm one (a cold one runs Newton from scratch).
     """
 
     x: tuple[float, float, float]
     jacobian: np.ndarray | None = None
+    branches: tuple[np.ndarray, ...] | None = None

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from ..problem import Problem
+from ..spectra.finite_d import DEFAULT_DRAWS
 from ..spectra.prior_model import PriorModel
 from .output import OutputSide, output_side
 from .quadrature import OutputQuadrature
@@ -27,7 +28,7 @@ __all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "collapse_poi
 PRIOR_MODES = ("auto", "asymptotic", "finite")
 
 
-def prior_model(problem: Problem, prior: str = "auto", *, draws: int = 4, seed: int = 0) -> PriorModel:
+def prior_model(problem: Problem, prior: str = "auto", *, draws: int = DEFAULT_DRAWS, seed: int = 0) -> PriorModel:
     """The target's :class:`PriorModel` for the state evolution (``problem.target.spectral_law``).
 
     Parameters
@@ -39,18 +40,26 @@ def prior_model(problem: Problem, prior: str = "auto", *, draws: int = 4, seed: 
         ``diag(s) + delta Z`` for ``draws`` fixed GOE draws (MP targets: the eigenvalues of one
         target drawn with ``seed``).
 
-        Why asymptotic is the default for power-law targets too (measured, 2-core CPU): at
-        ``d = 400`` (linear ``T = 1``, ``gamma = 1.25``, ``Q0 = 1``, ``Delta = 0.1``,
-        ``lam = 0.1``, ``alpha = 1``) it takes 1.1-2.8 s per point against 5-8 s for the
-        4-draw finite prior, and it is closer to simulations where both were measured (widths
-        ``p = 14 / 400``: simulation 0.02242(5) / 0.02916(20), asymptotic 0.02234 / 0.02878,
-        finite 0.02281 / 0.02932). With few draws the finite prior is also erratic in ``d``
-        where a top mode holds most of ``Q0``: linear ``T = 1``, ``gamma = 1.5``, ``alpha = 2``,
-        ``Delta = 0.1``, ``lam = 0.05`` gives 0.0014 / 0.0233 / 0.0285 / 0.0226 at
-        ``d = 40 / 48 / 50 / 56`` (simulations 0.024 at ``d = 40``, 0.021 at ``d = 50``), while the
-        asymptotic prior gives a smooth 0.0218 / 0.0207 / 0.0205 / 0.0200.
+        Why the asymptotic law stays the default for power-law targets (measured with
+        ``benchmarks/bench_finite_prior.py`` after the finite prior was rebuilt, 1 thread on a
+        shared 2-core machine, reference workload ``5 x`` numpy ``1000 x 1000`` matmul = 0.43 s):
+        on the quadratic-network setting (linear ``T = 1``, ``gamma = 1.25``, ``Q0 = 1``,
+        ``d = 400``, ``Delta = 0.1``, ``lam = 0.1``, ``alpha = 1``) the 3-draw finite prior and
+        the asymptotic prior agree within the finite prior's draw spread at every width
+        ``p = 1 / 4 / 14 / 55 / 400``: relative difference +0.003 / -0.02 / +0.03 / -0.07 /
+        +0.35 %, draw standard error 0.007 / 0.03 / 0.5 / 0.5 / 0.6 %
+        (``extras["prior_draw_spread"]``); both are equally close to simulations
+        (``p = 14 / 400``: simulation 0.02242(5) / 0.02916(20), asymptotic 0.02234 / 0.02878,
+        finite 0.02235 / 0.02888). Speed per cold point at ``d = 400``: finite 0.9-1.6 s,
+        asymptotic 1.2-2.8 s; at ``p/d = 0.035``: finite 0.3 s vs 1.9 s at ``d = 200``, 5.2 s
+        vs 6.1 s at ``d = 800``, and without a cap at ``d = 800`` 8.9 s vs 2.9 s (the finite
+        prior costs ``O(draws d^3)`` per SE step). Equal accuracy, no draw noise (at 3 draws the
+        finite prior's standard error is as large as the finite-vs-asymptotic difference, and
+        grows at small ``d``: 0.2-5 % at ``d = 40-56``), no jump in ``d``-sweeps and the milder
+        growth of the cost with ``d`` decide for the asymptotic law; the finite prior is the
+        cross-check, and the faster one at ``d <= 400`` or with a small rank cap.
     draws, seed : int
-        GOE draws and seed of the finite-``d`` mode.
+        GOE draws (default 3) and their seed, finite-``d`` mode only.
     """
     if prior not in PRIOR_MODES:
         raise ValueError(f"prior must be one of auto, asymptotic, finite (got {prior!r})")
@@ -73,6 +82,9 @@ class PriorSide:
     rank_fraction: float
     cap_binds: bool = False
     cutoff: float = math.nan
+    q_draws: tuple[float, ...] | None = None  # finite-d mode: q, m, Sigma of each GOE draw at these conjugates
+    m_draws: tuple[float, ...] | None = None
+    Sigma_draws: tuple[float, ...] | None = None
 
 
 def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, prior: PriorModel) -> PriorSide:
@@ -80,7 +92,12 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
 
     ``first_moment`` is ``Tr Shat/d`` (``eta int f dmu_delta``; ``eta' Tr S0/d`` for direct
     students is not needed and reported as nan); ``rank_fraction`` the fraction of non-zero
-    eigenvalues of ``Shat``.
+    eigenvalues of ``Shat``. In the finite-``d`` mode the overlap is the draw mean of the
+    pathwise ``(1/d) Tr f(Y_r) S0`` (``ti.overlap``) instead of Stein's
+    ``J - (delta/2) dJ/ddelta - (eps/2) dJ/deps`` (the two agree in expectation; the pathwise one
+    cancels the spikes' first-order fluctuation in ``Q0 - 2m + q``, see
+    :mod:`singlehead.spectra.finite_d`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
+    draw's ``q, m, Sigma`` (same conjugates, for :func:`~.draw_spread.prior_draw_spread`).
     """
     lam = problem.lam
     delta = math.sqrt(max(qhat, 0.0)) / mhat
@@ -94,10 +111,16 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     ti = prior.threshold_integrals(delta, eps, rank_cap=cap)
     J, Jd, Je = float(ti.J), float(ti.dJ_ddelta), float(ti.dJ_deps)
     q = eta**2 * J
-    m = eta * (J - 0.5 * delta * Jd - 0.5 * eps * Je)
+    overlap = getattr(ti, "overlap", None)
+    m = eta * (J - 0.5 * delta * Jd - 0.5 * eps * Je) if overlap is None else eta * float(overlap)
     Sigma = Jd / (2 * delta * Sigmahat)
+    draws: tuple = (None, None, None)
+    if getattr(ti, "J_draws", None) is not None and overlap is not None:
+        draws = (tuple(eta**2 * float(x) for x in ti.J_draws), tuple(eta * float(x) for x in ti.overlap_draws),
+                 tuple(float(x) / Sigmahat for x in ti.divergence_draws))
     return PriorSide(q, m, Sigma, eta, delta, eps, -0.5 * eta * Je, float(ti.rank_fraction),
-                     bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)))
+                     bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)), *draws)
+
 
 
 @dataclass

@@ -4,21 +4,80 @@ The output-side expectations of the state evolution (:mod:`.output`) are average
 standard-normal directions, ``K = T(T+1)/2``. They use fixed nodes (common random numbers), so
 the SE map is deterministic and smooth; the spread over independent scrambles estimates the
 quadrature error.
+
+The nodes are a deterministic function of ``(dim, n_points, n_scrambles, seed)`` and of SciPy's
+Sobol implementation. Generating them needs ``scipy.stats``, whose import alone costs ~1.3 s on
+the 2-core reference machine, more than a whole SE point; so the nodes are kept as ``.npy``
+files in a cache directory (``$SINGLEHEAD_CACHE_DIR``, default ``$XDG_CACHE_HOME/singlehead`` or
+``~/.cache/singlehead``; set ``SINGLEHEAD_CACHE_DIR=off`` to disable). The file name carries every
+input and the SciPy version, so a cached file is bit-identical to a fresh computation.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-from scipy import stats
-from scipy.stats import qmc
 
 __all__ = ["OutputQuadrature"]
 
 # Sobol points are clipped away from 0 and 1 before the normal quantile (|z| <= 7.03).
 _UNIT_CLIP = 1e-12
+
+
+def _cache_file(dim: int, mexp: int, n_scrambles: int, seed: int) -> Path | None:
+    """Where the node set is cached, or ``None`` when caching is off."""
+    root = os.environ.get("SINGLEHEAD_CACHE_DIR")
+    if root is not None and root.strip().lower() in ("", "off", "0", "none"):
+        return None
+    if root is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "singlehead")
+    import scipy  # the package alone is cheap; its version pins the Sobol implementation
+
+    name = f"sobol-normal-dim{dim}-m{mexp}-r{n_scrambles}-seed{seed}-scipy{scipy.__version__}.npy"
+    return Path(root) / "quadrature" / name
+
+
+def _sobol_normal_nodes(dim: int, mexp: int, n_scrambles: int, seed: int) -> np.ndarray:
+    """``(n_scrambles, 2^mexp, dim)`` Owen-scrambled Sobol points mapped through the normal quantile."""
+    from scipy import stats  # ~1.3 s import: only reached on a cache miss
+    from scipy.stats import qmc
+
+    ss = np.random.SeedSequence(int(seed))
+    sets = []
+    for child in ss.spawn(int(n_scrambles)):
+        u = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(child)).random_base2(mexp)
+        u = np.clip(u, _UNIT_CLIP, 1 - _UNIT_CLIP)
+        sets.append(stats.norm.ppf(u))
+    return np.stack(sets)
+
+
+def _cached_nodes(dim: int, mexp: int, n_scrambles: int, seed: int) -> np.ndarray:
+    """The node set, read from the cache directory when present (written there otherwise)."""
+    path = _cache_file(dim, mexp, n_scrambles, seed)
+    shape = (n_scrambles, 2**mexp, dim)
+    if path is not None and path.is_file():
+        try:
+            nodes = np.load(path, allow_pickle=False)
+            if nodes.shape == shape and nodes.dtype == np.float64:
+                return nodes
+        except (OSError, ValueError):
+            pass  # unreadable or truncated: recompute and overwrite
+    nodes = _sobol_normal_nodes(dim, mexp, n_scrambles, seed)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                np.save(fh, nodes, allow_pickle=False)
+            os.replace(tmp, path)  # atomic: concurrent writers leave one complete file
+        except OSError:
+            pass  # read-only or full disk: the nodes are simply not cached
+    return nodes
 
 
 @dataclass(frozen=True)
@@ -37,13 +96,7 @@ class OutputQuadrature:
     def sobol(cls, dim: int, n_points: int = 2048, n_scrambles: int = 4, seed: int = 0) -> "OutputQuadrature":
         """``n_scrambles`` scrambled Sobol sets of ``n_points`` (rounded up to a power of 2) in ``dim`` dims."""
         mexp = max(1, int(math.ceil(math.log2(max(2, n_points)))))
-        ss = np.random.SeedSequence(int(seed))
-        sets = []
-        for child in ss.spawn(int(n_scrambles)):
-            u = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(child)).random_base2(mexp)
-            u = np.clip(u, _UNIT_CLIP, 1 - _UNIT_CLIP)
-            sets.append(stats.norm.ppf(u))
-        return cls(np.stack(sets), int(seed))
+        return cls(_cached_nodes(int(dim), mexp, int(n_scrambles), int(seed)), int(seed))
 
     @property
     def n_scrambles(self) -> int:
