@@ -93,3 +93,22 @@ def test_report_renders_in_headless_browser(smoke, tmp_path):
     png = mod.screenshot(smoke[1].report, tmp_path / "shot.png", height=2000)
     ok, frac = mod.is_rendered(png)
     assert ok, f"blank screenshot ({frac:.1%} non-white pixels)"
+
+
+def test_finite_size_figure_and_extrapolated_spectrum_rows(smoke):
+    _, res = smoke
+    sc = make_scale("smoke")
+    out = {o.name: o for o in res.outputs}
+    fs = out["finite_size"].agreement
+    assert sorted(fs.cfg_alpha) == sorted(sc.fs_alphas)
+    assert (fs.quantity.str.contains("extrapolated")).all() and (fs.n_seeds == sum(sc.fs_seeds)).all()
+    for r in fs.itertuples():
+        assert r.ci_low <= r.simulation <= r.ci_high  # d = inf value and its CI (theory + gap)
+        assert r.within == (r.ci_low <= r.theory <= r.ci_high)
+        assert r.tolerance == pytest.approx(r.ci_high - r.simulation)
+    fits = out["finite_size"].table.query("kind == 'fit'")
+    assert len(fits) == len(sc.fs_alphas) * len(sc.fs_ds)
+    sp = out["learned_spectra"].agreement
+    ext = sp[sp.quantity.str.contains("at d = inf, extrapolated")]
+    assert len(ext) == 3 and (ext.cfg_alpha == 40.0).all()
+    assert not ((sp.cfg_alpha == 40.0) & sp.quantity.str.startswith("zero-atom mass (d =")).any()

@@ -43,3 +43,7 @@ __all__ += [
     "noise_limited_law", "finite_d_mismatch", "threshold_switch_on_exponent",
     "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
 ]
+
+from .finite_size import Extrapolation, FiniteSizeGaps, extrapolate_to_infinite_d, finite_size_gaps  # noqa: E402
+
+__all__ += ["Extrapolation", "FiniteSizeGaps", "extrapolate_to_infinite_d", "finite_size_gaps"]

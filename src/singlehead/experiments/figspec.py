@@ -41,6 +41,10 @@ class Scale:
     of the interpolation peak), ``spectra_seeds`` and ``spectra_high_alpha_d`` (learned spectra;
     the latter for alpha > 4, where n = alpha d^2 makes d = spectra_d too costly), ``decomp_d``
     (the decomposition's simulation check, a same-d comparison) and ``amp_d`` (Bayes-AMP; at least 50).
+    ``fs_ds``, ``fs_seeds`` (one count per size), ``fs_alphas``: the finite-size scan (gap to theory
+    vs 1/d, extrapolated to d = inf); ``spectra_fs_ds`` / ``spectra_fs_seeds``: the extra sizes
+    (besides the learned-spectra d at alpha = 40) at which the alpha = 40 learned spectrum is
+    simulated to extrapolate its checks to d = inf.
     """
 
     mode: str
@@ -74,6 +78,11 @@ class Scale:
     spectra_high_alpha_d: int = 0
     decomp_d: int = 0
     amp_d: int = 0
+    fs_ds: tuple[int, ...] = (25, 35, 50, 70, 100)
+    fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 6)
+    fs_alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
+    spectra_fs_ds: tuple[int, ...] = (20, 30, 40)
+    spectra_fs_seeds: tuple[int, ...] = (8, 6, 4)
     device: str = "cpu"
 
     def seeds_or(self, n: int) -> int:
@@ -88,7 +97,9 @@ def make_scale(mode: str) -> Scale:
                      fvd_alphas=(0.05, 0.5), fvd_lams=tuple(np.round(np.geomspace(1e-3, 10.0, 3), 6)),
                      peak_lams=(1e-3, 1e-1), peak_sim_alphas=(0.1, 0.5), power_d=200, power_points=5,
                      scaling_d=10_000, scaling_n_over_d=(100.0, 1000.0), scaling_points=3,
-                     scaling_gammas=(1.25, 2.0), phase_d=200, phase_n_points=5, phase_lam_points=3)
+                     scaling_gammas=(1.25, 2.0), phase_d=200, phase_n_points=5, phase_lam_points=3,
+                     fs_ds=(8, 12, 16), fs_seeds=(3, 3, 3), fs_alphas=(0.25, 1.0), spectra_fs_ds=(8, 12),
+                     spectra_fs_seeds=(3, 3))
     if mode == "quick":
         return Scale("quick", d=100, seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,
                      n_test=4000, spectra_d=100, adam_seeds=3, peak_seeds=4, peak_sim_lams=(1e-3, 1e-5),

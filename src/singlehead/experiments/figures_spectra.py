@@ -20,6 +20,50 @@ from .figspec import (
 from .report import FigureOutput
 
 
+def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict[str, Any], zero_atom_theory: float,
+                                sims_at_d: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Agreement rows of the learned spectrum at ``problem.alpha``, extrapolated to d = inf.
+
+    Simulations at ``Scale.spectra_fs_ds`` (``spectra_fs_seeds`` seeds each) join those at
+    ``problem.d``; per seed: the zero-atom mass (fraction of ``|eig| <= 1e-3``), ``Tr S/d`` and
+    ``Tr S^2/d``; their gaps to the theory (``1 - rank_fraction``, ``first_moment``, ``q``) are
+    fitted as ``a + b/d`` and the rule is "0 in the 95% CI of ``a``". Standard errors use the
+    pooled per-seed variance ``c^2/d^2`` (:func:`~singlehead.analysis.finite_size.finite_size_gaps`);
+    the zero-atom mass is a count over ``d``, so its resolution error ``1/(sqrt(12) d)`` is added.
+    """
+    from ..analysis.finite_size import finite_size_gaps
+    from .figures_finite_size import fit_note, sim_jobs_per_d
+
+    sc = ctx.scale
+    ds = tuple(sc.spectra_fs_ds)
+    if len(ds) != len(sc.spectra_fs_seeds):
+        raise ValueError(f"Scale.spectra_fs_seeds must have one entry per size in Scale.spectra_fs_ds ({len(ds)}) "
+                         f"(got {sc.spectra_fs_seeds!r})")
+    extra = {d: k for d, k in zip(ds, sc.spectra_fs_seeds) if d != problem.d}  # problem.d: sims_at_d
+    probs = [problem.replace(d=d) for d in extra]
+    recs = sims_at_d + ctx.run(sim_jobs_per_d(ctx, probs, extra),
+                               f"simulations: learned spectrum at alpha={problem.alpha:g}, several d")
+    per: dict[str, dict[int, list[float]]] = {"zero": {}, "m1": {}, "m2": {}}
+    for r in recs:
+        d, eig = int(r["problem"]["d"]), np.asarray(r["eigenvalues"], dtype=float)
+        per["zero"].setdefault(d, []).append(float(np.mean(np.abs(eig) <= 1e-3)))
+        per["m1"].setdefault(d, []).append(float(eig.sum() / d))
+        per["m2"].setdefault(d, []).append(float((eig**2).sum() / d))
+    d_text = ", ".join(str(d) for d in sorted(per["zero"]))
+    rows = []
+    for key, name, th, extra in (
+            ("zero", "zero-atom mass", zero_atom_theory, lambda d: 1.0 / (np.sqrt(12.0) * d)),
+            ("m1", "Tr S / d (mean eigenvalue)", float(theory_rec["first_moment"]), None),
+            ("m2", "Tr S^2 / d (= q)", float(theory_rec["q"]), None)):
+        g = finite_size_gaps(per[key], th, pool=True, extra_se=extra)
+        e = g.extrapolation
+        rows.append({"cfg_alpha": problem.alpha, "quantity": f"{name} at d = inf, extrapolated (gap = a + b/d fitted on "
+                     f"d = {d_text}; rule: 0 in the 95% CI of a)", "theory": th, "simulation": th + e.intercept,
+                     "se": e.stderr, "gap": abs(e.intercept), "tolerance": e.ci[1] - e.intercept,
+                     "within": bool(g.agrees), "n_seeds": int(g.n_seeds.sum()), "note": fit_note(g)})
+    return rows
+
+
 @figure("learned_spectra")
 def fig_learned_spectra(ctx: Context) -> FigureOutput:
     """Learned spectra at alpha in {0.05, 0.5, 4, 40}: theory law, pooled simulated eigenvalues, target."""
@@ -40,15 +84,19 @@ def fig_learned_spectra(ctx: Context) -> FigureOutput:
     mp = MarchenkoPastur(0.5)
     for ax, p, rec in zip(axes, problems, th):
         pred = learned_spectrum(p, _result_from_record(rec))
-        eig = np.concatenate([np.asarray(r["eigenvalues"]) for r in sims if r["problem"]["alpha"] == p.alpha])
+        sims_p = [r for r in sims if r["problem"]["alpha"] == p.alpha]
+        eig = np.concatenate([np.asarray(r["eigenvalues"]) for r in sims_p])
         cmp = compare_spectrum(p, eig, prediction=pred)
-        rows.append({"cfg_alpha": p.alpha, "quantity": "KS distance", "theory": 0.0, "simulation": cmp["ks"],
+        rows.append({"cfg_alpha": p.alpha, "quantity": f"KS distance (d = {p.d})", "theory": 0.0, "simulation": cmp["ks"],
                      "se": np.nan, "gap": cmp["ks"], "tolerance": 0.05, "within": bool(cmp["ks"] < 0.05),
                      "n_seeds": n_seeds})
-        gap = abs(cmp["zero_atom_sim"] - cmp["zero_atom_theory"])
-        rows.append({"cfg_alpha": p.alpha, "quantity": "zero-atom mass", "theory": cmp["zero_atom_theory"],
-                     "simulation": cmp["zero_atom_sim"], "se": np.nan, "gap": gap, "tolerance": 0.02,
-                     "within": bool(gap <= 0.02), "n_seeds": n_seeds})
+        if p.alpha == max(alphas):  # the largest alpha: checks extrapolated to d = inf from several d
+            rows += _extrapolated_spectrum_rows(ctx, p, rec, cmp["zero_atom_theory"], sims_p)
+        else:
+            gap = abs(cmp["zero_atom_sim"] - cmp["zero_atom_theory"])
+            rows.append({"cfg_alpha": p.alpha, "quantity": f"zero-atom mass (d = {p.d})",
+                         "theory": cmp["zero_atom_theory"], "simulation": cmp["zero_atom_sim"], "se": np.nan,
+                         "gap": gap, "tolerance": 0.02, "within": bool(gap <= 0.02), "n_seeds": n_seeds})
         tables.append(spectrum_table(pred, eig).assign(cfg_alpha=p.alpha))
         nz = eig[np.abs(eig) > 1e-3]
         ax.hist(nz, bins=40, density=False, weights=np.full(len(nz), 1.0 / (len(eig) * (np.ptp(nz) / 40 if len(nz) > 1 else 1))),
@@ -69,7 +117,10 @@ def fig_learned_spectra(ctx: Context) -> FigureOutput:
     return FigureOutput("learned_spectra", "Learned spectra", 
                         "Histogram: non-zero eigenvalues of trained S pooled over seeds (normalised to the total "
                         "count, so the missing mass is the zero atom); black: eta ReLU(mu0 ⊞ SC(delta^2) - eps) "
-                        "(THEORY §5); dotted: the target spectrum.", params, fig, table, pd.DataFrame(rows))
+                        "(THEORY §5); dotted: the target spectrum. At the largest alpha the agreement rows are "
+                        "extrapolated to d = inf (students also at d = " + ", ".join(map(str, sc.spectra_fs_ds)) +
+                        "): zero-atom mass, Tr S/d and Tr S^2/d, gap to theory fitted as a + b/d, rule 0 in the "
+                        "95% CI of a.", params, fig, table, pd.DataFrame(rows))
 
 
 def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: int, n_test: int,
