@@ -79,7 +79,7 @@ class Scale:
     decomp_d: int = 0
     amp_d: int = 0
     fs_ds: tuple[int, ...] = (25, 35, 50, 70, 100)
-    fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 6)
+    fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 8)  # d = 100: the 8 seeds of errors_vs_alpha (cached)
     fs_alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
     spectra_fs_ds: tuple[int, ...] = (20, 30, 40)
     spectra_fs_seeds: tuple[int, ...] = (8, 6, 4)
