@@ -57,11 +57,11 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
         if n not in FIGURES:
             raise ValueError(f"figure must be one of {list(FIGURES)} (got {n!r})")
     ctx = Context(scale, Cache(out / "cache"), n_jobs=n_jobs, scheduler=scheduler, progress=progress, client=client)
-    finite_size = (f"{scale.mode} mode (d = {scale.d}, {scale.seeds} seeds): the tolerance 2 s.e. + 3% is the d = 100 "
-                   "acceptance rule of validation/se_vs_simulation.py (which passes there with 8 seeds). At this d, "
-                   "finite-size corrections — simulations above theory, shrinking as d grows — exceed it at small "
-                   "alpha; this is expected and reported rather than hidden. The finite_size figure measures these "
-                   "corrections at several d and extrapolates them to d = inf.")
+    finite_size = (f"{scale.mode} mode (d = {scale.d}, {scale.seeds} seeds; per-figure sizes are stated in each "
+                   "figure's parameters): the tolerance is 2 s.e. + 3%, the acceptance rule of "
+                   "validation/se_vs_simulation.py. Where a figure runs below d = 100, finite-size corrections — "
+                   "simulations above theory, shrinking as d grows — can exceed it at small alpha; the finite_size "
+                   "figure measures these corrections at several d and extrapolates them to d = inf.")
     t0 = time.perf_counter()
     outputs = []
     for n in names:
