@@ -205,7 +205,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         return r, None
 
     def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None) -> tuple[Result, np.ndarray | None]:
-        F = _SEMap(problem, pm, quad, counter, o.max_evals)
+        F = _SEMap(problem, pm, quad, [0], o.max_evals)  # each attempt has its own budget
         F.warm = None if branches_ is None else list(branches_)
         maps.append(F)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
@@ -219,9 +219,8 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
             return _collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
 
     maps: list[_SEMap] = []  # the map of each solve (its tracked prox branches are passed on)
-    counter = [0]  # SE map evaluations of this call, all maps together
     r, jac = solve(init, jacobian, branches)
-    retried = (init is not None or jacobian is not None) and not r.converged and counter[0] < o.max_evals
+    retried = (init is not None or jacobian is not None) and not r.converged
     if retried:
         # A warm start (sweeps pass the previous fixed point and Jacobian) can lead the root
         # finder into a region it does not leave near a fast change of the fixed point (observed:

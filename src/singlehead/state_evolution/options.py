@@ -52,12 +52,14 @@ class SEOptions:
         Without a warm start, first solve on the node set thinned 8x (to ``max(tol, 1e-4)``),
         then polish on the full set from there.
     max_evals : int
-        Budget of SE map evaluations of one :func:`theory` call (>= 1), counted over all its
-        stages (coarse, full, continuation, the re-solve with every prox start, the retry from
-        the default start): a stage that would start past it is skipped, and the point is
-        returned unconverged with the best residual found. It bounds the cost of the rare
-        point that no stage solves (one took 1075 s before the budget) and is a count, so the
-        result does not depend on the machine's speed.
+        Budget of SE map evaluations of one solve attempt (>= 1; a warm-started attempt that
+        fails is redone from the default start with a budget of its own), counted over all its
+        stages (coarse, full, continuation, the re-solve with every prox start): past it the
+        attempt stops and returns the best point the full map saw, unconverged. It bounds the
+        cost of the rare point that no stage solves (a T = 3 point took 1075 s without it) and
+        is a count, so the result does not depend on the machine's speed. The default leaves
+        room for the hardest points that do converge (near perfect recovery at lam = 1e-5,
+        noiseless: 363-745 evaluations, through the continuation in lam).
     continuation : bool
         If the solve fails and ``lam < 1e-2``, follow the fixed point from ``lam = 1e-2`` down to
         ``problem.lam`` (4 points per decade) and polish from there (small ``lam`` gives
@@ -75,7 +77,7 @@ class SEOptions:
     switch: float = 3e-2
     coarse: bool = True
     continuation: bool = True
-    max_evals: int = 300
+    max_evals: int = 1000
 
     def __post_init__(self) -> None:
         _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
