@@ -155,7 +155,9 @@ def fig_power_law(ctx: Context) -> FigureOutput:
                       "softmax: sqrt(alpha))")
     axes[2].title.set_fontsize(8)
     axes[2].legend(fontsize=5.5)
-    rows.append(_tail_panel(axes[3], pd.DataFrame(tail["curve"]), tail["fit"], gamma, D_s, tlam))
+    tail_row = _tail_panel(axes[3], pd.DataFrame(tail["curve"]), tail["fit"], gamma, D_s, tlam)
+    if tail_row is not None:  # None: no converged cell of this curve is in the tail-noise regime at this d
+        rows.append(tail_row)
     _phase_diagram(axes[4], axes[5], rmap, D_m, gamma, noise_m)
     for rg, s_ in rmap.groupby("regime"):
         gp = (s_.local_exponent_n - s_.predicted_exponent).abs()
@@ -187,8 +189,11 @@ def fig_power_law(ctx: Context) -> FigureOutput:
                         pd.DataFrame(rows))
 
 
-def _tail_panel(ax, cc: pd.DataFrame, fit: dict[str, float], gamma: float, d: int, lam: float) -> dict[str, Any]:
-    """Local exponents of the tail-noise curve against the finite-K law; its agreement row."""
+def _tail_panel(ax, cc: pd.DataFrame, fit: dict[str, float], gamma: float, d: int, lam: float
+                ) -> dict[str, Any] | None:
+    """Local exponents of the tail-noise curve against the finite-K law; its agreement row (``None``
+    when no converged cell is in the tail-noise regime, e.g. at the smoke scale's small d: the panel
+    then says so in its title and there is nothing to compare)."""
     conv = cc["converged"].astype(bool).to_numpy()
     lab = (cc["regime"] == "tail_noise").to_numpy() & conv
     x = cc["n"].to_numpy(dtype=float) / d
@@ -205,6 +210,9 @@ def _tail_panel(ax, cc: pd.DataFrame, fit: dict[str, float], gamma: float, d: in
     ax.title.set_fontsize(8)
     ax.legend(fontsize=5.5)
     s_ = cc[lab]
+    if not len(s_):
+        ax.set_title(ax.get_title() + "\nno converged tail-noise cell at this d: no agreement row", fontsize=8)
+        return None
     gp = (s_["local_exponent_n"] - s_["predicted_exponent"]).abs()
     ks = ", ".join(str(int(k)) for k in s_["K"])
     return {"gamma": gamma, "Delta": 0.0, "channel": "linear",
