@@ -40,7 +40,8 @@ class Scale:
     ``adam_seeds`` (Adam runs of errors vs alpha), ``peak_seeds`` and ``peak_sim_lams`` (simulations
     of the interpolation peak), ``spectra_seeds`` and ``spectra_high_alpha_d`` (learned spectra;
     the latter for alpha > 4, where n = alpha d^2 makes d = spectra_d too costly), ``decomp_d``
-    (the decomposition's simulation check, a same-d comparison) and ``amp_d`` (Bayes-AMP; at least 50).
+    (the decomposition's simulation check, a same-d comparison), ``amp_d`` and ``amp_seeds``
+    (Bayes-AMP; d at least 50).
     ``fs_ds``, ``fs_seeds`` (one count per size), ``fs_alphas``: the finite-size scan (gap to theory
     vs 1/d, extrapolated to d = inf); ``spectra_fs_ds`` / ``spectra_fs_seeds``: the extra sizes
     (besides the learned-spectra d at alpha = 40) at which the alpha = 40 learned spectrum is
@@ -78,6 +79,7 @@ class Scale:
     spectra_high_alpha_d: int = 0
     decomp_d: int = 0
     amp_d: int = 0
+    amp_seeds: int = 0
     fs_ds: tuple[int, ...] = (25, 35, 50, 70, 100)
     fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 8)  # d = 100: the 8 seeds of errors_vs_alpha (cached)
     fs_alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
@@ -103,7 +105,8 @@ def make_scale(mode: str) -> Scale:
     if mode == "quick":
         return Scale("quick", d=100, seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,
                      n_test=4000, spectra_d=100, adam_seeds=3, peak_seeds=4, peak_sim_lams=(1e-3, 1e-5),
-                     spectra_seeds=4, spectra_high_alpha_d=60, decomp_d=50, amp_d=150)
+                     spectra_seeds=4, spectra_high_alpha_d=60, decomp_d=50, amp_d=150,
+                     amp_seeds=4)
     if mode == "full":
         import torch
 

@@ -182,7 +182,8 @@ def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
     d_amp = max(sc.amp_d or sc.d, 50)  # Bayes-AMP is unstable at very small d
     amp_problems = [Problem(d=d_amp, alpha=a, lam=0.01, **base) for a in amp_alphas]
     st = tuple(sorted({"bayes": True, "n_test": sc.n_test}.items()))
-    amp = records_to_frame(ctx.run([Job("amp", p, s, st) for p in amp_problems for s in range(sc.seeds)],
+    amp_seeds = sc.seeds_or(sc.amp_seeds)
+    amp = records_to_frame(ctx.run([Job("amp", p, s, st) for p in amp_problems for s in range(amp_seeds)],
                                    "Bayes-AMP on instances"))
     bay_at = records_to_frame(ctx.run(ctx.theory_jobs(amp_problems, route="bayes"), "Bayes at AMP alphas"))
     agr = agreement(amp, bay_at, ["cfg_alpha"], ["matrix_error"], rel=0.05)
@@ -208,7 +209,7 @@ def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
     axes[0].set(ylabel="||S - S0||_F^2 / d", title="matrix error (dotted: perfect recovery, Bayes / ERM)")
     axes[1].set(ylabel="test error", yscale="log", title="test error", ylim=(1e-6, 2))
     params = problem_params(erm[0], ("kappa", erm[0].kappa), ("lam", "1e-4 | 1e-2"), ("d(AMP)", d_amp),
-                            ("seeds", sc.seeds), ("alpha_perf ERM", round(a_perf, 4)),
+                            ("AMP seeds", amp_seeds), ("alpha_perf ERM", round(a_perf, 4)),
                             ("alpha_perf Bayes", round(a_bayes, 4)))
     fig.suptitle(f"ERM vs Bayes-optimal — {_params_text(params)}", fontsize=9)
     table = pd.concat([th.assign(kind="theory_erm"), bay.assign(kind="theory_bayes"), amp.assign(kind="bayes_amp")],
