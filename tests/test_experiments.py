@@ -117,3 +117,17 @@ def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
         recs = run_jobs(jobs, Cache(tmp_path), progress=False)
     assert "error" in recs[1] and "bad point" in recs[1]["error"] and "test_error" in recs[0]
     assert Cache(tmp_path).get(jobs[1].key) is None and Cache(tmp_path).get(jobs[0].key) is not None
+
+
+def test_cached_many_runs_missing_values_on_workers_and_caches_each(tmp_path):
+    import functools
+
+    from singlehead.experiments.figspec import Context, make_scale
+    from singlehead.experiments.runner import Cache
+
+    ctx = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=2, progress=False)
+    ctx.cached("a", functools.partial(pow, 2, 3))  # already cached: not recomputed
+    out = ctx.cached_many({"a": functools.partial(pow, 5, 5), "b": functools.partial(pow, 3, 2),
+                           "c": functools.partial(sorted, [3, 1, 2])})
+    assert out == {"a": 8, "b": 9, "c": [1, 2, 3]}
+    assert ctx.cached("b", functools.partial(pow, 7, 7)) == 9  # read back from the cache

@@ -152,6 +152,28 @@ class Context:
             rec = self.cache.get(key)
         return rec["value"]
 
+    def cached_many(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        """:meth:`cached` for several values; the missing ones are computed on the local workers.
+
+        Used for in-process computations (scaling curves, phase diagrams) that would otherwise
+        run one after another on one core. Each value is cached under its own name as soon as
+        all are back; with one worker or a Dask scheduler they run here, in order.
+        """
+        keys = {n: "value-" + stable_hash({"mode": self.scale.mode, "name": n}) for n in tasks}
+        missing = [n for n in tasks if self.cache.get(keys[n]) is None]
+        if len(missing) > 1 and self.n_jobs != 1 and self.scheduler is None and self.client is None:
+            from joblib import Parallel, delayed
+
+            from ..threads import available_cores, configure
+
+            workers = self.n_jobs if self.n_jobs > 0 else available_cores()
+            configure(workers=workers)  # one thread policy: threads x workers <= cores
+            values = Parallel(n_jobs=min(workers, len(missing)), backend="loky")(
+                delayed(tasks[n])() for n in missing)
+            for n, v in zip(missing, values):
+                self.cache.put({"key": keys[n], "value": v})
+        return {n: self.cached(n, f) for n, f in tasks.items()}
+
     @staticmethod
     def theory_jobs(problems: list[Problem], route: str = "theory") -> list[Job]:
         return [Job(route, p) for p in problems]

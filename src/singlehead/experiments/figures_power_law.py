@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..analysis import power_law_curve, regime_map, scaling_curve
 from ..problem import Problem
 from .figspec import (
     Context,
@@ -70,9 +73,7 @@ def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noi
 @figure("power_law")
 def fig_power_law(ctx: Context) -> FigureOutput:
     """Power-law targets: outliers, sequential recovery, scaling curves, phase diagram of the regimes."""
-    import math
-
-    from ..analysis import learned_spectrum, power_law_curve, regime_map, scaling_curve
+    from ..analysis import learned_spectrum
     from ..problem import PowerLawTarget
 
     sc = ctx.scale
@@ -97,26 +98,30 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     settings = [(g, SL["noise"], "linear", 1, C_s) for g in sc.scaling_gammas]
     settings += [(g, 0.0, "linear", 1, C_s) for g in sc.scaling_gammas_clean]
     settings += [(1.25, 0.0, "seq2lab", 2, 1.0)]
-    curves = {}
+    tasks: dict[str, Any] = {}
+    names = {}
     for g, nz, ch, T, C in settings:
-        curves[(g, nz, ch)] = ctx.cached(
-            f"scaling2-{g}-{D_s}-{lo:g}-{hi:g}-{pts_s}-{nz}-{C}-{ch}-{T}", lambda g=g, nz=nz, ch=ch, T=T, C=C: _scaling_payload(
-                scaling_curve(g, D_s, ns, lam=lambda a: C * math.sqrt(a), noise=nz, prior="spiked", tol=1e-7,
-                              channel=ch, T=T)))
+        names[(g, nz, ch)] = f"scaling2-{g}-{D_s}-{lo:g}-{hi:g}-{pts_s}-{nz}-{C}-{ch}-{T}"
+        tasks[names[(g, nz, ch)]] = functools.partial(_scaling_task, g, D_s, ns, C, nz, ch, T)
     # (c') tail-noise curve: linear T = 1, Delta = 0, fixed small lam; the noise of the unrecovered modes sets the
     # last mode, predicted by the discrete law at each cell's K (analysis.finite_k), K -> inf limit 2 gamma - 1
     (tlo, thi), tpts, tlam = sc.tail_n_over_d, sc.tail_points, sc.tail_lam
-    tail = ctx.cached(f"tail-{gamma}-{D_s}-{tlo:g}-{thi:g}-{tpts}-{tlam:g}", lambda: _scaling_payload(scaling_curve(
-        gamma, D_s, np.geomspace(tlo * D_s, thi * D_s, tpts), lam=tlam, noise=0.0, prior="spiked", tol=1e-7)))
+    tail_name = f"tail-{gamma}-{D_s}-{tlo:g}-{thi:g}-{tpts}-{tlam:g}"
+    tasks[tail_name] = functools.partial(_tail_task, gamma, D_s, np.geomspace(tlo * D_s, thi * D_s, tpts), tlam)
     seq_ns = np.geomspace(D / 4, 10.0 * D * D, 4 * pts)
-    seq = pd.DataFrame(ctx.cached(f"sequential-{D}-{pts}", lambda: power_law_curve(
-        gamma, D, seq_ns, lam=1e-3, noise=0.1, prior="spiked", tol=1e-7).drop(columns=["recovered"]).to_dict("list")))
+    seq_name = f"sequential-{D}-{pts}"
+    tasks[seq_name] = functools.partial(_sequential_task, gamma, D, seq_ns)
     # (d, e) phase diagram over (n/d, lam) at fixed lam
     D_m, nn, nl = sc.phase_d, sc.phase_n_points, sc.phase_lam_points
     noise_m = 0.0
-    rmap = pd.DataFrame(ctx.cached(f"phase3-{gamma}-{D_m}-{nn}-{nl}-{noise_m}", lambda: regime_map(
-        gamma, D_m, np.geomspace(D_m, min(1e4 * D_m, D_m * D_m / 10), nn), np.geomspace(1e-3, 10, nl),
-        noise=noise_m, prior="spiked", tol=1e-7).drop(columns=["recovered"]).to_dict("list")))
+    map_name = f"phase3-{gamma}-{D_m}-{nn}-{nl}-{noise_m}"
+    tasks[map_name] = functools.partial(
+        _map_task, gamma, D_m, np.geomspace(D_m, min(1e4 * D_m, D_m * D_m / 10), nn), np.geomspace(1e-3, 10, nl), noise_m)
+    values = ctx.cached_many(tasks)  # the curves run on the local workers (they are independent)
+    curves = {k: values[n] for k, n in names.items()}
+    tail = values[tail_name]
+    seq = pd.DataFrame(values[seq_name])
+    rmap = pd.DataFrame(values[map_name])
     plt = _plt()
     fig, axes = plt.subplots(1, 6, figsize=(31, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.2, 1.2, 1.2, 1.4]})
     nz = eig[np.abs(eig) > 1e-3]
@@ -222,6 +227,30 @@ def _tail_panel(ax, cc: pd.DataFrame, fit: dict[str, float], gamma: float, d: in
             "simulation": float(s_["local_exponent_n"].median()) if len(s_) else np.nan,
             "se": np.nan, "gap": float(gp.max()) if len(s_) else np.nan, "tolerance": 0.05,
             "within": bool(len(s_) > 0 and (gp < 0.05).all()), "n_seeds": 0}
+
+
+def _scaling_task(g: float, d: int, ns: np.ndarray, C: float, noise: float, channel: str, T: int) -> dict[str, Any]:
+    """One threshold-limited scaling curve, lam = C sqrt(alpha) (a picklable task for the workers)."""
+    return _scaling_payload(scaling_curve(g, d, ns, lam=functools.partial(_sqrt_lam, C), noise=noise, prior="spiked",
+                                          tol=1e-7, channel=channel, T=T))
+
+
+def _sqrt_lam(C: float, a: float) -> float:
+    return C * math.sqrt(a)
+
+
+def _tail_task(gamma: float, d: int, ns: np.ndarray, lam: float) -> dict[str, Any]:
+    return _scaling_payload(scaling_curve(gamma, d, ns, lam=lam, noise=0.0, prior="spiked", tol=1e-7))
+
+
+def _sequential_task(gamma: float, d: int, ns: np.ndarray) -> dict[str, Any]:
+    return power_law_curve(gamma, d, ns, lam=1e-3, noise=0.1, prior="spiked", tol=1e-7).drop(
+        columns=["recovered"]).to_dict("list")
+
+
+def _map_task(gamma: float, d: int, ns: np.ndarray, lams: np.ndarray, noise: float) -> dict[str, Any]:
+    return regime_map(gamma, d, ns, lams, noise=noise, prior="spiked", tol=1e-7).drop(
+        columns=["recovered"]).to_dict("list")
 
 
 def _scaling_payload(res: dict[str, Any]) -> dict[str, Any]:
