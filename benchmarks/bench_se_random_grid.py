@@ -23,19 +23,11 @@ import math
 import time
 
 import numpy as np
+from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
 
 from singlehead import MPTarget, Problem
 from singlehead.state_evolution import theory, theory_curve
 from singlehead.problem import random_problems
-
-
-def reference_seconds() -> float:
-    """Wall time of 5 x (1000 x 1000) @ (1000 x 1000) float64 matmuls (the machine's GEMM rate)."""
-    a = np.random.default_rng(0).standard_normal((1000, 1000))
-    t = time.perf_counter()
-    for _ in range(5):
-        a @ a
-    return time.perf_counter() - t
 
 
 def summary(name: str, times: list[float], evals: list[int], conv: list[bool]) -> dict:
