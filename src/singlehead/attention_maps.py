@@ -84,26 +84,23 @@ def shift_direction(T: int) -> np.ndarray:
 _UNROLL_MAX = 16
 
 
-def _sum_last(x: np.ndarray) -> np.ndarray:
-    """``x.sum(axis=-1)``, unrolled for a short last axis."""
+def _reduce_last(x: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+    """``ufunc.reduce(x, axis=-1)``, unrolled into whole-array operations for a short last axis."""
     n = x.shape[-1]
     if n > _UNROLL_MAX or n == 0:
-        return x.sum(axis=-1)
-    s = x[..., 0].copy()
+        return ufunc.reduce(x, axis=-1)
+    out = x[..., 0].copy()
     for t in range(1, n):
-        s += x[..., t]
-    return s
+        ufunc(out, x[..., t], out=out)
+    return out
+
+
+def _sum_last(x: np.ndarray) -> np.ndarray:
+    return _reduce_last(x, np.add)
 
 
 def _max_last(x: np.ndarray) -> np.ndarray:
-    """``x.max(axis=-1)``, unrolled for a short last axis."""
-    n = x.shape[-1]
-    if n > _UNROLL_MAX or n == 0:
-        return x.max(axis=-1)
-    m = x[..., 0].copy()
-    for t in range(1, n):
-        np.maximum(m, x[..., t], out=m)
-    return m
+    return _reduce_last(x, np.maximum)
 
 
 def softmax_rows(H: np.ndarray) -> np.ndarray:

@@ -289,10 +289,10 @@ def prox_softmax(
             close = np.all(np.abs(h0 - starts_arr[j]) <= _SAME_START * (1.0 + np.abs(starts_arr[j])), axis=1)
             same_as[(same_as < 0) & close] = j
         new_nodes = np.nonzero(same_as < 0)[0]
-        h, f, gn, done = (np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool))
         if new_nodes.size == N:
             h, f, gn, it, done = _newton(h0, z, Y, Sig, beta, tol, max_iter)
         else:
+            h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
             it = 0
             if new_nodes.size:
                 hs, fs, gs, it, ds = _newton(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], beta, tol,

@@ -144,13 +144,16 @@ class Context:
 
     def cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """A JSON-able value computed once and kept in the cache under ``name``."""
-        key = "value-" + stable_hash({"mode": self.scale.mode, "name": name})
+        key = self._value_key(name)
         rec = self.cache.get(key)
         if rec is None:
             rec = {"key": key, "value": compute()}
             self.cache.put(rec)
             rec = self.cache.get(key)
         return rec["value"]
+
+    def _value_key(self, name: str) -> str:
+        return "value-" + stable_hash({"mode": self.scale.mode, "name": name})
 
     def cached_many(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
         """:meth:`cached` for several values; the missing ones are computed on the local workers.
@@ -159,7 +162,7 @@ class Context:
         run one after another on one core. Each value is cached under its own name as soon as
         all are back; with one worker or a Dask scheduler they run here, in order.
         """
-        keys = {n: "value-" + stable_hash({"mode": self.scale.mode, "name": n}) for n in tasks}
+        keys = {n: self._value_key(n) for n in tasks}
         missing = [n for n in tasks if self.cache.get(keys[n]) is None]
         if len(missing) > 1 and self.n_jobs != 1 and self.scheduler is None and self.client is None:
             from joblib import Parallel, delayed

@@ -51,9 +51,14 @@ def execute(job: Job) -> dict[str, Any]:
         rec = _resolve(job.route)(job.problem, job.seed, **dict(job.settings))
     except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError) as exc:
         rec = {"error": f"{type(exc).__name__}: {exc}"}
+    return _job_record(rec, job, time.perf_counter() - t0)
+
+
+def _job_record(rec: dict[str, Any], job: Job, runtime_s: float) -> dict[str, Any]:
+    """A route's record with the job's key, route, seed, problem and tags (and a runtime if it has none)."""
     rec = {**rec, "key": job.key, "route": job.route, "seed": job.seed, "problem": job.problem.to_dict(),
            **{f"tag_{k}": v for k, v in job.tags}}
-    rec.setdefault("runtime_s", time.perf_counter() - t0)
+    rec.setdefault("runtime_s", runtime_s)
     return rec
 
 
@@ -102,13 +107,8 @@ def execute_chain(param: str, jobs: list[Job]) -> list[dict[str, Any]]:
         recs = run_theory_curve([j.problem for j in jobs], param, **dict(jobs[0].settings))
     except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError):
         return [execute(j) for j in jobs]
-    out = []
-    for j, rec in zip(jobs, recs):
-        rec = {**rec, "key": j.key, "route": j.route, "seed": j.seed, "problem": j.problem.to_dict(),
-               **{f"tag_{k}": v for k, v in j.tags}}
-        rec.setdefault("runtime_s", (time.perf_counter() - t0) / len(jobs))
-        out.append(rec)
-    return out
+    per_point = (time.perf_counter() - t0) / len(jobs)
+    return [_job_record(rec, j, per_point) for j, rec in zip(jobs, recs)]
 
 
 class Cache:

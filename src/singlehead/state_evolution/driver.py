@@ -83,7 +83,8 @@ class _SEMap:
         self.warm: list | None = None
         self.mode = "warm"
         self.n_calls = 0
-        # evaluations of every map of one theory() call (the budget SEOptions.max_evals counts these)
+        # evaluations of every map of one solve attempt (coarse, full, continuation maps share it;
+        # the budget SEOptions.max_evals counts these)
         self.counter = counter if counter is not None else [0]
         self.budget, self.exempt = budget, False  # raise _BudgetExhausted past the budget
         self.best: tuple[float, np.ndarray | None] = (math.inf, None)  # smallest residual seen, its x
