@@ -112,6 +112,12 @@ def main() -> None:
                   f"{s['local_exponent_n'].median():.3f} | {gap.median():.3f} | {int(ok.sum())}/{int(gap.notna().sum())} |")
         fd = rm[rm["finite_d_mismatch"].abs() > 0.05]
         print(f"\nnoise-limited points made crossovers by finite d (|E/E_law - 1| > 0.05): {len(fd)}")
+        miss = rm[rm["predicted_exponent"].notna() & (rm["exponent_gap"].abs() >= 0.05)]
+        print(f"labelled points off their prediction by 0.05 or more: {len(miss)}")
+        for _, r in miss.iterrows():  # the finite-d shift is the part of the gap the departure's change along n explains
+            print(f"  n/d={r['n'] / md:.4g} lam={r['lam']:.3g} K={int(r['K'])} {r['regime']}: measured "
+                  f"{r['local_exponent_n']:.3f}, predicted {r['predicted_exponent']:.3f}, finite-d shift "
+                  f"{r['finite_d_exponent_shift']:.3f}, departure {r['finite_d_mismatch']:+.3f}")
 
 
 if __name__ == "__main__":
