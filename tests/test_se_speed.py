@@ -121,3 +121,35 @@ def test_random_grid_convergence_rate():
     """Issue 13: at most 1% unconverged on the 128-problem random grid (all T, channels, students)."""
     bad, n = _grid_unconverged(128, lambda p: True)
     assert bad <= 0.01 * n, f"{bad} of {n} unconverged"
+
+
+def test_residual_floor_is_the_scramble_spread_of_one_step_and_stops_the_peak_points_there():
+    """Near alpha_interp at lam = 1e-5 the SE step's quadrature error keeps the residual at 1e-5..1e-3; the solve
+    now stops at a tenth of that error (residual_floor, over the scrambles jointly: propagating the three hat errors
+    separately would ignore that mhat and Sigmahat share their nodes). The values stay within the quadrature error of
+    a fully converged sweep (HEAD before the floor: alpha = 0.211769 -> 0.39358 at residual 1.4e-9)."""
+    from singlehead.state_evolution.se_map import _FLOOR_FRACTION, residual_floor
+    from singlehead.state_evolution.output import output_side
+    from singlehead.state_evolution.prior import prior_model
+
+    base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, d=100, noise=0.5)
+    grid = [0.111492, 0.130888, 0.153657, 0.180388, 0.211769]
+    rs = theory_curve(Problem(alpha=grid[0], lam=1e-5, **base), grid)
+    assert all(r.converged for r in rs)
+    last = rs[-1]
+    ex = last.extras
+    assert ex["residual"] < max(1e-5, ex["residual_floor"]) and ex["residual_floor"] > 0
+    assert abs(last.test_error - 0.39358) < 3 * ex["quadrature_error"]["test_error"]
+    # the floor: a tenth of the spread over scrambles of the whole step (prior side applied per scramble)
+    p = Problem(alpha=grid[-1], lam=1e-5, **base)
+    pm = prior_model(p, "auto")
+    x = np.array([ex["q"], ex["m"], ex["Sigma"]])
+    quad = SEOptions().quadrature(p)
+    out = output_side(*x, problem=p, Q0=pm.Q0, quad=quad)
+    assert out.scramble_hats.shape == (quad.n_scrambles, 3)
+    assert np.allclose(out.scramble_hats.mean(axis=0), [out.qhat, out.mhat, out.Sigmahat], rtol=1e-12)
+    fl = residual_floor(x, out, p, pm)
+    assert fl == pytest.approx(ex["residual_floor"], rel=0.5) and _FLOOR_FRACTION == 0.1
+    # the linear channel is analytic: no floor
+    lin = Problem(alpha=0.5, lam=0.1, T=1, channel="linear", target=MPTarget(0.5), d=100, noise=0.1)
+    assert theory(lin).extras["residual_floor"] == 0.0

@@ -22,7 +22,15 @@ from .options import SEOptions, WarmStart
 from .output import _Q_FLOOR, channel_test_errors
 from .prior import PriorModel, _CollapsePoint, collapse_point, prior_model
 from .quadrature import OutputQuadrature
-from .se_map import _BudgetExhausted, _default_init, _DrivenToCollapse, _initial_guesses, _SEMap
+from .se_map import (
+    _AtQuadratureFloor,
+    _BudgetExhausted,
+    _default_init,
+    _DrivenToCollapse,
+    _initial_guesses,
+    _SEMap,
+    residual_floor,
+)
 
 __all__ = ["SEState", "theory", "theory_curve"]
 
@@ -85,9 +93,10 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     -------
     Result
         ``source="theory"``; metrics as in :mod:`singlehead.results`; standard fields
-        ``converged`` (residual below ``10 tol`` and every prox converged), ``iterations`` (SE map
-        evaluations), ``runtime_s``, ``message``; ``extras`` with ``q, m, Sigma, qhat, mhat,
-        Sigmahat, eta, delta, eps, cutoff, cap_binds, first_moment, residual,
+        ``converged`` (residual below ``10 tol``, or below ``residual_floor`` — the map's own
+        quadrature error, see ``SEOptions.floor_after`` — and every prox converged), ``iterations``
+        (SE map evaluations), ``runtime_s``, ``message``; ``extras`` with ``q, m, Sigma, qhat, mhat,
+        Sigmahat, eta, delta, eps, cutoff, cap_binds, first_moment, residual, residual_floor,
         quadrature_error`` (dict of standard errors), ``prior_mode``, ``collapsed`` (complete
         rank collapse: the solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``,
         rank fraction 0, penalty 0, test/train errors of predicting with ``h = 0``),
@@ -121,6 +130,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None) -> tuple[Result, np.ndarray | None]:
         F = _SEMap(problem, pm, quad, [0], o.max_evals)  # each attempt has its own budget
         F.warm = None if branches_ is None else list(branches_)
+        F.floor_after = o.floor_after
         maps.append(F)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
         # (or fails) the collapsed solution is returned
@@ -172,7 +182,7 @@ def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature |
         "q": 0.0, "m": 0.0, "Sigma": 0.0, "Q0": Q0,
         "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
         "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff, "cap_binds": False,
-        "first_moment": 0.0, "residual": 0.0, "quadrature_error": qerr, "prior_mode": pm.mode,
+        "first_moment": 0.0, "residual": 0.0, "residual_floor": 0.0, "quadrature_error": qerr, "prior_mode": pm.mode,
         "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": True, "collapse_lam": col.lam_c, "collapse_fixed_point": True,
     }
     return Result(
@@ -235,7 +245,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
                                     max_iter=max_iter)
         iterations += itf
         jac_out = jac_new if jac_new is not None else jac_out
-        if r >= tol and continuation and problem.lam < _CONTINUATION_FROM and F.counter[0] < max_evals:
+        if r >= tol and not r < F.floor and continuation and problem.lam < _CONTINUATION_FROM and F.counter[0] < max_evals:
             # continuation in lam: small lam makes Sigma ~ 1/lam; follow the branch down from
             # lam = 1e-2 (cheap node set), then polish on the full node set
             Fc_quad = quad if quad is None else _thinned(quad)
@@ -261,28 +271,41 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
                 if r2 < r:
                     r, x, jac_out = r2, x2, (j2 if j2 is not None else js)
 
-    except _BudgetExhausted:
-        # the evaluation budget ran out inside a stage: report the best point the full map saw
+    except (_BudgetExhausted, _AtQuadratureFloor):
+        # the evaluation budget ran out inside a stage, or the residual fell below the quadrature floor: report
+        # the best point the full map saw
         if F.best[1] is not None:
             r, x = F.best
         iterations = F.counter[0]
-    F.exempt = True  # the reporting evaluations below always run
+    F.exempt, F.floor_after = True, None  # the reporting evaluations below always run
 
     # final evaluation with cold starts + tracked branches; if that map (which may have found
     # better prox minimisers for a few nodes) disagrees, re-solve with it
     fx, out, pr = F(x, mode="union")
     residual = _residual(x, fx, Q0)
-    if residual >= tol and problem.channel != "linear" and math.isfinite(residual) and F.counter[0] < max_evals:
+    floor = residual_floor(x, out, problem, pm)
+    if residual >= tol and not residual < floor and problem.channel != "linear" and math.isfinite(residual) \
+            and F.counter[0] < max_evals:
         F.mode = "union"
-        r3, x3, j3, it3 = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out, damping=damping,
-                                 max_iter=min(max_iter, _UNION_MAX_ITER))
-        iterations += it3
+        # this re-solve (its evaluations are the dearest: every prox start at every node) also stops at the floor
+        F.best, F.floor, F.floor_after, n0 = (math.inf, None), floor, 0, F.counter[0]
+        try:
+            r3, x3, j3, _ = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out,
+                                              damping=damping, max_iter=min(max_iter, _UNION_MAX_ITER))
+        except _AtQuadratureFloor:
+            x3, j3 = F.best[1], None
+        F.floor_after = None
+        iterations += F.counter[0] - n0
         fx3, out3, pr3 = F(x3)
         r3 = _residual(x3, fx3, Q0)
         if r3 < residual:
             x, fx, out, pr, residual = x3, fx3, out3, pr3, r3
             jac_out = j3 if j3 is not None else jac_out
-    converged = bool(residual < 10 * tol and out.prox_converged)
+            floor = residual_floor(x, out, problem, pm)
+    # at the quadrature floor: every stage has run (or floor_after evaluations were spent) and one more SE step moves
+    # the point by less than the map's own quadrature error
+    at_floor = bool(residual >= 10 * tol and residual < floor)
+    converged = bool((residual < 10 * tol or at_floor) and out.prox_converged)
     if col.holds and not (converged and x[0] > _Q_FLOOR * Q0):
         raise _DrivenToCollapse  # S = 0 is a fixed point and no non-trivial one was found
     q, m, Sigma = map(float, x)
@@ -294,11 +317,13 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         "q": q, "m": m, "Sigma": Sigma, "Q0": Q0,
         "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
         "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff, "cap_binds": pr.cap_binds,
-        "first_moment": pr.first_moment, "residual": residual, "quadrature_error": qerr, "prior_mode": pm.mode,
-        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
+        "first_moment": pr.first_moment, "residual": residual, "residual_floor": floor, "quadrature_error": qerr,
+        "prior_mode": pm.mode, "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": False, "collapse_lam": col.lam_c, "collapse_fixed_point": col.holds,
     }
     extras.update(prior_draw_spread(problem, pm, x, out, pr, quad))  # finite-d prior: draw-to-draw spread
-    if converged:
+    if converged and at_floor:
+        message = f"converged to the quadrature floor: residual {residual:.1e} < the map's quadrature error {floor:.1e}"
+    elif converged:
         message = f"converged: residual {residual:.1e} < 10 tol"
     elif not out.prox_converged:
         message = f"not converged: the channel prox did not converge at some nodes (residual {residual:.1e})"

@@ -56,6 +56,9 @@ class OutputSide:
     err: dict[str, float] = field(default_factory=dict)
     branches: list | None = None
     prox_converged: bool = True
+    #: ``(qhat, mhat, Sigmahat)`` per quadrature scramble, ``(R, 3)`` (``None``: analytic, no error).
+    #: Their errors are correlated (same nodes), so errors of functions of them are taken over these.
+    scramble_hats: np.ndarray | None = None
 
 
 def _gauss_pair(u1: np.ndarray, u2: np.ndarray, var0: float, cov: float, var1: float) -> tuple[np.ndarray, np.ndarray]:
@@ -138,14 +141,14 @@ def output_side(
         ],
         axis=1,
     )
-    mean, err = quad.mean_and_error(vals)
+    mean, err, per = quad.mean_error_and_scrambles(vals)
     fac = np.array([2 * alpha / Sigma**2, 2 * alpha / (Sigma * det), -2 * alpha / (Sigma * det), 1.0])
     mean, err = mean * fac, err * np.abs(fac)
     names = ("qhat", "mhat", "Sigmahat", "train_error")
     # warm starts for a next call: each branch followed continuously (union: the tracked ones)
     br = pr.branches[3:] if (union and warm is not None) else pr.branches
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
-                      prox_converged=prox_ok)
+                      prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3])
 
 
 def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem):
@@ -212,11 +215,12 @@ def _output_side_degenerate(
             cols.append(-np.einsum("nk,nk->n", grad, q * z0c - m * z) / det)
         cols.append(np.einsum("nkk->n", H))  # -E tr dg/dz / Sigma with g = -Sigma grad ell(z)
         cols.append(fit)
-    mean, err = quad.mean_and_error(np.stack(cols, axis=1))
+    mean, err, per = quad.mean_error_and_scrambles(np.stack(cols, axis=1))
     fac = np.array([2 * alpha, 2 * alpha, 2 * alpha, 1.0])
     mean, err = mean * fac, err * fac
     names = ("qhat", "mhat", "Sigmahat", "train_error")
-    return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=None, prox_converged=prox_ok)
+    return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=None, prox_converged=prox_ok,
+                      scramble_hats=(per * fac)[:, :3])
 
 
 def channel_test_errors(

@@ -108,8 +108,13 @@ class OutputQuadrature:
 
     def mean_and_error(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean over all nodes and standard error over scrambles of per-node ``values`` (``(R*N, ...)``)."""
+        mean, err, _ = self.mean_error_and_scrambles(values)
+        return mean, err
+
+    def mean_error_and_scrambles(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`mean_and_error` and the per-scramble means ``(R, ...)`` (for errors of functions of them)."""
         R = self.n_scrambles
         v = values.reshape(R, -1, *values.shape[1:]).mean(axis=1)
         mean = v.mean(axis=0)
         err = v.std(axis=0, ddof=1) / math.sqrt(R) if R > 1 else np.full_like(mean, np.nan)
-        return mean, err
+        return mean, err, v
