@@ -17,6 +17,7 @@ from .._validate import finite as _finite
 from .._validate import is_int as _is_int
 from ..data import Sequences, child_seeds, sample_sequences, sample_target
 from ..problem import Problem
+from ..prox import mat_to_vec
 from ..results import Result
 from ..simulation import measure_estimate
 from .denoisers import (
@@ -205,7 +206,8 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
     eig = None
     it = 0
     for it in range(1, int(max_iter) + 1):
-        omega = op.forward(S) - V * g
+        H = op.logits(S)  # once per iteration: the Onsager-corrected input and the recorded objective share it
+        omega = mat_to_vec(H) - V * g
         o = out_step(omega, V)
         g_new = o.g if (damping == 1 or it == 1) else (1 - damping) * g + damping * o.g
         # gamma from the undamped step (variances are damped through V)
@@ -221,7 +223,7 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
         S_new = den.S if damping == 1 else (1 - damping) * S + damping * den.S
         V_new = V_new if damping == 1 else (1 - damping) * V + damping * V_new
         # record at S^t
-        obj, tr = erm_objective(problem, op, Yraw, S)
+        obj, tr = erm_objective(problem, op, Yraw, S, H)
         nS = math.sqrt(float(np.sum(S * S)))
         res = max(math.sqrt(float(np.sum((S_new - S) ** 2))) / max(nS, 1e-12), abs(V_new - V) / max(V, 1e-300))
         rec = {"q": float(np.sum(S * S)) / d, "m": math.nan if S0n is None else float(np.sum(S * S0n)) / d,

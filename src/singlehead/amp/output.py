@@ -136,14 +136,16 @@ class _BayesOutput:
         return _OutputStep(g, n * self.c / (V + self.Dh), np.full(n, np.nan), omega + V * g)
 
 
-def erm_objective(problem: Problem, op: SensingOperator, Y: np.ndarray, S: np.ndarray) -> tuple[float, float]:
+def erm_objective(problem: Problem, op: SensingOperator, Y: np.ndarray, S: np.ndarray,
+                  H: np.ndarray | None = None) -> tuple[float, float]:
     """``(objective, train_error)`` per sample, as in :mod:`singlehead.convex`.
 
     ``objective = (1/n)[sum_mu ||chan_beta(h_mu(S)) - y_mu||_F^2 + lam d Tr S]`` (factorized) or
     ``+ lam d ||S||_F^2`` (direct); ``train_error`` is the first term alone. ``Y`` are the raw
-    labels (``T x d`` for seq2seq).
+    labels (``T x d`` for seq2seq). ``H``: ``op.logits(S)`` when the caller already has it.
     """
-    H = op.logits(S)
+    if H is None:
+        H = op.logits(S)
     yhat = channel_output(H, problem.channel, problem.beta, op.X)
     tr = float(np.mean(squared_error(yhat, Y)))
     d, n = problem.d, op.n
