@@ -38,7 +38,9 @@ class Scale:
     ``phase_d``, ``phase_n_points``, ``phase_lam_points``: the (n/d, lam) phase diagram.
     Per-figure overrides (0 = use ``seeds`` / ``d`` / ``spectra_d``):
     ``adam_seeds`` (Adam runs of errors vs alpha), ``peak_seeds`` and ``peak_sim_lams`` (simulations
-    of the interpolation peak), ``spectra_seeds`` and ``spectra_high_alpha_d`` (learned spectra;
+    of the interpolation peak; ``peak_small_lam_sim_alphas``: its simulated alphas at ``lam < 1e-4``,
+    empty = ``peak_sim_alphas``: deep in the interpolation regime, alpha = 0.1 at ``lam = 1e-5``,
+    L-BFGS needs 2500-5000 iterations for the minimum-norm interpolator, 35-96 s a fit), ``spectra_seeds`` and ``spectra_high_alpha_d`` (learned spectra;
     the latter for alpha > 4, where n = alpha d^2 makes d = spectra_d too costly), ``decomp_d``
     (the decomposition's simulation check, a same-d comparison), ``amp_d`` and ``amp_seeds``
     (Bayes-AMP; d at least 50).
@@ -75,6 +77,7 @@ class Scale:
     adam_seeds: int = 0
     peak_seeds: int = 0
     peak_sim_lams: tuple[float, ...] = (1e-3,)
+    peak_small_lam_sim_alphas: tuple[float, ...] = ()
     spectra_seeds: int = 0
     spectra_high_alpha_d: int = 0
     decomp_d: int = 0
@@ -105,6 +108,7 @@ def make_scale(mode: str) -> Scale:
     if mode == "quick":
         return Scale("quick", d=100, seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,
                      n_test=4000, spectra_d=100, adam_seeds=3, peak_seeds=4, peak_sim_lams=(1e-3, 1e-5),
+                     peak_small_lam_sim_alphas=(0.2, 0.3, 0.5, 1.0),
                      spectra_seeds=4, spectra_high_alpha_d=60, decomp_d=50, amp_d=150,
                      amp_seeds=4)
     if mode == "full":

@@ -124,7 +124,9 @@ def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     a_int = interpolation_threshold(Problem(d=sc.d, noise=0.5, lam=1e-5, **base))
     a_perf = perfect_recovery_threshold(Problem(d=sc.d, noise=0.0, lam=1e-5, **base))
     sim_alphas = sc.peak_sim_alphas
-    sim_problems = [Problem(d=sc.d, alpha=a, lam=l, noise=0.5, **base) for l in sc.peak_sim_lams for a in sim_alphas]
+    small = sc.peak_small_lam_sim_alphas or sim_alphas  # lam < 1e-4: where the peak is (Scale docstring)
+    sim_problems = [Problem(d=sc.d, alpha=a, lam=l, noise=0.5, **base) for l in sc.peak_sim_lams
+                    for a in (small if l < 1e-4 else sim_alphas)]
     sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, seeds=sc.peak_seeds), "simulations: interpolation peak"))
     th_sim = records_to_frame(ctx.run(ctx.theory_jobs(sim_problems), "theory at simulated alphas"))
     agr = agreement(sim, th_sim, ["cfg_lam", "cfg_alpha"], ["test_error", "train_error"])
@@ -154,6 +156,7 @@ def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     axes[1].legend(fontsize=7)
     params = problem_params(sim_problems[0], ("kappa", sim_problems[0].kappa), ("Delta", "0.5 | 0"),
                             ("lam", ", ".join(f"{l:g}" for l in lams)), ("d(sim)", sc.d), ("seeds", sc.seeds_or(sc.peak_seeds)),
+                            ("sim alpha at lam < 1e-4", ", ".join(f"{a:g}" for a in small)),
                             ("alpha_interp(Delta=0.5)", round(a_int, 4)), ("alpha_perfect(Delta=0)", round(a_perf, 4)))
     fig.suptitle(f"Interpolation peak and perfect recovery — {_params_text(params)}", fontsize=9)
     table = pd.concat([th.assign(kind="theory"), sim.assign(kind="simulation")], ignore_index=True)
