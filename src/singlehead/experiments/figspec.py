@@ -175,7 +175,8 @@ class Context:
 
             workers = self.n_jobs if self.n_jobs > 0 else available_cores()
             configure(workers=workers)  # one thread policy: threads x workers <= cores
-            values = Parallel(n_jobs=min(workers, len(missing)), backend="loky")(
+            # one task per dispatch, in the caller's order (callers put the dearest first)
+            values = Parallel(n_jobs=min(workers, len(missing)), backend="loky", batch_size=1, pre_dispatch="all")(
                 delayed(tasks[n])() for n in missing)
             for n, v in zip(missing, values):
                 self.cache.put({"key": keys[n], "value": v})

@@ -109,19 +109,27 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     tail_name = f"tail-{gamma}-{D_s}-{tlo:g}-{thi:g}-{tpts}-{tlam:g}"
     tasks[tail_name] = functools.partial(_tail_task, gamma, D_s, np.geomspace(tlo * D_s, thi * D_s, tpts), tlam)
     seq_ns = np.geomspace(D / 4, 10.0 * D * D, 4 * pts)
-    seq_name = f"sequential-{D}-{pts}"
-    tasks[seq_name] = functools.partial(_sequential_task, gamma, D, seq_ns)
+    # the dearest tasks first, in pieces, so that the workers stay balanced (cached_many keeps this order): the
+    # sequential-recovery sweep in four pieces (each a warm-started chain of its own; its first points, n < d, are the dearest) and the phase diagram by rows
+    # (its rows are independent curves at fixed lam; regime_map concatenates them the same way)
+    halves = np.array_split(seq_ns, 4)
+    seq_names = [f"sequential-{D}-{pts}-{k}of{len(halves)}" for k in range(len(halves))]
+    dear = {nm: functools.partial(_sequential_task, gamma, D, h) for nm, h in zip(seq_names, halves)}
     # (d, e) phase diagram over (n/d, lam) at fixed lam
     D_m, nn, nl = sc.phase_d, sc.phase_n_points, sc.phase_lam_points
     noise_m = 0.0
-    map_name = f"phase3-{gamma}-{D_m}-{nn}-{nl}-{noise_m}"
-    tasks[map_name] = functools.partial(
-        _map_task, gamma, D_m, np.geomspace(D_m, min(1e4 * D_m, D_m * D_m / 10), nn), np.geomspace(1e-3, 10, nl), noise_m)
-    values = ctx.cached_many(tasks)  # the curves run on the local workers (they are independent)
+    map_ns = np.geomspace(D_m, min(1e4 * D_m, D_m * D_m / 10), nn)
+    map_names = [f"phase4-{gamma}-{D_m}-{nn}-{noise_m}-lam{lv:.6g}" for lv in np.geomspace(1e-3, 10, nl)]
+    dear.update({nm: functools.partial(_map_task, gamma, D_m, map_ns, [lv], noise_m)
+                 for nm, lv in zip(map_names, np.geomspace(1e-3, 10, nl))})
+    values = ctx.cached_many({**dear, **tasks})  # the curves run on the local workers (they are independent)
     curves = {k: values[n] for k, n in names.items()}
     tail = values[tail_name]
-    seq = pd.DataFrame(values[seq_name])
-    rmap = pd.DataFrame(values[map_name])
+    seq = pd.concat([pd.DataFrame(values[nm]) for nm in seq_names], ignore_index=True)
+    rmap = pd.concat([pd.DataFrame(values[nm]) for nm in map_names], ignore_index=True)
+    for c in rmap.columns:  # a row whose column is all-missing comes back from the cache as None (object dtype)
+        if rmap[c].dtype == object and c not in ("regime", "error"):
+            rmap[c] = pd.to_numeric(rmap[c], errors="coerce")
     plt = _plt()
     fig, axes = plt.subplots(1, 6, figsize=(31, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.2, 1.2, 1.2, 1.4]})
     nz = eig[np.abs(eig) > 1e-3]
