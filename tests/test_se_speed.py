@@ -152,4 +152,6 @@ def test_residual_floor_is_the_scramble_spread_of_one_step_and_stops_the_peak_po
     assert fl == pytest.approx(ex["residual_floor"], rel=0.5) and _FLOOR_FRACTION == 0.1
     # the linear channel is analytic: no floor
     lin = Problem(alpha=0.5, lam=0.1, T=1, channel="linear", target=MPTarget(0.5), d=100, noise=0.1)
-    assert theory(lin).extras["residual_floor"] == 0.0
+    pl = prior_model(lin, "auto")
+    xl = np.array([0.5, 0.3, 1.0])
+    assert residual_floor(xl, output_side(*xl, problem=lin, Q0=pl.Q0, quad=None), lin, pl) == 0.0

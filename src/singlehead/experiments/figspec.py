@@ -47,7 +47,9 @@ class Scale:
     ``fs_ds``, ``fs_seeds`` (one count per size), ``fs_alphas``: the finite-size scan (gap to theory
     vs 1/d, extrapolated to d = inf); ``spectra_fs_ds`` / ``spectra_fs_seeds``: the extra sizes
     (besides the learned-spectra d at alpha = 40) at which the alpha = 40 learned spectrum is
-    simulated to extrapolate its checks to d = inf.
+    simulated to extrapolate its checks to d = inf; ``fvd_fs_ds`` / ``fvd_fs_seeds``: the same for
+    factorized_vs_direct (its kappa0 = 0.05 target has rank 0.05 d; multiples of 20 keep it whole;
+    empty: the d-only rule).
     """
 
     mode: str
@@ -86,6 +88,8 @@ class Scale:
     fs_ds: tuple[int, ...] = (25, 35, 50, 70, 100)
     fs_seeds: tuple[int, ...] = (12, 10, 8, 6, 8)  # d = 100: the 8 seeds of errors_vs_alpha (cached)
     fs_alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
+    fvd_fs_ds: tuple[int, ...] = (40, 60, 80)
+    fvd_fs_seeds: tuple[int, ...] = (16, 12, 8)
     spectra_fs_ds: tuple[int, ...] = (20, 30, 40)
     spectra_fs_seeds: tuple[int, ...] = (8, 6, 4)
     device: str = "cpu"
@@ -104,6 +108,7 @@ def make_scale(mode: str) -> Scale:
                      scaling_d=10_000, scaling_n_over_d=(100.0, 1000.0), scaling_points=3,
                      scaling_gammas=(1.25, 2.0), phase_d=200, phase_n_points=5, phase_lam_points=3,
                      fs_ds=(8, 12, 16), fs_seeds=(3, 3, 3), fs_alphas=(0.25, 1.0), spectra_fs_ds=(8, 12),
+                     fvd_fs_ds=(8, 12), fvd_fs_seeds=(3, 3),
                      spectra_fs_seeds=(3, 3))
     if mode == "quick":
         return Scale("quick", d=100, seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0), theory_points=24,

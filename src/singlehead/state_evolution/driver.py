@@ -96,8 +96,8 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         ``converged`` (residual below ``10 tol``, or below ``residual_floor`` — the map's own
         quadrature error, see ``SEOptions.floor_after`` — and every prox converged), ``iterations``
         (SE map evaluations), ``runtime_s``, ``message``; ``extras`` with ``q, m, Sigma, qhat, mhat,
-        Sigmahat, eta, delta, eps, cutoff, cap_binds, first_moment, residual, residual_floor,
-        quadrature_error`` (dict of standard errors), ``prior_mode``, ``collapsed`` (complete
+        Sigmahat, eta, delta, eps, cutoff, cap_binds, first_moment, residual, residual_floor`` (``nan``
+        when the residual met ``tol`` and the floor was not needed), ``quadrature_error`` (dict of standard errors), ``prior_mode``, ``collapsed`` (complete
         rank collapse: the solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``,
         rank fraction 0, penalty 0, test/train errors of predicting with ``h = 0``),
         ``collapse_lam`` (the ``lam`` above which ``S = 0`` is a fixed point, see
@@ -283,7 +283,8 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     # better prox minimisers for a few nodes) disagrees, re-solve with it
     fx, out, pr = F(x, mode="union")
     residual = _residual(x, fx, Q0)
-    floor = residual_floor(x, out, problem, pm)
+    # measured only where it decides something (R prior-side steps, up to half the cost of an easy point)
+    floor = residual_floor(x, out, problem, pm) if residual >= tol else math.nan
     if residual >= tol and not residual < floor and problem.channel != "linear" and math.isfinite(residual) \
             and F.counter[0] < max_evals:
         F.mode = "union"
@@ -301,7 +302,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         if r3 < residual:
             x, fx, out, pr, residual = x3, fx3, out3, pr3, r3
             jac_out = j3 if j3 is not None else jac_out
-            floor = residual_floor(x, out, problem, pm)
+            floor = residual_floor(x, out, problem, pm) if residual >= tol else math.nan
     # at the quadrature floor: every stage has run (or floor_after evaluations were spent) and one more SE step moves
     # the point by less than the map's own quadrature error
     at_floor = bool(residual >= 10 * tol and residual < floor)
