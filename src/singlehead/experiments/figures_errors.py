@@ -119,7 +119,7 @@ def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
                         agr)
 
 
-def _fvd_extrapolated_agreement(ctx, sim_problems: list[Problem], best: pd.DataFrame, sim: pd.DataFrame,
+def _fvd_extrapolated_agreement(ctx: Context, sim_problems: list[Problem], best: pd.DataFrame, sim: pd.DataFrame,
                                 agr_d: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Agreement of factorized_vs_direct extrapolated to d = inf (issue 13, item 5), and the extra simulations.
 
