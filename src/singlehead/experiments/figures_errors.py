@@ -112,7 +112,7 @@ def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
     rule = (f" Agreement rule: the gap (simulation - theory) fitted as a + b/d on d = "
             f"{', '.join(str(d) for d in sorted({*sc.fvd_fs_ds, sc.d}))} and extrapolated to d = inf, 0 in the 95% CI of "
             f"a (the target's rank is kappa0 d = {0.05 * sc.d:g} at d = {sc.d}: its finite-size gaps exceed the d-only "
-            "tolerance); each row's note gives the d = " + f"{sc.d} comparison." if sc.fvd_fs_ds else "")
+            f"tolerance); each row's note gives the d = {sc.d} comparison." if sc.fvd_fs_ds else "")
     return FigureOutput("factorized_vs_direct", "Factorized vs direct training at tuned lam",
                         "lam is tuned per alpha by minimising the predicted test error on the grid (the theory's "
                         "oracle analogue of cross-validation); simulations run at that lam." + rule, params, fig, table,

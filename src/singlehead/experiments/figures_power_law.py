@@ -110,26 +110,24 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     tasks[tail_name] = functools.partial(_tail_task, gamma, D_s, np.geomspace(tlo * D_s, thi * D_s, tpts), tlam)
     seq_ns = np.geomspace(D / 4, 10.0 * D * D, 4 * pts)
     # the dearest tasks first, in pieces, so that the workers stay balanced (cached_many keeps this order): the
-    # sequential-recovery sweep in four pieces (each a warm-started chain of its own; its first points, n < d, are the dearest) and the phase diagram by rows
-    # (its rows are independent curves at fixed lam; regime_map concatenates them the same way)
-    halves = np.array_split(seq_ns, 4)
-    seq_names = [f"sequential-{D}-{pts}-{k}of{len(halves)}" for k in range(len(halves))]
-    dear = {nm: functools.partial(_sequential_task, gamma, D, h) for nm, h in zip(seq_names, halves)}
+    # sequential-recovery sweep in four pieces (each a warm-started chain of its own; its first points, n < d, are
+    # the dearest) and the phase diagram by rows (independent curves at fixed lam; regime_map concatenates them alike)
+    pieces = np.array_split(seq_ns, 4)
+    seq_names = [f"sequential-{D}-{pts}-{k}of{len(pieces)}" for k in range(len(pieces))]
+    dear = {nm: functools.partial(_sequential_task, gamma, D, piece) for nm, piece in zip(seq_names, pieces)}
     # (d, e) phase diagram over (n/d, lam) at fixed lam
     D_m, nn, nl = sc.phase_d, sc.phase_n_points, sc.phase_lam_points
     noise_m = 0.0
     map_ns = np.geomspace(D_m, min(1e4 * D_m, D_m * D_m / 10), nn)
-    map_names = [f"phase4-{gamma}-{D_m}-{nn}-{noise_m}-lam{lv:.6g}" for lv in np.geomspace(1e-3, 10, nl)]
+    map_lams = np.geomspace(1e-3, 10, nl)
+    map_names = [f"phase4-{gamma}-{D_m}-{nn}-{noise_m}-lam{lv:.6g}" for lv in map_lams]
     dear.update({nm: functools.partial(_map_task, gamma, D_m, map_ns, [lv], noise_m)
-                 for nm, lv in zip(map_names, np.geomspace(1e-3, 10, nl))})
+                 for nm, lv in zip(map_names, map_lams)})
     values = ctx.cached_many({**dear, **tasks})  # the curves run on the local workers (they are independent)
     curves = {k: values[n] for k, n in names.items()}
     tail = values[tail_name]
-    seq = pd.concat([pd.DataFrame(values[nm]) for nm in seq_names], ignore_index=True)
-    rmap = pd.concat([pd.DataFrame(values[nm]) for nm in map_names], ignore_index=True)
-    for c in rmap.columns:  # a row whose column is all-missing comes back from the cache as None (object dtype)
-        if rmap[c].dtype == object and c not in ("regime", "error"):
-            rmap[c] = pd.to_numeric(rmap[c], errors="coerce")
+    seq = _joined_frame([values[nm] for nm in seq_names])
+    rmap = _joined_frame([values[nm] for nm in map_names])
     plt = _plt()
     fig, axes = plt.subplots(1, 6, figsize=(31, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.2, 1.2, 1.2, 1.4]})
     nz = eig[np.abs(eig) > 1e-3]
@@ -259,6 +257,16 @@ def _sequential_task(gamma: float, d: int, ns: np.ndarray) -> dict[str, Any]:
 def _map_task(gamma: float, d: int, ns: np.ndarray, lams: np.ndarray, noise: float) -> dict[str, Any]:
     return regime_map(gamma, d, ns, lams, noise=noise, prior="spiked", tol=1e-7).drop(
         columns=["recovered"]).to_dict("list")
+
+
+def _joined_frame(pieces: list[dict[str, list]]) -> pd.DataFrame:
+    """One frame from cached column dicts; a column all-missing in some piece comes back as ``None`` (object
+    dtype), so the numeric columns are restored (``regime`` and ``error`` are text)."""
+    df = pd.concat([pd.DataFrame(p) for p in pieces], ignore_index=True)
+    for c in df.columns:
+        if df[c].dtype == object and c not in ("regime", "error"):
+            df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
 
 
 def _scaling_payload(res: dict[str, Any]) -> dict[str, Any]:
