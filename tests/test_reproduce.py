@@ -112,3 +112,20 @@ def test_finite_size_figure_and_extrapolated_spectrum_rows(smoke):
     ext = sp[sp.quantity.str.contains("at d = inf, extrapolated")]
     assert len(ext) == 3 and (ext.cfg_alpha == 40.0).all()
     assert not ((sp.cfg_alpha == 40.0) & sp.quantity.str.startswith("zero-atom mass (d =")).any()
+
+
+def test_agreement_spread_from_more_seeds_replaces_a_small_sample_spread():
+    import numpy as np
+    import pandas as pd
+
+    from singlehead.experiments.compare import agreement
+
+    few = pd.DataFrame({"cfg_alpha": [1.0] * 3, "test_error": [0.100, 0.101, 0.102]})
+    many = pd.DataFrame({"cfg_alpha": [1.0] * 8, "test_error": [0.09, 0.11, 0.10, 0.12, 0.08, 0.10, 0.095, 0.105]})
+    theory = pd.DataFrame({"cfg_alpha": [1.0], "test_error": [0.110]})
+    own = agreement(few, theory, ["cfg_alpha"], ["test_error"]).iloc[0]
+    pooled = agreement(few, theory, ["cfg_alpha"], ["test_error"], spread_from=many).iloc[0]
+    assert own.se == pytest.approx(0.001 / np.sqrt(3))
+    assert pooled.se == pytest.approx(np.std(many.test_error, ddof=1) / np.sqrt(3))
+    assert pooled.simulation == own.simulation == pytest.approx(0.101)
+    assert not own.within and pooled.within  # the 3-seed spread (2 dof) is 11x too small here

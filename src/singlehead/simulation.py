@@ -97,8 +97,10 @@ class TrainOptions:
     max_steps : int or None
         Optimiser iteration cap (``None``: 5000 L-BFGS, 20000 Adam).
     tol : float or None
-        Relative objective change that stops the optimiser (``None``: 1e-9 per L-BFGS
-        iteration, 1e-7 per Adam step averaged over a 50-step window).
+        Relative objective change that stops the optimiser (``None``: per L-BFGS iteration
+        1e-9 in float64 and 1e-7 in float32, the float32 phase of ``mixed`` included, where a
+        smaller change is below float32 resolution and only adds iterations before the
+        float64 polish; 1e-7 per Adam step averaged over a 50-step window).
     polish_rtol : float
         Stopping tolerance of the float64 polish of ``mixed`` (relative objective change per
         iteration; 3e-8 leaves the objective within ~3e-7 of a float64 fit's).
@@ -155,8 +157,12 @@ class TrainOptions:
         return dataclasses.replace(self, **changes)
 
     def resolved(self, device: torch.device | str = "cpu") -> "TrainOptions":
-        """A copy with ``precision`` resolved for ``device`` (never ``None``)."""
-        return self if self.precision is not None else self.replace(precision=default_precision(device))
+        """A copy with ``precision`` resolved for ``device`` and ``tol`` for the optimiser and
+        precision (never ``None``; the defaults are listed under ``tol``)."""
+        o = self if self.precision is not None else self.replace(precision=default_precision(device))
+        if o.tol is None:
+            o = o.replace(tol=1e-7 if o.optimizer == "adam" or o.precision != "float64" else 1e-9)
+        return o
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form; ``TrainOptions(**o.to_dict()) == o``."""

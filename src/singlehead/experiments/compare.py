@@ -25,24 +25,33 @@ def records_to_frame(records: Iterable[dict[str, Any]], drop: Iterable[str] = ("
     return pd.DataFrame(rows)
 
 
-def sim_summary(df: pd.DataFrame, by: list[str], quantities: list[str]) -> pd.DataFrame:
-    """Mean and standard error (``std/sqrt(k)``, ddof=1) over seeds of each quantity, per group."""
+def sim_summary(df: pd.DataFrame, by: list[str], quantities: list[str],
+                spread_from: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean and standard error (``std/sqrt(k)``, ddof=1) over the ``k`` seeds of each quantity, per group.
+
+    With ``spread_from`` (more seeds of the same problems, e.g. L-BFGS runs beside a few Adam
+    runs that reach the same minimiser) the seed standard deviation is estimated on those runs
+    instead and divided by ``sqrt(k)`` of ``df``: a 3-seed standard deviation has 2 degrees of
+    freedom and is often several times too small.
+    """
     g = df.groupby(by)
     out = g[quantities].mean().add_suffix("_mean")
-    se = g[quantities].std(ddof=1).div(np.sqrt(g.size()), axis=0).add_suffix("_se")
+    sd = g[quantities].std(ddof=1) if spread_from is None else spread_from.groupby(by)[quantities].std(ddof=1)
+    se = sd.reindex(out.index).div(np.sqrt(g.size()), axis=0).add_suffix("_se")
     out = out.join(se)
     out["n_seeds"] = g.size()
     return out.reset_index()
 
 
 def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities: list[str],
-              n_se: float = 2.0, rel: float = 0.03) -> pd.DataFrame:
+              n_se: float = 2.0, rel: float = 0.03, spread_from: pd.DataFrame | None = None) -> pd.DataFrame:
     """Compare seed-averaged simulations with theory at matching ``by`` keys.
 
     Tolerance per point: ``n_se`` standard errors of the simulation mean plus ``rel`` times
-    the theory value (the acceptance rule of the validation scripts).
+    the theory value (the acceptance rule of the validation scripts). ``spread_from``: the
+    seed spread is estimated on these runs (:func:`sim_summary`).
     """
-    summ = sim_summary(sim, by, quantities)
+    summ = sim_summary(sim, by, quantities, spread_from)
     th = theory[by + quantities].copy()
     merged = summ.merge(th, on=by, how="inner")
     rows = []

@@ -36,7 +36,9 @@ def fig_errors_vs_alpha(ctx: Context) -> FigureOutput:
     by = ["cfg_alpha", "cfg_kappa"]
     agr = agreement(sim, th_at_sim, by, ["test_error", "train_error", "matrix_error", "rank_fraction"])
     agr.insert(0, "optimizer", "lbfgs")
-    agr_adam = agreement(adam, th_at_sim, by, ["test_error", "train_error"])
+    # Adam reaches the L-BFGS minimiser seed by seed (objectives equal to ~1e-7), so the seed spread of its
+    # few runs is estimated on the L-BFGS seeds of the same problems (3 seeds alone: 2 degrees of freedom)
+    agr_adam = agreement(adam, th_at_sim, by, ["test_error", "train_error"], spread_from=sim[sim.cfg_kappa == 1.0])
     agr_adam.insert(0, "optimizer", "adam")
     agr = pd.concat([agr, agr_adam], ignore_index=True)
 
@@ -71,7 +73,8 @@ def fig_errors_vs_alpha(ctx: Context) -> FigureOutput:
                       ignore_index=True)
     return FigureOutput("errors_vs_alpha", "Test and train error vs alpha", 
                         "Lines: state evolution. Points: L-BFGS simulations (circles test, squares train; mean ± s.e. "
-                        "over seeds); crosses: full-batch Adam (paper protocol).", params, fig, table, agr)
+                        "over seeds); crosses: full-batch Adam (paper protocol; its agreement rows take the seed spread of the "
+                        "L-BFGS seeds of the same problems, whose minimisers Adam reaches).", params, fig, table, agr)
 
 
 @figure("factorized_vs_direct")
