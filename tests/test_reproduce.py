@@ -129,3 +129,14 @@ def test_agreement_spread_from_more_seeds_replaces_a_small_sample_spread():
     assert pooled.se == pytest.approx(np.std(many.test_error, ddof=1) / np.sqrt(3))
     assert pooled.simulation == own.simulation == pytest.approx(0.101)
     assert not own.within and pooled.within  # the 3-seed spread (2 dof) is 11x too small here
+
+
+def test_chance_misses_note_is_the_binomial_tail():
+    from scipy.stats import binom
+
+    from singlehead.experiments.compare import chance_misses_note
+
+    s = chance_misses_note(24, 2)
+    assert "1.2 rows are expected" in s and "observed 2" in s
+    assert f"{1 - binom.cdf(1, 24, 0.05):.2f}" in s  # P(X >= 2) = 1 - P(X <= 1) = 0.34
+    assert "P(at least 0) = 1.00" in chance_misses_note(24, 0)

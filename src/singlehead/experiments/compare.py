@@ -64,3 +64,21 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
                          "gap": abs(m - t), "tolerance": tol, "within": bool(abs(m - t) <= tol),
                          "n_seeds": int(r["n_seeds"])})
     return pd.DataFrame(rows)
+
+
+def chance_misses_note(n_rows: int, n_missed: int, level: float = 0.95) -> str:
+    """How many of ``n_rows`` independent ``level`` confidence-interval checks miss by chance alone.
+
+    If the theory is exact, each check misses with probability ``1 - level``; the number of
+    misses is Binomial(``n_rows``, ``1 - level``). Returns one sentence with its mean and the
+    probability of at least ``n_missed`` misses (the p-value of the observed count).
+    """
+    from scipy.stats import binom
+
+    if n_rows <= 0:
+        return ""
+    q = 1.0 - level
+    p = float(binom.sf(n_missed - 1, n_rows, q)) if n_missed > 0 else 1.0
+    return (f"{n_rows} rows are checked at {100 * level:g}% confidence (treated as independent): if the theory is exact, "
+            f"{n_rows * q:.1f} rows are expected outside their interval by chance alone; observed {n_missed}, "
+            f"P(at least {n_missed}) = {p:.2f}.")

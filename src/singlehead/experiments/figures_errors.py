@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..problem import MPTarget, Problem
-from .compare import agreement, records_to_frame
+from .compare import agreement, chance_misses_note, records_to_frame
 from .figspec import (
     BASE,
     Context,
@@ -116,10 +116,11 @@ def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
             f"{', '.join(str(d) for d in sorted({*sc.fvd_fs_ds, sc.d}))} and extrapolated to d = inf, 0 in the 95% CI of "
             f"a (the target's rank is kappa0 d = {0.05 * sc.d:g} at d = {sc.d}: its finite-size gaps exceed the d-only "
             f"tolerance); each row's note gives the d = {sc.d} comparison." if sc.fvd_fs_ds else "")
+    notes = [chance_misses_note(len(agr), int((~agr.within.astype(bool)).sum()))] if sc.fvd_fs_ds else []
     return FigureOutput("factorized_vs_direct", "Factorized vs direct training at tuned lam",
                         "lam is tuned per alpha by minimising the predicted test error on the grid (the theory's "
                         "oracle analogue of cross-validation); simulations run at that lam." + rule, params, fig, table,
-                        agr)
+                        agr, notes=notes)
 
 
 def _fvd_extrapolated_agreement(ctx: Context, sim_problems: list[Problem], best: pd.DataFrame, sim: pd.DataFrame,
