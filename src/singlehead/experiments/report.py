@@ -31,22 +31,32 @@ class FigureOutput:
     agreement: pd.DataFrame | None = None
     runtime_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    png: bytes | None = None  # the rendered PNG once saved (the report inlines it instead of rendering again)
 
 
-def _png_b64(fig: Any) -> str:
+def _png_bytes(fig: Any, dpi: int = 130) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _png_b64(out: FigureOutput) -> str:
+    return base64.b64encode(out.png if out.png is not None else _png_bytes(out.figure)).decode()
 
 
 def save_figure(out: FigureOutput, root: Path) -> dict[str, str]:
     """Write ``<name>.png``, ``<name>.pdf`` and ``<name>.csv`` under ``root``; returns the paths."""
     root.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for ext in ("png", "pdf"):
-        p = root / f"{out.name}.{ext}"
-        out.figure.savefig(p, dpi=130 if ext == "png" else None, bbox_inches="tight")
-        paths[ext] = str(p)
+    # each render costs seconds on the main process while the workers wait: the PNG is rendered once, kept for the
+    # report, and written
+    out.png = _png_bytes(out.figure)
+    p = root / f"{out.name}.png"
+    p.write_bytes(out.png)
+    paths["png"] = str(p)
+    p = root / f"{out.name}.pdf"
+    out.figure.savefig(p, bbox_inches="tight")
+    paths["pdf"] = str(p)
     p = root / f"{out.name}.csv"
     out.table.to_csv(p, index=False)
     paths["csv"] = str(p)
@@ -104,7 +114,7 @@ def write_report(outputs: list[FigureOutput], path: Path, *, title: str, mode: s
     parts.append("</table>")
     for o in outputs:
         parts.append(f"<h2 id='{html.escape(o.name)}'>{html.escape(o.title)}</h2>")
-        parts.append(f"<figure><img alt='{html.escape(o.title)}' src='data:image/png;base64,{_png_b64(o.figure)}'>"
+        parts.append(f"<figure><img alt='{html.escape(o.title)}' src='data:image/png;base64,{_png_b64(o)}'>"
                      f"<figcaption>{html.escape(o.caption)}</figcaption></figure>")
         parts.append("<p class='params'>" + html.escape(", ".join(f"{k} = {v}" for k, v in o.params.items())) + "</p>")
         for note in o.notes:
