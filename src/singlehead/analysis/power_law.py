@@ -164,7 +164,7 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
         when the state evolution raised; the row is then nan) and
         ``recovered`` (tuple of 0/1 flags of the first ``modes`` modes).
     """
-    from ..state_evolution import SEOptions, prior_model, theory_with_warm_start
+    from ..state_evolution import SEOptions, prior_model, theory
 
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
@@ -189,7 +189,7 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
         p = p0.replace(alpha=a, lam=_lam_value(lam, a))
         t0 = time.perf_counter()
         try:
-            r, warm = theory_with_warm_start(p, prior=pm, init=init, options=options)
+            r: Result = theory(p, prior=pm, init=init, options=options)
         except (ValueError, FloatingPointError, ZeroDivisionError) as exc:
             # e.g. q -> 0 at complete rank collapse makes the SE's log-coordinates fail
             nan = math.nan
@@ -201,8 +201,8 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
             init = None
             continue
         ex = r.extras
-        if r.converged:  # the next point starts at this fixed point with its root-solver Jacobian
-            init = warm if warm is not None else [ex["q"], ex["m"], ex["Sigma"]]
+        if r.converged:
+            init = [ex["q"], ex["m"], ex["Sigma"]]
         cut = float(ex.get("cutoff", math.nan))
         rm = recovered_modes(s, ex["delta"], ex["eps"], cut)
         rows.append({

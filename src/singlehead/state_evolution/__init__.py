@@ -70,7 +70,7 @@ u-transform, Broyden, the damped iteration) and :mod:`.driver` (:func:`theory`,
 
 from __future__ import annotations
 
-from .driver import SEState, theory, theory_curve, theory_with_warm_start
+from .driver import SEState, theory, theory_curve
 from .options import SEOptions, WarmStart
 from .output import OutputSide, channel_test_errors, output_side
 from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
@@ -91,5 +91,4 @@ __all__ = [
     "collapse_point",
     "theory",
     "theory_curve",
-    "theory_with_warm_start",
 ]

@@ -107,16 +107,6 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     return _theory(problem, options or SEOptions(), prior, init, quad)[0]
 
 
-def theory_with_warm_start(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
-                           init: SEState | WarmStart | Sequence[float] | Result | None = None,
-                           quad: OutputQuadrature | None = None) -> tuple[Result, WarmStart | None]:
-    """:func:`theory`, also returning the :class:`WarmStart` (fixed point, root-solver Jacobian and
-    tracked prox branches) its solution offers to a next point (``None`` when unconverged or
-    collapsed). For sweeps whose points change more than one field (e.g. ``lam`` with ``alpha``);
-    a plain fixed point as ``init`` has no Jacobian, so its first step may leave the basin."""
-    return _theory(problem, options or SEOptions(), prior, init, quad)
-
-
 def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
             quad: OutputQuadrature | None) -> tuple[Result, WarmStart | None]:
     """:func:`theory`, also returning the warm start its solution offers to a next point."""
