@@ -175,15 +175,22 @@ def test_thread_policy():
         threads.threads_per_worker(0)
     with pytest.raises(ValueError, match="^threads must be"):
         threads.configure(workers=2, threads=2, cores=2)
-    saved_env = {v: os.environ.get(v) for v in threads.THREAD_ENV_VARS}
+    saved_env = {v: os.environ.get(v) for v in (*threads.THREAD_ENV_VARS, threads.USER_LIMIT_VAR)}
     saved = torch.get_num_threads()
     try:
         os.environ.pop("OMP_NUM_THREADS", None)
+        os.environ.pop(threads.USER_LIMIT_VAR, None)
         assert threads.configure(workers=1, cores=2) == 2
-        assert threads.configure(workers=1, cores=4) == 2  # the OMP_NUM_THREADS it set caps the default
+        assert threads.configure(workers=1, cores=4) == 4  # the OMP_NUM_THREADS it set does not cap a later call
         assert threads.configure(workers=2, cores=2) == 1
         assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+        assert threads.configure(workers=1, cores=2) == 2  # in-process work after a parallel stage: every core
+        assert torch.get_num_threads() == 2
         assert threads.joblib_config(2)["inner_max_num_threads"] == threads.threads_per_worker(2)
+        os.environ.pop(threads.USER_LIMIT_VAR)
+        os.environ["OMP_NUM_THREADS"] = "1"  # a user's limit caps every later call
+        assert threads.configure(workers=1, cores=2) == 1
+        assert threads.configure(workers=1, cores=4) == 1
     finally:
         torch.set_num_threads(saved)
         for v, x in saved_env.items():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+USER_LIMIT_VAR = "SINGLEHEAD_USER_OMP_NUM_THREADS"
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
@@ -55,8 +56,10 @@ def configure(workers: int = 1, threads: int | None = None, *, cores: int | None
     workers : int
         Parallel worker processes about to run (``>= 1``).
     threads : int, optional
-        Threads per worker; default :func:`threads_per_worker`, capped by an
-        ``OMP_NUM_THREADS`` already set in the environment (a user's limit wins when smaller).
+        Threads per worker; default :func:`threads_per_worker`, capped by the user's
+        ``OMP_NUM_THREADS`` (the value found before the first call, kept in
+        ``SINGLEHEAD_USER_OMP_NUM_THREADS``; a user's limit wins when smaller, the values this
+        function set do not cap later calls).
         An explicit value with
         ``threads * workers > cores`` is refused (``ValueError``): that is the
         oversubscription this policy exists to prevent.
@@ -70,7 +73,12 @@ def configure(workers: int = 1, threads: int | None = None, *, cores: int | None
     """
     c = available_cores() if cores is None else cores
     n = threads_per_worker(workers, c)
-    env = os.environ.get("OMP_NUM_THREADS", "")
+    # the user's limit is the OMP_NUM_THREADS found before the first call (kept, in the environment, under
+    # USER_LIMIT_VAR), not the value an earlier call set: after a parallel stage (1 thread per worker) an
+    # in-process computation gets every core again
+    if USER_LIMIT_VAR not in os.environ:
+        os.environ[USER_LIMIT_VAR] = os.environ.get("OMP_NUM_THREADS", "")
+    env = os.environ[USER_LIMIT_VAR]
     if threads is None and env.isdigit() and int(env) >= 1:
         n = min(n, int(env))
     if threads is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any
 
 import numpy as np
@@ -191,12 +193,15 @@ def fig_error_decomposition(ctx: Context) -> FigureOutput:
     sim_alphas = [a for a in sc.sim_alphas if a >= 0.25] + [8.0]
     sim_problems = [Problem(d=sc.decomp_d or sc.d, alpha=float(a), kappa=1.0, **BASE) for a in sim_alphas]
     th_sim = ctx.run(ctx.theory_jobs(sim_problems), "theory: decomposition (simulated alphas)")
+    # the simulated parts of each alpha on the local workers, the dearest (largest alpha) first
+    names = [f"decomposition-sim-{p.d}-{p.alpha}-{sc.seeds}-{sc.n_test}" for p in sim_problems]
+    order = np.argsort([-p.alpha for p in sim_problems], kind="stable")
+    measured = ctx.cached_many({names[i]: functools.partial(_decomposition_sim_parts, sim_problems[i], th_sim[i],
+                                                            sc.seeds, min(sc.n_test, 2000)) for i in order})
     srows = []
-    for p, rec in zip(sim_problems, th_sim):
+    for p, rec, name in zip(sim_problems, th_sim, names):
         dec = decompose(p, _result_from_record(rec))
-        meas = ctx.cached(f"decomposition-sim-{p.d}-{p.alpha}-{sc.seeds}-{sc.n_test}",
-                          lambda p=p, rec=rec: _decomposition_sim_parts(p, rec, sc.seeds, min(sc.n_test, 2000)))
-        srows.append({"cfg_alpha": p.alpha, "E_over_theory": dec.E_over, "r_theory": dec.r, **meas})
+        srows.append({"cfg_alpha": p.alpha, "E_over_theory": dec.E_over, "r_theory": dec.r, **measured[name]})
     sdf = pd.DataFrame(srows)
     plt = _plt()
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.3))
