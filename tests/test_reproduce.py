@@ -140,3 +140,15 @@ def test_chance_misses_note_is_the_binomial_tail():
     assert "1.2 rows are expected" in s and "observed 2" in s
     assert f"{1 - binom.cdf(1, 24, 0.05):.2f}" in s  # P(X >= 2) = 1 - P(X <= 1) = 0.34
     assert "P(at least 0) = 1.00" in chance_misses_note(24, 0)
+
+
+def test_agreement_refuses_an_unconverged_theory_point():
+    import pandas as pd
+
+    from singlehead.experiments.compare import agreement
+
+    sim = pd.DataFrame({"cfg_alpha": [1.0, 1.0, 2.0, 2.0], "test_error": [0.10, 0.10, 0.05, 0.05]})
+    theory = pd.DataFrame({"cfg_alpha": [1.0, 2.0], "test_error": [0.10, 0.05], "converged": [True, False]})
+    a = agreement(sim, theory, ["cfg_alpha"], ["test_error"]).set_index("cfg_alpha")
+    assert a.loc[1.0, "within"] and a.loc[1.0, "theory_converged"]
+    assert not a.loc[2.0, "within"] and not a.loc[2.0, "theory_converged"]  # equal values, but no fixed point

@@ -49,20 +49,29 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
 
     Tolerance per point: ``n_se`` standard errors of the simulation mean plus ``rel`` times
     the theory value (the acceptance rule of the validation scripts). ``spread_from``: the
-    seed spread is estimated on these runs (:func:`sim_summary`).
+    seed spread is estimated on these runs (:func:`sim_summary`). A theory row whose state
+    evolution did not converge (``converged`` column False) never counts as agreement: its
+    rows get ``within = False`` and ``theory_converged = False``.
     """
     summ = sim_summary(sim, by, quantities, spread_from)
-    th = theory[by + quantities].copy()
+    conv = "converged" in theory.columns
+    th = theory[by + quantities + (["converged"] if conv else [])].copy()
+    if conv:
+        th = th.rename(columns={"converged": "theory_converged"})
     merged = summ.merge(th, on=by, how="inner")
     rows = []
     for _, r in merged.iterrows():
+        ok_theory = bool(r["theory_converged"]) if conv else True
         for q in quantities:
             t, m, s = float(r[q]), float(r[f"{q}_mean"]), float(r[f"{q}_se"])
             s = 0.0 if math.isnan(s) else s
             tol = n_se * s + rel * abs(t)
-            rows.append({**{b: r[b] for b in by}, "quantity": q, "theory": t, "simulation": m, "se": s,
-                         "gap": abs(m - t), "tolerance": tol, "within": bool(abs(m - t) <= tol),
-                         "n_seeds": int(r["n_seeds"])})
+            row = {**{b: r[b] for b in by}, "quantity": q, "theory": t, "simulation": m, "se": s,
+                   "gap": abs(m - t), "tolerance": tol, "within": bool(abs(m - t) <= tol) and ok_theory,
+                   "n_seeds": int(r["n_seeds"])}
+            if conv:
+                row["theory_converged"] = ok_theory
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
