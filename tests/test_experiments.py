@@ -131,3 +131,19 @@ def test_cached_many_runs_missing_values_on_workers_and_caches_each(tmp_path):
                            "c": functools.partial(sorted, [3, 1, 2])})
     assert out == {"a": 8, "b": 9, "c": [1, 2, 3]}
     assert ctx.cached("b", functools.partial(pow, 7, 7)) == 9  # read back from the cache
+
+
+def test_dearest_jobs_are_dispatched_first():
+    """The dispatch order (runner._cost_estimate) ranks fits by n T^2 d^2 per evaluation, more iterations at small
+    lam and for Adam; theory points last. The order never changes a record (cache keys are the jobs')."""
+    from singlehead.experiments.grid import Job
+    from singlehead.experiments.runner import _cost_estimate
+
+    base = dict(T=2, noise=0.5)
+    lbfgs, adam = (("optimizer", "lbfgs"),), (("optimizer", "adam"),)
+    peak = Job("simulation", Problem(d=100, alpha=0.2, lam=1e-5, **base), 0, lbfgs)
+    easy = Job("simulation", Problem(d=100, alpha=1.0, lam=1e-2, **base), 0, lbfgs)
+    small = Job("simulation", Problem(d=40, alpha=1.0, lam=1e-2, **base), 0, lbfgs)
+    assert _cost_estimate(peak) > _cost_estimate(easy) > _cost_estimate(small) > 0
+    assert _cost_estimate(Job("simulation", easy.problem, 0, adam)) > _cost_estimate(easy)
+    assert _cost_estimate(Job("theory", easy.problem)) == 0.0

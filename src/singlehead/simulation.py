@@ -355,7 +355,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         kw["max_steps"] = opts.max_steps
     polish = final_dtype if final_dtype != train_dtype else None
     if opts.optimizer == "adam":
-        info: FitInfo = fit_adam(student, objective, lr=opts.lr, **kw, **({"tol": opts.tol} if opts.tol else {}))
+        info: FitInfo = fit_adam(student, objective, lr=opts.lr, tol=opts.tol, **kw)  # tol resolved above
         if polish is not None:
             done = info.steps
             sub = {**kw, "callback": (lambda s, v: hook(done + s, v)) if kw["callback"] else None}
@@ -365,7 +365,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
                            info.history + pol.history, pol.steps)
     else:
         info = fit_lbfgs(student, objective, polish_dtype=polish, polish_rtol=opts.polish_rtol,
-                         **kw, **({"rtol": opts.tol} if opts.tol else {}))
+                         rtol=opts.tol, **kw)
     if recorder is not None and (not recorder.rows["step"] or recorder.rows["step"][-1] != info.steps):
         recorder(info.steps, info.objective)
 
