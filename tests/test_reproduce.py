@@ -152,3 +152,9 @@ def test_agreement_refuses_an_unconverged_theory_point():
     a = agreement(sim, theory, ["cfg_alpha"], ["test_error"]).set_index("cfg_alpha")
     assert a.loc[1.0, "within"] and a.loc[1.0, "theory_converged"]
     assert not a.loc[2.0, "within"] and not a.loc[2.0, "theory_converged"]  # equal values, but no fixed point
+
+
+def test_report_states_the_reference_workload_beside_its_runtimes(smoke):
+    _, res = smoke
+    assert len(res.reference_s) == 2 and all(0 < r < 60 for r in res.reference_s)
+    assert "reference workload (5 x 1000^3 float64 matmul) at start / end" in res.report.read_text()

@@ -36,4 +36,6 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
         agr = o.agreement
         ok = "" if agr is None or not len(agr) else f", {int(agr['within'].sum())}/{len(agr)} theory-simulation checks within tolerance"
         click.echo(f"{o.name}: {o.runtime_s:.0f} s{ok}")
-    click.echo(f"report: {res.report} (total {res.runtime_s:.0f} s)")
+    r0, r1 = res.reference_s
+    click.echo(f"report: {res.report} (total {res.runtime_s:.0f} s; reference workload, 5 x 1000^3 float64 matmul: "
+               f"{r0:.3f} s at the start, {r1:.3f} s at the end)")

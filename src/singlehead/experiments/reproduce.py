@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import figures_errors, figures_finite_size, figures_power_law, figures_spectra  # noqa: F401  (register)
 from .emergence import fig_emergence
 from .figspec import FIGURES, Context, Scale, figure, make_scale
@@ -40,6 +42,21 @@ class Reproduction:
     report: Path
     outputs: list[FigureOutput]
     runtime_s: float
+    reference_s: tuple[float, float] = (float("nan"), float("nan"))  # the reference workload at start and end
+
+
+def reference_seconds() -> float:
+    """Wall time of a fixed workload, 5 x (1000 x 1000) @ (1000 x 1000) float64 numpy matmuls.
+
+    Measured at the start and the end of a reproduction and printed beside its runtimes: the machines this runs
+    on are often shared, and a runtime means little without the machine's speed at that time (about 0.2 s on
+    the 2-core development machine; the same workload as ``benchmarks/_reference.py``).
+    """
+    a = np.random.default_rng(0).standard_normal((1000, 1000))
+    t = time.perf_counter()
+    for _ in range(5):
+        a @ a
+    return time.perf_counter() - t
 
 
 def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_jobs: int = 1,
@@ -62,6 +79,7 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
                    "validation/se_vs_simulation.py. Where a figure runs below d = 100, finite-size corrections — "
                    "simulations above theory, shrinking as d grows — can exceed it at small alpha; the finite_size "
                    "figure measures these corrections at several d and extrapolates them to d = inf.")
+    ref_start = reference_seconds()
     t0 = time.perf_counter()
     outputs = []
     for n in names:
@@ -75,9 +93,11 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
 
     from .. import __version__
 
-    env = {"singlehead": __version__, "torch": torch.__version__, "python": platform.python_version(),
-           "cpus": os.cpu_count(), "device": scale.device}
     runtime = time.perf_counter() - t0
+    ref_end = reference_seconds()
+    env = {"singlehead": __version__, "torch": torch.__version__, "python": platform.python_version(),
+           "cpus": os.cpu_count(), "device": scale.device,
+           "reference workload (5 x 1000^3 float64 matmul) at start / end": f"{ref_start:.3f} s / {ref_end:.3f} s"}
     path = write_report(outputs, out / "report.html", title="singlehead: reproduction of arXiv 2509.24914",
                         mode=mode, total_runtime_s=runtime, environment=env)
-    return Reproduction(path, outputs, runtime)
+    return Reproduction(path, outputs, runtime, (ref_start, ref_end))
