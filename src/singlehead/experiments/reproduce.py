@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from ..reference import reference_seconds
 from . import figures_errors, figures_finite_size, figures_power_law, figures_spectra  # noqa: F401  (register)
 from .emergence import fig_emergence
 from .figspec import FIGURES, Context, Scale, figure, make_scale
@@ -43,20 +42,6 @@ class Reproduction:
     outputs: list[FigureOutput]
     runtime_s: float
     reference_s: tuple[float, float] = (float("nan"), float("nan"))  # the reference workload at start and end
-
-
-def reference_seconds() -> float:
-    """Wall time of a fixed workload, 5 x (1000 x 1000) @ (1000 x 1000) float64 numpy matmuls.
-
-    Measured at the start and the end of a reproduction and printed beside its runtimes: the machines this runs
-    on are often shared, and a runtime means little without the machine's speed at that time (about 0.2 s on
-    the 2-core development machine; the same workload as ``benchmarks/_reference.py``).
-    """
-    a = np.random.default_rng(0).standard_normal((1000, 1000))
-    t = time.perf_counter()
-    for _ in range(5):
-        a @ a
-    return time.perf_counter() - t
 
 
 def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_jobs: int = 1,
