@@ -233,8 +233,9 @@ class SpikedLaw:
     def stieltjes(self, z: np.ndarray | complex) -> np.ndarray:
         z = np.asarray(z, dtype=complex)
         out = self.bulk_weight * self.bulk.stieltjes(z)
-        for s in self.spikes:
-            out = out + self.spike_weight / (z - s)
+        spikes = np.asarray(self.spikes, dtype=float)
+        for lo in range(0, spikes.size, 2048):  # vectorised in chunks of spikes (up to ~10^5 of them)
+            out = out + self.spike_weight * np.sum(1.0 / (z[..., None] - spikes[lo:lo + 2048]), axis=-1)
         return out
 
 
