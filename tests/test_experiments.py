@@ -133,6 +133,27 @@ def test_cached_many_runs_missing_values_on_workers_and_caches_each(tmp_path):
     assert ctx.cached("b", functools.partial(pow, 7, 7)) == 9  # read back from the cache
 
 
+def _fail_later(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)
+    raise RuntimeError("interrupted")
+
+
+def test_cached_many_keeps_what_finished_when_another_task_fails(tmp_path):
+    """Values are cached as they come back, so an interrupted (here: failing) batch keeps the finished ones."""
+    import functools
+
+    from singlehead.experiments.figspec import Context, make_scale
+    from singlehead.experiments.runner import Cache
+
+    ctx = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=2, progress=False)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        ctx.cached_many({"slow-failure": functools.partial(_fail_later, 3.0), "quick": functools.partial(pow, 2, 5)})
+    fresh = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=1, progress=False)
+    assert fresh.cached("quick", functools.partial(pow, 7, 7)) == 32  # read back, not recomputed
+
+
 def test_dearest_jobs_are_dispatched_first():
     """The dispatch order (runner._cost_estimate) ranks fits by n T^2 d^2 per evaluation, more iterations at small
     lam and for Adam; theory points last. The order never changes a record (cache keys are the jobs')."""

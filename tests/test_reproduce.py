@@ -158,3 +158,28 @@ def test_report_states_the_reference_workload_beside_its_runtimes(smoke):
     _, res = smoke
     assert len(res.reference_s) == 2 and all(0 < r < 60 for r in res.reference_s)
     assert "reference workload (5 x 1000^3 float64 matmul) at start / end" in res.report.read_text()
+
+
+def test_summary_names_what_each_figure_checks(smoke, tmp_path):
+    """Theory-simulation figures say so beside their count; a figure of other checks (the pretrained-network
+    inspection, when its package is installed) names its own kind instead of passing as theory vs simulation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from singlehead.experiments.report import FigureOutput, write_report
+
+    _, res = smoke
+    for o in res.outputs:
+        if o.agreement is not None and len(o.agreement):
+            assert ("a pretrained network measured" if o.name == "inspect_minilm" else "theory-simulation") in o.checks
+    agr = pd.DataFrame({"quantity": ["x"], "theory": [1.0], "simulation": [1.0], "se": [0.1], "gap": [0.0],
+                        "within": [True]})
+    outs = [FigureOutput(name, name, "caption", {}, plt.figure(), pd.DataFrame(), agr, **kw)
+            for name, kw in (("sim", {}), ("net", {"checks": "layers measured on a network"}))]
+    html = write_report(outs, tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0,
+                        environment={}).read_text()
+    summary = html[html.index("<h2>Summary</h2>"):html.index("</table>", html.index("<h2>Summary</h2>"))]
+    assert "1 / 1</span> theory-simulation checks" in summary and "1 / 1</span> layers measured on a network" in summary

@@ -169,13 +169,16 @@ class Context:
     def _value_key(self, name: str) -> str:
         return "value-" + stable_hash({"mode": self.scale.mode, "name": name})
 
-    def cached_many(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    def cached_many(self, tasks: dict[str, Callable[[], Any]], desc: str = "in-process curves") -> dict[str, Any]:
         """:meth:`cached` for several values; the missing ones are computed on the local workers.
 
         Used for in-process computations (scaling curves, phase diagrams) that would otherwise
         run one after another on one core. Each value is cached under its own name as soon as
-        all are back; with one worker or a Dask scheduler they run here, in order.
+        it comes back (an interrupted run keeps what finished), with a progress bar named
+        ``desc``; with one worker or a Dask scheduler they run here, in order.
         """
+        from tqdm.auto import tqdm
+
         keys = {n: self._value_key(n) for n in tasks}
         missing = [n for n in tasks if self.cache.get(keys[n]) is None]
         if len(missing) > 1 and self.n_jobs != 1 and self.scheduler is None and self.client is None:
@@ -186,10 +189,13 @@ class Context:
             workers = self.n_jobs if self.n_jobs > 0 else available_cores()
             configure(workers=workers)  # one thread policy: threads x workers <= cores
             # one task per dispatch, in the caller's order (callers put the dearest first)
-            values = Parallel(n_jobs=min(workers, len(missing)), backend="loky", batch_size=1, pre_dispatch="all")(
-                delayed(tasks[n])() for n in missing)
-            for n, v in zip(missing, values):
-                self.cache.put({"key": keys[n], "value": v})
+            results = Parallel(n_jobs=min(workers, len(missing)), backend="loky", batch_size=1, pre_dispatch="all",
+                               return_as="generator_unordered")(delayed(_named_call)(n, tasks[n]) for n in missing)
+            with tqdm(total=len(tasks), initial=len(tasks) - len(missing), desc=desc, disable=not self.progress,
+                      leave=False, mininterval=1.0) as bar:
+                for n, v in results:
+                    self.cache.put({"key": keys[n], "value": v})
+                    bar.update(1)
         return {n: self.cached(n, f) for n, f in tasks.items()}
 
     @staticmethod
@@ -258,3 +264,8 @@ def _result_from_record(rec: dict[str, Any]):
     from ..results import Result
 
     return Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})
+
+
+def _named_call(name: str, compute: Callable[[], Any]) -> tuple[str, Any]:
+    """``(name, compute())``: lets :meth:`Context.cached_many` cache results in the order they finish."""
+    return name, compute()

@@ -196,7 +196,8 @@ def fig_error_decomposition(ctx: Context) -> FigureOutput:
     names = [f"decomposition-sim-{p.d}-{p.alpha}-{sc.seeds}-{sc.n_test}" for p in sim_problems]
     order = np.argsort([-p.alpha for p in sim_problems], kind="stable")
     measured = ctx.cached_many({names[i]: functools.partial(_decomposition_sim_parts, sim_problems[i], th_sim[i],
-                                                            sc.seeds, min(sc.n_test, 2000)) for i in order})
+                                                            sc.seeds, min(sc.n_test, 2000)) for i in order},
+                               "simulations: decomposition parts")
     srows = []
     for p, rec, name in zip(sim_problems, th_sim, names):
         dec = decompose(p, _result_from_record(rec))

@@ -41,7 +41,9 @@ def fig_inspect_minilm(ctx: Any) -> FigureOutput:
                        "of the 12 heads of each layer (biases ignored); blue: eta ReLU(mu0 ⊞ SC(delta^2) - eps) "
                        "fitted with the rank cap d_head/d_model; red: outliers above the bulk edge (learned "
                        "features). 'theory' is the 1.36/sqrt(n) KS line, 'simulation' the measured KS.",
-                       params, inspection_figure(insp), insp.table(), pd.DataFrame(rows), time.perf_counter() - t0)
+                       params, inspection_figure(insp), insp.table(), pd.DataFrame(rows), time.perf_counter() - t0,
+                       checks="layers fitted by the law (KS; a pretrained network measured, not a theory-simulation "
+                              "check)")
     out.notes.extend(insp.summary_lines())
     return out
 

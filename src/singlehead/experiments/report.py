@@ -13,6 +13,10 @@ from typing import Any
 import pandas as pd
 
 
+#: The default kind of agreement row: a theory prediction against simulations.
+THEORY_SIMULATION = "theory-simulation checks"
+
+
 @dataclass
 class FigureOutput:
     """One figure of the reproduction: the matplotlib figure, its tidy table and its numbers.
@@ -32,6 +36,8 @@ class FigureOutput:
     runtime_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     png: bytes | None = None  # the rendered PNG once saved (the report inlines it instead of rendering again)
+    # what the agreement rows are (the report's summary and the CLI name it beside the count)
+    checks: str = THEORY_SIMULATION
 
 
 def _png_bytes(fig: Any, dpi: int = 130) -> bytes:
@@ -103,13 +109,14 @@ def write_report(outputs: list[FigureOutput], path: Path, *, title: str, mode: s
     for o in outputs:
         if o.agreement is not None and len(o.agreement):
             n_ok = int(o.agreement["within"].sum()) if "within" in o.agreement else 0
-            summary.append((o.title, n_ok, len(o.agreement), o.runtime_s))
+            summary.append((o.title, n_ok, len(o.agreement), o.runtime_s, o.checks))
         else:
-            summary.append((o.title, None, None, o.runtime_s))
-    parts.append("<h2>Summary</h2><table><tr><th>figure</th><th>theory–simulation points within tolerance</th>"
+            summary.append((o.title, None, None, o.runtime_s, o.checks))
+    parts.append("<h2>Summary</h2><table><tr><th>figure</th><th>checks within tolerance</th>"
                  "<th>runtime (s)</th></tr>")
-    for t, ok, n, rt in summary:
-        cell = "—" if ok is None else f"<span class='{'ok' if ok == n else 'bad'}'>{ok} / {n}</span>"
+    for t, ok, n, rt, kind in summary:
+        cell = "—" if ok is None else (f"<span class='{'ok' if ok == n else 'bad'}'>{ok} / {n}</span> "
+                                        f"{html.escape(kind)}")
         parts.append(f"<tr><td style='text-align:left'>{html.escape(t)}</td><td>{cell}</td><td>{rt:.1f}</td></tr>")
     parts.append("</table>")
     for o in outputs:
