@@ -28,7 +28,7 @@ REGIME_COLORS = {"threshold": "tab:blue", "label_noise": "tab:orange", "tail_noi
 def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noise: float) -> None:
     """Filled regime regions and the measured local exponent over (n/d, lam), predicted beside it."""
     from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch, Rectangle
 
     ns = np.sort(rmap.n.unique())
     lams = np.sort(rmap.lam.unique())
@@ -48,8 +48,17 @@ def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noi
     ax_reg.pcolormesh(X, Y, code, cmap=ListedColormap([REGIME_COLORS[k] for k in names]), vmin=-0.5,
                       vmax=len(names) - 0.5, edgecolors="0.85", linewidth=0.3)
     present = [k for k in names if (reg == k).to_numpy().any()]
-    ax_reg.legend(handles=[Patch(facecolor=REGIME_COLORS[k], edgecolor="0.5", label=k) for k in present], fontsize=6,
-                  loc="upper left")
+    handles = [Patch(facecolor=REGIME_COLORS[k], edgecolor="0.5", label=k) for k in present]
+    # cells whose state evolution did not converge (at lam <= 0.05 the n = d column, on the K = 0 side): their
+    # label comes from an unconverged point, so it is hatched over rather than shown as a regime
+    conv = rmap.pivot_table(index="lam", columns="n", values="converged", aggfunc="first").loc[lams, ns]
+    bad = ~conv.to_numpy(dtype=bool)
+    for i, j in zip(*np.nonzero(bad)):
+        ax_reg.add_patch(Rectangle((X[j], Y[i]), X[j + 1] - X[j], Y[i + 1] - Y[i], facecolor="white", hatch="xxx",
+                                   edgecolor="0.3", lw=0.3))
+    if bad.any():
+        handles.append(Patch(facecolor="white", hatch="xxx", edgecolor="0.3", label=f"SE unconverged ({bad.sum()})"))
+    ax_reg.legend(handles=handles, fontsize=6, loc="upper left")
     ax_reg.set(xscale="log", yscale="log", xlabel="n/d", ylabel="lam (fixed along each row)",
                title=f"regime = scale setting the last recovered mode\n(gamma={gamma}, d={d:g}, Delta={noise:g})")
     ax_reg.title.set_fontsize(8)
@@ -59,7 +68,7 @@ def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noi
     for i, lv in enumerate(lams):
         for j, nv in enumerate(ns):
             r = reg.iloc[i, j]
-            if r in ("plateau",) or not np.isfinite(piv.iloc[i, j]):
+            if r in ("plateau",) or not np.isfinite(piv.iloc[i, j]) or bad[i, j]:
                 continue
             pv = pred.iloc[i, j]
             txt = f"{piv.iloc[i, j]:.2f}" + (f"\n({pv:.2f})" if np.isfinite(pv) else "\n(x)")
