@@ -1,0 +1,61 @@
+"""The power-law figure's in-process theory curves, one by one (issue 13: the quick report's runtime).
+
+Times, on one thread and next to the reference workload of the same run (5 x numpy 1000x1000
+float64 matmul), each curve the quick report's ``power_law`` figure computes through
+``Context.cached_many``: the sequential-recovery pieces (d = 1000), the phase-diagram rows
+(d = 1000, one per lam), the scaling curves and the tail-noise curve (d = 10^5, spiked prior with
+up to ~7*10^4 spikes). Prints the per-curve wall time and the total CPU of the figure's curves.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_power_law_curves.py [--mode quick|smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from typing import Any, Callable
+
+from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
+
+from singlehead.experiments import figspec
+from singlehead.experiments.figspec import FIGURES, Context, make_scale
+from singlehead.experiments.runner import Cache
+
+
+class _Timed(Exception):
+    """Raised once every curve is timed: the rest of the figure (plots) is not needed."""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", default="quick", choices=["quick", "smoke"])
+    args = ap.parse_args()
+    import singlehead.experiments.reproduce  # noqa: F401  (registers the figures)
+
+    r0 = reference_seconds()
+    print(f"reference workload: {r0:.3f} s", flush=True)
+    total = [0.0]
+
+    def timed(self: Context, tasks: dict[str, Callable[[], Any]], desc: str = "") -> dict[str, Any]:
+        for name, compute in tasks.items():
+            t = time.perf_counter()
+            compute()
+            dt = time.perf_counter() - t
+            total[0] += dt
+            print(f"{dt:8.2f} s  {name}", flush=True)
+        raise _Timed
+
+    figspec.Context.cached_many = timed  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = Context(scale=make_scale(args.mode), cache=Cache(tmp), n_jobs=1, progress=False)
+        try:
+            FIGURES["power_law"](ctx)
+        except _Timed:
+            pass
+    print(f"total {total[0]:.1f} s of curves (one thread); reference workload {r0:.3f} s -> "
+          f"{reference_seconds():.3f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
