@@ -100,7 +100,7 @@ class Scale:
 
 
 def make_scale(mode: str) -> Scale:
-    """``quick`` (laptop: 12-15 min on 2 idle cores, measured; 13-17 min with the install), ``full`` (paper
+    """``quick`` (laptop: 12-15 min on 2 cores, measured; 13-17 min with the install), ``full`` (paper
     scale), ``smoke`` (tests: < 3 min)."""
     if mode == "smoke":
         return Scale("smoke", d=16, seeds=2, sim_alphas=(0.25, 1.0), theory_points=6, n_test=500, spectra_d=16,
