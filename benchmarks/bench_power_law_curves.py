@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
 

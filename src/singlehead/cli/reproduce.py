@@ -34,7 +34,8 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
     res = run(mode, out, n_jobs=n_jobs or (os.cpu_count() or 1), scheduler=scheduler, only=list(only) or None)
     for o in res.outputs:
         agr = o.agreement
-        ok = "" if agr is None or not len(agr) else f", {int(agr['within'].sum())}/{len(agr)} {o.checks} within tolerance"
+        ok = ("" if agr is None or not len(agr)
+              else f", {int(agr['within'].sum())}/{len(agr)} {o.checks} within tolerance")
         click.echo(f"{o.name}: {o.runtime_s:.0f} s{ok}")
     r0, r1 = res.reference_s
     click.echo(f"report: {res.report} (total {res.runtime_s:.0f} s; reference workload, 5 x 1000^3 float64 matmul: "
