@@ -157,7 +157,11 @@ def test_agreement_refuses_an_unconverged_theory_point():
 def test_report_states_the_reference_workload_beside_its_runtimes(smoke):
     _, res = smoke
     assert len(res.reference_s) == 2 and all(0 < r < 60 for r in res.reference_s)
-    assert "reference workload (5 x 1000^3 float64 matmul) at start / end" in res.report.read_text()
+    assert len(res.reference_f32_s) == 2 and all(0 < r < 60 for r in res.reference_f32_s)
+    html = res.report.read_text()
+    assert "reference workload (5 x 1000^3 float64 matmul) at start / end" in html
+    assert "float32 reference workload (5 x 1000^3 float32 torch matmul" in html
+    assert f"{res.reference_f32_s[0]:.3f} s / {res.reference_f32_s[1]:.3f} s" in html
 
 
 def test_summary_names_what_each_figure_checks(smoke, tmp_path):

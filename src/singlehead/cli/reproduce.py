@@ -37,6 +37,6 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
         ok = ("" if agr is None or not len(agr)
               else f", {int(agr['within'].sum())}/{len(agr)} {o.checks} within tolerance")
         click.echo(f"{o.name}: {o.runtime_s:.0f} s{ok}")
-    r0, r1 = res.reference_s
-    click.echo(f"report: {res.report} (total {res.runtime_s:.0f} s; reference workload, 5 x 1000^3 float64 matmul: "
-               f"{r0:.3f} s at the start, {r1:.3f} s at the end)")
+    (r0, r1), (f0, f1) = res.reference_s, res.reference_f32_s
+    click.echo(f"report: {res.report} (total {res.runtime_s:.0f} s; reference workloads, 5 x 1000^3 matmul: "
+               f"float64 {r0:.3f} s at the start, {r1:.3f} s at the end; float32 {f0:.3f} s / {f1:.3f} s)")
