@@ -20,7 +20,7 @@ from ._mp_engines import (
     _MPZeroEngine,
 )
 from ._numerics import bisect_increasing, cos_gauss, newton_bracketed
-from .laws import DiscreteLaw, MarchenkoPastur, SpikedLaw
+from .laws import SPIKE_CHUNK, DiscreteLaw, MarchenkoPastur, SpikedLaw
 
 
 @dataclass(frozen=True)
@@ -250,10 +250,6 @@ class _BianeEngine:
         return np.where(lower, np.conj(out), out)
 
 
-# spikes per vectorised Stieltjes evaluation in _SpikedEngine (memory: chunk x number of bulk atoms)
-_SPIKE_CHUNK = 2048
-
-
 def _inside_support(x: np.ndarray, support: list[tuple[float, float]], tol: float = 1e-12) -> np.ndarray:
     """``x_i`` in some interval ``[a - tol, b + tol]`` of ``support`` (vectorised over ``x``).
 
@@ -283,8 +279,8 @@ class _SpikedEngine:
             # cost 1.5 s per SE map evaluation at d = 10^5): a spike inside a bulk component creates no outlier
             keep = ~_inside_support(spikes, law.bulk.support())
             gs, dgs = np.zeros_like(spikes), np.zeros_like(spikes)
-            for lo in range(0, spikes.size, _SPIKE_CHUNK):  # chunks bound the (spikes x bulk atoms) temporaries
-                sl = slice(lo, lo + _SPIKE_CHUNK)
+            for lo in range(0, spikes.size, SPIKE_CHUNK):  # chunks bound the (spikes x bulk atoms) temporaries
+                sl = slice(lo, lo + SPIKE_CHUNK)
                 zs = spikes[sl][keep[sl]] + 0j
                 if zs.size:
                     gs[sl][keep[sl]] = np.real(law.bulk.stieltjes(zs))
@@ -292,14 +288,21 @@ class _SpikedEngine:
             ov = 1.0 + v * dgs
             keep &= ov > 0
             pos = spikes + v * gs
-        self.outliers: list[Outlier] = [Outlier(float(a), float(b), float(c), w)
-                                        for a, b, c in zip(spikes[keep], pos[keep], ov[keep])]
-        self.factor = 1.0 - len(self.outliers) * w
+        # the outliers as arrays (spike, position, overlap); the Outlier objects are built only when asked for
+        self._outlier_arrays = (spikes[keep], pos[keep], ov[keep])
+        self._weight = w
+        n_out = int(keep.sum())
+        self.factor = 1.0 - n_out * w
         self.bulks = self.inner.bulks
-        pos = np.concatenate([self.inner.atom_pos, [o.position for o in self.outliers]])
-        mass = np.concatenate([self.factor * self.inner.atom_mass, [o.mass for o in self.outliers]])
+        pos = np.concatenate([self.inner.atom_pos, pos[keep]])
+        mass = np.concatenate([self.factor * self.inner.atom_mass, np.full(n_out, w)])
         order = np.argsort(pos, kind="stable")
         self.atom_pos, self.atom_mass = pos[order], mass[order]
+
+    @property
+    def outliers(self) -> list[Outlier]:
+        """The spikes' outliers, in spike order."""
+        return [Outlier(float(a), float(b), float(c), self._weight) for a, b, c in zip(*self._outlier_arrays)]
 
     def eval_t(self, k, t):
         x, p, jac, H = self.inner.eval_t(k, t)

@@ -23,6 +23,11 @@ import numpy as np
 __all__ = ["MarchenkoPastur", "DiscreteLaw", "SpikedLaw", "Law"]
 
 
+#: Spikes per vectorised evaluation over the spikes of a :class:`SpikedLaw` (here and in the free convolution):
+#: bounds the (evaluation points or bulk atoms) x spikes temporaries.
+SPIKE_CHUNK = 2048
+
+
 @dataclass(frozen=True)
 class MarchenkoPastur:
     """Spectrum of the MP target: ``sqrt(kappa0) * MP(1/kappa0)``.
@@ -234,8 +239,8 @@ class SpikedLaw:
         z = np.asarray(z, dtype=complex)
         out = self.bulk_weight * self.bulk.stieltjes(z)
         spikes = np.asarray(self.spikes, dtype=float)
-        for lo in range(0, spikes.size, 2048):  # vectorised in chunks of spikes (up to ~10^5 of them)
-            out = out + self.spike_weight * np.sum(1.0 / (z[..., None] - spikes[lo:lo + 2048]), axis=-1)
+        for lo in range(0, spikes.size, SPIKE_CHUNK):  # vectorised in chunks of spikes (up to ~10^5 of them)
+            out = out + self.spike_weight * np.sum(1.0 / (z[..., None] - spikes[lo:lo + SPIKE_CHUNK]), axis=-1)
         return out
 
 
