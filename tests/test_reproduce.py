@@ -189,3 +189,16 @@ def test_summary_names_what_each_figure_checks(smoke, tmp_path):
                         environment={}).read_text()
     summary = html[html.index("<h2>Summary</h2>"):html.index("</table>", html.index("<h2>Summary</h2>"))]
     assert "1 / 1</span> theory-simulation checks" in summary and "1 / 1</span> layers measured on a network" in summary
+
+
+def test_peak_rows_carry_the_replica_symmetry_check(smoke):
+    """Every compared point of the interpolation-peak figure states its smooth replicon (a positive
+    number, below 1 on these convergent points) and its prox-jump share (a percentage), and the
+    figure's note explains both columns (the report file itself is rewritten by later cached reruns)."""
+    _, res = smoke
+    o = next(o for o in res.outputs if o.name == "interpolation_peak")
+    rep = o.agreement["replicon"].astype(float)
+    jump = o.agreement["prox_jump_%"].astype(float)
+    assert np.all(np.isfinite(rep)) and np.all((rep > 0) & (rep < 1)), rep.tolist()
+    assert np.all(np.isfinite(jump)) and np.all((jump > -5) & (jump < 50)), jump.tolist()
+    assert any("de Almeida-Thouless" in n for n in o.notes)

@@ -64,7 +64,8 @@ seq2seq has the same theory as seq2lab (THEORY §1): the channel enters only thr
 Layout: :mod:`.quadrature` (the Sobol nodes and their error estimate), :mod:`.output` (the
 channel side, its degenerate limit and the channel test errors), :mod:`.prior` (the target's
 prior model, the matrix side, the collapse point), :mod:`._fixed_point` (private: the
-u-transform, Broyden, the damped iteration) and :mod:`.driver` (:func:`theory`,
+u-transform, Broyden, the damped iteration), :mod:`.stability` (the replicon and prox-jump test of
+replica symmetry at a fixed point) and :mod:`.driver` (:func:`theory`,
 :func:`theory_curve`).
 """
 
@@ -74,6 +75,7 @@ from .driver import SEState, theory, theory_curve
 from .options import SEOptions, WarmStart
 from .output import OutputSide, channel_test_errors, output_side
 from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
+from .stability import Stability, stability
 from .quadrature import OutputQuadrature
 
 __all__ = [
@@ -86,7 +88,7 @@ __all__ = [
     "output_side",
     "channel_test_errors",
     "PriorSide",
-    "prior_side",
+    "prior_side", "Stability", "stability",
     "SEState",
     "collapse_point",
     "theory",

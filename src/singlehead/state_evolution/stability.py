@@ -1,0 +1,178 @@
+"""Replica-symmetric stability of an ERM state-evolution fixed point (replicon / AT test).
+
+The state evolution (SE) of :mod:`.driver` is the replica-symmetric (RS) description of the
+ERM minimiser. For the linear channel with a nuclear-norm or Frobenius penalty the problem is
+convex and RS is exact. The softmax square loss is not convex, and the RS description can
+fail. This module measures two things at a fixed point:
+
+**The smooth replicon** (de Almeida & Thouless, J. Phys. A 11, 983 (1978); in the GLM/ERM form
+of Gerace et al., ICML 2020, and Aubin et al., NeurIPS 2020, App. C). A small perturbation of the
+fixed point that is uncorrelated with the signal grows by the factor ``AT`` per AMP/SE
+iteration:
+
+    AT = [2 alpha E ||H (I + Sigma H)^{-1}||_F^2] * [(1/Sigmahat^2) P],
+    P  = int int ((f(x) - f(y))/(x - y))^2 mu_delta(dx) mu_delta(dy),  f(x) = (x - eps)_+ .
+
+* Output factor: ``h*`` is the prox point of the output side (:mod:`.output`), ``H`` the Hessian
+  of the fit loss ``||Y - chan(M(h))||_F^2`` at ``h*`` in the ``K``-vector coordinates, so
+  ``-H (I + Sigma H)^{-1}`` is the Jacobian of ``f_out = (h* - z)/Sigma`` with respect to ``z``.
+  Its trace gives ``Sigmahat`` (``Sigmahat = 2 alpha E tr H (I + Sigma H)^{-1}`` where the prox is
+  smooth); the replicon uses the squared Frobenius norm instead.
+* Prior factor: the spectral estimator ``Shat = eta f(Y)`` has Jacobian ``(1/Sigmahat) Df``
+  with respect to the effective field ``B = mhat Y``; by the Daleckii-Krein formula ``Df`` is
+  diagonal in the eigenbasis of ``Y`` with eigenvalues ``f'(nu_i)`` and the divided differences
+  ``(f(nu_i) - f(nu_j))/(nu_i - nu_j)``. The SE's ``Sigma = (1/Sigmahat) int int (f(x) -
+  f(y))/(x - y)`` is their mean; the replicon uses the mean of their squares, ``P``. The
+  direct (Frobenius) student has ``f(x) = x mhat/(Sigmahat + 4 lam)`` and the factor is
+  ``Sigma^2``.
+
+The normalisation is that of the SE (``Sigmahat`` and ``Sigma`` are the means of the first
+powers): for the ridge problem (direct student, linear channel) ``AT = (Sigma Sigmahat)^2/(2
+alpha K)``, which tends to 1 at ``2 alpha K = 1`` (as many observations as unknowns) as
+``lam -> 0`` and is below 1 elsewhere, as it must be for a convex problem (a test). ``AT > 1``
+means the RS fixed point is unstable. With a binding rank cap ``f`` jumps at the cut-off and
+``P`` diverges (reported as ``inf``).
+
+**Prox jumps.** For large ``Sigma`` the prox of the softmax loss has several local minima and
+the global one jumps between them as ``z`` moves (:mod:`singlehead.prox`). The SE's
+``Sigmahat`` comes from Stein's lemma and counts the jumps; the pointwise trace above does
+not. ``jump_weight = 1 - Sigmahat / Sigmahat_pointwise`` is the share of the jumps (the prox is
+the gradient of a convex function, so the jumps point along ``z`` and the share is >= 0). A
+jump puts a delta function into the Jacobian, whose square is not integrable: where the jump
+weight is non-zero the formal replicon is infinite and the RS description is at best an
+approximation whose quality is not known. The smooth replicon is a lower bound.
+
+Measured on the interpolation-peak problems of the report (``T = 2``, seq2lab, MP(0.5)
+target, ``Delta = 0.5``, ``kappa = 1``): the smooth replicon stays below 1 (at most 0.94, at
+``lam = 1e-5``, ``alpha = 0.25``), and the jump weight is at most 0.5 % for ``alpha >= 0.5``,
+2.4 % at ``lam = 1e-3, alpha = 0.3`` (SE and simulations agree to 4 %) and 6.1 % at
+``lam = 1e-5, alpha = 0.3`` (the SE's test error is 16 % above every ERM route at d = 100-150).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..problem import Problem
+from ..prox import interpolating_start, prox_channel
+from ..results import Result
+from ..spectra.convolution import free_convolve_semicircle
+from .options import SEOptions
+from .output import _fit_derivatives, _gauss_pair, output_side
+from .prior import prior_model
+from .quadrature import OutputQuadrature
+
+__all__ = ["Stability", "stability"]
+
+
+@dataclass(frozen=True)
+class Stability:
+    """RS-stability diagnostics of one SE fixed point (see the module docstring).
+
+    Attributes
+    ----------
+    replicon : float
+        Smooth replicon ``AT = output_factor * prior_factor`` (RS unstable if > 1; ``inf`` with a
+        binding rank cap; a lower bound where ``jump_weight > 0``).
+    output_factor, prior_factor : float
+        ``2 alpha E ||H (I + Sigma H)^{-1}||_F^2`` and ``P/Sigmahat^2`` (or ``Sigma^2``).
+    sigmahat_pointwise, sigmahat_stein : float
+        ``2 alpha E tr H (I + Sigma H)^{-1}`` and the SE's Stein estimate on the same nodes.
+    jump_weight, jump_weight_err : float
+        ``1 - sigmahat_stein / sigmahat_pointwise`` and its quadrature standard error.
+    sigma_prior : float
+        ``(1/Sigmahat) int int (f(x) - f(y))/(x - y)``: equals the SE's ``Sigma`` at a fixed
+        point (a check of the prior factor's quadrature).
+    """
+
+    replicon: float
+    output_factor: float
+    prior_factor: float
+    sigmahat_pointwise: float
+    sigmahat_stein: float
+    jump_weight: float
+    jump_weight_err: float
+    sigma_prior: float
+
+    def describe(self) -> str:
+        """One line for tables: the replicon and the jump weight."""
+        return (f"RS check: smooth replicon {self.replicon:.2f} (unstable if > 1), "
+                f"prox-jump share of Sigmahat {100 * self.jump_weight:.1f} +- {100 * self.jump_weight_err:.1f} %")
+
+
+def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
+    """``(P/Sigmahat^2, Sigma)`` of the spectral (or linear) estimator at the fixed point ``ex``."""
+    Sh = float(ex["Sigmahat"])
+    if problem.student == "direct":
+        s = 1.0 / (Sh + 4 * problem.lam)
+        return s * s, s
+    if ex.get("cap_binds"):
+        return math.inf, float(ex["Sigma"])
+    eps = float(ex["eps"])
+    law = free_convolve_semicircle(prior_model(problem, "asymptotic").engine, float(ex["delta"]) ** 2)
+    hi, lo = law.rule(eps, math.inf), law.rule(-math.inf, eps)
+    above = float(hi.w.sum())
+    # f = 0 below eps, f(x) = x - eps above: the divided difference is 1 above-above, 0
+    # below-below and (x - eps)/(x - y) across (bounded by 1, smooth away from the corner)
+    across = (hi.x[:, None] - eps) / (hi.x[:, None] - lo.x[None, :])
+    P = above**2 + 2.0 * float(hi.w @ across**2 @ lo.w)
+    D = above**2 + 2.0 * float(hi.w @ across @ lo.w)
+    return P / Sh**2, D / Sh
+
+
+def stability(problem: Problem, result: Result, *, options: SEOptions | None = None,
+              quad: OutputQuadrature | None = None) -> Stability:
+    """RS-stability diagnostics of the SE fixed point ``result`` of ``problem``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem ``result`` solves (factorized or direct student, any channel).
+    result : Result
+        A converged :func:`~singlehead.state_evolution.theory` result (its ``extras`` hold the
+        order parameters). A collapsed fixed point (``S = 0``) is stable: replicon 0.
+    options, quad : optional
+        Quadrature of the output side (default: the SE's own, ``SEOptions().quadrature``).
+
+    Returns
+    -------
+    Stability
+    """
+    ex = result.extras
+    for key in ("q", "m", "Sigma", "Sigmahat", "Q0"):
+        if key not in ex:
+            raise ValueError(f"result.extras lacks {key!r}: pass a state-evolution Result of theory()")
+    if ex.get("collapsed"):
+        return Stability(0.0, 0.0, 0.0, math.nan, float(ex["Sigmahat"]), 0.0, 0.0, 0.0)
+    q, m, Sigma, Q0 = (float(ex[k]) for k in ("q", "m", "Sigma", "Q0"))
+    alpha, K = problem.alpha, problem.n_pairs
+    prior_f, sigma_prior = _prior_factor(problem, ex)
+    if problem.channel == "linear":  # H = 4 I: closed form, no jumps
+        c = 4.0 / (1.0 + 4.0 * Sigma)
+        out_f = 2 * alpha * K * c * c
+        sh = 2 * alpha * K * c
+        return Stability(out_f * prior_f, out_f, prior_f, sh, sh, 0.0, 0.0, sigma_prior)
+    if quad is None:
+        quad = (options or SEOptions()).quadrature(problem)
+    X = quad.flat
+    y, z = _gauss_pair(X[:, :K], X[:, K:], Q0 + problem.noise / 2.0, m, q)
+    hi = interpolating_start(z, y, problem.beta0 / problem.beta, problem.T)
+    pr = prox_channel(z, y, Sigma, T=problem.T, channel=problem.channel, beta=problem.beta, beta0=problem.beta0,
+                      starts=[z, hi, 0.5 * (z + hi)])
+    _, _, H = _fit_derivatives(pr.h, y, problem)
+    A = np.eye(K)[None] + Sigma * H
+    M = np.linalg.solve(A, H)  # (I + Sigma H)^{-1} H: same trace and Frobenius norm as H (I + Sigma H)^{-1}
+    vals = np.stack([np.einsum("nij,nij->n", M, M), np.einsum("nii->n", M)], axis=1)
+    mean, _, per = quad.mean_error_and_scrambles(vals)
+    out_f, sh_pw = 2 * alpha * mean[0], 2 * alpha * mean[1]
+    stein = output_side(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
+    if stein.scramble_hats is not None and per.shape[0] > 1:
+        w = 1.0 - stein.scramble_hats[:, 2] / (2 * alpha * per[:, 1])
+        jw, jw_err = float(1.0 - stein.Sigmahat / sh_pw), float(w.std(ddof=1) / math.sqrt(w.size))
+    else:
+        jw, jw_err = float(1.0 - stein.Sigmahat / sh_pw), math.nan
+    return Stability(out_f * prior_f, float(out_f), prior_f, float(sh_pw), float(stein.Sigmahat), jw, jw_err,
+                     sigma_prior)
