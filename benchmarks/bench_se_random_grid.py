@@ -10,7 +10,9 @@ evaluations and the unconverged points of
 * the report's grids: a T = 2 alpha sweep (``theory_curve``) at lam = 0.01 and the
   interpolation-peak sweeps at lam = 1e-5 and 1e-3 across alpha_interp.
 
-Targets: median <= 0.3 s per T = 2 point, no point over 3 s, unconverged <= 1 %.
+Targets: median <= 0.3 s per T = 2 point, no point over 3 s, unconverged <= 1 %. Points over
+3 s or unconverged are printed with their replica-symmetry check
+(:func:`singlehead.state_evolution.stability`: smooth replicon, prox-jump share of Sigmahat).
 
     python benchmarks/bench_se_random_grid.py [--n 128] [--seed 0] [--json out.json]
 """
@@ -26,7 +28,7 @@ import numpy as np
 from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
 
 from singlehead import MPTarget, Problem
-from singlehead.state_evolution import theory, theory_curve
+from singlehead.state_evolution import stability, theory, theory_curve
 from singlehead.problem import random_problems
 
 
@@ -39,6 +41,13 @@ def summary(name: str, times: list[float], evals: list[int], conv: list[bool]) -
           f"max {out['max_s']:6.2f} s  total {out['total_s']:7.1f} s  evals(median) {out['median_evals']:5.1f}  "
           f"unconverged {out['unconverged']}", flush=True)
     return out
+
+
+def _rs_check(problem: Problem, result) -> str:
+    """Replicon and prox-jump share of a slow point (the slow points sit where both are large)."""
+    if "Sigmahat" not in result.extras or result.extras.get("collapsed"):
+        return "RS check: n/a"
+    return stability(problem, result).describe()
 
 
 def main() -> None:
@@ -67,7 +76,7 @@ def main() -> None:
                             "converged": bool(r.converged), "residual": r.extras["residual"],
                             "message": r.message})
             if not r.converged or dt > 3:
-                print(f"  point {i}: {dt:.2f} s, {r.message}; {p}", flush=True)
+                print(f"  point {i}: {dt:.2f} s, {r.message}; {p}; {_rs_check(p, r)}", flush=True)
         rows.append(summary(f"random grid (n={args.n}, seed={args.seed})", times, evals, conv))
         rows.append(summary("  of which softmax T = 2", times2, [1] * len(times2), [True] * len(times2)))
     base = Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
@@ -81,6 +90,10 @@ def main() -> None:
         total = time.perf_counter() - t0
         rows.append(summary(name, [r.runtime_s for r in rs], [r.iterations for r in rs], [r.converged for r in rs]))
         rows[-1]["wall_s"] = total
+        for a, r in zip(grid, rs):
+            if r.runtime_s > 3 or not r.converged:
+                print(f"  alpha = {a:.4f}: {r.runtime_s:.2f} s, {r.iterations} evaluations; "
+                      f"{_rs_check(prob.replace(alpha=float(a)), r)}", flush=True)
     ref2 = reference_seconds()
     print(f"reference again at the end: {ref2:.3f} s")
     if args.json:

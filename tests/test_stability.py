@@ -99,3 +99,21 @@ def test_stability_rejects_a_result_without_order_parameters():
     p = Problem(alpha=1.0, lam=1e-3, **_PEAK)
     with pytest.raises(ValueError, match="Sigmahat"):
         stability(p, Result(source="simulation", problem=p.to_dict(), extras={"q": 1.0, "m": 1.0, "Sigma": 1.0}))
+
+
+def test_cli_theory_reports_the_rs_check(capsys, tmp_path):
+    """``singlehead theory --stability`` adds the replicon and the prox-jump share to each point (also
+    to points read back from the cache of an earlier run without the flag)."""
+    import json
+
+    from singlehead.cli import main
+
+    args = ["theory", "--T", "2", "--alpha", "1.0", "--lam", "1e-3", "--noise", "0.5", "--n-points", "512",
+            "--out", str(tmp_path / "t.jsonl")]
+    main(args + ["--json"])
+    assert "replicon" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    main(args + ["--json", "--stability"])
+    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0.1 < rec["replicon"] < 0.5 and abs(rec["prox_jump_share"]) < 0.02
+    main(args + ["--stability"])
+    assert "replicon=0." in capsys.readouterr().out

@@ -26,6 +26,9 @@ from .common import STUDENT_OPTIONS, dumps, pop_problem_options, problem_options
               help="Seed of the quadrature nodes and of the finite-d prior's GOE draws.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="JSON-lines export; points are cached in OUT.cache, a rerun resumes.")
+@click.option("--stability", is_flag=True,
+              help="Also report the replica-symmetry check of each point: the smooth replicon (RS unstable above 1) "
+                   "and the share of Sigmahat carried by prox jumps (state_evolution.stability).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def theory(**kwargs: Any) -> None:
     """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."""
@@ -44,15 +47,35 @@ def theory(**kwargs: Any) -> None:
                              prior=kwargs["prior"], progress=len(missing) > 1)
         for j, r in zip(missing, curve):
             cache.put({**r.to_dict(), "key": j.key, "route": "theory", "seed": None})
+    if kwargs["stability"]:
+        _add_stability(jobs, cache)
 
     def describe(rec: dict[str, Any]) -> str:
+        rs = ""
+        if "replicon" in rec:  # JSON null: infinite (a binding rank cap), see state_evolution.stability
+            rep = "inf" if rec["replicon"] is None else f"{rec['replicon']:.3f}"
+            rs = f" replicon={rep} prox_jump_share={rec['prox_jump_share']:.4f}"
         return (f"alpha={rec['problem']['alpha']:.4g}: test_error={rec['test_error']:.5f} "
                 f"train_error={rec['train_error']:.5f} matrix_error={rec['matrix_error']:.5f} "
                 f"rank_fraction={rec['rank_fraction']:.4f} converged={rec['converged']} "
-                f"(residual {rec['residual']:.1e})")
+                f"(residual {rec['residual']:.1e}){rs}")
 
     run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "theory", cache=cache,
               resumed=len(jobs) - len(missing))
+
+
+def _add_stability(jobs: list, cache: Any) -> None:
+    """Add ``replicon``, ``prox_jump_share`` and its error to each cached point that lacks them."""
+    from ..results import Result
+    from ..state_evolution import stability
+
+    for j in jobs:
+        rec = cache.get(j.key)
+        if rec is None or "replicon" in rec or "Sigmahat" not in rec:
+            continue
+        s = stability(j.problem, Result.from_dict(rec))
+        cache.put({**rec, "replicon": s.replicon, "prox_jump_share": s.jump_weight,
+                   "prox_jump_share_err": s.jump_weight_err})
 
 
 @cli.command()
