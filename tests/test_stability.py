@@ -117,3 +117,30 @@ def test_cli_theory_reports_the_rs_check(capsys, tmp_path):
     assert 0.1 < rec["replicon"] < 0.5 and abs(rec["prox_jump_share"]) < 0.02
     main(args + ["--stability"])
     assert "replicon=0." in capsys.readouterr().out
+
+
+def test_output_jacobian_is_the_finite_difference_of_the_prox():
+    """The output factor uses dh*/dz = (I + Sigma H)^{-1} with H the analytic Hessian of the fit loss in the
+    K-vector coordinates; checked node by node against central differences of the batched prox itself
+    (Sigma large enough that the prox is strongly non-linear; nodes next to a branch jump excluded)."""
+    from singlehead.prox import interpolating_start, prox_channel
+    from singlehead.state_evolution.output import _fit_derivatives
+
+    p = Problem(alpha=0.3, lam=1e-3, **_PEAK)
+    K, Sigma, eps = p.n_pairs, 8.0, 1e-6
+    rng = np.random.default_rng(1)
+    y, z = rng.normal(size=(400, K)) * 1.2, rng.normal(size=(400, K)) * 1.5
+
+    def prox(zz):
+        hi = interpolating_start(zz, y, 1.0, p.T)
+        return prox_channel(zz, y, Sigma, T=p.T, channel=p.channel, beta=1.0, beta0=1.0,
+                            starts=[zz, hi, 0.5 * (zz + hi)]).h
+
+    h = prox(z)
+    _, _, H = _fit_derivatives(h, y, p)
+    J = np.linalg.inv(np.eye(K)[None] + Sigma * H)
+    fd = np.stack([(prox(z + eps * e) - prox(z - eps * e)) / (2 * eps) for e in np.eye(K)], axis=2)
+    smooth = np.abs(fd).max(axis=(1, 2)) < 1e3  # a jump between branches inside the stencil
+    assert smooth.mean() > 0.95
+    err = np.abs(fd - J)[smooth].max()
+    assert err < 1e-4, err
