@@ -99,6 +99,9 @@ def test_stability_rejects_a_result_without_order_parameters():
     p = Problem(alpha=1.0, lam=1e-3, **_PEAK)
     with pytest.raises(ValueError, match="Sigmahat"):
         stability(p, Result(source="simulation", problem=p.to_dict(), extras={"q": 1.0, "m": 1.0, "Sigma": 1.0}))
+    _, r = _peak_fixed_point(0.3, _PEAK_03)
+    with pytest.raises(ValueError, match="another problem"):
+        stability(p, r)
 
 
 def test_cli_theory_reports_the_rs_check(capsys, tmp_path):

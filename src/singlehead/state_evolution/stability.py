@@ -141,11 +141,17 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     options, quad : optional
         Quadrature of the output side (default: the SE's own, ``SEOptions().quadrature``).
 
+    The prior factor uses the target's asymptotic law (``prior_model(problem, "asymptotic")``),
+    also for a fixed point solved with the finite-``d`` prior.
+
     Returns
     -------
     Stability
     """
     ex = result.extras
+    if result.problem and result.problem != problem.to_dict():
+        raise ValueError("result is the fixed point of another problem: pass the problem it was solved for "
+                         f"(result.problem = {result.problem})")
     for key in ("q", "m", "Sigma", "Sigmahat", "Q0"):
         if key not in ex:
             raise ValueError(f"result.extras lacks {key!r}: pass a state-evolution Result of theory()")
