@@ -185,3 +185,37 @@ def test_streamed_batches_give_the_same_fit():
     a = simulate(p, seed=1, n_test=200)
     b = simulate(p, seed=1, n_test=200, batch_size=37)
     assert a.matrix_error == pytest.approx(b.matrix_error, rel=1e-6, abs=1e-9)
+
+
+def _two_loop_reference(g, mem):
+    """Nocedal's two-loop recursion written as the loops (the reference of the matrix form in training)."""
+    q = -g
+    alphas = []
+    for s, y, rho in zip(reversed(mem["s"]), reversed(mem["y"]), reversed(mem["rho"])):
+        a = rho * torch.dot(s, q)
+        q = q - a * y
+        alphas.append(a)
+    r = q * mem["h_diag"]
+    for (s, y, rho), a in zip(zip(mem["s"], mem["y"], mem["rho"]), reversed(alphas)):
+        r = r + (a - rho * torch.dot(y, r)) * s
+    return r
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
+def test_lbfgs_direction_matches_the_two_loop_recursion(dtype, tol):
+    """The triangular-solve form of the L-BFGS direction equals the two loops (pairs from a convex quadratic,
+    so that s . y > 0 as in the optimiser), for 0, 1 and 50 stored pairs."""
+    from singlehead.training import _lbfgs_direction
+
+    gen = torch.Generator().manual_seed(0)
+    n = 300
+    A = torch.randn(n, n, generator=gen, dtype=torch.float64)
+    H = (A @ A.T / n + 0.1 * torch.eye(n, dtype=torch.float64)).to(dtype)
+    for m in (0, 1, 50):
+        s_list = [torch.randn(n, generator=gen, dtype=torch.float64).to(dtype) for _ in range(m)]
+        y_list = [H @ s for s in s_list]
+        mem = {"s": s_list, "y": y_list, "rho": [1.0 / float(torch.dot(y, s)) for s, y in zip(s_list, y_list)],
+               "h_diag": 0.7}
+        g = torch.randn(n, generator=gen, dtype=torch.float64).to(dtype)
+        got, ref = _lbfgs_direction(g, mem), _two_loop_reference(g, mem)
+        assert float((got - ref).norm() / ref.norm()) < tol

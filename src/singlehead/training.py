@@ -319,18 +319,30 @@ def fit_adam(student: nn.Module, data: Sequences | Objective, channel: str = "",
 
 
 def _lbfgs_direction(g: torch.Tensor, mem: dict) -> torch.Tensor:
-    """Two-loop recursion: ``-H g`` for the L-BFGS inverse-Hessian estimate in ``mem``."""
-    q = -g
-    alphas = []
-    for s, y, rho in zip(reversed(mem["s"]), reversed(mem["y"]), reversed(mem["rho"])):
-        a = rho * torch.dot(s, q)
-        q = q - a * y
-        alphas.append(a)
-    r = q * mem["h_diag"]
-    for (s, y, rho), a in zip(zip(mem["s"], mem["y"], mem["rho"]), reversed(alphas)):
-        b = rho * torch.dot(y, r)
-        r = r + (a - b) * s
-    return r
+    """``-H g`` for the L-BFGS inverse-Hessian estimate in ``mem`` (Nocedal's two-loop recursion).
+
+    The two loops are written with the ``m x m`` matrix ``SY[i, j] = s_i . y_j`` of the stored pairs
+    (oldest first): the first loop's coefficients ``a_i = rho_i (s_i . q0 - sum_{j > i} a_j s_i . y_j)``
+    solve an upper-triangular system, the second loop's ``b_i = rho_i (y_i . r0 + sum_{j < i} (a_j - b_j)
+    y_i . s_j)`` a lower-triangular one; the same arithmetic as the loops in a dozen tensor operations
+    instead of ``4 m`` dot products and updates, whose per-call overhead dominated small fits
+    (``d = 40``: 40 % of a fit's time).
+    """
+    h_diag = mem["h_diag"]
+    if not mem["s"]:
+        return -g * h_diag
+    S, Y = torch.stack(mem["s"]), torch.stack(mem["y"])
+    m = S.shape[0]
+    rho = torch.tensor(mem["rho"], dtype=g.dtype, device=g.device)
+    eye = torch.eye(m, dtype=g.dtype, device=g.device)
+    SY = S @ Y.T
+    q0 = -g
+    a = torch.linalg.solve_triangular(eye + rho[:, None] * torch.triu(SY, diagonal=1), (rho * (S @ q0))[:, None],
+                                      upper=True)[:, 0]
+    r0 = (q0 - Y.T @ a) * h_diag
+    W = torch.tril(SY.T, diagonal=-1)
+    b = torch.linalg.solve_triangular(eye + rho[:, None] * W, (rho * (Y @ r0 + W @ a))[:, None], upper=False)[:, 0]
+    return r0 + S.T @ (a - b)
 
 
 def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = "", beta: float = 1.0,
