@@ -59,6 +59,9 @@ class OutputSide:
     #: ``(qhat, mhat, Sigmahat)`` per quadrature scramble, ``(R, 3)`` (``None``: analytic, no error).
     #: Their errors are correlated (same nodes), so errors of functions of them are taken over these.
     scramble_hats: np.ndarray | None = None
+    #: With ``jacobian=True``: per scramble, the node means of ``||J||_F^2`` and ``tr J`` with
+    #: ``J = H (I + Sigma H)^{-1}`` (``H`` the fit loss's Hessian at ``h*``), ``(R, 2)``; see :mod:`.stability`.
+    scramble_jacobian: np.ndarray | None = None
 
 
 def _gauss_pair(u1: np.ndarray, u2: np.ndarray, var0: float, cov: float, var1: float) -> tuple[np.ndarray, np.ndarray]:
@@ -79,6 +82,7 @@ def output_side(
     analytic_linear: bool = True,
     warm: Sequence[np.ndarray] | None = None,
     union: bool = False,
+    jacobian: bool = False,
 ) -> OutputSide:
     """Output-side update ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)`` plus the train error.
 
@@ -90,6 +94,8 @@ def output_side(
     the end points of each start, the warm starts of a next call (each branch is followed
     continuously, so that warm and cold maps agree away from basin boundaries). With
     ``union=True`` both the cold starts and ``warm`` are used (node-wise best objective).
+    With ``jacobian=True`` (softmax channels, non-degenerate point) the prox's pointwise Jacobian
+    averages are returned too (``OutputSide.scramble_jacobian``, for :mod:`.stability`).
     """
     alpha, T, K = problem.alpha, problem.T, problem.n_pairs
     Dh = problem.noise / 2.0
@@ -147,8 +153,16 @@ def output_side(
     names = ("qhat", "mhat", "Sigmahat", "train_error")
     # warm starts for a next call: each branch followed continuously (union: the tracked ones)
     br = pr.branches[3:] if (union and warm is not None) else pr.branches
+    jac = None
+    if jacobian:
+        # dh*/dz = (I + Sigma H)^{-1}, so d(g/Sigma)/dz = -H (I + Sigma H)^{-1}; (I + Sigma H)^{-1} H has the same
+        # trace and Frobenius norm
+        _, _, H = _fit_derivatives(pr.h, y, problem)
+        J = np.linalg.solve(np.eye(K)[None] + Sigma * H, H)
+        jac = quad.mean_error_and_scrambles(np.stack([np.einsum("nij,nij->n", J, J), np.einsum("nii->n", J)],
+                                                     axis=1))[2]
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
-                      prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3])
+                      prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac)
 
 
 def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem):

@@ -58,14 +58,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..problem import Problem
-from ..prox import interpolating_start, prox_channel
 from ..results import Result
 from ..spectra.convolution import free_convolve_semicircle
 from .options import SEOptions
-from .output import _fit_derivatives, _gauss_pair, output_side
+from .output import output_side
 from .prior import prior_model
 from .quadrature import OutputQuadrature
 
@@ -167,22 +164,12 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
         return Stability(out_f * prior_f, out_f, prior_f, sh, sh, 0.0, 0.0, sigma_prior)
     if quad is None:
         quad = (options or SEOptions()).quadrature(problem)
-    X = quad.flat
-    y, z = _gauss_pair(X[:, :K], X[:, K:], Q0 + problem.noise / 2.0, m, q)
-    hi = interpolating_start(z, y, problem.beta0 / problem.beta, problem.T)
-    pr = prox_channel(z, y, Sigma, T=problem.T, channel=problem.channel, beta=problem.beta, beta0=problem.beta0,
-                      starts=[z, hi, 0.5 * (z + hi)])
-    _, _, H = _fit_derivatives(pr.h, y, problem)
-    A = np.eye(K)[None] + Sigma * H
-    M = np.linalg.solve(A, H)  # (I + Sigma H)^{-1} H: same trace and Frobenius norm as H (I + Sigma H)^{-1}
-    vals = np.stack([np.einsum("nij,nij->n", M, M), np.einsum("nii->n", M)], axis=1)
-    mean, _, per = quad.mean_error_and_scrambles(vals)
-    out_f, sh_pw = 2 * alpha * mean[0], 2 * alpha * mean[1]
-    stein = output_side(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
-    if stein.scramble_hats is not None and per.shape[0] > 1:
-        w = 1.0 - stein.scramble_hats[:, 2] / (2 * alpha * per[:, 1])
-        jw, jw_err = float(1.0 - stein.Sigmahat / sh_pw), float(w.std(ddof=1) / math.sqrt(w.size))
-    else:
-        jw, jw_err = float(1.0 - stein.Sigmahat / sh_pw), math.nan
-    return Stability(out_f * prior_f, float(out_f), prior_f, float(sh_pw), float(stein.Sigmahat), jw, jw_err,
-                     sigma_prior)
+    out = output_side(q, m, Sigma, problem=problem, Q0=Q0, quad=quad, jacobian=True)
+    if out.scramble_jacobian is None:  # the degenerate limit q -> 0 or Sigma -> 0 (no prox on nodes)
+        return Stability(math.nan, math.nan, prior_f, math.nan, out.Sigmahat, math.nan, math.nan, sigma_prior)
+    per = 2 * alpha * out.scramble_jacobian  # per scramble: 2 alpha E||J||_F^2, 2 alpha E tr J
+    out_f, sh_pw = (float(v) for v in per.mean(axis=0))
+    jw = 1.0 - out.Sigmahat / sh_pw
+    w = 1.0 - out.scramble_hats[:, 2] / per[:, 1]
+    jw_err = float(w.std(ddof=1) / math.sqrt(w.size)) if w.size > 1 else math.nan
+    return Stability(out_f * prior_f, out_f, prior_f, sh_pw, out.Sigmahat, float(jw), jw_err, sigma_prior)
