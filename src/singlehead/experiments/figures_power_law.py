@@ -116,7 +116,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     # last mode, predicted by the discrete law at each cell's K (analysis.finite_k), K -> inf limit 2 gamma - 1
     (tlo, thi), tpts, tlam = sc.tail_n_over_d, sc.tail_points, sc.tail_lam
     tail_name = f"tail-{gamma}-{D_s}-{tlo:g}-{thi:g}-{tpts}-{tlam:g}"
-    tail = {tail_name: functools.partial(_tail_task, gamma, D_s, np.geomspace(tlo * D_s, thi * D_s, tpts), tlam)}
+    tail_job = {tail_name: functools.partial(_tail_task, gamma, D_s, np.geomspace(tlo * D_s, thi * D_s, tpts), tlam)}
     # from n = 1.25 d: below n ~ 1.2 d (d = 1000) no mode is recovered (K = 0) and, at lam = 1e-3, the state evolution
     # of the spiked prior does not converge there (residual 1-150 after its whole budget, 5-20 s a point; an open
     # problem of the K = 0 side), so those points showed K = 0 from unconverged fixed points
@@ -127,7 +127,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     pieces = np.array_split(seq_ns, 4)
     seq_names = [f"sequential-{D}-{pts}-{k}of{len(pieces)}" for k in range(len(pieces))]
     dear = {nm: functools.partial(_sequential_task, gamma, D, piece) for nm, piece in zip(seq_names, pieces)}
-    dear.update(tail)  # 11 s (d = 10^5), against 1 s or less for each scaling curve
+    dear.update(tail_job)  # 11 s (d = 10^5), against 1 s or less for each scaling curve
     # (d, e) phase diagram over (n/d, lam) at fixed lam
     D_m, nn, nl = sc.phase_d, sc.phase_n_points, sc.phase_lam_points
     noise_m = 0.0
