@@ -49,6 +49,12 @@ _CONTINUATION_PER_DECADE = 4
 _CONTINUATION_MAX_ITER = 200
 # the re-solve with the union (cold + tracked) prox starts gets at most this many map evaluations
 _UNION_MAX_EVALS = 40
+# the quick attempt from a warm start (see ``_theory``) stops after _QUICK_MAX_EVALS map evaluations (its
+# fallback iteration after _QUICK_MAX_ITER steps), and its re-solve with every prox start after
+# _QUICK_UNION_MAX_EVALS evaluations (each costs about 10 ordinary ones)
+_QUICK_MAX_EVALS = 30
+_QUICK_MAX_ITER = 30
+_QUICK_UNION_MAX_EVALS = 6
 
 
 def _thinned(quad: OutputQuadrature) -> OutputQuadrature:
@@ -84,8 +90,10 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         Target-side model, see :func:`~singlehead.state_evolution.prior_model`.
     init : SEState, WarmStart, (q, m, Sigma), Result or None
         Starting point (e.g. the previous point of a sweep); default ``(Q0/2, 0.4 Q0, 1)``.
-        If a solve from ``init`` does not converge it is redone from the default start and the
-        smaller residual is kept (``extras["warm_start_retried"]``).
+        A solve from ``init`` is tried first without the continuation in ``lam``; if it does not
+        converge, the default start runs every stage, then (if still unconverged) ``init`` does, and
+        the first converged solve (else the smallest residual) is kept; ``extras["warm_start_retried"]``
+        says whether a warm attempt failed.
     quad : OutputQuadrature, optional
         Reuse a node set (sweeps); default ``options.quadrature(problem)``.
 
@@ -108,8 +116,11 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
 
 
 def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
-            quad: OutputQuadrature | None) -> tuple[Result, WarmStart | None]:
-    """:func:`theory`, also returning the warm start its solution offers to a next point."""
+            quad: OutputQuadrature | None, cold_first: bool = False) -> tuple[Result, WarmStart | None]:
+    """:func:`theory`, also returning the warm start its solution offers to a next point.
+
+    ``cold_first``: try the default start before the warm one (see the comment on ``plan``).
+    """
     t0 = time.perf_counter()
     o = options
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
@@ -127,8 +138,10 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         r.extras["warm_start_retried"] = False
         return r, None
 
-    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None) -> tuple[Result, np.ndarray | None]:
-        F = _SEMap(problem, pm, quad, [0], o.max_evals)  # each attempt has its own budget
+    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True
+              ) -> tuple[Result, np.ndarray | None]:
+        max_evals = o.max_evals if escalate else min(o.max_evals, _QUICK_MAX_EVALS)
+        F = _SEMap(problem, pm, quad, [0], max_evals)  # each attempt has its own budget
         F.warm = None if branches_ is None else list(branches_)
         F.floor_after = o.floor_after
         maps.append(F)
@@ -136,25 +149,42 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         # (or fails) the collapsed solution is returned
         F.stop_on_collapse = col.holds
         try:
-            return _theory_solve(problem, pm, quad, F, col, t0, init=init_, tol=o.tol, max_iter=o.max_iter,
+            return _theory_solve(problem, pm, quad, F, col, t0, init=init_, tol=o.tol,
+                                 max_iter=o.max_iter if escalate else min(o.max_iter, _QUICK_MAX_ITER),
                                  damping=o.damping, method=o.method, switch=o.switch, jacobian=jacobian_,
-                                 coarse=o.coarse, continuation=o.continuation, max_evals=o.max_evals)
+                                 coarse=o.coarse, continuation=o.continuation and escalate, max_evals=max_evals,
+                                 union_max_evals=_UNION_MAX_EVALS if escalate else _QUICK_UNION_MAX_EVALS)
         except _DrivenToCollapse:
             return _collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
 
     maps: list[_SEMap] = []  # the map of each solve (its tracked prox branches are passed on)
-    r, jac = solve(init, jacobian, branches)
-    retried = (init is not None or jacobian is not None) and not r.converged
-    if retried:
-        # A warm start (sweeps pass the previous fixed point and Jacobian) can lead the root
-        # finder into a region it does not leave near a fast change of the fixed point (observed:
-        # power-law target, d = 100, alpha ≈ 0.01, residual 0.67, while the default start
-        # converges to 1e-10). Redo from the default start; keep the smaller residual.
-        r2, jac2 = solve(None, None)
-        if r2.converged or r2.extras["residual"] < r.extras["residual"]:
-            r, jac = r2, jac2
-            maps.reverse()  # the kept solve's map first
-    r.extras["warm_start_retried"] = retried
+    warm_given = init is not None or jacobian is not None
+    # A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly: one
+    # solve of at most _QUICK_MAX_EVALS evaluations without the continuation in lam, and a short
+    # re-solve with every prox start (whose evaluations are the dearest). Near a fast change of the fixed point it can lead the root
+    # finder into a region it does not leave (observed: power-law target, d = 100, alpha ≈ 0.01,
+    # residual 0.67, while the default start converges to 1e-10; and across the interpolation
+    # peak at lam = 1e-5, alpha ≈ 0.18, where the full warm pipeline spent 16 s to stay
+    # unconverged and the default start converged in 3 s). Then the default start runs the full
+    # pipeline, and if that fails too, the warm start does; the first converged solve is kept,
+    # else the smallest residual. ``cold_first`` (a sweep whose previous warm start failed) puts
+    # the default start first.
+    if not warm_given:
+        plan = [(None, None, None, True)]
+    elif cold_first:
+        plan = [(None, None, None, True), (init, jacobian, branches, False), (init, jacobian, branches, True)]
+    else:
+        plan = [(init, jacobian, branches, False), (None, None, None, True), (init, jacobian, branches, True)]
+    attempts, warm_failed = [], False
+    for init_, jac_, br_, escalate in plan:
+        attempts.append((*solve(init_, jac_, br_, escalate=escalate), maps[-1]))
+        if attempts[-1][0].converged:
+            break
+        warm_failed = warm_failed or init_ is not None or jac_ is not None
+    r, jac, kept = min(attempts, key=lambda a: (not a[0].converged, a[0].extras["residual"]))
+    maps.remove(kept)
+    maps.insert(0, kept)  # the kept solve's map first
+    r.extras["warm_start_retried"] = warm_failed
     r.runtime_s = time.perf_counter() - t0
     warm = None
     if r.converged and not r.extras["collapsed"]:
@@ -196,9 +226,12 @@ def _collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature |
 
 def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: "_SEMap",
                   col: _CollapsePoint, t0: float, *, init, tol: float, max_iter: int, damping: float, method: str,
-                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool, max_evals: int
-                  ) -> tuple[Result, np.ndarray | None]:
-    """The non-trivial fixed point (body of :func:`theory`)."""
+                  switch: float, jacobian: np.ndarray | None, coarse: bool, continuation: bool, max_evals: int,
+                  union_max_evals: int = _UNION_MAX_EVALS) -> tuple[Result, np.ndarray | None]:
+    """The non-trivial fixed point (body of :func:`theory`).
+
+    ``union_max_evals`` bounds the re-solve with every prox start (smaller in the quick warm attempt).
+    """
     Q0 = pm.Q0
     if init is None:
         x = _default_init(Q0)
@@ -294,10 +327,10 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         # unconverged)
         F.best, F.floor, F.floor_after, n0 = (math.inf, None), floor, 0, F.counter[0]
         F.exempt, budget = False, F.budget
-        F.budget = n0 + _UNION_MAX_EVALS
+        F.budget = n0 + union_max_evals
         try:
             r3, x3, j3, _ = solve_fixed_point(F.values, x, Q0, tol=tol, switch=switch, method=method, jacobian=jac_out,
-                                              damping=damping, max_iter=min(max_iter, _UNION_MAX_EVALS))
+                                              damping=damping, max_iter=min(max_iter, union_max_evals))
         except (_AtQuadratureFloor, _BudgetExhausted):
             x3, j3 = (F.best[1] if F.best[1] is not None else x), None
         F.exempt, F.budget, F.floor_after = True, budget, None
@@ -378,7 +411,9 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
             if v1 != v0:
                 w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
                 warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian, warm.branches)
-        r, new_warm = _theory(p, o, prior, warm, quad)
+        # the previous warm start failed (the fixed point changes fast here): start this point cold first
+        cold_first = bool(out) and bool(out[-1].extras.get("warm_start_retried", False))
+        r, new_warm = _theory(p, o, prior, warm, quad, cold_first=cold_first)
         out.append(r)
         if new_warm is not None:
             # keep the last known Jacobian when this solve did not produce one
