@@ -318,8 +318,11 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     residual = _residual(x, fx, Q0)
     # measured only where it decides something (R prior-side steps, up to half the cost of an easy point)
     floor = residual_floor(x, out, problem, pm) if residual >= tol else math.nan
-    if residual >= tol and not residual < floor and problem.channel != "linear" and math.isfinite(residual) \
-            and F.counter[0] < max_evals:
+    # (only when the stages found a fixed point of the tracked-branch map, r < _ACCEPT_COARSE: skipping it elsewhere
+    # changed no point's convergence on the benchmark's random grid of 128 problems, and saved 25 s at its T = 3
+    # point 27, which stays unconverged)
+    if r < _ACCEPT_COARSE and residual >= tol and not residual < floor and problem.channel != "linear" \
+            and math.isfinite(residual) and F.counter[0] < max_evals:
         F.mode = "union"
         # this re-solve (its evaluations are the dearest: every prox start at every node) also stops at the floor,
         # and has its own budget of _UNION_MAX_EVALS evaluations (the reporting evaluations are exempt from the
