@@ -52,7 +52,7 @@ _UNION_MAX_EVALS = 40
 # the quick attempt from a warm start (see ``_theory``) stops after _QUICK_MAX_EVALS map evaluations (its
 # fallback iteration after _QUICK_MAX_ITER steps), and its re-solve with every prox start after
 # _QUICK_UNION_MAX_EVALS evaluations (each costs about 10 ordinary ones)
-_QUICK_MAX_EVALS = 30
+_QUICK_MAX_EVALS = 100
 _QUICK_MAX_ITER = 30
 _QUICK_UNION_MAX_EVALS = 6
 
