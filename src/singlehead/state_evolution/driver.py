@@ -93,7 +93,8 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         A solve from ``init`` is tried first without the continuation in ``lam``; if it does not
         converge, the default start runs every stage, then (if still unconverged) ``init`` does, and
         the first converged solve (else the smallest residual) is kept; ``extras["warm_start_retried"]``
-        says whether a warm attempt failed.
+        says whether a warm attempt failed, ``extras["evaluations_all_attempts"]`` counts the map
+        evaluations of every attempt (``iterations``: those of the kept one).
     quad : OutputQuadrature, optional
         Reuse a node set (sweeps); default ``options.quadrature(problem)``.
 
@@ -136,6 +137,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
         r = _collapsed_result(problem, pm, quad, col, t0, 0)
         r.extras["warm_start_retried"] = False
+        r.extras["evaluations_all_attempts"] = 0
         return r, None
 
     def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True
@@ -185,6 +187,8 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     maps.remove(kept)
     maps.insert(0, kept)  # the kept solve's map first
     r.extras["warm_start_retried"] = warm_failed
+    # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
+    r.extras["evaluations_all_attempts"] = int(sum(m.counter[0] for m in maps))
     r.runtime_s = time.perf_counter() - t0
     warm = None
     if r.converged and not r.extras["collapsed"]:
