@@ -159,18 +159,18 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         except _DrivenToCollapse:
             return _collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
 
-    maps: list[_SEMap] = []  # the map of each solve (its tracked prox branches are passed on)
+    maps: list[_SEMap] = []  # the map of each solve (the kept one's tracked prox branches are passed on)
     warm_given = init is not None or jacobian is not None
     # A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly: one
     # solve of at most _QUICK_MAX_EVALS evaluations without the continuation in lam, and a short
-    # re-solve with every prox start (whose evaluations are the dearest). Near a fast change of the fixed point it can lead the root
-    # finder into a region it does not leave (observed: power-law target, d = 100, alpha ≈ 0.01,
-    # residual 0.67, while the default start converges to 1e-10; and across the interpolation
-    # peak at lam = 1e-5, alpha ≈ 0.18, where the full warm pipeline spent 16 s to stay
-    # unconverged and the default start converged in 3 s). Then the default start runs the full
-    # pipeline, and if that fails too, the warm start does; the first converged solve is kept,
-    # else the smallest residual. ``cold_first`` (a sweep whose previous warm start failed) puts
-    # the default start first.
+    # re-solve with every prox start (whose evaluations are the dearest). Near a fast change of the
+    # fixed point it can lead the root finder into a region it does not leave (observed: power-law
+    # target, d = 100, alpha ≈ 0.01, residual 0.67, while the default start converges to 1e-10; and
+    # across the interpolation peak at lam = 1e-5, alpha ≈ 0.18, where the full warm pipeline spent
+    # 16 s to stay unconverged and the default start converged in 3 s). Then the default start runs
+    # the full pipeline, and if that fails too, the warm start does; the first converged solve is
+    # kept, else the smallest residual. ``cold_first`` (a sweep whose previous warm start failed)
+    # puts the default start first.
     if not warm_given:
         plan = [(None, None, None, True)]
     elif cold_first:
@@ -184,15 +184,13 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
             break
         warm_failed = warm_failed or init_ is not None or jac_ is not None
     r, jac, kept = min(attempts, key=lambda a: (not a[0].converged, a[0].extras["residual"]))
-    maps.remove(kept)
-    maps.insert(0, kept)  # the kept solve's map first
     r.extras["warm_start_retried"] = warm_failed
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
     r.extras["evaluations_all_attempts"] = int(sum(m.counter[0] for m in maps))
     r.runtime_s = time.perf_counter() - t0
     warm = None
     if r.converged and not r.extras["collapsed"]:
-        tracked = maps[0].warm if maps else None
+        tracked = kept.warm  # the prox branches tracked by the kept solve
         warm = WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac,
                          None if tracked is None else tuple(tracked))
     return r, warm
