@@ -75,8 +75,8 @@ from .driver import SEState, theory, theory_curve
 from .options import SEOptions, WarmStart
 from .output import OutputSide, channel_test_errors, output_side
 from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
-from .stability import Stability, stability
 from .quadrature import OutputQuadrature
+from .stability import Stability, stability
 
 __all__ = [
     "SEOptions",
@@ -88,7 +88,9 @@ __all__ = [
     "output_side",
     "channel_test_errors",
     "PriorSide",
-    "prior_side", "Stability", "stability",
+    "prior_side",
+    "Stability",
+    "stability",
     "SEState",
     "collapse_point",
     "theory",
