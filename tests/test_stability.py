@@ -126,7 +126,7 @@ def test_output_jacobian_is_the_finite_difference_of_the_prox():
     """The output factor uses dh*/dz = (I + Sigma H)^{-1} with H the analytic Hessian of the fit loss in the
     K-vector coordinates; checked node by node against central differences of the batched prox itself
     (Sigma large enough that the prox is strongly non-linear; nodes next to a branch jump excluded)."""
-    from singlehead.prox import interpolating_start, prox_channel
+    from singlehead.prox import interpolating_start
     from singlehead.state_evolution.output import _fit_derivatives
 
     p = Problem(alpha=0.3, lam=1e-3, **_PEAK)
@@ -136,7 +136,7 @@ def test_output_jacobian_is_the_finite_difference_of_the_prox():
 
     def prox(zz):
         hi = interpolating_start(zz, y, 1.0, p.T)
-        return prox_channel(zz, y, Sigma, T=p.T, channel=p.channel, beta=1.0, beta0=1.0,
+        return p.channel.prox(zz, y, Sigma, T=p.T, beta=1.0, beta0=1.0,
                             starts=[zz, hi, 0.5 * (zz + hi)]).h
 
     h = prox(z)

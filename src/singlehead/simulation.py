@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 from . import __version__
-from .channels import channel_output, squared_error
-from .data import Sequences, child_seeds, generator, sample_sequences
+from .attention_layers import DirectStudent
+from .channels import Channel, get_channel, squared_error
+from .data import Sequences, child_seeds, generator, sample_sequences, sample_target
 from .problem import Problem
 from .results import Result
-from .students import DirectStudent, init_student
-from .data import sample_target
+from .students import init_student
 from .training import FitInfo, Objective, fit_adam, fit_lbfgs
 
 OPTIMIZERS = ("lbfgs", "adam")
@@ -204,17 +204,18 @@ def _finite_nonneg(x: Any) -> bool:
 
 
 @torch.no_grad()
-def evaluate(student: torch.nn.Module, data: Sequences, channel: str, beta: float,
+def evaluate(student: torch.nn.Module, data: Sequences, channel: Channel | str, beta: float,
              batch_size: int = 8192) -> tuple[float, float, float, float]:
     """Mean and standard error of ``||yhat - y||_F^2`` per sequence, against noiseless and noisy labels.
 
     Returns ``(err_clean, se_clean, err_noisy, se_noisy)``.
     """
     param = next(student.parameters())
+    channel = get_channel(channel)
     clean, noisy = [], []
     for i in range(0, len(data), batch_size):
         X = data.X[i:i + batch_size].to(param.device, param.dtype)
-        yhat = channel_output(student.logits(X), channel, beta, X)
+        yhat = channel.output(student.logits(X), beta, X)
         clean.append(squared_error(yhat, data.y_clean[i:i + batch_size].to(param.device, param.dtype)).double().cpu())
         noisy.append(squared_error(yhat, data.y[i:i + batch_size].to(param.device, param.dtype)).double().cpu())
     c, z = torch.cat(clean).numpy(), torch.cat(noisy).numpy()
@@ -252,7 +253,7 @@ def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Seq
     m = float(np.sum(S * S0) / d)
     Q0 = float(np.sum(S0 * S0) / d)
     spec = spectrum_summary(S, rank_tol)
-    penalty = problem.lam * (float(np.trace(S)) / d if problem.student == "factorized" else q)
+    penalty = problem.student.penalty(problem.lam, S)
     metrics = {"test_error": te, "test_error_noisy": ten, "train_error": train_err, "penalty": penalty,
                "matrix_error": float(np.sum((S - S0) ** 2) / d), "rank_fraction": spec["rank"] / d}
     extras = {**spec, "q": q, "m": m, "Q0": Q0, "test_error_se": te_se, "test_error_noisy_se": ten_se}
@@ -278,8 +279,7 @@ class _Recorder:
         with torch.no_grad():
             S = self.student.matrix().detach().to("cpu", torch.float64)
         eig = torch.linalg.eigvalsh(S).flip(0)[:self.top].tolist()
-        tr = float(torch.trace(S))
-        penalty = p.lam * (tr / p.d if p.student == "factorized" else float((S * S).sum()) / p.d)
+        penalty = p.student.penalty(p.lam, S.numpy())
         for k, v in (("step", int(step)), ("objective", float(objective)), ("train_error", train_err),
                      ("test_error", te), ("test_error_se", te_se), ("penalty", penalty),
                      ("top_eigenvalues", eig), ("time_s", time.perf_counter() - self.t0)):

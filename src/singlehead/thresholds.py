@@ -51,9 +51,8 @@ __all__ = [
 
 
 def informative_directions(problem: Problem) -> int:
-    """``c_T``: ``K - 1 = (T^2 + T - 2)/2`` for softmax channels, ``K = T(T+1)/2`` for linear."""
-    K = problem.n_pairs
-    c = K if problem.channel == "linear" else K - 1
+    """``c_T`` of the channel: ``K - 1 = (T^2 + T - 2)/2`` for softmax channels, ``K = T(T+1)/2`` for linear."""
+    c = problem.channel.informative_directions(problem.T)
     if c <= 0:
         raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
     return c
@@ -89,8 +88,9 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     Direct student: ``1/(2 c_T)``.
     """
     c = informative_directions(problem)
-    if problem.student == "direct":
-        return 1.0 / (2 * c)
+    fixed = problem.student.fixed_threshold(c)
+    if fixed is not None:
+        return fixed
     k0 = _mp_kappa0(problem)
     if problem.kappa < k0:
         return math.inf
@@ -126,10 +126,11 @@ def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int
     from .state_evolution import prior_model
 
     c = informative_directions(problem)
-    if problem.student == "direct":
-        return 1.0 / (2 * c)
+    fixed = problem.student.fixed_threshold(c)
+    if fixed is not None:
+        return fixed
     pm = prior_model(problem, prior, draws=draws, seed=seed)
-    cap = problem.kappa if problem.kappa < 1 else None
+    cap = problem.student.rank_cap(problem.kappa)
     target = pm.Q0 + problem.noise / 2
 
     def parts(dl: float) -> tuple[float, float]:

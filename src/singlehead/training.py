@@ -42,9 +42,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .channels import channel_output, squared_error
+from .attention_layers import DirectStudent, FactorizedStudent
+from .channels import Channel, get_channel, squared_error
 from .data import Sequences
-from .students import DirectStudent, FactorizedStudent
+from .students import Student, get_student
 
 CHUNK_BYTES = 1 << 21
 """Target size of one single-threaded CPU chunk of ``X`` (times threads^2 with several threads)."""
@@ -66,14 +67,14 @@ class FitInfo:
     polish_steps: int = 0
 
 
-def step_flops(n: int, T: int, d: int, p: int, student: str = "factorized") -> float:
+def step_flops(n: int, T: int, d: int, p: int, student: str | Student = "factorized") -> float:
     """Floating-point operations of one full-batch objective + gradient evaluation.
 
     Counts the GEMMs only (multiply-add = 2 FLOPs): factorized ``X W`` and ``X^T dZ``
     (``2 x 2 n T d p``) plus the logits ``Z Z^T`` and ``G Z`` (``2 x 2 n T^2 p``); direct
     the same with ``p = d`` and ``X^T (G X)``.
     """
-    width = p if student == "factorized" else d
+    width = get_student(student).width(d, p)
     return 4.0 * n * T * d * width + 4.0 * n * T * T * width
 
 
@@ -85,7 +86,8 @@ class Objective:
     data : Sequences
         Training set. Kept where it is; chunks not on the student's device are moved there
         one at a time (streaming).
-    channel : {"seq2lab", "seq2seq", "linear"}
+    channel : Channel or str
+        Output channel (a registered name is resolved with :func:`~singlehead.channels.get_channel`).
     beta : float
         Student inverse temperature.
     lam : float
@@ -103,10 +105,9 @@ class Objective:
     host synchronisation.
     """
 
-    def __init__(self, data: Sequences, channel: str, beta: float, lam: float, *,
+    def __init__(self, data: Sequences, channel: Channel | str, beta: float, lam: float, *,
                  batch_size: int | None = None, chunk: int | None = None) -> None:
-        if channel not in ("seq2lab", "seq2seq", "linear"):
-            raise ValueError(f"channel must be one of seq2lab, seq2seq, linear (got {channel!r})")
+        channel = get_channel(channel)
         if batch_size is not None and int(batch_size) < 1:
             raise ValueError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
         self.data, self.channel, self.beta, self.lam = data, channel, float(beta), float(lam)
@@ -114,16 +115,8 @@ class Objective:
         self.batch_size = self.n if batch_size is None else int(batch_size)
         self.chunk = chunk
         self._cache: dict[tuple, tuple] = {}
-        if channel == "seq2seq":
-            # Per-dataset constants of the seq2seq loss, T x T per sequence (float64, data's device).
-            X, y = data.X.to(torch.float64), data.y.to(torch.float64)
-            d = X.shape[-1]
-            self._M = X @ X.transpose(-1, -2) / d
-            self._Y = y @ X.transpose(-1, -2) / math.sqrt(d)
-            self._yy = float((y * y).sum())
-        else:
-            self._M = self._Y = None
-            self._yy = 0.0
+        # per-dataset constants of the channel's loss (seq2seq: T x T Gram matrices, float64)
+        self._target, self._M, self._yy = channel.training_constants(data.X, data.y)
 
     # ---- data on the device ------------------------------------------------
     def _batches(self, device: torch.device, dtype: torch.dtype):
@@ -136,12 +129,8 @@ class Objective:
         for i in range(0, self.n, self.batch_size):
             j = min(i + self.batch_size, self.n)
             X = self.data.X[i:j].to(device, dtype, non_blocking=True).contiguous()
-            if self.channel == "seq2seq":
-                tgt = self._Y[i:j].to(device, dtype, non_blocking=True)
-                M = self._M[i:j].to(device, dtype, non_blocking=True)
-            else:
-                tgt = self.data.y[i:j].to(device, dtype, non_blocking=True)
-                M = None
+            tgt = self._target[i:j].to(device, dtype, non_blocking=True)
+            M = None if self._M is None else self._M[i:j].to(device, dtype, non_blocking=True)
             if not streamed:
                 self._cache = {key: (X, tgt, M)}  # one resident copy (the latest dtype/device)
             yield X, tgt, M
@@ -169,21 +158,7 @@ class Objective:
     def _dlogits(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Data loss (summed, 0-dim) and ``G = dL/dh`` for logits ``h`` of a chunk."""
-        if self.channel == "linear":
-            R = h - tgt
-            return (R * R).sum(), 2.0 * R
-        A = torch.softmax(self.beta * h, dim=-1)
-        if self.channel == "seq2lab":
-            R = A - tgt
-            loss = (R * R).sum()
-            dA = 2.0 * R
-        else:  # seq2seq via the Gram constants: ||A X/sqrt d - y||^2 = <A M, A> - 2 <A, Y> + ||y||^2
-            AM = A @ M
-            # float64 sums: the two terms nearly cancel against ||y||^2 (float32 would lose ~1e-5).
-            loss = (AM * A).sum(dtype=torch.float64) - 2.0 * (A * tgt).sum(dtype=torch.float64)
-            dA = 2.0 * (AM - tgt)
-        G = self.beta * A * (dA - (dA * A).sum(dim=-1, keepdim=True))
-        return loss, G
+        return self.channel.loss_and_logit_grad(h, tgt, M, self.beta)
 
     def _factorized(self, W: torch.Tensor, trace: torch.Tensor, gW: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -250,23 +225,43 @@ class Objective:
                 gS.add_(S, alpha=2.0 * self.lam * d)
                 student.A.grad = (0.5 * (gS + gS.T)).div_(n)
             return total
-        raise TypeError(f"student must be a FactorizedStudent or DirectStudent (got {type(student).__name__})")
+        return self._generic(student, backward)
+
+    def _generic(self, student: nn.Module, backward: bool) -> torch.Tensor:
+        """Any student module with ``logits(X)`` and ``regulariser(lam)``: the channel's logit
+        gradient pulled back by autograd, chunk by chunk (no fast closed form)."""
+        params = [p for p in student.parameters() if p.requires_grad]
+        p0 = params[0]
+        for p in params:
+            p.grad = None
+        loss = p0.new_zeros((), dtype=torch.float64)
+        with torch.enable_grad():
+            for Xc, _, tgt, M in self._chunks(p0.device, p0.dtype):
+                h = student.logits(Xc)
+                lc, G = self._dlogits(h.detach(), tgt, M)
+                loss += lc
+                if backward:
+                    h.backward(G / self.n)
+            reg = student.regulariser(self.lam)
+            if backward:
+                (reg / self.n).backward()
+        return (loss + self._yy + reg.detach()) / self.n
 
 
-def reference_objective_and_grad(student: nn.Module, data: Sequences, channel: str, beta: float, lam: float,
+def reference_objective_and_grad(student: nn.Module, data: Sequences, channel: Channel | str, beta: float, lam: float,
                                  backward: bool = True) -> float:
     """Autograd evaluation of the same objective from the channel definitions (for tests)."""
     param = next(student.parameters())
     X = data.X.to(param.device, param.dtype)
     y = data.y.to(param.device, param.dtype)
-    loss = (squared_error(channel_output(student.logits(X), channel, beta, X), y).sum()
+    loss = (squared_error(get_channel(channel).output(student.logits(X), beta, X), y).sum()
             + student.regulariser(lam)) / len(data)
     if backward:
         loss.backward()
     return float(loss.detach())
 
 
-def objective_and_grad(student: nn.Module, data: Sequences, channel: str, beta: float, lam: float,
+def objective_and_grad(student: nn.Module, data: Sequences, channel: Channel | str, beta: float, lam: float,
                        batch_size: int | None = None, backward: bool = True) -> float:
     """Per-sample objective ``L/n``; if ``backward``, writes its gradient into ``.grad``.
 

@@ -37,7 +37,7 @@ def se_iterates(
     )
 
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
-    if quad is None and problem.channel != "linear":
+    if quad is None and problem.channel.needs_quadrature:
         quad = OutputQuadrature.sobol(2 * problem.n_pairs)
     xs = [(float(q0), float(m0), float(Sigma0))]
     hats = []
@@ -45,7 +45,7 @@ def se_iterates(
     for _ in range(int(n_iter)):
         q, m, Sig = xs[-1]
         out = output_side(q, m, Sig, problem=problem, Q0=pm.Q0, quad=quad, warm=warm)
-        if out.branches is not None and problem.channel != "linear":
+        if out.branches is not None and not problem.channel.convex_prox:
             warm = out.branches
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=pm)
         hats.append((out.qhat, out.mhat, out.Sigmahat))

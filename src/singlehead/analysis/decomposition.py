@@ -334,10 +334,12 @@ def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: 
     ``min = 2K r``. Softmax: a grid on ``[0, rho_max]`` (default ``4 rho0``) then bounded Brent
     around the best grid point.
     """
-    if problem.channel == "linear":
-        return {"rho_best": 1.0, "test_error_best_scale": 2.0 * problem.n_pairs * r}
+    hc = problem.channel.fit_hessian_constant()
+    if hc is not None:  # a linear channel: TE is quadratic in rho with its minimum at the logit scale
+        return {"rho_best": problem.channel.logit_scale(problem.beta, problem.beta0),
+                "test_error_best_scale": 0.5 * hc * problem.n_pairs * r}
     quad = _default_quad(problem) if quad is None else quad
-    rho0 = problem.beta0 / problem.beta
+    rho0 = problem.channel.logit_scale(problem.beta, problem.beta0)
     hi = 4.0 * rho0 if rho_max is None else float(rho_max)
     grid = np.linspace(0.0, hi, 33)
     vals = _te(problem, Q0, grid, r, quad)
@@ -377,8 +379,9 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
     n_points, seed : int
         Scrambled-Sobol nodes of the noisy-label floor ``e0_noisy``.
     """
-    if problem.student != "factorized":
-        raise ValueError(f"student must be 'factorized' for the error decomposition (got {problem.student!r})")
+    if not problem.student.thresholded:
+        raise ValueError("student must be 'factorized' (a thresholded spectrum) for the error decomposition "
+                         f"(got {problem.student.name!r})")
     if theory_result is None:
         from ..state_evolution import theory
 
@@ -386,14 +389,14 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
     ex = theory_result.extras
     eta, delta, eps = float(ex["eta"]), float(ex["delta"]), float(ex["eps"])
     law = target_law(problem, model=model, delta=delta, n_spikes=n_spikes)
-    cap = problem.kappa if problem.kappa < 1 else None
+    cap = problem.student.rank_cap(problem.kappa)
     parts = _matrix_parts(law, delta * delta, eta, eps, cap)
     Q0 = float(ex.get("Q0", parts["Q0"]))
     m, q = float(ex["m"]), float(ex["q"])
     rho, r = m / Q0, max(q - m * m / Q0, 0.0)
     E_approx = parts["E_approx_shrinkage"] + parts["E_approx_misalignment"] + parts["E_approx_self"]
     orth = parts["E_over"] + parts["E_under"] + E_approx
-    rho0 = problem.beta0 / problem.beta if problem.channel != "linear" else 1.0
+    rho0 = problem.channel.logit_scale(problem.beta, problem.beta0)
     quad = _default_quad(problem)
     te = float(theory_result.test_error)
     te_re = float(_te(problem, Q0, rho, r, quad)[0])

@@ -207,7 +207,7 @@ def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, p
     if not (eta > 0 and math.isfinite(delta)):
         raise ValueError(f"theory result has no valid scale eta > 0 (got eta={eta!r}, delta={delta!r})")
     law = target_law(problem, model=model, delta=delta, n_spikes=n_spikes)
-    cap = problem.kappa if (problem.kappa < 1 and problem.student == "factorized") else None
+    cap = problem.student.rank_cap(problem.kappa)
     v = delta * delta
     ls = learned_spectrum_law(law, v, threshold=eps, scale=eta, rank_cap=cap, grid_size=grid_size)
     cl = free_convolve_semicircle(law, v)

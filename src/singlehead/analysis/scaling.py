@@ -81,6 +81,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..channels import get_channel
 from .finite_k import finite_d_mismatch, noise_limited_law
 from .power_law import power_law_curve
 
@@ -308,7 +309,8 @@ def _label_regimes(df: pd.DataFrame, d: int, gamma: float) -> pd.DataFrame:
         np.maximum(df["matrix_error"].to_numpy(dtype=float), 1e-300)
     lab = [classify_regime(r, d, noise=noise, cutoff_drift=float(np.nan_to_num(r["cutoff_drift"])))
            for _, r in df.iterrows()]
-    linear = attrs.get("channel", "linear") == "linear" and int(attrs.get("T", 1)) == 1 and \
+    # the quadratic network: a closed-form (linear) channel with one token
+    linear = not get_channel(attrs.get("channel", "linear")).needs_quadrature and int(attrs.get("T", 1)) == 1 and \
         attrs.get("normalisation", "sqrt_d") == "sqrt_d"
     noise_limited = ("tail_noise", "label_noise")
     df["finite_d_mismatch"] = [finite_d_mismatch(r["delta"], r["matrix_error"], gamma, d)

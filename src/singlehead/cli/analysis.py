@@ -12,7 +12,8 @@ import click
 import numpy as np
 
 from . import cli
-from .common import dumps, parse_floats, pop_problem_options, problem_options, problems_from_options
+from ..channels import get_channel
+from .common import CHANNEL, dumps, parse_floats, pop_problem_options, problem_options, problems_from_options
 
 
 def _one_problem(kwargs: dict[str, Any]):
@@ -68,8 +69,8 @@ def decompose_cmd(**kwargs: Any) -> None:
     from ..analysis import decompose
 
     problem = _one_problem(kwargs)
-    if problem.student != "factorized":
-        raise ValueError(f"student must be factorized for decompose (got {problem.student!r})")
+    if not problem.student.thresholded:
+        raise ValueError(f"student must be factorized for decompose (got {problem.student.name!r})")
     res = decompose(problem, prior=_prior(kwargs["prior"]))
     out = res.to_dict()
     if kwargs["as_json"]:
@@ -91,7 +92,7 @@ def decompose_cmd(**kwargs: Any) -> None:
 @click.option("--noise", type=float, default=0.1, show_default=True, help="Label noise Delta (>= 0).")
 @click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d", show_default=True)
 @click.option("--prior", type=click.Choice(["spiked", "asymptotic", "finite"]), default="spiked", show_default=True)
-@click.option("--channel", type=click.Choice(["linear", "seq2lab", "seq2seq"]), default="linear", show_default=True,
+@click.option("--channel", type=CHANNEL, default="linear", show_default=True,
               help="Output channel (softmax channels need --T >= 2).")
 @click.option("--T", "T", type=int, default=1, show_default=True, help="Tokens per sequence.")
 @click.option("--level", type=float, default=0.95, show_default=True, help="Confidence level of the exponent interval.")
@@ -114,7 +115,7 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
     if len(ns) < 3 or min(ns) <= 0:
         raise ValueError(f"n must contain at least 3 sample sizes > 0 (got {len(ns)})")
     lam_fn = (lambda a: lam * math.sqrt(a)) if lam_scaling == "sqrt_alpha" else lam
-    if channel != "linear" and T < 2:
+    if get_channel(channel).informative_directions(T) <= 0:
         raise ValueError(f"T must be >= 2 for the softmax channel {channel} (got {T})")
     if T < 1:
         raise ValueError(f"T must be an integer >= 1 (got {T})")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import power_law_curve, regime_map, scaling_curve
+from ..channels import get_channel
 from ..problem import Problem
 from .figspec import (
     Context,
@@ -166,8 +167,9 @@ def fig_power_law(ctx: Context) -> FigureOutput:
         cc = pd.DataFrame(res["curve"])
         f = res["fit"]
         style = "o-" if nzv > 0 else "s--"
-        lab = f"g={g}, Delta={nzv:g}" + (", softmax T=2" if ch != "linear" else "")
-        axes[2].plot(cc.n / D_s, cc.excess_error, style, ms=3, color="k" if ch != "linear" else colors[g],
+        closed_form = not get_channel(ch).needs_quadrature  # the quadratic network; the softmax curve in black
+        lab = f"g={g}, Delta={nzv:g}" + ("" if closed_form else f", {ch} T=2")
+        axes[2].plot(cc.n / D_s, cc.excess_error, style, ms=3, color=colors[g] if closed_form else "k",
                      mfc="none" if nzv == 0 else None,
                      label=f"{lab}: {f['exponent']:.3f} [{f['ci_low']:.3f},{f['ci_high']:.3f}]")
         pr = 1.0 - 1.0 / (2.0 * g)

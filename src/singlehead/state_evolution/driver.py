@@ -133,7 +133,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         if branches is not None and (quad is None or any(b.shape[0] != quad.flat.shape[0] for b in branches)):
             branches = None  # tracked on another node set
     col = collapse_point(problem, pm, quad)
-    if col.holds and problem.channel == "linear":
+    if col.holds and problem.channel.convex_prox:
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
         r = _collapsed_result(problem, pm, quad, col, t0, 0)
         r.extras["warm_start_retried"] = False
@@ -323,7 +323,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
     # (only when the stages found a fixed point of the tracked-branch map, r < _ACCEPT_COARSE: skipping it elsewhere
     # changed no point's convergence on the benchmark's random grid of 128 problems, and saved 25 s at its T = 3
     # point 27, which stays unconverged)
-    if r < _ACCEPT_COARSE and residual >= tol and not residual < floor and problem.channel != "linear" \
+    if r < _ACCEPT_COARSE and residual >= tol and not residual < floor and not problem.channel.convex_prox \
             and math.isfinite(residual) and F.counter[0] < max_evals:
         F.mode = "union"
         # this re-solve (its evaluations are the dearest: every prox start at every node) also stops at the floor,
@@ -354,7 +354,7 @@ def _theory_solve(problem: Problem, pm: PriorModel, quad: OutputQuadrature | Non
         raise _DrivenToCollapse  # S = 0 is a fixed point and no non-trivial one was found
     q, m, Sigma = map(float, x)
     te = channel_test_errors(q, m, problem=problem, Q0=Q0, quad=quad)
-    pen = problem.lam * (q if problem.student == "direct" else pr.first_moment)
+    pen = problem.student.se_penalty(problem.lam, q, pr)
     qerr = dict(out.err)
     qerr.update({"test_error": te["test_error_err"], "test_error_noisy": te["test_error_noisy_err"]})
     extras = {

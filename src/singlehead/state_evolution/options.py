@@ -109,7 +109,7 @@ class SEOptions:
 
     def quadrature(self, problem: Problem) -> OutputQuadrature | None:
         """The output-side node set for ``problem`` (``None`` for the closed-form linear channel)."""
-        if problem.channel == "linear":
+        if not problem.channel.needs_quadrature:
             return None
         return OutputQuadrature.sobol(2 * problem.n_pairs, self.n_points, self.n_scrambles, self.node_seed)
 

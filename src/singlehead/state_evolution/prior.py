@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
 from ..spectra.prior_model import PriorModel
+from ..students import PriorSide
 from .output import OutputSide, output_side
 from .quadrature import OutputQuadrature
 
@@ -68,25 +69,6 @@ def prior_model(problem: Problem, prior: str = "auto", *, draws: int = DEFAULT_D
     return problem.target.spectral_law(problem.d, prior, draws=draws, seed=seed)
 
 
-@dataclass
-class PriorSide:
-    """``(q, m, Sigma)`` from the conjugates, with the learned-spectrum law parameters."""
-
-    q: float
-    m: float
-    Sigma: float
-    eta: float
-    delta: float
-    eps: float
-    first_moment: float
-    rank_fraction: float
-    cap_binds: bool = False
-    cutoff: float = math.nan
-    q_draws: tuple[float, ...] | None = None  # finite-d mode: q, m, Sigma of each GOE draw at these conjugates
-    m_draws: tuple[float, ...] | None = None
-    Sigma_draws: tuple[float, ...] | None = None
-
-
 def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, prior: PriorModel) -> PriorSide:
     """Prior-side update ``(qhat, mhat, Sigmahat) -> (q, m, Sigma)`` (see module docstring).
 
@@ -99,27 +81,7 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     :mod:`singlehead.spectra.finite_d`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
     draw's ``q, m, Sigma`` (same conjugates, for :func:`~.draw_spread.prior_draw_spread`).
     """
-    lam = problem.lam
-    delta = math.sqrt(max(qhat, 0.0)) / mhat
-    if problem.student == "direct":
-        etap = mhat / (Sigmahat + 4 * lam)
-        return PriorSide(etap**2 * (prior.Q0 + delta**2), etap * prior.Q0, 1.0 / (Sigmahat + 4 * lam), etap, delta, 0.0,
-                         math.nan, 1.0)
-    eps = 2 * lam / mhat
-    eta = mhat / Sigmahat
-    cap = problem.kappa if problem.kappa < 1 else None
-    ti = prior.threshold_integrals(delta, eps, rank_cap=cap)
-    J, Jd, Je = float(ti.J), float(ti.dJ_ddelta), float(ti.dJ_deps)
-    q = eta**2 * J
-    overlap = getattr(ti, "overlap", None)
-    m = eta * (J - 0.5 * delta * Jd - 0.5 * eps * Je) if overlap is None else eta * float(overlap)
-    Sigma = Jd / (2 * delta * Sigmahat)
-    draws: tuple = (None, None, None)
-    if getattr(ti, "J_draws", None) is not None and overlap is not None:
-        draws = (tuple(eta**2 * float(x) for x in ti.J_draws), tuple(eta * float(x) for x in ti.overlap_draws),
-                 tuple(float(x) / Sigmahat for x in ti.divergence_draws))
-    return PriorSide(q, m, Sigma, eta, delta, eps, -0.5 * eta * Je, float(ti.rank_fraction),
-                     bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)), *draws)
+    return problem.student.prior_side(qhat, mhat, Sigmahat, lam=problem.lam, kappa=problem.kappa, prior=prior)
 
 
 
@@ -148,12 +110,10 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
     ``mu_delta0`` (no eigenvalue survives), i.e. iff ``lam >= lam_c = mhat0 top(mu_delta0)/2``.
     The direct (Frobenius) student shrinks linearly and never collapses (``lam_c = inf``).
     """
-    if quad is None and problem.channel != "linear":
+    if quad is None and problem.channel.needs_quadrature:
         quad = OutputQuadrature.sobol(2 * problem.n_pairs)
     out = output_side(0.0, 0.0, 0.0, problem=problem, Q0=prior.Q0, quad=quad)
     pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
-    if problem.student == "direct":
-        lam_c = math.inf
-    else:
-        lam_c = 0.5 * out.mhat * prior.top_edge(pr.delta)
-    return _CollapsePoint(out, pr, bool(problem.student != "direct" and not pr.q > 0), float(lam_c))
+    st = problem.student
+    lam_c = st.collapse_lam(out.mhat, prior.top_edge(pr.delta)) if st.thresholded else math.inf
+    return _CollapsePoint(out, pr, bool(st.thresholded and not pr.q > 0), float(lam_c))

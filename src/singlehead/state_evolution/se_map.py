@@ -61,7 +61,7 @@ class _SEMap:
         self.counter[0] += 1
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
                           warm=None if mode == "cold" else self.warm, union=mode == "union")
-        if out.branches is not None and self.problem.channel != "linear":
+        if out.branches is not None and not self.problem.channel.convex_prox:
             self.warm = out.branches
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
         if self.stop_on_collapse and not pr.q > 0:
@@ -134,8 +134,7 @@ def _initial_guesses(problem: Problem, Q0: float) -> list[np.ndarray]:
     small ``lam``, one in the interpolation regime where ``eps = lam Sigma/(alpha c_T) = O(1)``
     (THEORY §4), i.e. ``Sigma ~ alpha c_T/lam``.
     """
-    K = problem.n_pairs
-    c = K if problem.channel == "linear" else max(K - 1, 1)
+    c = max(problem.channel.informative_directions(problem.T), 1)
     out = [np.array([0.5 * Q0, 0.4 * Q0, 1.0]), np.array([Q0, 0.9 * Q0, 0.1])]
     if problem.lam > 0:
         S = problem.alpha * c / problem.lam

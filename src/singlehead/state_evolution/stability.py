@@ -107,9 +107,9 @@ class Stability:
 def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
     """``(P/Sigmahat^2, Sigma)`` of the spectral (or linear) estimator at the fixed point ``ex``."""
     Sh = float(ex["Sigmahat"])
-    if problem.student == "direct":
-        s = 1.0 / (Sh + 4 * problem.lam)
-        return s * s, s
+    linear = problem.student.linear_prior_factor(problem.lam, Sh)
+    if linear is not None:
+        return linear
     if ex.get("cap_binds"):
         return math.inf, float(ex["Sigma"])
     eps = float(ex["eps"])
@@ -157,8 +157,9 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     q, m, Sigma, Q0 = (float(ex[k]) for k in ("q", "m", "Sigma", "Q0"))
     alpha, K = problem.alpha, problem.n_pairs
     prior_f, sigma_prior = _prior_factor(problem, ex)
-    if problem.channel == "linear":  # H = 4 I: closed form, no jumps
-        c = 4.0 / (1.0 + 4.0 * Sigma)
+    hc = problem.channel.fit_hessian_constant()
+    if hc is not None:  # H = hc I: closed form, no jumps
+        c = hc / (1.0 + hc * Sigma)
         out_f = 2 * alpha * K * c * c
         sh = 2 * alpha * K * c
         return Stability(out_f * prior_f, out_f, prior_f, sh, sh, 0.0, 0.0, sigma_prior)
