@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from singlehead.attention_layers import DirectStudent, FactorizedStudent
+from singlehead.simulation import TrainOptions
 from singlehead.channels import get_channel, squared_error
 from singlehead.convex import solve_reference
 from singlehead.data import generator, logits, sample_sequences
@@ -173,9 +174,9 @@ def test_seq2seq_and_seq2lab_losses_agree_to_order_inv_sqrt_d():
 
 def test_cpu_runs_are_bit_reproducible():
     p = Problem(d=16, T=2, alpha=0.5, noise=0.2)
-    a = simulate(p, seed=4, n_test=500)
-    b = simulate(p, seed=4, n_test=500)
-    c = simulate(p, seed=5, n_test=500)
+    a = simulate(p, seed=4, options=TrainOptions(n_test=500))
+    b = simulate(p, seed=4, options=TrainOptions(n_test=500))
+    c = simulate(p, seed=5, options=TrainOptions(n_test=500))
     assert np.array_equal(a["eigenvalues"], b["eigenvalues"])
     assert a.test_error == b.test_error and a.train_error == b.train_error
     assert not np.array_equal(a["eigenvalues"], c["eigenvalues"])
@@ -183,8 +184,8 @@ def test_cpu_runs_are_bit_reproducible():
 
 def test_streamed_batches_give_the_same_fit():
     p = Problem(d=12, T=2, alpha=1.0, noise=0.2)
-    a = simulate(p, seed=1, n_test=200)
-    b = simulate(p, seed=1, n_test=200, batch_size=37)
+    a = simulate(p, seed=1, options=TrainOptions(n_test=200))
+    b = simulate(p, seed=1, options=TrainOptions(n_test=200, batch_size=37))
     assert a.matrix_error == pytest.approx(b.matrix_error, rel=1e-6, abs=1e-9)
 
 

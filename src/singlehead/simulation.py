@@ -56,7 +56,7 @@ def default_precision(device: torch.device | str) -> str:
     """Precision policy used when :attr:`TrainOptions.precision` is ``None``.
 
     ``"mixed"`` on CPU: float32 training, float64 polish. Verified against float64 training
-    (issue 13; L-BFGS on seq2lab d=100 T=2, seq2seq d=60 T=3, linear d=60 T=1 power law,
+    (L-BFGS on seq2lab d=100 T=2, seq2seq d=60 T=3, linear d=60 T=1 power law,
     4 seeds each, and Adam on seq2lab d=50, 3 seeds): test errors equal to within 0.003
     standard errors, objectives within 2e-7 (L-BFGS); about twice as fast on CPU.
     ``"float32"`` on GPU (unchanged; not yet verified there).
@@ -175,26 +175,6 @@ class TrainOptions:
         dev = torch.device(device)
         return {**self.resolved(dev).to_dict(), "device": dev.type}
 
-    @classmethod
-    def from_kwargs(cls, base: "TrainOptions | None" = None, **kwargs: Any) -> "TrainOptions":
-        """Options from the pre-``TrainOptions`` keyword arguments of :func:`simulate`.
-
-        ``dtype`` (a ``torch.dtype`` or its name) maps to ``precision``; other keys must be
-        field names.
-        """
-        kw = dict(kwargs)
-        if "dtype" in kw:
-            dt = kw.pop("dtype")
-            if dt is not None:
-                name = str(dt).replace("torch.", "")
-                _check(name in ("float64", "float32"), "dtype", "torch.float64 or torch.float32", dt)
-                kw["precision"] = name
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(kw) - names)
-        if unknown:
-            raise TypeError(f"unknown simulate option(s) {unknown}; valid: {sorted(names | {'dtype'})}")
-        return (base or cls()).replace(**kw)
-
 
 def _finite_nonneg(x: Any) -> bool:
     try:
@@ -288,7 +268,7 @@ class _Recorder:
 
 def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = None,
              device: str | torch.device = "cpu", return_matrices: bool = False,
-             callback: Callable[[int, float], None] | None = None, **legacy: Any) -> Result:
+             callback: Callable[[int, float], None] | None = None) -> Result:
     """Train one student on one draw of the task and measure it.
 
     Parameters
@@ -306,10 +286,6 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         Add ``S`` and ``S0`` (numpy) to the extras.
     callback : callable, optional
         ``callback(iteration, objective)`` after each optimiser iteration.
-    **legacy
-        The keyword arguments of earlier versions (``optimizer``, ``dtype``, ``n_test``,
-        ``max_steps``, ``tol``, ``batch_size``, ``rank_tol``, ...), applied on top of
-        ``options``.
 
     Returns
     -------
@@ -323,7 +299,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         ``top_eigenvalues``, ``time_s``); standard fields ``converged``, ``iterations`` (optimiser
         steps, polish included), ``runtime_s``, ``message``.
     """
-    opts = TrainOptions.from_kwargs(options, **legacy) if legacy else (options or TrainOptions())
+    opts = options or TrainOptions()
     dev = resolve_device(device)
     opts = opts.resolved(dev)
     train_dtype = torch.float64 if opts.precision == "float64" else torch.float32

@@ -125,7 +125,7 @@ def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
 
 def _fvd_extrapolated_agreement(ctx: Context, sim_problems: list[Problem], best: pd.DataFrame, sim: pd.DataFrame,
                                 agr_d: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Agreement of factorized_vs_direct extrapolated to d = inf (issue 13, item 5), and the extra simulations.
+    """Agreement of factorized_vs_direct extrapolated to d = inf and the extra simulations.
 
     Simulations at ``Scale.fvd_fs_ds`` (``fvd_fs_seeds`` each) join the ``d = Scale.d`` ones; per row (student,
     alpha, best lam) and quantity the gap to the theory is fitted as ``a + b/d`` (pooled per-seed variance, the

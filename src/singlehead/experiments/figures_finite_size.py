@@ -1,4 +1,4 @@
-"""Finite size measured (issue 13): simulation-minus-theory gaps at several d, extrapolated to d = inf.
+"""Finite size measured: simulation-minus-theory gaps at several d, extrapolated to d = inf.
 
 The figure replaces "simulations sit above theory at small d, as expected" by a measurement:
 L-BFGS students of the MP base problem (:data:`~.figspec.BASE`, ``kappa = 1``) at

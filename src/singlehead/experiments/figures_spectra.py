@@ -136,7 +136,7 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
     import math
 
     from ..data import sample_target
-    from ..simulation import simulate
+    from ..simulation import TrainOptions, simulate
     from ..spectra import MarchenkoPastur, free_convolve_semicircle, goe
 
     eta, delta, eps = extras["eta"], extras["delta"], extras["eps"]
@@ -153,7 +153,7 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
 
     sim = []
     for seed in range(seeds):
-        res = simulate(problem, seed=seed, return_matrices=True, n_test=n_test)
+        res = simulate(problem, seed=seed, return_matrices=True, options=TrainOptions(n_test=n_test))
         S, S0 = res.extras["S"], res.extras["S0"]
         lam, U = np.linalg.eigh(S)
         sim.append(parts(S, S0, lam > 1e-3 * lam.max(), lam, U))

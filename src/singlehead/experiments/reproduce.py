@@ -28,9 +28,9 @@ from .runner import Cache
 
 __all__ = ["FIGURES", "Scale", "make_scale", "Reproduction", "reproduce"]
 
-# Emergence of the outliers during training (issue 13): a recorded Adam run next to the theory's end points.
+# Emergence of the outliers during training: a recorded Adam run next to the theory's end points.
 figure("emergence")(fig_emergence)
-# Pretrained-model section (issue 14): registered only when the optional MiniLM package is installed.
+# Pretrained-model section: registered only when the optional MiniLM package is installed.
 _register_inspect(figure)
 
 
