@@ -266,6 +266,26 @@ class _Recorder:
             self.rows[k].append(v)
 
 
+def _fit(student: torch.nn.Module, objective: Objective, opts: TrainOptions,
+         hook: Callable[[int, float], None] | None, every: int, polish: torch.dtype | None) -> FitInfo:
+    """Run the optimiser of ``opts`` (then, for Adam, an L-BFGS polish in ``polish``); ``hook``
+    is called every ``every`` iterations, counted across the polish."""
+    kw: dict[str, Any] = {"callback": hook, "callback_every": every}
+    if opts.max_steps is not None:
+        kw["max_steps"] = opts.max_steps
+    if opts.optimizer != "adam":
+        return fit_lbfgs(student, objective, polish_dtype=polish, polish_rtol=opts.polish_rtol, rtol=opts.tol, **kw)
+    info = fit_adam(student, objective, lr=opts.lr, tol=opts.tol, **kw)  # tol resolved by opts.resolved
+    if polish is None:
+        return info
+    done = info.steps
+    sub = {**kw, "callback": (lambda s, v: hook(done + s, v)) if hook else None}
+    student.to(polish)
+    pol = fit_lbfgs(student, objective, rtol=opts.polish_rtol, **sub)
+    return FitInfo("adam", info.steps + pol.steps, info.converged and pol.converged, pol.objective,
+                   info.history + pol.history, pol.steps)
+
+
 def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = None,
              device: str | torch.device = "cpu", return_matrices: bool = False,
              callback: Callable[[int, float], None] | None = None) -> Result:
@@ -326,22 +346,8 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
             callback(step, val)
 
     every = 1 if callback is not None else (opts.record_every or 1)
-    kw: dict[str, Any] = {"callback": hook if (callback or recorder) else None, "callback_every": every}
-    if opts.max_steps is not None:
-        kw["max_steps"] = opts.max_steps
-    polish = final_dtype if final_dtype != train_dtype else None
-    if opts.optimizer == "adam":
-        info: FitInfo = fit_adam(student, objective, lr=opts.lr, tol=opts.tol, **kw)  # tol resolved above
-        if polish is not None:
-            done = info.steps
-            sub = {**kw, "callback": (lambda s, v: hook(done + s, v)) if kw["callback"] else None}
-            student.to(polish)
-            pol = fit_lbfgs(student, objective, rtol=opts.polish_rtol, **sub)
-            info = FitInfo("adam", info.steps + pol.steps, info.converged and pol.converged, pol.objective,
-                           info.history + pol.history, pol.steps)
-    else:
-        info = fit_lbfgs(student, objective, polish_dtype=polish, polish_rtol=opts.polish_rtol,
-                         rtol=opts.tol, **kw)
+    info = _fit(student, objective, opts, hook if (callback or recorder) else None, every,
+                final_dtype if final_dtype != train_dtype else None)
     if recorder is not None and (not recorder.rows["step"] or recorder.rows["step"][-1] != info.steps):
         recorder(info.steps, info.objective)
 

@@ -32,8 +32,8 @@ from .common import STUDENT_OPTIONS, dumps, pop_problem_options, problem_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def theory(**kwargs: Any) -> None:
     """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."""
-    from ..experiments import Job, cache_for_export
-    from ..state_evolution import SEOptions, theory_curve
+    from ..experiments import Job, cache_for_export, run_jobs
+    from ..state_evolution import SEOptions
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
@@ -41,13 +41,10 @@ def theory(**kwargs: Any) -> None:
                 "node_seed": options.node_seed}
     jobs = [Job("theory", p, None, tuple(sorted(settings.items()))) for p in problems]
     cache = cache_for_export(kwargs["out"])
-    missing = [j for j in jobs if cache.get(j.key) is None]
-    if missing:  # one warm-started sweep over the points not yet cached
-        curve = theory_curve(missing[0].problem, [j.problem.alpha for j in missing], options=options,
-                             prior=kwargs["prior"], progress=len(missing) > 1)
-        for j, r in zip(missing, curve):
-            cache.put({**r.to_dict(), "key": j.key, "route": "theory", "seed": None})
+    resumed = sum(cache.get(j.key) is not None for j in jobs)
+    # the runner's path, as for reproduce: the points not yet cached run as one warm-started sweep along alpha
     if kwargs["stability"]:
+        run_jobs(jobs, cache, desc="theory")
         _add_stability(jobs, cache)
 
     def describe(rec: dict[str, Any]) -> str:
@@ -60,8 +57,7 @@ def theory(**kwargs: Any) -> None:
                 f"rank_fraction={rec['rank_fraction']:.4f} converged={rec['converged']} "
                 f"(residual {rec['residual']:.1e}){rs}")
 
-    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "theory", cache=cache,
-              resumed=len(jobs) - len(missing))
+    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "theory", cache=cache, resumed=resumed)
 
 
 def _add_stability(jobs: list, cache: Any) -> None:

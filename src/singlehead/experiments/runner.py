@@ -10,7 +10,6 @@ directory ``FILE.jsonl.cache``.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import tempfile
@@ -21,23 +20,24 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..results import jsonable, stable_hash
+from . import routes
 from .grid import Job
 
-# route name -> "module:function"; each takes (problem, seed, **settings) and returns a JSON-able dict.
-ROUTES: dict[str, str] = {
-    "simulation": "singlehead.experiments.routes:run_simulation",
-    "theory": "singlehead.experiments.routes:run_theory",
-    "bayes": "singlehead.experiments.routes:run_bayes",
-    "thresholds": "singlehead.experiments.routes:run_thresholds",
-    "amp": "singlehead.experiments.routes:run_amp",
+# route name -> function; each takes (problem, seed, **settings) and returns a JSON-able dict (the route
+# modules defer torch to the call, so importing them here costs nothing)
+ROUTES: dict[str, Callable[..., dict[str, Any]]] = {
+    "simulation": routes.run_simulation,
+    "theory": routes.run_theory,
+    "bayes": routes.run_bayes,
+    "thresholds": routes.run_thresholds,
+    "amp": routes.run_amp,
 }
 
 
 def _resolve(route: str) -> Callable[..., dict[str, Any]]:
     if route not in ROUTES:
         raise ValueError(f"route must be one of {sorted(ROUTES)} (got {route!r})")
-    mod, fn = ROUTES[route].split(":")
-    return getattr(importlib.import_module(mod), fn)
+    return ROUTES[route]
 
 
 def execute(job: Job) -> dict[str, Any]:
@@ -115,11 +115,9 @@ def execute_chain(param: str, jobs: list[Job]) -> list[dict[str, Any]]:
 
     If the sweep raises, every job is run on its own (so one bad point fails alone).
     """
-    from .routes import run_theory_curve
-
     t0 = time.perf_counter()
     try:
-        recs = run_theory_curve([j.problem for j in jobs], param, **dict(jobs[0].settings))
+        recs = routes.run_theory_curve([j.problem for j in jobs], param, **dict(jobs[0].settings))
     except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError):
         return [execute(j) for j in jobs]
     per_point = (time.perf_counter() - t0) / len(jobs)

@@ -104,23 +104,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         return solve_attempt(problem, pm, quad, F, col, t0, oa, init=init_, jacobian=jacobian_)
 
     maps: list[SEMap] = []  # the map of each solve (the kept one's tracked prox branches are passed on)
-    warm_given = init is not None or jacobian is not None
-    # A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly: one
-    # solve of at most quick_max_evals evaluations without the continuation in lam, and a short
-    # re-solve with every prox start (whose evaluations are the dearest). Near a fast change of the
-    # fixed point it can lead the root finder into a region it does not leave (observed: power-law
-    # target, d = 100, alpha ≈ 0.01, residual 0.67, while the default start converges to 1e-10; and
-    # across the interpolation peak at lam = 1e-5, alpha ≈ 0.18, where the full warm pipeline spent
-    # 16 s to stay unconverged and the default start converged in 3 s). Then the default start runs
-    # the full pipeline, and if that fails too, the warm start does; the first converged solve is
-    # kept, else the smallest residual. ``cold_first`` (a sweep whose previous warm start failed)
-    # puts the default start first.
-    if not warm_given:
-        plan = [(None, None, None, True)]
-    elif cold_first:
-        plan = [(None, None, None, True), (init, jacobian, branches, False), (init, jacobian, branches, True)]
-    else:
-        plan = [(init, jacobian, branches, False), (None, None, None, True), (init, jacobian, branches, True)]
+    plan = _attempt_plan(init, jacobian, branches, cold_first)
     attempts, warm_failed = [], False
     for init_, jac_, br_, escalate in plan:
         attempts.append((*solve(init_, jac_, br_, escalate=escalate), maps[-1]))
@@ -130,11 +114,33 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     r, jac, kept = min(attempts, key=lambda a: (not a[0].converged, a[0].extras["residual"]))
     r.extras["warm_start_retried"] = warm_failed
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
-    r.extras["evaluations_all_attempts"] = int(sum(m.counter[0] for m in maps))
+    r.extras["evaluations_all_attempts"] = int(sum(m.evaluations for m in maps))
     r.runtime_s = time.perf_counter() - t0
-    warm = None
-    if r.converged and not r.extras["collapsed"]:
-        tracked = kept.warm  # the prox branches tracked by the kept solve
-        warm = WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac,
-                         None if tracked is None else tuple(tracked))
-    return r, warm
+    return r, _next_warm_start(r, jac, kept)
+
+
+def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool) -> list[tuple]:
+    """The solve attempts ``(init, jacobian, branches, escalate)`` in the order they are tried.
+
+    A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly
+    (``SEOptions.quick_attempt``: no continuation in lam, a short re-solve with every prox start).
+    Near a fast change of the fixed point it can lead the root finder into a region it does not
+    leave (observed: power-law target, d = 100, alpha ~ 0.01, residual 0.67, while the default start
+    converges to 1e-10; across the interpolation peak at lam = 1e-5, alpha ~ 0.18, the full warm
+    pipeline spent 16 s to stay unconverged and the default start converged in 3 s). Then the
+    default start runs the full pipeline, and if that fails too, the warm start does; the first
+    converged solve is kept, else the smallest residual. ``cold_first`` (a sweep whose previous
+    warm start failed) puts the default start first.
+    """
+    if init is None and jacobian is None:
+        return [(None, None, None, True)]
+    cold, warm_quick, warm_full = (None, None, None, True), (init, jacobian, branches, False), (init, jacobian, branches, True)
+    return [cold, warm_quick, warm_full] if cold_first else [warm_quick, cold, warm_full]
+
+
+def _next_warm_start(r: Result, jac: np.ndarray | None, kept: SEMap) -> WarmStart | None:
+    """The warm start a converged, non-collapsed solution offers to the next point of a sweep."""
+    if not r.converged or r.extras["collapsed"]:
+        return None
+    tracked = kept.warm  # the prox branches tracked by the kept solve
+    return WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac, None if tracked is None else tuple(tracked))

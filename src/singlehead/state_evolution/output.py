@@ -100,54 +100,65 @@ def output_side(
         quad = OutputQuadrature.sobol(2 * K)
     if not (q > _Q_FLOOR * Q0 and Sigma > _SIGMA_FLOOR):
         return _output_side_degenerate(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
-    X = quad.flat
-    Vy = Q0 + Dh
-    y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
-    # E[z0 | y, z] = a y + b z  (z0 = y - xi, xi independent of z)
-    C = np.array([[Vy, m], [m, q]])
-    a, b = np.linalg.solve(C, np.array([Q0, m]))
-    z0c = a * y + b * z
-    starts = warm
-    if (warm is None or union) and not ch.convex_prox:
-        starts = ch.prox_starts(z, y, T=T, beta=problem.beta, beta0=problem.beta0) + (list(warm) if warm is not None else [])
+    y, z, z0c = _fields(quad, q, m, Q0 + Dh, Q0)
+    cold = [] if (warm is not None and not union) or ch.convex_prox else \
+        ch.prox_starts(z, y, T=T, beta=problem.beta, beta0=problem.beta0)
+    starts = warm if not cold else cold + (list(warm) if warm is not None else [])
     pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts)
     g = pr.h - z
     det = max(Q0 * q - m * m, 1e-300)
-    prox_ok = pr.converged
-    gS = g
-    if q < _Q_CV * Q0:
-        # small q: the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part
-        # of g that depends on y alone, a zero-mean term whose quadrature error blows up as
-        # q -> 0. Control variate: subtract that part, the prox residual at z = 0 (its exact
-        # contribution E<g(y, 0), Q0 z - m z0> is 0 by Stein's lemma).
-        pr0 = ch.prox(np.zeros_like(y), y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0)
-        gS = g - pr0.h
-        prox_ok = prox_ok and pr0.converged
-    vals = np.stack(
-        [
-            np.einsum("nk,nk->n", g, g),
-            np.einsum("nk,nk->n", g, q * z0c - m * z),
-            np.einsum("nk,nk->n", gS, Q0 * z - m * z0c),
-            pr.fit,
-        ],
-        axis=1,
-    )
+    gS, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0)
+    prox_ok = prox_ok and pr.converged
+    vals = np.stack([np.einsum("nk,nk->n", g, g), np.einsum("nk,nk->n", g, q * z0c - m * z),
+                     np.einsum("nk,nk->n", gS, Q0 * z - m * z0c), pr.fit], axis=1)
     mean, err, per = quad.mean_error_and_scrambles(vals)
     fac = np.array([2 * alpha / Sigma**2, 2 * alpha / (Sigma * det), -2 * alpha / (Sigma * det), 1.0])
     mean, err = mean * fac, err * np.abs(fac)
     names = ("qhat", "mhat", "Sigmahat", "train_error")
     # warm starts for a next call: each branch followed continuously (union: the tracked ones)
-    br = pr.branches[3:] if (union and warm is not None) else pr.branches
-    jac = None
-    if jacobian:
-        # dh*/dz = (I + Sigma H)^{-1}, so d(g/Sigma)/dz = -H (I + Sigma H)^{-1}; (I + Sigma H)^{-1} H has the same
-        # trace and Frobenius norm
-        _, _, H = _fit_derivatives(pr.h, y, problem)
-        J = np.linalg.solve(np.eye(K)[None] + Sigma * H, H)
-        jac = quad.mean_error_and_scrambles(np.stack([np.einsum("nij,nij->n", J, J), np.einsum("nii->n", J)],
-                                                     axis=1))[2]
+    br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
+    jac = _jacobian_averages(pr.h, y, Sigma, problem, quad) if jacobian else None
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
                       prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac)
+
+
+def _fields(quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Teacher fields ``y`` (noise included), student fields ``z`` and ``E[z0 | y, z]`` on the nodes."""
+    X = quad.flat
+    K = X.shape[1] // 2
+    y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
+    # E[z0 | y, z] = a y + b z  (z0 = y - xi, xi independent of z)
+    a, b = np.linalg.solve(np.array([[Vy, m], [m, q]]), np.array([Q0, m]))
+    return y, z, a * y + b * z
+
+
+def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, problem: Problem, Q0: float
+                       ) -> tuple[np.ndarray, bool]:
+    """The residual entering ``Sigmahat``, with a control variate at small ``q``; and whether its prox converged.
+
+    At small q the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part of g that
+    depends on y alone, a zero-mean term whose quadrature error blows up as q -> 0. The control
+    variate subtracts that part, the prox residual at z = 0 (its exact contribution
+    E<g(y, 0), Q0 z - m z0> is 0 by Stein's lemma).
+    """
+    if not q < _Q_CV * Q0:
+        return g, True
+    pr0 = problem.channel.prox(np.zeros_like(y), y, Sigma, T=problem.T, beta=problem.beta, beta0=problem.beta0)
+    return g - pr0.h, pr0.converged
+
+
+def _jacobian_averages(h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem, quad: OutputQuadrature
+                       ) -> np.ndarray:
+    """Per scramble, the node means of ``||J||_F^2`` and ``tr J``, ``J = H (I + Sigma H)^{-1}`` (:mod:`.stability`).
+
+    ``dh*/dz = (I + Sigma H)^{-1}``, so ``d(g/Sigma)/dz = -H (I + Sigma H)^{-1}``, and
+    ``(I + Sigma H)^{-1} H`` has the same trace and Frobenius norm.
+    """
+    K = h.shape[1]
+    _, _, H = _fit_derivatives(h, y, problem)
+    J = np.linalg.solve(np.eye(K)[None] + Sigma * H, H)
+    return quad.mean_error_and_scrambles(np.stack([np.einsum("nij,nij->n", J, J), np.einsum("nii->n", J)], axis=1))[2]
 
 
 def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem):
