@@ -84,13 +84,13 @@ def test_prox_jumps_are_measured_where_the_peak_disagrees():
     pointwise Sigmahat equals the SE's within its quadrature error."""
     p, r = _peak_fixed_point(0.3, _PEAK_03)
     s = stability(p, r)
-    assert s.jump_weight > 0.03 and s.jump_weight > 5 * s.jump_weight_err
+    assert s.prox_jump_share > 0.03 and s.prox_jump_share > 5 * s.prox_jump_share_se
     assert 0.5 < s.replicon < 1.0
     assert s.sigma_prior == pytest.approx(_PEAK_03["Sigma"], rel=1e-3)
     p1 = Problem(alpha=1.0, lam=1e-3, **_PEAK)
     r1 = theory(p1)
     s1 = stability(p1, r1)
-    assert abs(s1.jump_weight) < 0.005
+    assert abs(s1.prox_jump_share) < 0.005
     assert abs(s1.sigmahat_pointwise - r1.extras["Sigmahat"]) < 4 * r1.extras["quadrature_error"]["Sigmahat"] + 1e-3
     assert s1.replicon < 0.5
 

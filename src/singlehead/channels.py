@@ -304,7 +304,7 @@ class Linear(Channel):
     def closed_form_test_errors(self, T, Q0, q, m, noise):
         K = T * (T + 1) // 2
         return {"test_error": 2 * K * (Q0 - 2 * m + q), "test_error_noisy": 2 * K * (Q0 + noise / 2.0 - 2 * m + q),
-                "test_error_err": 0.0, "test_error_noisy_err": 0.0}
+                "test_error_se": 0.0, "test_error_noisy_se": 0.0}
 
     def fit_hessian_constant(self) -> float:
         return 4.0

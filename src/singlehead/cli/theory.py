@@ -70,8 +70,8 @@ def _add_stability(jobs: list, cache: Any) -> None:
         if rec is None or "replicon" in rec or "Sigmahat" not in rec:
             continue
         s = stability(j.problem, Result.from_dict(rec))
-        cache.put({**rec, "replicon": s.replicon, "prox_jump_share": s.jump_weight,
-                   "prox_jump_share_err": s.jump_weight_err})
+        cache.put({**rec, "replicon": s.replicon, "prox_jump_share": s.prox_jump_share,
+                   "prox_jump_share_se": s.prox_jump_share_se})
 
 
 @cli.command()

@@ -256,7 +256,7 @@ def _with_rs_checks(agr: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
         if key in found or not ((agr.cfg_lam == p.lam) & (agr.cfg_alpha == p.alpha)).any():
             continue
         s = stability(p, Result.from_dict(rec))
-        found[key] = (round(s.replicon, 3), round(100 * s.jump_weight, 1))
+        found[key] = (round(s.replicon, 3), round(100 * s.prox_jump_share, 1))
     cols = [found.get((l, a), (np.nan, np.nan)) for l, a in zip(agr.cfg_lam, agr.cfg_alpha)]
     return agr.assign(replicon=[c[0] for c in cols], **{"prox_jump_%": [c[1] for c in cols]})
 

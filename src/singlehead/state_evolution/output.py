@@ -40,7 +40,7 @@ _Q_CV = 1e-2
 
 @dataclass
 class OutputSide:
-    """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``*_err`` are quadrature standard errors."""
+    """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``err`` holds their quadrature standard errors."""
 
     qhat: float
     mhat: float
@@ -251,5 +251,5 @@ def channel_test_errors(
         z0, z = _gauss_pair(X[:, :K], X[:, K:], V0, m, q)
         diff = ch.attention(vec_to_mat(z0, T), problem.beta0) - ch.attention(vec_to_mat(z, T), problem.beta)
         mean, err = quad.mean_and_error(np.einsum("nab,nab->n", diff, diff))
-        out[name], out[name + "_err"] = float(mean), float(err)
+        out[name], out[name + "_se"] = float(mean), float(err)
     return out

@@ -240,7 +240,7 @@ def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None
     q, m, _ = map(float, dg.x)
     te = channel_test_errors(q, m, problem=problem, Q0=Q0, quad=quad)
     qerr = dict(dg.out.err)
-    qerr.update({"test_error": te["test_error_err"], "test_error_noisy": te["test_error_noisy_err"]})
+    qerr.update({"test_error": te["test_error_se"], "test_error_noisy": te["test_error_noisy_se"]})
     extras = theory_extras(x=dg.x, Q0=Q0, out=dg.out, pr=dg.pr, residual=dg.residual, floor=dg.floor, qerr=qerr,
                            pm=pm, quad=quad, col=col, collapsed=False)
     extras.update(prior_draw_spread(problem, pm, dg.x, dg.out, dg.pr, quad))  # finite-d prior: draw-to-draw spread
@@ -264,8 +264,8 @@ def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | 
     Q0 = pm.Q0
     te = channel_test_errors(0.0, 0.0, problem=problem, Q0=Q0, quad=quad)
     qerr = dict(col.out.err)
-    qerr.update({"test_error": te["test_error_err"], "test_error_noisy": te["test_error_noisy_err"],
-                 "train_error": te["test_error_noisy_err"]})
+    qerr.update({"test_error": te["test_error_se"], "test_error_noisy": te["test_error_noisy_se"],
+                 "train_error": te["test_error_noisy_se"]})
     extras = theory_extras(x=np.zeros(3), Q0=Q0, out=col.out, pr=col.prior, residual=0.0, floor=0.0, qerr=qerr,
                            pm=pm, quad=quad, col=col, collapsed=True)
     return Result(
