@@ -148,6 +148,23 @@ def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("nk,nk->n", a, b)
 
 
+def _backtrack(todo: np.ndarray, h: np.ndarray, p: np.ndarray, f: np.ndarray, slope: np.ndarray, zz: np.ndarray,
+               YY: np.ndarray, inv: np.ndarray, loss: FitLoss) -> np.ndarray:
+    """Armijo backtracking by halvings on the nodes ``todo``, updating ``h`` in place; returns the
+    nodes whose line search failed (at machine precision)."""
+    t = np.full(todo.size, 0.5)
+    for _ in range(40):
+        if todo.size == 0:
+            break
+        cand = h[todo] + t[:, None] * p[todo]
+        dt = cand - zz[todo]
+        fc = np.einsum("nk,nk->n", dt, dt) / (2.0 * (1.0 / inv[todo])) + loss(cand, YY[todo], 0)[0]
+        ok2 = fc <= f[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(f[todo])
+        h[todo[ok2]] = cand[ok2]
+        todo, t = todo[~ok2], 0.5 * t[~ok2]
+    return todo
+
+
 def _newton(
     h0: np.ndarray,
     z: np.ndarray,
@@ -204,27 +221,15 @@ def _newton(
         g = np.where(ok[:, None], gc + inv[:, None] * dc, g)
         Hs = np.where(ok[:, None, None], Hc + inv[:, None, None] * eye, Hs)
         # ... then vectorised backtracking (halvings) on the rest
-        todo = np.nonzero(~ok)[0]
-        t = np.full(todo.size, 0.5)
-        acc = []
-        for _ in range(40):
-            if todo.size == 0:
-                break
-            cand = h[todo] + t[:, None] * p[todo]
-            dt = cand - zz[todo]
-            fc = np.einsum("nk,nk->n", dt, dt) / (2.0 * (1.0 / inv[todo])) + loss(cand, YY[todo], 0)[0]
-            ok2 = fc <= f[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(f[todo])
-            h[todo[ok2]] = cand[ok2]
-            acc.append(todo[ok2])
-            todo, t = todo[~ok2], 0.5 * t[~ok2]
-        if acc:
-            jb = np.concatenate(acc)
-            if jb.size:
-                fit, gg, HH = loss(h[jb], YY[jb], 2)
-                db = h[jb] - zz[jb]
-                f[jb] = 0.5 * inv[jb] * _rowdot(db, db) + fit
-                g[jb] = gg + inv[jb, None] * db
-                Hs[jb] = HH + inv[jb, None, None] * eye
+        todo = _backtrack(np.nonzero(~ok)[0], h, p, f, slope, zz, YY, inv, loss)
+        jb = np.nonzero(~ok)[0]
+        jb = jb[~np.isin(jb, todo)]
+        if jb.size:
+            fit, gg, HH = loss(h[jb], YY[jb], 2)
+            db = h[jb] - zz[jb]
+            f[jb] = 0.5 * inv[jb] * _rowdot(db, db) + fit
+            g[jb] = gg + inv[jb, None] * db
+            Hs[jb] = HH + inv[jb, None, None] * eye
         gn = np.linalg.norm(g, axis=1)
         finished = final | (gn <= thr)
         finished[todo] = True  # line search failed: at machine precision
@@ -238,6 +243,35 @@ def _newton(
     if ids.size:  # out of iterations: report where these nodes are, not done
         h_out[ids], f_out[ids], gn_out[ids] = h, f, np.linalg.norm(g, axis=1)
     return h_out, f_out, gn_out, it, done_out
+
+
+def _run_start(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, loss: FitLoss, tol: float,
+               max_iter: int, earlier: list[np.ndarray], runs: list[tuple[np.ndarray, ...]]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+    """Newton from ``h0`` on the nodes where it does not coincide with an ``earlier`` start.
+
+    Where it coincides (to ``_SAME_START``) with an earlier start, it ends where that one ended
+    (``runs``): warm starts are the end points of the previous call's branches, which mostly sit at
+    the same minimiser, so this saves most of the work of tracking several branches.
+    """
+    N, K = z.shape
+    same_as = np.full(N, -1)
+    for j, hj in enumerate(earlier):
+        close = np.all(np.abs(h0 - hj) <= _SAME_START * (1.0 + np.abs(hj)), axis=1)
+        same_as[(same_as < 0) & close] = j
+    new_nodes = np.nonzero(same_as < 0)[0]
+    if new_nodes.size == N:
+        return _newton(h0, z, Y, Sig, loss, tol, max_iter)
+    h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
+    it = 0
+    if new_nodes.size:
+        hs, fs, gs, it, ds = _newton(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], loss, tol, max_iter)
+        h[new_nodes], f[new_nodes], gn[new_nodes], done[new_nodes] = hs, fs, gs, ds
+    for j in range(len(earlier)):
+        nj = np.nonzero(same_as == j)[0]
+        if nj.size:
+            h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
+    return h, f, gn, it, done
 
 
 def prox_softmax(
@@ -315,28 +349,7 @@ def prox_newton(
     runs: list[tuple[np.ndarray, ...]] = []
     for i, h0 in enumerate(starts):
         h0 = np.asarray(h0, dtype=float)
-        # Starts that coincide (to _SAME_START) with an earlier start at a node end where that
-        # one ended: Newton is run only on the other nodes. Warm starts are the end points of
-        # the previous call's branches, which mostly sit at the same minimiser, so this saves
-        # most of the work of tracking several branches.
-        same_as = np.full(N, -1)
-        for j in range(i):
-            close = np.all(np.abs(h0 - starts_arr[j]) <= _SAME_START * (1.0 + np.abs(starts_arr[j])), axis=1)
-            same_as[(same_as < 0) & close] = j
-        new_nodes = np.nonzero(same_as < 0)[0]
-        if new_nodes.size == N:
-            h, f, gn, it, done = _newton(h0, z, Y, Sig, loss, tol, max_iter)
-        else:
-            h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
-            it = 0
-            if new_nodes.size:
-                hs, fs, gs, it, ds = _newton(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], loss, tol,
-                                             max_iter)
-                h[new_nodes], f[new_nodes], gn[new_nodes], done[new_nodes] = hs, fs, gs, ds
-            for j in range(i):
-                nj = np.nonzero(same_as == j)[0]
-                if nj.size:
-                    h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
+        h, f, gn, it, done = _run_start(h0, z, Y, Sig, loss, tol, max_iter, starts_arr, runs)
         starts_arr.append(h0)
         runs.append((h, f, gn, done))
         branches.append(h)

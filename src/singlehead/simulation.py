@@ -286,6 +286,12 @@ def _fit(student: torch.nn.Module, objective: Objective, opts: TrainOptions,
                    info.history + pol.history, pol.steps)
 
 
+def _fit_message(info: FitInfo) -> str:
+    if info.converged:
+        return f"{info.optimizer}: stopping rule fired after {info.steps} steps"
+    return f"{info.optimizer}: step budget exhausted ({info.steps} steps) before the stopping rule fired"
+
+
 def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = None,
              device: str | torch.device = "cpu", return_matrices: bool = False,
              callback: Callable[[int, float], None] | None = None) -> Result:
@@ -361,12 +367,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         "device": str(dev), "dtype": str(next(student.parameters()).dtype).replace("torch.", ""),
         "precision": opts.precision, "options": opts.key_fields(dev), "n": problem.n, "n_test": opts.n_test,
     }
-    if recorder is not None:
-        extras["trajectory"] = recorder.rows
-    if return_matrices:
-        extras["S"] = S_np
-        extras["S0"] = S0_np
-    message = (f"{info.optimizer}: stopping rule fired after {info.steps} steps" if info.converged
-               else f"{info.optimizer}: step budget exhausted ({info.steps} steps) before the stopping rule fired")
+    extras.update({} if recorder is None else {"trajectory": recorder.rows})
+    extras.update({"S": S_np, "S0": S0_np} if return_matrices else {})
     return Result("simulation", problem.to_dict(), **metrics, converged=bool(info.converged), iterations=int(info.steps),
-                  runtime_s=time.perf_counter() - t0, message=message, extras=extras)
+                  runtime_s=time.perf_counter() - t0, message=_fit_message(info), extras=extras)

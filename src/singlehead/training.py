@@ -164,12 +164,9 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
     ``callback(iteration, objective)`` is called after every ``callback_every``-th iteration
     (iterations counted across the polish); ``history`` holds every evaluation.
 
-    Notes
-    -----
     With ``rtol = 1e-9`` the objective ends within ~1e-7 (relative) of the value reached after
-    hundreds more iterations. The loss is read in float64 on the host: an absolute tolerance on a
-    float32 copy (``torch.optim.LBFGS``'s ``tolerance_change``) fires ~5e-7 above the minimum
-    (d = 100, alpha = 1, T = 2).
+    hundreds more iterations (the loss is read in float64: an absolute tolerance on a float32 copy,
+    as in ``torch.optim.LBFGS``, fires ~5e-7 above the minimum at d = 100, alpha = 1, T = 2).
     """
     from torch.optim.lbfgs import _strong_wolfe
 

@@ -231,6 +231,21 @@ def _heads_from_config(path: Path) -> int | None:
     return None
 
 
+def _checkpoint_path(name: str) -> Path:
+    """The weights file of a built-in model name, a file, or a directory holding one."""
+    if name in BUILTIN_MODELS:
+        return builtin_model_path(name)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        hit = [c for c in (path / "model.safetensors", path / "pytorch_model.bin") if c.is_file()]
+        if not hit:
+            raise CheckpointError(f"bad path {name!r}: directory has no model.safetensors or pytorch_model.bin")
+        return hit[0]
+    if not path.is_file():
+        raise CheckpointError(f"bad path {name!r}: no such file or built-in model (built-in: {', '.join(BUILTIN_MODELS)})")
+    return path
+
+
 def load_attention_weights(model: str | Path | None = None, *, layers: list[int] | None = None,
                            n_heads: int | None = None, query_pattern: str = BERT_QUERY,
                            key_pattern: str = BERT_KEY, layout: str = "out_in") -> AttentionWeights:
@@ -260,19 +275,7 @@ def load_attention_weights(model: str | Path | None = None, *, layers: list[int]
     if layout not in ("out_in", "in_out"):
         raise CheckpointError(f"layout must be 'out_in' or 'in_out' (got {layout!r})")
     name = "all-MiniLM-L6-v2" if model is None else str(model)
-    if name in BUILTIN_MODELS:
-        path = builtin_model_path(name)
-    else:
-        path = Path(name).expanduser()
-        if path.is_dir():
-            cands = [path / "model.safetensors", path / "pytorch_model.bin"]
-            hit = [c for c in cands if c.is_file()]
-            if not hit:
-                raise CheckpointError(f"bad path {name!r}: directory has no model.safetensors or pytorch_model.bin")
-            path = hit[0]
-        elif not path.is_file():
-            raise CheckpointError(f"bad path {name!r}: no such file or built-in model "
-                                  f"(built-in: {', '.join(BUILTIN_MODELS)})")
+    path = _checkpoint_path(name)
     ckpt = _open(path)
     qmap, _ = _match(ckpt.keys(), query_pattern, "query pattern")
     kmap, _ = _match(ckpt.keys(), key_pattern, "key pattern")
