@@ -67,3 +67,18 @@ class DirectStudent(nn.Module):
         """``lam d ||S||_F^2``."""
         S = self.matrix()
         return lam * self.d * (S * S).sum()
+
+
+def init_factorized(d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str,
+                    scale: float = 1.0) -> FactorizedStudent:
+    """``W`` iid N(0, scale^2), drawn in float64 on the CPU from ``gen`` (so CPU and GPU start equal)."""
+    W = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
+    return FactorizedStudent(W.to(device, dtype))
+
+
+def init_direct(d: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str,
+                scale: float = 1.0) -> DirectStudent:
+    """``S`` a GOE matrix with semicircle on ``[-2 scale, 2 scale]``, drawn in float64 on the CPU from ``gen``."""
+    G = torch.randn(d, d, generator=gen, dtype=torch.float64)
+    S = (G + G.T) * (scale / math.sqrt(2 * d))
+    return DirectStudent(S.to(device, dtype))

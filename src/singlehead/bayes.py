@@ -45,8 +45,8 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.stats import qmc
 
-from .problem import Problem
 from .attention_maps import vec_to_mat
+from .problem import Problem
 from .results import Result
 from .state_evolution import PriorModel, prior_model
 from .thresholds import informative_directions

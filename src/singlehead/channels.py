@@ -36,7 +36,13 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from .attention_maps import mat_to_vec, shift_direction, softmax_fit_loss, softmax_rows, vec_to_mat
+from .attention_maps import (
+    mat_to_vec,
+    shift_direction,
+    softmax_fit_loss,
+    softmax_rows,
+    vec_to_mat,
+)
 from .prox import ProxResult, interpolating_start, prox_linear, prox_newton
 
 Array = Any  # numpy.ndarray or torch.Tensor
@@ -106,16 +112,10 @@ class Channel:
         """``(target, M, const)`` per dataset for :meth:`loss_and_logit_grad` (default ``(y, None, 0)``)."""
         return y, None, 0.0
 
-    def loss_and_logit_grad(self, h: Any, target: Any, M: Any, beta: float) -> tuple[Any, Any]:
-        """Summed data loss of a chunk and its gradient ``G = dL/dh`` (torch); default by autograd."""
-        import torch  # deferred: the theory paths never load torch
-
-        with torch.enable_grad():
-            hh = h.detach().requires_grad_(True)
-            r = self.attention(hh, beta) - target
-            loss = (r * r).sum(dtype=torch.float64)
-            (G,) = torch.autograd.grad(loss, hh)
-        return loss.detach(), G
+    def loss_and_logit_grad(self, h: Any, target: Any, M: Any, beta: float) -> tuple[Any, Any] | None:
+        """Summed data loss of a chunk (float64) and its gradient ``G = dL/dh`` (torch tensors), in
+        closed form; ``None`` (the default): the trainer differentiates :meth:`attention` by autograd."""
+        return None
 
     # ---------------------------------------------------------------- state evolution: output side
     def informative_directions(self, T: int) -> int:
@@ -239,19 +239,16 @@ class Seq2Seq(Seq2Lab):
 
     def training_constants(self, X: Any, y: Any) -> tuple[Any, Any, float]:
         # ||A X/sqrt d - y||^2 = <A M, A> - 2 <A, Y> + ||y||^2 with M = X X^T/d, Y = y X^T/sqrt d
-        import torch  # deferred: the theory paths never load torch
-
-        X, y = X.to(torch.float64), y.to(torch.float64)
+        X, y = X.double(), y.double()
         d = X.shape[-1]
         return y @ X.transpose(-1, -2) / math.sqrt(d), X @ X.transpose(-1, -2) / d, float((y * y).sum())
 
     def loss_and_logit_grad(self, h: Any, target: Any, M: Any, beta: float) -> tuple[Any, Any]:
-        import torch  # deferred: the theory paths never load torch
-
         A = (beta * h).softmax(dim=-1)
         AM = A @ M
         # float64 sums: the two terms nearly cancel against ||y||^2 (float32 would lose ~1e-5)
-        loss = (AM * A).sum(dtype=torch.float64) - 2.0 * (A * target).sum(dtype=torch.float64)
+        f64 = A.new_empty(0).double().dtype
+        loss = (AM * A).sum(dtype=f64) - 2.0 * (A * target).sum(dtype=f64)
         dA = 2.0 * (AM - target)
         return loss, beta * A * (dA - (dA * A).sum(dim=-1, keepdim=True))
 

@@ -139,8 +139,17 @@ class Objective:
     # ---- closed-form pieces -------------------------------------------------
     def _dlogits(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Data loss (summed, 0-dim) and ``G = dL/dh`` for logits ``h`` of a chunk."""
-        return self.channel.loss_and_logit_grad(h, tgt, M, self.beta)
+        """Data loss (summed, 0-dim) and ``G = dL/dh`` for logits ``h`` of a chunk: the channel's closed
+        form, or autograd through its attention map."""
+        out = self.channel.loss_and_logit_grad(h, tgt, M, self.beta)
+        if out is not None:
+            return out
+        with torch.enable_grad():
+            hh = h.detach().requires_grad_(True)
+            r = self.channel.attention(hh, self.beta) - tgt
+            loss = (r * r).sum(dtype=torch.float64)
+            (G,) = torch.autograd.grad(loss, hh)
+        return loss.detach(), G
 
     def _factorized(self, W: torch.Tensor, trace: torch.Tensor, gW: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:

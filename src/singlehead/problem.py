@@ -24,6 +24,7 @@ from typing import Any
 from ._validate import check as _check
 from ._validate import finite as _finite
 from .channels import Channel, get_channel
+from .results import stable_hash
 from .students import Student, get_student
 from .targets import CustomTarget, MPTarget, PowerLawTarget, Target, target_from_dict
 
@@ -131,6 +132,5 @@ class Problem:
 
     def key(self) -> str:
         """Stable hash of the full configuration (:func:`singlehead.results.stable_hash`)."""
-        from .results import stable_hash
 
         return stable_hash(self.to_dict())

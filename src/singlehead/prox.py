@@ -35,8 +35,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .attention_maps import (mat_to_vec, pair_embedding, shift_direction, softmax_fit_loss, softmax_rows,
-                             vec_to_mat)
+from .attention_maps import (
+    mat_to_vec,
+    pair_embedding,
+    shift_direction,
+    softmax_fit_loss,
+    softmax_rows,
+    vec_to_mat,
+)
 
 FitLoss = Callable[[np.ndarray, np.ndarray, int], tuple]
 """``loss(h, labels, order) -> (value, grad or None, hess or None)``, batched over nodes."""

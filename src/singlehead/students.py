@@ -30,6 +30,13 @@ __all__ = ["PriorSide", "Student", "Factorized", "Direct", "register_student", "
            "init_student"]
 
 
+def _torch_layers() -> Any:
+    """The torch modules of the students (imported on first use: the theory paths never load torch)."""
+    from . import attention_layers
+
+    return attention_layers
+
+
 @dataclass
 class PriorSide:
     """``(q, m, Sigma)`` from the conjugates, with the learned-spectrum law parameters.
@@ -138,12 +145,7 @@ class Factorized(Student):
         return kappa if kappa < 1 else None
 
     def init_module(self, d, p, gen, dtype, device, scale=1.0):
-        import torch  # deferred: the theory paths never load torch
-
-        from .attention_layers import FactorizedStudent
-
-        W = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
-        return FactorizedStudent(W.to(device, dtype))
+        return _torch_layers().init_factorized(d, p, gen, dtype, device, scale)
 
     def penalty_value(self, S):
         return S.trace()
@@ -183,13 +185,7 @@ class Direct(Student):
     name: ClassVar[str] = "direct"
 
     def init_module(self, d, p, gen, dtype, device, scale=1.0):
-        import torch  # deferred: the theory paths never load torch
-
-        from .attention_layers import DirectStudent
-
-        G = torch.randn(d, d, generator=gen, dtype=torch.float64)
-        S = (G + G.T) * (scale / math.sqrt(2 * d))
-        return DirectStudent(S.to(device, dtype))
+        return _torch_layers().init_direct(d, gen, dtype, device, scale)
 
     def penalty_value(self, S):
         return (S * S).sum()

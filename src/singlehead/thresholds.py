@@ -40,6 +40,7 @@ from scipy import integrate, optimize
 
 from .problem import MPTarget, Problem
 from .spectra.finite_d import DEFAULT_DRAWS
+from .state_evolution import prior_model
 
 __all__ = [
     "informative_directions",
@@ -123,7 +124,6 @@ def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int
     ``prior`` / ``draws`` / ``seed`` select the target model as in
     :func:`singlehead.state_evolution.prior_model`.
     """
-    from .state_evolution import prior_model
 
     c = informative_directions(problem)
     fixed = problem.student.fixed_threshold(c)

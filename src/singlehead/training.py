@@ -41,9 +41,16 @@ from typing import Callable
 
 import torch
 from torch import nn
+from torch.optim.lbfgs import _strong_wolfe
 
 from .data import Sequences
-from .objective import CHUNK_BYTES, Objective, objective_and_grad, reference_objective_and_grad, step_flops
+from .objective import (
+    CHUNK_BYTES,
+    Objective,
+    objective_and_grad,
+    reference_objective_and_grad,
+    step_flops,
+)
 
 __all__ = ["FitInfo", "fit_adam", "fit_lbfgs", "Objective", "step_flops", "objective_and_grad",
            "reference_objective_and_grad", "CHUNK_BYTES"]
@@ -168,7 +175,6 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
     hundreds more iterations (the loss is read in float64: an absolute tolerance on a float32 copy,
     as in ``torch.optim.LBFGS``, fires ~5e-7 above the minimum at d = 100, alpha = 1, T = 2).
     """
-    from torch.optim.lbfgs import _strong_wolfe
 
     obj = data if isinstance(data, Objective) else Objective(data, channel, beta, lam, batch_size=batch_size)
     params = list(student.parameters())

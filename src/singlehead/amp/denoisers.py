@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..spectra import divided_differences
+from ..spectra import divided_differences, free_convolve_semicircle
 from .operator import _eigh
 
 
@@ -57,7 +57,6 @@ class _RIE:
         self.law = law
 
     def __call__(self, R: np.ndarray, v: float) -> _Denoised:
-        from ..spectra import free_convolve_semicircle
 
         nu, U = _eigh(R)
         cl = free_convolve_semicircle(self.law, v)

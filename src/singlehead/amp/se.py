@@ -7,9 +7,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..bayes import denoising_mmse
 from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
-from ..spectra.prior_model import PriorModel, prior_from_eigenvalues
+from ..spectra.prior_model import prior_from_eigenvalues
+from ..state_evolution import (
+    OutputQuadrature,
+    PriorModel,
+    output_side,
+    prior_model,
+    prior_side,
+)
+from ..thresholds import informative_directions
 
 
 def se_iterates(
@@ -28,13 +37,6 @@ def se_iterates(
     ``V^0 = Sigma0`` (module docstring). Returns arrays ``q, m, Sigma`` of length ``n_iter + 1``
     and ``qhat, mhat, Sigmahat`` of length ``n_iter``.
     """
-    from ..state_evolution import (
-        OutputQuadrature,
-        PriorModel,
-        output_side,
-        prior_model,
-        prior_side,
-    )
 
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     if quad is None and problem.channel.needs_quadrature:
@@ -60,9 +62,6 @@ def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = 
 
     The MSE ``||S^t - S0||_F^2/d`` of Bayes-GAMP follows ``V_t`` (Nishimori: ``m = q``).
     """
-    from ..bayes import denoising_mmse
-    from ..state_evolution import PriorModel, prior_model
-    from ..thresholds import informative_directions
 
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     a = 2 * informative_directions(problem) * problem.alpha

@@ -17,6 +17,7 @@ from scipy.stats import qmc
 
 from ..attention_maps import vec_to_mat
 from ..problem import Problem
+from ..state_evolution import OutputQuadrature, channel_test_errors
 
 __all__ = ["channel_test_error", "channel_sensitivities"]
 
@@ -93,14 +94,12 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
 
 
 def _default_quad(problem: Problem):
-    from ..state_evolution import OutputQuadrature
 
     return OutputQuadrature.sobol(2 * problem.n_pairs) if problem.channel.needs_quadrature else None
 
 
 def _te(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:
     """``TE(rho, r)`` with the state evolution's test-error function (vectorised over ``rho``)."""
-    from ..state_evolution import channel_test_errors
 
     rho = np.atleast_1d(np.asarray(rho, dtype=float))
     return np.array([channel_test_errors(float(x * x * Q0 + r), float(x * Q0), problem=problem, Q0=Q0,

@@ -114,6 +114,7 @@ from scipy import optimize
 
 from ..problem import Problem
 from ..results import Result
+from ..state_evolution import theory
 from .channel_side import _default_quad, _te, channel_sensitivities, channel_test_error
 from .learned_spectrum import target_law
 from .matrix_parts import _matrix_parts
@@ -273,7 +274,6 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
         raise ValueError("student must be 'factorized' (a thresholded spectrum) for the error decomposition "
                          f"(got {problem.student.name!r})")
     if theory_result is None:
-        from ..state_evolution import theory
 
         theory_result = theory(problem, prior=prior)
     ex = theory_result.extras

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
+
 @dataclass(frozen=True)
 class ExponentFit:
     """Fit ``y ≈ C x^{-exponent}`` by least squares in log-log coordinates.

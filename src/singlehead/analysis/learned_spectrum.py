@@ -40,8 +40,9 @@ import pandas as pd
 
 from ..problem import Problem
 from ..results import Result
-from ..spectra import SpikedLaw, free_convolve_semicircle, learned_spectrum_law
 from ..spectra import LearnedSpectrum as _LawSpectrum
+from ..spectra import SpikedLaw, free_convolve_semicircle, learned_spectrum_law
+from ..state_evolution import theory
 
 __all__ = [
     "LearnedSpectrum",
@@ -92,7 +93,6 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
 
 def _theory_params(problem: Problem, theory_result: Result | None, prior: str) -> Result:
     if theory_result is None:
-        from ..state_evolution import theory
 
         theory_result = theory(problem, prior=prior)
     for key in ("eta", "delta", "eps"):
@@ -334,11 +334,9 @@ def plot_spectrum_comparison(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarr
     total number of eigenvalues, so it matches the theoretical density of the non-zero part;
     atoms at zero are written in the legend.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10.0, 4.0))
-    FigureCanvasAgg(fig)
     ax, bx = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     xmax = float(pred.law.grid[-1])
     if eigenvalues_pooled is not None:

@@ -11,7 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from ..spectra import DiscreteLaw, MarchenkoPastur, SpikedLaw, free_convolve_semicircle, soft_threshold_integrals
+from ..spectra import (
+    DiscreteLaw,
+    MarchenkoPastur,
+    SpikedLaw,
+    free_convolve_semicircle,
+    soft_threshold_integrals,
+)
+
 
 def _signal(x: np.ndarray, H: np.ndarray, v: float) -> np.ndarray:
     """``xi(x) = x - 2 v H(x)``: signal ``u^T S0 u`` along an eigenvector of ``Y`` at ``x``."""

@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..problem import PowerLawTarget, Problem
 from ..results import Result
+from ..state_evolution import SEOptions, prior_model, theory
 from ..targets import power_law_eigenvalues
 
 __all__ = [
@@ -187,7 +188,6 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
         when the state evolution raised; the row is then nan) and
         ``recovered`` (tuple of 0/1 flags of the first ``modes`` modes).
     """
-    from ..state_evolution import SEOptions, prior_model, theory
 
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")

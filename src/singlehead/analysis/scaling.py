@@ -80,9 +80,10 @@ import numpy as np
 import pandas as pd
 
 from ..channels import get_channel
+from ..targets import power_law_eigenvalues
 from .exponents import ExponentFit, fit_exponent
 from .finite_k import finite_d_mismatch, noise_limited_law
-from .power_law import power_law_curve
+from .power_law import power_law_curve, switch_on_sample_sizes
 
 __all__ = ["ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
            "local_exponents", "fitted_noise_error", "REGIMES", "SAMPLE_LIMITED_SETTING"]
@@ -283,8 +284,6 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
     ``(2 - 1/gamma)/2 = 1 - 1/(2 gamma)``; fitted 0.332 / 0.579 / 0.714 (``Delta = 4``) and
     0.333 / 0.585 / 0.730 (``Delta = 0``) against 0.333 / 0.600 / 0.750.
     """
-    from .power_law import switch_on_sample_sizes
-    from ..targets import power_law_eigenvalues
 
     df = _label_regimes(power_law_curve(gamma, d, ns, lam=lam, **kwargs), d, gamma)
     sel = np.isfinite(df["excess_error"].to_numpy()) & (df["excess_error"].to_numpy() > 0)

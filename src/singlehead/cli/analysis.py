@@ -11,9 +11,20 @@ from typing import Any
 import click
 import numpy as np
 
-from . import cli
+from ..analysis import decompose, learned_spectrum, plot_spectrum_comparison
+from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
+from ..analysis.scaling import scaling_curve
 from ..channels import get_channel
-from .common import CHANNEL, dumps, parse_floats, pop_problem_options, problem_options, problems_from_options
+from ..problem import PowerLawTarget
+from ..state_evolution import theory
+from .common import (
+    CHANNEL,
+    dumps,
+    parse_floats,
+    pop_problem_options,
+    problem_options,
+    problems_from_options,
+)
 
 
 def _one_problem(kwargs: dict[str, Any]):
@@ -29,7 +40,7 @@ def _prior(prior: str) -> str:
     return prior
 
 
-@cli.command("spectrum-theory")
+@click.command("spectrum-theory")
 @problem_options
 @click.option("--prior", default="auto", show_default=True, help="State-evolution prior: auto, asymptotic or finite.")
 @click.option("--model", type=click.Choice(["auto", "discrete", "spiked"]), default="auto", show_default=True,
@@ -39,8 +50,6 @@ def _prior(prior: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def spectrum_theory(**kwargs: Any) -> None:
     """Predicted spectrum of the learned S (state evolution, then the law of THEORY §5)."""
-    from ..analysis import learned_spectrum, plot_spectrum_comparison
-    from ..state_evolution import theory
 
     if kwargs["grid_size"] < 16:
         raise ValueError(f"grid-size must be an integer >= 16 (got {kwargs['grid_size']})")
@@ -60,13 +69,12 @@ def spectrum_theory(**kwargs: Any) -> None:
                    + f"; eta={pred.eta:.4g} delta={pred.delta:.4g} eps={pred.eps:.4g}")
 
 
-@cli.command("decompose")
+@click.command("decompose")
 @problem_options
 @click.option("--prior", default="auto", show_default=True, help="State-evolution prior: auto, asymptotic or finite.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def decompose_cmd(**kwargs: Any) -> None:
     """Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (THEORY §6)."""
-    from ..analysis import decompose
 
     problem = _one_problem(kwargs)
     if not problem.student.thresholded:
@@ -82,7 +90,7 @@ def decompose_cmd(**kwargs: Any) -> None:
                    f"orthogonal error r={out['r']:.6g}; recovered modes: {out['n_recovered']}")
 
 
-@cli.command("scaling")
+@click.command("scaling")
 @click.option("--gamma", type=float, required=True, help="Power-law exponent (> 0.5).")
 @click.option("--d", type=int, default=1000, show_default=True, help="Dimension (>= 2).")
 @click.option("--n", "n_spec", default=None, help="Sample sizes: list or 'log:start:stop:num' (default log:10d:d^2/10:9).")
@@ -99,8 +107,6 @@ def decompose_cmd(**kwargs: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior, channel, T, level, as_json) -> None:
     """Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents."""
-    from ..analysis.scaling import scaling_curve
-    from ..problem import PowerLawTarget
 
     PowerLawTarget(gamma=gamma, normalisation=normalisation)  # validates gamma
     if d < 2:
@@ -139,7 +145,6 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
             f"n={r.n:.3g}: {r.regime} (local {r.local_exponent_n:.3f}, predicted {r.predicted_exponent:.3f})"
             for r in df.itertuples()))
         if len(res["regime_counts"]) > 1:
-            from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 
             dd, (lo, hi) = SL["d"], SL["n_over_d"]
             click.echo(f"note: the curve crosses regimes ({res['regime_counts']}); compare the fit with the prediction "

@@ -7,19 +7,20 @@ objects and writes results. Any ``ValueError`` raised below the CLI is reported 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import sys
 from typing import Any, Callable
 
 import click
 import numpy as np
 
-import dataclasses
-
 from ..channels import channel_names
+from ..experiments import cache_for_export, export_jsonl, run_jobs
 from ..problem import CustomTarget, MPTarget, PowerLawTarget, Problem
-from ..students import student_names
 from ..results import jsonable
+from ..students import student_names
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -194,9 +195,7 @@ def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[di
     with ``--json``, else ``describe(record)``), through the progress bar on stderr. ``resumed``
     (default: the jobs already cached) is how many runs a rerun reused, reported on stderr.
     """
-    import sys
 
-    from ..experiments import cache_for_export, export_jsonl, run_jobs
 
     cache = cache if cache is not None else cache_for_export(out)
     cached = sum(cache.get(j.key) is not None for j in jobs) if resumed is None else resumed

@@ -7,16 +7,30 @@ and :mod:`singlehead.thresholds`; one JSON object per alpha (``--json``) or a re
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import click
 
-from . import cli
-from ..results import jsonable
-from .common import STUDENT_OPTIONS, dumps, pop_problem_options, problem_options, problems_from_options, run_sweep
+from ..experiments import Job, cache_for_export, run_jobs
+from ..results import Result, jsonable
+from ..state_evolution import SEOptions, stability
+from ..thresholds import (
+    bayes_perfect_recovery_threshold,
+    interpolation_threshold,
+    perfect_recovery_threshold,
+)
+from .common import (
+    STUDENT_OPTIONS,
+    dumps,
+    pop_problem_options,
+    problem_options,
+    problems_from_options,
+    run_sweep,
+)
 
 
-@cli.command()
+@click.command()
 @problem_options
 @click.option("--prior", type=click.Choice(["auto", "asymptotic", "finite"]), default="auto", show_default=True,
               help="Target side: auto = asymptotic law (MP, or the discrete law of the d eigenvalues), or the finite-d spectrum with GOE draws.")
@@ -32,8 +46,6 @@ from .common import STUDENT_OPTIONS, dumps, pop_problem_options, problem_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def theory(**kwargs: Any) -> None:
     """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."""
-    from ..experiments import Job, cache_for_export, run_jobs
-    from ..state_evolution import SEOptions
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
@@ -62,8 +74,6 @@ def theory(**kwargs: Any) -> None:
 
 def _add_stability(jobs: list, cache: Any) -> None:
     """Add ``replicon``, ``prox_jump_share`` and its error to each cached point that lacks them."""
-    from ..results import Result
-    from ..state_evolution import stability
 
     for j in jobs:
         rec = cache.get(j.key)
@@ -74,7 +84,7 @@ def _add_stability(jobs: list, cache: Any) -> None:
                    "prox_jump_share_se": s.prox_jump_share_se})
 
 
-@cli.command()
+@click.command()
 @problem_options(omit=STUDENT_OPTIONS)
 @click.option("--n-outer", type=int, default=2048, show_default=True, help="Outer Sobol nodes (posterior means).")
 @click.option("--n-inner", type=int, default=128, show_default=True, help="Inner Sobol nodes (posterior spread).")
@@ -84,7 +94,6 @@ def _add_stability(jobs: list, cache: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def bayes(**kwargs: Any) -> None:
     """Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha (no student options)."""
-    from ..experiments import Job
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     if kwargs["n_outer"] < 16 or kwargs["n_inner"] < 4:
@@ -98,14 +107,12 @@ def bayes(**kwargs: Any) -> None:
     run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "bayes")
 
 
-@cli.command()
+@click.command()
 @problem_options(omit=("alpha", "lam"))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def thresholds(**kwargs: Any) -> None:
     """Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."""
-    import warnings
 
-    from ..thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
 
     problem = problems_from_options(**pop_problem_options(kwargs))[0]
 

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from .. import __version__
 from ..reference import reference_seconds, reference_seconds_float32
 from . import figures_errors, figures_finite_size, figures_power_law, figures_spectra  # noqa: F401  (register)
 from .emergence import fig_emergence
@@ -76,9 +79,7 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
             o.notes.append(finite_size)
         save_figure(o, out / "figures")
         outputs.append(o)
-    import torch
 
-    from .. import __version__
 
     runtime = time.perf_counter() - t0
     ref_end, ref32_end = reference_seconds(), reference_seconds_float32()

@@ -14,12 +14,16 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
+from joblib import Parallel, delayed
+from tqdm.auto import tqdm
 
 from ..results import jsonable, stable_hash
+from ..threads import available_cores, configure
 from . import routes
 from .grid import Job
 
@@ -176,7 +180,6 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         ``on_record(record, bar)`` for every finished job (cached ones first), e.g. to print it
         through the progress bar ``bar``.
     """
-    from tqdm.auto import tqdm
 
     jobs = list(jobs)
     todo = [j for j in jobs if cache.get(j.key) is None]
@@ -202,9 +205,7 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         if todo and (scheduler or client is not None):
             _run_dask(todo, store, bar, scheduler, client)
         elif todo and n_jobs != 1:
-            from joblib import Parallel, delayed
 
-            from ..threads import available_cores, configure
 
             workers = n_jobs if n_jobs > 0 else available_cores()
             # one thread policy: threads per worker x workers <= cores (the workers inherit it)
@@ -232,7 +233,6 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     finally:
         bar.close()
     if failed:
-        import warnings
 
         first = next(iter(failed.values()))
         warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "

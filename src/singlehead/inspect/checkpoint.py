@@ -29,12 +29,14 @@ is one line naming the problem (bad path, unknown key pattern, inconsistent shap
 
 from __future__ import annotations
 
+import importlib.resources as ir
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from safetensors import safe_open
 
 __all__ = [
     "CheckpointError",
@@ -93,7 +95,6 @@ def builtin_model_path(name: str) -> Path:
     """Path of a packaged model file; :class:`CheckpointError` when its package is absent."""
     pkg, rel = BUILTIN_MODELS[name]
     try:
-        import importlib.resources as ir
 
         root = ir.files(pkg)
     except ModuleNotFoundError:
@@ -118,10 +119,6 @@ class _SafetensorsFile:
     """
 
     def __init__(self, path: Path) -> None:
-        try:
-            from safetensors import safe_open
-        except ModuleNotFoundError:  # pragma: no cover - safetensors is a dependency
-            raise CheckpointError("reading .safetensors files needs the 'safetensors' package") from None
         self.path = path
         try:
             with safe_open(str(path), framework="np") as f:
@@ -133,7 +130,6 @@ class _SafetensorsFile:
         return self._keys
 
     def get(self, key: str) -> np.ndarray:
-        from safetensors import safe_open
 
         try:
             with safe_open(str(self.path), framework="np") as f:
@@ -182,9 +178,7 @@ class _TorchFile:
         return list(self._t)
 
     def get(self, key: str) -> np.ndarray:
-        import torch
-
-        return self._t[key].detach().to("cpu", torch.float64).numpy()
+        return self._t[key].detach().cpu().double().numpy()
 
 
 def _open(path: Path):

@@ -50,8 +50,18 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from .laws import (PRIORS, LawCache, bbp_inverse, bbp_position, outlier_margin, power_law_values, prior_law, table_cdf,
-                   table_quantile)
+from ..spectra import learned_spectrum_law
+from .laws import (
+    PRIORS,
+    LawCache,
+    bbp_inverse,
+    bbp_position,
+    outlier_margin,
+    power_law_values,
+    prior_law,
+    table_cdf,
+    table_quantile,
+)
 
 __all__ = ["PRIORS", "SpectralFit", "LawCache", "prior_law", "fit_spectrum", "bbp_position", "bbp_inverse",
            "outlier_margin", "power_law_values"]
@@ -155,7 +165,6 @@ class SpectralFit:
 
     def law(self, grid_size: int = 400):
         """The fitted law as a :class:`singlehead.spectra.LearnedSpectrum` (density, atoms, edges)."""
-        from ..spectra import learned_spectrum_law
 
         return learned_spectrum_law(prior_law(self.prior, self.shape, self.d), self.delta ** 2, threshold=self.eps,
                                     scale=self.eta, rank_cap=self.rank_cap, grid_size=grid_size)

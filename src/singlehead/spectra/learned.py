@@ -122,11 +122,9 @@ def learned_spectrum_law(law, variance: float, threshold: float = 0.0, scale: fl
 
 def plot_learned_spectrum(result: LearnedSpectrum, path: str) -> None:
     """Plot a :class:`LearnedSpectrum` to ``path`` (matplotlib Agg canvas; no global state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.0, 4.0))
-    FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(result.grid, result.density, color="C0", lw=1.5, label="density (x > 0)")
     ax.fill_between(result.grid, result.density, color="C0", alpha=0.2)

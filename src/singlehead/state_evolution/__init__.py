@@ -72,13 +72,13 @@ replica symmetry at a fixed point) and :mod:`.driver` (:func:`theory`,
 from __future__ import annotations
 
 from .driver import theory
-from .stages import SEState
-from .sweep import theory_curve
 from .options import SEOptions, WarmStart
 from .output import OutputSide, channel_test_errors, output_side
 from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
 from .quadrature import OutputQuadrature
 from .stability import Stability, stability
+from .stages import SEState
+from .sweep import theory_curve
 
 __all__ = [
     "SEOptions",

@@ -25,8 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..problem import Problem
 from ..attention_maps import vec_to_mat
+from ..problem import Problem
 from .quadrature import OutputQuadrature
 
 __all__ = ["OutputSide", "output_side", "channel_test_errors"]

@@ -32,7 +32,15 @@ from .options import SEOptions
 from .output import _Q_FLOOR, OutputSide, channel_test_errors
 from .prior import PriorModel, PriorSide, _CollapsePoint
 from .quadrature import OutputQuadrature
-from .se_map import AtQuadratureFloor, BudgetExhausted, DrivenToCollapse, SEMap, default_init, initial_guesses, residual_floor
+from .se_map import (
+    AtQuadratureFloor,
+    BudgetExhausted,
+    DrivenToCollapse,
+    SEMap,
+    default_init,
+    initial_guesses,
+    residual_floor,
+)
 
 __all__ = ["SEState", "solve_attempt", "collapsed_result"]
 
