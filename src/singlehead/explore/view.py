@@ -119,12 +119,12 @@ class View:
         """Python code computing every panel of this view through the public API."""
         p = self.problem
         if self.power_law:
-            target = f"PowerLawTarget(gamma={p.target.gamma!r}, normalisation={p.target.normalisation!r})"
+            cls, target = "PowerLawTarget", f"PowerLawTarget(gamma={p.target.gamma!r}, normalisation={p.target.normalisation!r})"
         else:
-            target = f"MPTarget(kappa0={p.target.kappa0!r})"
+            cls, target = "MPTarget", f"MPTarget(kappa0={p.target.kappa0!r})"
         lines = [
             "import numpy as np",
-            "from singlehead import MPTarget, PowerLawTarget, Problem, bayes_optimal, interpolation_threshold, theory",
+            f"from singlehead import {cls}, Problem, bayes_optimal, interpolation_threshold, theory",
             "from singlehead.analysis import decompose, learned_spectrum",
             "from singlehead.state_evolution import theory_curve",
             "",
@@ -141,7 +141,7 @@ class View:
         ]
         if p.student == "factorized":
             lines.append("parts = decompose(at, th).parts()  # e0 + over + under + approx + mismatch")
-        lines.append("print([(r.problem.alpha, r.test_error, r.train_error) for r in curve])")
+        lines.append("print([(float(a), r.test_error, r.train_error) for a, r in zip(alphas, curve)])")
         return "\n".join(lines) + "\n"
 
 

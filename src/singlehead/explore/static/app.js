@@ -160,6 +160,7 @@ async function run() {
   showError();
   setStatus("computing…");
   const t0 = performance.now();
+  history.replaceState(null, "", "?" + new URLSearchParams(params()));
   let buffer = "";
   try {
     const resp = await fetch("/api/stream?" + new URLSearchParams(params()), {signal: controller.signal});
@@ -206,7 +207,9 @@ function copy(kind) {
 }
 
 function init() {
-  for (const name of PARAMS) form.elements[name].value = DEFAULTS[name];
+  // a view can be linked: /?lam=0.1&n_alpha=10 (the address follows the controls)
+  const query = new URLSearchParams(location.search);
+  for (const name of PARAMS) form.elements[name].value = query.has(name) ? query.get(name) : DEFAULTS[name];
   const lamLog = document.getElementById("lam_log");
   const syncSlider = () => { const v = parseFloat(form.elements.lam.value); if (v > 0) lamLog.value = Math.log10(v); };
   syncSlider();
