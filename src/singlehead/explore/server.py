@@ -85,7 +85,8 @@ def create_app(engine: Engine | None = None):
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
         if name == "plotly.min.js":
-            return FileResponse(bundle, media_type="text/javascript")
+            # the bundle changes only with the plotly package: let the browser keep it for a day
+            return FileResponse(bundle, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
         if name not in _STATIC:
             return Response("not found", status_code=404)
         return Response(_asset(name), media_type=_STATIC[name], headers={"Cache-Control": "no-store"})

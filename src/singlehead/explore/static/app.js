@@ -117,7 +117,23 @@ function drawScaling() {
     PLOT_CONFIG);
 }
 
-function drawAll() { drawErrors(); drawSpectrum(); drawDecomposition(); drawScaling(); }
+// Events can arrive faster than plotly redraws (cached views): draw each panel at most once a frame.
+const DRAW = {errors: drawErrors, spectrum: drawSpectrum, decomposition: drawDecomposition, scaling: drawScaling};
+const dirty = new Set();
+function schedule(panel) {
+  if (!dirty.size) requestAnimationFrame(flush);
+  dirty.add(panel);
+}
+function flush() {
+  const panels = [...dirty]; dirty.clear();
+  for (const p of panels) DRAW[p]();
+  const t = explorer.timing, d = explorer.data;
+  if (panels.includes("errors") && d && t.t0 !== undefined) {  // on screen now: time it from the change
+    const n = d.points.filter(Boolean).length;
+    if (n && t.first_point_ms === undefined) t.first_point_ms = performance.now() - t.t0;
+    if (n === d.view.n_alpha && t.curve_ms === undefined) t.curve_ms = performance.now() - t.t0;
+  }
+}
 
 function handle(ev, gen, t0) {
   const d = explorer.data;
@@ -128,18 +144,16 @@ function handle(ev, gen, t0) {
       document.body.classList.toggle("power-law", ev.power_law);
       break;
     case "point":
-      d.points[ev.i] = ev; drawErrors();
-      if (explorer.timing.first_point_ms === undefined) explorer.timing.first_point_ms = performance.now() - t0;
-      if (d.points.filter(Boolean).length === d.view.n_alpha) {
-        explorer.timing.curve_ms = performance.now() - t0; explorer.previous = null; drawErrors();
-      }
+      d.points[ev.i] = ev;
+      if (d.points.filter(Boolean).length === d.view.n_alpha) explorer.previous = null;
+      schedule("errors");
       setStatus(`state evolution: ${d.points.filter(Boolean).length}/${d.view.n_alpha} points`);
       break;
-    case "bayes": d.bayes[ev.i] = ev; drawErrors(); setStatus(`Bayes-optimal: ${ev.i + 1}/${d.view.n_alpha}`); break;
-    case "thresholds": d.thresholds = ev; drawErrors(); break;
-    case "spectrum": d.spectrum = ev; drawSpectrum(); break;
-    case "decomposition": d.decomposition = ev; drawDecomposition(); break;
-    case "scaling": d.scaling = ev; drawScaling(); break;
+    case "bayes": d.bayes[ev.i] = ev; schedule("errors"); setStatus(`Bayes-optimal: ${ev.i + 1}/${d.view.n_alpha}`); break;
+    case "thresholds": d.thresholds = ev; schedule("errors"); break;
+    case "spectrum": d.spectrum = ev; schedule("spectrum"); break;
+    case "decomposition": d.decomposition = ev; schedule("decomposition"); break;
+    case "scaling": d.scaling = ev; schedule("scaling"); break;
     case "invalid":
       explorer.error = {field: ev.field, message: ev.message}; explorer.status = "invalid";
       showError(ev.field, ev.message); setStatus("invalid input: the plots show the last valid view"); break;
@@ -147,7 +161,7 @@ function handle(ev, gen, t0) {
       explorer.error = {field: "", message: ev.message}; explorer.status = "error"; showError("", ev.message);
       setStatus("computation failed"); break;
     case "done":
-      explorer.status = "done"; explorer.timing.done_ms = performance.now() - t0;
+      flush(); explorer.status = "done"; explorer.timing.done_ms = performance.now() - t0;
       setStatus(`done in ${(explorer.timing.done_ms / 1000).toFixed(1)} s`); break;
   }
 }
@@ -156,10 +170,11 @@ async function run() {
   const gen = ++explorer.generation;
   if (controller) controller.abort();
   controller = new AbortController();
-  explorer.status = "running"; explorer.error = null; explorer.timing = {};
+  explorer.status = "running"; explorer.error = null;
   showError();
   setStatus("computing…");
   const t0 = performance.now();
+  explorer.timing = {t0};
   history.replaceState(null, "", "?" + new URLSearchParams(params()));
   let buffer = "";
   try {
