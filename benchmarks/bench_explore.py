@@ -9,7 +9,7 @@ the first point drawn, and to the last point of the curve drawn; Bayes-optimal p
 other panels come after the curve). Targets (issue 25): first point <= 1 s, 20-point curve <= 4 s.
 The reference workload (5 x numpy 1000x1000 float64 matmul) is timed before and after.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_explore.py [--repeat 5] [--points 20]
+    OMP_NUM_THREADS=1 python benchmarks/bench_explore.py [--repeat 5] [--points 20] [--workers 0]
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def _start_server() -> tuple[subprocess.Popen, str]:
+def _start_server(workers: int) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "singlehead", "explore", "--port", str(port), "--no-browser",
-                             "--cache-dir", "off"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--cache-dir", "off", "--workers", str(workers)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     for _ in range(300):
         try:
@@ -51,6 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--points", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=0, help="explore --workers (0: one process)")
     args = ap.parse_args()
     chromium = os.environ.get("SINGLEHEAD_CHROMIUM") or shutil.which("chromium")
     if chromium is None:
@@ -58,7 +59,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     ref0 = reference_seconds()
-    proc, url = _start_server()
+    proc, url = _start_server(args.workers)
     first, curve = [], []
     try:
         with sync_playwright() as pw:
@@ -85,7 +86,8 @@ def main() -> None:
     print(f"median over {args.repeat} changes: first point {np.median(first):.2f} s (target <= 1 s), "
           f"{args.points}-point curve {np.median(curve):.2f} s (target <= 4 s)")
     print(f"reference workload (5 x 1000^3 float64 matmul): {ref0:.3f} s before, {ref1:.3f} s after; "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, workers={args.workers}, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -154,9 +154,12 @@ def test_overlay_reads_simulate_and_reproduce_files(sim_files):
         load_overlay("a,b\n1,2\n")
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # starlette asks for httpx2 over httpx; either works
 def test_server_routes():
-    from starlette.testclient import TestClient
+    import warnings
+
+    with warnings.catch_warnings():  # recent starlette asks for httpx2 over httpx; either drives the app
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
 
     from singlehead.explore import create_app
     from singlehead.explore.server import plotly_bundle
@@ -177,3 +180,25 @@ def test_cli_refuses_a_bad_port(usage_error):
 
 def test_mp_default_target_matches_problem_default():
     assert parse_view({}).problem.target == MPTarget(kappa0=0.5)
+
+
+def test_worker_processes_give_the_same_points_and_bayes_curve():
+    from singlehead.explore.parallel import segments
+
+    assert segments([0, 1, 2, 3, 4, 5, 6], 2) == [[0, 1, 2, 3], [4, 5, 6]]
+    assert segments([0, 1, 4, 5, 6], 3) == [[0, 1], [4, 5], [6]]
+    assert segments([3], 4) == [[3]]
+    from singlehead import bayes_optimal
+
+    view = parse_view(SMALL)
+    engine = Engine(memory_only=True, workers=2)
+    try:
+        events = _events(engine, SMALL)
+    finally:
+        engine.close()
+    got = {(e["event"], e["i"]): e for e in events if e["event"] in ("point", "bayes")}
+    assert len(got) == 6 and events[-1]["event"] == "done"
+    for i, a in enumerate(view.alphas):  # other chunk boundaries: the same fixed points to the solver tolerance
+        p = view.problem.replace(alpha=a)
+        assert got["point", i]["test_error"] == pytest.approx(theory(p).test_error, abs=1e-6)
+        assert got["bayes", i]["test_error"] == bayes_optimal(p).test_error

@@ -13,6 +13,10 @@
   :func:`singlehead.analysis.scaling.local_exponents`), ``bayes`` per alpha
   (:func:`singlehead.bayes_optimal`), and ``done``.
 
+With ``workers >= 1`` the sweeps and the Bayes-optimal points run in that many worker processes
+(:mod:`.parallel`; the grid is cut into segments, one warm-started chain each); by default
+everything runs in the server process.
+
 Results are cached under the library's keys (:class:`singlehead.experiments.Job` keys, the ones
 ``singlehead theory`` and ``singlehead bayes`` use, built on :func:`singlehead.results.stable_hash`)
 in memory and, unless ``SINGLEHEAD_CACHE_DIR=off``, in ``<cache dir>/explore`` (the cache
@@ -89,9 +93,15 @@ class Engine:
         ``memory_only=True`` keeps results in memory only.
     memory_only : bool
         Do not touch the disk.
+    workers : int
+        ``0``: compute in this process; ``>= 1``: SE sweeps and Bayes points in that many
+        spawned worker processes (:class:`~singlehead.explore.parallel.WorkerPool`).
     """
 
-    def __init__(self, cache_dir: str | os.PathLike | None = None, *, memory_only: bool = False) -> None:
+    def __init__(self, cache_dir: str | os.PathLike | None = None, *, memory_only: bool = False,
+                 workers: int = 0) -> None:
+        if not (isinstance(workers, int) and workers >= 0):
+            raise ValueError(f"workers must be an integer >= 0 (got {workers!r})")
         root = None if memory_only else (Path(cache_dir) if cache_dir is not None else cache_root())
         self._memory: dict[str, dict[str, Any]] = {}
         try:
@@ -101,6 +111,17 @@ class Engine:
         self._lock = threading.Lock()
         self._generation = 0
         self._gen_lock = threading.Lock()
+        self._pool = None
+        if workers:
+            from .parallel import WorkerPool
+
+            self._pool = WorkerPool(workers, MAX_CHUNK)
+
+    def close(self) -> None:
+        """Stop the worker processes (if any)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     # ------------------------------------------------------------------ generations
     def begin(self) -> int:
@@ -141,12 +162,28 @@ class Engine:
         return rec
 
     # ------------------------------------------------------------------ pieces
-    def theory_points(self, view: View, alive: Callable[[], bool]) -> Iterator[dict[str, Any]]:
-        """SE records along the grid (cached ones at once, the rest in warm-started chunks)."""
-        from ..state_evolution import SEOptions, prior_model, theory_curve
-
+    def theory_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(index, SE record)`` along the grid: cached ones at once, the rest in warm-started chunks
+        (in this process, in grid order, or by the worker pool, segment by segment)."""
         problems = [view.problem.replace(alpha=a) for a in view.alphas]
         keys = [Job("theory", p, None, _SE_SETTINGS).key for p in problems]
+        if self._pool is None:
+            yield from self._theory_points_here(view, problems, keys, alive)
+            return
+        recs = {i: self._get(k) for i, k in enumerate(keys)}
+        for i, rec in recs.items():
+            if rec is not None:
+                yield i, rec
+        todo = [i for i, rec in recs.items() if rec is None]
+        first = {i: recs.get(i - 1) for i in todo}
+        store = lambda i, rec: self._put(keys[i], rec)  # noqa: E731
+        for i, rec in self._pool.sweep(view.problem, view.alphas, todo, first, alive, store):
+            yield i, {**rec, "key": keys[i]}
+
+    def _theory_points_here(self, view: View, problems: list[Problem], keys: list[str], alive: Callable[[], bool]
+                            ) -> Iterator[tuple[int, dict[str, Any]]]:
+        from ..state_evolution import SEOptions, prior_model, theory_curve
+
         options = SEOptions()
         quad, prior, prev, size, i = None, None, None, 1, 0
         while i < len(problems):
@@ -155,7 +192,7 @@ class Engine:
             rec = self._get(keys[i])
             if rec is not None:
                 prev, i = rec, i + 1
-                yield rec
+                yield i - 1, rec
                 continue
             j = i
             while j < len(problems) and j - i < size and self._get(keys[j]) is None:
@@ -168,9 +205,27 @@ class Engine:
                 chunk = theory_curve(problems[i], [p.alpha for p in problems[i:j]], options=options, quad=quad,
                                      prior=prior, init=init)
                 recs = [self._put(k, r.to_dict()) for k, r in zip(keys[i:j], chunk)]
-            for rec in recs:
-                yield rec
+            yield from zip(range(i, j), recs)
             prev, i, size = recs[-1], j, min(size + 1, MAX_CHUNK)
+
+    def bayes_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(index, Bayes-optimal record)`` along the grid (worker pool: in parallel, as they finish)."""
+        problems = [_bayes_problem(view.problem.replace(alpha=a)) for a in view.alphas]
+        keys = [Job("bayes", p, None, _BAYES_SETTINGS).key for p in problems]
+        todo = []
+        for i, k in enumerate(keys):
+            if not alive():
+                return
+            rec = self._get(k)
+            if rec is not None:
+                yield i, rec
+            elif self._pool is None:
+                yield i, self.bayes_at(view.problem.replace(alpha=view.alphas[i]))
+            else:
+                todo.append(i)
+        if todo:
+            for j, rec in self._pool.bayes([problems[i] for i in todo], alive):
+                yield todo[j], self._put(keys[todo[j]], rec)
 
     def theory_at(self, problem: Problem) -> dict[str, Any]:
         """One cold SE point (the record ``singlehead theory`` caches for it)."""
@@ -182,7 +237,7 @@ class Engine:
         """Bayes-optimal point; keyed on the problem without student fields (they do not enter)."""
         from ..bayes import bayes_optimal
 
-        base = problem.replace(kappa=1.0, lam=0.0, beta=1.0, student="factorized")
+        base = _bayes_problem(problem)
         return self._cached("bayes", base, _BAYES_SETTINGS, lambda: bayes_optimal(base).to_dict())
 
     def thresholds(self, problem: Problem) -> dict[str, Any]:
@@ -237,23 +292,21 @@ class Engine:
         alive = lambda: self.current(gen)  # noqa: E731
         t0 = time.perf_counter()
         yield {"event": "view", **view.to_dict(), "code": {"python": view.python(), "cli": view.cli()}}
-        points: list[dict[str, Any]] = []
-        for i, rec in enumerate(self.theory_points(view, alive)):
-            points.append(_point(rec))
-            yield {"event": "point", "i": i, **points[-1]}
+        points: dict[int, dict[str, Any]] = {}
+        for i, rec in self.theory_points(view, alive):
+            points[i] = _point(rec)
+            yield {"event": "point", "i": i, **points[i]}
         if not alive():
             return
         yield {"event": "thresholds", **_public(self.thresholds(view.problem))}
         yield from self._at_alpha(view, alive)
         if view.power_law and alive():
-            yield {"event": "scaling", **_scaling(view, points)}
-        for i, a in enumerate(view.alphas):
-            if not alive():
-                return
-            rec = self.bayes_at(view.problem.replace(alpha=a))
-            yield {"event": "bayes", "i": i, "alpha": a, "test_error": _finite(rec.get("test_error")),
+            yield {"event": "scaling", **_scaling(view, [points[i] for i in sorted(points)])}
+        for i, rec in self.bayes_points(view, alive):
+            yield {"event": "bayes", "i": i, "alpha": view.alphas[i], "test_error": _finite(rec.get("test_error")),
                    "matrix_error": _finite(rec.get("matrix_error"))}
-        yield {"event": "done", "elapsed_s": time.perf_counter() - t0}
+        if alive():
+            yield {"event": "done", "elapsed_s": time.perf_counter() - t0}
 
     def _at_alpha(self, view: View, alive: Callable[[], bool]) -> Iterator[dict[str, Any]]:
         at = view.problem.replace(alpha=view.alpha_at)
@@ -263,6 +316,11 @@ class Engine:
         yield {"event": "spectrum", "alpha": view.alpha_at, **_public(self.spectrum(at, th))}
         if at.student == "factorized" and alive():
             yield {"event": "decomposition", "alpha": view.alpha_at, **_public(self.decomposition(at, th))}
+
+
+def _bayes_problem(problem: Problem) -> Problem:
+    """The problem a Bayes-optimal point is keyed on: student fields at the CLI's defaults (they do not enter)."""
+    return problem.replace(kappa=1.0, lam=0.0, beta=1.0, student="factorized")
 
 
 def _scaling(view: View, points: list[dict[str, Any]]) -> dict[str, Any]:
