@@ -46,11 +46,17 @@ def test_grid_controls_are_checked_by_the_explorer():
         assert exc.value.field == field and field in str(exc.value)
 
 
-def test_streamed_points_are_theory_and_the_cli_line_reproduces_them(capsys):
+@pytest.fixture(scope="module")
+def small_engine() -> Engine:
+    """An in-memory engine shared by the tests of the SMALL view (it is computed once)."""
+    return Engine(memory_only=True)
+
+
+def test_streamed_points_are_theory_and_the_cli_line_reproduces_them(capsys, small_engine):
     from singlehead.cli import main
 
     view = parse_view(SMALL)
-    events = _events(Engine(memory_only=True), SMALL)
+    events = _events(small_engine, SMALL)
     kinds = [e["event"] for e in events]
     assert kinds[0] == "view" and kinds[-1] == "done" and kinds.index("point") == 1
     assert {"thresholds", "spectrum", "decomposition", "bayes"} <= set(kinds) and "scaling" not in kinds
@@ -69,6 +75,17 @@ def test_streamed_points_are_theory_and_the_cli_line_reproduces_them(capsys):
     for line, p in zip(lines, points):
         assert line["problem"]["alpha"] == pytest.approx(p["alpha"], rel=1e-12)
         assert line["test_error"] == pytest.approx(p["test_error"], abs=1e-6)
+
+
+def test_a_failing_panel_says_why_and_the_others_still_come(small_engine, monkeypatch):
+    def refuse(problem):
+        raise NotImplementedError("no closed form here")
+
+    monkeypatch.setattr(small_engine, "thresholds", refuse)
+    events = _events(small_engine, SMALL)
+    errors = [e for e in events if e["event"] == "panel_error"]
+    assert errors == [{"event": "panel_error", "panel": "thresholds", "message": "NotImplementedError: no closed form here"}]
+    assert {"spectrum", "decomposition", "bayes", "done"} <= {e["event"] for e in events}
 
 
 def test_the_python_code_runs_and_gives_the_same_curve():

@@ -22,10 +22,11 @@ def explore(port: int, no_browser: bool, cache_dir: str | None, workers: int) ->
     if workers < 0:
         raise ValueError(f"workers must be an integer >= 0 (got {workers})")
     try:
-        from ..explore import Engine, serve
+        import plotly  # noqa: F401
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
-        import plotly  # noqa: F401
+
+        from ..explore import Engine, serve
     except ModuleNotFoundError as exc:
         raise click.ClickException(f"explore needs the package {exc.name!r}: pip install 'singlehead[explore]'") from None
     off = cache_dir is not None and cache_dir.strip().lower() in ("off", "none", "0", "")

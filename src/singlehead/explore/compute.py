@@ -48,6 +48,8 @@ _METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "ra
 # the settings `singlehead theory` / `singlehead bayes` put in their cache keys (their defaults)
 _SE_SETTINGS = (("n_points", 2048), ("node_seed", 0), ("prior", "auto"), ("tol", 1e-6))
 _BAYES_SETTINGS = (("n_inner", 128), ("n_outer", 2048), ("node_seed", 0))
+# what the library raises for a problem outside a method's reach (not a bug of the explorer)
+_PANEL_ERRORS = (ValueError, ArithmeticError, NotImplementedError, RuntimeError)
 
 
 def cache_root() -> Path | None:
@@ -296,17 +298,26 @@ class Engine:
         for i, rec in self.theory_points(view, alive):
             points[i] = _point(rec)
             yield {"event": "point", "i": i, **points[i]}
-        if not alive():
-            return
-        yield {"event": "thresholds", **_public(self.thresholds(view.problem))}
-        yield from self._at_alpha(view, alive)
-        if view.power_law and alive():
-            yield {"event": "scaling", **_scaling(view, [points[i] for i in sorted(points)])}
+        ordered = [points[i] for i in sorted(points)]
+        panels: list[tuple[str, Callable[[], Iterator[dict[str, Any]]]]] = [
+            ("thresholds", lambda: iter([{"event": "thresholds", **_public(self.thresholds(view.problem))}])),
+            ("spectrum", lambda: self._at_alpha(view, alive)),
+            ("scaling", lambda: iter([{"event": "scaling", **_scaling(view, ordered)}] if view.power_law else [])),
+            ("bayes", lambda: self._bayes_events(view, alive))]
+        for name, produce in panels:
+            if not alive():
+                return
+            try:  # a panel the library cannot compute here says why; the others still come
+                yield from produce()
+            except _PANEL_ERRORS as exc:
+                yield {"event": "panel_error", "panel": name, "message": f"{type(exc).__name__}: {exc}"}
+        if alive():
+            yield {"event": "done", "elapsed_s": time.perf_counter() - t0}
+
+    def _bayes_events(self, view: View, alive: Callable[[], bool]) -> Iterator[dict[str, Any]]:
         for i, rec in self.bayes_points(view, alive):
             yield {"event": "bayes", "i": i, "alpha": view.alphas[i], "test_error": _finite(rec.get("test_error")),
                    "matrix_error": _finite(rec.get("matrix_error"))}
-        if alive():
-            yield {"event": "done", "elapsed_s": time.perf_counter() - t0}
 
     def _at_alpha(self, view: View, alive: Callable[[], bool]) -> Iterator[dict[str, Any]]:
         at = view.problem.replace(alpha=view.alpha_at)

@@ -93,7 +93,7 @@ def load_overlay(text: str, name: str = "file") -> dict[str, Any]:
         series.append(s)
     common = {c.removeprefix("cfg_"): _plain(df[c].iloc[0]) for c in df.columns
               if c.startswith("cfg_") and c not in varying and c != "cfg_alpha"}
-    return {"name": name, "n_rows": int(len(df)), "series": series, "common": common}
+    return {"name": name, "n_rows": len(df), "series": series, "common": common}
 
 
 def _num(v: Any, missing: float | None = None) -> float | None:

@@ -53,7 +53,7 @@ def _default(x: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
-def _guarded(engine: Engine, params: dict[str, str]) -> Iterator[bytes]:
+def _guarded(engine: Engine, params: dict[str, str], generation: int) -> Iterator[bytes]:
     """The event lines of one view; a bad control or a failed computation ends it with a message."""
     try:
         view = parse_view(params)
@@ -61,7 +61,7 @@ def _guarded(engine: Engine, params: dict[str, str]) -> Iterator[bytes]:
         yield _line({"event": "invalid", "field": exc.field, "message": str(exc)})
         return
     try:
-        for event in engine.events(view):
+        for event in engine.events(view, generation):
             yield _line(event)
     except (ValueError, ArithmeticError, NotImplementedError, RuntimeError) as exc:
         yield _line({"event": "error", "message": f"{type(exc).__name__}: {exc}"})
@@ -93,10 +93,11 @@ def create_app(engine: Engine | None = None):
 
     async def stream(request: Request) -> Response:
         params = dict(request.query_params)
-        engine.begin()  # a new view: streams of earlier views stop at their next check
+        # a new view: streams of earlier views stop at their next check (taken here, in arrival order)
+        generation = engine.begin()
 
         async def body() -> AsyncIterator[bytes]:
-            async for chunk in iterate_in_threadpool(_guarded(engine, params)):
+            async for chunk in iterate_in_threadpool(_guarded(engine, params, generation)):
                 yield chunk
 
         return StreamingResponse(body(), media_type="application/x-ndjson", headers={"Cache-Control": "no-store"})

@@ -142,6 +142,7 @@ function handle(ev, gen, t0) {
       if (d && d.points.length) explorer.previous = d.points.filter(Boolean);
       explorer.data = {view: ev, points: [], bayes: [], thresholds: null, spectrum: null, decomposition: null, scaling: null};
       document.body.classList.toggle("power-law", ev.power_law);
+      for (const id of ["errors-note", "spectrum-note", "scaling-note"]) document.getElementById(id).textContent = "";
       break;
     case "point":
       d.points[ev.i] = ev;
@@ -149,11 +150,17 @@ function handle(ev, gen, t0) {
       schedule("errors");
       setStatus(`state evolution: ${d.points.filter(Boolean).length}/${d.view.n_alpha} points`);
       break;
-    case "bayes": d.bayes[ev.i] = ev; schedule("errors"); setStatus(`Bayes-optimal: ${ev.i + 1}/${d.view.n_alpha}`); break;
+    case "bayes": d.bayes[ev.i] = ev; schedule("errors"); setStatus(`Bayes-optimal: ${d.bayes.filter(Boolean).length}/${d.view.n_alpha}`); break;
     case "thresholds": d.thresholds = ev; schedule("errors"); break;
     case "spectrum": d.spectrum = ev; schedule("spectrum"); break;
     case "decomposition": d.decomposition = ev; schedule("decomposition"); break;
     case "scaling": d.scaling = ev; schedule("scaling"); break;
+    case "panel_error": {
+      d.panel_errors = Object.assign(d.panel_errors || {}, {[ev.panel]: ev.message});
+      const note = document.getElementById(ev.panel === "bayes" || ev.panel === "thresholds" ? "errors-note" : ev.panel + "-note");
+      if (note) note.textContent = `${ev.panel} not available here: ${ev.message}`;
+      break;
+    }
     case "invalid":
       explorer.error = {field: ev.field, message: ev.message}; explorer.status = "invalid";
       showError(ev.field, ev.message); setStatus("invalid input: the plots show the last valid view"); break;
