@@ -6,7 +6,8 @@ the default view (T = 2 seq2lab, MP kappa0 = 0.5, noise 0.5, alpha in [0.05, 3],
 once to warm up, then ``--repeat`` times sets a new lam (never computed before) and waits for the
 view to finish. The page times each change itself (``window.__explorer.timing``: from the change to
 the first point drawn, and to the last point of the curve drawn; Bayes-optimal points and the
-other panels come after the curve). Targets (issue 25): first point <= 1 s, 20-point curve <= 4 s.
+other panels come after the curve). It then times the solver alone on the same grid in this
+process (a cold first point and one warm-started ``theory_curve``): the floor under the page's numbers. Targets (issue 25): first point <= 1 s, 20-point curve <= 4 s.
 The reference workload (5 x numpy 1000x1000 float64 matmul) is timed before and after.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_explore.py [--repeat 5] [--points 20] [--workers 0]
@@ -47,6 +48,22 @@ def _start_server(workers: int) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("the explorer did not start")
 
 
+def _solver_floor(points: int) -> tuple[float, float]:
+    """Cold first point and one warm-started sweep of the default view at a lam the page never drew."""
+    from singlehead import Problem, theory
+    from singlehead.explore import parse_view
+    from singlehead.state_evolution import theory_curve
+
+    view = parse_view({"n_alpha": str(points), "lam": "0.0111"})
+    problem: Problem = view.problem
+    t = time.perf_counter()
+    theory(problem)
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    theory_curve(problem, view.alphas)
+    return first, time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
@@ -82,9 +99,12 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    floor = _solver_floor(args.points)
     ref1 = reference_seconds()
     print(f"median over {args.repeat} changes: first point {np.median(first):.2f} s (target <= 1 s), "
           f"{args.points}-point curve {np.median(curve):.2f} s (target <= 4 s)")
+    print(f"solver alone, same grid, this process: first point {floor[0]:.2f} s, one warm-started "
+          f"{args.points}-point theory_curve {floor[1]:.2f} s (the explorer's floor)")
     print(f"reference workload (5 x 1000^3 float64 matmul): {ref0:.3f} s before, {ref1:.3f} s after; "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, workers={args.workers}, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
