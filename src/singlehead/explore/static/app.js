@@ -113,7 +113,8 @@ function drawScaling() {
     {x: s.n, y: s.excess_error, mode: "lines+markers", name: "excess error", line: {color: "#1565c0"}},
     {x: s.n, y: s.local_exponent, mode: "lines+markers", name: "local exponent", yaxis: "y2", line: {color: "#d84315"}}],
     layout("scaling with n", {type: "log", title: {text: "n = αd²"}}, {type: "log", title: {text: "excess error"}},
-           {yaxis2: {overlaying: "y", side: "right", title: {text: "−d log E / d log n"}}, margin: {l: 55, r: 55, t: 35, b: 40}}),
+           {yaxis2: {overlaying: "y", side: "right", title: {text: "−d log E / d log n"}, tickmode: "auto", nticks: 6,
+             showgrid: false, automargin: true}, margin: {l: 55, r: 55, t: 35, b: 40}}),
     PLOT_CONFIG);
 }
 
