@@ -60,7 +60,17 @@ def _softmax(z: Array) -> Array:
 
 
 def squared_error(yhat: Array, y: Array) -> Array:
-    """Per-sequence squared Frobenius error ``||yhat - y||_F^2`` (sum over the last two axes)."""
+    """Per-sequence squared Frobenius error ``||yhat - y||_F^2`` (sum over the last two axes).
+
+    The library's loss and test-error convention (THEORY §1): summed over all entries of one
+    sequence's output, not averaged; works on numpy arrays and torch tensors.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(squared_error(np.ones((1, 2, 2)), np.zeros((1, 2, 2)))[0])
+    4.0
+    """
     r = yhat - y
     return (r * r).sum(dim=(-2, -1)) if _is_torch(r) else (r * r).sum(axis=(-2, -1))
 
@@ -69,8 +79,18 @@ def squared_error(yhat: Array, y: Array) -> Array:
 class Channel:
     """Base class of output channels (see the module docstring for what a channel owns).
 
-    Subclasses set ``name`` and implement :meth:`attention` and :meth:`fit_loss`; the rest has
-    generic defaults. Instances are immutable and compare by type and fields.
+    Subclasses set ``name`` and implement :meth:`attention` (the ``T x T`` map of the logit matrix,
+    numpy or torch) and :meth:`fit_loss` (the squared Frobenius loss in the ``K = T(T+1)/2`` field
+    coordinates of the state evolution, diagonal fields carrying ``sqrt 2``); the rest has generic
+    defaults. Instances are immutable and compare by type and fields; register a subclass with
+    :func:`register_channel` to use its name in ``Problem`` and the CLI.
+
+    Examples
+    --------
+    >>> from singlehead.channels import get_channel
+    >>> ch = get_channel("seq2lab")
+    >>> ch.name, ch.informative_directions(T=2)
+    ('seq2lab', 2)
     """
 
     name: ClassVar[str] = ""
@@ -175,7 +195,18 @@ class Channel:
 
 @dataclass(frozen=True)
 class Seq2Lab(Channel):
-    """Row-wise softmax ``sigma(beta h)``: the label of a sequence is its attention matrix."""
+    """Row-wise softmax ``sigma(beta h)``: the label of a sequence is its attention matrix.
+
+    The labels fix the logits up to one shift of every row, so ``c_T = K - 1`` field directions are
+    informative (THEORY §4); the prox is non-convex and is started from ``z``, the interpolating
+    point and their midpoint.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Seq2Lab().attention(np.zeros((1, 2, 2)), beta=1.0).tolist()
+    [[[0.5, 0.5], [0.5, 0.5]]]
+    """
 
     name: ClassVar[str] = "seq2lab"
 
@@ -222,7 +253,18 @@ class Seq2Lab(Channel):
 
 @dataclass(frozen=True)
 class Seq2Seq(Seq2Lab):
-    """``sigma(beta h) X / sqrt(d)`` (value = identity); its theory is :class:`Seq2Lab`'s."""
+    """``sigma(beta h) X / sqrt(d)`` (value = identity); its theory is :class:`Seq2Lab`'s.
+
+    The ``1/sqrt(d)`` makes the square loss equal the seq2lab one to leading order; training uses
+    the per-sequence Gram constants ``X X^T/d`` and ``y X^T/sqrt(d)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.ones((1, 2, 4))
+    >>> Seq2Seq().output(np.zeros((1, 2, 2)), 1.0, X).tolist()
+    [[[0.5, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5]]]
+    """
 
     name: ClassVar[str] = "seq2seq"
 
@@ -255,7 +297,16 @@ class Seq2Seq(Seq2Lab):
 
 @dataclass(frozen=True)
 class Linear(Channel):
-    """``h`` itself: with ``T = 1`` the quadratic network ``(x^T S0 x - Tr S0)/sqrt(d) + noise``."""
+    """``h`` itself: with ``T = 1`` the quadratic network ``(x^T S0 x - Tr S0)/sqrt(d) + noise``.
+
+    No temperature (``beta`` must be 1); the fit loss is ``2 ||y - h||^2`` in field coordinates
+    (Hessian ``4 I``), so the output side, the test errors and the replicon are in closed form.
+
+    Examples
+    --------
+    >>> Linear().closed_form_test_errors(T=1, Q0=1.5, q=1.0, m=1.0, noise=0.0)["test_error"]
+    1.0
+    """
 
     name: ClassVar[str] = "linear"
     convex_prox: ClassVar[bool] = True
@@ -321,6 +372,17 @@ def register_channel(cls: type[Channel]) -> type[Channel]:
 
     Registered names are accepted by :class:`~singlehead.problem.Problem`, the CLI and the
     JSON/CSV readers. Re-registering a name replaces the earlier class.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> from typing import ClassVar
+    >>> @register_channel
+    ... @dataclass(frozen=True)
+    ... class Doubled(Linear):
+    ...     name: ClassVar[str] = "doubled_linear_example"
+    >>> "doubled_linear_example" in channel_names()
+    True
     """
     if not (isinstance(cls, type) and issubclass(cls, Channel)) or not cls.name:
         raise ValueError(f"channel must be a Channel subclass with a non-empty name (got {cls!r})")
@@ -329,12 +391,26 @@ def register_channel(cls: type[Channel]) -> type[Channel]:
 
 
 def channel_names() -> tuple[str, ...]:
-    """Names of the registered channels, in registration order."""
+    """Names of the registered channels, in registration order (the built-in ones first).
+
+    Examples
+    --------
+    >>> channel_names()[:3]
+    ('seq2lab', 'seq2seq', 'linear')
+    """
     return tuple(_REGISTRY)
 
 
 def get_channel(spec: str | Channel) -> Channel:
-    """The channel object for a registered name (a :class:`Channel` passes through)."""
+    """The channel object for a registered name (a :class:`Channel` passes through).
+
+    An unknown name raises ``ValueError`` naming the parameter and the registered names.
+
+    Examples
+    --------
+    >>> get_channel("linear")
+    Linear()
+    """
     if isinstance(spec, Channel):
         return spec
     if isinstance(spec, str) and spec in _REGISTRY:

@@ -46,6 +46,15 @@ class PriorSide:
     ``rank_fraction`` the fraction of non-zero eigenvalues; ``cap_binds`` whether the rank cap
     removes eigenvalues above the threshold; ``cutoff`` the eigenvalue of ``Y`` below which
     ``Shat`` vanishes. ``*_draws``: per GOE draw of the finite-``d`` prior (else ``None``).
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.state_evolution import prior_model
+    >>> p = Problem(lam=0.01)
+    >>> side = p.student.prior_side(1.0, 1.0, 1.0, lam=p.lam, kappa=p.kappa, prior=prior_model(p))
+    >>> round(side.eps, 6)  # the threshold 2 lam/mhat
+    0.02
     """
 
     q: float
@@ -65,7 +74,19 @@ class PriorSide:
 
 @dataclass(frozen=True)
 class Student:
-    """Base class of students (see the module docstring for what a student owns)."""
+    """Base class of students (see the module docstring for what a student owns).
+
+    Subclasses set ``name`` and implement the trainer's module (:meth:`init_module`), the penalty
+    ``pen(S)`` of the regulariser ``lam d pen(S)`` and its eigenvalue-wise prox, and the prior side
+    of the state evolution; register a subclass with :func:`register_student`.
+
+    Examples
+    --------
+    >>> from singlehead.students import get_student
+    >>> st = get_student("factorized")
+    >>> st.rank_cap(0.5), st.thresholded
+    (0.5, True)
+    """
 
     name: ClassVar[str] = ""
     #: The estimator is a threshold of the spectrum (an atom at zero, a rank cap, rank collapse).
@@ -133,7 +154,18 @@ class Student:
 
 @dataclass(frozen=True)
 class Factorized(Student):
-    """Tied attention ``S = W W^T/sqrt(p d)``: nuclear-norm penalty ``lam d Tr S``, rank cap ``p``."""
+    """Tied attention ``S = W W^T/sqrt(p d)``: nuclear-norm penalty ``lam d Tr S``, rank cap ``p``.
+
+    Weight decay ``(lam/sqrt(kappa)) ||W||_F^2`` equals ``lam d Tr S``; the estimator of the state
+    evolution soft-thresholds the spectrum of ``Y = S0 + delta Z`` at ``eps = 2 lam/mhat`` and scales
+    it by ``eta = mhat/Sigmahat`` (THEORY §3).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Factorized().penalty_prox(np.array([-1.0, 0.5, 2.0]), 1.0)[0].tolist()
+    [0.0, 0.0, 1.0]
+    """
 
     name: ClassVar[str] = "factorized"
     thresholded: ClassVar[bool] = True
@@ -180,7 +212,17 @@ class Factorized(Student):
 
 @dataclass(frozen=True)
 class Direct(Student):
-    """Symmetric ``S`` trained entry-wise: Frobenius penalty ``lam d ||S||_F^2``, linear shrinkage."""
+    """Symmetric ``S`` trained entry-wise: Frobenius penalty ``lam d ||S||_F^2``, linear shrinkage.
+
+    No threshold and no rank cap: the state evolution's estimator is ``eta' Y`` with
+    ``eta' = mhat/(Sigmahat + 4 lam)``; the thresholds are parameter counts, ``1/(2 c_T)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Direct().penalty_prox(np.array([2.0]), 0.5)[0].tolist()  # nu/(1 + 2t)
+    [1.0]
+    """
 
     name: ClassVar[str] = "direct"
 
@@ -217,7 +259,22 @@ _REGISTRY: dict[str, type[Student]] = {}
 
 
 def register_student(cls: type[Student]) -> type[Student]:
-    """Register a :class:`Student` subclass under ``cls.name`` (usable as a class decorator)."""
+    """Register a :class:`Student` subclass under ``cls.name`` (usable as a class decorator).
+
+    Registered names are accepted by :class:`~singlehead.problem.Problem`, the CLI and the
+    JSON/CSV readers. Re-registering a name replaces the earlier class.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> from typing import ClassVar
+    >>> @register_student
+    ... @dataclass(frozen=True)
+    ... class Ridge(Direct):
+    ...     name: ClassVar[str] = "ridge_example"
+    >>> "ridge_example" in student_names()
+    True
+    """
     if not (isinstance(cls, type) and issubclass(cls, Student)) or not cls.name:
         raise ValueError(f"student must be a Student subclass with a non-empty name (got {cls!r})")
     _REGISTRY[cls.name] = cls
@@ -225,12 +282,26 @@ def register_student(cls: type[Student]) -> type[Student]:
 
 
 def student_names() -> tuple[str, ...]:
-    """Names of the registered students, in registration order."""
+    """Names of the registered students, in registration order (the built-in ones first).
+
+    Examples
+    --------
+    >>> student_names()[:2]
+    ('factorized', 'direct')
+    """
     return tuple(_REGISTRY)
 
 
 def get_student(spec: str | Student) -> Student:
-    """The student object for a registered name (a :class:`Student` passes through)."""
+    """The student object for a registered name (a :class:`Student` passes through).
+
+    An unknown name raises ``ValueError`` naming the parameter and the registered names.
+
+    Examples
+    --------
+    >>> get_student("direct")
+    Direct()
+    """
     if isinstance(spec, Student):
         return spec
     if isinstance(spec, str) and spec in _REGISTRY:
@@ -244,6 +315,13 @@ def init_student(student: str | Student, d: int, p: int, gen: Any, dtype: Any, d
     ``S`` a GOE matrix with semicircle on [-2, 2] (direct). Drawn on the CPU from ``gen`` so CPU and
     GPU start equal. ``scale`` multiplies the initial ``W`` (``S`` scales as ``scale^2``) or ``S``;
     a small scale starts training near the saddle at ``S = 0``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> m = init_student("factorized", 4, 2, torch.Generator().manual_seed(0), torch.float64, "cpu")
+    >>> tuple(m.W.shape)
+    (4, 2)
     """
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be > 0 (got {scale!r})")
