@@ -120,10 +120,13 @@ def _chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.nda
     the ``K(K+1)/2`` matrix entries (``K <= 10``), each step a whole-batch vector operation.
     """
     N, K, _ = H.shape
+    # entries as contiguous (N,) rows: every vector operation below reads unit-stride memory
+    Ht = np.ascontiguousarray(H.transpose(1, 2, 0))
+    bt = np.ascontiguousarray(b.T)
     L = [[None] * K for _ in range(K)]  # L[i][j], i >= j: (N,) vectors
     ok = np.ones(N, dtype=bool)
     for j in range(K):
-        piv = H[:, j, j].copy()
+        piv = Ht[j, j].copy()
         for k in range(j):
             piv -= L[j][k] * L[j][k]
         good = piv > floor
@@ -131,27 +134,33 @@ def _chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.nda
         ljj = np.sqrt(np.where(good, piv, 1.0))
         L[j][j] = ljj
         for i in range(j + 1, K):
-            v = H[:, i, j].copy()
+            v = Ht[i, j].copy()
             for k in range(j):
                 v -= L[i][k] * L[j][k]
             L[i][j] = v / ljj
     y = [None] * K
     for j in range(K):  # forward substitution L y = b
-        v = b[:, j].copy()
+        v = bt[j].copy()
         for k in range(j):
             v -= L[j][k] * y[k]
         y[j] = v / L[j][j]
-    x = np.empty_like(b)
+    xt = np.empty_like(bt)
     for j in reversed(range(K)):  # back substitution L^T x = y
         v = y[j]
         for k in range(j + 1, K):
-            v = v - L[k][j] * x[:, k]
-        x[:, j] = v / L[j][j]
+            v = v - L[k][j] * xt[k]
+        xt[j] = v / L[j][j]
+    x = np.ascontiguousarray(xt.T)
     return x, ok
 
 
 def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("nk,nk->n", a, b)
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when it can be updated in place, else a copy (a loss may return read-only broadcasts)."""
+    return a if a.flags.writeable else a.copy()
 
 
 def _backtrack(todo: np.ndarray, h: np.ndarray, p: np.ndarray, f: np.ndarray, slope: np.ndarray, zz: np.ndarray,
@@ -189,7 +198,7 @@ def _newton(
     """
     N, K = h0.shape
     inv_all = 1.0 / Sig
-    eye = np.eye(K)
+    diag = np.arange(K)
     fit, g, Hs = loss(h0, Y, 2)
     d = h0 - z
     f = 0.5 * inv_all * _rowdot(d, d) + fit
@@ -200,7 +209,8 @@ def _newton(
     done_out = gn <= thr_all
     ids = np.nonzero(~done_out)[0]
     h, zz, YY, inv, thr = h0[ids], z[ids], Y[ids], inv_all[ids], thr_all[ids]
-    f, g, Hs = f[ids], g[ids], Hs[ids] + inv[:, None, None] * eye
+    f, g, Hs = f[ids], g[ids], Hs[ids]
+    Hs[:, diag, diag] += inv[:, None]  # the prox curvature 1/Sigma on the diagonal (in place: no K x K temporaries)
     it = 0
     while ids.size and it < max_iter:
         it += 1
@@ -219,23 +229,27 @@ def _newton(
         # full step first, with derivatives (accepted for most nodes) ...
         cand = h + p
         fit, gc, Hc = loss(cand, YY, 2)
+        gc, Hc = _writable(gc), _writable(Hc)
         dc = cand - zz
         fc = 0.5 * inv * _rowdot(dc, dc) + fit
         ok = final | (fc <= f + 1e-4 * slope + 1e-15 * np.abs(f))
-        h = np.where(ok[:, None], cand, h)
-        f = np.where(ok, fc, f)
-        g = np.where(ok[:, None], gc + inv[:, None] * dc, g)
-        Hs = np.where(ok[:, None, None], Hc + inv[:, None, None] * eye, Hs)
+        gc += inv[:, None] * dc
+        Hc[:, diag, diag] += inv[:, None]
+        rejected = np.nonzero(~ok)[0]
+        if rejected.size:  # keep the current state of the nodes whose full step failed
+            cand[rejected], fc[rejected], gc[rejected], Hc[rejected] = h[rejected], f[rejected], g[rejected], Hs[rejected]
+        h, f, g, Hs = cand, fc, gc, Hc
         # ... then vectorised backtracking (halvings) on the rest
-        todo = _backtrack(np.nonzero(~ok)[0], h, p, f, slope, zz, YY, inv, loss)
-        jb = np.nonzero(~ok)[0]
-        jb = jb[~np.isin(jb, todo)]
+        todo = _backtrack(rejected, h, p, f, slope, zz, YY, inv, loss)
+        jb = rejected[~np.isin(rejected, todo)]
         if jb.size:
             fit, gg, HH = loss(h[jb], YY[jb], 2)
+            HH = _writable(HH)
             db = h[jb] - zz[jb]
             f[jb] = 0.5 * inv[jb] * _rowdot(db, db) + fit
             g[jb] = gg + inv[jb, None] * db
-            Hs[jb] = HH + inv[jb, None, None] * eye
+            HH[:, diag, diag] += inv[jb, None]
+            Hs[jb] = HH
         gn = np.linalg.norm(g, axis=1)
         finished = final | (gn <= thr)
         finished[todo] = True  # line search failed: at machine precision
