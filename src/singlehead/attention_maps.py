@@ -187,7 +187,8 @@ _SQRT2 = math.sqrt(2.0)
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     """``1/(1 + exp(-x))`` without overflow."""
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    d = 1.0 + e  # formed once for both branches
+    return np.where(x >= 0, 1.0 / d, e / d)
 
 
 def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
