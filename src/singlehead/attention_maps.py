@@ -187,8 +187,7 @@ _SQRT2 = math.sqrt(2.0)
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     """``1/(1 + exp(-x))`` without overflow."""
     e = np.exp(-np.abs(x))
-    d = 1.0 + e  # formed once for both branches
-    return np.where(x >= 0, 1.0 / d, e / d)
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
