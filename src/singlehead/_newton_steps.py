@@ -2,8 +2,7 @@
 
 Every function acts on a batch of ``N`` independent nodes with ``K``-vectors (``K <= 10``) and
 updates its arrays in place where it says so: the Newton loop runs on thousands of nodes per state
-evolution evaluation, and full-array temporaries of its ``(N, K, K)`` Hessians cost more than the
-arithmetic.
+evolution evaluation, and in-place updates spare it a copy of the ``(N, K, K)`` Hessians per step.
 """
 
 from __future__ import annotations
