@@ -187,6 +187,7 @@ def fig_emergence(ctx: Any):
     import pandas as pd
 
     from .report import FigureOutput
+    from .verdict import gap_p_value
 
     t0 = time.perf_counter()
     problem, options = EMERGENCE_PROBLEM, EMERGENCE_OPTIONS
@@ -197,7 +198,8 @@ def fig_emergence(ctx: Any):
     th, fin = data["theory"], data["final"]
     rows = [{"quantity": "test error", "theory": th["test_error"], "simulation": fin["test_error"],
              "se": fin["test_error_se"], "gap": abs(fin["test_error"] - th["test_error"]),
-             "tolerance": 3 * fin["test_error_se"]}]
+             "tolerance": 3 * fin["test_error_se"],
+             "p_value": gap_p_value(abs(fin["test_error"] - th["test_error"]), fin["test_error_se"])}]
     for j, (pos, sim) in enumerate(zip(th["outliers"], fin["top_eigenvalues"])):
         rows.append({"quantity": f"outlier {j + 1}", "theory": pos, "simulation": sim, "se": float("nan"),
                      "gap": abs(sim - pos), "tolerance": 0.05 * abs(pos)})
