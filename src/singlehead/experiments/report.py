@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from .report_html import page, png_bytes
 
 #: The default kind of agreement row: a theory prediction against simulations.
 THEORY_SIMULATION = "theory-simulation checks"
@@ -42,19 +42,13 @@ class FigureOutput:
     checks: str = THEORY_SIMULATION
 
 
-def _png_bytes(fig: Any, dpi: int = 130) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    return buf.getvalue()
-
-
 def save_figure(out: FigureOutput, root: Path) -> dict[str, str]:
     """Write ``<name>.png``, ``<name>.pdf`` and ``<name>.csv`` under ``root``; returns the paths."""
     root.mkdir(parents=True, exist_ok=True)
     paths = {}
     # each render costs seconds on the main process while the workers wait: the PNG is rendered once, kept for the
     # report, and written
-    out.png = _png_bytes(out.figure)
+    out.png = png_bytes(out.figure)
     p = root / f"{out.name}.png"
     p.write_bytes(out.png)
     paths["png"] = str(p)
@@ -79,8 +73,6 @@ def write_report(outputs: list[FigureOutput], path: Path, *, title: str, mode: s
     The checks are judged by the rule of :mod:`.verdict` (each figure's ``agreement`` must carry its
     ``verdict``); the page states the rule.
     """
-    from .report_html import page
-
     path.write_text(page(outputs, title=title, mode=mode, total_runtime_s=total_runtime_s,
                          environment=environment, generated=_dt.datetime.now().isoformat(timespec="seconds")))
     return path

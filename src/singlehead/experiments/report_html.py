@@ -13,16 +13,16 @@ import base64
 import html
 import io
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from .verdict import RULE, tally
 
-if TYPE_CHECKING:
-    from .report import FigureOutput
+__all__ = ["page", "png_bytes", "web_image", "compact_table"]
 
-__all__ = ["page", "web_image", "compact_table"]
+# the figures are :class:`~singlehead.experiments.report.FigureOutput` objects (that module imports this one)
+FigureOutput = Any
 
 #: Width in pixels of the embedded images (about twice the CSS width of the main column / 2).
 IMAGE_WIDTH_PX = 1400
@@ -61,14 +61,19 @@ _SCRIPT = ("<script>if(window.matchMedia('(max-width: 900px)').matches)"
            "{document.getElementById('toc').removeAttribute('open')}</script>")
 
 
-def web_image(out: "FigureOutput") -> tuple[str, bytes]:
+def png_bytes(fig: Any, dpi: int = 130) -> bytes:
+    """The matplotlib figure as PNG bytes at ``dpi`` (the full-resolution file beside the report)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def web_image(out: FigureOutput) -> tuple[str, bytes]:
     """``(mime type, bytes)`` of the figure for the page: WebP, at most :data:`IMAGE_WIDTH_PX` wide.
 
     Falls back to the figure's PNG when Pillow cannot write WebP.
     """
-    from .report import _png_bytes
-
-    png = out.png if out.png is not None else _png_bytes(out.figure)
+    png = out.png if out.png is not None else png_bytes(out.figure)
     try:
         from PIL import Image
     except ImportError:
@@ -139,7 +144,7 @@ def _full_table(agr: pd.DataFrame) -> str:
     return f"<div class='tw'><table><tr>{head}</tr>{body}</table></div>"
 
 
-def _details(o: "FigureOutput") -> str:
+def _details(o: FigureOutput) -> str:
     """Notes, per-row notes and every column of the checks, collapsed."""
     parts = [f"<p>{html.escape(n)}</p>" for n in o.notes]
     agr = o.agreement
@@ -163,7 +168,7 @@ def _badge(t: dict[str, Any]) -> str:
     return f"<span class='badge {cls}'>{t['pass'] + t['explained']}/{t['n']}</span>"
 
 
-def _summary(outputs: list["FigureOutput"], tallies: list[dict[str, Any]]) -> str:
+def _summary(outputs: list[FigureOutput], tallies: list[dict[str, Any]]) -> str:
     n = sum(t["n"] for t in tallies)
     npass, nexp, nfail = (sum(t[k] for t in tallies) for k in ("pass", "explained", "fail"))
     head = (f"<p><b>{npass} of {n} checks pass</b>, {nexp} explained by a failing diagnostic computed in this run, "
@@ -184,7 +189,7 @@ def _summary(outputs: list["FigureOutput"], tallies: list[dict[str, Any]]) -> st
             "<th>worst deviation (s.e.)</th><th>runtime (s)</th></tr>" + "".join(rows) + "</table></div>")
 
 
-def _where_theory_holds(outputs: list["FigureOutput"]) -> str:
+def _where_theory_holds(outputs: list[FigureOutput]) -> str:
     """One line per figure whose rows carry a diagnostic: where it fails and what it explains."""
     items = []
     for o in outputs:
@@ -205,7 +210,7 @@ def _where_theory_holds(outputs: list["FigureOutput"]) -> str:
             "(see each figure's notes for the criterion).</p><ul>" + "".join(items) + "</ul>")
 
 
-def page(outputs: list["FigureOutput"], *, title: str, mode: str, total_runtime_s: float,
+def page(outputs: list[FigureOutput], *, title: str, mode: str, total_runtime_s: float,
          environment: dict[str, Any], generated: str) -> str:
     """The whole HTML page (see the module docstring)."""
     tallies = [tally(o.agreement) for o in outputs]
