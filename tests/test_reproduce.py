@@ -140,7 +140,8 @@ def test_report_table_is_compact_and_marks_explained_rows(tmp_path):
         "p_value": [0.9, 1e-8], "n_seeds": [4, 4], "note": ["a long note " * 30, ""],
         "diagnostic": ["replicon 0.80, prox jumps 2.0 ± 0.3 %", "RS fails (jumps > 3 %): prox jumps 5.6 ± 0.3 %"],
         "diagnostic_fails": [False, True]}))
-    out = FigureOutput("peak", "Peak", "caption", {"lam": 1e-5}, plt.figure(figsize=(12, 3)), pd.DataFrame(), agr)
+    out = FigureOutput("peak", "Peak", "caption", {"lam": 1e-5}, plt.figure(figsize=(12, 3)), pd.DataFrame(), agr,
+                       diagnostics=["lam = 1e-05: the RS diagnostic fails for alpha in 0.195-0.371"])
     html = write_report([out], tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0,
                         environment={}).read_text()
     fig_part = html[html.index("<h2 id='peak'>"):]
@@ -151,6 +152,9 @@ def test_report_table_is_compact_and_marks_explained_rows(tmp_path):
     assert fig_part.index("<details class='more'>") < fig_part.index("a long note")
     assert html.index("id='summary'") < html.index("id='rule'") < html.index("<h2 id='peak'>")
     assert "1 of 2 checks pass</b>, 1 explained" in html
+    holds = html[html.index("<h2 id='holds'>"):html.index("<h2 id='peak'>")]
+    assert "fails at 1 of 2 compared points" in holds and "1 failed rows are explained" in holds
+    assert "alpha in 0.195-0.371" in holds
 
 
 def test_finite_size_figure_and_extrapolated_spectrum_rows(smoke):
@@ -276,6 +280,7 @@ def test_peak_rows_carry_the_replica_symmetry_check(smoke):
     assert any("de Almeida-Thouless" in n and "3 %" in n for n in o.notes)
     sc = make_scale("smoke")
     assert all(f"lam = {l:g}: the RS diagnostic" in o.caption for l in sc.peak_sim_lams)
+    assert len(o.diagnostics) == len(sc.peak_sim_lams) and all(t in o.caption for t in o.diagnostics)
     assert "validation/peak_finite_size.py" not in " ".join(o.notes) + o.caption
 
 

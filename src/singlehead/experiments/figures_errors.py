@@ -247,7 +247,7 @@ def fig_interpolation_peak(ctx: Context) -> FigureOutput:
                                "smooth de Almeida-Thouless eigenvalue, a lower bound where prox jumps carry weight; "
                                "'prox_jump_%': the share of Sigmahat carried by jumps of the output prox between "
                                "branches); a row that fails the report's rule where the diagnostic fails is an "
-                               "explained deviation, not a defect."])
+                               "explained deviation, not a defect."], diagnostics=sentences)
 
 
 def _rs_on_curves(ctx: Context, records: list[dict], lams: tuple[float, ...]

@@ -40,6 +40,9 @@ class FigureOutput:
     png: bytes | None = None  # the rendered PNG once saved (the report inlines it instead of rendering again)
     # what the agreement rows are (the report's summary and the CLI name it beside the count)
     checks: str = THEORY_SIMULATION
+    # one sentence per diagnostic computed in the run, e.g. where replica symmetry fails along a theory curve
+    # (the report's section "Where the theory holds")
+    diagnostics: list[str] = field(default_factory=list)
 
 
 def save_figure(out: FigureOutput, root: Path) -> dict[str, str]:

@@ -195,6 +195,8 @@ def _where_theory_holds(outputs: list[FigureOutput]) -> str:
     for o in outputs:
         agr = o.agreement
         if agr is None or "diagnostic_fails" not in agr:
+            items += [f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: {html.escape(t)}</li>"
+                      for t in getattr(o, "diagnostics", [])]
             continue
         keys = _key_columns(agr)
         pts = agr.drop_duplicates(subset=keys) if keys else agr
@@ -203,7 +205,8 @@ def _where_theory_holds(outputs: list[FigureOutput]) -> str:
         n_exp = int((agr["verdict"] == "explained").sum()) if "verdict" in agr else 0
         items.append(f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: the diagnostic fails at "
                      f"{len(bad)} of {len(pts)} compared points{' (' + html.escape(listing) + ')' if listing else ''}; "
-                     f"{n_exp} failed rows are explained by it.</li>")
+                     f"{n_exp} failed rows are explained by it."
+                     + "".join(f" {html.escape(t)}" for t in getattr(o, "diagnostics", [])) + "</li>")
     if not items:
         return ""
     return ("<h2 id='holds'>Where the theory holds</h2><p>Diagnostics computed in this run at every compared point "
