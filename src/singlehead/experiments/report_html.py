@@ -15,6 +15,7 @@ import io
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .verdict import RULE, tally
@@ -109,7 +110,11 @@ def _point(row: pd.Series, keys: list[str]) -> str:
 def _verdict_cell(row: pd.Series) -> str:
     v = str(row.get("verdict", ""))
     if v == "pass":
-        return '<span class="ok">pass</span>'
+        # a failing diagnostic is shown on a passing row too: the theory passed where it is not guaranteed
+        fails = row.get("diagnostic_fails")
+        note = (f'<br><small class="expl">{html.escape(str(row.get("diagnostic", "")))}</small>'
+                if isinstance(fails, (bool, np.bool_)) and fails else "")
+        return '<span class="ok">pass</span>' + note
     if v == "explained":
         return f'<span class="expl">explained</span>: {html.escape(str(row.get("diagnostic", "")))}'
     return '<span class="bad">fail</span>'
