@@ -35,7 +35,7 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;line-height:1.4}
 .layout{display:grid;grid-template-columns:15rem minmax(0,1fr);gap:1.5rem;max-width:82rem;margin:0 auto;padding:0 1rem}
 nav.toc{position:sticky;top:0;align-self:start;max-height:100vh;overflow-y:auto;padding:1rem 0;font-size:.88em}
-nav.toc summary{font-weight:600;cursor:pointer} nav.toc ol{padding-left:1.2em;margin:.4em 0}
+nav.toc summary{font-weight:600;cursor:pointer} nav.toc ol{padding-left:2em;margin:.4em 0}
 nav.toc li{margin:.25em 0} nav.toc a{color:#1f4e96;text-decoration:none} nav.toc a:hover{text-decoration:underline}
 main{min-width:0;padding-bottom:4rem}
 h1{font-size:1.5em;margin:1rem 0 .2em} h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd;scroll-margin-top:3rem}
