@@ -35,9 +35,9 @@ def per_d(erm: dict[int, list[dict]], name: str) -> tuple[list[int], list[float]
 
 
 def free_exponent(ds: list[int], ms: list[float], ses: list[float]) -> tuple[float, float]:
-    """The exponent ``c`` in [0.2, 2] minimising the weighted chi^2 of ``a + b d^-c`` (grid search), and that chi^2."""
+    """The exponent ``c`` in [0.2, 3] minimising the weighted chi^2 of ``a + b d^-c`` (grid search), and that chi^2."""
     best = (math.nan, math.inf)
-    for c in np.linspace(0.2, 2.0, 181):
+    for c in np.linspace(0.2, 3.0, 281):
         e = extrapolate_to_infinite_d(np.asarray(ds, float) ** c, ms, ses, inflate=False)
         if e.chi2 < best[1]:
             best = (float(c), float(e.chi2))
@@ -46,7 +46,17 @@ def free_exponent(ds: list[int], ms: list[float], ses: list[float]) -> tuple[flo
 
 def extrapolation_rows(erm: dict[int, list[dict]], name: str, theory: dict[str, float]) -> list[str]:
     """Markdown rows: one per exponent (and the free one), with chi^2/dof, residuals and the SE values inside."""
-    ds, ms, ses, _ = per_d(erm, name)
+    return extrapolation_rows_values({d: [rec["fits"][0][name] for rec in recs] for d, recs in erm.items()}, name,
+                                     theory)
+
+
+def extrapolation_rows_values(values: dict[int, list[float]], name: str, theory: dict[str, float]) -> list[str]:
+    """:func:`extrapolation_rows` for per-seed values by d."""
+    ds, ms, ses = [], [], []
+    for d in sorted(values):
+        if len(values[d]) >= 2:
+            m, s = mean_se(values[d])
+            ds.append(d), ms.append(m), ses.append(s)
     if len(ds) < 3:
         return [f"| {name} | (fewer than 3 sizes) | | | | |"]
     c_free, _ = free_exponent(ds, ms, ses)
@@ -72,19 +82,24 @@ def size_table(erm: dict[int, list[dict]]) -> list[str]:
     return lines
 
 
-def overlap_table(erm: dict[int, list[dict]]) -> list[str]:
-    """``||S_1 - S_2||_F^2/d`` between two initialisations on the same data, against d."""
-    lines = ["| d | pairs | ‖S1−S2‖²/d | matrix error ‖S−S0‖²/d | test-error difference | objective difference (rel.) |",
+def overlap_table(erm: dict[int, list[dict]], all_pairs: bool = False) -> list[str]:
+    """``||S_1 - S_2||_F^2/d`` between two initialisations on the same data, against d (the first pair of each
+    data set, or with ``all_pairs`` every pair; the standard error is over data sets, pairs averaged within)."""
+    lines = ["| d | data sets × pairs | ‖S1−S2‖²/d | matrix error ‖S−S0‖²/d | test-error difference | objective difference (rel.) |",
              "|---|---|---|---|---|---|"]
     for d in sorted(erm):
         pairs = [r for r in erm[d] if r["distances"]]
         if not pairs:
             continue
-        dist = [r["distances"][0] for r in pairs]
+        idx = [(i, j) for i in range(len(pairs[0]["fits"])) for j in range(i + 1, len(pairs[0]["fits"]))]
+        idx = idx if all_pairs else idx[:1]
+        dist = [float(np.mean(r["distances"][:len(idx)])) for r in pairs]
         me = [r["fits"][0]["matrix_error"] for r in pairs]
-        dt = [abs(r["fits"][0]["test_error"] - r["fits"][1]["test_error"]) for r in pairs]
-        do = [abs(r["fits"][0]["objective"] - r["fits"][1]["objective"]) / r["fits"][0]["objective"] for r in pairs]
-        lines.append(f"| {d} | {len(pairs)} | {_fmt_ms(dist, 4)} | {np.mean(me):.3f} | {_fmt_ms(dt, 4)} | "
+        dt = [float(np.mean([abs(r["fits"][i]["test_error"] - r["fits"][j]["test_error"]) for i, j in idx]))
+              for r in pairs]
+        do = [float(np.mean([abs(r["fits"][i]["objective"] - r["fits"][j]["objective"]) / r["fits"][0]["objective"]
+                             for i, j in idx])) for r in pairs]
+        lines.append(f"| {d} | {len(pairs)} × {len(idx)} | {_fmt_ms(dist, 4)} | {np.mean(me):.3f} | {_fmt_ms(dt, 4)} | "
                      f"{_fmt_ms(do, 1, sci=True)} |")
     return lines
 

@@ -47,6 +47,10 @@ SIZES = {60: 16, 80: 16, 100: 16, 200: 16, 140: 8}
 OVERLAP_SEEDS = 2
 #: optimizer study at d = 100: data seeds x initialisations, both optimizers
 OPTIM_D, OPTIM_DATA, OPTIM_INITS = 100, (0, 1), 8
+#: overlap study: at each d, data seeds x initialisations (all pairs of inits on each data set)
+OVERLAP_DS, OVERLAP_DATA, OVERLAP_INITS = (40, 60, 80), 4, 4
+#: ERM off the peak point, to hold the prox branches against ERM where they part most (alpha = 0.25)
+PATH_ALPHAS, PATH_SIZES = (0.25,), {100: 8}
 #: the SE path in alpha (global branch, a warm-started chain) and the points solved on each local branch
 SE_ALPHAS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
 BRANCH_ALPHAS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
@@ -55,7 +59,7 @@ LINEAR_ALPHAS = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
 #: Delta = 0.05) at its smallest lam, alpha = 0.1-0.2
 DIRECT_BASE = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab", student="direct", noise=0.05,
                    lam=1e-3)
-DIRECT_SIZES = {40: 12, 60: 12, 100: 12}
+DIRECT_SIZES = {40: 8, 60: 8, 100: 8}
 DIRECT_ALPHAS = (0.1, 0.2)
 DIRECT_SE_ALPHAS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 
@@ -93,6 +97,19 @@ def run_erm(cache: JsonCache, sizes: dict[int, int], make, tag: str, only: list[
                 f = rec["fits"][0]
                 print(f"erm-{tag} d={d} seed={s} inits={inits}: test {f['test_error']:.4f} train {f['train_error']:.5f} "
                       f"dist {rec['distances']} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return out
+
+
+def run_overlap(cache: JsonCache, cached_only: bool = False) -> dict[int, list[dict]]:
+    """L-BFGS from ``OVERLAP_INITS`` initialisations on each of ``OVERLAP_DATA`` data sets per d."""
+    out: dict[int, list[dict]] = {}
+    inits = list(range(OVERLAP_INITS))
+    for d in OVERLAP_DS:
+        for s in range(OVERLAP_DATA):
+            key = {"stage": "overlap", "problem": problem(d).to_dict(), "data_seed": s, "inits": inits, "opt": "lbfgs"}
+            rec = cache.get(key) if cached_only else cache.get_or_run(key, lambda: fit_instance(problem(d), s, inits))
+            if rec is not None:
+                out.setdefault(d, []).append(rec)
     return out
 
 
@@ -146,9 +163,10 @@ def run_se_path(cache: JsonCache, base: Problem, alphas: tuple[float, ...], bran
             out[b][str(a)] = cache.get_or_run(key, lambda: solve_branch(base.replace(alpha=a),
                                                                           np.array([g["q"], g["m"], g["Sigma"]]), b))
             r = out[b][str(a)]
-            print(f"{tag} alpha={a} {b:<7}: test {r['test_error']:.4f} train {r['train_error']:.5f} "
-                  f"replicon {r['replicon']:.2f} jumps {100 * r['jump_weight']:.1f} % residual {r['residual']:.1e} "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+            if time.perf_counter() - t0 > 1:
+                print(f"{tag} alpha={a} {b:<7}: test {r['test_error']:.4f} train {r['train_error']:.5f} "
+                      f"replicon {r['replicon']:.2f} jumps {100 * r['jump_weight']:.1f} % residual {r['residual']:.1e} "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
     return out
 
 
@@ -189,20 +207,32 @@ AT is then only a lower bound of the formal replicon)."""
 def _finite_size_section(cache: JsonCache, se: dict) -> list[str]:
     erm = run_erm(cache, SIZES, problem, "peak", cached_only=True)
     a = str(ALPHA)
-    theory = {f"SE {b}": se[b][a]["test_error"] for b in ("global", "teacher", "z")}
-    theory_tr = {f"SE {b}": se[b][a]["train_error"] for b in ("global", "teacher", "z")}
-    lines = ["## 1. Finite size (alpha = 0.3, L-BFGS float32 + float64 polish, init 0 of each data seed)", "",
-             *rep.size_table(erm), "",
-             "Extrapolation `a + b d^-c` (weighted least squares on the seed means; covariance inflated by chi²/dof "
-             "when > 1; 95 % interval; residuals in standard errors, one per d in increasing order; `free c` "
-             "minimises chi² over c in [0.2, 2]):", "",
-             "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | SE values inside? |",
-             "|---|---|---|---|---|---|",
-             *rep.extrapolation_rows(erm, "test_error", theory), *rep.extrapolation_rows(erm, "train_error", theory_tr),
-             "", "SE at alpha = 0.3: " + "; ".join(f"{b}: test {se[b][a]['test_error']:.4f}, train "
-                                                 f"{se[b][a]['train_error']:.5f}" for b in ("global", "teacher", "z")),
-             "", "## 5. Overlap of two minimisers on the same data (inits 0 and 1)", "", *rep.overlap_table(erm), ""]
-    return lines
+    rows = []
+    for name in ("test_error", "train_error", "q", "m"):
+        rows += rep.extrapolation_rows(erm, name, {f"SE {b}": se[b][a][name] for b in ("global", "teacher", "z")})
+    return ["## 1. Finite size (alpha = 0.3, L-BFGS float32 + float64 polish, init 0 of each data seed)", "",
+            *rep.size_table(erm), "",
+            "Extrapolation `a + b d^-c` (weighted least squares on the seed means; covariance inflated by chi²/dof "
+            "when > 1; 95 % interval; residuals in standard errors, one per d in increasing order; `free c` "
+            "minimises chi² over c in [0.2, 3]; at an end of that range the exponent is not determined by the data). `q = Tr S²/d`, `m = Tr S S0/d`: the test error is a function of "
+            "(q, m) alone.", "",
+            "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | SE values inside? |",
+            "|---|---|---|---|---|---|", *rows, "",
+            "SE at alpha = 0.3: " + "; ".join(f"{b}: test {se[b][a]['test_error']:.4f}, train {se[b][a]['train_error']:.5f}"
+                                             f", q {se[b][a]['q']:.3f}, m {se[b][a]['m']:.3f}"
+                                             for b in ("global", "teacher", "z")), ""]
+
+
+def _overlap_section(cache: JsonCache) -> list[str]:
+    erm = run_erm(cache, SIZES, problem, "peak", cached_only=True)
+    ov = run_overlap(cache, cached_only=True)
+    return ["## 5. Overlap of independent minimisers on the same data", "",
+            "RS predicts that two minimisers of the same data coincide at d = ∞ (`‖S1−S2‖²/d → 0`). Pairs of "
+            f"initialisations: {OVERLAP_INITS} inits on each of {OVERLAP_DATA} data sets at d = "
+            f"{', '.join(map(str, OVERLAP_DS))} (all pairs), and inits 0, 1 on the first {OVERLAP_SEEDS} data sets "
+            "of the finite-size ladder (the d = 100 optimizer study below has 28 pairs per data set).", "",
+            "Overlap study:", "", *rep.overlap_table(ov, all_pairs=True), "", "Finite-size ladder:", "",
+            *rep.overlap_table(erm), ""]
 
 
 def report(cache: JsonCache, out: Path) -> None:
@@ -211,7 +241,7 @@ def report(cache: JsonCache, out: Path) -> None:
     lines = ["# The interpolation peak at lam = 1e-5: numbers for issue 28, item 1 and 2", "",
              "Generated by `validation/peak_investigation.py report` from the cached runs (stages `erm`, `optim`, "
              "`se`, `direct`). Point: seq2lab, T = 2, MP(0.5) target, kappa = 1, Delta = 0.5, lam = 1e-5.", ""]
-    lines += _finite_size_section(cache, se)
+    lines += _finite_size_section(cache, se) + _overlap_section(cache)
     optim = run_optim(cache, cached_only=True)
     lines += [f"## 2. Optimizer: {OPTIM_INITS} initialisations per data set, d = {OPTIM_D}, alpha = {ALPHA}", "",
               "Both end with the float64 L-BFGS polish; objective `L/n` in float64.", "", *rep.optim_table(optim), "",
@@ -221,6 +251,11 @@ def report(cache: JsonCache, out: Path) -> None:
               "interpolating point and their midpoint); `teacher`: Newton from the teacher's logits (beta0/beta) y; "
               "`z`: Newton from the student's field z. Residual: relative change of (q, m, Sigma) in one SE step.", "",
               *rep.branch_table(se, SE_ALPHAS), ""]
+    for a in PATH_ALPHAS:
+        erm = run_erm(cache, PATH_SIZES, lambda d: problem(d, a), f"path{a}", cached_only=True)
+        if erm:
+            lines += [f"ERM at alpha = {a} (finite d only; the SE values of the table above for comparison):", "",
+                      *rep.size_table(erm), ""]
     lin = linear_replicon(cache)["rows"]
     lines += ["## 4. RS stability (replicon)", "", REPLICON_FORMULA, "",
               "Linear channel (RS exact for kappa = 1, the problem being convex in S; kappa = 0.3: the rank cap binds "
@@ -251,16 +286,51 @@ def _direct_section(cache: JsonCache) -> list[str]:
         if not erm:
             continue
         th = {f"SE {b}": se[b][str(a)]["test_error"] for b in ("global", "teacher", "z") if str(a) in se[b]}
+        gaps, gap_vals = [], {}
+        for d in sorted(erm):
+            g = [rec["fits"][0]["test_error"] - per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, i)["test_error"]
+                 for i, rec in enumerate(erm[d])]
+            ths = [per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, i)["test_error"] for i in range(len(erm[d]))]
+            gm, gs = rep.mean_se(g)
+            tm, ts = rep.mean_se(ths)
+            gaps.append(f"| {d} | {len(g)} | {tm:.4f} ± {ts:.4f} | {gm:+.4f} ± {gs:.4f} |")
+            gap_vals[d] = g
         lines += [f"### alpha = {a}", "", *rep.size_table(erm), "",
+                  "SE with each seed's own target spectrum (CustomTarget of the drawn S0's eigenvalues) and the "
+                  "paired gap ERM − SE(seed):", "", "| d | seeds | SE(seed) test error | ERM − SE(seed) |",
+                  "|---|---|---|---|", *gaps, "", "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | "
+                  "0 inside? |", "|---|---|---|---|---|---|", *rep.extrapolation_rows_values(gap_vals, "ERM − SE(seed)",
+                                                                                            {"0": 0.0}), "",
                   "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | SE values inside? |",
                   "|---|---|---|---|---|---|", *rep.extrapolation_rows(erm, "test_error", th), "",
                   *rep.overlap_table(erm), ""]
     return lines
 
 
+def per_seed_theory(cache: JsonCache, make, d: int, seed: int) -> dict:
+    """SE test error of ``make(d)`` with the target replaced by the spectrum of data seed ``seed``'s own draw.
+
+    Separates the finite-size effect of the target's spectrum (a rank ``kappa0 d`` target at small d) from the
+    rest: the SE with a :class:`~singlehead.CustomTarget` holding the ``d`` eigenvalues that ``simulate`` drew.
+    """
+    from singlehead import CustomTarget, theory
+    from singlehead.data import sample_target
+    from singlehead.rng import child_seeds
+
+    prob = make(d)
+
+    def run() -> dict:
+        S0 = sample_target(prob.target, d, child_seeds(seed, 4)[0]).numpy()
+        eig = np.clip(np.linalg.eigvalsh(S0), 0.0, None)
+        r = theory(prob.replace(target=CustomTarget(tuple(float(x) for x in eig))))
+        return {"test_error": r.test_error, "train_error": r.train_error, "converged": bool(r.converged)}
+
+    return cache.get_or_run({"stage": "seed-theory", "problem": prob.to_dict(), "data_seed": seed}, run)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("stage", choices=("erm", "optim", "se", "direct", "grid", "report"))
+    ap.add_argument("stage", choices=("erm", "optim", "overlap", "path", "se", "direct", "grid", "report"))
     ap.add_argument("--cache", default="runs/validation/peak_investigation", help="result cache (resumable)")
     ap.add_argument("--sizes", type=int, nargs="*", default=None, help="erm: only these d")
     args = ap.parse_args()
@@ -271,6 +341,11 @@ def main() -> None:
         run_erm(cache, SIZES, problem, "peak", args.sizes)
     elif args.stage == "optim":
         run_optim(cache)
+    elif args.stage == "path":
+        for a in PATH_ALPHAS:
+            run_erm(cache, PATH_SIZES, lambda d: problem(d, a), f"path{a}")
+    elif args.stage == "overlap":
+        run_overlap(cache)
     elif args.stage == "se":
         linear_replicon(cache)
         run_se_path(cache, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
@@ -280,6 +355,9 @@ def main() -> None:
                     "direct-peak")
         for a in DIRECT_ALPHAS:
             run_erm(cache, DIRECT_SIZES, lambda d: direct_problem(d, a), f"direct{a}")
+            for d, k in DIRECT_SIZES.items():
+                for s in range(k):
+                    per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, s)
     elif args.stage == "report":
         report(cache, Path(__file__).resolve().parent / "results" / "peak.md")
 
