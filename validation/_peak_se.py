@@ -35,7 +35,7 @@ from singlehead import Problem
 from singlehead.state_evolution import (OutputQuadrature, PriorModel, SEOptions, channel_test_errors, output_side,
                                         prior_model, prior_side)
 
-__all__ = ["BRANCHES", "branch_output", "solve_branch", "replicon_terms"]
+__all__ = ["BRANCHES", "branch_output", "solve_branch", "replicon_terms", "per_seed_theory"]
 
 BRANCHES = ("global", "z", "teacher")
 
@@ -170,3 +170,24 @@ def replicon_terms(problem: Problem, out, pr) -> dict[str, float]:
     out_f, sh_pw = (float(v) for v in per.mean(axis=0))
     return {"replicon": out_f * prior_f, "output_factor": out_f, "prior_factor": prior_f,
             "jump_weight": 1.0 - out.Sigmahat / sh_pw}
+
+
+def per_seed_theory(cache, make, d: int, seed: int) -> dict:
+    """SE test error of ``make(d)`` with the target replaced by the spectrum of data seed ``seed``'s own draw.
+
+    Separates the finite-size effect of the target's spectrum (a rank ``kappa0 d`` target at small d) from the
+    rest: the SE with a :class:`~singlehead.CustomTarget` holding the ``d`` eigenvalues that ``simulate`` drew.
+    """
+    from singlehead import CustomTarget, theory
+    from singlehead.data import sample_target
+    from singlehead.rng import child_seeds
+
+    prob = make(d)
+
+    def run() -> dict:
+        S0 = sample_target(prob.target, d, child_seeds(seed, 4)[0]).numpy()
+        eig = np.clip(np.linalg.eigvalsh(S0), 0.0, None)
+        r = theory(prob.replace(target=CustomTarget(tuple(float(x) for x in eig))))
+        return {"test_error": r.test_error, "train_error": r.train_error, "converged": bool(r.converged)}
+
+    return cache.get_or_run({"stage": "seed-theory", "problem": prob.to_dict(), "data_seed": seed}, run)

@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _peak_report as rep  # noqa: E402
 from _peak_erm import JsonCache, fit_instance  # noqa: E402
+from _peak_grid import grid_section, run_grid  # noqa: E402
+from _peak_se import per_seed_theory  # noqa: E402
 
 from singlehead import MPTarget, Problem  # noqa: E402
 
@@ -51,6 +53,8 @@ OPTIM_D, OPTIM_DATA, OPTIM_INITS = 100, (0, 1), 8
 OVERLAP_DS, OVERLAP_DATA, OVERLAP_INITS = (40, 60, 80), 4, 4
 #: ERM off the peak point, to hold the prox branches against ERM where they part most (alpha = 0.25)
 PATH_ALPHAS, PATH_SIZES = (0.25,), {100: 8}
+#: fresh random grids of valid problems (seeds the tests do not use) for the unconverged-SE corner
+GRID_SEEDS, GRID_N = (2026, 2027), 100
 #: the SE path in alpha (global branch, a warm-started chain) and the points solved on each local branch
 SE_ALPHAS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
 BRANCH_ALPHAS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
@@ -266,7 +270,7 @@ def report(cache: JsonCache, out: Path) -> None:
             vals = [r["replicon"] for r in lin if r["lam"] == lam and r["kappa"] == kap]
             lines.append(f"| {lam:g} | {kap:g} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
     lines += [""]
-    lines += _direct_section(cache)
+    lines += _direct_section(cache) + grid_section(cache, GRID_SEEDS, GRID_N)
     text = "\n".join(lines) + "\n"
     print(text)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -307,27 +311,6 @@ def _direct_section(cache: JsonCache) -> list[str]:
     return lines
 
 
-def per_seed_theory(cache: JsonCache, make, d: int, seed: int) -> dict:
-    """SE test error of ``make(d)`` with the target replaced by the spectrum of data seed ``seed``'s own draw.
-
-    Separates the finite-size effect of the target's spectrum (a rank ``kappa0 d`` target at small d) from the
-    rest: the SE with a :class:`~singlehead.CustomTarget` holding the ``d`` eigenvalues that ``simulate`` drew.
-    """
-    from singlehead import CustomTarget, theory
-    from singlehead.data import sample_target
-    from singlehead.rng import child_seeds
-
-    prob = make(d)
-
-    def run() -> dict:
-        S0 = sample_target(prob.target, d, child_seeds(seed, 4)[0]).numpy()
-        eig = np.clip(np.linalg.eigvalsh(S0), 0.0, None)
-        r = theory(prob.replace(target=CustomTarget(tuple(float(x) for x in eig))))
-        return {"test_error": r.test_error, "train_error": r.train_error, "converged": bool(r.converged)}
-
-    return cache.get_or_run({"stage": "seed-theory", "problem": prob.to_dict(), "data_seed": seed}, run)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=("erm", "optim", "overlap", "path", "se", "direct", "grid", "report"))
@@ -358,6 +341,8 @@ def main() -> None:
             for d, k in DIRECT_SIZES.items():
                 for s in range(k):
                     per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, s)
+    elif args.stage == "grid":
+        run_grid(cache, GRID_SEEDS, GRID_N)
     elif args.stage == "report":
         report(cache, Path(__file__).resolve().parent / "results" / "peak.md")
 
