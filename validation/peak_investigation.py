@@ -230,12 +230,16 @@ def _finite_size_section(cache: JsonCache, se: dict) -> list[str]:
 def _overlap_section(cache: JsonCache) -> list[str]:
     erm = run_erm(cache, SIZES, problem, "peak", cached_only=True)
     ov = run_overlap(cache, cached_only=True)
+    optim = run_optim(cache, cached_only=True)
     return ["## 5. Overlap of independent minimisers on the same data", "",
             "RS predicts that two minimisers of the same data coincide at d = ∞ (`‖S1−S2‖²/d → 0`). Pairs of "
             f"initialisations: {OVERLAP_INITS} inits on each of {OVERLAP_DATA} data sets at d = "
             f"{', '.join(map(str, OVERLAP_DS))} (all pairs), and inits 0, 1 on the first {OVERLAP_SEEDS} data sets "
             "of the finite-size ladder (the d = 100 optimizer study below has 28 pairs per data set).", "",
-            "Overlap study:", "", *rep.overlap_table(ov, all_pairs=True), "", "Finite-size ladder:", "",
+            "Overlap study:", "", *rep.overlap_table(ov, all_pairs=True), "",
+            f"Optimizer study (L-BFGS, {OPTIM_INITS} inits):", "",
+            *rep.overlap_table({OPTIM_D: [r for (o, _), r in optim.items() if o == "lbfgs"]}, all_pairs=True), "",
+            "Finite-size ladder:", "",
             *rep.overlap_table(erm), ""]
 
 
