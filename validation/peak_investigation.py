@@ -1,11 +1,22 @@
 """Validation: why ERM and the replica-symmetric SE part at the lam = 1e-5 interpolation peak.
 
-Run: ``python validation/peak_investigation.py STAGE [--cache DIR]`` with STAGE one of ``erm``
-(finite size and overlaps), ``optim`` (Adam vs L-BFGS), ``se`` (prox branches and replicon),
-``direct`` (the direct student), ``grid`` (unconverged SE on fresh random grids) or ``report``
-(the tables and ``validation/results/peak.md`` from the cache). One thread; every fit and SE
-point is cached under ``DIR`` (default ``runs/validation/peak_investigation``), so a killed run
-resumes. ``report`` runs nothing new that is not cached except the (seconds-long) SE checks.
+Run: ``python validation/peak_investigation.py STAGE [--cache DIR]``, one thread
+(``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1``), with STAGE one of:
+
+* ``erm``: the finite-size ladder at alpha = 0.3, with two inits on the first data sets;
+* ``optim``: Adam vs L-BFGS at d = 100;
+* ``overlap``: pairs of minimisers at d = 40-80;
+* ``path``: ERM at alpha = 0.25;
+* ``se``: the SE on each prox branch along alpha, the replicon, and the linear-channel check;
+* ``direct``: the direct student (SE, ERM, and the SE with each seed's own target spectrum);
+* ``grid``: unconverged SE on fresh random grids, with continuation in lam;
+* ``report``: the tables, written to ``validation/results/peak.md``.
+
+Every fit and SE point is cached under ``DIR`` (default ``runs/validation/peak_investigation``), so a
+killed run resumes. ``report`` reads the cache; only a missing SE point (seconds) is computed. Measured
+on a shared 2-core machine under load (one thread, 2026-12): all stages took about 70 min of wall time,
+of which d = 200 alone took 30 min (16 fits of 90-220 s). The reading of the numbers is in
+``validation/results/peak_findings.md``.
 
 The point (issue 28 (a)): seq2lab, T = 2, MP(0.5) target, kappa = 1 (factorized student), label
 noise Delta = 0.5, lam = 1e-5, alpha = 0.3 (alpha = 0.2 the control). The candidates tested:
