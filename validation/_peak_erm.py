@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -136,11 +135,3 @@ def fit_instance(problem: Problem, data_seed: int, inits: list[int], optimizer: 
                      "converged": bool(info.converged), "runtime_s": time.perf_counter() - t0})
         mats.append(S)
     return {"fits": fits, "distances": pair_distances(mats, problem.d) if len(mats) > 1 else []}
-
-
-def objective_spread(values: list[float]) -> float:
-    """``(max - min)/|min|`` of final objectives (0 for one value; nan if empty)."""
-    if not values:
-        return math.nan
-    lo = min(values)
-    return (max(values) - lo) / abs(lo) if lo else math.inf

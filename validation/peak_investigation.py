@@ -214,8 +214,8 @@ with `H` the Hessian of the fit loss `||Y - chan(M(h))||_F^2` at the prox point 
 `mu_delta = mu_S0 ⊞ SC(delta^2)`, `delta = sqrt(qhat)/mhat`, `eps = 2 lam/mhat`. RS is locally stable iff AT < 1.
 The SE's own `Sigmahat = 2 alpha E tr H (I + Sigma H)^{-1}` (pointwise) and `Sigma = (1/Sigmahat) ∫∫ (f(x) -
 f(y))/(x - y)` are the first powers of the same two Jacobians; the replicon takes their squares. Where the prox's
-minimiser jumps between branches as `z` moves, Stein's `Sigmahat` exceeds nothing pointwise: the jump share
-`1 - Sigmahat_Stein / Sigmahat_pointwise` is reported beside AT (a jump is a delta function in the Jacobian, so
+minimiser jumps between branches as `z` moves, Stein's `Sigmahat` counts the jumps and the pointwise trace does
+not: the jump share `1 - Sigmahat_Stein / Sigmahat_pointwise` is reported beside AT (a jump is a delta function in the Jacobian, so
 AT is then only a lower bound of the formal replicon)."""
 
 
