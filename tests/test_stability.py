@@ -147,3 +147,26 @@ def test_output_jacobian_is_the_finite_difference_of_the_prox():
     assert smooth.mean() > 0.95
     err = np.abs(fd - J)[smooth].max()
     assert err < 1e-4, err
+
+
+def test_local_and_global_prox_branches_agree_where_the_prox_has_one_minimum():
+    """SEOptions.prox_branch: away from the interpolation peak (alpha = 2, no prox jumps) and on the
+    convex linear channel, the SE on the teacher's or z's local branch is the global-branch SE; at the
+    peak (lam = 1e-5, alpha = 0.3, jump share 5.6 %) the teacher branch differs by far more than
+    the quadrature error (validation/results/peak.md: 0.2399 against 0.2623)."""
+    from singlehead.state_evolution import SEOptions
+
+    p = Problem(T=2, alpha=2.0, lam=0.01, noise=0.5, target=MPTarget(0.5))
+    glob = theory(p)
+    for branch in ("teacher", "z"):
+        loc = theory(p, options=SEOptions(prox_branch=branch))
+        assert loc.converged
+        se = glob.extras["quadrature_error"]["test_error"]
+        assert abs(loc.test_error - glob.test_error) < 3 * se + 1e-6, (branch, loc.test_error, glob.test_error)
+    lin = Problem(T=1, channel="linear", alpha=0.5, lam=0.01, noise=0.1)
+    assert theory(lin, options=SEOptions(prox_branch="teacher")).test_error == theory(lin).test_error
+    peak = Problem(T=2, alpha=0.3, lam=1e-5, noise=0.5, target=MPTarget(0.5))
+    teacher = theory(peak, options=SEOptions(prox_branch="teacher"))
+    assert abs(teacher.test_error - 0.2399) < 0.005 and teacher.test_error < 0.25
+    with pytest.raises(ValueError, match="prox_branch"):
+        SEOptions(prox_branch="nearest")

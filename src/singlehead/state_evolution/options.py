@@ -18,6 +18,7 @@ from .quadrature import OutputQuadrature
 __all__ = ["SEOptions", "WarmStart", "SE_METHODS"]
 
 SE_METHODS = ("broyden", "hybr", "iterate")
+PROX_BRANCHES = ("global", "teacher", "z")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,17 @@ class SEOptions:
         ``continuation_from`` down to ``problem.lam`` and polish from there (small ``lam`` gives
         ``Sigma ~ 1/lam`` in the interpolation regime, far from any generic initial guess).
 
+    prox_branch : {"global", "teacher", "z"}
+        Which minimum of the (non-convex) output prox the SE uses. ``"global"`` (default): the
+        lowest of the Newton runs from ``z``, the interpolating point and their midpoint, tracked
+        along the solve (the replica-symmetric theory of the global ERM minimiser). ``"teacher"``:
+        the local minimum reached by Newton from the teacher's logits at the student's temperature
+        (``(beta0/beta) y``); ``"z"``: the one reached from the student's field ``z``. The local
+        branches are deterministic maps with no jumps; where the prox has one minimum all three
+        agree. At the interpolation peak (seq2lab, lam = 1e-5, alpha = 0.3) the teacher branch
+        matches ERM extrapolated to d = inf and the global one does not
+        (``validation/results/peak.md``).
+
     The stages' tuning constants (the defaults are the measured ones; changing them changes which
     stage finds a hard point, not the fixed point a converged solve reports):
 
@@ -117,6 +129,7 @@ class SEOptions:
     continuation: bool = True
     max_evals: int = 1000
     floor_after: int | None = 150
+    prox_branch: str = "global"
     thin_factor: int = 8
     thin_min_nodes: int = 64
     coarse_tol: float = 1e-4
@@ -140,6 +153,7 @@ class SEOptions:
         _check(_is_int(self.node_seed) and self.node_seed >= 0, "node_seed", "an integer >= 0", self.node_seed)
         _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
         _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
+        _check(self.prox_branch in PROX_BRANCHES, "prox_branch", f"one of {PROX_BRANCHES}", self.prox_branch)
         _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
         _check(_is_int(self.max_evals) and self.max_evals >= 1, "max_evals", "an integer >= 1", self.max_evals)
         _check(self.floor_after is None or (_is_int(self.floor_after) and self.floor_after >= 1), "floor_after",

@@ -76,19 +76,19 @@ def output_side(
     warm: Sequence[np.ndarray] | None = None,
     union: bool = False,
     jacobian: bool = False,
+    branch: str = "global",
 ) -> OutputSide:
     """Output-side update ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)`` plus the train error.
 
-    Uses ``problem.alpha, T, channel, beta, beta0, noise``. ``Q0`` comes from the prior model.
-    A channel with a closed form (linear) uses it unless ``analytic_linear=False`` (then it goes
-    through the same quadrature/prox code as softmax; used to test that code).
-    ``warm`` are Newton starts (``(R N, K)`` arrays) from a previous call; by default (cold) the
-    starts are ``z``, the interpolating point and their midpoint. ``OutputSide.branches`` holds
-    the end points of each start, the warm starts of a next call (each branch is followed
-    continuously, so that warm and cold maps agree away from basin boundaries). With
-    ``union=True`` both the cold starts and ``warm`` are used (node-wise best objective).
+    ``Q0`` comes from the prior model. A channel with a closed form (linear) uses it unless
+    ``analytic_linear=False`` (the quadrature/prox code, to test that code).
+    ``warm``: Newton starts (``(R N, K)`` arrays) from a previous call (default: the channel's cold
+    starts); ``OutputSide.branches`` holds each start's end point, the warm starts of a next call
+    (each branch followed continuously). ``union=True``: cold and ``warm`` starts together.
     With ``jacobian=True`` (softmax channels, non-degenerate point) the prox's pointwise Jacobian
     averages are returned too (``OutputSide.scramble_jacobian``, for :mod:`.stability`).
+    ``branch`` (``SEOptions.prox_branch``): ``"teacher"`` / ``"z"`` use the local minimum reached
+    from ``(beta0/beta) y`` / ``z`` alone (``warm`` and ``union`` are then ignored).
     """
     alpha, T, K = problem.alpha, problem.T, problem.n_pairs
     ch = problem.channel
@@ -101,13 +101,17 @@ def output_side(
     if not (q > _Q_FLOOR * Q0 and Sigma > _SIGMA_FLOOR):
         return _output_side_degenerate(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
     y, z, z0c = _fields(quad, q, m, Q0 + Dh, Q0)
-    cold = [] if (warm is not None and not union) or ch.convex_prox else \
-        ch.prox_starts(z, y, T=T, beta=problem.beta, beta0=problem.beta0)
+    if branch != "global" and not ch.convex_prox:
+        warm, union = None, False
+        cold = [_branch_start(branch, z, y, problem)]
+    else:
+        cold = [] if (warm is not None and not union) or ch.convex_prox else \
+            ch.prox_starts(z, y, T=T, beta=problem.beta, beta0=problem.beta0)
     starts = warm if not cold else cold + (list(warm) if warm is not None else [])
     pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts)
     g = pr.h - z
     det = max(Q0 * q - m * m, 1e-300)
-    gS, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0)
+    gS, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0, branch)
     prox_ok = prox_ok and pr.converged
     vals = np.stack([np.einsum("nk,nk->n", g, g), np.einsum("nk,nk->n", g, q * z0c - m * z),
                      np.einsum("nk,nk->n", gS, Q0 * z - m * z0c), pr.fit], axis=1)
@@ -133,8 +137,13 @@ def _fields(quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float
     return y, z, a * y + b * z
 
 
-def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, problem: Problem, Q0: float
-                       ) -> tuple[np.ndarray, bool]:
+def _branch_start(branch: str, z: np.ndarray, y: np.ndarray, problem: Problem) -> np.ndarray:
+    """The one Newton start of a local prox branch: the teacher's logits at the student's temperature, or ``z``."""
+    return problem.channel.logit_scale(problem.beta, problem.beta0) * y if branch == "teacher" else z
+
+
+def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, problem: Problem, Q0: float,
+                       branch: str = "global") -> tuple[np.ndarray, bool]:
     """The residual entering ``Sigmahat``, with a control variate at small ``q``; and whether its prox converged.
 
     At small q the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part of g that
@@ -144,7 +153,9 @@ def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, pro
     """
     if not q < _Q_CV * Q0:
         return g, True
-    pr0 = problem.channel.prox(np.zeros_like(y), y, Sigma, T=problem.T, beta=problem.beta, beta0=problem.beta0)
+    z0 = np.zeros_like(y)
+    starts = None if branch == "global" else [_branch_start(branch, z0, y, problem)]
+    pr0 = problem.channel.prox(z0, y, Sigma, T=problem.T, beta=problem.beta, beta0=problem.beta0, starts=starts)
     return g - pr0.h, pr0.converged
 
 
