@@ -5,7 +5,7 @@ Test error against the sample ratio
 The state evolution predicts the test error of the trained tied-attention layer as a
 function of ``alpha = n/d^2``. Here it is drawn as lines for three regularisations and held
 against ERM simulations (points: mean over seeds, bars: standard error of that mean) at a
-small ``d = 40``, trained with L-BFGS.
+small ``d = 30``, trained with L-BFGS.
 
 Test error is ``E ||yhat - y||_F^2`` per sequence on fresh data, against noiseless labels.
 """
@@ -16,7 +16,7 @@ import numpy as np
 from singlehead import MPTarget, Problem, simulate, theory_curve
 from singlehead.simulation import TrainOptions
 
-base = Problem(d=40, T=2, noise=0.5, target=MPTarget(kappa0=0.5))
+base = Problem(d=30, T=2, noise=0.5, target=MPTarget(kappa0=0.5))
 alphas_theory = np.geomspace(0.1, 3.0, 14)
 alphas_sim = [0.25, 0.5, 1.0, 2.0]
 seeds = range(3)
@@ -35,6 +35,6 @@ for lam, colour in [(1e-3, "C0"), (1e-2, "C1"), (1e-1, "C2")]:
     ax.errorbar(alphas_sim, means, yerr=errs, fmt="o", color=colour, ms=4)
 
 ax.set(xscale="log", yscale="log", xlabel="alpha = n / d^2", ylabel="test error",
-       title="seq2lab, T = 2, Delta = 0.5, MP target kappa0 = 0.5 (points: d = 40)")
+       title="seq2lab, T = 2, Delta = 0.5, kappa0 = 0.5; points: d = 30")
 ax.legend()
 fig.tight_layout()

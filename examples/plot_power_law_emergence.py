@@ -31,7 +31,8 @@ predicted = 1 - 1 / (2 * gamma)
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
 left.step(curve.n / d, curve.K, where="post", label="K recovered modes (theory)")
 i = np.arange(1, int(curve.K.max()) + 2)
-left.plot(i ** (2 * gamma), i, ":", color="grey", label="n_i / d = i^(2 gamma)")
+i = i[i ** (2 * gamma) <= curve.n.max() / d]
+left.plot(i ** (2 * gamma), i, ":", color="grey", label="slope of n_i / d ~ i^(2 gamma)")
 left.set(xscale="log", yscale="log", xlabel="n / d", ylabel="K",
          title=f"sequential recovery, gamma = {gamma}, d = {d}")
 left.legend()

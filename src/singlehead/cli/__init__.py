@@ -23,7 +23,7 @@ def _register() -> None:
     # Subcommand modules register themselves on `cli`; importing them here keeps this file thin.
     import importlib
 
-    for name in ("simulate", "theory", "spectrum", "amp", "analysis", "reproduce", "inspect"):
+    for name in ("simulate", "theory", "spectrum", "amp", "analysis", "reproduce", "inspect", "docs"):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:
