@@ -63,7 +63,18 @@ def _thinned(quad: OutputQuadrature) -> OutputQuadrature:
 
 @dataclass
 class SEState:
-    """A point ``(q, m, Sigma)`` of the SE (usable as ``init`` / warm start)."""
+    """A point ``(q, m, Sigma)`` of the SE (usable as ``init`` / warm start).
+
+    ``q = Tr S^2/d``, ``m = Tr(S S0)/d`` and ``Sigma`` the response (THEORY §3); a
+    :class:`~singlehead.Result` of :func:`theory` can be passed as ``init`` just as well.
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory
+    >>> from singlehead.state_evolution import SEState
+    >>> theory(Problem(T=2, alpha=1.0, noise=0.5), init=SEState(q=1.3, m=1.3, Sigma=0.5)).converged
+    True
+    """
 
     q: float
     m: float
@@ -112,6 +123,16 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         ``collapse_lam`` (the ``lam`` above which ``S = 0`` is a fixed point, see
         :func:`collapse_point`; ``inf`` for direct students) and ``collapse_fixed_point``
         (whether it is one at this ``lam``).
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, theory
+    >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01, target=MPTarget(kappa0=0.5))
+    >>> result = theory(problem)
+    >>> result.converged, round(result.test_error, 2)
+    (True, 0.03)
+    >>> sorted(k for k in ("delta", "eps", "eta") if k in result.extras)   # learned-spectrum law
+    ['delta', 'eps', 'eta']
     """
     return _theory(problem, options or SEOptions(), prior, init, quad)[0]
 
@@ -393,6 +414,16 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     Jacobian (a :class:`WarmStart`), and all points share one quadrature node set and one prior
     model (rebuilt per point when ``param`` is ``"d"`` or ``"target"``). ``options``,
     ``prior``, ``init`` and ``quad`` are as in :func:`theory`.
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory_curve
+    >>> curve = theory_curve(Problem(T=2, noise=0.5, lam=0.01), [0.25, 0.5, 1.0])
+    >>> [r.problem["alpha"] for r in curve]
+    [0.25, 0.5, 1.0]
+    >>> errors = [r.test_error for r in curve]
+    >>> errors[0] > errors[1] > errors[2]               # more data, less error at this lam
+    True
     """
     o = options or SEOptions()
     values = list(values)
