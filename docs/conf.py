@@ -44,7 +44,6 @@ default_role = "code"
 
 autosummary_generate = True
 autodoc_typehints = "none"  # the signatures carry them; numpydoc sections carry the meaning
-autodoc_default_options = {"members": False}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 # The docstrings of this project use ``Attributes`` and prose sections freely; numpydoc's
