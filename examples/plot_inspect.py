@@ -13,7 +13,9 @@ layers of all-MiniLM-L6-v2. Without it, it writes a small synthetic checkpoint (
 ``config.json``) whose heads are drawn from the law itself, ``S_h = eta ReLU(S0 + delta Z - eps)``
 (one head per layer, so no rank cap), and the fitted ``(eta, delta, eps)`` can be held against the
 planted values. The MP shape ``kappa0`` and the noise ``delta`` trade off against each other in a
-single spectrum, so expect the shape to be the least well determined of them.
+single spectrum, so expect the shape to be the least well determined of them. When the fitted
+``delta`` runs to its bound (as for MiniLM's layers) the bulk is noise-dominated and only the
+products ``eta delta`` and ``eps / delta`` are identified.
 """
 
 import importlib.util
