@@ -14,10 +14,11 @@ import os
 import sys
 from pathlib import Path
 
-import singlehead
-
 ROOT = Path(__file__).resolve().parent.parent
+# The package is normally installed (editable); the source tree also works without installing it.
 sys.path.insert(0, str(ROOT / "src"))
+
+import singlehead  # noqa: E402
 # Gallery examples are timed one thread each (the budget is <= 60 s per example on 2 cores);
 # a headless backend so that the build runs anywhere.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -71,3 +72,4 @@ html_theme_options = {
 }
 html_static_path: list[str] = []
 html_show_sourcelink = False
+html_copy_source = False  # the reST sources are not linked, so they are not shipped either

@@ -31,7 +31,7 @@ from singlehead import (
 
 problem = Problem(T=2, noise=0.5, lam=1e-4, target=MPTarget(kappa0=0.5))
 a_interp = interpolation_threshold(problem)
-alphas = np.linspace(0.05, 0.5, 19)
+alphas = np.linspace(0.05, 0.45, 13)
 curve = theory_curve(problem, alphas)
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
