@@ -116,3 +116,26 @@ def test_scaling_json_is_strict(capsys):
     rec = json.loads(capsys.readouterr().out)  # json.loads accepts NaN; check the text has none
     assert "fit" in rec and 0 < rec["fit"]["exponent"] < 2
     assert "NaN" not in json.dumps(rec) and "Infinity" not in json.dumps(rec)
+
+
+def test_lazy_command_table_matches_the_commands():
+    """`singlehead --help` lists commands from a static table (their modules load on use): it must
+    name every command, and each help must begin the command's own docstring."""
+    import importlib
+
+    from singlehead.cli import COMMANDS
+
+    for name, (module, attr, text) in COMMANDS.items():
+        cmd = importlib.import_module(f"singlehead.cli.{module}").__dict__[attr]
+        assert cmd.name == name
+        assert " ".join(cmd.help.split()).startswith(text.rstrip(".")), name
+
+
+def test_help_loads_no_command_module():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom singlehead.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('singlehead.cli.') or m in ('torch', 'matplotlib')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from singlehead.cli import cli, docs as docs_cli, main
+from singlehead.cli import cli, main
+from singlehead.cli import docs as docs_cli
 
 
 def test_missing_docs_extra_gives_one_line_error(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -19,13 +19,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("singlehead", "singlehead.state_evolution", "singlehead.analysis", "singlehead.spectra",
+PACKAGES = ("singlehead", "singlehead.state_evolution", "singlehead.channels", "singlehead.students",
+            "singlehead.analysis", "singlehead.spectra",
             "singlehead.amp", "singlehead.inspect", "singlehead.experiments")
 # Examples that take more than about a second (training, AMP, whole curves): run under -m slow.
 SLOW = {"simulate", "compare_spectrum", "power_law_curve", "classify_regime", "scaling_curve", "amp",
         "run_amp", "AMPRun", "erm_objective", "instance_prior", "SensingOperator", "bayes_optimal",
         "theory_curve", "MPTarget", "decompose", "ErrorDecomposition", "stability", "Stability",
-        "solve_reference", "fit_spectrum", "SpectralFit", "inspect_model", "Inspection", "inspect_weights"}
+        "init_student", "solve_reference", "fit_spectrum", "SpectralFit", "inspect_model", "Inspection", "inspect_weights"}
 MIN_PROSE_CHARS = 40  # a summary line alone does not state conventions
 
 

@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.channels import channel_output, squared_error
+from singlehead.attention_layers import DirectStudent, FactorizedStudent
+from singlehead.simulation import TrainOptions
+from singlehead.channels import get_channel, squared_error
 from singlehead.convex import solve_reference
 from singlehead.data import generator, logits, sample_sequences
 from singlehead.problem import CustomTarget, MPTarget, PowerLawTarget, Problem
 from singlehead.simulation import simulate
-from singlehead.students import DirectStudent, FactorizedStudent, init_student
+from singlehead.students import init_student
 from singlehead.data import sample_target
 from singlehead.targets import power_law_eigenvalues
 from singlehead.training import fit_adam, fit_lbfgs, objective_and_grad
@@ -163,8 +165,8 @@ def test_seq2seq_and_seq2lab_losses_agree_to_order_inv_sqrt_d():
         st = init_student("factorized", d, d, generator(2), torch.float64, "cpu")
         with torch.no_grad():
             h = st.logits(lab.X)
-            l_lab = squared_error(channel_output(h, "seq2lab", 1.0), lab.y).mean()
-            l_seq = squared_error(channel_output(h, "seq2seq", 1.0, seq.X), seq.y).mean()
+            l_lab = squared_error(get_channel("seq2lab").output(h, 1.0), lab.y).mean()
+            l_seq = squared_error(get_channel("seq2seq").output(h, 1.0, seq.X), seq.y).mean()
         gaps[d] = abs(float(l_seq / l_lab) - 1)
         assert gaps[d] < 3 / math.sqrt(d)
     assert gaps[800] < gaps[50]
@@ -172,9 +174,9 @@ def test_seq2seq_and_seq2lab_losses_agree_to_order_inv_sqrt_d():
 
 def test_cpu_runs_are_bit_reproducible():
     p = Problem(d=16, T=2, alpha=0.5, noise=0.2)
-    a = simulate(p, seed=4, n_test=500)
-    b = simulate(p, seed=4, n_test=500)
-    c = simulate(p, seed=5, n_test=500)
+    a = simulate(p, seed=4, options=TrainOptions(n_test=500))
+    b = simulate(p, seed=4, options=TrainOptions(n_test=500))
+    c = simulate(p, seed=5, options=TrainOptions(n_test=500))
     assert np.array_equal(a["eigenvalues"], b["eigenvalues"])
     assert a.test_error == b.test_error and a.train_error == b.train_error
     assert not np.array_equal(a["eigenvalues"], c["eigenvalues"])
@@ -182,8 +184,8 @@ def test_cpu_runs_are_bit_reproducible():
 
 def test_streamed_batches_give_the_same_fit():
     p = Problem(d=12, T=2, alpha=1.0, noise=0.2)
-    a = simulate(p, seed=1, n_test=200)
-    b = simulate(p, seed=1, n_test=200, batch_size=37)
+    a = simulate(p, seed=1, options=TrainOptions(n_test=200))
+    b = simulate(p, seed=1, options=TrainOptions(n_test=200, batch_size=37))
     assert a.matrix_error == pytest.approx(b.matrix_error, rel=1e-6, abs=1e-9)
 
 

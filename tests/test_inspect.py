@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights
+from singlehead.simulation import TrainOptions
 from singlehead.inspect.esd import esd_power_law
 from singlehead.inspect.fit import bbp_inverse, bbp_position, fit_spectrum, power_law_values
 from singlehead.inspect.heads import head_spectrum
@@ -147,7 +148,7 @@ def test_fit_on_trained_students_matches_state_evolution():
     from singlehead.state_evolution import theory
 
     problem = Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    ev = np.concatenate([simulate(problem, s, n_test=100).extras["eigenvalues"] for s in range(2)])
+    ev = np.concatenate([simulate(problem, s, options=TrainOptions(n_test=100)).extras["eigenvalues"] for s in range(2)])
     th = theory(problem).extras
     f = fit_spectrum(ev, 100, prior="mp", shape=0.5)
     for k in ("eta", "delta"):
@@ -176,7 +177,7 @@ def test_fit_on_trained_students_slow(case):
     else:
         problem, prior, shape, n_out = Problem(d=100, T=2, alpha=4.0, noise=0.5, lam=0.01,
                                                target=MPTarget(0.5)), "mp", 0.5, 0
-    evs = [simulate(problem, s, n_test=100).extras["eigenvalues"] for s in range(2)]
+    evs = [simulate(problem, s, options=TrainOptions(n_test=100)).extras["eigenvalues"] for s in range(2)]
     th = theory(problem).extras
     f = fit_spectrum(np.concatenate(evs), 100, prior=prior, shape=shape)
     for k in ("eta", "delta"):

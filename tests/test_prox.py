@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.channels import attention_map
+from singlehead.channels import get_channel
 from singlehead.prox import (
     interpolating_start,
     mat_to_vec,
-    prox_channel,
     prox_objective,
     prox_softmax,
     softmax_fit_loss,
@@ -35,7 +34,7 @@ def test_softmax_matches_channels_module():
     rng = np.random.default_rng(1)
     h = rng.normal(size=(5, 3))
     H = vec_to_mat(h, 2)
-    assert np.allclose(softmax_rows(1.7 * H), attention_map(H, "seq2lab", 1.7))
+    assert np.allclose(softmax_rows(1.7 * H), get_channel("seq2lab").attention(H, 1.7))
 
 
 @pytest.mark.parametrize("T,beta", [(2, 1.0), (3, 1.3), (4, 0.7)])
@@ -78,7 +77,7 @@ def test_prox_is_global_minimum(Sigma):
     T, K, N = 2, 3, 40
     z = 1.5 * rng.normal(size=(N, K))
     y = 1.5 * rng.normal(size=(N, K))
-    pr = prox_channel(z, y, Sigma, T=T, channel="seq2lab", beta=1.0, beta0=1.0)
+    pr = get_channel("seq2lab").prox(z, y, Sigma, T=T, beta=1.0, beta0=1.0)
     assert pr.converged
     Y = softmax_rows(vec_to_mat(y, T))
     _, g, H = softmax_fit_loss(pr.h, Y, 1.0)
@@ -95,7 +94,7 @@ def test_prox_is_global_minimum(Sigma):
 def test_prox_linear_closed_form_and_generic_newton():
     rng = np.random.default_rng(5)
     z, y = rng.normal(size=(10, 3)), rng.normal(size=(10, 3))
-    pr = prox_channel(z, y, 0.7, T=2, channel="linear", beta=1.0, beta0=1.0)
+    pr = get_channel("linear").prox(z, y, 0.7, T=2, beta=1.0, beta0=1.0)
     # stationarity of ||h-z||^2/(2 Sigma) + 2||h-y||^2
     assert np.allclose((pr.h - z) / 0.7 + 4 * (pr.h - y), 0)
 
@@ -106,6 +105,6 @@ def test_nonconvex_case_picks_lower_branch():
     z, y = 2 * rng.normal(size=(4000, 3)), 2 * rng.normal(size=(4000, 3))
     Y = softmax_rows(vec_to_mat(y, 2))
     single = prox_softmax(z, Y, 50.0, 1.0)
-    multi = prox_channel(z, y, 50.0, T=2, channel="seq2lab", beta=1.0, beta0=1.0)
+    multi = get_channel("seq2lab").prox(z, y, 50.0, T=2, beta=1.0, beta0=1.0)
     assert np.all(multi.objective <= single.objective + 1e-12)
     assert (multi.objective < single.objective - 1e-6).any()

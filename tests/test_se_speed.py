@@ -14,7 +14,7 @@ import pytest
 
 from singlehead import MPTarget, Problem
 from singlehead.attention_maps import _softmax_fit_loss_general, _softmax_fit_loss_t2, softmax_rows
-from singlehead.problem import random_problems
+from problem_grids import random_problems  # tests/ is on sys.path under pytest
 from singlehead.prox import interpolating_start, pair_embedding, prox_softmax
 from singlehead.state_evolution import SEOptions, theory, theory_curve
 from singlehead.state_evolution import quadrature as quad_mod

@@ -84,13 +84,13 @@ def test_prox_jumps_are_measured_where_the_peak_disagrees():
     pointwise Sigmahat equals the SE's within its quadrature error."""
     p, r = _peak_fixed_point(0.3, _PEAK_03)
     s = stability(p, r)
-    assert s.jump_weight > 0.03 and s.jump_weight > 5 * s.jump_weight_err
+    assert s.prox_jump_share > 0.03 and s.prox_jump_share > 5 * s.prox_jump_share_se
     assert 0.5 < s.replicon < 1.0
     assert s.sigma_prior == pytest.approx(_PEAK_03["Sigma"], rel=1e-3)
     p1 = Problem(alpha=1.0, lam=1e-3, **_PEAK)
     r1 = theory(p1)
     s1 = stability(p1, r1)
-    assert abs(s1.jump_weight) < 0.005
+    assert abs(s1.prox_jump_share) < 0.005
     assert abs(s1.sigmahat_pointwise - r1.extras["Sigmahat"]) < 4 * r1.extras["quadrature_error"]["Sigmahat"] + 1e-3
     assert s1.replicon < 0.5
 
@@ -126,7 +126,7 @@ def test_output_jacobian_is_the_finite_difference_of_the_prox():
     """The output factor uses dh*/dz = (I + Sigma H)^{-1} with H the analytic Hessian of the fit loss in the
     K-vector coordinates; checked node by node against central differences of the batched prox itself
     (Sigma large enough that the prox is strongly non-linear; nodes next to a branch jump excluded)."""
-    from singlehead.prox import interpolating_start, prox_channel
+    from singlehead.prox import interpolating_start
     from singlehead.state_evolution.output import _fit_derivatives
 
     p = Problem(alpha=0.3, lam=1e-3, **_PEAK)
@@ -136,7 +136,7 @@ def test_output_jacobian_is_the_finite_difference_of_the_prox():
 
     def prox(zz):
         hi = interpolating_start(zz, y, 1.0, p.T)
-        return prox_channel(zz, y, Sigma, T=p.T, channel=p.channel, beta=1.0, beta0=1.0,
+        return p.channel.prox(zz, y, Sigma, T=p.T, beta=1.0, beta0=1.0,
                             starts=[zz, hi, 0.5 * (zz + hi)]).h
 
     h = prox(z)

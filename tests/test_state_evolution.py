@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem
+from singlehead.simulation import TrainOptions
 from singlehead.state_evolution import (
     SEOptions,
     OutputQuadrature,
@@ -140,7 +141,7 @@ def test_theory_matches_simulation_at_small_d(student, alpha):
 
     p = Problem(d=40, T=2, alpha=alpha, noise=0.5, lam=0.01, student=student, target=MPTarget(0.5))
     th = theory(p)
-    sims = [simulate(p, seed=s, n_test=4000) for s in range(4)]
+    sims = [simulate(p, seed=s, options=TrainOptions(n_test=4000)) for s in range(4)]
     for k, rel in (("test_error", 0.10), ("train_error", 0.10), ("matrix_error", 0.15)):
         v = np.array([getattr(r, k) for r in sims])
         se = v.std(ddof=1) / np.sqrt(len(v))

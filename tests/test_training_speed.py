@@ -130,17 +130,12 @@ def test_train_options_identify_a_run():
     assert TrainOptions(**o.to_dict()) == o
     with pytest.raises(ValueError):
         o.replace(lr=-1)
-    legacy = TrainOptions.from_kwargs(None, optimizer="adam", n_test=500, dtype=torch.float32)
-    assert legacy == o.replace(precision="float32")
-    with pytest.raises(TypeError, match="unknown"):
-        TrainOptions.from_kwargs(None, n_tests=5)
 
 
-def test_legacy_keywords_equal_options():
+def test_solver_settings_travel_only_in_options():
     p = Problem(d=10, T=2, alpha=0.5, noise=0.2)
-    a = simulate(p, 1, optimizer="lbfgs", n_test=300, max_steps=40)
-    b = simulate(p, 1, options=TrainOptions(n_test=300, max_steps=40))
-    assert a.test_error == b.test_error and a.iterations == b.iterations
+    with pytest.raises(TypeError):
+        simulate(p, 1, n_test=300)  # a loose keyword is refused, not silently applied
 
 
 def test_trajectory_is_recorded_every_k_steps():
@@ -220,7 +215,7 @@ def test_emergence_data_and_figure(tmp_path):
 
 def test_mp_target_unaffected_by_init_scale_default():
     p = Problem(d=10, T=2, alpha=0.5, target=MPTarget(0.5))
-    a = simulate(p, 2, n_test=200, max_steps=30)
+    a = simulate(p, 2, options=TrainOptions(n_test=200, max_steps=30))
     b = simulate(p, 2, options=TrainOptions(n_test=200, max_steps=30, init_scale=1.0))
     assert np.array_equal(a["eigenvalues"], b["eigenvalues"])
 

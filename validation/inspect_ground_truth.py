@@ -53,6 +53,7 @@ import numpy as np
 import torch
 
 from singlehead.analysis import learned_spectrum
+from singlehead.simulation import TrainOptions
 from singlehead.inspect.fit import LawCache, fit_spectrum, outlier_margin
 from singlehead.problem import MPTarget, PowerLawTarget, Problem
 from singlehead.simulation import simulate
@@ -71,7 +72,7 @@ def student_eigenvalues(label: str, problem: Problem, seeds: int, out: str) -> l
     for seed in range(seeds):
         path = os.path.join(out, f"{label}_d{problem.d}_s{seed}.npz")
         if not os.path.exists(path):
-            r = simulate(problem, seed, n_test=2000)
+            r = simulate(problem, seed, options=TrainOptions(n_test=2000))
             np.savez(path, eigenvalues=r.extras["eigenvalues"], runtime_s=r.runtime_s, steps=r.iterations)
             print(f"  simulated {label} seed {seed}: {r.runtime_s:.0f} s", flush=True)
         evs.append(np.load(path)["eigenvalues"])

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from singlehead.analysis import compare_spectrum, learned_spectrum, plot_spectrum_comparison, spectrum_table
+from singlehead.simulation import TrainOptions
 from singlehead.problem import MPTarget, Problem
 from singlehead.simulation import simulate
 from singlehead.state_evolution import theory
@@ -55,7 +56,7 @@ def main() -> None:
                 eigs.append(z["eigenvalues"])
                 t_sim += float(z["runtime_s"])
                 continue
-            r = simulate(problem, seed, n_test=2000)
+            r = simulate(problem, seed, options=TrainOptions(n_test=2000))
             np.savez(path, eigenvalues=r.extras["eigenvalues"], runtime_s=r.runtime_s,
                      test_error=r.test_error, matrix_error=r.matrix_error)
             eigs.append(r.extras["eigenvalues"])

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["pair_embedding", "vec_to_mat", "mat_to_vec", "shift_direction", "softmax_rows", "attention",
+__all__ = ["pair_embedding", "vec_to_mat", "mat_to_vec", "shift_direction", "softmax_rows",
            "softmax_fit_loss"]
 
 
@@ -108,18 +108,6 @@ def softmax_rows(H: np.ndarray) -> np.ndarray:
     E = np.exp(H - _max_last(H)[..., None])
     E /= _sum_last(E)[..., None]
     return E
-
-
-def attention(h: np.ndarray, T: int, channel: str, beta: float) -> np.ndarray:
-    """``chan_beta(M(h))`` for ``K``-vectors ``h`` (same semantics as
-    :func:`singlehead.channels.attention_map`): softmax rows of ``beta M(h)``, or ``M(h)``
-    for ``linear``."""
-    H = vec_to_mat(h, T)
-    if channel == "linear":
-        return H
-    if channel in ("seq2lab", "seq2seq"):
-        return softmax_rows(beta * H)
-    raise ValueError(f"channel must be one of seq2lab, seq2seq, linear (got {channel!r})")
 
 
 def softmax_fit_loss(

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from .channels import channel_output, squared_error
+from .channels import Channel, squared_error
 from .data import Sequences, logits
 from .problem import Problem
+from .students import Student
 
 
 @dataclass
@@ -39,29 +41,27 @@ class ReferenceSolution:
     converged: bool
 
 
-def _smooth(S: torch.Tensor, data: Sequences, channel: str, beta: float, grad: bool):
+def _smooth(S: torch.Tensor, data: Sequences, channel: Channel, beta: float, grad: bool):
     S = S.detach().requires_grad_(grad)
-    loss = squared_error(channel_output(logits(data.X, S), channel, beta, data.X), data.y).sum() / len(data)
+    loss = squared_error(channel.output(logits(data.X, S), beta, data.X), data.y).sum() / len(data)
     if not grad:
         return float(loss.detach()), None
     (g,) = torch.autograd.grad(loss, S)
     return float(loss.detach()), 0.5 * (g + g.T)
 
 
-def _regulariser(S: torch.Tensor, student: str, lam: float, d: int, n: int) -> float:
-    if student == "factorized":
-        return lam * d * float(torch.trace(S)) / n
-    return lam * d * float((S * S).sum()) / n
+def _regulariser(S: torch.Tensor, student: Student, lam: float, d: int, n: int) -> float:
+    return lam * d * float(student.penalty_value(S)) / n
 
 
-def _prox(V: torch.Tensor, t: float, student: str, lam: float, d: int, n: int, rank_cap: int | None) -> torch.Tensor:
-    if student == "direct":
-        return V / (1.0 + 2.0 * t * lam * d / n)
+def _prox(V: torch.Tensor, t: float, student: Student, lam: float, d: int, n: int, rank_cap: int | None) -> torch.Tensor:
+    # the penalty is spectral: its prox acts on the eigenvalues of the symmetrised V
     ev, U = torch.linalg.eigh(0.5 * (V + V.T))
-    ev = torch.clamp(ev - t * lam * d / n, min=0.0)
-    if rank_cap is not None and rank_cap < len(ev):
-        ev[: len(ev) - rank_cap] = 0.0  # eigh sorts ascending: keep the top rank_cap
-    return (U * ev) @ U.T
+    f, _ = student.penalty_prox(ev.numpy(), t * lam * d / n)
+    f = torch.as_tensor(np.array(f, dtype=np.float64))
+    if rank_cap is not None and rank_cap < len(f):
+        f[: len(f) - rank_cap] = 0.0  # eigh sorts ascending: keep the top rank_cap
+    return (U * f) @ U.T
 
 
 def solve_reference(problem: Problem, data: Sequences, *, S_init: torch.Tensor | None = None,
@@ -83,7 +83,7 @@ def solve_reference(problem: Problem, data: Sequences, *, S_init: torch.Tensor |
     data = data.to("cpu", torch.float64)
     d, n = problem.d, len(data)
     ch, beta, lam, st = problem.channel, problem.beta, problem.lam, problem.student
-    cap = problem.p if st == "factorized" else None
+    cap = problem.p if st.rank_cap(problem.kappa) is not None else None
     S = torch.zeros(d, d, dtype=torch.float64) if S_init is None else S_init.to(torch.float64).clone()
     F = lambda M: _smooth(M, data, ch, beta, False)[0] + _regulariser(M, st, lam, d, n)  # noqa: E731
     Y, theta = S.clone(), 1.0

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from .channels import channel_output
 from .problem import Problem
 from .rng import child_seeds, generator
 
@@ -78,6 +77,6 @@ def sample_sequences(problem: Problem, S0: torch.Tensor, n: int, seed: int, chun
     for i in range(0, n, chunk):
         Xi = X[i:i + chunk]
         h0 = logits(Xi, S0)
-        ycs.append(channel_output(h0, problem.channel, problem.beta0, Xi))
-        ys.append(channel_output(h0 + xi[i:i + chunk], problem.channel, problem.beta0, Xi))
+        ycs.append(problem.channel.output(h0, problem.beta0, Xi))
+        ys.append(problem.channel.output(h0 + xi[i:i + chunk], problem.beta0, Xi))
     return Sequences(X, torch.cat(ys), torch.cat(ycs))

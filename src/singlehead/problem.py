@@ -18,16 +18,15 @@ Every field is validated on construction; an invalid value raises
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._validate import check as _check
 from ._validate import finite as _finite
+from .channels import Channel, get_channel
+from .results import stable_hash
+from .students import Student, get_student
 from .targets import CustomTarget, MPTarget, PowerLawTarget, Target, target_from_dict
-
-CHANNELS = ("seq2lab", "seq2seq", "linear")
-STUDENTS = ("factorized", "direct")
 
 
 @dataclass(frozen=True)
@@ -42,17 +41,20 @@ class Problem:
         Tokens per sequence, ``T >= 1``.
     alpha : float
         Sample ratio ``n/d^2 > 0``.
-    channel : {"seq2lab", "seq2seq", "linear"}
-        Output channel (THEORY §1).
+    channel : str or Channel
+        Output channel (THEORY §1): a registered name (``"seq2lab"``, ``"seq2seq"``,
+        ``"linear"``, or one added with :func:`singlehead.channels.register_channel`) or a
+        :class:`~singlehead.channels.Channel`; stored as the object.
     beta, beta0 : float
         Inverse temperatures of the student and of the target softmax (> 0).
     noise : float
         Logit-noise variance ``Delta >= 0``.
     target : MPTarget | PowerLawTarget | CustomTarget
         Target ``S0`` specification.
-    student : {"factorized", "direct"}
-        Tied attention ``S = W W^T/sqrt(p d)`` (nuclear-norm penalty) or a
-        symmetric ``S`` trained entry-wise (Frobenius penalty).
+    student : str or Student
+        ``"factorized"``: tied attention ``S = W W^T/sqrt(p d)`` (nuclear-norm penalty);
+        ``"direct"``: a symmetric ``S`` trained entry-wise (Frobenius penalty); or a registered
+        name / :class:`~singlehead.students.Student`; stored as the object.
     kappa : float
         Width ratio ``p/d`` of the factorized student, in ``(0, 1]`` (p > d adds
         nothing: the rank of S is at most d).
@@ -76,12 +78,12 @@ class Problem:
     d: int = 100
     T: int = 2
     alpha: float = 1.0
-    channel: str = "seq2lab"
+    channel: Channel = "seq2lab"  # type: ignore[assignment]  # a name is resolved in __post_init__
     beta: float = 1.0
     beta0: float = 1.0
     noise: float = 0.0
     target: Target = field(default_factory=MPTarget)
-    student: str = "factorized"
+    student: Student = "factorized"  # type: ignore[assignment]
     kappa: float = 1.0
     lam: float = 0.01
 
@@ -89,21 +91,21 @@ class Problem:
         _check(isinstance(self.d, int) and not isinstance(self.d, bool) and self.d >= 2, "d", "an integer >= 2", self.d)
         _check(isinstance(self.T, int) and not isinstance(self.T, bool) and self.T >= 1, "T", "an integer >= 1", self.T)
         _check(_finite(self.alpha) and self.alpha > 0, "alpha", "> 0", self.alpha)
-        _check(self.channel in CHANNELS, "channel", f"one of {CHANNELS}", self.channel)
+        # names are resolved here, once: past this point the code holds channel / student objects
+        object.__setattr__(self, "channel", get_channel(self.channel))
+        object.__setattr__(self, "student", get_student(self.student))
         _check(_finite(self.beta) and self.beta > 0, "beta", "> 0", self.beta)
         _check(_finite(self.beta0) and self.beta0 > 0, "beta0", "> 0", self.beta0)
         _check(_finite(self.noise) and self.noise >= 0, "noise", ">= 0", self.noise)
         _check(isinstance(self.target, (MPTarget, PowerLawTarget, CustomTarget)), "target",
                "an MPTarget, PowerLawTarget or CustomTarget", self.target)
-        _check(self.student in STUDENTS, "student", f"one of {STUDENTS}", self.student)
         _check(_finite(self.kappa) and 0 < self.kappa <= 1, "kappa", "in (0, 1]", self.kappa)
         _check(_finite(self.lam) and self.lam >= 0, "lam", ">= 0", self.lam)
         if isinstance(self.target, CustomTarget):
             _check(len(self.target.eigenvalues) == self.d, "eigenvalues",
                    f"a list of length d = {self.d}", len(self.target.eigenvalues))
-        if self.channel == "linear" and self.beta != 1.0:
-            # The linear channel has no temperature; refuse silently-ignored input.
-            _check(False, "beta", "1 for the linear channel (it has no softmax)", self.beta)
+        self.channel.validate(self.T, self.beta, self.beta0)
+        self.student.validate(self.kappa)
 
     # ---- derived sizes -------------------------------------------------
     @property
@@ -127,7 +129,9 @@ class Problem:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form; ``Problem.from_dict(p.to_dict()) == p``."""
-        out = dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["target"] = dataclasses.asdict(self.target)
+        out["channel"], out["student"] = self.channel.to_spec(), self.student.to_spec()
         if isinstance(self.target, CustomTarget):
             out["target"]["eigenvalues"] = list(self.target.eigenvalues)
         return out
@@ -141,35 +145,5 @@ class Problem:
 
     def key(self) -> str:
         """Stable hash of the full configuration (:func:`singlehead.results.stable_hash`)."""
-        from .results import stable_hash
 
         return stable_hash(self.to_dict())
-
-
-def random_problems(n: int, seed: int = 0) -> list[Problem]:
-    """``n`` random valid problems spanning the state evolution's domain (robustness grids).
-
-    Channel (``seq2lab``, ``seq2seq``, ``linear``) x ``T`` in {1, 2, 3} (softmax channels need
-    ``T >= 2``) x student (factorized with rank cap ``kappa`` in {1, 0.5, 0.2}, or direct) x
-    ``beta0/beta`` in {1, 2, 1/2} x ``lam`` log-uniform in ``[1e-5, 5]`` x ``alpha`` log-uniform
-    in ``[3e-3, 20]`` x label noise ``Delta`` in {0, 0.1, 0.5, 1}, Marchenko--Pastur targets
-    ``kappa0`` in {0.25, 0.5, 1}. Deterministic in ``seed`` (used by the SE convergence-rate test
-    and ``benchmarks/bench_se_random_grid.py``).
-    """
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(int(n)):
-        channel = str(rng.choice(CHANNELS))
-        T = int(rng.choice([1, 2, 3])) if channel == "linear" else int(rng.choice([2, 3]))
-        student = str(rng.choice(STUDENTS))
-        kappa = float(rng.choice([1.0, 0.5, 0.2])) if student == "factorized" else 1.0
-        ratio = float(rng.choice([1.0, 2.0, 0.5]))
-        beta0, beta = (1.0, 1.0) if channel == "linear" else (1.0, 1.0 / ratio)
-        out.append(Problem(
-            T=T, channel=channel, student=student, kappa=kappa, beta=beta, beta0=beta0,
-            lam=float(10 ** rng.uniform(-5, math.log10(5))), alpha=float(10 ** rng.uniform(math.log10(3e-3), math.log10(20))),
-            noise=float(rng.choice([0.0, 0.1, 0.5, 1.0])), target=MPTarget(float(rng.choice([0.25, 0.5, 1.0]))),
-        ))
-    return out

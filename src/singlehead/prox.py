@@ -31,26 +31,35 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from .attention_maps import (attention, mat_to_vec, pair_embedding, shift_direction, softmax_fit_loss, softmax_rows,
-                             vec_to_mat)
+from .attention_maps import (
+    mat_to_vec,
+    pair_embedding,
+    shift_direction,
+    softmax_fit_loss,
+    softmax_rows,
+    vec_to_mat,
+)
+
+FitLoss = Callable[[np.ndarray, np.ndarray, int], tuple]
+"""``loss(h, labels, order) -> (value, grad or None, hess or None)``, batched over nodes."""
 
 __all__ = [
+    "prox_newton",
+    "FitLoss",
     "pair_embedding",
     "vec_to_mat",
     "mat_to_vec",
     "shift_direction",
     "softmax_rows",
-    "attention",
     "softmax_fit_loss",
     "ProxResult",
     "prox_objective",
     "prox_softmax",
     "prox_linear",
-    "prox_channel",
     "interpolating_start",
 ]
 
@@ -145,12 +154,29 @@ def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("nk,nk->n", a, b)
 
 
+def _backtrack(todo: np.ndarray, h: np.ndarray, p: np.ndarray, f: np.ndarray, slope: np.ndarray, zz: np.ndarray,
+               YY: np.ndarray, inv: np.ndarray, loss: FitLoss) -> np.ndarray:
+    """Armijo backtracking by halvings on the nodes ``todo``, updating ``h`` in place; returns the
+    nodes whose line search failed (at machine precision)."""
+    t = np.full(todo.size, 0.5)
+    for _ in range(40):
+        if todo.size == 0:
+            break
+        cand = h[todo] + t[:, None] * p[todo]
+        dt = cand - zz[todo]
+        fc = np.einsum("nk,nk->n", dt, dt) / (2.0 * (1.0 / inv[todo])) + loss(cand, YY[todo], 0)[0]
+        ok2 = fc <= f[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(f[todo])
+        h[todo[ok2]] = cand[ok2]
+        todo, t = todo[~ok2], 0.5 * t[~ok2]
+    return todo
+
+
 def _newton(
     h0: np.ndarray,
     z: np.ndarray,
     Y: np.ndarray,
     Sig: np.ndarray,
-    beta: float,
+    loss: FitLoss,
     tol: float,
     max_iter: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
@@ -164,7 +190,7 @@ def _newton(
     N, K = h0.shape
     inv_all = 1.0 / Sig
     eye = np.eye(K)
-    fit, g, Hs = softmax_fit_loss(h0, Y, beta)
+    fit, g, Hs = loss(h0, Y, 2)
     d = h0 - z
     f = 0.5 * inv_all * _rowdot(d, d) + fit
     g = g + inv_all[:, None] * d
@@ -192,7 +218,7 @@ def _newton(
         final = -slope <= 1e-15 * (1.0 + np.abs(f))
         # full step first, with derivatives (accepted for most nodes) ...
         cand = h + p
-        fit, gc, Hc = softmax_fit_loss(cand, YY, beta)
+        fit, gc, Hc = loss(cand, YY, 2)
         dc = cand - zz
         fc = 0.5 * inv * _rowdot(dc, dc) + fit
         ok = final | (fc <= f + 1e-4 * slope + 1e-15 * np.abs(f))
@@ -201,26 +227,15 @@ def _newton(
         g = np.where(ok[:, None], gc + inv[:, None] * dc, g)
         Hs = np.where(ok[:, None, None], Hc + inv[:, None, None] * eye, Hs)
         # ... then vectorised backtracking (halvings) on the rest
-        todo = np.nonzero(~ok)[0]
-        t = np.full(todo.size, 0.5)
-        acc = []
-        for _ in range(40):
-            if todo.size == 0:
-                break
-            cand = h[todo] + t[:, None] * p[todo]
-            fc = prox_objective(cand, zz[todo], YY[todo], 1.0 / inv[todo], beta)
-            ok2 = fc <= f[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(f[todo])
-            h[todo[ok2]] = cand[ok2]
-            acc.append(todo[ok2])
-            todo, t = todo[~ok2], 0.5 * t[~ok2]
-        if acc:
-            jb = np.concatenate(acc)
-            if jb.size:
-                fit, gg, HH = softmax_fit_loss(h[jb], YY[jb], beta)
-                db = h[jb] - zz[jb]
-                f[jb] = 0.5 * inv[jb] * _rowdot(db, db) + fit
-                g[jb] = gg + inv[jb, None] * db
-                Hs[jb] = HH + inv[jb, None, None] * eye
+        todo = _backtrack(np.nonzero(~ok)[0], h, p, f, slope, zz, YY, inv, loss)
+        jb = np.nonzero(~ok)[0]
+        jb = jb[~np.isin(jb, todo)]
+        if jb.size:
+            fit, gg, HH = loss(h[jb], YY[jb], 2)
+            db = h[jb] - zz[jb]
+            f[jb] = 0.5 * inv[jb] * _rowdot(db, db) + fit
+            g[jb] = gg + inv[jb, None] * db
+            Hs[jb] = HH + inv[jb, None, None] * eye
         gn = np.linalg.norm(g, axis=1)
         finished = final | (gn <= thr)
         finished[todo] = True  # line search failed: at machine precision
@@ -234,6 +249,35 @@ def _newton(
     if ids.size:  # out of iterations: report where these nodes are, not done
         h_out[ids], f_out[ids], gn_out[ids] = h, f, np.linalg.norm(g, axis=1)
     return h_out, f_out, gn_out, it, done_out
+
+
+def _run_start(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, loss: FitLoss, tol: float,
+               max_iter: int, earlier: list[np.ndarray], runs: list[tuple[np.ndarray, ...]]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+    """Newton from ``h0`` on the nodes where it does not coincide with an ``earlier`` start.
+
+    Where it coincides (to ``_SAME_START``) with an earlier start, it ends where that one ended
+    (``runs``): warm starts are the end points of the previous call's branches, which mostly sit at
+    the same minimiser, so this saves most of the work of tracking several branches.
+    """
+    N, K = z.shape
+    same_as = np.full(N, -1)
+    for j, hj in enumerate(earlier):
+        close = np.all(np.abs(h0 - hj) <= _SAME_START * (1.0 + np.abs(hj)), axis=1)
+        same_as[(same_as < 0) & close] = j
+    new_nodes = np.nonzero(same_as < 0)[0]
+    if new_nodes.size == N:
+        return _newton(h0, z, Y, Sig, loss, tol, max_iter)
+    h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
+    it = 0
+    if new_nodes.size:
+        hs, fs, gs, it, ds = _newton(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], loss, tol, max_iter)
+        h[new_nodes], f[new_nodes], gn[new_nodes], done[new_nodes] = hs, fs, gs, ds
+    for j in range(len(earlier)):
+        nj = np.nonzero(same_as == j)[0]
+        if nj.size:
+            h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
+    return h, f, gn, it, done
 
 
 def prox_softmax(
@@ -258,6 +302,36 @@ def prox_softmax(
         Prox parameter (> 0).
     beta : float
         Student inverse temperature.
+    starts, tol, max_iter :
+        As in :func:`prox_newton` (default start: ``[z]``).
+    """
+    return prox_newton(z, Y, Sigma, lambda h, lab, order: softmax_fit_loss(h, lab, beta, order=order),
+                       starts=starts, tol=tol, max_iter=max_iter)
+
+
+def prox_newton(
+    z: np.ndarray,
+    labels: np.ndarray,
+    Sigma,
+    loss: FitLoss,
+    *,
+    starts: Sequence[np.ndarray] | None = None,
+    tol: float = 1e-12,
+    max_iter: int = 100,
+) -> ProxResult:
+    """Proximal point ``argmin_h ||h - z||^2/(2 Sigma) + loss(h; labels)``, batched over nodes.
+
+    Parameters
+    ----------
+    z : (N, K) array
+        Prox centres.
+    labels : array with leading axis N
+        Per-node labels, passed (row-subsetted) to ``loss``.
+    Sigma : float or (N,) array
+        Prox parameter (> 0).
+    loss : callable
+        ``loss(h, labels, order) -> (value (N,), grad (N, K) or None, hess (N, K, K) or None)``,
+        the fit term and its derivatives up to ``order``.
     starts : sequence of (N, K) arrays, optional
         Newton starting points (default: ``[z]``). Newton is run from each and the node-wise
         lowest objective is kept; the end point of every start is returned in
@@ -267,6 +341,7 @@ def prox_softmax(
     max_iter : int
         Newton iterations per start.
     """
+    Y = labels
     z = np.asarray(z, dtype=float)
     N, K = z.shape
     Sig = np.broadcast_to(np.asarray(Sigma, dtype=float), (N,)).astype(float)
@@ -280,28 +355,7 @@ def prox_softmax(
     runs: list[tuple[np.ndarray, ...]] = []
     for i, h0 in enumerate(starts):
         h0 = np.asarray(h0, dtype=float)
-        # Starts that coincide (to _SAME_START) with an earlier start at a node end where that
-        # one ended: Newton is run only on the other nodes. Warm starts are the end points of
-        # the previous call's branches, which mostly sit at the same minimiser, so this saves
-        # most of the work of tracking several branches.
-        same_as = np.full(N, -1)
-        for j in range(i):
-            close = np.all(np.abs(h0 - starts_arr[j]) <= _SAME_START * (1.0 + np.abs(starts_arr[j])), axis=1)
-            same_as[(same_as < 0) & close] = j
-        new_nodes = np.nonzero(same_as < 0)[0]
-        if new_nodes.size == N:
-            h, f, gn, it, done = _newton(h0, z, Y, Sig, beta, tol, max_iter)
-        else:
-            h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
-            it = 0
-            if new_nodes.size:
-                hs, fs, gs, it, ds = _newton(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], beta, tol,
-                                             max_iter)
-                h[new_nodes], f[new_nodes], gn[new_nodes], done[new_nodes] = hs, fs, gs, ds
-            for j in range(i):
-                nj = np.nonzero(same_as == j)[0]
-                if nj.size:
-                    h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
+        h, f, gn, it, done = _run_start(h0, z, Y, Sig, loss, tol, max_iter, starts_arr, runs)
         starts_arr.append(h0)
         runs.append((h, f, gn, done))
         branches.append(h)
@@ -313,7 +367,7 @@ def prox_softmax(
         best_h[better], best_f[better], best_g[better] = h[better], f[better], gn[better]
         best_d[better] = done[better]
         best_i[better] = i
-    fit = softmax_fit_loss(best_h, Y, beta, order=0)[0]
+    fit = loss(best_h, Y, 0)[0]
     converged = bool(np.all(best_d))
     return ProxResult(best_h, best_f, fit, best_g, converged, iters, best_i, branches)
 
@@ -341,33 +395,3 @@ def interpolating_start(z: np.ndarray, y: np.ndarray, ratio: float, T: int) -> n
     base = ratio * np.asarray(y, dtype=float)
     t = (z - base) @ u
     return base + t[:, None] * u
-
-
-def prox_channel(
-    z: np.ndarray,
-    y: np.ndarray,
-    Sigma,
-    *,
-    T: int,
-    channel: str,
-    beta: float,
-    beta0: float,
-    starts: Sequence[np.ndarray] | None = None,
-    tol: float = 1e-12,
-    max_iter: int = 100,
-) -> ProxResult:
-    """Prox for labels generated from teacher logits ``y`` (``K``-vectors, noise included).
-
-    The labels are ``chan_beta0(M(y))``. For softmax channels the default starts are ``z``,
-    the interpolating point (:func:`interpolating_start`) and their midpoint; pass
-    ``starts`` to override (e.g. warm starts from a previous call's ``branches``).
-    """
-    if channel == "linear":
-        return prox_linear(z, y, Sigma)
-    if channel not in ("seq2lab", "seq2seq"):
-        raise ValueError(f"channel must be one of seq2lab, seq2seq, linear (got {channel!r})")
-    Y = softmax_rows(beta0 * vec_to_mat(y, T))
-    if starts is None:
-        hi = interpolating_start(z, y, beta0 / beta, T)
-        starts = (z, hi, 0.5 * (hi + z))
-    return prox_softmax(z, Y, Sigma, beta, starts=starts, tol=tol, max_iter=max_iter)

@@ -7,6 +7,8 @@ This module is the bottom of the torch stack; theory-only code never imports it.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -31,3 +33,17 @@ def haar_orthogonal(d: int, gen: torch.Generator) -> torch.Tensor:
     G = torch.randn(d, d, generator=gen, dtype=torch.float64)
     Q, R = torch.linalg.qr(G)
     return Q * torch.sign(torch.diagonal(R)).unsqueeze(0)
+
+
+def rotated_spectrum(s: np.ndarray, seed: int) -> torch.Tensor:
+    """``O diag(s) O^T`` (float64, CPU, symmetrised), ``O`` Haar from a generator seeded with ``seed``."""
+    st = torch.as_tensor(np.array(s, dtype=float), dtype=torch.float64)
+    O = haar_orthogonal(len(st), generator(seed))
+    S0 = (O * st.unsqueeze(0)) @ O.T
+    return 0.5 * (S0 + S0.T)
+
+
+def wishart(d: int, p0: int, seed: int) -> torch.Tensor:
+    """``W0 W0^T / sqrt(p0 d)`` with ``W0 in R^{d x p0}`` iid N(0, 1) from a generator seeded with ``seed``."""
+    W0 = torch.randn(d, p0, generator=generator(seed), dtype=torch.float64)
+    return W0 @ W0.T / math.sqrt(p0 * d)

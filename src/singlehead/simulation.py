@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 from . import __version__
-from .channels import channel_output, squared_error
-from .data import Sequences, child_seeds, generator, sample_sequences
+from .attention_layers import DirectStudent
+from .channels import Channel, get_channel, squared_error
+from .data import Sequences, child_seeds, generator, sample_sequences, sample_target
 from .problem import Problem
 from .results import Result
-from .students import DirectStudent, init_student
-from .data import sample_target
+from .students import init_student
 from .training import FitInfo, Objective, fit_adam, fit_lbfgs
 
 OPTIMIZERS = ("lbfgs", "adam")
@@ -56,7 +56,7 @@ def default_precision(device: torch.device | str) -> str:
     """Precision policy used when :attr:`TrainOptions.precision` is ``None``.
 
     ``"mixed"`` on CPU: float32 training, float64 polish. Verified against float64 training
-    (issue 13; L-BFGS on seq2lab d=100 T=2, seq2seq d=60 T=3, linear d=60 T=1 power law,
+    (L-BFGS on seq2lab d=100 T=2, seq2seq d=60 T=3, linear d=60 T=1 power law,
     4 seeds each, and Adam on seq2lab d=50, 3 seeds): test errors equal to within 0.003
     standard errors, objectives within 2e-7 (L-BFGS); about twice as fast on CPU.
     ``"float32"`` on GPU (unchanged; not yet verified there).
@@ -175,26 +175,6 @@ class TrainOptions:
         dev = torch.device(device)
         return {**self.resolved(dev).to_dict(), "device": dev.type}
 
-    @classmethod
-    def from_kwargs(cls, base: "TrainOptions | None" = None, **kwargs: Any) -> "TrainOptions":
-        """Options from the pre-``TrainOptions`` keyword arguments of :func:`simulate`.
-
-        ``dtype`` (a ``torch.dtype`` or its name) maps to ``precision``; other keys must be
-        field names.
-        """
-        kw = dict(kwargs)
-        if "dtype" in kw:
-            dt = kw.pop("dtype")
-            if dt is not None:
-                name = str(dt).replace("torch.", "")
-                _check(name in ("float64", "float32"), "dtype", "torch.float64 or torch.float32", dt)
-                kw["precision"] = name
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(kw) - names)
-        if unknown:
-            raise TypeError(f"unknown simulate option(s) {unknown}; valid: {sorted(names | {'dtype'})}")
-        return (base or cls()).replace(**kw)
-
 
 def _finite_nonneg(x: Any) -> bool:
     try:
@@ -204,17 +184,18 @@ def _finite_nonneg(x: Any) -> bool:
 
 
 @torch.no_grad()
-def evaluate(student: torch.nn.Module, data: Sequences, channel: str, beta: float,
+def evaluate(student: torch.nn.Module, data: Sequences, channel: Channel | str, beta: float,
              batch_size: int = 8192) -> tuple[float, float, float, float]:
     """Mean and standard error of ``||yhat - y||_F^2`` per sequence, against noiseless and noisy labels.
 
     Returns ``(err_clean, se_clean, err_noisy, se_noisy)``.
     """
     param = next(student.parameters())
+    channel = get_channel(channel)
     clean, noisy = [], []
     for i in range(0, len(data), batch_size):
         X = data.X[i:i + batch_size].to(param.device, param.dtype)
-        yhat = channel_output(student.logits(X), channel, beta, X)
+        yhat = channel.output(student.logits(X), beta, X)
         clean.append(squared_error(yhat, data.y_clean[i:i + batch_size].to(param.device, param.dtype)).double().cpu())
         noisy.append(squared_error(yhat, data.y[i:i + batch_size].to(param.device, param.dtype)).double().cpu())
     c, z = torch.cat(clean).numpy(), torch.cat(noisy).numpy()
@@ -252,7 +233,7 @@ def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Seq
     m = float(np.sum(S * S0) / d)
     Q0 = float(np.sum(S0 * S0) / d)
     spec = spectrum_summary(S, rank_tol)
-    penalty = problem.lam * (float(np.trace(S)) / d if problem.student == "factorized" else q)
+    penalty = problem.student.penalty(problem.lam, S)
     metrics = {"test_error": te, "test_error_noisy": ten, "train_error": train_err, "penalty": penalty,
                "matrix_error": float(np.sum((S - S0) ** 2) / d), "rank_fraction": spec["rank"] / d}
     extras = {**spec, "q": q, "m": m, "Q0": Q0, "test_error_se": te_se, "test_error_noisy_se": ten_se}
@@ -278,17 +259,42 @@ class _Recorder:
         with torch.no_grad():
             S = self.student.matrix().detach().to("cpu", torch.float64)
         eig = torch.linalg.eigvalsh(S).flip(0)[:self.top].tolist()
-        tr = float(torch.trace(S))
-        penalty = p.lam * (tr / p.d if p.student == "factorized" else float((S * S).sum()) / p.d)
+        penalty = p.student.penalty(p.lam, S.numpy())
         for k, v in (("step", int(step)), ("objective", float(objective)), ("train_error", train_err),
                      ("test_error", te), ("test_error_se", te_se), ("penalty", penalty),
                      ("top_eigenvalues", eig), ("time_s", time.perf_counter() - self.t0)):
             self.rows[k].append(v)
 
 
+def _fit(student: torch.nn.Module, objective: Objective, opts: TrainOptions,
+         hook: Callable[[int, float], None] | None, every: int, polish: torch.dtype | None) -> FitInfo:
+    """Run the optimiser of ``opts`` (then, for Adam, an L-BFGS polish in ``polish``); ``hook``
+    is called every ``every`` iterations, counted across the polish."""
+    kw: dict[str, Any] = {"callback": hook, "callback_every": every}
+    if opts.max_steps is not None:
+        kw["max_steps"] = opts.max_steps
+    if opts.optimizer != "adam":
+        return fit_lbfgs(student, objective, polish_dtype=polish, polish_rtol=opts.polish_rtol, rtol=opts.tol, **kw)
+    info = fit_adam(student, objective, lr=opts.lr, tol=opts.tol, **kw)  # tol resolved by opts.resolved
+    if polish is None:
+        return info
+    done = info.steps
+    sub = {**kw, "callback": (lambda s, v: hook(done + s, v)) if hook else None}
+    student.to(polish)
+    pol = fit_lbfgs(student, objective, rtol=opts.polish_rtol, **sub)
+    return FitInfo("adam", info.steps + pol.steps, info.converged and pol.converged, pol.objective,
+                   info.history + pol.history, pol.steps)
+
+
+def _fit_message(info: FitInfo) -> str:
+    if info.converged:
+        return f"{info.optimizer}: stopping rule fired after {info.steps} steps"
+    return f"{info.optimizer}: step budget exhausted ({info.steps} steps) before the stopping rule fired"
+
+
 def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = None,
              device: str | torch.device = "cpu", return_matrices: bool = False,
-             callback: Callable[[int, float], None] | None = None, **legacy: Any) -> Result:
+             callback: Callable[[int, float], None] | None = None) -> Result:
     """Train one student on one draw of the task and measure it.
 
     Parameters
@@ -306,10 +312,6 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         Add ``S`` and ``S0`` (numpy) to the extras.
     callback : callable, optional
         ``callback(iteration, objective)`` after each optimiser iteration.
-    **legacy
-        The keyword arguments of earlier versions (``optimizer``, ``dtype``, ``n_test``,
-        ``max_steps``, ``tol``, ``batch_size``, ``rank_tol``, ...), applied on top of
-        ``options``.
 
     Returns
     -------
@@ -330,7 +332,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     >>> run.converged, 0.0 < run.test_error < 0.1
     (True, True)
     """
-    opts = TrainOptions.from_kwargs(options, **legacy) if legacy else (options or TrainOptions())
+    opts = options or TrainOptions()
     dev = resolve_device(device)
     opts = opts.resolved(dev)
     train_dtype = torch.float64 if opts.precision == "float64" else torch.float32
@@ -357,22 +359,8 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
             callback(step, val)
 
     every = 1 if callback is not None else (opts.record_every or 1)
-    kw: dict[str, Any] = {"callback": hook if (callback or recorder) else None, "callback_every": every}
-    if opts.max_steps is not None:
-        kw["max_steps"] = opts.max_steps
-    polish = final_dtype if final_dtype != train_dtype else None
-    if opts.optimizer == "adam":
-        info: FitInfo = fit_adam(student, objective, lr=opts.lr, tol=opts.tol, **kw)  # tol resolved above
-        if polish is not None:
-            done = info.steps
-            sub = {**kw, "callback": (lambda s, v: hook(done + s, v)) if kw["callback"] else None}
-            student.to(polish)
-            pol = fit_lbfgs(student, objective, rtol=opts.polish_rtol, **sub)
-            info = FitInfo("adam", info.steps + pol.steps, info.converged and pol.converged, pol.objective,
-                           info.history + pol.history, pol.steps)
-    else:
-        info = fit_lbfgs(student, objective, polish_dtype=polish, polish_rtol=opts.polish_rtol,
-                         rtol=opts.tol, **kw)
+    info = _fit(student, objective, opts, hook if (callback or recorder) else None, every,
+                final_dtype if final_dtype != train_dtype else None)
     if recorder is not None and (not recorder.rows["step"] or recorder.rows["step"][-1] != info.steps):
         recorder(info.steps, info.objective)
 
@@ -386,12 +374,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         "device": str(dev), "dtype": str(next(student.parameters()).dtype).replace("torch.", ""),
         "precision": opts.precision, "options": opts.key_fields(dev), "n": problem.n, "n_test": opts.n_test,
     }
-    if recorder is not None:
-        extras["trajectory"] = recorder.rows
-    if return_matrices:
-        extras["S"] = S_np
-        extras["S0"] = S0_np
-    message = (f"{info.optimizer}: stopping rule fired after {info.steps} steps" if info.converged
-               else f"{info.optimizer}: step budget exhausted ({info.steps} steps) before the stopping rule fired")
+    extras.update({} if recorder is None else {"trajectory": recorder.rows})
+    extras.update({"S": S_np, "S0": S0_np} if return_matrices else {})
     return Result("simulation", problem.to_dict(), **metrics, converged=bool(info.converged), iterations=int(info.steps),
-                  runtime_s=time.perf_counter() - t0, message=message, extras=extras)
+                  runtime_s=time.perf_counter() - t0, message=_fit_message(info), extras=extras)

@@ -1,88 +1,337 @@
-"""Students: factorized tied attention and the unfactorized symmetric ``S`` (THEORY §1).
+"""Students as objects: how the learned query–key map is parametrised and penalised (THEORY §1, §3).
 
-* :class:`FactorizedStudent`: ``W in R^{d x p}``, ``S = W W^T / sqrt(p d)``; penalty
-  ``(lam/sqrt(kappa)) ||W||_F^2 = lam d Tr S`` (weight decay = nuclear norm on the PSD
-  ``S`` with rank cap ``p``).
-* :class:`DirectStudent`: symmetric ``S`` trained entry-wise, penalty ``lam d ||S||_F^2``.
+* :class:`Factorized` (``"factorized"``): tied attention ``W in R^{d x p}``,
+  ``S = W W^T / sqrt(p d)``; penalty ``(lam/sqrt(kappa)) ||W||_F^2 = lam d Tr S`` (weight decay
+  is a nuclear norm on the PSD ``S``, with rank cap ``p = kappa d``);
+* :class:`Direct` (``"direct"``): a symmetric ``S`` trained entry-wise, penalty ``lam d ||S||_F^2``.
 
-Both expose ``logits(X)`` (``h_ab = (x_a^T S x_b - delta_ab Tr S)/sqrt(d)``),
-``matrix()`` and ``regulariser(lam)``; the loss is assembled in :mod:`singlehead.training`.
+A student object owns what depends on the student:
+
+* the trainer's parametrisation (:meth:`Student.init_module`, a torch module with
+  ``logits(X)``, ``matrix()`` and ``regulariser(lam)``) and the penalty of a matrix;
+* the eigenvalue-wise proximal map of the penalty (AMP's matrix step, the convex reference solver);
+* the prior side of the state evolution, ``(qhat, mhat, Sigmahat) -> (q, m, Sigma)``, with its
+  threshold, scale and rank cap, and whether complete rank collapse can happen;
+* the law of the learned spectrum (threshold and rank cap).
+
+New students subclass :class:`Student` and are registered with :func:`register_student`;
+names are resolved once, by :func:`get_student`, where a problem is built.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-import torch
-from torch import nn
+import numpy as np
 
-
-class FactorizedStudent(nn.Module):
-    """Tied single-head attention with query = key = ``W``: ``S = W W^T / sqrt(p d)``."""
-
-    def __init__(self, W: torch.Tensor) -> None:
-        super().__init__()
-        self.d, self.p = W.shape
-        self.W = nn.Parameter(W.clone())
-        self._scale = 1.0 / math.sqrt(self.p * self.d)
-
-    def matrix(self) -> torch.Tensor:
-        return (self.W @ self.W.T) * self._scale
-
-    def trace(self) -> torch.Tensor:
-        return (self.W * self.W).sum() * self._scale
-
-    def logits(self, X: torch.Tensor) -> torch.Tensor:
-        # Compute through X W (n T p) rather than S: cost n T d p instead of n T d^2 + d^2 p.
-        # One 2-D GEMM over all tokens is faster than a batched matmul of n small blocks.
-        XW = (X.reshape(-1, self.d) @ self.W).reshape(*X.shape[:-1], self.p)
-        h = (XW @ XW.transpose(-1, -2)) * self._scale
-        eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
-        return (h - self.trace() * eye) / math.sqrt(self.d)
-
-    def regulariser(self, lam: float) -> torch.Tensor:
-        """``lam d Tr S`` (= ``(lam/sqrt(kappa)) ||W||_F^2``)."""
-        return lam * self.d * self.trace()
+__all__ = ["PriorSide", "Student", "Factorized", "Direct", "register_student", "get_student", "student_names",
+           "init_student"]
 
 
-class DirectStudent(nn.Module):
-    """Unfactorized symmetric ``S = (A + A^T)/2`` trained entry-wise."""
+def _torch_layers() -> Any:
+    """The torch modules of the students (imported on first use: the theory paths never load torch)."""
+    from . import attention_layers
 
-    def __init__(self, S: torch.Tensor) -> None:
-        super().__init__()
-        self.d = S.shape[0]
-        self.A = nn.Parameter(0.5 * (S + S.T).clone())
-
-    def matrix(self) -> torch.Tensor:
-        return 0.5 * (self.A + self.A.T)
-
-    def logits(self, X: torch.Tensor) -> torch.Tensor:
-        S = self.matrix()
-        h = (X.reshape(-1, self.d) @ S).reshape(X.shape) @ X.transpose(-1, -2)
-        eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
-        return (h - torch.trace(S) * eye) / math.sqrt(self.d)
-
-    def regulariser(self, lam: float) -> torch.Tensor:
-        """``lam d ||S||_F^2``."""
-        S = self.matrix()
-        return lam * self.d * (S * S).sum()
+    return attention_layers
 
 
-def init_student(kind: str, d: int, p: int, gen: torch.Generator, dtype: torch.dtype,
-                 device: torch.device | str, scale: float = 1.0) -> nn.Module:
-    """Paper protocol initialisation: ``W`` iid N(0,1) (factorized); ``S`` a GOE matrix with
-    semicircle on [-2, 2] (direct). Drawn on the CPU from ``gen`` so CPU and GPU start equal.
+@dataclass
+class PriorSide:
+    """``(q, m, Sigma)`` from the conjugates, with the learned-spectrum law parameters.
 
-    ``scale`` multiplies the initial ``W`` (factorized; ``S`` scales as ``scale^2``) or ``S``
-    (direct); a small scale starts training near the saddle at ``S = 0``.
+    ``eta, delta, eps``: scale, effective noise ``sqrt(qhat)/mhat`` and threshold of the spectral
+    estimator ``Shat = eta f(S0 + delta Z)``; ``first_moment`` is ``Tr Shat/d`` (nan where unused);
+    ``rank_fraction`` the fraction of non-zero eigenvalues; ``cap_binds`` whether the rank cap
+    removes eigenvalues above the threshold; ``cutoff`` the eigenvalue of ``Y`` below which
+    ``Shat`` vanishes. ``*_draws``: per GOE draw of the finite-``d`` prior (else ``None``).
+
+    ``q = Tr S^2/d``, ``m = Tr(S S0)/d`` and ``Sigma`` (free divergence of the spectral map) of
+    ``Shat = eta ReLU(S0 + delta Z - eps)``; ``rank_fraction`` is ``1 - F_{mu_delta}(c)``.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.state_evolution import prior_model, prior_side
+    >>> problem = Problem(T=2, lam=0.1)
+    >>> side = prior_side(4.0, 2.0, 1.0, problem=problem, prior=prior_model(problem))
+    >>> side.delta, side.eps, side.eta                  # sqrt(qhat)/mhat, 2 lam/mhat, mhat/Sigmahat
+    (1.0, 0.1, 2.0)
+    """
+
+    q: float
+    m: float
+    Sigma: float
+    eta: float
+    delta: float
+    eps: float
+    first_moment: float
+    rank_fraction: float
+    cap_binds: bool = False
+    cutoff: float = math.nan
+    q_draws: tuple[float, ...] | None = None
+    m_draws: tuple[float, ...] | None = None
+    Sigma_draws: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Student:
+    """Base class of students (see the module docstring for what a student owns).
+
+    A student owns its torch module, its penalty ``pen(S)`` (regulariser ``lam d pen(S)``), the
+    penalty's eigenvalue-wise prox and the prior side of the state evolution.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.students import Student
+    >>> student = Problem(student="direct").student     # names are resolved to objects once
+    >>> isinstance(student, Student), student.name
+    (True, 'direct')
+    """
+
+    name: ClassVar[str] = ""
+    #: The estimator is a threshold of the spectrum (an atom at zero, a rank cap, rank collapse).
+    thresholded: ClassVar[bool] = False
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_spec(self) -> str:
+        """What ``Problem.to_dict`` stores: the registered name."""
+        return self.name
+
+    def validate(self, kappa: float) -> None:
+        """Raise ``ValueError`` naming the parameter when ``kappa`` is invalid for this student."""
+
+    # ---------------------------------------------------------------- trainer
+    def width(self, d: int, p: int) -> int:
+        """Columns of the trained parameter (for the cost of one gradient)."""
+        return d
+
+    def rank_cap(self, kappa: float) -> float | None:
+        """Cap on ``rank S / d`` (``None``: no cap)."""
+        return None
+
+    def init_module(self, d: int, p: int, gen: Any, dtype: Any, device: Any, scale: float = 1.0) -> Any:
+        """The torch module trained by :func:`singlehead.simulate`, drawn on the CPU from ``gen``."""
+        raise NotImplementedError
+
+    def penalty_value(self, S: Any) -> Any:
+        """``pen(S)``, with the regulariser ``lam d pen(S)`` (numpy or torch ``S``)."""
+        raise NotImplementedError
+
+    def penalty(self, lam: float, S: np.ndarray) -> float:
+        """The reported penalty ``lam pen(S)/d`` (the regulariser divided by ``d^2``)."""
+        return lam * float(self.penalty_value(S)) / S.shape[0]
+
+    def penalty_prox(self, nu: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Eigenvalue-wise ``argmin_S t pen(S) + ||S - R||_F^2/2`` at eigenvalues ``nu`` of ``R``:
+        ``(f(nu), f'(nu))``."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- state evolution: prior side
+    def prior_side(self, qhat: float, mhat: float, Sigmahat: float, *, lam: float, kappa: float,
+                   prior: Any) -> PriorSide:
+        """``(qhat, mhat, Sigmahat) -> (q, m, Sigma)`` for the target law ``prior`` (a ``PriorModel``)."""
+        raise NotImplementedError
+
+    def se_penalty(self, lam: float, q: float, side: PriorSide) -> float:
+        """The penalty ``lam pen(S)/d`` predicted at the fixed point ``q`` with prior side ``side``."""
+        raise NotImplementedError
+
+    def collapse_lam(self, mhat0: float, top_edge: float) -> float:
+        """``lam`` above which ``S = 0`` is a fixed point (``inf``: never), from the collapsed
+        point's ``mhat0`` and the top edge of ``mu_delta0``."""
+        return math.inf
+
+    def linear_prior_factor(self, lam: float, Sigmahat: float) -> tuple[float, float] | None:
+        """``(P/Sigmahat^2, Sigma)`` of the replicon's prior factor when the estimator is linear, else ``None``."""
+        return None
+
+    def fixed_threshold(self, c_T: int) -> float | None:
+        """Interpolation / perfect-recovery threshold when it is a parameter count (``None``: spectral)."""
+        return None
+
+
+@dataclass(frozen=True)
+class Factorized(Student):
+    """Tied attention ``S = W W^T/sqrt(p d)``: nuclear-norm penalty ``lam d Tr S``, rank cap ``p``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.students import get_student
+    >>> tied = get_student("factorized")
+    >>> float(tied.penalty_value(np.eye(3))), tied.width(10, 5)   # pen(S) = Tr S; rank cap p
+    (3.0, 5)
+    >>> tied.penalty_prox(np.array([2.0, 0.5, -1.0]), 1.0)[0].tolist()   # soft threshold at t
+    [1.0, 0.0, 0.0]
+    """
+
+    name: ClassVar[str] = "factorized"
+    thresholded: ClassVar[bool] = True
+
+    def width(self, d: int, p: int) -> int:
+        return p
+
+    def rank_cap(self, kappa: float) -> float | None:
+        return kappa if kappa < 1 else None
+
+    def init_module(self, d, p, gen, dtype, device, scale=1.0):
+        return _torch_layers().init_factorized(d, p, gen, dtype, device, scale)
+
+    def penalty_value(self, S):
+        return S.trace()
+
+    def penalty_prox(self, nu, t):
+        return np.maximum(nu - t, 0.0), (nu > t).astype(float)
+
+    def prior_side(self, qhat, mhat, Sigmahat, *, lam, kappa, prior):
+        # Shat = eta ReLU(Y - eps), eta = mhat/Sigmahat, eps = 2 lam/mhat (THEORY §3)
+        delta = math.sqrt(max(qhat, 0.0)) / mhat
+        eps = 2 * lam / mhat
+        eta = mhat / Sigmahat
+        ti = prior.threshold_integrals(delta, eps, rank_cap=self.rank_cap(kappa))
+        J, Jd, Je = float(ti.J), float(ti.dJ_ddelta), float(ti.dJ_deps)
+        q = eta**2 * J
+        overlap = getattr(ti, "overlap", None)
+        m = eta * (J - 0.5 * delta * Jd - 0.5 * eps * Je) if overlap is None else eta * float(overlap)
+        Sigma = Jd / (2 * delta * Sigmahat)
+        draws: tuple = (None, None, None)
+        if getattr(ti, "J_draws", None) is not None and overlap is not None:
+            draws = (tuple(eta**2 * float(x) for x in ti.J_draws), tuple(eta * float(x) for x in ti.overlap_draws),
+                     tuple(float(x) / Sigmahat for x in ti.divergence_draws))
+        return PriorSide(q, m, Sigma, eta, delta, eps, -0.5 * eta * Je, float(ti.rank_fraction),
+                         bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)), *draws)
+
+    def se_penalty(self, lam, q, side):
+        return lam * side.first_moment
+
+    def collapse_lam(self, mhat0, top_edge):
+        return 0.5 * mhat0 * top_edge
+
+
+@dataclass(frozen=True)
+class Direct(Student):
+    """Symmetric ``S`` trained entry-wise: Frobenius penalty ``lam d ||S||_F^2``, linear shrinkage.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.students import get_student
+    >>> direct = get_student("direct")
+    >>> float(direct.penalty_value(np.eye(3)))          # pen(S) = ||S||_F^2
+    3.0
+    >>> direct.penalty_prox(np.array([2.0, -1.0]), 1.0)[0].round(4).tolist()   # shrinkage 1/(1 + 2t)
+    [0.6667, -0.3333]
+    """
+
+    name: ClassVar[str] = "direct"
+
+    def init_module(self, d, p, gen, dtype, device, scale=1.0):
+        return _torch_layers().init_direct(d, gen, dtype, device, scale)
+
+    def penalty_value(self, S):
+        return (S * S).sum()
+
+    def penalty_prox(self, nu, t):
+        c = 1.0 / (1.0 + 2.0 * t)
+        return c * nu, np.full_like(nu, c)
+
+    def prior_side(self, qhat, mhat, Sigmahat, *, lam, kappa, prior):
+        # Shat = eta' Y with eta' = mhat/(Sigmahat + 4 lam): no threshold, every eigenvalue kept
+        delta = math.sqrt(max(qhat, 0.0)) / mhat
+        etap = mhat / (Sigmahat + 4 * lam)
+        return PriorSide(etap**2 * (prior.Q0 + delta**2), etap * prior.Q0, 1.0 / (Sigmahat + 4 * lam), etap, delta,
+                         0.0, math.nan, 1.0)
+
+    def se_penalty(self, lam, q, side):
+        return lam * q
+
+    def linear_prior_factor(self, lam, Sigmahat):
+        s = 1.0 / (Sigmahat + 4 * lam)
+        return s * s, s
+
+    def fixed_threshold(self, c_T):
+        # d(d+1)/2 free parameters against c_T n constraints
+        return 1.0 / (2 * c_T)
+
+
+_REGISTRY: dict[str, type[Student]] = {}
+
+
+def register_student(cls: type[Student]) -> type[Student]:
+    """Register a :class:`Student` subclass under ``cls.name`` (usable as a class decorator).
+
+    After registration the name works in ``Problem(student=...)``, ``simulate``, ``theory``, AMP and
+    the command line; ``tests/test_extending.py`` defines one.
+
+    Examples
+    --------
+    >>> from singlehead.students import Student, register_student
+    >>> @register_student
+    ... class MyStudent(Student):  # doctest: +SKIP
+    ...     name = "mine"
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Student)) or not cls.name:
+        raise ValueError(f"student must be a Student subclass with a non-empty name (got {cls!r})")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def student_names() -> tuple[str, ...]:
+    """Names of the registered students, in registration order.
+
+    These are the values that ``Problem(student=...)`` and ``--student`` accept.
+
+    Examples
+    --------
+    >>> from singlehead.students import student_names
+    >>> student_names()[:2]
+    ('factorized', 'direct')
+    """
+    return tuple(_REGISTRY)
+
+
+def get_student(spec: str | Student) -> Student:
+    """The student object for a registered name (a :class:`Student` passes through).
+
+    An unknown name raises ValueError listing the registered names.
+
+    Examples
+    --------
+    >>> from singlehead.students import get_student
+    >>> get_student("factorized").name
+    'factorized'
+    """
+    if isinstance(spec, Student):
+        return spec
+    if isinstance(spec, str) and spec in _REGISTRY:
+        return _REGISTRY[spec]()
+    raise ValueError(f"student must be one of {student_names()} (got {spec!r})")
+
+
+def init_student(student: str | Student, d: int, p: int, gen: Any, dtype: Any, device: Any,
+                 scale: float = 1.0) -> Any:
+    """Paper protocol initialisation of ``student``'s torch module: ``W`` iid N(0,1) (factorized);
+    ``S`` a GOE matrix with semicircle on [-2, 2] (direct). Drawn on the CPU from ``gen`` so CPU and
+    GPU start equal. ``scale`` multiplies the initial ``W`` (``S`` scales as ``scale^2``) or ``S``;
+    a small scale starts training near the saddle at ``S = 0``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from singlehead.students import init_student
+    >>> module = init_student("factorized", 20, 10, torch.Generator().manual_seed(0), torch.float64, "cpu")
+    >>> tuple(module.matrix().shape)                    # S = W W^T / sqrt(p d)
+    (20, 20)
     """
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be > 0 (got {scale!r})")
-    if kind == "factorized":
-        W = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
-        return FactorizedStudent(W.to(device, dtype))
-    if kind == "direct":
-        G = torch.randn(d, d, generator=gen, dtype=torch.float64)
-        S = (G + G.T) * (scale / math.sqrt(2 * d))
-        return DirectStudent(S.to(device, dtype))
-    raise ValueError(f"student must be 'factorized' or 'direct' (got {kind!r})")
+    return get_student(student).init_module(d, p, gen, dtype, device, scale)
+
+
+for _cls in (Factorized, Direct):
+    register_student(_cls)

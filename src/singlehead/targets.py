@@ -37,11 +37,19 @@ import numpy as np
 
 from ._validate import check as _check
 from ._validate import finite as _finite
+from .spectra import DiscreteLaw, MarchenkoPastur, SpikedLaw
+from .spectra.prior_model import PriorModel, prior_from_eigenvalues
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .spectra.prior_model import PriorModel
+
+def _torch_rng() -> Any:
+    """The seeded torch samplers (imported on first use: the theory paths never load torch)."""
+    from . import rng
+
+    return rng
+
 
 POWER_LAW_NORMALISATIONS = ("sqrt_d", "unit_q0")
 # default GOE draws of the "finite" model (= spectra.finite_d.DEFAULT_DRAWS; spectra is imported lazily here)
@@ -71,16 +79,9 @@ class _Target:
         """Draw ``S0`` (``d x d``, float64, CPU torch tensor) from a ``torch.Generator`` seeded with ``seed``.
 
         Power-law / custom: ``S0 = O diag(s) O^T`` with ``O`` Haar and ``s = self.spectrum(d)``.
-        (MP targets override this.) torch is imported here, not at module level.
+        (MP targets override this.)
         """
-        import torch
-
-        from .rng import generator, haar_orthogonal
-
-        s = torch.as_tensor(self.spectrum(d).copy(), dtype=torch.float64)
-        O = haar_orthogonal(d, generator(seed))
-        S0 = (O * s.unsqueeze(0)) @ O.T
-        return 0.5 * (S0 + S0.T)
+        return _torch_rng().rotated_spectrum(self.spectrum(d), seed)
 
     @staticmethod
     def _check_model(model: str) -> None:
@@ -94,8 +95,6 @@ class _SpectralTarget(_Target):
                      n_spikes: int | None = None, delta: float | None = None, spike_floor: float = 0.0,
                      max_spikes: int | None = None) -> "PriorModel":
         """The law ``mu_{S0}`` at dimension ``d`` under ``model`` (module docstring), as a ``PriorModel``."""
-        from .spectra import DiscreteLaw, SpikedLaw
-        from .spectra.prior_model import PriorModel, prior_from_eigenvalues
 
         self._check_model(model)
         s = self.spectrum(d)
@@ -144,8 +143,6 @@ class MPTarget(_Target):
     def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = FINITE_DRAWS, seed: int = 0,
                      **_: Any) -> "PriorModel":
         """``MarchenkoPastur(kappa0)`` for every model but ``"finite"`` (one drawn target's eigenvalues)."""
-        from .spectra import MarchenkoPastur
-        from .spectra.prior_model import PriorModel, prior_from_eigenvalues
 
         self._check_model(model)
         if model == "finite":
@@ -155,13 +152,7 @@ class MPTarget(_Target):
 
     def sample(self, d: int, seed: int) -> "torch.Tensor":
         """``S0 = W0 W0^T / sqrt(p0 d)``, ``W0 in R^{d x p0}`` iid N(0,1), ``p0 = max(1, round(kappa0 d))``."""
-        import torch
-
-        from .rng import generator
-
-        p0 = max(1, int(round(self.kappa0 * d)))
-        W0 = torch.randn(d, p0, generator=generator(seed), dtype=torch.float64)
-        return W0 @ W0.T / math.sqrt(p0 * d)
+        return _torch_rng().wishart(d, max(1, int(round(self.kappa0 * d))), seed)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from scipy import integrate, optimize
 
 from .problem import MPTarget, Problem
 from .spectra.finite_d import DEFAULT_DRAWS
+from .state_evolution import prior_model
 
 __all__ = [
     "informative_directions",
@@ -51,9 +52,8 @@ __all__ = [
 
 
 def informative_directions(problem: Problem) -> int:
-    """``c_T``: ``K - 1 = (T^2 + T - 2)/2`` for softmax channels, ``K = T(T+1)/2`` for linear."""
-    K = problem.n_pairs
-    c = K if problem.channel == "linear" else K - 1
+    """``c_T`` of the channel: ``K - 1 = (T^2 + T - 2)/2`` for softmax channels, ``K = T(T+1)/2`` for linear."""
+    c = problem.channel.informative_directions(problem.T)
     if c <= 0:
         raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
     return c
@@ -95,8 +95,9 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     0.2111
     """
     c = informative_directions(problem)
-    if problem.student == "direct":
-        return 1.0 / (2 * c)
+    fixed = problem.student.fixed_threshold(c)
+    if fixed is not None:
+        return fixed
     k0 = _mp_kappa0(problem)
     if problem.kappa < k0:
         return math.inf
@@ -145,13 +146,13 @@ def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int
     >>> round(interpolation_threshold(Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5))), 3)
     0.153
     """
-    from .state_evolution import prior_model
 
     c = informative_directions(problem)
-    if problem.student == "direct":
-        return 1.0 / (2 * c)
+    fixed = problem.student.fixed_threshold(c)
+    if fixed is not None:
+        return fixed
     pm = prior_model(problem, prior, draws=draws, seed=seed)
-    cap = problem.kappa if problem.kappa < 1 else None
+    cap = problem.student.rank_cap(problem.kappa)
     target = pm.Q0 + problem.noise / 2
 
     def parts(dl: float) -> tuple[float, float]:

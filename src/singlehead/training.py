@@ -7,7 +7,7 @@ Objective (THEORY §1), reported per sample:
 with ``R = lam d Tr S`` (factorized) or ``lam d ||S||_F^2`` (direct). Dividing by ``n``
 only rescales the objective; it keeps gradients O(1) for the optimisers' tolerances.
 
-The objective and its gradient are computed in closed form by :class:`Objective`
+The objective and its gradient are computed in closed form by :class:`~singlehead.objective.Objective`
 (no autograd): for the factorized student ``S = W W^T / sqrt(p d)``, with ``Z = X W``
 (``n T x p``, never ``S X``) and ``c = 1/(d sqrt(p))``,
 
@@ -41,14 +41,19 @@ from typing import Callable
 
 import torch
 from torch import nn
+from torch.optim.lbfgs import _strong_wolfe
 
-from .channels import channel_output, squared_error
 from .data import Sequences
-from .students import DirectStudent, FactorizedStudent
+from .objective import (
+    CHUNK_BYTES,
+    Objective,
+    objective_and_grad,
+    reference_objective_and_grad,
+    step_flops,
+)
 
-CHUNK_BYTES = 1 << 21
-"""Target size of one single-threaded CPU chunk of ``X`` (times threads^2 with several threads)."""
-
+__all__ = ["FitInfo", "fit_adam", "fit_lbfgs", "Objective", "step_flops", "objective_and_grad",
+           "reference_objective_and_grad", "CHUNK_BYTES"]
 
 @dataclass
 class FitInfo:
@@ -64,215 +69,6 @@ class FitInfo:
     objective: float
     history: list[float] = field(default_factory=list)
     polish_steps: int = 0
-
-
-def step_flops(n: int, T: int, d: int, p: int, student: str = "factorized") -> float:
-    """Floating-point operations of one full-batch objective + gradient evaluation.
-
-    Counts the GEMMs only (multiply-add = 2 FLOPs): factorized ``X W`` and ``X^T dZ``
-    (``2 x 2 n T d p``) plus the logits ``Z Z^T`` and ``G Z`` (``2 x 2 n T^2 p``); direct
-    the same with ``p = d`` and ``X^T (G X)``.
-    """
-    width = p if student == "factorized" else d
-    return 4.0 * n * T * d * width + 4.0 * n * T * T * width
-
-
-class Objective:
-    """Per-sample ERM objective ``L/n`` of a student on one training set, with its gradient.
-
-    Parameters
-    ----------
-    data : Sequences
-        Training set. Kept where it is; chunks not on the student's device are moved there
-        one at a time (streaming).
-    channel : {"seq2lab", "seq2seq", "linear"}
-    beta : float
-        Student inverse temperature.
-    lam : float
-        Regularisation ``lambda`` (THEORY §1).
-    batch_size : int, optional
-        Sequences moved to the device at a time (streaming); ``None`` = all at once.
-    chunk : int, optional
-        Sequences per compute chunk (default: about 2 MiB of ``X`` per thread^2 on CPU, everything on GPU).
-
-    Notes
-    -----
-    Calling ``obj(student)`` writes the exact full-batch gradient into the parameter's
-    ``.grad`` (replacing it) and returns the objective as a 0-dim float64 tensor on the
-    student's device (sums are accumulated in float64 also for a float32 student), without a
-    host synchronisation.
-    """
-
-    def __init__(self, data: Sequences, channel: str, beta: float, lam: float, *,
-                 batch_size: int | None = None, chunk: int | None = None) -> None:
-        if channel not in ("seq2lab", "seq2seq", "linear"):
-            raise ValueError(f"channel must be one of seq2lab, seq2seq, linear (got {channel!r})")
-        if batch_size is not None and int(batch_size) < 1:
-            raise ValueError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
-        self.data, self.channel, self.beta, self.lam = data, channel, float(beta), float(lam)
-        self.n = len(data)
-        self.batch_size = self.n if batch_size is None else int(batch_size)
-        self.chunk = chunk
-        self._cache: dict[tuple, tuple] = {}
-        if channel == "seq2seq":
-            # Per-dataset constants of the seq2seq loss, T x T per sequence (float64, data's device).
-            X, y = data.X.to(torch.float64), data.y.to(torch.float64)
-            d = X.shape[-1]
-            self._M = X @ X.transpose(-1, -2) / d
-            self._Y = y @ X.transpose(-1, -2) / math.sqrt(d)
-            self._yy = float((y * y).sum())
-        else:
-            self._M = self._Y = None
-            self._yy = 0.0
-
-    # ---- data on the device ------------------------------------------------
-    def _batches(self, device: torch.device, dtype: torch.dtype):
-        """``(X, target, M)`` per streamed batch; converted copies are cached when nothing is streamed."""
-        key = (str(device), dtype)
-        streamed = self.batch_size < self.n
-        if not streamed and key in self._cache:
-            yield self._cache[key]
-            return
-        for i in range(0, self.n, self.batch_size):
-            j = min(i + self.batch_size, self.n)
-            X = self.data.X[i:j].to(device, dtype, non_blocking=True).contiguous()
-            if self.channel == "seq2seq":
-                tgt = self._Y[i:j].to(device, dtype, non_blocking=True)
-                M = self._M[i:j].to(device, dtype, non_blocking=True)
-            else:
-                tgt = self.data.y[i:j].to(device, dtype, non_blocking=True)
-                M = None
-            if not streamed:
-                self._cache = {key: (X, tgt, M)}  # one resident copy (the latest dtype/device)
-            yield X, tgt, M
-
-    def _chunks(self, device: torch.device, dtype: torch.dtype):
-        """``(X chunk (k, T, d), the same as (k T, d), target chunk, M chunk or None)`` over all batches."""
-        for X, tgt, M in self._batches(device, dtype):
-            m, T, d = X.shape
-            step = self._chunk_len(X)
-            for i in range(0, m, step):
-                Xc = X[i:i + step]
-                yield Xc, Xc.reshape(Xc.shape[0] * T, d), tgt[i:i + step], None if M is None else M[i:i + step]
-
-    def _chunk_len(self, X: torch.Tensor) -> int:
-        if self.chunk is not None:
-            return max(1, int(self.chunk))
-        if X.device.type != "cpu":
-            return X.shape[0]
-        # With several threads every op is a parallel region ending in a barrier: fewer, larger
-        # chunks (on a loaded machine small parallel regions cost more than the cache misses).
-        per_seq = X.shape[1] * X.shape[2] * X.element_size()
-        return max(64, CHUNK_BYTES * torch.get_num_threads() ** 2 // per_seq)
-
-    # ---- closed-form pieces -------------------------------------------------
-    def _dlogits(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Data loss (summed, 0-dim) and ``G = dL/dh`` for logits ``h`` of a chunk."""
-        if self.channel == "linear":
-            R = h - tgt
-            return (R * R).sum(), 2.0 * R
-        A = torch.softmax(self.beta * h, dim=-1)
-        if self.channel == "seq2lab":
-            R = A - tgt
-            loss = (R * R).sum()
-            dA = 2.0 * R
-        else:  # seq2seq via the Gram constants: ||A X/sqrt d - y||^2 = <A M, A> - 2 <A, Y> + ||y||^2
-            AM = A @ M
-            # float64 sums: the two terms nearly cancel against ||y||^2 (float32 would lose ~1e-5).
-            loss = (AM * A).sum(dtype=torch.float64) - 2.0 * (A * tgt).sum(dtype=torch.float64)
-            dA = 2.0 * (AM - tgt)
-        G = self.beta * A * (dA - (dA * A).sum(dim=-1, keepdim=True))
-        return loss, G
-
-    def _factorized(self, W: torch.Tensor, trace: torch.Tensor, gW: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-        d, p = W.shape
-        c = 1.0 / (d * math.sqrt(p))  # scale / sqrt(d) with scale = 1/sqrt(p d)
-        shift = trace / math.sqrt(d)
-        loss = W.new_zeros((), dtype=torch.float64)  # accumulated in float64 whatever W's dtype
-        gdiag = W.new_zeros(())
-        for Xc, X2, tgt, M in self._chunks(W.device, W.dtype):
-            k, T = Xc.shape[0], Xc.shape[1]
-            Z = (X2 @ W).view(k, T, p)
-            h = torch.bmm(Z, Z.transpose(1, 2)).mul_(c)
-            h.diagonal(dim1=-2, dim2=-1).sub_(shift)
-            lc, G = self._dlogits(h, tgt, M)
-            loss += lc
-            gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
-            Gs = (G + G.transpose(1, 2)).mul_(c)
-            gW.addmm_(X2.T, torch.bmm(Gs, Z).view(k * T, p))
-        return loss, gdiag
-
-    def _direct(self, S: torch.Tensor, gS: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        d = S.shape[0]
-        c = 1.0 / math.sqrt(d)
-        shift = torch.trace(S) * c
-        loss = S.new_zeros((), dtype=torch.float64)
-        gdiag = S.new_zeros(())
-        for Xc, X2, tgt, M in self._chunks(S.device, S.dtype):
-            k, T = Xc.shape[0], Xc.shape[1]
-            Z = (X2 @ S).view(k, T, d)
-            h = torch.bmm(Z, Xc.transpose(1, 2)).mul_(c)
-            h.diagonal(dim1=-2, dim2=-1).sub_(shift)
-            lc, G = self._dlogits(h, tgt, M)
-            loss += lc
-            gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
-            gS.addmm_(X2.T, torch.bmm(G, Xc).view(k * T, d), alpha=c)
-        return loss, gdiag
-
-    # ---- public --------------------------------------------------------------
-    @torch.no_grad()
-    def __call__(self, student: nn.Module, backward: bool = True) -> torch.Tensor:
-        """Objective ``L/n`` (0-dim tensor); with ``backward`` the gradient is written to ``.grad``."""
-        n = self.n
-        if isinstance(student, FactorizedStudent):
-            W = student.W
-            d, p = W.shape
-            scale = 1.0 / math.sqrt(p * d)
-            trace = (W * W).sum() * scale
-            gW = torch.zeros_like(W)
-            loss, gdiag = self._factorized(W, trace, gW)
-            total = (loss + self._yy + self.lam * d * trace) / n
-            if backward:
-                coef = 2.0 * scale * (self.lam * d - gdiag / math.sqrt(d))
-                gW.add_(W * coef).div_(n)
-                W.grad = gW
-            return total
-        if isinstance(student, DirectStudent):
-            S = student.matrix()
-            d = S.shape[0]
-            gS = torch.zeros_like(S)
-            loss, gdiag = self._direct(S, gS)
-            total = (loss + self._yy + self.lam * d * (S * S).sum()) / n
-            if backward:
-                gS.diagonal().sub_(gdiag / math.sqrt(d))
-                gS.add_(S, alpha=2.0 * self.lam * d)
-                student.A.grad = (0.5 * (gS + gS.T)).div_(n)
-            return total
-        raise TypeError(f"student must be a FactorizedStudent or DirectStudent (got {type(student).__name__})")
-
-
-def reference_objective_and_grad(student: nn.Module, data: Sequences, channel: str, beta: float, lam: float,
-                                 backward: bool = True) -> float:
-    """Autograd evaluation of the same objective from the channel definitions (for tests)."""
-    param = next(student.parameters())
-    X = data.X.to(param.device, param.dtype)
-    y = data.y.to(param.device, param.dtype)
-    loss = (squared_error(channel_output(student.logits(X), channel, beta, X), y).sum()
-            + student.regulariser(lam)) / len(data)
-    if backward:
-        loss.backward()
-    return float(loss.detach())
-
-
-def objective_and_grad(student: nn.Module, data: Sequences, channel: str, beta: float, lam: float,
-                       batch_size: int | None = None, backward: bool = True) -> float:
-    """Per-sample objective ``L/n``; if ``backward``, writes its gradient into ``.grad``.
-
-    Convenience wrapper building a one-off :class:`Objective`; optimisers build it once.
-    """
-    return float(Objective(data, channel, beta, lam, batch_size=batch_size)(student, backward))
 
 
 def fit_adam(student: nn.Module, data: Sequences | Objective, channel: str = "", beta: float = 1.0,
@@ -345,6 +141,19 @@ def _lbfgs_direction(g: torch.Tensor, mem: dict) -> torch.Tensor:
     return r0 + S.T @ (a - b)
 
 
+def _remember_pair(mem: dict, step: torch.Tensor, y: torch.Tensor, history_size: int) -> None:
+    """Store the curvature pair ``(s, y)`` when ``y.s > 0`` (dropping the oldest beyond ``history_size``)."""
+    ys = float(torch.dot(y, step))
+    if ys > 1e-10:
+        if len(mem["s"]) == history_size:
+            for k in ("s", "y", "rho"):
+                mem[k].pop(0)
+        mem["s"].append(step)
+        mem["y"].append(y)
+        mem["rho"].append(1.0 / ys)
+        mem["h_diag"] = ys / float(torch.dot(y, y))
+
+
 def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = "", beta: float = 1.0,
               lam: float = 0.0, *, max_steps: int = 5000, tol_grad: float = 1e-10, rtol: float = 1e-9,
               patience: int = 2, history_size: int = 50, batch_size: int | None = None,
@@ -362,15 +171,10 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
     ``callback(iteration, objective)`` is called after every ``callback_every``-th iteration
     (iterations counted across the polish); ``history`` holds every evaluation.
 
-    Notes
-    -----
     With ``rtol = 1e-9`` the objective ends within ~1e-7 (relative) of the value reached after
-    hundreds more iterations. Until this version the library used ``torch.optim.LBFGS`` whose
-    closure returned a float32 copy of the loss, so its absolute ``tolerance_change = 1e-15``
-    fired as soon as the float32 value stopped moving (~5e-7 above the minimum at
-    d = 100, alpha = 1, T = 2).
+    hundreds more iterations (the loss is read in float64: an absolute tolerance on a float32 copy,
+    as in ``torch.optim.LBFGS``, fires ~5e-7 above the minimum at d = 100, alpha = 1, T = 2).
     """
-    from torch.optim.lbfgs import _strong_wolfe
 
     obj = data if isinstance(data, Objective) else Objective(data, channel, beta, lam, batch_size=batch_size)
     params = list(student.parameters())
@@ -402,16 +206,7 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
             t = min(1.0, 1.0 / float(g.abs().sum())) if not mem["s"] else 1.0
             f_new, g_new, t, _ = _strong_wolfe(line_fn, x, t, d, f, g, gtd)
             step = t * d
-            y = g_new - g
-            ys = float(torch.dot(y, step))
-            if ys > 1e-10:
-                if len(mem["s"]) == history_size:
-                    for k in ("s", "y", "rho"):
-                        mem[k].pop(0)
-                mem["s"].append(step)
-                mem["y"].append(y)
-                mem["rho"].append(1.0 / ys)
-                mem["h_diag"] = ys / float(torch.dot(y, y))
+            _remember_pair(mem, step, g_new - g, history_size)
             # The rule only counts once a few curvature pairs exist (the first steps are short).
             small = abs(f - f_new) <= tol * abs(f_new) and len(mem["s"]) >= 3
             calm = calm + 1 if small else 0
@@ -430,10 +225,10 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
         param.data.copy_(x.view_as(param))
         polish_steps = 0
         if polish_dtype is not None and param.dtype != polish_dtype:
+            # continue in polish_dtype with the curvature pairs gathered so far
             student.to(polish_dtype)
             param = next(iter(student.parameters()))
-            for k in ("s", "y"):
-                mem[k] = [v.to(polish_dtype) for v in mem[k]]
+            mem.update({k: [v.to(polish_dtype) for v in mem[k]] for k in ("s", "y")})
             x, polish_steps, converged = run(x.to(polish_dtype), mem, max(1, max_steps - steps), polish_rtol, steps)
             param.data.copy_(x.view_as(param))
         final = float(obj(student, backward=False))

@@ -20,11 +20,7 @@ from ..problem import Problem
 from ..prox import mat_to_vec
 from ..results import Result
 from ..simulation import measure_estimate
-from .denoisers import (
-    _RIE,
-    _linear_shrink,
-    _soft_threshold,
-)
+from .denoisers import _RIE, _penalty_denoiser
 from .operator import SensingOperator
 from .output import (
     _attention_labels,
@@ -231,7 +227,7 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
     S = _init_matrix(problem, init, init_scale)
     V = float(init_sigma)
     g = np.zeros((n, problem.n_pairs))
-    cap = problem.p if (problem.student == "factorized" and problem.p < d) else None
+    cap = problem.p if (problem.student.rank_cap(problem.kappa) is not None and problem.p < d) else None
     hist: dict[str, list] = {k: [] for k in ("q", "m", "Sigma", "tau", "objective", "train_error", "residual",
                                              "damping")}
     last_change = 0
@@ -249,10 +245,8 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
         R = S + tau * op.adjoint(g_new)
         if bayes:
             den = rie(R, d * tau / 2.0)
-        elif problem.student == "direct":
-            den = _linear_shrink(R, 1.0 / (1.0 + 2.0 * problem.lam * d * tau))
         else:
-            den = _soft_threshold(R, problem.lam * d * tau, cap)
+            den = _penalty_denoiser(R, problem.student, problem.lam * d * tau, cap)
         V_new = tau * den.div / d
         S_new = den.S if damping == 1 else (1 - damping) * S + damping * den.S
         V_new = V_new if damping == 1 else (1 - damping) * V + damping * V_new

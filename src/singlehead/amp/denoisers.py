@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..spectra import divided_differences
+from ..spectra import divided_differences, free_convolve_semicircle
 from .operator import _eigh
 
 
@@ -41,23 +41,16 @@ class _Denoised:
     eigenvalues: np.ndarray  # of S, ascending
 
 
-def _soft_threshold(R: np.ndarray, thr: float, cap: int | None) -> _Denoised:
-    """``argmin_S thr Tr S + ||S - R||_F^2/2`` over PSD ``S`` (rank ``<= cap``): ``ReLU(nu - thr)``."""
+def _penalty_denoiser(R: np.ndarray, student: Any, t: float, cap: int | None) -> _Denoised:
+    """``argmin_S t pen(S) + ||S - R||_F^2/2`` (rank ``<= cap``) for the student's spectral penalty:
+    ``f(nu)`` eigenvalue-wise (``ReLU(nu - t)`` for the nuclear norm, ``nu/(1 + 2t)`` for Frobenius)."""
     nu, U = _eigh(R)
-    f = np.maximum(nu - thr, 0.0)
-    fp = (nu > thr).astype(float)
+    f, fp = student.penalty_prox(nu, t)
     if cap is not None and cap < nu.size:
         f[: nu.size - cap] = 0.0  # ascending: keep the top `cap`
         fp[: nu.size - cap] = 0.0
     S = (torch.as_tensor(U * f) @ torch.as_tensor(U).T).numpy()
     return _Denoised(0.5 * (S + S.T), spectral_divergence(nu, f, fp), f)
-
-
-def _linear_shrink(R: np.ndarray, c: float) -> _Denoised:
-    """``argmin_S c' ||S||^2 + ||S - R||^2/2`` = ``R/(1 + 2 c')``, written as ``R * c`` (``c = 1/(1+2c')``)."""
-    d = R.shape[0]
-    S = c * 0.5 * (R + R.T)
-    return _Denoised(S, c * d * (d + 1) / 2.0, np.linalg.eigvalsh(S))
 
 
 class _RIE:
@@ -72,7 +65,6 @@ class _RIE:
         self.law = law
 
     def __call__(self, R: np.ndarray, v: float) -> _Denoised:
-        from ..spectra import free_convolve_semicircle
 
         nu, U = _eigh(R)
         cl = free_convolve_semicircle(self.law, v)

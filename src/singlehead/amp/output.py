@@ -2,52 +2,22 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..channels import channel_output, squared_error
+from ..channels import squared_error
 from ..data import Sequences
 from ..problem import Problem
-from ..prox import (
-    interpolating_start,
-    mat_to_vec,
-    prox_linear,
-    prox_objective,
-    prox_softmax,
-    shift_direction,
-    softmax_fit_loss,
-)
+from ..prox import interpolating_start
 from .operator import SensingOperator
 
 
-def _label_logits(Y: np.ndarray, beta: float) -> np.ndarray:
-    """``K``-vectors ``w`` with ``softmax_rows(beta M(w)) = Y`` (orthogonal to the shift ``u``).
-
-    ``log Y_ab = beta H_ab - c_a``; the row constants are fixed (up to one global constant) by the
-    symmetry of ``H`` (``c_a - c_b = L_ba - L_ab``, ``L = log(Y)/beta``), solved by least squares
-    (``c_a = mean_b (L_ba - L_ab)``); exact for realisable labels.
-    """
-    T = Y.shape[-1]
-    L = np.log(np.maximum(Y, 1e-300)) / beta
-    c = (L.transpose(0, 2, 1) - L).mean(axis=2)  # c_a - c_b = L_ba - L_ab, sum_a c_a = 0
-    H = L + c[:, :, None]
-    H = 0.5 * (H + H.transpose(0, 2, 1))
-    w = mat_to_vec(H)
-    u = shift_direction(T)
-    return w - (w @ u)[:, None] * u
-
-
 def _attention_labels(problem: Problem, data: Sequences) -> np.ndarray:
-    """``T x T`` labels of the output step: ``y`` itself, or for seq2seq ``sqrt(d) y X^T (X X^T)^{-1}``."""
+    """``T x T`` labels of the output step (the channel inverts its value map, e.g. seq2seq's ``X/sqrt(d)``)."""
     X = data.X.detach().cpu().numpy().astype(np.float64)
     y = data.y.detach().cpu().numpy().astype(np.float64)
-    if problem.channel != "seq2seq":
-        return y
-    G = np.einsum("nad,nbd->nab", X, X)
-    yX = np.einsum("nad,nbd->nab", y, X)
-    return math.sqrt(problem.d) * np.linalg.solve(G, yX.transpose(0, 2, 1)).transpose(0, 2, 1)
+    return problem.channel.attention_labels(y, X)
 
 
 @dataclass
@@ -62,45 +32,52 @@ class _ErmOutput:
     """``g = (prox(omega) - omega)/V`` and ``Gamma = sum_mu Tr[I - (I + V Hess)^{-1}]/V``."""
 
     def __init__(self, problem: Problem, Ylab: np.ndarray, hysteresis: float = 5e-2) -> None:
-        self.problem, self.Y, self.hysteresis = problem, Ylab, float(hysteresis)
+        self.problem, self.hysteresis = problem, float(hysteresis)
+        self.ch = problem.channel
         self.T, self.K = problem.T, problem.n_pairs
         self.prev_h: np.ndarray | None = None
-        if problem.channel == "linear":
-            self.y = mat_to_vec(Ylab)
-        else:
-            self.w = _label_logits(Ylab, problem.beta)
+        self.Y = self.ch.labels_from_attention(Ylab)
+        # logits that reproduce the labels: the interpolating start of the prox (None: unknown)
+        self.w = None if self.ch.convex_prox else self.ch.label_logits(Ylab, problem.beta)
 
     def loss(self, h: np.ndarray) -> np.ndarray:
-        if self.problem.channel == "linear":
-            return 2.0 * np.sum((h - self.y) ** 2, axis=1)
-        return softmax_fit_loss(h, self.Y, self.problem.beta, order=0)[0]
+        return self.ch.fit_loss(h, self.Y, self.problem.beta, 0)[0]
+
+    def _objective(self, h: np.ndarray, omega: np.ndarray, V: float) -> np.ndarray:
+        d = h - omega
+        return np.einsum("nk,nk->n", d, d) / (2.0 * V) + self.loss(h)
 
     def __call__(self, omega: np.ndarray, V: float) -> _OutputStep:
         n, K = omega.shape
-        if self.problem.channel == "linear":
-            pr = prox_linear(omega, self.y, V)
-            g = (pr.h - omega) / V
-            gamma = n * K * (1.0 - 1.0 / (1.0 + 4.0 * V)) / V
-            return _OutputStep(g, gamma, pr.fit, pr.h)
-        hi = interpolating_start(omega, self.w, 1.0, self.T)
-        if self.prev_h is None:
-            pr = prox_softmax(omega, self.Y, V, self.problem.beta, starts=[omega, hi, 0.5 * (omega + hi)])
+        beta = self.problem.beta
+        hc = self.ch.fit_hessian_constant()
+        if self.ch.convex_prox:
+            pr = self.ch.prox_labels(omega, self.Y, V, beta=beta)
+            if hc is not None:
+                gamma = n * K * (1.0 - 1.0 / (1.0 + hc * V)) / V
+                return _OutputStep((pr.h - omega) / V, gamma, pr.fit, pr.h)
             h = pr.h
         else:
-            # Hysteresis between the local minima of the (non-convex) prox objective: keep the
-            # branch continued from the previous iteration unless another start is lower by more
-            # than `hysteresis (1 + |f|)`; otherwise nodes with two nearly degenerate minima flip
-            # every iteration and GAMP cycles. Any local minimum gives a stationary point of ERM.
-            pr = prox_softmax(omega, self.Y, V, self.problem.beta, starts=[self.prev_h, omega, hi])
-            fs = np.stack([prox_objective(b, omega, self.Y, V, self.problem.beta) for b in pr.branches])
-            best = np.argmin(fs, axis=0)
-            fbest = fs[best, np.arange(n)]
-            keep = fs[0] <= fbest + self.hysteresis * (1.0 + np.abs(fbest))
-            choice = np.where(keep, 0, best)
-            h = np.stack(pr.branches)[choice, np.arange(n)]
-        self.prev_h = h
-        fit = softmax_fit_loss(h, self.Y, self.problem.beta, order=0)[0]
-        _, _, Hs = softmax_fit_loss(h, self.Y, self.problem.beta, order=2)
+            extra = []
+            if self.w is not None:
+                hi = interpolating_start(omega, self.w, 1.0, self.T)
+                extra = [hi] if self.prev_h is not None else [hi, 0.5 * (omega + hi)]
+            if self.prev_h is None:
+                h = self.ch.prox_labels(omega, self.Y, V, beta=beta, starts=[omega, *extra]).h
+            else:
+                # Hysteresis between the local minima of the (non-convex) prox objective: keep the
+                # branch continued from the previous iteration unless another start is lower by more
+                # than `hysteresis (1 + |f|)`; otherwise nodes with two nearly degenerate minima flip
+                # every iteration and GAMP cycles. Any local minimum gives a stationary point of ERM.
+                pr = self.ch.prox_labels(omega, self.Y, V, beta=beta, starts=[self.prev_h, omega, *extra])
+                fs = np.stack([self._objective(b, omega, V) for b in pr.branches])
+                best = np.argmin(fs, axis=0)
+                fbest = fs[best, np.arange(n)]
+                keep = fs[0] <= fbest + self.hysteresis * (1.0 + np.abs(fbest))
+                choice = np.where(keep, 0, best)
+                h = np.stack(pr.branches)[choice, np.arange(n)]
+            self.prev_h = h
+        fit, _, Hs = self.ch.fit_loss(h, self.Y, beta, 2)
         M = np.eye(K)[None] + V * Hs
         ev = np.linalg.eigvalsh(0.5 * (M + M.transpose(0, 2, 1)))
         ev = np.maximum(ev, 1e-12)  # a local minimum of the prox objective has M > 0
@@ -119,14 +96,11 @@ class _BayesOutput:
     def __init__(self, problem: Problem, Ylab: np.ndarray) -> None:
         self.problem = problem
         self.Dh = problem.noise / 2.0
-        K = problem.n_pairs
-        if problem.channel == "linear":
-            self.w = mat_to_vec(Ylab)
-            self.P = np.eye(K)
-        else:
-            self.w = _label_logits(Ylab, problem.beta0)
-            u = shift_direction(problem.T)
-            self.P = np.eye(K) - np.outer(u, u)
+        self.w = problem.channel.label_logits(Ylab, problem.beta0)
+        if self.w is None:
+            raise ValueError(f"Bayes AMP needs the logits behind the labels, which the {problem.channel} channel "
+                             "does not provide (Channel.label_logits)")
+        self.P = problem.channel.observed_projection(problem.T)
         self.c = int(round(np.trace(self.P)))
 
     def __call__(self, omega: np.ndarray, V: float) -> _OutputStep:
@@ -159,8 +133,8 @@ def erm_objective(problem: Problem, op: SensingOperator, Y: np.ndarray, S: np.nd
     """
     if H is None:
         H = op.logits(S)
-    yhat = channel_output(H, problem.channel, problem.beta, op.X)
+    yhat = problem.channel.output(H, problem.beta, op.X)
     tr = float(np.mean(squared_error(yhat, Y)))
     d, n = problem.d, op.n
-    reg = problem.lam * d * (float(np.trace(S)) if problem.student == "factorized" else float(np.sum(S * S)))
+    reg = problem.lam * d * float(problem.student.penalty_value(S))
     return tr + reg / n, tr

@@ -7,9 +7,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..bayes import denoising_mmse
 from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
-from ..spectra.prior_model import PriorModel, prior_from_eigenvalues
+from ..spectra.prior_model import prior_from_eigenvalues
+from ..state_evolution import (
+    OutputQuadrature,
+    PriorModel,
+    output_side,
+    prior_model,
+    prior_side,
+)
+from ..thresholds import informative_directions
 
 
 def se_iterates(
@@ -36,16 +45,9 @@ def se_iterates(
     >>> it["q"].shape, it["qhat"].shape                 # x_0 .. x_5 and the five conjugates
     ((6,), (5,))
     """
-    from ..state_evolution import (
-        OutputQuadrature,
-        PriorModel,
-        output_side,
-        prior_model,
-        prior_side,
-    )
 
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
-    if quad is None and problem.channel != "linear":
+    if quad is None and problem.channel.needs_quadrature:
         quad = OutputQuadrature.sobol(2 * problem.n_pairs)
     xs = [(float(q0), float(m0), float(Sigma0))]
     hats = []
@@ -53,7 +55,7 @@ def se_iterates(
     for _ in range(int(n_iter)):
         q, m, Sig = xs[-1]
         out = output_side(q, m, Sig, problem=problem, Q0=pm.Q0, quad=quad, warm=warm)
-        if out.branches is not None and problem.channel != "linear":
+        if out.branches is not None and not problem.channel.convex_prox:
             warm = out.branches
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=pm)
         hats.append((out.qhat, out.mhat, out.Sigmahat))
@@ -76,9 +78,6 @@ def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = 
     >>> [round(float(v), 3) for v in it["V"][:3]]       # V = Q0 - q decreases to the MMSE
     [1.5, 0.732, 0.552]
     """
-    from ..bayes import denoising_mmse
-    from ..state_evolution import PriorModel, prior_model
-    from ..thresholds import informative_directions
 
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     a = 2 * informative_directions(problem) * problem.alpha

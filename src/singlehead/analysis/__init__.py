@@ -25,9 +25,21 @@ __all__ = [
     "target_law",
 ]
 
-from .decomposition import ErrorDecomposition, channel_sensitivities, channel_test_error, decompose, scale_profile  # noqa: E402
+from .decomposition import (  # noqa: E402
+    ErrorDecomposition,
+    channel_sensitivities,
+    channel_test_error,
+    decompose,
+    scale_profile,
+)
 from .finite_k import finite_d_mismatch, noise_limited_law, threshold_switch_on_exponent  # noqa: E402
-from .power_law import power_law_curve, power_law_problem, recovered_modes, spiked_prior, switch_on_sample_sizes  # noqa: E402
+from .power_law import (  # noqa: E402
+    power_law_curve,
+    power_law_problem,
+    recovered_modes,
+    spiked_prior,
+    switch_on_sample_sizes,
+)
 from .scaling import (  # noqa: E402
     ExponentFit,
     classify_regime,
@@ -44,6 +56,11 @@ __all__ += [
     "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
 ]
 
-from .finite_size import Extrapolation, FiniteSizeGaps, extrapolate_to_infinite_d, finite_size_gaps  # noqa: E402
+from .finite_size import (  # noqa: E402
+    Extrapolation,
+    FiniteSizeGaps,
+    extrapolate_to_infinite_d,
+    finite_size_gaps,
+)
 
 __all__ += ["Extrapolation", "FiniteSizeGaps", "extrapolate_to_infinite_d", "finite_size_gaps"]

@@ -15,8 +15,9 @@ import numpy as np
 from scipy import stats
 from scipy.stats import qmc
 
-from ..attention_maps import attention
+from ..attention_maps import vec_to_mat
 from ..problem import Problem
+from ..state_evolution import OutputQuadrature, channel_test_errors
 
 __all__ = ["channel_test_error", "channel_sensitivities"]
 
@@ -26,11 +27,6 @@ def _nodes(K: int, n_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     u = qmc.Sobol(d=2 * K, scramble=True, seed=np.random.default_rng(seed)).random_base2(mexp)
     g = stats.norm.ppf(np.clip(u, 1e-12, 1 - 1e-12))
     return g[:, :K], g[:, K:]
-
-
-def _linear_weights(T: int) -> np.ndarray:
-    """Squared-Frobenius weight of each of the ``K`` logits in ``M(h)`` (diagonal ``sqrt 2``: 2; off: 2)."""
-    return np.full(T * (T + 1) // 2, 2.0)
 
 
 def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy: bool = False,
@@ -51,9 +47,10 @@ def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy
     True
     """
     T, K = problem.T, problem.n_pairs
-    if problem.channel == "linear":  # exact: E ||z0 + xi - z||^2 summed over K entries, doubled (sqrt 2 diagonal)
-        return 2.0 * K * (Q0 - 2 * m + q + (problem.noise / 2.0 if noisy else 0.0)) if T == 1 else \
-            float(np.sum(_linear_weights(T))) * (Q0 - 2 * m + q + (problem.noise / 2.0 if noisy else 0.0))
+    ch = problem.channel
+    closed = ch.closed_form_test_errors(T, Q0, q, m, problem.noise)
+    if closed is not None:
+        return float(closed["test_error_noisy" if noisy else "test_error"])
     u0, u1 = _nodes(K, n_points, seed)
     rho, r = m / Q0, max(q - m * m / Q0, 0.0)
     z0 = math.sqrt(Q0) * u0
@@ -62,7 +59,7 @@ def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy
     if noisy and problem.noise > 0:
         xi = math.sqrt(problem.noise / 2.0) * _nodes(K, n_points, seed + 1)[0]
         y = z0 + xi
-    diff = attention(y, T, problem.channel, problem.beta0) - attention(z, T, problem.channel, problem.beta)
+    diff = ch.attention(vec_to_mat(y, T), problem.beta0) - ch.attention(vec_to_mat(z, T), problem.beta)
     return float(np.mean(np.einsum("nab,nab->n", diff, diff)))
 
 
@@ -83,18 +80,19 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
     (True, 1.0)
     """
     T, K = problem.T, problem.n_pairs
-    rho0 = problem.beta0 / problem.beta if problem.channel != "linear" else 1.0
-    if problem.channel == "linear":
-        c = 2.0 * K
-        e0n = 2.0 * K * problem.noise / 2.0
-        return {"c_r": c, "c_s": c, "c_r_rho": c, "rho0": 1.0, "e0_noisy": e0n}
+    ch = problem.channel
+    rho0 = ch.logit_scale(problem.beta, problem.beta0)
+    hc = ch.fit_hessian_constant()
+    if hc is not None:  # a linear map: ||J v||^2 = (hc/2) ||v||^2 exactly
+        c = 0.5 * hc * K
+        return {"c_r": c, "c_s": c, "c_r_rho": c, "rho0": rho0, "e0_noisy": c * problem.noise / 2.0}
     u0, u1 = _nodes(K, n_points, seed)
     z0 = math.sqrt(Q0) * u0
     x = rho0 * z0
 
     def jv(x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return (attention(x + h * v, T, problem.channel, problem.beta)
-                - attention(x - h * v, T, problem.channel, problem.beta)) / (2 * h)
+        return (ch.attention(vec_to_mat(x + h * v, T), problem.beta)
+                - ch.attention(vec_to_mat(x - h * v, T), problem.beta)) / (2 * h)
 
     a = jv(x, u1)
     b = jv(x, z0)
@@ -107,20 +105,18 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
     e0n = 0.0
     if problem.noise > 0:
         xi = math.sqrt(problem.noise / 2.0) * _nodes(K, n_points, seed + 1)[0]
-        dd = attention(z0 + xi, T, problem.channel, problem.beta0) - attention(z0, T, problem.channel, problem.beta0)
+        dd = ch.attention(vec_to_mat(z0 + xi, T), problem.beta0) - ch.attention(vec_to_mat(z0, T), problem.beta0)
         e0n = float(np.mean(np.einsum("nab,nab->n", dd, dd)))
     return {"c_r": c_r, "c_s": c_s, "c_r_rho": c_r_rho, "rho0": rho0, "e0_noisy": e0n}
 
 
 def _default_quad(problem: Problem):
-    from ..state_evolution import OutputQuadrature
 
-    return None if problem.channel == "linear" else OutputQuadrature.sobol(2 * problem.n_pairs)
+    return OutputQuadrature.sobol(2 * problem.n_pairs) if problem.channel.needs_quadrature else None
 
 
 def _te(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:
     """``TE(rho, r)`` with the state evolution's test-error function (vectorised over ``rho``)."""
-    from ..state_evolution import channel_test_errors
 
     rho = np.atleast_1d(np.asarray(rho, dtype=float))
     return np.array([channel_test_errors(float(x * x * Q0 + r), float(x * Q0), problem=problem, Q0=Q0,

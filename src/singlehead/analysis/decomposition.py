@@ -106,7 +106,6 @@ exact against the state-evolution ``m`` they are added to ``E_approx``
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,9 +114,10 @@ from scipy import optimize
 
 from ..problem import Problem
 from ..results import Result
-from ..spectra import DiscreteLaw, MarchenkoPastur, SpikedLaw, free_convolve_semicircle, soft_threshold_integrals
+from ..state_evolution import theory
 from .channel_side import _default_quad, _te, channel_sensitivities, channel_test_error
 from .learned_spectrum import target_law
+from .matrix_parts import _matrix_parts
 
 __all__ = ["ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error", "scale_profile"]
 
@@ -224,115 +224,6 @@ class ErrorDecomposition:
 
 # ------------------------------------------------------------------------------------ channel part
 # ------------------------------------------------------------------------------------- matrix part
-def _signal(x: np.ndarray, H: np.ndarray, v: float) -> np.ndarray:
-    """``xi(x) = x - 2 v H(x)``: signal ``u^T S0 u`` along an eigenvector of ``Y`` at ``x``."""
-    return x - 2.0 * v * H
-
-
-def _matrix_parts(law, v: float, eta: float, eps: float, cap: float | None) -> dict[str, Any]:
-    """Identity-1 parts of ``r = ||Shat - rho S0||^2`` at ``rho = m/Q0`` (``m`` from the law)."""
-    cl = free_convolve_semicircle(law, v)
-    ti = soft_threshold_integrals(cl, math.sqrt(v), eps, rank_cap=cap)
-    c = float(ti.cutoff)
-    Q0 = float(law.second_moment())
-    q_law = eta * eta * float(ti.J)
-    m_law = eta * (float(ti.J) - 0.5 * math.sqrt(v) * float(ti.dJ_ddelta) - 0.5 * eps * float(ti.dJ_deps))
-    rho = m_law / Q0
-    pos, amass = cl.atoms()
-
-    def H_at(rule) -> np.ndarray:
-        return rule.H + ((1.0 / (rule.x[:, None] - pos[None, :])) @ amass if pos.size else 0.0)
-
-    bulks = sorted(cl.edges(), key=lambda e: -e[1])  # from the top
-    # which continuous components are recovered signal
-    kinds: list[tuple[str, float, float]] = []  # ("atom"/"upper"/"bulk", s, w)
-    if isinstance(law, DiscreteLaw):  # single-atom bulks from the top
-        tpos, tmass = (a[::-1] for a in law.atoms())
-        j = 0
-        for lo, hi in bulks:
-            Mb = float(np.sum(cl.rule(lo, hi).w))
-            if j < tpos.size and abs(Mb - tmass[j]) <= 1e-6 * max(Mb, 1e-300) + 1e-9:
-                kinds.append(("atom", float(tpos[j]), float(tmass[j])))
-                j += 1
-            else:
-                break
-    elif isinstance(law, MarchenkoPastur) and law.kappa0 < 1 and len(bulks) >= 2:
-        # the lowest component is the bulk of the null space of S0 (mass 1 - kappa0); the ones
-        # above it are the recovered range of S0
-        kinds = [("upper", math.nan, float(np.sum(cl.rule(lo, hi).w))) for lo, hi in bulks[:-1]]
-    kinds += [("bulk", math.nan, math.nan)] * (len(bulks) - len(kinds))
-
-    modes: list[dict[str, float]] = []
-    E_over = E_sh = E_mis = xi2_B = rec_energy = 0.0
-    upper_kept_xi2 = 0.0
-    upper_idx: list[int] = []
-    xi2_whole = []
-    mode_offset = len(law.spikes) if isinstance(law, SpikedLaw) else 0
-    for k, ((lo, hi), (kind, s, w)) in enumerate(zip(bulks, kinds)):
-        rb = cl.rule(lo, hi)
-        xib = _signal(rb.x, H_at(rb), v)
-        xi2_whole.append(float(np.sum(rb.w * xib * xib)))
-        if hi <= c:
-            continue
-        rk = cl.rule(max(lo, c), hi)
-        if rk.x.size == 0:
-            continue
-        xi = _signal(rk.x, H_at(rk), v)
-        err2 = float(np.sum(rk.w * (eta * (rk.x - eps) - rho * xi) ** 2))
-        kept_xi2 = float(np.sum(rk.w * xi * xi))
-        if kind == "bulk":
-            E_over += err2
-            xi2_B += kept_xi2
-            continue
-        E_sh += err2
-        sig = float(np.sum(rb.w * xib))
-        if kind == "atom":
-            E_mis += w * s * s - kept_xi2
-            rec_energy += w * s * s
-            modes.append({"mode": float(mode_offset + len(modes) + 1), "spike": s, "position": 0.5 * (lo + hi),
-                          "signal": sig / w, "overlap": sig / (w * s) if s > 0 else math.nan, "mass": w})
-        else:  # separated upper bulk: energy assigned after the loop
-            upper_idx.append(k)
-            upper_kept_xi2 += kept_xi2
-            modes.append({"mode": 0.0, "spike": math.nan, "position": 0.5 * (lo + hi), "signal": sig / w,
-                          "overlap": math.nan, "mass": w})
-    if upper_idx:
-        e_R = Q0 - sum(x for k, x in enumerate(xi2_whole) if k not in upper_idx)
-        E_mis += e_R - upper_kept_xi2
-        rec_energy += e_R
-    # point masses (spike outliers)
-    E_self = 0.0
-    if pos.size:
-        full = cl.rule()
-        outl = {round(o.position, 12): o for o in cl.outliers()}
-        spikes = np.asarray(getattr(law, "spikes", ()), dtype=float)
-        for a, w in zip(pos[pos > c], amass[pos > c]):
-            others = pos != a
-            Ha = float(np.sum(full.w / (a - full.x))) + float(np.sum(amass[others] / (a - pos[others])))
-            xi = a - 2.0 * v * Ha
-            err2 = w * (eta * (a - eps) - rho * xi) ** 2
-            o = outl.get(round(float(a), 12))
-            if o is None:  # an atom that is not a spike outlier (v = 0): count it in the bulk
-                E_over += err2
-                xi2_B += w * xi * xi
-                continue
-            s = float(o.spike)
-            e_i = max(s * s, xi * xi)
-            E_sh += err2
-            E_mis += w * (e_i - xi * xi)
-            rec_energy += w * e_i
-            E_self += 2.0 * eta * v * w * w
-            mode = 1 + int(np.argmin(np.abs(spikes - s))) if spikes.size else 0
-            modes.append({"mode": float(mode), "spike": s, "position": float(a), "signal": xi,
-                          "overlap": xi / s, "mass": float(w)})
-    r2 = rho * rho
-    modes.sort(key=lambda d: d["mode"])
-    return {"E_over": E_over, "E_under": r2 * (Q0 - rec_energy - xi2_B), "E_approx_shrinkage": E_sh,
-            "E_approx_misalignment": r2 * E_mis, "E_approx_self": rho * E_self, "Q0": Q0, "q_law": q_law,
-            "m_law": m_law, "rho": rho, "recovered": modes, "cutoff": c}
-
-
-# ------------------------------------------------------------------------------------- scale part
 def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: float | None = None,
                   xatol: float = 1e-7) -> dict[str, float]:
     """``min_rho' TE(rho', r)`` and its minimiser (the best scale at fixed orthogonal error ``r``).
@@ -351,10 +242,12 @@ def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: 
     >>> profile["test_error_best_scale"] > 0.0
     True
     """
-    if problem.channel == "linear":
-        return {"rho_best": 1.0, "test_error_best_scale": 2.0 * problem.n_pairs * r}
+    hc = problem.channel.fit_hessian_constant()
+    if hc is not None:  # a linear channel: TE is quadratic in rho with its minimum at the logit scale
+        return {"rho_best": problem.channel.logit_scale(problem.beta, problem.beta0),
+                "test_error_best_scale": 0.5 * hc * problem.n_pairs * r}
     quad = _default_quad(problem) if quad is None else quad
-    rho0 = problem.beta0 / problem.beta
+    rho0 = problem.channel.logit_scale(problem.beta, problem.beta0)
     hi = 4.0 * rho0 if rho_max is None else float(rho_max)
     grid = np.linspace(0.0, hi, 33)
     vals = _te(problem, Q0, grid, r, quad)
@@ -404,23 +297,23 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
     >>> abs(dec.orthogonal_error - dec.r) < 1e-3        # Identity 1: the three parts sum to r
     True
     """
-    if problem.student != "factorized":
-        raise ValueError(f"student must be 'factorized' for the error decomposition (got {problem.student!r})")
+    if not problem.student.thresholded:
+        raise ValueError("student must be 'factorized' (a thresholded spectrum) for the error decomposition "
+                         f"(got {problem.student.name!r})")
     if theory_result is None:
-        from ..state_evolution import theory
 
         theory_result = theory(problem, prior=prior)
     ex = theory_result.extras
     eta, delta, eps = float(ex["eta"]), float(ex["delta"]), float(ex["eps"])
     law = target_law(problem, model=model, delta=delta, n_spikes=n_spikes)
-    cap = problem.kappa if problem.kappa < 1 else None
+    cap = problem.student.rank_cap(problem.kappa)
     parts = _matrix_parts(law, delta * delta, eta, eps, cap)
     Q0 = float(ex.get("Q0", parts["Q0"]))
     m, q = float(ex["m"]), float(ex["q"])
     rho, r = m / Q0, max(q - m * m / Q0, 0.0)
     E_approx = parts["E_approx_shrinkage"] + parts["E_approx_misalignment"] + parts["E_approx_self"]
     orth = parts["E_over"] + parts["E_under"] + E_approx
-    rho0 = problem.beta0 / problem.beta if problem.channel != "linear" else 1.0
+    rho0 = problem.channel.logit_scale(problem.beta, problem.beta0)
     quad = _default_quad(problem)
     te = float(theory_result.test_error)
     te_re = float(_te(problem, Q0, rho, r, quad)[0])

@@ -30,8 +30,8 @@ SE test error``, both per sequence, ``E ||yhat(X) - y(X)||_F^2`` against noisele
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats

@@ -40,8 +40,9 @@ import pandas as pd
 
 from ..problem import Problem
 from ..results import Result
-from ..spectra import SpikedLaw, free_convolve_semicircle, learned_spectrum_law
 from ..spectra import LearnedSpectrum as _LawSpectrum
+from ..spectra import SpikedLaw, free_convolve_semicircle, learned_spectrum_law
+from ..state_evolution import theory
 
 __all__ = [
     "LearnedSpectrum",
@@ -99,7 +100,6 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
 
 def _theory_params(problem: Problem, theory_result: Result | None, prior: str) -> Result:
     if theory_result is None:
-        from ..state_evolution import theory
 
         theory_result = theory(problem, prior=prior)
     for key in ("eta", "delta", "eps"):
@@ -231,7 +231,7 @@ def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, p
     if not (eta > 0 and math.isfinite(delta)):
         raise ValueError(f"theory result has no valid scale eta > 0 (got eta={eta!r}, delta={delta!r})")
     law = target_law(problem, model=model, delta=delta, n_spikes=n_spikes)
-    cap = problem.kappa if (problem.kappa < 1 and problem.student == "factorized") else None
+    cap = problem.student.rank_cap(problem.kappa)
     v = delta * delta
     ls = learned_spectrum_law(law, v, threshold=eps, scale=eta, rank_cap=cap, grid_size=grid_size)
     cl = free_convolve_semicircle(law, v)
@@ -388,11 +388,9 @@ def plot_spectrum_comparison(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarr
     >>> from singlehead.analysis import learned_spectrum, plot_spectrum_comparison
     >>> plot_spectrum_comparison(learned_spectrum(Problem(T=2)), None, "spectrum.png")  # doctest: +SKIP
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10.0, 4.0))
-    FigureCanvasAgg(fig)
     ax, bx = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     xmax = float(pred.law.grid[-1])
     if eigenvalues_pooled is not None:

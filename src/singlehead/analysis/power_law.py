@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..problem import PowerLawTarget, Problem
 from ..results import Result
+from ..state_evolution import SEOptions, prior_model, theory
 from ..targets import power_law_eigenvalues
 
 __all__ = [
@@ -71,7 +72,7 @@ def power_law_problem(gamma: float, d: int, n: float, *, lam: float = 0.0, noise
     --------
     >>> from singlehead.analysis import power_law_problem
     >>> problem = power_law_problem(1.25, d=100, n=5000, lam=0.01)
-    >>> problem.alpha, problem.channel, problem.T, problem.target.gamma
+    >>> problem.alpha, problem.channel.name, problem.T, problem.target.gamma
     (0.5, 'linear', 1, 1.25)
     """
     if not (isinstance(d, int) and d >= 2):
@@ -165,6 +166,29 @@ def switch_on_sample_sizes(ns: Sequence[float], deltas: Sequence[float], cutoffs
     return out
 
 
+def _failed_row(n: float, a: float, lam: float, runtime_s: float, exc: Exception) -> dict[str, Any]:
+    nan = math.nan
+    return {"n": n, "alpha": a, "lam": lam, "test_error": nan, "test_error_noisy": nan, "excess_error": nan,
+            "matrix_error": nan, "rank_fraction": nan, "q": nan, "m": nan, "delta": nan, "eps": nan, "eta": nan,
+            "cutoff": nan, "K": 0, "K_simple": 0, "converged": False, "residual": nan, "runtime_s": runtime_s,
+            "recovered": (), "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _curve_row(n: float, a: float, lam: float, r: Result, s: np.ndarray, modes: int, runtime_s: float
+               ) -> dict[str, Any]:
+    ex = r.extras
+    cut = float(ex.get("cutoff", math.nan))
+    rm = recovered_modes(s, ex["delta"], ex["eps"], cut)
+    return {
+        "n": n, "alpha": a, "lam": lam, "test_error": r.test_error, "test_error_noisy": r.test_error_noisy,
+        "excess_error": r.test_error, "matrix_error": r.matrix_error, "rank_fraction": r.rank_fraction,
+        "q": ex["q"], "m": ex["m"], "delta": ex["delta"], "eps": ex["eps"], "eta": ex["eta"], "cutoff": cut,
+        "K": rm["K"], "K_simple": rm["K_simple"], "converged": bool(r.converged),
+        "residual": ex["residual"], "runtime_s": runtime_s,
+        "recovered": tuple(int(b) for b in rm["recovered"][:modes]), "error": "",
+    }
+
+
 def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Callable[[float], float] = 1e-3,
                     noise: float = 0.1, normalisation: str = "sqrt_d", prior: str = "asymptotic",
                     channel: str = "linear", T: int = 1, kappa: float = 1.0, draws: int = 2, seed: int = 0,
@@ -209,7 +233,6 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
     >>> bool((curve.test_error.diff().dropna() < 0).all())
     True
     """
-    from ..state_evolution import SEOptions, prior_model, theory
 
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
@@ -237,27 +260,13 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
             r: Result = theory(p, prior=pm, init=init, options=options)
         except (ValueError, FloatingPointError, ZeroDivisionError) as exc:
             # e.g. q -> 0 at complete rank collapse makes the SE's log-coordinates fail
-            nan = math.nan
-            rows.append({"n": n, "alpha": a, "lam": p.lam, "test_error": nan, "test_error_noisy": nan,
-                         "excess_error": nan, "matrix_error": nan, "rank_fraction": nan, "q": nan, "m": nan,
-                         "delta": nan, "eps": nan, "eta": nan, "cutoff": nan, "K": 0, "K_simple": 0,
-                         "converged": False, "residual": nan, "runtime_s": time.perf_counter() - t0,
-                         "recovered": (), "error": f"{type(exc).__name__}: {exc}"})
+            rows.append(_failed_row(n, a, p.lam, time.perf_counter() - t0, exc))
             init = None
             continue
         ex = r.extras
         if r.converged:
             init = [ex["q"], ex["m"], ex["Sigma"]]
-        cut = float(ex.get("cutoff", math.nan))
-        rm = recovered_modes(s, ex["delta"], ex["eps"], cut)
-        rows.append({
-            "n": n, "alpha": a, "lam": p.lam, "test_error": r.test_error, "test_error_noisy": r.test_error_noisy,
-            "excess_error": r.test_error, "matrix_error": r.matrix_error, "rank_fraction": r.rank_fraction,
-            "q": ex["q"], "m": ex["m"], "delta": ex["delta"], "eps": ex["eps"], "eta": ex["eta"], "cutoff": cut,
-            "K": rm["K"], "K_simple": rm["K_simple"], "converged": bool(r.converged),
-            "residual": ex["residual"], "runtime_s": time.perf_counter() - t0,
-            "recovered": tuple(int(b) for b in rm["recovered"][:modes]), "error": "",
-        })
+        rows.append(_curve_row(n, a, p.lam, r, s, modes, time.perf_counter() - t0))
     df = pd.DataFrame(rows)
     df.attrs.update({"gamma": gamma, "d": d, "normalisation": normalisation, "prior": prior, "noise": noise,
                      "channel": channel, "T": T, "Q0": pm.Q0, "n_spikes": pm.description.get("n_spikes")})

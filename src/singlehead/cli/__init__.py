@@ -6,32 +6,56 @@ parameter and its valid range, and exit status 2 — never a traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from .. import __version__
 
+# name -> (module of singlehead.cli, function, one-line help). A command's module is imported when the
+# command runs (or its --help is asked), so `singlehead --help` and a theory point load no simulation code;
+# tests/test_cli.py checks that each help here begins the command's own docstring.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "simulate": ("simulate", "simulate", "Train students by ERM and print test/train/matrix errors and the learned spectrum."),
+    "theory": ("theory", "theory", "State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."),
+    "bayes": ("theory", "bayes", "Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha (no student options)."),
+    "thresholds": ("theory", "thresholds", "Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."),
+    "spectrum": ("spectrum", "spectrum", "Density, zero atom, edges and outliers of the learned-spectrum law."),
+    "amp": ("amp", "amp", "Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history."),
+    "spectrum-theory": ("analysis", "spectrum_theory", "Predicted spectrum of the learned S (state evolution, then the law of THEORY §5)."),
+    "decompose": ("analysis", "decompose_cmd", "Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (THEORY §6)."),
+    "scaling": ("analysis", "scaling_cmd", "Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents."),
+    "reproduce": ("reproduce", "reproduce", "Reproduce the paper's results: theory as lines, simulations as points, one HTML report."),
+    "docs": ("docs", "docs", "Build the documentation with its executed gallery and open it (needs the docs extra)."),
+    "inspect": ("inspect", "inspect_cmd", "Per layer and head of MODEL_OR_PATH (default: built-in all-MiniLM-L6-v2, offline): "
+                "the spectrum of the tied query-key map, the theory's law"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use (see :data:`COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands or name not in COMMANDS:
+            return self.commands.get(name)
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(n, COMMANDS[n][2] if n in COMMANDS else self.commands[n].get_short_help_str(80))
+                for n in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="singlehead")
 def cli() -> None:
     """Theory and simulation of single-head tied attention in high dimensions (arXiv 2509.24914)."""
-
-
-def _register() -> None:
-    # Subcommand modules register themselves on `cli`; importing them here keeps this file thin.
-    import importlib
-
-    for name in ("simulate", "theory", "spectrum", "amp", "analysis", "reproduce", "inspect", "docs"):
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:

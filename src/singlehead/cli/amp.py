@@ -6,11 +6,19 @@ from typing import Any
 
 import click
 
-from . import cli
-from .common import instance_run_options, instance_seeds, pop_problem_options, problem_options, problems_from_options, run_sweep
+from ..amp import AMPOptions
+from ..experiments import Job
+from .common import (
+    instance_run_options,
+    instance_seeds,
+    pop_problem_options,
+    problem_options,
+    problems_from_options,
+    run_sweep,
+)
 
 
-@cli.command()
+@click.command()
 @problem_options
 @instance_run_options
 @click.option("--bayes", is_flag=True, help="Bayes-optimal GAMP-RIE (RIE matrix denoiser, posterior-mean output).")
@@ -20,8 +28,6 @@ from .common import instance_run_options, instance_seeds, pop_problem_options, p
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Stop when the relative change is below this.")
 def amp(**kwargs: Any) -> None:
     """Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history."""
-    from ..amp import AMPOptions
-    from ..experiments import Job
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     seeds = instance_seeds(kwargs)

@@ -11,8 +11,20 @@ from typing import Any
 import click
 import numpy as np
 
-from . import cli
-from .common import dumps, parse_floats, pop_problem_options, problem_options, problems_from_options
+from ..analysis import decompose, learned_spectrum, plot_spectrum_comparison
+from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
+from ..analysis.scaling import scaling_curve
+from ..channels import get_channel
+from ..problem import PowerLawTarget
+from ..state_evolution import theory
+from .common import (
+    CHANNEL,
+    dumps,
+    parse_floats,
+    pop_problem_options,
+    problem_options,
+    problems_from_options,
+)
 
 
 def _one_problem(kwargs: dict[str, Any]):
@@ -28,7 +40,7 @@ def _prior(prior: str) -> str:
     return prior
 
 
-@cli.command("spectrum-theory")
+@click.command("spectrum-theory")
 @problem_options
 @click.option("--prior", default="auto", show_default=True, help="State-evolution prior: auto, asymptotic or finite.")
 @click.option("--model", type=click.Choice(["auto", "discrete", "spiked"]), default="auto", show_default=True,
@@ -38,8 +50,6 @@ def _prior(prior: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def spectrum_theory(**kwargs: Any) -> None:
     """Predicted spectrum of the learned S (state evolution, then the law of THEORY §5)."""
-    from ..analysis import learned_spectrum, plot_spectrum_comparison
-    from ..state_evolution import theory
 
     if kwargs["grid_size"] < 16:
         raise ValueError(f"grid-size must be an integer >= 16 (got {kwargs['grid_size']})")
@@ -59,17 +69,16 @@ def spectrum_theory(**kwargs: Any) -> None:
                    + f"; eta={pred.eta:.4g} delta={pred.delta:.4g} eps={pred.eps:.4g}")
 
 
-@cli.command("decompose")
+@click.command("decompose")
 @problem_options
 @click.option("--prior", default="auto", show_default=True, help="State-evolution prior: auto, asymptotic or finite.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def decompose_cmd(**kwargs: Any) -> None:
     """Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (THEORY §6)."""
-    from ..analysis import decompose
 
     problem = _one_problem(kwargs)
-    if problem.student != "factorized":
-        raise ValueError(f"student must be factorized for decompose (got {problem.student!r})")
+    if not problem.student.thresholded:
+        raise ValueError(f"student must be factorized for decompose (got {problem.student.name!r})")
     res = decompose(problem, prior=_prior(kwargs["prior"]))
     out = res.to_dict()
     if kwargs["as_json"]:
@@ -81,7 +90,7 @@ def decompose_cmd(**kwargs: Any) -> None:
                    f"orthogonal error r={out['r']:.6g}; recovered modes: {out['n_recovered']}")
 
 
-@cli.command("scaling")
+@click.command("scaling")
 @click.option("--gamma", type=float, required=True, help="Power-law exponent (> 0.5).")
 @click.option("--d", type=int, default=1000, show_default=True, help="Dimension (>= 2).")
 @click.option("--n", "n_spec", default=None, help="Sample sizes: list or 'log:start:stop:num' (default log:10d:d^2/10:9).")
@@ -91,15 +100,13 @@ def decompose_cmd(**kwargs: Any) -> None:
 @click.option("--noise", type=float, default=0.1, show_default=True, help="Label noise Delta (>= 0).")
 @click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d", show_default=True)
 @click.option("--prior", type=click.Choice(["spiked", "asymptotic", "finite"]), default="spiked", show_default=True)
-@click.option("--channel", type=click.Choice(["linear", "seq2lab", "seq2seq"]), default="linear", show_default=True,
+@click.option("--channel", type=CHANNEL, default="linear", show_default=True,
               help="Output channel (softmax channels need --T >= 2).")
 @click.option("--T", "T", type=int, default=1, show_default=True, help="Tokens per sequence.")
 @click.option("--level", type=float, default=0.95, show_default=True, help="Confidence level of the exponent interval.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior, channel, T, level, as_json) -> None:
     """Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents."""
-    from ..analysis.scaling import scaling_curve
-    from ..problem import PowerLawTarget
 
     PowerLawTarget(gamma=gamma, normalisation=normalisation)  # validates gamma
     if d < 2:
@@ -114,7 +121,7 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
     if len(ns) < 3 or min(ns) <= 0:
         raise ValueError(f"n must contain at least 3 sample sizes > 0 (got {len(ns)})")
     lam_fn = (lambda a: lam * math.sqrt(a)) if lam_scaling == "sqrt_alpha" else lam
-    if channel != "linear" and T < 2:
+    if get_channel(channel).informative_directions(T) <= 0:
         raise ValueError(f"T must be >= 2 for the softmax channel {channel} (got {T})")
     if T < 1:
         raise ValueError(f"T must be an integer >= 1 (got {T})")
@@ -138,7 +145,6 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
             f"n={r.n:.3g}: {r.regime} (local {r.local_exponent_n:.3f}, predicted {r.predicted_exponent:.3f})"
             for r in df.itertuples()))
         if len(res["regime_counts"]) > 1:
-            from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 
             dd, (lo, hi) = SL["d"], SL["n_over_d"]
             click.echo(f"note: the curve crosses regimes ({res['regime_counts']}); compare the fit with the prediction "

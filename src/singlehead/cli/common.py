@@ -7,15 +7,20 @@ objects and writes results. Any ``ValueError`` raised below the CLI is reported 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import sys
 from typing import Any, Callable
 
 import click
 import numpy as np
 
-from ..problem import CHANNELS, STUDENTS, CustomTarget, MPTarget, PowerLawTarget, Problem
+from ..channels import channel_names
+from ..experiments import cache_for_export, export_jsonl, run_jobs
+from ..problem import CustomTarget, MPTarget, PowerLawTarget, Problem
 from ..results import jsonable
+from ..students import student_names
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -61,8 +66,27 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+class RegisteredName(click.ParamType):
+    """A name of a registry (channels, students), read when the command line is parsed, so that
+    channels and students registered after import are accepted."""
+
+    def __init__(self, kind: str, names: Callable[[], tuple[str, ...]]) -> None:
+        self.name, self._names = kind, names
+
+    def get_metavar(self, *args: Any, **kwargs: Any) -> str:
+        return "[" + "|".join(self._names()) + "]"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        if value in self._names():
+            return value
+        self.fail(f"{value!r} is not one of {', '.join(map(repr, self._names()))}", param, ctx)
+
+
+CHANNEL = RegisteredName("channel", channel_names)
+STUDENT = RegisteredName("student", student_names)
+
 _PROBLEM_OPTIONS: dict[str, Callable] = {
-    "channel": click.option("--task", "channel", type=click.Choice(CHANNELS), default="seq2lab", show_default=True,
+    "channel": click.option("--task", "channel", type=CHANNEL, default="seq2lab", show_default=True,
                             help="Output channel."),
     "T": click.option("--T", "T", type=int, default=2, show_default=True, help="Tokens per sequence (>= 1)."),
     "d": click.option("--d", type=int, default=50, show_default=True, help="Token dimension (>= 2)."),
@@ -80,7 +104,7 @@ _PROBLEM_OPTIONS: dict[str, Callable] = {
     "lam": click.option("--lam", type=float, default=0.01, show_default=True, help="Regularisation lambda (>= 0)."),
     "beta": click.option("--beta", type=float, default=1.0, show_default=True, help="Student inverse temperature (> 0)."),
     "beta0": click.option("--beta0", type=float, default=1.0, show_default=True, help="Target inverse temperature (> 0)."),
-    "student": click.option("--student", type=click.Choice(STUDENTS), default="factorized", show_default=True),
+    "student": click.option("--student", type=STUDENT, default="factorized", show_default=True),
 }
 # fields a command does not use are not offered (an option that does nothing is refused by click)
 STUDENT_OPTIONS = ("kappa", "lam", "beta", "student")
@@ -128,7 +152,8 @@ PROBLEM_OPTION_NAMES = ("channel", "T", "d", "alpha", "kappa", "kappa0", "gamma"
 
 def pop_problem_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The problem options of ``kwargs`` (removed from it); omitted ones take the Problem defaults."""
-    defaults = {"alpha": "1.0", "kappa": 1.0, "lam": 0.0, "beta": 1.0, "student": "factorized"}
+    defaults = {f.name: f.default for f in dataclasses.fields(Problem) if f.name in PROBLEM_OPTION_NAMES}
+    defaults["alpha"] = str(defaults["alpha"])
     return {k: kwargs.pop(k) if k in kwargs else defaults[k] for k in PROBLEM_OPTION_NAMES}
 
 
@@ -170,9 +195,7 @@ def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[di
     with ``--json``, else ``describe(record)``), through the progress bar on stderr. ``resumed``
     (default: the jobs already cached) is how many runs a rerun reused, reported on stderr.
     """
-    import sys
 
-    from ..experiments import cache_for_export, export_jsonl, run_jobs
 
     cache = cache if cache is not None else cache_for_export(out)
     cached = sum(cache.get(j.key) is not None for j in jobs) if resumed is None else resumed

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import click
 
-from . import cli
-
 #: Packages of the ``docs`` extra that the build imports.
 DOCS_PACKAGES = ("sphinx", "sphinx_gallery", "numpydoc", "pydata_sphinx_theme")
 
@@ -33,7 +31,7 @@ def sphinx_command(source: Path, out: Path, *, gallery: bool) -> list[str]:
     return cmd
 
 
-@cli.command()
+@click.command()
 @click.option("--source", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Documentation source folder (default: docs/ of this clone).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,

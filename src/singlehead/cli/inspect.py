@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 
 import click
+import numpy as np
+import pandas as pd
 
-from . import cli
+from ..inspect import plot_inspection
+from ..inspect.checkpoint import BERT_KEY, BERT_QUERY
+from ..inspect.model import inspect_model
 
 
 def _layers(text: str | None) -> list[int] | None:
@@ -28,7 +33,7 @@ def _layers(text: str | None) -> list[int] | None:
     return out
 
 
-@cli.command("inspect")
+@click.command("inspect")
 @click.argument("model_or_path", required=False, default=None)
 @click.option("--layers", default=None, help="Layers to inspect: '0,2,5' or '0-3' (default all).")
 @click.option("--heads", "n_heads", type=int, default=None,
@@ -48,9 +53,6 @@ def inspect_cmd(model_or_path, layers, n_heads, query_pattern, key_pattern, layo
     """Per layer and head of MODEL_OR_PATH (default: built-in all-MiniLM-L6-v2, offline): the spectrum
     of the tied query-key map, the theory's law eta ReLU(mu0 ⊞ SC(delta^2) - eps) fitted to it,
     outliers, KS, asymmetry and the weightwatcher-style alpha. Biases are ignored."""
-    from ..inspect import plot_inspection
-    from ..inspect.checkpoint import BERT_KEY, BERT_QUERY
-    from ..inspect.model import inspect_model
 
     if n_heads is not None and n_heads < 1:
         raise ValueError(f"heads must be an integer >= 1 (got {n_heads})")
@@ -68,7 +70,6 @@ def inspect_cmd(model_or_path, layers, n_heads, query_pattern, key_pattern, layo
     cols = ["layer", "head", "rank", "zero_beyond_cap", "sv1", "n_outliers", "eta", "delta", "eps",
             "kappa0" if prior == "mp" else "gamma", "ks", "fits", "asymmetry", "ww_alpha"]
     show = df.rename(columns={"shape": cols[9]})[cols]
-    import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 30):
         click.echo(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
@@ -82,9 +83,7 @@ def inspect_cmd(model_or_path, layers, n_heads, query_pattern, key_pattern, layo
 
 def _clean(o):
     """JSON-safe copy: numpy scalars to Python, NaN/inf to null."""
-    import math
 
-    import numpy as np
 
     if isinstance(o, dict):
         return {str(k): _clean(v) for k, v in o.items()}

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 import click
 
-from . import cli
+from ..experiments.reproduce import FIGURES
+from ..experiments.reproduce import reproduce as run
 
 
-@cli.command()
+@click.command()
 @click.option("--quick", "mode", flag_value="quick", default=True, help="Laptop scale: the MP figures at d = 100 (13-17 min on 2 cores).")
 @click.option("--full", "mode", flag_value="full", help="Paper scale; uses a GPU when present.")
 @click.option("--out", type=click.Path(file_okay=False), default="singlehead-report", show_default=True,
@@ -17,9 +21,7 @@ from . import cli
 @click.option("--figure", "only", multiple=True, help="Build only this figure (repeatable).")
 def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, only: tuple[str, ...]) -> None:
     """Reproduce the paper's results: theory as lines, simulations as points, one HTML report."""
-    import os
 
-    from ..experiments.reproduce import FIGURES, reproduce as run
 
     if n_jobs is not None and n_jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1 (got {n_jobs})")
@@ -27,10 +29,8 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
         if name not in FIGURES:
             raise ValueError(f"figure must be one of {', '.join(FIGURES)} (got {name!r})")
     if scheduler is not None:
-        try:
-            import distributed  # noqa: F401
-        except ImportError:
-            raise ValueError("scheduler needs Dask: pip install 'singlehead[dask]'") from None
+        if importlib.util.find_spec("distributed") is None:
+            raise ValueError("scheduler needs Dask: pip install 'singlehead[dask]'")
     res = run(mode, out, n_jobs=n_jobs or (os.cpu_count() or 1), scheduler=scheduler, only=list(only) or None)
     for o in res.outputs:
         agr = o.agreement

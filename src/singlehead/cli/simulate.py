@@ -6,11 +6,20 @@ from typing import Any
 
 import click
 
-from . import cli
-from .common import instance_run_options, instance_seeds, pop_problem_options, problem_options, problems_from_options, run_sweep
+from ..experiments import Job
+from ..simulation import TrainOptions, resolve_device
+from ..threads import configure
+from .common import (
+    instance_run_options,
+    instance_seeds,
+    pop_problem_options,
+    problem_options,
+    problems_from_options,
+    run_sweep,
+)
 
 
-@cli.command()
+@click.command()
 @problem_options
 @instance_run_options
 @click.option("--optimizer", type=click.Choice(["lbfgs", "adam"]), default="lbfgs", show_default=True)
@@ -30,9 +39,6 @@ from .common import instance_run_options, instance_seeds, pop_problem_options, p
               help="BLAS/torch threads (default: all cores; see singlehead.threads).")
 def simulate(**kwargs: Any) -> None:
     """Train students by ERM and print test/train/matrix errors and the learned spectrum."""
-    from ..experiments import Job
-    from ..simulation import TrainOptions, resolve_device
-    from ..threads import configure
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     seeds = instance_seeds(kwargs)

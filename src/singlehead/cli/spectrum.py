@@ -6,16 +6,21 @@ import math
 
 import click
 
-from . import cli
+from ..problem import MPTarget, PowerLawTarget
+from ..spectra import (
+    DiscreteLaw,
+    MarchenkoPastur,
+    SpikedLaw,
+    learned_spectrum_law,
+    plot_learned_spectrum,
+)
+from ..targets import power_law_eigenvalues
 from .common import dumps, parse_floats
 
 
 def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | None, normalisation: str,
                eigenvalues: str | None, spikes: str | None):
     """The spectral law mu0 named by the CLI options (validated; ValueError names the option)."""
-    from ..problem import MPTarget, PowerLawTarget
-    from ..spectra import DiscreteLaw, MarchenkoPastur, SpikedLaw
-    from ..targets import power_law_eigenvalues
 
     if target == "mp":
         k0 = MPTarget(0.5 if kappa0 is None else kappa0).kappa0  # validates kappa0 in (0, 1]
@@ -44,7 +49,7 @@ def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | 
     return law
 
 
-@cli.command()
+@click.command()
 @click.option("--target", type=click.Choice(["mp", "power-law", "custom"]), default="mp", show_default=True)
 @click.option("--kappa0", type=float, default=None, help="MP rank ratio in (0, 1] (default 0.5).")
 @click.option("--gamma", type=float, default=None, help="Power-law exponent (> 0.5).")
@@ -62,7 +67,6 @@ def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | 
 def spectrum(target, kappa0, gamma, d, normalisation, eigenvalues, spikes, variance, threshold, scale, rank_cap,
              grid_size, plot, as_json) -> None:
     """Density, zero atom, edges and outliers of the learned-spectrum law."""
-    from ..spectra import learned_spectrum_law, plot_learned_spectrum
 
     if not (math.isfinite(variance) and variance >= 0):
         raise ValueError(f"variance must be >= 0 (got {variance})")

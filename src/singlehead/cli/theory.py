@@ -7,16 +7,30 @@ and :mod:`singlehead.thresholds`; one JSON object per alpha (``--json``) or a re
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import click
 
-from . import cli
-from ..results import jsonable
-from .common import STUDENT_OPTIONS, dumps, pop_problem_options, problem_options, problems_from_options, run_sweep
+from ..experiments import Job, cache_for_export, run_jobs
+from ..results import Result, jsonable
+from ..state_evolution import SEOptions, stability
+from ..thresholds import (
+    bayes_perfect_recovery_threshold,
+    interpolation_threshold,
+    perfect_recovery_threshold,
+)
+from .common import (
+    STUDENT_OPTIONS,
+    dumps,
+    pop_problem_options,
+    problem_options,
+    problems_from_options,
+    run_sweep,
+)
 
 
-@cli.command()
+@click.command()
 @problem_options
 @click.option("--prior", type=click.Choice(["auto", "asymptotic", "finite"]), default="auto", show_default=True,
               help="Target side: auto = asymptotic law (MP, or the discrete law of the d eigenvalues), or the finite-d spectrum with GOE draws.")
@@ -32,8 +46,6 @@ from .common import STUDENT_OPTIONS, dumps, pop_problem_options, problem_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def theory(**kwargs: Any) -> None:
     """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."""
-    from ..experiments import Job, cache_for_export
-    from ..state_evolution import SEOptions, theory_curve
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
@@ -41,13 +53,10 @@ def theory(**kwargs: Any) -> None:
                 "node_seed": options.node_seed}
     jobs = [Job("theory", p, None, tuple(sorted(settings.items()))) for p in problems]
     cache = cache_for_export(kwargs["out"])
-    missing = [j for j in jobs if cache.get(j.key) is None]
-    if missing:  # one warm-started sweep over the points not yet cached
-        curve = theory_curve(missing[0].problem, [j.problem.alpha for j in missing], options=options,
-                             prior=kwargs["prior"], progress=len(missing) > 1)
-        for j, r in zip(missing, curve):
-            cache.put({**r.to_dict(), "key": j.key, "route": "theory", "seed": None})
+    resumed = sum(cache.get(j.key) is not None for j in jobs)
+    # the runner's path, as for reproduce: the points not yet cached run as one warm-started sweep along alpha
     if kwargs["stability"]:
+        run_jobs(jobs, cache, desc="theory")
         _add_stability(jobs, cache)
 
     def describe(rec: dict[str, Any]) -> str:
@@ -60,25 +69,22 @@ def theory(**kwargs: Any) -> None:
                 f"rank_fraction={rec['rank_fraction']:.4f} converged={rec['converged']} "
                 f"(residual {rec['residual']:.1e}){rs}")
 
-    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "theory", cache=cache,
-              resumed=len(jobs) - len(missing))
+    run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "theory", cache=cache, resumed=resumed)
 
 
 def _add_stability(jobs: list, cache: Any) -> None:
     """Add ``replicon``, ``prox_jump_share`` and its error to each cached point that lacks them."""
-    from ..results import Result
-    from ..state_evolution import stability
 
     for j in jobs:
         rec = cache.get(j.key)
         if rec is None or "replicon" in rec or "Sigmahat" not in rec:
             continue
         s = stability(j.problem, Result.from_dict(rec))
-        cache.put({**rec, "replicon": s.replicon, "prox_jump_share": s.jump_weight,
-                   "prox_jump_share_err": s.jump_weight_err})
+        cache.put({**rec, "replicon": s.replicon, "prox_jump_share": s.prox_jump_share,
+                   "prox_jump_share_se": s.prox_jump_share_se})
 
 
-@cli.command()
+@click.command()
 @problem_options(omit=STUDENT_OPTIONS)
 @click.option("--n-outer", type=int, default=2048, show_default=True, help="Outer Sobol nodes (posterior means).")
 @click.option("--n-inner", type=int, default=128, show_default=True, help="Inner Sobol nodes (posterior spread).")
@@ -88,7 +94,6 @@ def _add_stability(jobs: list, cache: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def bayes(**kwargs: Any) -> None:
     """Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha (no student options)."""
-    from ..experiments import Job
 
     problems = problems_from_options(**pop_problem_options(kwargs))
     if kwargs["n_outer"] < 16 or kwargs["n_inner"] < 4:
@@ -102,14 +107,12 @@ def bayes(**kwargs: Any) -> None:
     run_sweep(jobs, kwargs["out"], kwargs["as_json"], describe, "bayes")
 
 
-@cli.command()
+@click.command()
 @problem_options(omit=("alpha", "lam"))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def thresholds(**kwargs: Any) -> None:
     """Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."""
-    import warnings
 
-    from ..thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
 
     problem = problems_from_options(**pop_problem_options(kwargs))[0]
 

@@ -7,6 +7,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binom
 
 
 def records_to_frame(records: Iterable[dict[str, Any]], drop: Iterable[str] = ("eigenvalues", "history", "S", "S0")
@@ -82,7 +83,6 @@ def chance_misses_note(n_rows: int, n_missed: int, level: float = 0.95) -> str:
     misses is Binomial(``n_rows``, ``1 - level``). Returns one sentence with its mean and the
     probability of at least ``n_missed`` misses (the p-value of the observed count).
     """
-    from scipy.stats import binom
 
     if n_rows <= 0:
         return ""

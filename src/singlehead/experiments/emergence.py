@@ -19,14 +19,20 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
+from ..analysis.learned_spectrum import learned_spectrum
 from ..problem import PowerLawTarget, Problem
 from ..results import jsonable, stable_hash
-from ..simulation import TrainOptions
+from ..simulation import TrainOptions, simulate
+from ..state_evolution import theory as se_theory
+from .report import FigureOutput
 
 EMERGENCE_PROBLEM = Problem(d=60, T=1, alpha=2.0, channel="linear", noise=0.1, lam=0.05,
                             target=PowerLawTarget(gamma=1.5))
@@ -50,7 +56,6 @@ def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions =
         ``target_top`` (largest target eigenvalues) and, with ``theory``, ``theory``
         (``test_error``, ``train_error``, ``outliers``: positions of the surviving spikes).
     """
-    from ..simulation import simulate
 
     if options.record_every is None:
         raise ValueError("options.record_every must be an integer >= 1 for an emergence run (got None)")
@@ -65,8 +70,6 @@ def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions =
         "target_top": [float(x) for x in problem.target.spectrum(problem.d)[:k]],  # descending
     }
     if theory:
-        from ..analysis.learned_spectrum import learned_spectrum
-        from ..state_evolution import theory as se_theory
 
         th = se_theory(problem)
         ls = learned_spectrum(problem, th)
@@ -77,16 +80,12 @@ def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions =
 
 def draw_emergence(data: dict[str, Any]):
     """The matplotlib figure of :func:`plot_emergence` (not saved)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     tr = data["trajectory"]
     steps = np.asarray(tr["step"], dtype=float)
     top = np.asarray(tr["top_eigenvalues"], dtype=float)
     c = data["problem"]
-    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(7.0, 7.0), sharex=True)
+    fig = Figure(figsize=(7.0, 7.0))
+    ax0, ax1 = fig.subplots(2, 1, sharex=True)
     te, se = np.asarray(tr["test_error"]), np.asarray(tr["test_error_se"])
     ax0.plot(steps, te, color="C0", label="test error (simulation)")
     ax0.fill_between(steps, te - 2 * se, te + 2 * se, color="C0", alpha=0.2, lw=0)
@@ -127,15 +126,12 @@ def plot_emergence(data: dict[str, Any], path: str | Path) -> list[Path]:
     learned-spectrum law) are dashed lines; target eigenvalues dotted grey lines.
     Writes ``path`` with suffixes ``.png`` and ``.pdf``; returns the paths.
     """
-    import matplotlib.pyplot as plt
-
     fig = draw_emergence(data)
     base = Path(path).with_suffix("")
     base.parent.mkdir(parents=True, exist_ok=True)
     paths = [base.with_suffix(".png"), base.with_suffix(".pdf")]
     for pth in paths:
         fig.savefig(pth, dpi=130)
-    plt.close(fig)
     return paths
 
 
@@ -164,7 +160,6 @@ def _nan_none(x: Any) -> Any:
 
 def trajectory_table(data: dict[str, Any]):
     """Tidy ``pandas.DataFrame`` of a trajectory: one row per recorded step, ``eig_1..eig_k`` columns."""
-    import pandas as pd
 
     tr = data["trajectory"]
     df = pd.DataFrame({k: tr[k] for k in tr if k != "top_eigenvalues"})
@@ -182,11 +177,8 @@ def fig_emergence(ctx: Any):
     Register with ``FIGURES["emergence"] = fig_emergence``. The run is kept in the context's
     cache; the ``smoke`` mode uses a small problem (d = 16, 300 steps).
     """
-    import time
 
-    import pandas as pd
 
-    from .report import FigureOutput
 
     t0 = time.perf_counter()
     problem, options = EMERGENCE_PROBLEM, EMERGENCE_OPTIONS

@@ -15,10 +15,16 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+import torch
+from joblib import Parallel, delayed
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
 
 from ..analysis.scaling import SAMPLE_LIMITED_SETTING
 from ..problem import MPTarget, PowerLawTarget, Problem
-from ..results import stable_hash
+from ..results import Result, stable_hash
+from ..simulation import TrainOptions
+from ..threads import available_cores, configure
 from .grid import Job
 from .report import FigureOutput
 from .runner import Cache, run_jobs
@@ -118,7 +124,6 @@ def make_scale(mode: str) -> Scale:
                      spectra_seeds=4, spectra_high_alpha_d=60, decomp_d=50, amp_d=150,
                      amp_seeds=4)
     if mode == "full":
-        import torch
 
         dev = "cuda" if torch.cuda.is_available() else "cpu"
         return Scale("full", d=100, seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0, 3.0), theory_points=60,
@@ -147,7 +152,6 @@ class Context:
                  **options: Any) -> list[Job]:
         """Simulation jobs over ``seeds`` seeds (0: the scale's); the key covers every TrainOptions
         field and the device."""
-        from ..simulation import TrainOptions
 
         opts = TrainOptions(optimizer=optimizer, n_test=self.scale.n_test, **options)
         st = tuple(sorted({**opts.key_fields(self.scale.device), "device": self.scale.device}.items()))
@@ -158,7 +162,6 @@ class Context:
         key = self._value_key(name)
         rec = self.cache.get(key)
         if rec is None:
-            from ..threads import configure
 
             configure()  # an in-process computation (the workers are idle meanwhile): every core
             rec = {"key": key, "value": compute()}
@@ -177,14 +180,11 @@ class Context:
         it comes back (an interrupted run keeps what finished), with a progress bar named
         ``desc``; with one worker or a Dask scheduler they run here, in order.
         """
-        from tqdm.auto import tqdm
 
         keys = {n: self._value_key(n) for n in tasks}
         missing = [n for n in tasks if self.cache.get(keys[n]) is None]
         if len(missing) > 1 and self.n_jobs != 1 and self.scheduler is None and self.client is None:
-            from joblib import Parallel, delayed
 
-            from ..threads import available_cores, configure
 
             workers = self.n_jobs if self.n_jobs > 0 else available_cores()
             configure(workers=workers)  # one thread policy: threads x workers <= cores
@@ -225,13 +225,11 @@ def figure(name: str) -> Callable:
     return deco
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+def new_figure(nrows: int, ncols: int, *, figsize: tuple[float, float], **kwargs: Any) -> tuple[Figure, Any]:
+    """A figure with a grid of axes (``Figure.subplots`` keywords), drawn off-screen through the object
+    API: no pyplot state and no global backend switch."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
 BASE = dict(T=2, noise=0.5, lam=0.01, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab")
@@ -261,7 +259,6 @@ def _mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarra
 
 def _result_from_record(rec: dict[str, Any]):
     """Rebuild a theory :class:`Result` from its cached record (for analysis functions)."""
-    from ..results import Result
 
     return Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})
 

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import matplotlib
 import numpy as np
 import pandas as pd
 
 from ..problem import MPTarget, Problem
+from ..results import Result
+from ..state_evolution import stability
+from ..thresholds import (
+    bayes_perfect_recovery_threshold,
+    interpolation_threshold,
+    perfect_recovery_threshold,
+)
 from .compare import agreement, chance_misses_note, records_to_frame
 from .figspec import (
     BASE,
     Context,
     _mean_se,
     _params_text,
-    _plt,
     figure,
+    new_figure,
     problem_params,
 )
+from .figures_finite_size import fit_note, gaps_from_frame, sim_jobs_per_d
 from .grid import Job
 from .report import FigureOutput
 
@@ -41,9 +50,7 @@ def fig_errors_vs_alpha(ctx: Context) -> FigureOutput:
     agr_adam = agreement(adam, th_at_sim, by, ["test_error", "train_error"], spread_from=sim[sim.cfg_kappa == 1.0])
     agr_adam.insert(0, "optimizer", "adam")
     agr = pd.concat([agr, agr_adam], ignore_index=True)
-
-    plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = new_figure(1, 3, figsize=(15, 4.2))
     colors = {0.75: "tab:orange", 1.0: "tab:blue"}
     for k in kappas:
         t = th[th.cfg_kappa == k].sort_values("cfg_alpha")
@@ -95,8 +102,7 @@ def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
         agr, sim_fs = _fvd_extrapolated_agreement(ctx, sim_problems, best, sim, agr)
     else:
         sim_fs = sim.iloc[:0]
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = new_figure(1, 2, figsize=(11, 4.2))
     for s, c in (("factorized", "tab:blue"), ("direct", "tab:red")):
         b = best[best.cfg_student == s].sort_values("cfg_alpha")
         axes[0].plot(b.cfg_alpha, b.test_error, "-", color=c, label=f"theory, {s} (best lam)")
@@ -125,14 +131,13 @@ def fig_factorized_vs_direct(ctx: Context) -> FigureOutput:
 
 def _fvd_extrapolated_agreement(ctx: Context, sim_problems: list[Problem], best: pd.DataFrame, sim: pd.DataFrame,
                                 agr_d: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Agreement of factorized_vs_direct extrapolated to d = inf (issue 13, item 5), and the extra simulations.
+    """Agreement of factorized_vs_direct extrapolated to d = inf and the extra simulations.
 
     Simulations at ``Scale.fvd_fs_ds`` (``fvd_fs_seeds`` each) join the ``d = Scale.d`` ones; per row (student,
     alpha, best lam) and quantity the gap to the theory is fitted as ``a + b/d`` (pooled per-seed variance, the
     test-set error as a floor; :func:`~singlehead.experiments.figures_finite_size.gaps_from_frame`) and the rule is
     "0 in the 95% CI of ``a``". The ``d``-only comparison (``agr_d``) is kept in each row's note.
     """
-    from .figures_finite_size import fit_note, gaps_from_frame, sim_jobs_per_d
 
     sc = ctx.scale
     if len(sc.fvd_fs_ds) != len(sc.fvd_fs_seeds):
@@ -168,7 +173,6 @@ def _fvd_extrapolated_agreement(ctx: Context, sim_problems: list[Problem], best:
 @figure("interpolation_peak")
 def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     """Test-error peak at alpha_interp shrinking as lam grows; alpha_interp and alpha_perfect marked."""
-    from ..thresholds import interpolation_threshold, perfect_recovery_threshold
 
     sc = ctx.scale
     base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0)
@@ -194,9 +198,8 @@ def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     th_sim = records_to_frame(th_recs)
     th_sim = th_sim[[(l >= 1e-4 or a in small) for l, a in zip(th_sim.cfg_lam, th_sim.cfg_alpha)]]
     agr = _with_rs_checks(agreement(sim, th_sim, ["cfg_lam", "cfg_alpha"], ["test_error", "train_error"]), th_recs)
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    cmap = plt.get_cmap("viridis")
+    fig, axes = new_figure(1, 2, figsize=(11, 4.2))
+    cmap = matplotlib.colormaps["viridis"]
     for i, l in enumerate(lams):
         t = th[(th.cfg_lam == l) & (th.cfg_noise == 0.5)].sort_values("cfg_alpha")
         axes[0].plot(t.cfg_alpha, t.test_error, color=cmap(i / len(lams)), label=f"lam={l:g}")
@@ -246,8 +249,6 @@ _RS_NOTE = ("Replica symmetry at each simulated point (columns 'replicon' and 'p
 
 def _with_rs_checks(agr: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
     """Add the smooth replicon and the prox-jump share of each compared SE point to its agreement rows."""
-    from ..results import Result
-    from ..state_evolution import stability
 
     found = {}
     for rec in records:
@@ -256,7 +257,7 @@ def _with_rs_checks(agr: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
         if key in found or not ((agr.cfg_lam == p.lam) & (agr.cfg_alpha == p.alpha)).any():
             continue
         s = stability(p, Result.from_dict(rec))
-        found[key] = (round(s.replicon, 3), round(100 * s.jump_weight, 1))
+        found[key] = (round(s.replicon, 3), round(100 * s.prox_jump_share, 1))
     cols = [found.get((l, a), (np.nan, np.nan)) for l, a in zip(agr.cfg_lam, agr.cfg_alpha)]
     return agr.assign(replicon=[c[0] for c in cols], **{"prox_jump_%": [c[1] for c in cols]})
 
@@ -272,10 +273,6 @@ _BAYES_AMP_ITERS = 150
 @figure("bayes_vs_erm")
 def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
     """ERM (theory, small and tuned lam) vs the Bayes-optimal error; Bayes-AMP points on instances."""
-    from ..thresholds import (
-        bayes_perfect_recovery_threshold,
-        perfect_recovery_threshold,
-    )
 
     sc = ctx.scale
     base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, noise=0.0)
@@ -296,8 +293,7 @@ def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
     agr.insert(0, "route", "Bayes-AMP vs Bayes SE")
     a_perf = perfect_recovery_threshold(Problem(d=sc.d, lam=1e-5, **base))
     a_bayes = bayes_perfect_recovery_threshold(Problem(d=sc.d, lam=1e-5, **base))
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = new_figure(1, 2, figsize=(11, 4.2))
     for l, c in ((1e-4, "tab:blue"), (1e-2, "tab:orange")):
         t = th[th.cfg_lam == l].sort_values("cfg_alpha")
         axes[0].plot(t.cfg_alpha, t.matrix_error, color=c, label=f"ERM theory, lam={l:g}")

@@ -1,4 +1,4 @@
-"""Finite size measured (issue 13): simulation-minus-theory gaps at several d, extrapolated to d = inf.
+"""Finite size measured: simulation-minus-theory gaps at several d, extrapolated to d = inf.
 
 The figure replaces "simulations sit above theory at small d, as expected" by a measurement:
 L-BFGS students of the MP base problem (:data:`~.figspec.BASE`, ``kappa = 1``) at
@@ -18,7 +18,7 @@ import pandas as pd
 from ..analysis.finite_size import FiniteSizeGaps, finite_size_gaps
 from ..problem import Problem
 from .compare import records_to_frame
-from .figspec import BASE, Context, _params_text, _plt, figure, problem_params
+from .figspec import BASE, Context, _params_text, figure, new_figure, problem_params
 from .grid import Job
 from .report import FigureOutput
 
@@ -77,9 +77,7 @@ def fig_finite_size(ctx: Context) -> FigureOutput:
     th_problems = [Problem(d=max(ds), alpha=a, kappa=1.0, **BASE) for a in alphas]
     th = records_to_frame(ctx.run(ctx.theory_jobs(th_problems), "theory: finite-size scan"))
     theory = dict(zip(th.cfg_alpha, th.test_error))
-
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(alphas), figsize=(4.6 * len(alphas), 4.0), squeeze=False)
+    fig, axes = new_figure(1, len(alphas), figsize=(4.6 * len(alphas), 4.0), squeeze=False)
     rows, fits = [], []
     for ax, a in zip(axes[0], alphas):
         t = float(theory[a])

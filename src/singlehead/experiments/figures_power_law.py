@@ -8,15 +8,19 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch, Rectangle
 
-from ..analysis import power_law_curve, regime_map, scaling_curve
-from ..problem import Problem
+from ..analysis import learned_spectrum, power_law_curve, regime_map, scaling_curve
+from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
+from ..channels import get_channel
+from ..problem import PowerLawTarget, Problem
 from .figspec import (
     Context,
     _params_text,
-    _plt,
     _result_from_record,
     figure,
+    new_figure,
 )
 from .report import FigureOutput
 
@@ -27,8 +31,6 @@ REGIME_COLORS = {"threshold": "tab:blue", "label_noise": "tab:orange", "tail_noi
 
 def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noise: float) -> None:
     """Filled regime regions and the measured local exponent over (n/d, lam), predicted beside it."""
-    from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch, Rectangle
 
     ns = np.sort(rmap.n.unique())
     lams = np.sort(rmap.lam.unique())
@@ -63,8 +65,7 @@ def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noi
                title=f"regime = scale setting the last recovered mode\n(gamma={gamma}, d={d:g}, Delta={noise:g})")
     ax_reg.title.set_fontsize(8)
     m = ax_exp.pcolormesh(X, Y, np.clip(piv.to_numpy(dtype=float), -1, 2.5), cmap="viridis", vmin=-1, vmax=2.5)
-    plt = _plt()
-    plt.colorbar(m, ax=ax_exp, label="measured local exponent -dlogE/dlogn")
+    ax_exp.figure.colorbar(m, ax=ax_exp, label="measured local exponent -dlogE/dlogn")
     for i, lv in enumerate(lams):
         for j, nv in enumerate(ns):
             r = reg.iloc[i, j]
@@ -82,8 +83,6 @@ def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noi
 @figure("power_law")
 def fig_power_law(ctx: Context) -> FigureOutput:
     """Power-law targets: outliers, sequential recovery, scaling curves, phase diagram of the regimes."""
-    from ..analysis import learned_spectrum
-    from ..problem import PowerLawTarget
 
     sc = ctx.scale
     gamma = 1.25
@@ -99,7 +98,6 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     D, pts = sc.power_d, sc.power_points
     # (c) scaling curves: threshold-limited with lam ∝ sqrt(alpha) (exponent 1 - 1/(2 gamma)), with
     # and without label noise, and the softmax channel (T = 2)
-    from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 
     C_s = SL["lam_prefactor"]
     D_s, (lo, hi), pts_s = sc.scaling_d, sc.scaling_n_over_d, sc.scaling_points
@@ -142,8 +140,7 @@ def fig_power_law(ctx: Context) -> FigureOutput:
     tail = values[tail_name]
     seq = _joined_frame([values[nm] for nm in seq_names])
     rmap = _joined_frame([values[nm] for nm in map_names])
-    plt = _plt()
-    fig, axes = plt.subplots(1, 6, figsize=(31, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.2, 1.2, 1.2, 1.4]})
+    fig, axes = new_figure(1, 6, figsize=(31, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.2, 1.2, 1.2, 1.4]})
     nz = eig[np.abs(eig) > 1e-3]
     axes[0].hist(nz, bins=50, color="tab:blue", alpha=0.4, label=f"simulation, d={d}, {sc.seeds} seeds")
     for k, o in enumerate(pred.outliers):
@@ -166,8 +163,9 @@ def fig_power_law(ctx: Context) -> FigureOutput:
         cc = pd.DataFrame(res["curve"])
         f = res["fit"]
         style = "o-" if nzv > 0 else "s--"
-        lab = f"g={g}, Delta={nzv:g}" + (", softmax T=2" if ch != "linear" else "")
-        axes[2].plot(cc.n / D_s, cc.excess_error, style, ms=3, color="k" if ch != "linear" else colors[g],
+        closed_form = not get_channel(ch).needs_quadrature  # the quadratic network; the softmax curve in black
+        lab = f"g={g}, Delta={nzv:g}" + ("" if closed_form else f", {ch} T=2")
+        axes[2].plot(cc.n / D_s, cc.excess_error, style, ms=3, color=colors[g] if closed_form else "k",
                      mfc="none" if nzv == 0 else None,
                      label=f"{lab}: {f['exponent']:.3f} [{f['ci_low']:.3f},{f['ci_high']:.3f}]")
         pr = 1.0 - 1.0 / (2.0 * g)

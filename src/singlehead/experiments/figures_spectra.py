@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..analysis import compare_spectrum, decompose, learned_spectrum, spectrum_table
+from ..analysis.finite_size import finite_size_gaps
+from ..data import sample_target
 from ..problem import Problem
+from ..simulation import TrainOptions, simulate
+from ..spectra import MarchenkoPastur, free_convolve_semicircle, goe
 from .figspec import (
     BASE,
     Context,
     _params_text,
-    _plt,
     _result_from_record,
     figure,
+    new_figure,
     problem_params,
 )
+from .figures_finite_size import fit_note, sim_jobs_per_d
 from .report import FigureOutput
 
 
@@ -32,8 +39,6 @@ def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict
     pooled per-seed variance ``c^2/d^2`` (:func:`~singlehead.analysis.finite_size.finite_size_gaps`);
     the zero-atom mass is a count over ``d``, so its resolution error ``1/(sqrt(12) d)`` is added.
     """
-    from ..analysis.finite_size import finite_size_gaps
-    from .figures_finite_size import fit_note, sim_jobs_per_d
 
     sc = ctx.scale
     ds = tuple(sc.spectra_fs_ds)
@@ -68,8 +73,6 @@ def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict
 @figure("learned_spectra")
 def fig_learned_spectra(ctx: Context) -> FigureOutput:
     """Learned spectra at alpha in {0.05, 0.5, 4, 40}: theory law, pooled simulated eigenvalues, target."""
-    from ..analysis import compare_spectrum, learned_spectrum, spectrum_table
-    from ..spectra import MarchenkoPastur
 
     sc = ctx.scale
     alphas = (0.05, 0.5, 4.0, 40.0)
@@ -79,8 +82,7 @@ def fig_learned_spectra(ctx: Context) -> FigureOutput:
     th = ctx.run(ctx.theory_jobs(problems), "theory: learned spectra")
     sims = ctx.run(ctx.sim_jobs(problems, seeds=sc.spectra_seeds), "simulations: learned spectra")
     n_seeds = sc.seeds_or(sc.spectra_seeds)
-    plt = _plt()
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
+    fig, axes = new_figure(1, 4, figsize=(17, 3.9))
     rows, tables = [], []
     mp = MarchenkoPastur(0.5)
     for ax, p, rec in zip(axes, problems, th):
@@ -133,11 +135,7 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
     (the kept eigenvalues outside a separated upper bulk, THEORY §6). Eigenvalues of trained
     students below ``1e-3 max`` count as discarded.
     """
-    import math
 
-    from ..data import sample_target
-    from ..simulation import simulate
-    from ..spectra import MarchenkoPastur, free_convolve_semicircle, goe
 
     eta, delta, eps = extras["eta"], extras["delta"], extras["eps"]
     edges = free_convolve_semicircle(MarchenkoPastur(problem.target.kappa0), delta**2).edges()
@@ -153,7 +151,7 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
 
     sim = []
     for seed in range(seeds):
-        res = simulate(problem, seed=seed, return_matrices=True, n_test=n_test)
+        res = simulate(problem, seed=seed, return_matrices=True, options=TrainOptions(n_test=n_test))
         S, S0 = res.extras["S"], res.extras["S0"]
         lam, U = np.linalg.eigh(S)
         sim.append(parts(S, S0, lam > 1e-3 * lam.max(), lam, U))
@@ -174,7 +172,6 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
 @figure("error_decomposition")
 def fig_error_decomposition(ctx: Context) -> FigureOutput:
     """Four non-negative parts stacked against the full theory's test error; E_over of trained students."""
-    from ..analysis import decompose
 
     sc = ctx.scale
     grid = np.round(np.geomspace(0.1, 16.0, max(8, sc.theory_points // 2)), 6)
@@ -203,8 +200,7 @@ def fig_error_decomposition(ctx: Context) -> FigureOutput:
         dec = decompose(p, _result_from_record(rec))
         srows.append({"cfg_alpha": p.alpha, "E_over_theory": dec.E_over, "r_theory": dec.r, **measured[name]})
     sdf = pd.DataFrame(srows)
-    plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.3))
+    fig, axes = new_figure(1, 3, figsize=(16, 4.3))
     a = df.cfg_alpha
     parts = [df.c_r * df[k] for k in ("E_over", "E_under", "E_approx", "E_mismatch")]
     axes[0].stackplot(a, df.e0 + parts[0], *parts[1:], alpha=0.65,

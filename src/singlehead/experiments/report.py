@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 
-
 #: The default kind of agreement row: a theory prediction against simulations.
 THEORY_SIMULATION = "theory-simulation checks"
 

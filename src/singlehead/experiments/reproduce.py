@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from .. import __version__
 from ..reference import reference_seconds, reference_seconds_float32
 from . import figures_errors, figures_finite_size, figures_power_law, figures_spectra  # noqa: F401  (register)
 from .emergence import fig_emergence
@@ -28,9 +31,9 @@ from .runner import Cache
 
 __all__ = ["FIGURES", "Scale", "make_scale", "Reproduction", "reproduce"]
 
-# Emergence of the outliers during training (issue 13): a recorded Adam run next to the theory's end points.
+# Emergence of the outliers during training: a recorded Adam run next to the theory's end points.
 figure("emergence")(fig_emergence)
-# Pretrained-model section (issue 14): registered only when the optional MiniLM package is installed.
+# Pretrained-model section: registered only when the optional MiniLM package is installed.
 _register_inspect(figure)
 
 
@@ -83,9 +86,7 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
             o.notes.append(finite_size)
         save_figure(o, out / "figures")
         outputs.append(o)
-    import torch
 
-    from .. import __version__
 
     runtime = time.perf_counter() - t0
     ref_end, ref32_end = reference_seconds(), reference_seconds_float32()

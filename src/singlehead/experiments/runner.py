@@ -10,34 +10,38 @@ directory ``FILE.jsonl.cache``.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
+from joblib import Parallel, delayed
+from tqdm.auto import tqdm
 
 from ..results import jsonable, stable_hash
+from ..threads import available_cores, configure
+from . import routes
 from .grid import Job
 
-# route name -> "module:function"; each takes (problem, seed, **settings) and returns a JSON-able dict.
-ROUTES: dict[str, str] = {
-    "simulation": "singlehead.experiments.routes:run_simulation",
-    "theory": "singlehead.experiments.routes:run_theory",
-    "bayes": "singlehead.experiments.routes:run_bayes",
-    "thresholds": "singlehead.experiments.routes:run_thresholds",
-    "amp": "singlehead.experiments.routes:run_amp",
+# route name -> function; each takes (problem, seed, **settings) and returns a JSON-able dict (the route
+# modules defer torch to the call, so importing them here costs nothing)
+ROUTES: dict[str, Callable[..., dict[str, Any]]] = {
+    "simulation": routes.run_simulation,
+    "theory": routes.run_theory,
+    "bayes": routes.run_bayes,
+    "thresholds": routes.run_thresholds,
+    "amp": routes.run_amp,
 }
 
 
 def _resolve(route: str) -> Callable[..., dict[str, Any]]:
     if route not in ROUTES:
         raise ValueError(f"route must be one of {sorted(ROUTES)} (got {route!r})")
-    mod, fn = ROUTES[route].split(":")
-    return getattr(importlib.import_module(mod), fn)
+    return ROUTES[route]
 
 
 def execute(job: Job) -> dict[str, Any]:
@@ -115,11 +119,9 @@ def execute_chain(param: str, jobs: list[Job]) -> list[dict[str, Any]]:
 
     If the sweep raises, every job is run on its own (so one bad point fails alone).
     """
-    from .routes import run_theory_curve
-
     t0 = time.perf_counter()
     try:
-        recs = run_theory_curve([j.problem for j in jobs], param, **dict(jobs[0].settings))
+        recs = routes.run_theory_curve([j.problem for j in jobs], param, **dict(jobs[0].settings))
     except (ValueError, ArithmeticError, RuntimeError, np.linalg.LinAlgError):
         return [execute(j) for j in jobs]
     per_point = (time.perf_counter() - t0) / len(jobs)
@@ -199,7 +201,6 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     >>> [r["problem"]["alpha"] for r in records], all(cache.get(j.key) is not None for j in jobs)
     ([0.5, 1.0], True)
     """
-    from tqdm.auto import tqdm
 
     jobs = list(jobs)
     todo = [j for j in jobs if cache.get(j.key) is None]
@@ -225,9 +226,7 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         if todo and (scheduler or client is not None):
             _run_dask(todo, store, bar, scheduler, client)
         elif todo and n_jobs != 1:
-            from joblib import Parallel, delayed
 
-            from ..threads import available_cores, configure
 
             workers = n_jobs if n_jobs > 0 else available_cores()
             # one thread policy: threads per worker x workers <= cores (the workers inherit it)
@@ -255,7 +254,6 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     finally:
         bar.close()
     if failed:
-        import warnings
 
         first = next(iter(failed.values()))
         warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "

@@ -29,12 +29,14 @@ is one line naming the problem (bad path, unknown key pattern, inconsistent shap
 
 from __future__ import annotations
 
+import importlib.resources as ir
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from safetensors import safe_open
 
 __all__ = [
     "CheckpointError",
@@ -106,7 +108,6 @@ def builtin_model_path(name: str) -> Path:
     """Path of a packaged model file; :class:`CheckpointError` when its package is absent."""
     pkg, rel = BUILTIN_MODELS[name]
     try:
-        import importlib.resources as ir
 
         root = ir.files(pkg)
     except ModuleNotFoundError:
@@ -131,10 +132,6 @@ class _SafetensorsFile:
     """
 
     def __init__(self, path: Path) -> None:
-        try:
-            from safetensors import safe_open
-        except ModuleNotFoundError:  # pragma: no cover - safetensors is a dependency
-            raise CheckpointError("reading .safetensors files needs the 'safetensors' package") from None
         self.path = path
         try:
             with safe_open(str(path), framework="np") as f:
@@ -146,7 +143,6 @@ class _SafetensorsFile:
         return self._keys
 
     def get(self, key: str) -> np.ndarray:
-        from safetensors import safe_open
 
         try:
             with safe_open(str(self.path), framework="np") as f:
@@ -195,9 +191,7 @@ class _TorchFile:
         return list(self._t)
 
     def get(self, key: str) -> np.ndarray:
-        import torch
-
-        return self._t[key].detach().to("cpu", torch.float64).numpy()
+        return self._t[key].detach().cpu().double().numpy()
 
 
 def _open(path: Path):
@@ -242,6 +236,21 @@ def _heads_from_config(path: Path) -> int | None:
         if isinstance(data.get(k), int) and data[k] > 0:
             return int(data[k])
     return None
+
+
+def _checkpoint_path(name: str) -> Path:
+    """The weights file of a built-in model name, a file, or a directory holding one."""
+    if name in BUILTIN_MODELS:
+        return builtin_model_path(name)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        hit = [c for c in (path / "model.safetensors", path / "pytorch_model.bin") if c.is_file()]
+        if not hit:
+            raise CheckpointError(f"bad path {name!r}: directory has no model.safetensors or pytorch_model.bin")
+        return hit[0]
+    if not path.is_file():
+        raise CheckpointError(f"bad path {name!r}: no such file or built-in model (built-in: {', '.join(BUILTIN_MODELS)})")
+    return path
 
 
 def load_attention_weights(model: str | Path | None = None, *, layers: list[int] | None = None,
@@ -289,19 +298,7 @@ def load_attention_weights(model: str | Path | None = None, *, layers: list[int]
     if layout not in ("out_in", "in_out"):
         raise CheckpointError(f"layout must be 'out_in' or 'in_out' (got {layout!r})")
     name = "all-MiniLM-L6-v2" if model is None else str(model)
-    if name in BUILTIN_MODELS:
-        path = builtin_model_path(name)
-    else:
-        path = Path(name).expanduser()
-        if path.is_dir():
-            cands = [path / "model.safetensors", path / "pytorch_model.bin"]
-            hit = [c for c in cands if c.is_file()]
-            if not hit:
-                raise CheckpointError(f"bad path {name!r}: directory has no model.safetensors or pytorch_model.bin")
-            path = hit[0]
-        elif not path.is_file():
-            raise CheckpointError(f"bad path {name!r}: no such file or built-in model "
-                                  f"(built-in: {', '.join(BUILTIN_MODELS)})")
+    path = _checkpoint_path(name)
     ckpt = _open(path)
     qmap, _ = _match(ckpt.keys(), query_pattern, "query pattern")
     kmap, _ = _match(ckpt.keys(), key_pattern, "key pattern")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from matplotlib.figure import Figure
 
 __all__ = ["inspection_figure", "plot_inspection"]
 
@@ -23,14 +24,11 @@ def plot_inspection(insp, path: str, *, bins: int = 60) -> None:
 
 def inspection_figure(insp, *, bins: int = 60):
     """The per-layer figure grid as a matplotlib ``Figure`` (explicit Agg canvas)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     layers = list(insp.layer_fits)
     ncol = min(3, max(1, len(layers)))
     nrow = math.ceil(len(layers) / ncol)
     fig = Figure(figsize=(4.2 * ncol, 3.3 * nrow))
-    FigureCanvasAgg(fig)
     for i, l in enumerate(layers):
         ax = fig.add_subplot(nrow, ncol, i + 1)
         f = insp.layer_fits[l]

@@ -50,8 +50,18 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from .laws import (PRIORS, LawCache, bbp_inverse, bbp_position, outlier_margin, power_law_values, prior_law, table_cdf,
-                   table_quantile)
+from ..spectra import learned_spectrum_law
+from .laws import (
+    PRIORS,
+    LawCache,
+    bbp_inverse,
+    bbp_position,
+    outlier_margin,
+    power_law_values,
+    prior_law,
+    table_cdf,
+    table_quantile,
+)
 
 __all__ = ["PRIORS", "SpectralFit", "LawCache", "prior_law", "fit_spectrum", "bbp_position", "bbp_inverse",
            "outlier_margin", "power_law_values"]
@@ -167,7 +177,6 @@ class SpectralFit:
 
     def law(self, grid_size: int = 400):
         """The fitted law as a :class:`singlehead.spectra.LearnedSpectrum` (density, atoms, edges)."""
-        from ..spectra import learned_spectrum_law
 
         return learned_spectrum_law(prior_law(self.prior, self.shape, self.d), self.delta ** 2, threshold=self.eps,
                                     scale=self.eta, rank_cap=self.rank_cap, grid_size=grid_size)
@@ -252,6 +261,57 @@ def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk
     return delta, shape
 
 
+def _prepared(eigenvalues: np.ndarray, prior: str, rank_cap: float | None, zero_tol: float
+              ) -> tuple[np.ndarray, float | None]:
+    """Validated, sorted eigenvalues with the near-zero ones set to 0, and the rank cap (``None``: none)."""
+    if prior not in PRIORS:
+        raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
+    x_all = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
+    if x_all.size < 4 or not np.all(np.isfinite(x_all)):
+        raise ValueError("eigenvalues must be at least 4 finite numbers")
+    if rank_cap is not None and not (0 < rank_cap <= 1):
+        raise ValueError(f"rank_cap must be in (0, 1] (got {rank_cap!r})")
+    cap = None if rank_cap is None or rank_cap >= 1 else float(rank_cap)
+    mean = float(np.mean(np.abs(x_all)))
+    return np.where(x_all <= zero_tol * max(mean, 1e-300), 0.0, x_all), cap
+
+
+def _fit_result(x_all: np.ndarray, k: int, prior: str, shp: float, delta: float, eta: float, eps: float, w2: float,
+                edge: float, margin: float, tab: Any, cap: float | None, d: int) -> SpectralFit:
+    """The fit's diagnostics: zero atom and collapse, KS of the bulk, the outliers' spikes (BBP inverse)."""
+    n = x_all.size
+    n_mat = max(1, int(round(n / d)))
+    qcap = float(table_quantile(tab, np.array([1.0 - cap]))[0]) if cap is not None else -math.inf
+    c = max(eps, qcap)
+    Fc = float(table_cdf(tab, np.array([c]))[0])
+    Feps = float(table_cdf(tab, np.array([eps]))[0])
+    collapse = max(0.0, Feps - (1.0 - cap)) if cap is not None else Feps
+    xb = x_all[: n - k]
+    nz = xb[xb > 0]
+    ks = math.nan
+    if nz.size:
+        Fe = tab.bulk_mass
+        Fm = np.clip((table_cdf(tab, nz / eta + eps) - Fc) / max(Fe - Fc, 1e-300), 0.0, 1.0)
+        m = nz.size
+        ks = float(max(np.max(np.abs(np.arange(1, m + 1) / m - Fm)), np.max(np.abs(np.arange(m) / m - Fm))))
+    crit = 1.36 / math.sqrt(max(nz.size, 1))
+    v = delta * delta
+    n_spk = len(tab.isolated) if prior == "power_law" else 0
+    bulk = prior_law(prior, shp, d, n_spk)
+    outs = []
+    for xo in x_all[n - k:][::-1]:
+        y = float(xo) / eta + eps
+        s_hat, ov = bbp_inverse(bulk, y, v)
+        outs.append({"position": float(xo), "y": y, "spike": s_hat, "overlap": ov})
+    pred = [eta * (p - eps) for p in tab.isolated if p > c]
+    return SpectralFit(prior=prior, shape=shp, eta=float(eta), delta=delta, eps=float(eps), rank_cap=cap,
+                       cutoff=float(c), zero_atom=Fc, collapse_beyond_cap=float(collapse),
+                       zero_fraction=float(np.mean(x_all == 0)), bulk_edge=float(edge), margin=float(margin),
+                       outliers=outs, ks=ks, ks_critical=crit, fits=bool(ks <= crit), w2=float(w2), n=n,
+                       n_nonzero=int(np.sum(x_all > 0)), d=int(d), n_spikes=n_spk,
+                       extras={"predicted_outliers": sorted(pred, reverse=True), "matrices": n_mat})
+
+
 def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = None, prior: str = "mp",
                  shape: float | None = None, zero_tol: float = 1e-3, cache: LawCache | None = None,
                  start: dict[str, float] | None = None, max_rounds: int = 3,
@@ -308,18 +368,8 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
     >>> abs(fit.eta - 1.0) < 0.1, fit.ks <= fit.ks_critical
     (True, True)
     """
-    if prior not in PRIORS:
-        raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
-    x_all = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
-    if x_all.size < 4 or not np.all(np.isfinite(x_all)):
-        raise ValueError("eigenvalues must be at least 4 finite numbers")
-    if rank_cap is not None and not (0 < rank_cap <= 1):
-        raise ValueError(f"rank_cap must be in (0, 1] (got {rank_cap!r})")
-    cap = None if rank_cap is None or rank_cap >= 1 else float(rank_cap)
-    mean = float(np.mean(np.abs(x_all)))
-    x_all = np.where(x_all <= zero_tol * max(mean, 1e-300), 0.0, x_all)
+    x_all, cap = _prepared(eigenvalues, prior, rank_cap, zero_tol)
     n = x_all.size
-    n_mat = max(1, int(round(n / d)))
     cache = cache or LawCache()
     fit_shape = shape is None
     shape0 = float(shape) if shape is not None else (0.5 if prior == "mp" else 1.0)
@@ -355,33 +405,4 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
             k = k_new
             break
         k = k_new
-    # --- diagnostics
-    qcap = float(table_quantile(tab, np.array([1.0 - cap]))[0]) if cap is not None else -math.inf
-    c = max(eps, qcap)
-    Fc = float(table_cdf(tab, np.array([c]))[0])
-    Feps = float(table_cdf(tab, np.array([eps]))[0])
-    collapse = max(0.0, Feps - (1.0 - cap)) if cap is not None else Feps
-    xb = x_all[: n - k]
-    nz = xb[xb > 0]
-    ks = math.nan
-    if nz.size:
-        Fe = tab.bulk_mass
-        Fm = np.clip((table_cdf(tab, nz / eta + eps) - Fc) / max(Fe - Fc, 1e-300), 0.0, 1.0)
-        m = nz.size
-        ks = float(max(np.max(np.abs(np.arange(1, m + 1) / m - Fm)), np.max(np.abs(np.arange(m) / m - Fm))))
-    crit = 1.36 / math.sqrt(max(nz.size, 1))
-    v = delta * delta
-    n_spk = len(tab.isolated) if prior == "power_law" else 0
-    bulk = prior_law(prior, shp, d, n_spk)
-    outs = []
-    for xo in x_all[n - k:][::-1]:
-        y = float(xo) / eta + eps
-        s_hat, ov = bbp_inverse(bulk, y, v)
-        outs.append({"position": float(xo), "y": y, "spike": s_hat, "overlap": ov})
-    pred = [eta * (p - eps) for p in tab.isolated if p > c]
-    return SpectralFit(prior=prior, shape=shp, eta=float(eta), delta=delta, eps=float(eps), rank_cap=cap,
-                       cutoff=float(c), zero_atom=Fc, collapse_beyond_cap=float(collapse),
-                       zero_fraction=float(np.mean(x_all == 0)), bulk_edge=float(edge), margin=float(margin),
-                       outliers=outs, ks=ks, ks_critical=crit, fits=bool(ks <= crit), w2=float(w2), n=n,
-                       n_nonzero=int(np.sum(x_all > 0)), d=int(d), n_spikes=n_spk,
-                       extras={"predicted_outliers": sorted(pred, reverse=True), "matrices": n_mat})
+    return _fit_result(x_all, k, prior, shp, delta, eta, eps, w2, edge, margin, tab, cap, d)

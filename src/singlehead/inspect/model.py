@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .checkpoint import BERT_KEY, BERT_QUERY, AttentionWeights, load_attention_weights
 from .esd import esd_power_law
@@ -76,7 +77,6 @@ class Inspection:
 
     def table(self):
         """Tidy :class:`pandas.DataFrame` with :data:`COLUMNS`."""
-        import pandas as pd
 
         return pd.DataFrame(self.rows, columns=COLUMNS)
 

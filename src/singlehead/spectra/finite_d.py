@@ -57,6 +57,13 @@ _PARTIAL_MAX_FRACTION = 0.2
 _HF_DIRECT_BELOW = 1e-3
 
 
+def _scipy_linalg():
+    """``scipy.linalg``, imported on first use (it costs ~0.5 s at start-up)."""
+    from scipy import linalg
+
+    return linalg
+
+
 @dataclass
 class _Entry:
     """One cached ``delta``: eigenvalues ``nu`` (ascending) and ``a_i = u_i^T S0 u_i`` (``nan`` where not
@@ -211,8 +218,7 @@ class FiniteDSpectrum:
 
     def _reduce(self, delta: float) -> _Entry:
         """Tridiagonal reduction and all eigenvalues of each draw; no eigenvectors yet."""
-        from scipy.linalg import lapack  # imported here: scipy.linalg costs ~0.5 s at start-up
-
+        lapack = _scipy_linalg().lapack
         d = self.d
         lwork = int(lapack.dsytrd_lwork(d, lower=1)[0])
         nu = np.empty((self.draws, d))
@@ -229,8 +235,8 @@ class FiniteDSpectrum:
 
     def _top_vectors(self, entry: _Entry, k: int) -> None:
         """``a_i`` of the top ``k`` eigenvectors of each draw from its tridiagonal reduction."""
-        from scipy.linalg import eigh_tridiagonal, lapack
-
+        linalg = _scipy_linalg()
+        eigh_tridiagonal, lapack = linalg.eigh_tridiagonal, linalg.lapack
         d = self.d
         for r, (c, tau, diag, off) in enumerate(entry.reduced):
             w, V = eigh_tridiagonal(diag, off, select="i", select_range=(d - k, d - 1), lapack_driver="stemr",

@@ -149,11 +149,9 @@ def plot_learned_spectrum(result: LearnedSpectrum, path: str) -> None:
     >>> law = learned_spectrum_law(MarchenkoPastur(0.5), variance=0.1, threshold=0.3, scale=2.0)
     >>> plot_learned_spectrum(law, "law.png")  # doctest: +SKIP
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.0, 4.0))
-    FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(result.grid, result.density, color="C0", lw=1.5, label="density (x > 0)")
     ax.fill_between(result.grid, result.density, color="C0", alpha=0.2)

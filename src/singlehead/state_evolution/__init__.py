@@ -71,12 +71,14 @@ replica symmetry at a fixed point) and :mod:`.driver` (:func:`theory`,
 
 from __future__ import annotations
 
-from .driver import SEState, theory, theory_curve
+from .driver import theory
 from .options import SEOptions, WarmStart
 from .output import OutputSide, channel_test_errors, output_side
 from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
 from .quadrature import OutputQuadrature
 from .stability import Stability, stability
+from .stages import SEState
+from .sweep import theory_curve
 
 __all__ = [
     "SEOptions",

@@ -60,8 +60,8 @@ def _map_jacobian(problem: Problem, prior: PriorModel, x: np.ndarray, out: Outpu
     differences compare the same prox branches; ``out``, the solver's final evaluation, may have
     used other starts).
     """
-    cap = problem.kappa if problem.kappa < 1 else None
-    if problem.channel != "linear":
+    cap = problem.student.rank_cap(problem.kappa)
+    if problem.channel.needs_quadrature:
         out = output_side(*map(float, x), problem=problem, Q0=prior.Q0, quad=quad)
     c0 = _conjugate_params(out, problem.lam)
     dl, ep, eta, Sh = c0
@@ -112,7 +112,7 @@ def prior_draw_spread(problem: Problem, prior: PriorModel, x: np.ndarray, out: O
         draw sets of the same size. ``prior_draw_test_errors``: the ``TE_r``.
         ``prior_draw_spread_one_step``: the same without the feedback (``TE`` at ``F_r(x)``).
     """
-    if prior.mode != "finite" or pr.q_draws is None or problem.student == "direct":
+    if prior.mode != "finite" or pr.q_draws is None or not problem.student.thresholded:
         return {}
     x = np.asarray(x, dtype=float)
     Fr = np.column_stack([pr.q_draws, pr.m_draws, pr.Sigma_draws])

@@ -2,15 +2,15 @@
 
 ``K = T(T+1)/2`` iid pairs ``(z0_k, z_k) ~ N(0, [[Q0, m], [m, q]])``, teacher logits
 ``y = z0 + xi`` with ``xi_k ~ N(0, Delta/2)``, prox point ``h*`` of
-:func:`singlehead.prox.prox_channel`, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; THEORY §3)::
+:meth:`Channel.prox <singlehead.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; THEORY §3)::
 
     qhat     =  2 alpha E ||g||^2 / Sigma^2
     mhat     =  2 alpha E <g, q z0 - m z> / (Sigma (Q0 q - m^2))
     Sigmahat = -2 alpha E <g, Q0 z - m z0> / (Sigma (Q0 q - m^2))
 
 The expectation is over the ``2K`` Gaussian directions of ``(y, z)`` (``z0`` enters linearly
-and is replaced by ``E[z0 | y, z]``) on the fixed nodes of :class:`.OutputQuadrature`. The
-linear channel is in closed form (``mhat = Sigmahat = 2 alpha K/(Sigma + 1/4)``,
+and is replaced by ``E[z0 | y, z]``) on the fixed nodes of :class:`.OutputQuadrature`, unless the
+channel has a closed form (the linear one: ``mhat = Sigmahat = 2 alpha K/(Sigma + 1/4)``,
 ``qhat = 2 alpha K (Q0 - 2m + q + Delta/2)/(Sigma + 1/4)^2``). The boundary ``q -> 0`` /
 ``Sigma -> 0`` (complete rank collapse) is its own limit, :func:`_output_side_degenerate`.
 Test errors ``E ||chan_beta0(M(z0)) - chan_beta(M(z))||_F^2`` per sequence:
@@ -25,15 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..attention_maps import vec_to_mat
 from ..problem import Problem
-from ..prox import (
-    attention,
-    interpolating_start,
-    prox_channel,
-    softmax_fit_loss,
-    softmax_rows,
-    vec_to_mat,
-)
 from .quadrature import OutputQuadrature
 
 __all__ = ["OutputSide", "output_side", "channel_test_errors"]
@@ -47,7 +40,7 @@ _Q_CV = 1e-2
 
 @dataclass
 class OutputSide:
-    """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``*_err`` are quadrature standard errors.
+    """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``err`` holds their quadrature standard errors.
 
     ``qhat, mhat, Sigmahat`` follow THEORY §3 (``*_err`` their quadrature standard errors);
     ``train_error`` is per sequence, from the proximal point.
@@ -99,7 +92,7 @@ def output_side(
     """Output-side update ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)`` plus the train error.
 
     Uses ``problem.alpha, T, channel, beta, beta0, noise``. ``Q0`` comes from the prior model.
-    The linear channel is in closed form unless ``analytic_linear=False`` (then it goes
+    A channel with a closed form (linear) uses it unless ``analytic_linear=False`` (then it goes
     through the same quadrature/prox code as softmax; used to test that code).
     ``warm`` are Newton starts (``(R N, K)`` arrays) from a previous call; by default (cold) the
     starts are ``z``, the interpolating point and their midpoint. ``OutputSide.branches`` holds
@@ -122,81 +115,80 @@ def output_side(
     (1.0, 1.3)
     """
     alpha, T, K = problem.alpha, problem.T, problem.n_pairs
+    ch = problem.channel
     Dh = problem.noise / 2.0
-    if problem.channel == "linear" and analytic_linear:
-        S4 = Sigma + 0.25
-        E = Q0 - 2 * m + q + Dh
-        return OutputSide(
-            qhat=2 * alpha * K * E / S4**2,
-            mhat=2 * alpha * K / S4,
-            Sigmahat=2 * alpha * K / S4,
-            train_error=K * E / (8 * S4**2),
-            err={"qhat": 0.0, "mhat": 0.0, "Sigmahat": 0.0, "train_error": 0.0},
-        )
+    closed = ch.closed_form_output_side(alpha, T, Q0, q, m, Sigma, problem.noise) if analytic_linear else None
+    if closed is not None:
+        return OutputSide(*closed, err={"qhat": 0.0, "mhat": 0.0, "Sigmahat": 0.0, "train_error": 0.0})
     if quad is None:
         quad = OutputQuadrature.sobol(2 * K)
     if not (q > _Q_FLOOR * Q0 and Sigma > _SIGMA_FLOOR):
         return _output_side_degenerate(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
-    X = quad.flat
-    Vy = Q0 + Dh
-    y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
-    # E[z0 | y, z] = a y + b z  (z0 = y - xi, xi independent of z)
-    C = np.array([[Vy, m], [m, q]])
-    a, b = np.linalg.solve(C, np.array([Q0, m]))
-    z0c = a * y + b * z
-    starts = warm
-    if (warm is None or union) and problem.channel != "linear":
-        hi = interpolating_start(z, y, problem.beta0 / problem.beta, T)
-        starts = [z, hi, 0.5 * (z + hi)] + (list(warm) if warm is not None else [])
-    pr = prox_channel(z, y, Sigma, T=T, channel=problem.channel, beta=problem.beta, beta0=problem.beta0, starts=starts)
+    y, z, z0c = _fields(quad, q, m, Q0 + Dh, Q0)
+    cold = [] if (warm is not None and not union) or ch.convex_prox else \
+        ch.prox_starts(z, y, T=T, beta=problem.beta, beta0=problem.beta0)
+    starts = warm if not cold else cold + (list(warm) if warm is not None else [])
+    pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts)
     g = pr.h - z
     det = max(Q0 * q - m * m, 1e-300)
-    prox_ok = pr.converged
-    gS = g
-    if q < _Q_CV * Q0:
-        # small q: the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part
-        # of g that depends on y alone, a zero-mean term whose quadrature error blows up as
-        # q -> 0. Control variate: subtract that part, the prox residual at z = 0 (its exact
-        # contribution E<g(y, 0), Q0 z - m z0> is 0 by Stein's lemma).
-        pr0 = prox_channel(np.zeros_like(y), y, Sigma, T=T, channel=problem.channel, beta=problem.beta,
-                           beta0=problem.beta0)
-        gS = g - pr0.h
-        prox_ok = prox_ok and pr0.converged
-    vals = np.stack(
-        [
-            np.einsum("nk,nk->n", g, g),
-            np.einsum("nk,nk->n", g, q * z0c - m * z),
-            np.einsum("nk,nk->n", gS, Q0 * z - m * z0c),
-            pr.fit,
-        ],
-        axis=1,
-    )
+    gS, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0)
+    prox_ok = prox_ok and pr.converged
+    vals = np.stack([np.einsum("nk,nk->n", g, g), np.einsum("nk,nk->n", g, q * z0c - m * z),
+                     np.einsum("nk,nk->n", gS, Q0 * z - m * z0c), pr.fit], axis=1)
     mean, err, per = quad.mean_error_and_scrambles(vals)
     fac = np.array([2 * alpha / Sigma**2, 2 * alpha / (Sigma * det), -2 * alpha / (Sigma * det), 1.0])
     mean, err = mean * fac, err * np.abs(fac)
     names = ("qhat", "mhat", "Sigmahat", "train_error")
     # warm starts for a next call: each branch followed continuously (union: the tracked ones)
-    br = pr.branches[3:] if (union and warm is not None) else pr.branches
-    jac = None
-    if jacobian:
-        # dh*/dz = (I + Sigma H)^{-1}, so d(g/Sigma)/dz = -H (I + Sigma H)^{-1}; (I + Sigma H)^{-1} H has the same
-        # trace and Frobenius norm
-        _, _, H = _fit_derivatives(pr.h, y, problem)
-        J = np.linalg.solve(np.eye(K)[None] + Sigma * H, H)
-        jac = quad.mean_error_and_scrambles(np.stack([np.einsum("nij,nij->n", J, J), np.einsum("nii->n", J)],
-                                                     axis=1))[2]
+    br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
+    jac = _jacobian_averages(pr.h, y, Sigma, problem, quad) if jacobian else None
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
                       prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac)
 
 
+def _fields(quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Teacher fields ``y`` (noise included), student fields ``z`` and ``E[z0 | y, z]`` on the nodes."""
+    X = quad.flat
+    K = X.shape[1] // 2
+    y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
+    # E[z0 | y, z] = a y + b z  (z0 = y - xi, xi independent of z)
+    a, b = np.linalg.solve(np.array([[Vy, m], [m, q]]), np.array([Q0, m]))
+    return y, z, a * y + b * z
+
+
+def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, problem: Problem, Q0: float
+                       ) -> tuple[np.ndarray, bool]:
+    """The residual entering ``Sigmahat``, with a control variate at small ``q``; and whether its prox converged.
+
+    At small q the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part of g that
+    depends on y alone, a zero-mean term whose quadrature error blows up as q -> 0. The control
+    variate subtracts that part, the prox residual at z = 0 (its exact contribution
+    E<g(y, 0), Q0 z - m z0> is 0 by Stein's lemma).
+    """
+    if not q < _Q_CV * Q0:
+        return g, True
+    pr0 = problem.channel.prox(np.zeros_like(y), y, Sigma, T=problem.T, beta=problem.beta, beta0=problem.beta0)
+    return g - pr0.h, pr0.converged
+
+
+def _jacobian_averages(h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem, quad: OutputQuadrature
+                       ) -> np.ndarray:
+    """Per scramble, the node means of ``||J||_F^2`` and ``tr J``, ``J = H (I + Sigma H)^{-1}`` (:mod:`.stability`).
+
+    ``dh*/dz = (I + Sigma H)^{-1}``, so ``d(g/Sigma)/dz = -H (I + Sigma H)^{-1}``, and
+    ``(I + Sigma H)^{-1} H`` has the same trace and Frobenius norm.
+    """
+    K = h.shape[1]
+    _, _, H = _fit_derivatives(h, y, problem)
+    J = np.linalg.solve(np.eye(K)[None] + Sigma * H, H)
+    return quad.mean_error_and_scrambles(np.stack([np.einsum("nij,nij->n", J, J), np.einsum("nii->n", J)], axis=1))[2]
+
+
 def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem):
     """Fit loss ``ell(h; y) = ||chan_beta0(M(y)) - chan_beta(M(h))||_F^2`` with gradient and Hessian in ``h``."""
-    N, K = h.shape
-    if problem.channel == "linear":  # ||M(y - h)||^2 = 2 ||y - h||^2
-        r = y - h
-        return 2.0 * np.einsum("nk,nk->n", r, r), -4.0 * r, np.broadcast_to(4.0 * np.eye(K), (N, K, K))
-    Y = softmax_rows(problem.beta0 * vec_to_mat(y, problem.T))
-    return softmax_fit_loss(h, Y, problem.beta, order=2)
+    ch = problem.channel
+    return ch.fit_loss(h, ch.labels(y, problem.T, problem.beta0), problem.beta, order=2)
 
 
 def _output_side_degenerate(
@@ -237,7 +229,7 @@ def _output_side_degenerate(
         det = max(Q0 * q - m * m, 1e-300)
     prox_ok = True
     if Sigma > _SIGMA_FLOOR:  # only reached with q = 0
-        pr = prox_channel(z, y, Sigma, T=problem.T, channel=problem.channel, beta=problem.beta, beta0=problem.beta0)
+        pr = problem.channel.prox(z, y, Sigma, T=problem.T, beta=problem.beta, beta0=problem.beta0)
         prox_ok = pr.converged
         h = pr.h
         fit, _, H = _fit_derivatives(h, y, problem)
@@ -278,17 +270,18 @@ def channel_test_errors(
     0.0
     """
     T, K = problem.T, problem.n_pairs
+    ch = problem.channel
     Dh = problem.noise / 2.0
-    if problem.channel == "linear":
-        return {"test_error": 2 * K * (Q0 - 2 * m + q), "test_error_noisy": 2 * K * (Q0 + Dh - 2 * m + q),
-                "test_error_err": 0.0, "test_error_noisy_err": 0.0}
+    closed = ch.closed_form_test_errors(T, Q0, q, m, problem.noise)
+    if closed is not None:
+        return closed
     if quad is None:
         quad = OutputQuadrature.sobol(2 * K)
     X = quad.flat
     out = {}
     for name, V0 in (("test_error", Q0), ("test_error_noisy", Q0 + Dh)):
         z0, z = _gauss_pair(X[:, :K], X[:, K:], V0, m, q)
-        diff = attention(z0, T, problem.channel, problem.beta0) - attention(z, T, problem.channel, problem.beta)
+        diff = ch.attention(vec_to_mat(z0, T), problem.beta0) - ch.attention(vec_to_mat(z, T), problem.beta)
         mean, err = quad.mean_and_error(np.einsum("nab,nab->n", diff, diff))
-        out[name], out[name + "_err"] = float(mean), float(err)
+        out[name], out[name + "_se"] = float(mean), float(err)
     return out

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
 from ..spectra.prior_model import PriorModel
+from ..students import PriorSide
 from .output import OutputSide, output_side
 from .quadrature import OutputQuadrature
 
@@ -78,38 +79,6 @@ def prior_model(problem: Problem, prior: str = "auto", *, draws: int = DEFAULT_D
     return problem.target.spectral_law(problem.d, prior, draws=draws, seed=seed)
 
 
-@dataclass
-class PriorSide:
-    """``(q, m, Sigma)`` from the conjugates, with the learned-spectrum law parameters.
-
-    ``q = Tr S^2/d``, ``m = Tr(S S0)/d`` and ``Sigma`` (free divergence of the spectral map) of
-    ``Shat = eta ReLU(S0 + delta Z - eps)``; ``rank_fraction`` is ``1 - F_{mu_delta}(c)``.
-
-    Examples
-    --------
-    >>> from singlehead import Problem
-    >>> from singlehead.state_evolution import prior_model, prior_side
-    >>> problem = Problem(T=2, lam=0.1)
-    >>> side = prior_side(4.0, 2.0, 1.0, problem=problem, prior=prior_model(problem))
-    >>> side.delta, side.eps, side.eta                  # sqrt(qhat)/mhat, 2 lam/mhat, mhat/Sigmahat
-    (1.0, 0.1, 2.0)
-    """
-
-    q: float
-    m: float
-    Sigma: float
-    eta: float
-    delta: float
-    eps: float
-    first_moment: float
-    rank_fraction: float
-    cap_binds: bool = False
-    cutoff: float = math.nan
-    q_draws: tuple[float, ...] | None = None  # finite-d mode: q, m, Sigma of each GOE draw at these conjugates
-    m_draws: tuple[float, ...] | None = None
-    Sigma_draws: tuple[float, ...] | None = None
-
-
 def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, prior: PriorModel) -> PriorSide:
     """Prior-side update ``(qhat, mhat, Sigmahat) -> (q, m, Sigma)`` (see module docstring).
 
@@ -131,27 +100,7 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     >>> (side.delta, side.eps, side.eta), 0.0 < side.rank_fraction < 1.0
     ((1.0, 0.1, 2.0), True)
     """
-    lam = problem.lam
-    delta = math.sqrt(max(qhat, 0.0)) / mhat
-    if problem.student == "direct":
-        etap = mhat / (Sigmahat + 4 * lam)
-        return PriorSide(etap**2 * (prior.Q0 + delta**2), etap * prior.Q0, 1.0 / (Sigmahat + 4 * lam), etap, delta, 0.0,
-                         math.nan, 1.0)
-    eps = 2 * lam / mhat
-    eta = mhat / Sigmahat
-    cap = problem.kappa if problem.kappa < 1 else None
-    ti = prior.threshold_integrals(delta, eps, rank_cap=cap)
-    J, Jd, Je = float(ti.J), float(ti.dJ_ddelta), float(ti.dJ_deps)
-    q = eta**2 * J
-    overlap = getattr(ti, "overlap", None)
-    m = eta * (J - 0.5 * delta * Jd - 0.5 * eps * Je) if overlap is None else eta * float(overlap)
-    Sigma = Jd / (2 * delta * Sigmahat)
-    draws: tuple = (None, None, None)
-    if getattr(ti, "J_draws", None) is not None and overlap is not None:
-        draws = (tuple(eta**2 * float(x) for x in ti.J_draws), tuple(eta * float(x) for x in ti.overlap_draws),
-                 tuple(float(x) / Sigmahat for x in ti.divergence_draws))
-    return PriorSide(q, m, Sigma, eta, delta, eps, -0.5 * eta * Je, float(ti.rank_fraction),
-                     bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)), *draws)
+    return problem.student.prior_side(qhat, mhat, Sigmahat, lam=problem.lam, kappa=problem.kappa, prior=prior)
 
 
 
@@ -191,12 +140,10 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
     >>> collapse_point(problem.replace(lam=2 * point.lam_c), prior_model(problem)).holds
     True
     """
-    if quad is None and problem.channel != "linear":
+    if quad is None and problem.channel.needs_quadrature:
         quad = OutputQuadrature.sobol(2 * problem.n_pairs)
     out = output_side(0.0, 0.0, 0.0, problem=problem, Q0=prior.Q0, quad=quad)
     pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
-    if problem.student == "direct":
-        lam_c = math.inf
-    else:
-        lam_c = 0.5 * out.mhat * prior.top_edge(pr.delta)
-    return _CollapsePoint(out, pr, bool(problem.student != "direct" and not pr.q > 0), float(lam_c))
+    st = problem.student
+    lam_c = st.collapse_lam(out.mhat, prior.top_edge(pr.delta)) if st.thresholded else math.inf
+    return _CollapsePoint(out, pr, bool(st.thresholded and not pr.q > 0), float(lam_c))

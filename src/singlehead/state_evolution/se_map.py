@@ -1,6 +1,6 @@
 """The SE map of one problem, ``(q, m, Sigma) -> (q', m', Sigma')``, as the driver iterates it.
 
-:class:`_SEMap` composes the output side (:mod:`.output`, the channel prox on the quadrature
+:class:`SEMap` composes the output side (:mod:`.output`, the channel prox on the quadrature
 nodes, with its branches tracked across evaluations) and the prior side (:mod:`.prior`), counts
 evaluations against the budget ``SEOptions.max_evals`` and remembers the best point seen.
 The structured starting points of a solve live here too.
@@ -19,7 +19,7 @@ from .prior import PriorModel, PriorSide, prior_side
 from .quadrature import OutputQuadrature
 
 
-class _SEMap:
+class SEMap:
     """The SE map ``(q, m, Sigma) -> (q', m', Sigma')`` for one problem, with prox warm starts.
 
     The prox is non-convex for large ``Sigma``; its global minimiser is searched node by node
@@ -40,11 +40,11 @@ class _SEMap:
         # evaluations of every map of one solve attempt (coarse, full, continuation maps share it;
         # the budget SEOptions.max_evals counts these)
         self.counter = counter if counter is not None else [0]
-        self.budget, self.exempt = budget, False  # raise _BudgetExhausted past the budget
+        self.budget, self.exempt = budget, False  # raise BudgetExhausted past the budget
         self.best: tuple[float, np.ndarray | None] = (math.inf, None)  # smallest residual seen, its x
-        self.stop_on_collapse = False  # raise _DrivenToCollapse when the map lands on S = 0
+        self.stop_on_collapse = False  # raise DrivenToCollapse when the map lands on S = 0
         # quadrature floor (see residual_floor): measured once the shared counter reaches floor_after (None: never);
-        # from then on a residual below it ends the solve (_AtQuadratureFloor)
+        # from then on a residual below it ends the solve (AtQuadratureFloor)
         self.floor_after: int | None = None
         self.floor = math.nan
 
@@ -52,20 +52,55 @@ class _SEMap:
         """``F(x)`` alone (what the fixed-point solver needs)."""
         return self(x)[0]
 
+    # ---- the controls a solve attempt uses ---------------------------------------------
+    def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None) -> "SEMap":
+        """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget."""
+        other = SEMap(self.problem if problem is None else problem, self.prior, quad, self.counter, self.budget)
+        other.stop_on_collapse = self.stop_on_collapse
+        return other
+
+    @property
+    def evaluations(self) -> int:
+        """Map evaluations of the solve attempt so far (every map sharing the counter)."""
+        return self.counter[0]
+
+    def has_budget(self) -> bool:
+        """Whether evaluations remain in the attempt's budget."""
+        return self.budget is None or self.counter[0] < self.budget
+
+    def best_point(self) -> tuple[float, np.ndarray | None]:
+        """The smallest residual seen by this map and its point (``(inf, None)`` before any)."""
+        return self.best
+
+    def report(self) -> None:
+        """From now on evaluations are for reporting: never stopped by the budget or the floor."""
+        self.exempt, self.floor_after = True, None
+
+    def start_union_resolve(self, floor: float, max_evals: int) -> None:
+        """A re-solve with every prox start: its own ``max_evals`` budget, stopping at ``floor``."""
+        self.mode = "union"
+        self.best, self.floor, self.floor_after = (math.inf, None), floor, 0
+        self._saved_budget, self.exempt = self.budget, False
+        self.budget = self.counter[0] + max_evals
+
+    def end_union_resolve(self) -> None:
+        """Back to reporting, with the attempt's budget restored."""
+        self.exempt, self.budget, self.floor_after = True, self._saved_budget, None
+
     def __call__(self, x: np.ndarray, *, mode: str | None = None) -> tuple[np.ndarray, OutputSide, PriorSide]:
         q, m, Sigma = map(float, x)
         mode = mode or self.mode
         if self.budget is not None and self.counter[0] >= self.budget and not self.exempt:
-            raise _BudgetExhausted
+            raise BudgetExhausted
         self.n_calls += 1
         self.counter[0] += 1
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
                           warm=None if mode == "cold" else self.warm, union=mode == "union")
-        if out.branches is not None and self.problem.channel != "linear":
+        if out.branches is not None and not self.problem.channel.convex_prox:
             self.warm = out.branches
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
         if self.stop_on_collapse and not pr.q > 0:
-            raise _DrivenToCollapse
+            raise DrivenToCollapse
         fx = np.array([pr.q, pr.m, pr.Sigma])
         if np.all(np.isfinite(fx)):
             res = _residual(np.asarray(x, float), fx, self.prior.Q0)
@@ -75,11 +110,11 @@ class _SEMap:
                 if math.isnan(self.floor):
                     self.floor = residual_floor(np.asarray(x, float), out, self.problem, self.prior)
                 if self.best[0] < self.floor:
-                    raise _AtQuadratureFloor
+                    raise AtQuadratureFloor
         return fx, out, pr
 
 
-class _BudgetExhausted(Exception):
+class BudgetExhausted(Exception):
     """The SE map evaluation budget (``SEOptions.max_evals``) of one theory() call is spent."""
 
 
@@ -87,7 +122,7 @@ class _BudgetExhausted(Exception):
 _FLOOR_FRACTION = 0.1
 
 
-class _AtQuadratureFloor(Exception):
+class AtQuadratureFloor(Exception):
     """The residual is below the map's own quadrature error (:func:`residual_floor`): the solve can stop."""
 
 
@@ -123,19 +158,18 @@ def residual_floor(x: np.ndarray, out: OutputSide, problem: Problem, prior: Prio
     return _FLOOR_FRACTION * float(max(se[0] / Q0, se[1] / Q0, se[2] / max(abs(float(x[2])), 1e-300)))
 
 
-class _DrivenToCollapse(Exception):
+class DrivenToCollapse(Exception):
     """The SE iteration reached complete rank collapse (``J = 0``: ``q = m = Sigma = 0``)."""
 
 
-def _initial_guesses(problem: Problem, Q0: float) -> list[np.ndarray]:
+def initial_guesses(problem: Problem, Q0: float) -> list[np.ndarray]:
     """Structured starting points ``(q, m, Sigma)``.
 
     A generic one ``(Q0/2, 0.4 Q0, 1)``, a well-learned one ``(Q0, 0.9 Q0, 0.1)``, and, for
     small ``lam``, one in the interpolation regime where ``eps = lam Sigma/(alpha c_T) = O(1)``
     (THEORY §4), i.e. ``Sigma ~ alpha c_T/lam``.
     """
-    K = problem.n_pairs
-    c = K if problem.channel == "linear" else max(K - 1, 1)
+    c = max(problem.channel.informative_directions(problem.T), 1)
     out = [np.array([0.5 * Q0, 0.4 * Q0, 1.0]), np.array([Q0, 0.9 * Q0, 0.1])]
     if problem.lam > 0:
         S = problem.alpha * c / problem.lam
@@ -144,6 +178,6 @@ def _initial_guesses(problem: Problem, Q0: float) -> list[np.ndarray]:
     return out
 
 
-def _default_init(Q0: float) -> np.ndarray:
+def default_init(Q0: float) -> np.ndarray:
     """The generic start ``(q, m, Sigma) = (Q0/2, 0.4 Q0, 1)``."""
     return np.array([0.5 * Q0, 0.4 * Q0, 1.0])

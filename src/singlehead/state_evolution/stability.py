@@ -36,7 +36,7 @@ means the RS fixed point is unstable. With a binding rank cap ``f`` jumps at the
 **Prox jumps.** For large ``Sigma`` the prox of the softmax loss has several local minima and
 the global one jumps between them as ``z`` moves (:mod:`singlehead.prox`). The SE's
 ``Sigmahat`` comes from Stein's lemma and counts the jumps; the pointwise trace above does
-not. ``jump_weight = 1 - Sigmahat / Sigmahat_pointwise`` is the share of the jumps (the prox is
+not. ``prox_jump_share = 1 - Sigmahat / Sigmahat_pointwise`` is the share of the jumps (the prox is
 the gradient of a convex function, so the jumps point along ``z`` and the share is >= 0). A
 jump puts a delta function into the Jacobian, whose square is not integrable: where the jump
 weight is non-zero the formal replicon is infinite and the RS description is at best an
@@ -77,12 +77,12 @@ class Stability:
     ----------
     replicon : float
         Smooth replicon ``AT = output_factor * prior_factor`` (RS unstable if > 1; ``inf`` with a
-        binding rank cap; a lower bound where ``jump_weight > 0``).
+        binding rank cap; a lower bound where ``prox_jump_share > 0``).
     output_factor, prior_factor : float
         ``2 alpha E ||H (I + Sigma H)^{-1}||_F^2`` and ``P/Sigmahat^2`` (or ``Sigma^2``).
     sigmahat_pointwise, sigmahat_stein : float
         ``2 alpha E tr H (I + Sigma H)^{-1}`` and the SE's Stein estimate on the same nodes.
-    jump_weight, jump_weight_err : float
+    prox_jump_share, prox_jump_share_se : float
         ``1 - sigmahat_stein / sigmahat_pointwise`` and its quadrature standard error.
     sigma_prior : float
         ``(1/Sigmahat) int int (f(x) - f(y))/(x - y)``: equals the SE's ``Sigma`` at a fixed
@@ -103,22 +103,22 @@ class Stability:
     prior_factor: float
     sigmahat_pointwise: float
     sigmahat_stein: float
-    jump_weight: float
-    jump_weight_err: float
+    prox_jump_share: float
+    prox_jump_share_se: float
     sigma_prior: float
 
     def describe(self) -> str:
         """One line for tables: the replicon and the jump weight."""
         return (f"RS check: smooth replicon {self.replicon:.2f} (unstable if > 1), "
-                f"prox-jump share of Sigmahat {100 * self.jump_weight:.1f} +- {100 * self.jump_weight_err:.1f} %")
+                f"prox-jump share of Sigmahat {100 * self.prox_jump_share:.1f} +- {100 * self.prox_jump_share_se:.1f} %")
 
 
 def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
     """``(P/Sigmahat^2, Sigma)`` of the spectral (or linear) estimator at the fixed point ``ex``."""
     Sh = float(ex["Sigmahat"])
-    if problem.student == "direct":
-        s = 1.0 / (Sh + 4 * problem.lam)
-        return s * s, s
+    linear = problem.student.linear_prior_factor(problem.lam, Sh)
+    if linear is not None:
+        return linear
     if ex.get("cap_binds"):
         return math.inf, float(ex["Sigma"])
     eps = float(ex["eps"])
@@ -160,7 +160,7 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     >>> from singlehead.state_evolution import stability
     >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01)
     >>> check = stability(problem, theory(problem))
-    >>> check.replicon < 1.0, 0.0 <= check.jump_weight < 0.05
+    >>> check.replicon < 1.0, 0.0 <= check.prox_jump_share < 0.05
     (True, True)
     """
     ex = result.extras
@@ -175,8 +175,9 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     q, m, Sigma, Q0 = (float(ex[k]) for k in ("q", "m", "Sigma", "Q0"))
     alpha, K = problem.alpha, problem.n_pairs
     prior_f, sigma_prior = _prior_factor(problem, ex)
-    if problem.channel == "linear":  # H = 4 I: closed form, no jumps
-        c = 4.0 / (1.0 + 4.0 * Sigma)
+    hc = problem.channel.fit_hessian_constant()
+    if hc is not None:  # H = hc I: closed form, no jumps
+        c = hc / (1.0 + hc * Sigma)
         out_f = 2 * alpha * K * c * c
         sh = 2 * alpha * K * c
         return Stability(out_f * prior_f, out_f, prior_f, sh, sh, 0.0, 0.0, sigma_prior)
@@ -189,5 +190,5 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     out_f, sh_pw = (float(v) for v in per.mean(axis=0))
     jw = 1.0 - out.Sigmahat / sh_pw
     w = 1.0 - out.scramble_hats[:, 2] / per[:, 1]
-    jw_err = float(w.std(ddof=1) / math.sqrt(w.size)) if w.size > 1 else math.nan
-    return Stability(out_f * prior_f, out_f, prior_f, sh_pw, out.Sigmahat, float(jw), jw_err, sigma_prior)
+    jw_se = float(w.std(ddof=1) / math.sqrt(w.size)) if w.size > 1 else math.nan
+    return Stability(out_f * prior_f, out_f, prior_f, sh_pw, out.Sigmahat, float(jw), jw_se, sigma_prior)

@@ -1,0 +1,312 @@
+"""The stages of one solve attempt of the state evolution: set-up -> fixed point -> diagnostics -> result.
+
+Every stage takes the attempt's frozen :class:`~.options.SEOptions` (which holds every tuning
+constant) and the attempt's :class:`~.se_map.SEMap`, and talks to the map only through its public
+methods. The fixed-point stage is itself a short pipeline:
+
+1. *coarse*: without a warm Jacobian, solve on the node set thinned ``thin_factor`` times (cheap)
+   from the best of the structured starts, to get close and to get a Jacobian;
+2. *full*: the root finder on the full node set;
+3. *continuation*: if that failed and ``lam`` is small, follow the fixed point down from
+   ``continuation_from`` and polish (small ``lam`` puts ``Sigma ~ 1/lam`` far from any start).
+
+The diagnostics stage evaluates the map once more with every prox start (cold and tracked), and
+where that map disagrees with the tracked one re-solves with it; it measures the quadrature floor
+and decides convergence. :func:`theory_extras` is the one builder of ``Result.extras``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..problem import Problem
+from ..results import Result
+from ._fixed_point import _residual, solve_fixed_point
+from .draw_spread import prior_draw_spread
+from .options import SEOptions
+from .output import _Q_FLOOR, OutputSide, channel_test_errors
+from .prior import PriorModel, PriorSide, _CollapsePoint
+from .quadrature import OutputQuadrature
+from .se_map import (
+    AtQuadratureFloor,
+    BudgetExhausted,
+    DrivenToCollapse,
+    SEMap,
+    default_init,
+    initial_guesses,
+    residual_floor,
+)
+
+__all__ = ["SEState", "solve_attempt", "collapsed_result"]
+
+_SOLVER_ERRORS = (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError)
+
+
+@dataclass
+class SEState:
+    """A point ``(q, m, Sigma)`` of the SE (usable as ``init`` / warm start).
+
+    ``q = Tr S^2/d``, ``m = Tr(S S0)/d`` and ``Sigma`` the response (THEORY §3); a
+    :class:`~singlehead.Result` of :func:`theory` can be passed as ``init`` just as well.
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory
+    >>> from singlehead.state_evolution import SEState
+    >>> theory(Problem(T=2, alpha=1.0, noise=0.5), init=SEState(q=1.3, m=1.3, Sigma=0.5)).converged
+    True
+    """
+
+    q: float
+    m: float
+    Sigma: float
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.q, self.m, self.Sigma])
+
+
+@dataclass
+class _Solve:
+    """The running state of the fixed-point stage: residual, point, Jacobian, evaluations."""
+
+    r: float
+    x: np.ndarray
+    jac: np.ndarray | None
+    iterations: int = 0
+
+
+def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol: float, max_iter: int
+           ) -> tuple[float, np.ndarray, np.ndarray | None, int]:
+    return solve_fixed_point(F.values, x, F.prior.Q0, tol=tol, switch=o.switch, method=o.method, jacobian=jac,
+                             damping=o.damping, max_iter=max_iter)
+
+
+# ------------------------------------------------------------------------------------------ set-up
+def start_point(init: Any, Q0: float) -> np.ndarray:
+    """The starting ``(q, m, Sigma)``: ``init`` (a Result, SEState or triple) if admissible, else the default."""
+    if init is None:
+        x = default_init(Q0)
+    elif isinstance(init, Result):
+        x = np.array([init.extras["q"], init.extras["m"], init.extras["Sigma"]], dtype=float)
+    elif isinstance(init, SEState):
+        x = init.as_array()
+    else:
+        x = np.asarray(init, dtype=float)
+    if not (x[0] > 0 and x[2] > 0 and x[1] ** 2 < Q0 * x[0]):
+        x = default_init(Q0)
+    return x
+
+
+# ------------------------------------------------------------------------------------ fixed point
+def coarse_stage(F: SEMap, s: _Solve, o: SEOptions, *, warm: bool) -> None:
+    """Bring a poor start close to the fixed point on the thinned node set (ranking the structured
+    starts by their one-step residual when there is no warm start)."""
+    quad = F.quad
+    thin = quad is not None and o.coarse and quad.nodes.shape[1] >= o.thin_min_nodes
+    Fc = F.sibling(quad=o.thinned(quad)) if thin else F
+    Q0 = F.prior.Q0
+    cands = [s.x] if warm else initial_guesses(F.problem, Q0)
+    if len(cands) > 1:
+        res = []
+        for c in cands:
+            try:
+                res.append(_residual(c, Fc(c)[0], Q0))
+            except _SOLVER_ERRORS:
+                res.append(math.inf)
+            s.iterations += 1
+        cands = [cands[i] for i in np.argsort(res)]
+    if not (thin or len(cands) > 1):
+        return
+    for c in cands:
+        rc, xc, jc, itc = _solve(Fc, c, o, s.jac, tol=max(o.tol, o.coarse_tol),
+                                 max_iter=min(o.max_iter, o.coarse_max_iter))
+        s.iterations += itc
+        if rc < o.accept_coarse:
+            s.x = xc
+            s.jac = jc if jc is not None else s.jac
+            return
+
+
+def full_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
+    """The root finder on the full node set from the current point."""
+    r, x, jac, it = _solve(F, s.x, o, s.jac, tol=o.tol, max_iter=o.max_iter)
+    s.r, s.x, s.iterations = r, x, s.iterations + it
+    s.jac = jac if jac is not None else s.jac
+
+
+def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
+    """Follow the fixed point in ``lam`` from ``continuation_from`` down (thinned nodes), then polish."""
+    lam = F.problem.lam
+    if s.r < o.tol or s.r < F.floor or not o.continuation or lam >= o.continuation_from or not F.has_budget():
+        return
+    Q0 = F.prior.Q0
+    n_lams = int(math.ceil(o.continuation_per_decade * math.log10(o.continuation_from / lam))) + 1
+    xs, js = default_init(Q0), None
+    for lv in np.geomspace(o.continuation_from, lam, n_lams):
+        if not F.has_budget():
+            return
+        Fl = F.sibling(problem=F.problem.replace(lam=float(lv)), quad=o.thinned(F.quad))
+        Fl.stop_on_collapse = False
+        rl, xl, jl, itl = _solve(Fl, xs, o, js, tol=max(o.tol, o.coarse_tol), max_iter=o.continuation_max_iter)
+        s.iterations += itl
+        if not rl < o.accept_coarse:
+            return
+        xs, js = xl, (jl if jl is not None else js)
+    r2, x2, j2, it2 = _solve(F, xs, o, js, tol=o.tol, max_iter=o.max_iter)
+    s.iterations += it2
+    if r2 < s.r:
+        s.r, s.x, s.jac = r2, x2, (j2 if j2 is not None else js)
+
+
+def fixed_point_stage(F: SEMap, x: np.ndarray, jacobian: np.ndarray | None, o: SEOptions, *, warm: bool) -> _Solve:
+    """Coarse -> full -> continuation; on a spent budget or at the quadrature floor, the best point seen."""
+    s = _Solve(math.inf, x, jacobian)
+    try:
+        if not warm or jacobian is None:
+            coarse_stage(F, s, o, warm=warm)
+        full_stage(F, s, o)
+        continuation_stage(F, s, o)
+    except (BudgetExhausted, AtQuadratureFloor):
+        r, xb = F.best_point()
+        if xb is not None:
+            s.r, s.x = r, xb
+        s.iterations = F.evaluations
+    return s
+
+
+# ------------------------------------------------------------------------------------ diagnostics
+@dataclass
+class _Diagnosis:
+    x: np.ndarray
+    out: OutputSide
+    pr: PriorSide
+    residual: float
+    floor: float
+    converged: bool
+    at_floor: bool
+
+
+def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
+    """The reported point: one map evaluation with every prox start; where it disagrees with the
+    tracked-branch map (and the stages had found a fixed point of that one), a bounded re-solve
+    with it; then the quadrature floor and the convergence verdict."""
+    F.report()
+    Q0, problem = F.prior.Q0, F.problem
+    x = s.x
+    fx, out, pr = F(x, mode="union")
+    residual = _residual(x, fx, Q0)
+    floor = residual_floor(x, out, problem, F.prior) if residual >= o.tol else math.nan
+    if s.r < o.accept_coarse and residual >= o.tol and not residual < floor and not problem.channel.convex_prox \
+            and math.isfinite(residual) and F.has_budget():
+        F.start_union_resolve(floor, o.union_max_evals)
+        n0 = F.evaluations
+        try:
+            _, x3, j3, _ = _solve(F, x, o, s.jac, tol=o.tol, max_iter=min(o.max_iter, o.union_max_evals))
+        except (AtQuadratureFloor, BudgetExhausted):
+            best = F.best_point()[1]
+            x3, j3 = (best if best is not None else x), None
+        F.end_union_resolve()
+        s.iterations += F.evaluations - n0
+        fx3, out3, pr3 = F(x3)
+        r3 = _residual(x3, fx3, Q0)
+        if r3 < residual:
+            x, out, pr, residual = x3, out3, pr3, r3
+            s.jac = j3 if j3 is not None else s.jac
+            floor = residual_floor(x, out, problem, F.prior) if residual >= o.tol else math.nan
+    # at the quadrature floor, one more SE step moves the point by less than the map's own quadrature error
+    at_floor = bool(residual >= 10 * o.tol and residual < floor)
+    converged = bool((residual < 10 * o.tol or at_floor) and out.prox_converged)
+    return _Diagnosis(x, out, pr, residual, floor, converged, at_floor)
+
+
+# ------------------------------------------------------------------------------------------ result
+def theory_extras(*, x: np.ndarray, Q0: float, out: OutputSide, pr: PriorSide, residual: float, floor: float,
+                  qerr: dict[str, float], pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
+                  collapsed: bool) -> dict[str, Any]:
+    """``Result.extras`` of a state-evolution result (the keys are documented in :func:`~.driver.theory`)."""
+    q, m, Sigma = map(float, x)
+    return {
+        "q": q, "m": m, "Sigma": Sigma, "Q0": Q0,
+        "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
+        "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff,
+        "cap_binds": False if collapsed else pr.cap_binds, "first_moment": 0.0 if collapsed else pr.first_moment,
+        "residual": residual, "residual_floor": floor, "quadrature_error": qerr, "prior_mode": pm.mode,
+        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": collapsed,
+        "collapse_lam": col.lam_c, "collapse_fixed_point": True if collapsed else col.holds,
+    }
+
+
+def _message(dg: _Diagnosis, tol: float) -> str:
+    if dg.converged and dg.at_floor:
+        return (f"converged to the quadrature floor: residual {dg.residual:.1e} < the map's quadrature error "
+                f"{dg.floor:.1e}")
+    if dg.converged:
+        return f"converged: residual {dg.residual:.1e} < 10 tol"
+    if not dg.out.prox_converged:
+        return f"not converged: the channel prox did not converge at some nodes (residual {dg.residual:.1e})"
+    return f"not converged: residual {dg.residual:.1e} >= 10 tol = {10 * tol:.1e}"
+
+
+def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
+                 dg: _Diagnosis, iterations: int, t0: float, o: SEOptions) -> Result:
+    """The :class:`Result` of a non-trivial fixed point."""
+    Q0 = pm.Q0
+    q, m, _ = map(float, dg.x)
+    te = channel_test_errors(q, m, problem=problem, Q0=Q0, quad=quad)
+    qerr = dict(dg.out.err)
+    qerr.update({"test_error": te["test_error_se"], "test_error_noisy": te["test_error_noisy_se"]})
+    extras = theory_extras(x=dg.x, Q0=Q0, out=dg.out, pr=dg.pr, residual=dg.residual, floor=dg.floor, qerr=qerr,
+                           pm=pm, quad=quad, col=col, collapsed=False)
+    extras.update(prior_draw_spread(problem, pm, dg.x, dg.out, dg.pr, quad))  # finite-d prior: draw-to-draw spread
+    return Result(
+        source="theory", problem=problem.to_dict(), test_error=te["test_error"],
+        test_error_noisy=te["test_error_noisy"], train_error=dg.out.train_error,
+        penalty=problem.student.se_penalty(problem.lam, q, dg.pr), matrix_error=Q0 - 2 * m + q,
+        rank_fraction=dg.pr.rank_fraction, converged=dg.converged, iterations=iterations,
+        runtime_s=time.perf_counter() - t0, message=_message(dg, o.tol), extras=extras,
+    )
+
+
+def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
+                     t0: float, iterations: int) -> Result:
+    """The SE solution ``S = 0`` (complete rank collapse): ``q = m = Sigma = 0``.
+
+    Test errors are the channel's errors of predicting with ``h = 0`` (uniform softmax rows;
+    zero for the linear channel) against noiseless and noisy labels; the train error is the
+    noisy-label one (the labels of the training set are noisy and ``S = 0`` fits none of them).
+    """
+    Q0 = pm.Q0
+    te = channel_test_errors(0.0, 0.0, problem=problem, Q0=Q0, quad=quad)
+    qerr = dict(col.out.err)
+    qerr.update({"test_error": te["test_error_se"], "test_error_noisy": te["test_error_noisy_se"],
+                 "train_error": te["test_error_noisy_se"]})
+    extras = theory_extras(x=np.zeros(3), Q0=Q0, out=col.out, pr=col.prior, residual=0.0, floor=0.0, qerr=qerr,
+                           pm=pm, quad=quad, col=col, collapsed=True)
+    return Result(
+        source="theory", problem=problem.to_dict(), test_error=te["test_error"],
+        test_error_noisy=te["test_error_noisy"], train_error=te["test_error_noisy"], penalty=0.0,
+        matrix_error=Q0, rank_fraction=0.0, converged=True, iterations=iterations,
+        runtime_s=time.perf_counter() - t0, message="complete rank collapse: S = 0 is the fixed point",
+        extras=extras,
+    )
+
+
+def solve_attempt(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: SEMap, col: _CollapsePoint,
+                  t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None
+                  ) -> tuple[Result, np.ndarray | None]:
+    """One solve attempt: set-up -> fixed point -> diagnostics -> result (the collapsed result when
+    ``S = 0`` is a fixed point and no non-trivial one was found)."""
+    try:
+        x = start_point(init, pm.Q0)
+        s = fixed_point_stage(F, x, jacobian, o, warm=init is not None)
+        dg = diagnostics_stage(F, s, o)
+        if col.holds and not (dg.converged and dg.x[0] > _Q_FLOOR * pm.Q0):
+            raise DrivenToCollapse
+    except DrivenToCollapse:
+        return collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
+    return result_stage(problem, pm, quad, col, dg, s.iterations, t0, o), (None if s.jac is None else np.asarray(s.jac))
