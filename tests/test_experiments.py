@@ -104,6 +104,7 @@ def test_dask_local_cluster_path(tmp_path):
 def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
     jobs = expand_grid({**GRID, "sweep": {"alpha": [0.5]}, "seeds": [0, 1]})
     import singlehead.experiments.routes as routes
+    import singlehead.experiments.runner as runner
 
     real = routes.run_simulation
 
@@ -112,7 +113,7 @@ def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
             raise ValueError("bad point")
         return real(problem, seed, **kw)
 
-    monkeypatch.setattr(routes, "run_simulation", boom)
+    monkeypatch.setitem(runner.ROUTES, "simulation", boom)  # the runner's route table
     with pytest.warns(RuntimeWarning, match="1 of 2 runs failed"):
         recs = run_jobs(jobs, Cache(tmp_path), progress=False)
     assert "error" in recs[1] and "bad point" in recs[1]["error"] and "test_error" in recs[0]

@@ -28,9 +28,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "scaling": ("analysis", "scaling_cmd", "Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents."),
     "reproduce": ("reproduce", "reproduce", "Reproduce the paper's results: theory as lines, simulations as points, one HTML report."),
     "docs": ("docs", "docs", "Build the documentation with its executed gallery and open it (needs the docs extra)."),
+    "explore": ("explore", "explore", "Open the theory explorer: error curves, thresholds, spectra, decomposition, scaling (offline)."),
     "inspect": ("inspect", "inspect_cmd", "Per layer and head of MODEL_OR_PATH (default: built-in all-MiniLM-L6-v2, offline): "
                 "the spectrum of the tied query-key map, the theory's law"),
 }
+
+
+# commands whose dependencies are an extra of the package
+_EXTRAS = ("explore",)
 
 
 class _LazyGroup(click.Group):
@@ -43,7 +48,14 @@ class _LazyGroup(click.Group):
         if name in self.commands or name not in COMMANDS:
             return self.commands.get(name)
         module, attr, _ = COMMANDS[name]
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        try:
+            return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.startswith("singlehead"):
+                raise
+            # an optional dependency (an extra) that is not installed
+            raise click.ClickException(f"{name} needs the package {exc.name!r}: pip install 'singlehead[{name}]'"
+                                       if name in _EXTRAS else f"{name} needs the package {exc.name!r}") from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(n, COMMANDS[n][2] if n in COMMANDS else self.commands[n].get_short_help_str(80))

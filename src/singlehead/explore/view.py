@@ -1,0 +1,186 @@
+"""What the explorer shows: one validated :class:`View` built from the page's controls.
+
+A view is a :class:`~singlehead.problem.Problem` (validated by its own constructor, so a bad
+value raises the library's ``ValueError`` naming the parameter) plus the alpha grid of the
+error curve and the alpha at which the spectrum and the error decomposition are drawn. It
+also writes the Python code and the ``singlehead`` command line that reproduce it.
+
+Conventions are those of :class:`~singlehead.problem.Problem` (``shared/THEORY.md`` §1): the
+grid is ``numpy.geomspace(alpha_min, alpha_max, n_alpha)``, the same grid as the CLI's
+``--alpha log:alpha_min:alpha_max:n_alpha``.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..problem import MPTarget, PowerLawTarget, Problem
+from ..results import stable_hash
+
+__all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS"]
+
+# Upper bound on the curve's points: one SE point costs ~0.1-0.5 s, so 200 is already a minute.
+MAX_POINTS = 200
+
+DEFAULTS: dict[str, str] = {
+    "channel": "seq2lab", "student": "factorized", "T": "2", "d": "100", "kappa": "1", "noise": "0.5",
+    "lam": "0.01", "beta": "1", "beta0": "1", "target": "mp", "kappa0": "0.5", "gamma": "1.0",
+    "alpha_min": "0.05", "alpha_max": "3", "n_alpha": "20", "alpha_at": "0.5",
+}
+
+
+class ViewError(ValueError):
+    """A bad control value: ``field`` names the control, the message is the library's."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _number(params: Mapping[str, Any], name: str, kind: type = float) -> Any:
+    text = str(params.get(name, DEFAULTS[name])).strip()
+    try:
+        value = kind(text)
+    except ValueError:
+        word = "an integer" if kind is int else "a number"
+        raise ViewError(name, f"{name} must be {word} (got {text!r})") from None
+    if kind is float and not math.isfinite(value):
+        raise ViewError(name, f"{name} must be a finite number (got {text!r})")
+    return value
+
+
+def _field_of(message: str, known: tuple[str, ...]) -> str:
+    """The control a library message is about: its first word (``"lam must be >= 0 ..."``)."""
+    word = message.split(" ", 1)[0]
+    return word if word in known else ""
+
+
+@dataclass(frozen=True)
+class View:
+    """A validated explorer view.
+
+    Attributes
+    ----------
+    problem : Problem
+        The problem at ``alpha = alpha_min`` (every other field as drawn).
+    alpha_min, alpha_max : float
+        Ends of the alpha grid, ``0 < alpha_min < alpha_max``.
+    n_alpha : int
+        Points of the geometric alpha grid, ``2 <= n_alpha <= MAX_POINTS``.
+    alpha_at : float
+        Where the learned spectrum and the error decomposition are drawn (``> 0``).
+    """
+
+    problem: Problem
+    alpha_min: float
+    alpha_max: float
+    n_alpha: int
+    alpha_at: float
+
+    @property
+    def alphas(self) -> list[float]:
+        """The curve's grid, ``numpy.geomspace(alpha_min, alpha_max, n_alpha)``."""
+        return [float(a) for a in np.geomspace(self.alpha_min, self.alpha_max, self.n_alpha)]
+
+    @property
+    def power_law(self) -> bool:
+        return isinstance(self.problem.target, PowerLawTarget)
+
+    def key(self) -> str:
+        """Stable hash of the view (:func:`singlehead.results.stable_hash`)."""
+        return stable_hash({"problem": self.problem.to_dict(), "grid": [self.alpha_min, self.alpha_max, self.n_alpha],
+                            "alpha_at": self.alpha_at})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"problem": self.problem.to_dict(), "alpha_min": self.alpha_min, "alpha_max": self.alpha_max,
+                "n_alpha": self.n_alpha, "alpha_at": self.alpha_at, "alphas": self.alphas,
+                "power_law": self.power_law}
+
+    # ------------------------------------------------------------------ reproduction
+    def cli(self) -> str:
+        """The ``singlehead theory`` command that prints this view's error curve (one JSON line per alpha)."""
+        p = self.problem
+        args = ["singlehead", "theory", "--task", p.channel.name, "--T", str(p.T), "--d", str(p.d),
+                "--alpha", f"log:{self.alpha_min!r}:{self.alpha_max!r}:{self.n_alpha}", "--student", p.student.name,
+                "--kappa", repr(p.kappa), "--noise", repr(p.noise), "--lam", repr(p.lam), "--beta", repr(p.beta),
+                "--beta0", repr(p.beta0)]
+        if self.power_law:
+            args += ["--gamma", repr(p.target.gamma), "--normalisation", p.target.normalisation]
+        else:
+            args += ["--kappa0", repr(p.target.kappa0)]
+        return shlex.join([*args, "--json"])
+
+    def python(self) -> str:
+        """Python code computing every panel of this view through the public API."""
+        p = self.problem
+        if self.power_law:
+            cls, target = "PowerLawTarget", f"PowerLawTarget(gamma={p.target.gamma!r}, normalisation={p.target.normalisation!r})"
+        else:
+            cls, target = "MPTarget", f"MPTarget(kappa0={p.target.kappa0!r})"
+        lines = [
+            "import numpy as np",
+            f"from singlehead import {cls}, Problem, bayes_optimal, interpolation_threshold, theory",
+            "from singlehead.analysis import decompose, learned_spectrum",
+            "from singlehead.state_evolution import theory_curve",
+            "",
+            f"problem = Problem(d={p.d}, T={p.T}, alpha={self.alpha_min!r}, channel={p.channel.name!r}, student={p.student.name!r},",
+            f"                  kappa={p.kappa!r}, noise={p.noise!r}, lam={p.lam!r}, beta={p.beta!r}, beta0={p.beta0!r},",
+            f"                  target={target})",
+            f"alphas = np.geomspace({self.alpha_min!r}, {self.alpha_max!r}, {self.n_alpha})",
+            "curve = theory_curve(problem, alphas)  # test/train error vs alpha (warm-started state evolution)",
+            "bayes = [bayes_optimal(problem.replace(alpha=float(a))) for a in alphas]",
+            "alpha_interp = interpolation_threshold(problem)",
+            f"at = problem.replace(alpha={self.alpha_at!r})",
+            "th = theory(at)",
+            "spectrum = learned_spectrum(at, th)  # bulk density, zero atom, outliers",
+        ]
+        if p.student.thresholded:
+            lines.append("parts = decompose(at, th).parts()  # e0 + over + under + approx + mismatch")
+        lines.append("print([(float(a), r.test_error, r.train_error) for a, r in zip(alphas, curve)])")
+        return "\n".join(lines) + "\n"
+
+
+def parse_view(params: Mapping[str, Any]) -> View:
+    """Build a :class:`View` from the controls' text values (missing ones take :data:`DEFAULTS`).
+
+    Raises
+    ------
+    ViewError
+        With ``field`` the control to flag and the library's message (``Problem`` validates
+        every problem field; the explorer checks only its own grid controls).
+    """
+    target_kind = str(params.get("target", DEFAULTS["target"]))
+    if target_kind not in ("mp", "power_law"):
+        raise ViewError("target", f"target must be 'mp' or 'power_law' (got {target_kind!r})")
+    fields = {"T": _number(params, "T", int), "d": _number(params, "d", int), "kappa": _number(params, "kappa"),
+              "noise": _number(params, "noise"), "lam": _number(params, "lam"), "beta": _number(params, "beta"),
+              "beta0": _number(params, "beta0")}
+    a_min, a_max = _number(params, "alpha_min"), _number(params, "alpha_max")
+    n_alpha, a_at = _number(params, "n_alpha", int), _number(params, "alpha_at")
+    try:
+        if target_kind == "mp":
+            target: Any = MPTarget(kappa0=_number(params, "kappa0"))
+        else:
+            target = PowerLawTarget(gamma=_number(params, "gamma"))
+        problem = Problem(alpha=a_min, channel=str(params.get("channel", DEFAULTS["channel"])),
+                          student=str(params.get("student", DEFAULTS["student"])), target=target, **fields)
+    except ViewError:
+        raise
+    except ValueError as exc:
+        msg = str(exc)
+        field = _field_of(msg, ("channel", "student", "kappa0", "gamma", *fields))
+        raise ViewError(field or ("alpha_min" if msg.startswith("alpha") else "target"), msg) from None
+    if not a_max > a_min:
+        raise ViewError("alpha_max", f"alpha_max must be > alpha_min = {a_min!r} (got {a_max!r})")
+    if not 2 <= n_alpha <= MAX_POINTS:
+        raise ViewError("n_alpha", f"n_alpha must be an integer in [2, {MAX_POINTS}] (got {n_alpha})")
+    try:
+        problem.replace(alpha=a_at)
+    except ValueError as exc:
+        raise ViewError("alpha_at", str(exc).replace("alpha", "alpha_at", 1)) from None
+    return View(problem=problem, alpha_min=a_min, alpha_max=a_max, n_alpha=n_alpha, alpha_at=a_at)

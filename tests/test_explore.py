@@ -1,0 +1,221 @@
+"""``singlehead explore`` without a browser: views, reproduction code, cache, cancellation, overlay, server."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="explore needs the 'explore' extra (starlette, uvicorn, plotly)")
+pytest.importorskip("plotly", reason="explore needs the 'explore' extra (starlette, uvicorn, plotly)")
+
+from singlehead import MPTarget, Problem, theory  # noqa: E402
+from singlehead.explore import Engine, ViewError, parse_view  # noqa: E402
+
+# T = 2 quick problems, three alpha points: every test here runs in seconds
+SMALL = {"n_alpha": "3", "alpha_min": "0.1", "alpha_max": "1", "alpha_at": "0.3", "lam": "0.02"}
+
+
+def _events(engine: Engine, params: dict[str, str]) -> list[dict]:
+    return list(engine.events(parse_view(params)))
+
+
+# each bad control, and the library call that refuses the same value
+BAD = {"lam": ("-1", lambda: Problem(lam=-1.0)), "T": ("0", lambda: Problem(T=0)),
+       "kappa0": ("2", lambda: MPTarget(kappa0=2.0)), "kappa": ("1.5", lambda: Problem(kappa=1.5)),
+       "noise": ("-0.1", lambda: Problem(noise=-0.1)), "beta0": ("0", lambda: Problem(beta0=0.0))}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_control_gets_the_library_message_under_its_name(name):
+    value, library = BAD[name]
+    with pytest.raises(ViewError) as exc:
+        parse_view({**SMALL, name: value})
+    with pytest.raises(ValueError) as lib:
+        library()
+    assert exc.value.field == name and str(exc.value) == str(lib.value)
+
+
+def test_grid_controls_are_checked_by_the_explorer():
+    for params, field in (({"alpha_max": "0.05"}, "alpha_max"), ({"n_alpha": "1"}, "n_alpha"),
+                          ({"n_alpha": "x"}, "n_alpha"), ({"alpha_at": "-1"}, "alpha_at"), ({"target": "x"}, "target")):
+        with pytest.raises(ViewError) as exc:
+            parse_view({**SMALL, **params})
+        assert exc.value.field == field and field in str(exc.value)
+
+
+@pytest.fixture(scope="module")
+def small_engine() -> Engine:
+    """An in-memory engine shared by the tests of the SMALL view (it is computed once)."""
+    return Engine(memory_only=True)
+
+
+def test_streamed_points_are_theory_and_the_cli_line_reproduces_them(capsys, small_engine):
+    from singlehead.cli import main
+
+    view = parse_view(SMALL)
+    events = _events(small_engine, SMALL)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "view" and kinds[-1] == "done" and kinds.index("point") == 1
+    assert {"thresholds", "spectrum", "decomposition", "bayes"} <= set(kinds) and "scaling" not in kinds
+    points = [e for e in events if e["event"] == "point"]
+    assert [p["alpha"] for p in points] == view.alphas
+    for p in points:  # a warm-started chunked sweep lands on the cold fixed point (tol 1e-6 on (q, m, Sigma))
+        r = theory(view.problem.replace(alpha=p["alpha"]))
+        assert p["test_error"] == pytest.approx(r.test_error, abs=1e-6)
+        assert p["train_error"] == pytest.approx(r.train_error, abs=1e-6)
+    argv = shlex.split(view.cli())
+    assert argv[:2] == ["singlehead", "theory"]
+    capsys.readouterr()
+    main(argv[1:])
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    assert len(lines) == 3
+    for line, p in zip(lines, points):
+        assert line["problem"]["alpha"] == pytest.approx(p["alpha"], rel=1e-12)
+        assert line["test_error"] == pytest.approx(p["test_error"], abs=1e-6)
+
+
+def test_a_failing_panel_says_why_and_the_others_still_come(small_engine, monkeypatch):
+    def refuse(problem):
+        raise NotImplementedError("no closed form here")
+
+    monkeypatch.setattr(small_engine, "thresholds", refuse)
+    events = _events(small_engine, SMALL)
+    errors = [e for e in events if e["event"] == "panel_error"]
+    assert errors == [{"event": "panel_error", "panel": "thresholds", "message": "NotImplementedError: no closed form here"}]
+    assert {"spectrum", "decomposition", "bayes", "done"} <= {e["event"] for e in events}
+
+
+def test_the_python_code_runs_and_gives_the_same_curve():
+    view = parse_view({**SMALL, "n_alpha": "2"})
+    scope: dict = {}
+    exec(compile(view.python(), "<explore>", "exec"), scope)  # noqa: S102 - code the page hands to users
+    ref = [theory(view.problem.replace(alpha=a)).test_error for a in view.alphas]
+    assert [r.test_error for r in scope["curve"]] == pytest.approx(ref, abs=1e-6)
+    assert "parts" in scope and scope["spectrum"].rank_fraction > 0
+
+
+def test_a_new_view_cancels_the_stream_in_flight():
+    engine = Engine(memory_only=True)
+    stream = engine.events(parse_view({**SMALL, "n_alpha": "12"}))
+    assert next(stream)["event"] == "view"
+    assert next(stream)["event"] == "point"
+    engine.begin()  # what the server does when the page sends a new view
+    rest = list(stream)
+    # the first chunk is one point and the next holds two: at most those come out after the cancel
+    assert len(rest) <= 2 and all(e["event"] == "point" for e in rest)
+
+
+def test_points_are_cached_on_disk_under_the_library_keys(tmp_path, monkeypatch):
+    from singlehead.experiments import Job
+    from singlehead.explore import compute
+
+    view = parse_view(SMALL)
+    first = [e for e in _events(Engine(tmp_path), SMALL) if e["event"] in ("point", "bayes")]
+    for a in view.alphas:  # the key `singlehead theory` gives the same point with its default settings
+        key = Job("theory", view.problem.replace(alpha=a), None, compute._SE_SETTINGS).key
+        assert (tmp_path / f"{key}.json").is_file()
+
+    def fail(*args, **kwargs):
+        raise AssertionError("recomputed a cached point")
+
+    monkeypatch.setattr("singlehead.state_evolution.theory_curve", fail)
+    monkeypatch.setattr("singlehead.state_evolution.theory", fail)
+    monkeypatch.setattr("singlehead.bayes.bayes_optimal", fail)
+    again = [e for e in _events(Engine(tmp_path), SMALL) if e["event"] in ("point", "bayes")]
+    assert again == first
+
+
+def test_power_law_views_stream_the_scaling_curve():
+    params = {**SMALL, "target": "power_law", "gamma": "1.0", "d": "50", "noise": "0.1", "n_alpha": "3"}
+    ev = {e["event"]: e for e in _events(Engine(memory_only=True), params)}
+    s = ev["scaling"]
+    assert s["n"] == pytest.approx([a * 2500 for a in parse_view(params).alphas])
+    assert all(x > 0 for x in s["local_exponent"])  # the excess error falls with n on this grid
+    assert ev["thresholds"]["alpha_perf"] is None  # no closed form for power-law targets
+
+
+@pytest.fixture(scope="module")
+def sim_files(tmp_path_factory):
+    """A ``simulate --out`` JSON-lines file and the reproduce-style CSV of the same runs."""
+    from singlehead.cli import main
+    from singlehead.experiments.compare import records_to_frame
+
+    root = tmp_path_factory.mktemp("sims")
+    jsonl = root / "runs.jsonl"
+    main(["simulate", "--T", "2", "--d", "12", "--alpha", "0.25,0.5", "--seeds", "3", "--noise", "0.5",
+          "--lam", "0.02", "--n-test", "100", "--out", str(jsonl)])
+    records = [json.loads(x) for x in jsonl.read_text().splitlines()]
+    csv = root / "errors_vs_alpha.csv"
+    records_to_frame(records).assign(kind="simulation_lbfgs").to_csv(csv, index=False)
+    return jsonl, csv, records
+
+
+def test_overlay_reads_simulate_and_reproduce_files(sim_files):
+    import numpy as np
+
+    from singlehead.explore.overlay import load_overlay
+
+    jsonl, csv, records = sim_files
+    for path in (jsonl, csv):
+        out = load_overlay(Path(path).read_text(), path.name)
+        (s,) = out["series"]
+        assert s["alpha"] == [0.25, 0.5] and s["n_seeds"] == [3, 3]
+        for i, a in enumerate(s["alpha"]):
+            v = np.array([r["test_error"] for r in records if r["problem"]["alpha"] == a])
+            assert s["test_error_mean"][i] == pytest.approx(v.mean(), rel=1e-12)
+            assert s["test_error_se"][i] == pytest.approx(v.std(ddof=1) / np.sqrt(3), rel=1e-12)
+    with pytest.raises(ValueError, match="no simulation rows"):
+        load_overlay("a,b\n1,2\n")
+
+
+def test_server_routes():
+    import warnings
+
+    with warnings.catch_warnings():  # recent starlette asks for httpx2 over httpx; either drives the app
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    from singlehead.explore import create_app
+    from singlehead.explore.server import plotly_bundle
+
+    client = TestClient(create_app(Engine(memory_only=True)))
+    assert client.get("/").status_code == 200
+    assert client.get("/static/plotly.min.js").content == plotly_bundle().read_bytes()
+    assert client.get("/static/nothing.js").status_code == 404
+    lines = client.get("/api/stream", params={**SMALL, "lam": "-1"}).text.splitlines()
+    assert [json.loads(x) for x in lines] == [{"event": "invalid", "field": "lam", "message": "lam must be >= 0 (got -1.0)"}]
+    bad = client.post("/api/overlay", content=b"x,y\n1,2\n")
+    assert bad.status_code == 400 and "no simulation rows" in bad.json()["error"]
+
+
+def test_cli_refuses_a_bad_port(usage_error):
+    usage_error(["explore", "--port", "70000", "--no-browser"], "port")
+
+
+def test_mp_default_target_matches_problem_default():
+    assert parse_view({}).problem.target == MPTarget(kappa0=0.5)
+
+
+def test_worker_processes_give_the_same_points_and_bayes_curve():
+    from singlehead.explore.parallel import segments
+
+    assert segments([0, 1, 2, 3, 4, 5, 6], 2) == [[0, 1, 2, 3], [4, 5, 6]]
+    assert segments([0, 1, 4, 5, 6], 3) == [[0, 1], [4, 5], [6]]
+    assert segments([3], 4) == [[3]]
+    from singlehead import bayes_optimal
+
+    view = parse_view(SMALL)
+    engine = Engine(memory_only=True, workers=2)
+    try:
+        events = _events(engine, SMALL)
+    finally:
+        engine.close()
+    got = {(e["event"], e["i"]): e for e in events if e["event"] in ("point", "bayes")}
+    assert len(got) == 6 and events[-1]["event"] == "done"
+    for i, a in enumerate(view.alphas):  # other chunk boundaries: the same fixed points to the solver tolerance
+        p = view.problem.replace(alpha=a)
+        assert got["point", i]["test_error"] == pytest.approx(theory(p).test_error, abs=1e-6)
+        assert got["bayes", i]["test_error"] == bayes_optimal(p).test_error
