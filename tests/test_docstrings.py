@@ -93,10 +93,12 @@ def test_docstring_example_runs(name: str, tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("MPLBACKEND", "Agg")
     obj = PUBLIC[name]
     finder = doctest.DocTestFinder(recurse=False)
-    tests = [t for t in finder.find(obj, name, globs={}) if t.examples]
+    # The module's globals, as `python -m doctest` and pytest's doctest collection give them.
+    tests = [t for t in finder.find(obj, name, module=inspect.getmodule(obj)) if t.examples]
     assert tests, f"{name}: no doctest examples found"
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report: list[str] = []
     for test in tests:
-        runner.run(test, out=lambda s: print(s, end=""))
-    assert runner.failures == 0, f"{name}: {runner.failures} failing example(s), see the captured output"
+        runner.run(test, out=report.append)
+    assert runner.failures == 0, f"{name}: {runner.failures} failing example(s)\n" + "".join(report)
     assert os.environ.get("MPLBACKEND") == "Agg"

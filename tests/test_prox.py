@@ -108,3 +108,22 @@ def test_nonconvex_case_picks_lower_branch():
     multi = get_channel("seq2lab").prox(z, y, 50.0, T=2, beta=1.0, beta0=1.0)
     assert np.all(multi.objective <= single.objective + 1e-12)
     assert (multi.objective < single.objective - 1e-6).any()
+
+
+def test_newton_prox_accepts_read_only_loss_derivatives():
+    # a loss may hand back read-only arrays (here a broadcast constant Hessian); Newton updates its own
+    # state in place, so it must copy those rather than write into them
+    from singlehead.prox import prox_linear, prox_newton
+
+    rng = np.random.default_rng(6)
+    z, y = rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
+
+    def quadratic(h, lab, order):
+        r = h - lab
+        grad = np.broadcast_to(4.0 * r, r.shape) if order >= 1 else None
+        hess = np.broadcast_to(4.0 * np.eye(3), (h.shape[0], 3, 3)) if order >= 2 else None
+        return 2.0 * np.sum(r * r, axis=1), grad, hess
+
+    pr = prox_newton(z, y, 0.7, quadratic)
+    assert pr.converged
+    np.testing.assert_allclose(pr.h, prox_linear(z, y, 0.7).h, rtol=1e-12, atol=1e-12)

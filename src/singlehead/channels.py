@@ -62,14 +62,14 @@ def _softmax(z: Array) -> Array:
 def squared_error(yhat: Array, y: Array) -> Array:
     """Per-sequence squared Frobenius error ``||yhat - y||_F^2`` (sum over the last two axes).
 
-    This is the per-sequence error of every metric (test and train errors are its means).
+    The library's loss and test-error convention (THEORY §1): summed over all entries of one
+    sequence's output, not averaged; works on numpy arrays and torch tensors.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from singlehead.channels import squared_error
-    >>> squared_error(np.ones((3, 2, 2)), np.zeros((3, 2, 2))).tolist()   # three sequences, T = 2
-    [4.0, 4.0, 4.0]
+    >>> float(squared_error(np.ones((1, 2, 2)), np.zeros((1, 2, 2)))[0])
+    4.0
     """
     r = yhat - y
     return (r * r).sum(dim=(-2, -1)) if _is_torch(r) else (r * r).sum(axis=(-2, -1))
@@ -79,16 +79,18 @@ def squared_error(yhat: Array, y: Array) -> Array:
 class Channel:
     """Base class of output channels (see the module docstring for what a channel owns).
 
-    Subclasses set ``name`` and implement :meth:`attention` and :meth:`fit_loss`; the rest has
-    generic defaults. Instances are immutable and compare by type and fields.
+    Subclasses set ``name`` and implement :meth:`attention` (the ``T x T`` map of the logit matrix,
+    numpy or torch) and :meth:`fit_loss` (the squared Frobenius loss in the ``K = T(T+1)/2`` field
+    coordinates of the state evolution, diagonal fields carrying ``sqrt 2``); the rest has generic
+    defaults. Instances are immutable and compare by type and fields; register a subclass with
+    :func:`register_channel` to use its name in ``Problem`` and the CLI.
 
     Examples
     --------
-    >>> from singlehead import Problem
-    >>> from singlehead.channels import Channel
-    >>> channel = Problem(channel="seq2lab").channel    # names are resolved to objects once
-    >>> isinstance(channel, Channel), channel.name
-    (True, 'seq2lab')
+    >>> from singlehead.channels import get_channel
+    >>> ch = get_channel("seq2lab")
+    >>> ch.name, ch.informative_directions(T=2)
+    ('seq2lab', 2)
     """
 
     name: ClassVar[str] = ""
@@ -195,15 +197,15 @@ class Channel:
 class Seq2Lab(Channel):
     """Row-wise softmax ``sigma(beta h)``: the label of a sequence is its attention matrix.
 
-    Labels ``y = softmax(beta0 (h(S0) + xi))`` row by row (``T x T``); the square loss is summed
-    over the ``T^2`` entries.
+    The labels fix the logits up to one shift of every row, so ``c_T = K - 1`` field directions are
+    informative (THEORY §4); the prox is non-convex and is started from ``z``, the interpolating
+    point and their midpoint.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from singlehead.channels import Seq2Lab
-    >>> Seq2Lab().attention(np.zeros((2, 2)), 1.0).tolist()   # equal logits: uniform rows summing to 1
-    [[0.5, 0.5], [0.5, 0.5]]
+    >>> Seq2Lab().attention(np.zeros((1, 2, 2)), beta=1.0).tolist()
+    [[[0.5, 0.5], [0.5, 0.5]]]
     """
 
     name: ClassVar[str] = "seq2lab"
@@ -253,14 +255,15 @@ class Seq2Lab(Channel):
 class Seq2Seq(Seq2Lab):
     """``sigma(beta h) X / sqrt(d)`` (value = identity); its theory is :class:`Seq2Lab`'s.
 
-    The ``1/sqrt(d)`` puts its square loss on the scale of seq2lab's, and the theory predicts the
-    two coincide.
+    The ``1/sqrt(d)`` makes the square loss equal the seq2lab one to leading order; training uses
+    the per-sequence Gram constants ``X X^T/d`` and ``y X^T/sqrt(d)``.
 
     Examples
     --------
-    >>> from singlehead import Problem
-    >>> Problem(channel="seq2seq").channel.name
-    'seq2seq'
+    >>> import numpy as np
+    >>> X = np.ones((1, 2, 4))
+    >>> Seq2Seq().output(np.zeros((1, 2, 2)), 1.0, X).tolist()
+    [[[0.5, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5]]]
     """
 
     name: ClassVar[str] = "seq2seq"
@@ -296,15 +299,13 @@ class Seq2Seq(Seq2Lab):
 class Linear(Channel):
     """``h`` itself: with ``T = 1`` the quadratic network ``(x^T S0 x - Tr S0)/sqrt(d) + noise``.
 
-    No temperature (``beta`` must be 1); the state evolution has a closed form for it.
+    No temperature (``beta`` must be 1); the fit loss is ``2 ||y - h||^2`` in field coordinates
+    (Hessian ``4 I``), so the output side, the test errors and the replicon are in closed form.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from singlehead.channels import Linear
-    >>> h = np.array([[0.3, -1.0], [-1.0, 2.0]])
-    >>> bool(np.array_equal(Linear().attention(h, 1.0), h))   # no softmax: the logits are the labels
-    True
+    >>> Linear().closed_form_test_errors(T=1, Q0=1.5, q=1.0, m=1.0, noise=0.0)["test_error"]
+    1.0
     """
 
     name: ClassVar[str] = "linear"
@@ -376,13 +377,12 @@ def register_channel(cls: type[Channel]) -> type[Channel]:
     --------
     >>> from dataclasses import dataclass
     >>> from typing import ClassVar
-    >>> from singlehead.channels import Channel, register_channel
     >>> @register_channel
     ... @dataclass(frozen=True)
-    ... class Tanh(Channel):  # doctest: +SKIP
-    ...     name: ClassVar[str] = "tanh"
-    ...     def attention(self, h, beta):
-    ...         return np.tanh(beta * h)
+    ... class Doubled(Linear):
+    ...     name: ClassVar[str] = "doubled_linear_example"
+    >>> "doubled_linear_example" in channel_names()
+    True
     """
     if not (isinstance(cls, type) and issubclass(cls, Channel)) or not cls.name:
         raise ValueError(f"channel must be a Channel subclass with a non-empty name (got {cls!r})")
@@ -391,13 +391,10 @@ def register_channel(cls: type[Channel]) -> type[Channel]:
 
 
 def channel_names() -> tuple[str, ...]:
-    """Names of the registered channels, in registration order.
-
-    These are the values that ``Problem(channel=...)`` and the ``--task`` option accept.
+    """Names of the registered channels, in registration order (the built-in ones first).
 
     Examples
     --------
-    >>> from singlehead.channels import channel_names
     >>> channel_names()[:3]
     ('seq2lab', 'seq2seq', 'linear')
     """
@@ -407,17 +404,12 @@ def channel_names() -> tuple[str, ...]:
 def get_channel(spec: str | Channel) -> Channel:
     """The channel object for a registered name (a :class:`Channel` passes through).
 
-    An unknown name raises ValueError listing the registered names.
+    An unknown name raises ``ValueError`` naming the parameter and the registered names.
 
     Examples
     --------
-    >>> from singlehead.channels import get_channel
-    >>> get_channel("linear").name
-    'linear'
-    >>> get_channel("softmax")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    ValueError: channel must be one of ...
+    >>> get_channel("linear")
+    Linear()
     """
     if isinstance(spec, Channel):
         return spec

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from ._newton_steps import FitLoss, add_diagonal, chol_solve, rowdot, take_step
 from .attention_maps import (
     mat_to_vec,
     pair_embedding,
@@ -43,9 +44,6 @@ from .attention_maps import (
     softmax_rows,
     vec_to_mat,
 )
-
-FitLoss = Callable[[np.ndarray, np.ndarray, int], tuple]
-"""``loss(h, labels, order) -> (value, grad or None, hess or None)``, batched over nodes."""
 
 __all__ = [
     "prox_newton",
@@ -112,65 +110,6 @@ def prox_objective(h: np.ndarray, z: np.ndarray, Y: np.ndarray, Sigma, beta: flo
     return np.einsum("nk,nk->n", d, d) / (2.0 * Sig) + softmax_fit_loss(h, Y, beta, order=0)[0]
 
 
-def _chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Solve ``H x = b`` for a batch of small SPD matrices by a vectorised Cholesky.
-
-    Returns ``(x, ok)``; ``ok[n]`` is False when a pivot of ``H[n]`` fell below ``floor[n]``
-    (not safely positive definite), in which case ``x[n]`` is meaningless. The loops run over
-    the ``K(K+1)/2`` matrix entries (``K <= 10``), each step a whole-batch vector operation.
-    """
-    N, K, _ = H.shape
-    L = [[None] * K for _ in range(K)]  # L[i][j], i >= j: (N,) vectors
-    ok = np.ones(N, dtype=bool)
-    for j in range(K):
-        piv = H[:, j, j].copy()
-        for k in range(j):
-            piv -= L[j][k] * L[j][k]
-        good = piv > floor
-        ok &= good
-        ljj = np.sqrt(np.where(good, piv, 1.0))
-        L[j][j] = ljj
-        for i in range(j + 1, K):
-            v = H[:, i, j].copy()
-            for k in range(j):
-                v -= L[i][k] * L[j][k]
-            L[i][j] = v / ljj
-    y = [None] * K
-    for j in range(K):  # forward substitution L y = b
-        v = b[:, j].copy()
-        for k in range(j):
-            v -= L[j][k] * y[k]
-        y[j] = v / L[j][j]
-    x = np.empty_like(b)
-    for j in reversed(range(K)):  # back substitution L^T x = y
-        v = y[j]
-        for k in range(j + 1, K):
-            v = v - L[k][j] * x[:, k]
-        x[:, j] = v / L[j][j]
-    return x, ok
-
-
-def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("nk,nk->n", a, b)
-
-
-def _backtrack(todo: np.ndarray, h: np.ndarray, p: np.ndarray, f: np.ndarray, slope: np.ndarray, zz: np.ndarray,
-               YY: np.ndarray, inv: np.ndarray, loss: FitLoss) -> np.ndarray:
-    """Armijo backtracking by halvings on the nodes ``todo``, updating ``h`` in place; returns the
-    nodes whose line search failed (at machine precision)."""
-    t = np.full(todo.size, 0.5)
-    for _ in range(40):
-        if todo.size == 0:
-            break
-        cand = h[todo] + t[:, None] * p[todo]
-        dt = cand - zz[todo]
-        fc = np.einsum("nk,nk->n", dt, dt) / (2.0 * (1.0 / inv[todo])) + loss(cand, YY[todo], 0)[0]
-        ok2 = fc <= f[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(f[todo])
-        h[todo[ok2]] = cand[ok2]
-        todo, t = todo[~ok2], 0.5 * t[~ok2]
-    return todo
-
-
 def _newton(
     h0: np.ndarray,
     z: np.ndarray,
@@ -187,12 +126,10 @@ def _newton(
     nodes still iterating is kept in compacted arrays (one gather per iteration in which some
     node finished), so late iterations cost in proportion to the nodes left.
     """
-    N, K = h0.shape
     inv_all = 1.0 / Sig
-    eye = np.eye(K)
     fit, g, Hs = loss(h0, Y, 2)
     d = h0 - z
-    f = 0.5 * inv_all * _rowdot(d, d) + fit
+    f = 0.5 * inv_all * rowdot(d, d) + fit
     g = g + inv_all[:, None] * d
     gn = np.linalg.norm(g, axis=1)
     thr_all = tol * (1.0 + np.linalg.norm(z, axis=1) * inv_all)
@@ -200,42 +137,24 @@ def _newton(
     done_out = gn <= thr_all
     ids = np.nonzero(~done_out)[0]
     h, zz, YY, inv, thr = h0[ids], z[ids], Y[ids], inv_all[ids], thr_all[ids]
-    f, g, Hs = f[ids], g[ids], Hs[ids] + inv[:, None, None] * eye
+    f, g, Hs = f[ids], g[ids], Hs[ids]
+    add_diagonal(Hs, inv)
     it = 0
     while ids.size and it < max_iter:
         it += 1
         # Newton direction: batched Cholesky where the Hessian is positive definite, else a
         # saddle-free step (|eigenvalues|, floored relative to the prox curvature 1/Sigma)
-        p, pd = _chol_solve(Hs, -g, 1e-8 * inv)
+        p, pd = chol_solve(Hs, -g, 1e-8 * inv)
         bad = np.nonzero(~pd)[0]
         if bad.size:
             lam, V = np.linalg.eigh(Hs[bad])
             lam = np.maximum(np.abs(lam), 1e-3 * inv[bad, None])
             p[bad] = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, g[bad]) / lam)
-        slope = _rowdot(g, p)
+        slope = rowdot(g, p)
         # Newton decrement at round-off level: nothing left to gain; take that last full step
         # without line search (it only polishes h) and stop these nodes
         final = -slope <= 1e-15 * (1.0 + np.abs(f))
-        # full step first, with derivatives (accepted for most nodes) ...
-        cand = h + p
-        fit, gc, Hc = loss(cand, YY, 2)
-        dc = cand - zz
-        fc = 0.5 * inv * _rowdot(dc, dc) + fit
-        ok = final | (fc <= f + 1e-4 * slope + 1e-15 * np.abs(f))
-        h = np.where(ok[:, None], cand, h)
-        f = np.where(ok, fc, f)
-        g = np.where(ok[:, None], gc + inv[:, None] * dc, g)
-        Hs = np.where(ok[:, None, None], Hc + inv[:, None, None] * eye, Hs)
-        # ... then vectorised backtracking (halvings) on the rest
-        todo = _backtrack(np.nonzero(~ok)[0], h, p, f, slope, zz, YY, inv, loss)
-        jb = np.nonzero(~ok)[0]
-        jb = jb[~np.isin(jb, todo)]
-        if jb.size:
-            fit, gg, HH = loss(h[jb], YY[jb], 2)
-            db = h[jb] - zz[jb]
-            f[jb] = 0.5 * inv[jb] * _rowdot(db, db) + fit
-            g[jb] = gg + inv[jb, None] * db
-            Hs[jb] = HH + inv[jb, None, None] * eye
+        h, f, g, Hs, todo = take_step(h, p, f, g, Hs, slope, final, zz, YY, inv, loss)
         gn = np.linalg.norm(g, axis=1)
         finished = final | (gn <= thr)
         finished[todo] = True  # line search failed: at machine precision

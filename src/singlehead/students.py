@@ -47,17 +47,14 @@ class PriorSide:
     removes eigenvalues above the threshold; ``cutoff`` the eigenvalue of ``Y`` below which
     ``Shat`` vanishes. ``*_draws``: per GOE draw of the finite-``d`` prior (else ``None``).
 
-    ``q = Tr S^2/d``, ``m = Tr(S S0)/d`` and ``Sigma`` (free divergence of the spectral map) of
-    ``Shat = eta ReLU(S0 + delta Z - eps)``; ``rank_fraction`` is ``1 - F_{mu_delta}(c)``.
-
     Examples
     --------
     >>> from singlehead import Problem
-    >>> from singlehead.state_evolution import prior_model, prior_side
-    >>> problem = Problem(T=2, lam=0.1)
-    >>> side = prior_side(4.0, 2.0, 1.0, problem=problem, prior=prior_model(problem))
-    >>> side.delta, side.eps, side.eta                  # sqrt(qhat)/mhat, 2 lam/mhat, mhat/Sigmahat
-    (1.0, 0.1, 2.0)
+    >>> from singlehead.state_evolution import prior_model
+    >>> p = Problem(lam=0.01)
+    >>> side = p.student.prior_side(1.0, 1.0, 1.0, lam=p.lam, kappa=p.kappa, prior=prior_model(p))
+    >>> round(side.eps, 6)  # the threshold 2 lam/mhat
+    0.02
     """
 
     q: float
@@ -79,16 +76,16 @@ class PriorSide:
 class Student:
     """Base class of students (see the module docstring for what a student owns).
 
-    A student owns its torch module, its penalty ``pen(S)`` (regulariser ``lam d pen(S)``), the
-    penalty's eigenvalue-wise prox and the prior side of the state evolution.
+    Subclasses set ``name`` and implement the trainer's module (:meth:`init_module`), the penalty
+    ``pen(S)`` of the regulariser ``lam d pen(S)`` and its eigenvalue-wise prox, and the prior side
+    of the state evolution; register a subclass with :func:`register_student`.
 
     Examples
     --------
-    >>> from singlehead import Problem
-    >>> from singlehead.students import Student
-    >>> student = Problem(student="direct").student     # names are resolved to objects once
-    >>> isinstance(student, Student), student.name
-    (True, 'direct')
+    >>> from singlehead.students import get_student
+    >>> st = get_student("factorized")
+    >>> st.rank_cap(0.5), st.thresholded
+    (0.5, True)
     """
 
     name: ClassVar[str] = ""
@@ -159,15 +156,15 @@ class Student:
 class Factorized(Student):
     """Tied attention ``S = W W^T/sqrt(p d)``: nuclear-norm penalty ``lam d Tr S``, rank cap ``p``.
 
+    Weight decay ``(lam/sqrt(kappa)) ||W||_F^2`` equals ``lam d Tr S``; the estimator of the state
+    evolution soft-thresholds the spectrum of ``Y = S0 + delta Z`` at ``eps = 2 lam/mhat`` and scales
+    it by ``eta = mhat/Sigmahat`` (THEORY §3).
+
     Examples
     --------
     >>> import numpy as np
-    >>> from singlehead.students import get_student
-    >>> tied = get_student("factorized")
-    >>> float(tied.penalty_value(np.eye(3))), tied.width(10, 5)   # pen(S) = Tr S; rank cap p
-    (3.0, 5)
-    >>> tied.penalty_prox(np.array([2.0, 0.5, -1.0]), 1.0)[0].tolist()   # soft threshold at t
-    [1.0, 0.0, 0.0]
+    >>> Factorized().penalty_prox(np.array([-1.0, 0.5, 2.0]), 1.0)[0].tolist()
+    [0.0, 0.0, 1.0]
     """
 
     name: ClassVar[str] = "factorized"
@@ -217,15 +214,14 @@ class Factorized(Student):
 class Direct(Student):
     """Symmetric ``S`` trained entry-wise: Frobenius penalty ``lam d ||S||_F^2``, linear shrinkage.
 
+    No threshold and no rank cap: the state evolution's estimator is ``eta' Y`` with
+    ``eta' = mhat/(Sigmahat + 4 lam)``; the thresholds are parameter counts, ``1/(2 c_T)``.
+
     Examples
     --------
     >>> import numpy as np
-    >>> from singlehead.students import get_student
-    >>> direct = get_student("direct")
-    >>> float(direct.penalty_value(np.eye(3)))          # pen(S) = ||S||_F^2
-    3.0
-    >>> direct.penalty_prox(np.array([2.0, -1.0]), 1.0)[0].round(4).tolist()   # shrinkage 1/(1 + 2t)
-    [0.6667, -0.3333]
+    >>> Direct().penalty_prox(np.array([2.0]), 0.5)[0].tolist()  # nu/(1 + 2t)
+    [1.0]
     """
 
     name: ClassVar[str] = "direct"
@@ -265,15 +261,19 @@ _REGISTRY: dict[str, type[Student]] = {}
 def register_student(cls: type[Student]) -> type[Student]:
     """Register a :class:`Student` subclass under ``cls.name`` (usable as a class decorator).
 
-    After registration the name works in ``Problem(student=...)``, ``simulate``, ``theory``, AMP and
-    the command line; ``tests/test_extending.py`` defines one.
+    Registered names are accepted by :class:`~singlehead.problem.Problem`, the CLI and the
+    JSON/CSV readers. Re-registering a name replaces the earlier class.
 
     Examples
     --------
-    >>> from singlehead.students import Student, register_student
+    >>> from dataclasses import dataclass
+    >>> from typing import ClassVar
     >>> @register_student
-    ... class MyStudent(Student):  # doctest: +SKIP
-    ...     name = "mine"
+    ... @dataclass(frozen=True)
+    ... class Ridge(Direct):
+    ...     name: ClassVar[str] = "ridge_example"
+    >>> "ridge_example" in student_names()
+    True
     """
     if not (isinstance(cls, type) and issubclass(cls, Student)) or not cls.name:
         raise ValueError(f"student must be a Student subclass with a non-empty name (got {cls!r})")
@@ -282,13 +282,10 @@ def register_student(cls: type[Student]) -> type[Student]:
 
 
 def student_names() -> tuple[str, ...]:
-    """Names of the registered students, in registration order.
-
-    These are the values that ``Problem(student=...)`` and ``--student`` accept.
+    """Names of the registered students, in registration order (the built-in ones first).
 
     Examples
     --------
-    >>> from singlehead.students import student_names
     >>> student_names()[:2]
     ('factorized', 'direct')
     """
@@ -298,13 +295,12 @@ def student_names() -> tuple[str, ...]:
 def get_student(spec: str | Student) -> Student:
     """The student object for a registered name (a :class:`Student` passes through).
 
-    An unknown name raises ValueError listing the registered names.
+    An unknown name raises ``ValueError`` naming the parameter and the registered names.
 
     Examples
     --------
-    >>> from singlehead.students import get_student
-    >>> get_student("factorized").name
-    'factorized'
+    >>> get_student("direct")
+    Direct()
     """
     if isinstance(spec, Student):
         return spec
@@ -323,10 +319,9 @@ def init_student(student: str | Student, d: int, p: int, gen: Any, dtype: Any, d
     Examples
     --------
     >>> import torch
-    >>> from singlehead.students import init_student
-    >>> module = init_student("factorized", 20, 10, torch.Generator().manual_seed(0), torch.float64, "cpu")
-    >>> tuple(module.matrix().shape)                    # S = W W^T / sqrt(p d)
-    (20, 20)
+    >>> m = init_student("factorized", 4, 2, torch.Generator().manual_seed(0), torch.float64, "cpu")
+    >>> tuple(m.W.shape)
+    (4, 2)
     """
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be > 0 (got {scale!r})")

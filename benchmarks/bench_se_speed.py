@@ -1,0 +1,96 @@
+"""State-evolution speed for interactive use (issue 25, item 3), beside the reference workload.
+
+Prints, with the reference workload (5 x numpy 1000^3 float64 matmul, :func:`reference_seconds`)
+timed in the same run before and after:
+
+* the median wall time of one cold T = 2 point (``theory``) on the report's alpha grid
+  (seq2lab, MP kappa0 = 0.5, Delta = 0.5, lam = 0.01, 24 alphas in [0.05, 4]) and on the softmax
+  T = 2 problems of a random grid of valid problems (``random_problems(n, seed)``; pass a seed the
+  tests do not use, e.g. 7101, so that the figure is not tuned to the test grid);
+* the wall time per point of warm-started alpha sweeps (``theory_curve``) on the report's grids
+  (lam = 0.01, and the interpolation-peak sweep at lam = 1e-3).
+
+Each figure is the median over ``--repeats`` runs of the same workload; every time is also given
+as a multiple of the reference, which is what to compare across machines and loads.
+Targets (issue 25): single point <= 0.1 s, warm sweep <= 0.05 s per point (idle 2-core machine,
+where the reference takes 0.13-0.15 s).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_se_speed.py [--n 64] [--seed 7101] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
+
+from singlehead import MPTarget, Problem
+from singlehead.state_evolution import theory, theory_curve
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from problem_grids import random_problems  # noqa: E402  (the test suite's fixture grid)
+
+REPORT_BASE = Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
+REPORT_ALPHAS = np.geomspace(0.05, 4.0, 24)
+
+
+def point_times(problems: list[Problem], repeats: int) -> tuple[np.ndarray, int]:
+    """Per-problem median wall time of a cold ``theory`` call over ``repeats`` runs; unconverged count."""
+    times = np.empty((repeats, len(problems)))
+    unconverged = 0
+    for r in range(repeats):
+        for i, p in enumerate(problems):
+            t = time.perf_counter()
+            res = theory(p)
+            times[r, i] = time.perf_counter() - t
+            unconverged += int(r == 0 and not res.converged)
+    return np.median(times, axis=0), unconverged
+
+
+def sweep_time(base: Problem, alphas: np.ndarray, repeats: int) -> tuple[float, int]:
+    """Median over ``repeats`` of the warm sweep's wall time per point; unconverged count."""
+    per_point, unconverged = [], 0
+    for _ in range(repeats):
+        t = time.perf_counter()
+        rs = theory_curve(base, alphas)
+        per_point.append((time.perf_counter() - t) / len(alphas))
+        unconverged = sum(not r.converged for r in rs)
+    return float(np.median(per_point)), unconverged
+
+
+def row(name: str, seconds: float, ref: float, target: str, detail: str = "") -> None:
+    print(f"{name:<48} {seconds:8.3f} s  = {seconds / ref:5.2f} x ref   target {target:<8} {detail}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=64, help="random problems drawn (the T = 2 softmax ones are timed)")
+    ap.add_argument("--seed", type=int, default=7101, help="random-grid seed (use one the tests do not use)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="8 report alphas, no peak sweep")
+    args = ap.parse_args()
+    theory(REPORT_BASE.replace(alpha=0.3))  # imports, quadrature-node cache, law construction
+    ref0 = reference_seconds()
+    print(f"reference (5 x 1000^3 float64 matmul): {ref0:.3f} s")
+    alphas = REPORT_ALPHAS[::3] if args.quick else REPORT_ALPHAS
+    t, bad = point_times([REPORT_BASE.replace(alpha=float(a)) for a in alphas], args.repeats)
+    row(f"T=2 point, report grid ({len(alphas)} alphas): median", float(np.median(t)), ref0, "<= 0.1 s",
+        f"max {t.max():.3f} s, unconverged {bad}")
+    grid = [p for p in random_problems(args.n, seed=args.seed) if p.T == 2 and p.channel.name != "linear"]
+    t, bad = point_times(grid, args.repeats)
+    row(f"T=2 point, random grid seed {args.seed} ({len(grid)} softmax): median", float(np.median(t)), ref0,
+        "<= 0.1 s", f"p90 {np.quantile(t, 0.9):.3f} s, max {t.max():.3f} s, unconverged {bad}")
+    s, bad = sweep_time(REPORT_BASE, alphas, args.repeats)
+    row(f"warm sweep lam=0.01 ({len(alphas)} points): per point", s, ref0, "<= 0.05 s", f"unconverged {bad}")
+    if not args.quick:
+        s, bad = sweep_time(REPORT_BASE.replace(lam=1e-3), np.geomspace(0.05, 2.0, 24), args.repeats)
+        row("warm peak sweep lam=1e-3 (24 points): per point", s, ref0, "<= 0.05 s", f"unconverged {bad}")
+    print(f"reference again at the end: {reference_seconds():.3f} s")
+
+
+if __name__ == "__main__":
+    main()
