@@ -9,6 +9,7 @@ import click
 
 from ..experiments.reproduce import FIGURES
 from ..experiments.reproduce import reproduce as run
+from ..experiments.verdict import tally
 
 
 @click.command()
@@ -33,9 +34,10 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
             raise ValueError("scheduler needs Dask: pip install 'singlehead[dask]'")
     res = run(mode, out, n_jobs=n_jobs or (os.cpu_count() or 1), scheduler=scheduler, only=list(only) or None)
     for o in res.outputs:
-        agr = o.agreement
-        ok = ("" if agr is None or not len(agr)
-              else f", {int(agr['within'].sum())}/{len(agr)} {o.checks} within tolerance")
+        t = tally(o.agreement)
+        ok = ("" if not t["n"] else f", {t['pass']}/{t['n']} {o.checks} pass (Holm, family-wise 5 %)"
+              + (f", {t['explained']} explained by a failing diagnostic" if t["explained"] else "")
+              + (f", {t['fail']} FAIL" if t["fail"] else ""))
         click.echo(f"{o.name}: {o.runtime_s:.0f} s{ok}")
     (r0, r1), (f0, f1) = res.reference_s, res.reference_f32_s
     click.echo(f"report: {res.report} (total {res.runtime_s:.0f} s; reference workloads, 5 x 1000^3 matmul: "

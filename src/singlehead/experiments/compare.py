@@ -7,7 +7,12 @@ from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
+
+from .verdict import gap_p_value
+
+#: Systematic allowance of a seed-averaged check, as a fraction of the theory value (finite size,
+#: quadrature): the check tests ``|E[simulation] - theory| <= DEFAULT_ALLOWANCE |theory|``.
+DEFAULT_ALLOWANCE = 0.03
 
 
 def records_to_frame(records: Iterable[dict[str, Any]], drop: Iterable[str] = ("eigenvalues", "history", "S", "S0")
@@ -45,16 +50,22 @@ def sim_summary(df: pd.DataFrame, by: list[str], quantities: list[str],
 
 
 def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities: list[str],
-              n_se: float = 2.0, rel: float = 0.03, spread_from: pd.DataFrame | None = None) -> pd.DataFrame:
+              n_se: float = 2.0, rel: float = DEFAULT_ALLOWANCE, spread_from: pd.DataFrame | None = None) -> pd.DataFrame:
     """Compare seed-averaged simulations with theory at matching ``by`` keys.
 
-    Tolerance per point: ``n_se`` standard errors of the simulation mean plus ``rel`` times
-    the theory value (the acceptance rule of the validation scripts). ``spread_from``: the
-    seed spread is estimated on these runs (:func:`sim_summary`). A theory row whose state
-    evolution did not converge (``converged`` column False) never counts as agreement: its
-    rows get ``within = False`` and ``theory_converged = False``.
+    Each row has the gap ``|simulation mean - theory|``, its standard error ``se`` (the seed
+    s.d. over ``sqrt(k)``; :func:`sim_summary`), the systematic ``allowance = rel |theory|`` and
+    the raw two-sided ``p_value`` of ``|E[simulation] - theory| <= allowance``
+    (:func:`~singlehead.experiments.verdict.gap_p_value`, Student's t with ``dof`` = the number
+    of seeds the s.d. is estimated on, minus 1). ``within`` is the fixed-level tolerance check
+    ``gap <= n_se se + allowance`` (validation scripts use it; the report judges ``p_value`` by
+    Holm instead). ``spread_from``: the seed spread is estimated on these runs. A theory row
+    whose state evolution did not converge (``converged`` column False) never counts as
+    agreement: its rows get ``within = False`` and ``theory_converged = False``.
     """
     summ = sim_summary(sim, by, quantities, spread_from)
+    spread = (sim if spread_from is None else spread_from).groupby(by).size().rename("spread_n").reset_index()
+    summ = summ.merge(spread, on=by, how="left")
     conv = "converged" in theory.columns
     th = theory[by + quantities + (["converged"] if conv else [])].copy()
     if conv:
@@ -63,12 +74,16 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
     rows = []
     for _, r in merged.iterrows():
         ok_theory = bool(r["theory_converged"]) if conv else True
+        dof = float(r["spread_n"]) - 1.0 if float(r["spread_n"]) >= 2 else None
         for q in quantities:
             t, m, s = float(r[q]), float(r[f"{q}_mean"]), float(r[f"{q}_se"])
             s = 0.0 if math.isnan(s) else s
-            tol = n_se * s + rel * abs(t)
+            allow = rel * abs(t)
+            tol = n_se * s + allow
             row = {**{b: r[b] for b in by}, "quantity": q, "theory": t, "simulation": m, "se": s,
                    "gap": abs(m - t), "tolerance": tol, "within": bool(abs(m - t) <= tol) and ok_theory,
+                   "allowance": allow, "dof": dof if dof is not None else math.nan,
+                   "p_value": gap_p_value(abs(m - t), s, allow, dof) if math.isfinite(m) else math.nan,
                    "n_seeds": int(r["n_seeds"])}
             if conv:
                 row["theory_converged"] = ok_theory
@@ -76,18 +91,12 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
     return pd.DataFrame(rows)
 
 
-def chance_misses_note(n_rows: int, n_missed: int, level: float = 0.95) -> str:
-    """How many of ``n_rows`` independent ``level`` confidence-interval checks miss by chance alone.
+def extrapolation_p_value(intercept: float, stderr: float) -> float:
+    """Two-sided p-value of ``a = 0`` for an intercept extrapolated to d = inf: ``2 (1 - Phi(|a|/s.e.))``.
 
-    If the theory is exact, each check misses with probability ``1 - level``; the number of
-    misses is Binomial(``n_rows``, ``1 - level``). Returns one sentence with its mean and the
-    probability of at least ``n_missed`` misses (the p-value of the observed count).
+    The normal distribution is the one the extrapolation's confidence interval uses
+    (:class:`~singlehead.analysis.finite_size.Extrapolation`), so ``p >= 0.05`` exactly when 0 is
+    inside its 95 % interval.
     """
 
-    if n_rows <= 0:
-        return ""
-    q = 1.0 - level
-    p = float(binom.sf(n_missed - 1, n_rows, q)) if n_missed > 0 else 1.0
-    return (f"{n_rows} rows are checked at {100 * level:g}% confidence (treated as independent): if the theory is exact, "
-            f"{n_rows * q:.1f} rows are expected outside their interval by chance alone; observed {n_missed}, "
-            f"P(at least {n_missed}) = {p:.2f}.")
+    return gap_p_value(abs(float(intercept)), float(stderr))

@@ -33,6 +33,7 @@ from ..results import jsonable, stable_hash
 from ..simulation import TrainOptions, simulate
 from ..state_evolution import theory as se_theory
 from .report import FigureOutput
+from .verdict import gap_p_value
 
 EMERGENCE_PROBLEM = Problem(d=60, T=1, alpha=2.0, channel="linear", noise=0.1, lam=0.05,
                             target=PowerLawTarget(gamma=1.5))
@@ -189,7 +190,8 @@ def fig_emergence(ctx: Any):
     th, fin = data["theory"], data["final"]
     rows = [{"quantity": "test error", "theory": th["test_error"], "simulation": fin["test_error"],
              "se": fin["test_error_se"], "gap": abs(fin["test_error"] - th["test_error"]),
-             "tolerance": 3 * fin["test_error_se"]}]
+             "tolerance": 3 * fin["test_error_se"],
+             "p_value": gap_p_value(abs(fin["test_error"] - th["test_error"]), fin["test_error_se"])}]
     for j, (pos, sim) in enumerate(zip(th["outliers"], fin["top_eigenvalues"])):
         rows.append({"quantity": f"outlier {j + 1}", "theory": pos, "simulation": sim, "se": float("nan"),
                      "gap": abs(sim - pos), "tolerance": 0.05 * abs(pos)})

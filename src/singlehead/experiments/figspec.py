@@ -28,6 +28,7 @@ from ..threads import available_cores, configure
 from .grid import Job
 from .report import FigureOutput
 from .runner import Cache, run_jobs
+from .verdict import judge
 
 
 @dataclass(frozen=True)
@@ -207,16 +208,19 @@ FIGURES: dict[str, Callable[[Context], FigureOutput]] = {}
 
 
 def figure(name: str) -> Callable:
-    """Register a figure builder under ``name``; the wrapper times the build into ``runtime_s``.
+    """Register a figure builder under ``name``; the wrapper times the build into ``runtime_s`` and judges it.
 
     A builder ``(ctx) -> FigureOutput`` declares its jobs, runs them through ``ctx``, and returns
-    the figure, its tidy table and agreement rows; the runtime is measured here, once for all.
+    the figure, its tidy table and agreement rows; the runtime is measured here, once for all,
+    and the agreement rows, one family, get their Holm verdicts here (:func:`.verdict.judge`).
     """
     def deco(fn: Callable[[Context], FigureOutput]) -> Callable[[Context], FigureOutput]:
         @functools.wraps(fn)
         def timed(ctx: Context) -> FigureOutput:
             t0 = time.perf_counter()
             out = fn(ctx)
+            if out.agreement is not None and len(out.agreement):
+                out.agreement = judge(out.agreement)
             out.runtime_s = time.perf_counter() - t0
             return out
 

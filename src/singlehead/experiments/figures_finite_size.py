@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..analysis.finite_size import FiniteSizeGaps, finite_size_gaps
 from ..problem import Problem
-from .compare import records_to_frame
+from .compare import extrapolation_p_value, records_to_frame
 from .figspec import BASE, Context, _params_text, figure, new_figure, problem_params
 from .grid import Job
 from .report import FigureOutput
@@ -102,6 +102,7 @@ def fig_finite_size(ctx: Context) -> FigureOutput:
         rows.append({"cfg_alpha": a, "quantity": f"test error at d = inf, extrapolated (gap = a + b/d fitted on "
                      f"d = {', '.join(str(int(d)) for d in g.d)})", "theory": t, "simulation": t + e.intercept,
                      "se": e.stderr, "gap": abs(e.intercept), "tolerance": half, "within": bool(g.agrees),
+                     "p_value": extrapolation_p_value(e.intercept, e.stderr),
                      "n_seeds": int(g.n_seeds.sum()), "ci_low": t + e.ci[0], "ci_high": t + e.ci[1],
                      "chi2_per_dof": e.chi2_per_dof, "fit_p_value": e.p_value,
                      "note": fit_note(g) + f"; with per-d seed s.e. instead of the pooled variance: gap(d=inf) = "

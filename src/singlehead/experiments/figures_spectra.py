@@ -15,6 +15,7 @@ from ..data import sample_target
 from ..problem import Problem
 from ..simulation import TrainOptions, simulate
 from ..spectra import MarchenkoPastur, free_convolve_semicircle, goe
+from .compare import extrapolation_p_value
 from .figspec import (
     BASE,
     Context,
@@ -26,6 +27,7 @@ from .figspec import (
 )
 from .figures_finite_size import fit_note, sim_jobs_per_d
 from .report import FigureOutput
+from .verdict import gap_p_value
 
 
 def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict[str, Any], zero_atom_theory: float,
@@ -66,7 +68,8 @@ def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict
         rows.append({"cfg_alpha": problem.alpha, "quantity": f"{name} at d = inf, extrapolated (gap = a + b/d fitted on "
                      f"d = {d_text}; rule: 0 in the 95% CI of a)", "theory": th, "simulation": th + e.intercept,
                      "se": e.stderr, "gap": abs(e.intercept), "tolerance": e.ci[1] - e.intercept,
-                     "within": bool(g.agrees), "n_seeds": int(g.n_seeds.sum()), "note": fit_note(g)})
+                     "within": bool(g.agrees), "p_value": extrapolation_p_value(e.intercept, e.stderr),
+                     "n_seeds": int(g.n_seeds.sum()), "note": fit_note(g)})
     return rows
 
 
@@ -235,11 +238,15 @@ def fig_error_decomposition(ctx: Context) -> FigureOutput:
     agr = [pd.DataFrame({"cfg_alpha": a, "quantity": "e0 + c_r * (sum of parts) vs full theory test error",
                          "theory": df.test_error, "simulation": df.test_error_sum, "se": np.nan, "gap": gap,
                          "tolerance": 1e-10, "within": gap <= 1e-10, "n_seeds": 0})]
-    tol_sim = 3 * np.hypot(sdf.E_over_sim_se, sdf.E_over_rm_se) + 0.1 * sdf.E_over_rm
+    se_gap = np.hypot(sdf.E_over_sim_se, sdf.E_over_rm_se)  # both sides are sample means
+    tol_sim = 3 * se_gap + 0.1 * sdf.E_over_rm
     g2 = (sdf.E_over_sim - sdf.E_over_rm).abs()
     agr.append(pd.DataFrame({"cfg_alpha": sdf.cfg_alpha, "quantity": f"E_over: trained students vs random matrices (d={sc.d})",
-                             "theory": sdf.E_over_rm, "simulation": sdf.E_over_sim, "se": sdf.E_over_sim_se, "gap": g2,
-                             "tolerance": tol_sim, "within": g2 <= tol_sim, "n_seeds": sc.seeds}))
+                             "theory": sdf.E_over_rm, "simulation": sdf.E_over_sim, "se": se_gap, "gap": g2,
+                             "tolerance": tol_sim, "within": g2 <= tol_sim, "allowance": 0.1 * sdf.E_over_rm,
+                             "p_value": [gap_p_value(g, s, a, sc.seeds - 1 if sc.seeds > 1 else None)
+                                         for g, s, a in zip(g2, se_gap, 0.1 * sdf.E_over_rm)],
+                             "n_seeds": sc.seeds}))
     params = problem_params(problems[0], ("kappa", problems[0].kappa), ("d(sims)", sim_problems[0].d), ("seeds", sc.seeds))
     fig.subplots_adjust(wspace=0.45)
     fig.suptitle(f"Error decomposition (THEORY §6) — {_params_text(params)}", fontsize=9)

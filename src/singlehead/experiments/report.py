@@ -1,16 +1,15 @@
-"""Self-contained HTML report: every figure embedded, with its parameters, agreement numbers and runtime."""
+"""Self-contained HTML report: every figure embedded, with its parameters, agreement verdicts and runtime."""
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
-import html
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from .report_html import page, png_bytes
 
 #: The default kind of agreement row: a theory prediction against simulations.
 THEORY_SIMULATION = "theory-simulation checks"
@@ -22,7 +21,11 @@ class FigureOutput:
 
     ``agreement`` rows compare theory and simulation: each row has at least ``quantity``,
     ``theory``, ``simulation``, ``se`` (standard error of the simulation mean) and ``gap``
-    (``|simulation - theory|``); ``within`` says whether the gap is within the stated tolerance.
+    (``|simulation - theory|``); a statistical row has its raw two-sided ``p_value``, a tolerance
+    row (no standard error) its ``within``. The columns before ``quantity`` name the point
+    (e.g. ``cfg_lam``, ``cfg_alpha``). A row may carry the ``diagnostic`` computed at its point
+    and ``diagnostic_fails``. The :func:`~singlehead.experiments.figspec.figure` wrapper judges
+    the rows (:func:`~singlehead.experiments.verdict.judge`): ``p_holm`` and ``verdict``.
     """
 
     name: str
@@ -37,16 +40,9 @@ class FigureOutput:
     png: bytes | None = None  # the rendered PNG once saved (the report inlines it instead of rendering again)
     # what the agreement rows are (the report's summary and the CLI name it beside the count)
     checks: str = THEORY_SIMULATION
-
-
-def _png_bytes(fig: Any, dpi: int = 130) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    return buf.getvalue()
-
-
-def _png_b64(out: FigureOutput) -> str:
-    return base64.b64encode(out.png if out.png is not None else _png_bytes(out.figure)).decode()
+    # one sentence per diagnostic computed in the run, e.g. where replica symmetry fails along a theory curve
+    # (the report's section "Where the theory holds")
+    diagnostics: list[str] = field(default_factory=list)
 
 
 def save_figure(out: FigureOutput, root: Path) -> dict[str, str]:
@@ -55,7 +51,7 @@ def save_figure(out: FigureOutput, root: Path) -> dict[str, str]:
     paths = {}
     # each render costs seconds on the main process while the workers wait: the PNG is rendered once, kept for the
     # report, and written
-    out.png = _png_bytes(out.figure)
+    out.png = png_bytes(out.figure)
     p = root / f"{out.name}.png"
     p.write_bytes(out.png)
     paths["png"] = str(p)
@@ -72,62 +68,14 @@ def save_figure(out: FigureOutput, root: Path) -> dict[str, str]:
     return paths
 
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-h1{font-size:1.6em;margin-bottom:.2em} h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
-.meta{color:#666;font-size:.9em} figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee}
-figcaption{font-size:.92em;color:#333;margin-top:.4em} table{border-collapse:collapse;font-size:.85em;margin:.6em 0}
-td,th{border:1px solid #ddd;padding:2px 8px;text-align:right} th{background:#f6f6f6}
-.ok{color:#1a7f37;font-weight:600} .bad{color:#b42318;font-weight:600} code{background:#f4f4f4;padding:0 3px}
-.params{font-family:ui-monospace,monospace;font-size:.85em;color:#444}
-"""
-
-
-def _table_html(df: pd.DataFrame) -> str:
-    def fmt(v: Any) -> str:
-        if isinstance(v, bool):
-            return '<span class="ok">yes</span>' if v else '<span class="bad">no</span>'
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return html.escape(str(v))
-
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{fmt(v)}</td>" for v in row) + "</tr>" for row in df.itertuples(index=False))
-    return f"<table><tr>{head}</tr>{rows}</table>"
-
-
 def write_report(outputs: list[FigureOutput], path: Path, *, title: str, mode: str, total_runtime_s: float,
                  environment: dict[str, Any]) -> Path:
-    """Write one self-contained HTML page (images inlined as base64 PNG)."""
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
-             f"<p class='meta'>mode <b>{html.escape(mode)}</b> · generated {_dt.datetime.now().isoformat(timespec='seconds')}"
-             f" · total wall time {total_runtime_s:.0f} s · "
-             + " · ".join(f"{html.escape(str(k))} {html.escape(str(v))}" for k, v in environment.items()) + "</p>"]
-    summary = []
-    for o in outputs:
-        if o.agreement is not None and len(o.agreement):
-            n_ok = int(o.agreement["within"].sum()) if "within" in o.agreement else 0
-            summary.append((o.title, n_ok, len(o.agreement), o.runtime_s, o.checks))
-        else:
-            summary.append((o.title, None, None, o.runtime_s, o.checks))
-    parts.append("<h2>Summary</h2><table><tr><th>figure</th><th>checks within tolerance</th>"
-                 "<th>runtime (s)</th></tr>")
-    for t, ok, n, rt, kind in summary:
-        cell = "—" if ok is None else (f"<span class='{'ok' if ok == n else 'bad'}'>{ok} / {n}</span> "
-                                        f"{html.escape(kind)}")
-        parts.append(f"<tr><td style='text-align:left'>{html.escape(t)}</td><td>{cell}</td><td>{rt:.1f}</td></tr>")
-    parts.append("</table>")
-    for o in outputs:
-        parts.append(f"<h2 id='{html.escape(o.name)}'>{html.escape(o.title)}</h2>")
-        parts.append(f"<figure><img alt='{html.escape(o.title)}' src='data:image/png;base64,{_png_b64(o)}'>"
-                     f"<figcaption>{html.escape(o.caption)}</figcaption></figure>")
-        parts.append("<p class='params'>" + html.escape(", ".join(f"{k} = {v}" for k, v in o.params.items())) + "</p>")
-        for note in o.notes:
-            parts.append(f"<p>{html.escape(note)}</p>")
-        if o.agreement is not None and len(o.agreement):
-            parts.append("<p><b>Theory vs simulation.</b></p>" + _table_html(o.agreement))
-        parts.append(f"<p class='meta'>runtime {o.runtime_s:.1f} s · data: <code>{html.escape(o.name)}.csv</code></p>")
-    parts.append("</body></html>")
-    path.write_text("\n".join(parts))
+    """Write one self-contained HTML page: the summary first, a table of contents that stays on screen,
+    then each figure (embedded as WebP, :func:`.report_html.web_image`) with a compact table of its checks.
+
+    The checks are judged by the rule of :mod:`.verdict` (each figure's ``agreement`` must carry its
+    ``verdict``); the page states the rule.
+    """
+    path.write_text(page(outputs, title=title, mode=mode, total_runtime_s=total_runtime_s,
+                         environment=environment, generated=_dt.datetime.now().isoformat(timespec="seconds")))
     return path

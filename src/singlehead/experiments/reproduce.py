@@ -72,8 +72,8 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
             raise ValueError(f"figure must be one of {list(FIGURES)} (got {n!r})")
     ctx = Context(scale, Cache(out / "cache"), n_jobs=n_jobs, scheduler=scheduler, progress=progress, client=client)
     finite_size = (f"{scale.mode} mode (d = {scale.d}, {scale.seeds} seeds; per-figure sizes are stated in each "
-                   "figure's parameters): the tolerance is 2 s.e. + 3%, the acceptance rule of "
-                   "validation/se_vs_simulation.py. Where a figure runs below d = 100, finite-size corrections — "
+                   "figure's parameters): a seed-averaged check allows 3 % of the theory value besides its "
+                   "statistical error (the report's rule). Where a figure runs below d = 100, finite-size corrections — "
                    "simulations above theory, shrinking as d grows — can exceed it at small alpha; the finite_size "
                    "figure measures these corrections at several d and extrapolates them to d = inf.")
     ref_start, ref32_start = reference_seconds(), reference_seconds_float32()
