@@ -154,6 +154,13 @@ def bayes_optimal(
     (posterior-mean prediction, noiseless labels), ``test_error_noisy``, ``matrix_error``
     ``= mmse = Q0 - q``; ``train_error``, ``penalty``, ``rank_fraction`` are nan. ``extras``:
     ``q, qhat, mmse, Q0, test_error_plugin, c_T``.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, bayes_optimal
+    >>> result = bayes_optimal(Problem(T=2, alpha=0.1, noise=0.0, target=MPTarget(kappa0=0.5)))
+    >>> result.source, round(result.test_error, 2)
+    ('bayes', 0.12)
     """
     t0 = time.perf_counter()
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)

@@ -70,6 +70,15 @@ def solve_reference(problem: Problem, data: Sequences, *, S_init: torch.Tensor |
 
     The rank cap is ``problem.p`` for the factorized student. Stops when the relative
     objective change between iterates falls below ``tol`` for 10 consecutive iterations.
+
+    Examples
+    --------
+    >>> from singlehead import Problem, solve_reference
+    >>> from singlehead.data import sample_sequences
+    >>> problem = Problem(d=20, T=1, channel="linear", alpha=2.0, lam=0.1)
+    >>> S0 = problem.target.sample(problem.d, seed=0)
+    >>> data = sample_sequences(problem, S0, problem.n, seed=1)
+    >>> solution = solve_reference(problem, data)  # doctest: +SKIP
     """
     data = data.to("cpu", torch.float64)
     d, n = problem.d, len(data)

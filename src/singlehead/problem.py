@@ -60,6 +60,19 @@ class Problem:
         nothing: the rank of S is at most d).
     lam : float
         Regularisation ``lambda >= 0``.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem
+    >>> problem = Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(kappa0=0.5))
+    >>> problem.n, problem.p, problem.n_pairs          # n = alpha d^2, p = kappa d, K = T(T+1)/2
+    (5000, 100, 3)
+    >>> problem.replace(alpha=2.0).n
+    20000
+    >>> Problem(alpha=-1.0)
+    Traceback (most recent call last):
+        ...
+    ValueError: alpha must be > 0 (got -1.0)
     """
 
     d: int = 100

@@ -65,6 +65,17 @@ class Result:
     * ``message``: why it stopped, or what went wrong, in words ("" when nothing to say).
 
     ``extras`` holds route-specific fields (eigenvalues, order parameters, diagnostics, ...).
+
+    Examples
+    --------
+    >>> from singlehead import Problem, Result
+    >>> r = Result(source="theory", problem=Problem().to_dict(), test_error=0.12, extras={"delta": 0.8})
+    >>> r.test_error, r["delta"]                        # fields and extras by name
+    (0.12, 0.8)
+    >>> sorted(r.metrics())[:3]
+    ['matrix_error', 'penalty', 'rank_fraction']
+    >>> Result.from_dict(r.to_dict()).test_error       # JSON round trip
+    0.12
     """
 
     source: str

@@ -122,6 +122,16 @@ class MPTarget(_Target):
     Its spectrum is ``sqrt(kappa0)`` times Marchenko--Pastur of ratio ``1/kappa0``
     (mass ``1-kappa0`` at zero when ``kappa0 < 1``); ``Tr S0/d -> sqrt(kappa0)``,
     ``Q0 = Tr S0^2/d -> 1 + kappa0``.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget
+    >>> target = MPTarget(kappa0=0.5)
+    >>> S0 = target.sample(400, seed=0)                 # d x d torch tensor, PSD, rank p0 = 200
+    >>> int((S0.diagonal().sum() / 400 / 0.5**0.5).round())   # Tr S0 / d -> sqrt(kappa0)
+    1
+    >>> round(float(target.spectral_law(400).Q0), 3)    # Q0 = Tr S0^2 / d -> 1 + kappa0
+    1.5
     """
 
     kappa0: float = 0.5
@@ -155,6 +165,17 @@ class PowerLawTarget(_SpectralTarget):
       eigenvalues are O(sqrt d) spikes and ``Q0 = sum_i i^(-2 gamma)``;
     * ``"unit_q0"`` (scaling-law code of arXiv 2509.24882): ``A`` chosen so that
       ``Q0 = Tr S0^2 / d = 1`` exactly at this ``d``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead import PowerLawTarget
+    >>> s = PowerLawTarget(gamma=1.25).spectrum(100)    # s_i = sqrt(d) i^-gamma, descending
+    >>> float(s[0]), round(float(s[1] / s[0]), 4)
+    (10.0, 0.4204)
+    >>> s = PowerLawTarget(gamma=1.25, normalisation="unit_q0").spectrum(100)
+    >>> round(float(np.mean(s**2)), 6)                  # Q0 = Tr S0^2 / d = 1
+    1.0
     """
 
     gamma: float = 1.25
@@ -175,6 +196,16 @@ class CustomTarget(_SpectralTarget):
     """Target with a user-given spectrum: ``S0 = O diag(eigenvalues) O^T``, ``O`` Haar.
 
     ``eigenvalues`` must have length ``d`` and be non-negative (targets are PSD).
+
+    The spectrum is used as given (no rescaling): ``Q0 = mean(eigenvalues^2)``. The problem's
+    ``d`` must equal the number of eigenvalues.
+
+    Examples
+    --------
+    >>> from singlehead import CustomTarget, Problem
+    >>> target = CustomTarget(eigenvalues=(2.0, 1.0, 0.0, 0.0))
+    >>> Problem(d=4, target=target).target.spectrum(4).tolist()
+    [2.0, 1.0, 0.0, 0.0]
     """
 
     eigenvalues: tuple[float, ...] = ()

@@ -87,6 +87,12 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     **upper bound** (``S0`` is then feasible and minimises the relaxed problem; a warning is
     issued), and ``inf`` when ``kappa < kappa0`` (the student cannot represent ``S0``).
     Direct student: ``1/(2 c_T)``.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, perfect_recovery_threshold
+    >>> round(perfect_recovery_threshold(Problem(T=2, target=MPTarget(kappa0=0.5))), 4)
+    0.2111
     """
     c = informative_directions(problem)
     fixed = problem.student.fixed_threshold(c)
@@ -110,7 +116,17 @@ def perfect_recovery_threshold(problem: Problem) -> float:
 
 
 def bayes_perfect_recovery_threshold(problem: Problem) -> float:
-    """Bayes-optimal perfect recovery ``(kappa0 - kappa0^2/2)/c_T`` (MP target, noiseless)."""
+    """Bayes-optimal perfect recovery ``(kappa0 - kappa0^2/2)/c_T`` (MP target, noiseless).
+
+    ``c_T = (T^2 + T - 2)/2`` (softmax channels; 1 for the linear channel with ``T = 1``). ERM's
+    :func:`perfect_recovery_threshold` is never below it.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, bayes_perfect_recovery_threshold
+    >>> bayes_perfect_recovery_threshold(Problem(T=2, target=MPTarget(kappa0=0.5)))   # (0.5 - 0.125)/2
+    0.1875
+    """
     k0 = _mp_kappa0(problem)
     return (k0 - k0 * k0 / 2) / informative_directions(problem)
 
@@ -123,6 +139,12 @@ def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int
     when ``kappa < 1``); ``inf`` for ``Delta = 0``. Direct student: ``1/(2 c_T)``.
     ``prior`` / ``draws`` / ``seed`` select the target model as in
     :func:`singlehead.state_evolution.prior_model`.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, interpolation_threshold
+    >>> round(interpolation_threshold(Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5))), 3)
+    0.153
     """
 
     c = informative_directions(problem)

@@ -20,6 +20,14 @@ def spectral_divergence(nu: np.ndarray, f: np.ndarray, fp: np.ndarray) -> float:
     Frobenius-orthonormal coordinates of the ``d(d+1)/2``-dimensional space; ties use the mean of
     the two ``f'``; :func:`singlehead.spectra.divided_differences`). Divide by ``d(d+1)/2`` for the
     per-coordinate divergence of THEORY §3.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.amp import spectral_divergence
+    >>> nu = np.array([1.0, 2.0, 3.0])
+    >>> spectral_divergence(nu, nu, np.ones(3))         # identity map: d(d+1)/2 free entries
+    6.0
     """
     M = divided_differences(nu, f, fp)
     np.fill_diagonal(M, 0.0)

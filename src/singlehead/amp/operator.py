@@ -27,6 +27,19 @@ class SensingOperator:
     (diagonal divided by ``sqrt 2``, :func:`singlehead.prox.mat_to_vec`);
     ``adjoint(g) = sum_mu (X_mu^T B_mu X_mu - Tr(B_mu) I)/sqrt d`` with ``B_mu = M(g_mu)/2``,
     so that ``<forward(S), g> = <S, adjoint(g)>_F`` for symmetric ``S``.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.data import sample_sequences
+    >>> problem = Problem(d=30, T=2, alpha=0.5, noise=0.5, lam=0.01)
+    >>> S0 = problem.target.sample(problem.d, seed=0)
+    >>> data = sample_sequences(problem, S0, problem.n, seed=1)
+    >>> import numpy as np
+    >>> from singlehead.amp import SensingOperator
+    >>> op = SensingOperator(data.X)
+    >>> op.forward(np.eye(problem.d)).shape             # n samples x K = T(T+1)/2 logits
+    (450, 3)
     """
 
     def __init__(self, X: np.ndarray | torch.Tensor) -> None:

@@ -117,6 +117,19 @@ def erm_objective(problem: Problem, op: SensingOperator, Y: np.ndarray, S: np.nd
     ``objective = (1/n)[sum_mu ||chan_beta(h_mu(S)) - y_mu||_F^2 + lam d Tr S]`` (factorized) or
     ``+ lam d ||S||_F^2`` (direct); ``train_error`` is the first term alone. ``Y`` are the raw
     labels (``T x d`` for seq2seq). ``H``: ``op.logits(S)`` when the caller already has it.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.data import sample_sequences
+    >>> problem = Problem(d=30, T=2, alpha=0.5, noise=0.5, lam=0.01)
+    >>> S0 = problem.target.sample(problem.d, seed=0)
+    >>> data = sample_sequences(problem, S0, problem.n, seed=1)
+    >>> import numpy as np
+    >>> from singlehead.amp import SensingOperator, erm_objective
+    >>> objective, train_error = erm_objective(problem, SensingOperator(data.X), data.y.numpy(), S0.numpy())
+    >>> objective >= train_error > 0.0                  # the penalty lam Tr S0 / d is added
+    True
     """
     if H is None:
         H = op.logits(S)

@@ -36,6 +36,14 @@ def se_iterates(
     This is the trajectory undamped ERM-GAMP follows from ``S^0`` with overlaps ``(q0, m0)`` and
     ``V^0 = Sigma0`` (module docstring). Returns arrays ``q, m, Sigma`` of length ``n_iter + 1``
     and ``qhat, mhat, Sigmahat`` of length ``n_iter``.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.amp import se_iterates
+    >>> it = se_iterates(Problem(T=2, alpha=0.5, noise=0.5), q0=0.1, m0=0.1, Sigma0=1.0, n_iter=5)
+    >>> it["q"].shape, it["qhat"].shape                 # x_0 .. x_5 and the five conjugates
+    ((6,), (5,))
     """
 
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
@@ -61,6 +69,14 @@ def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = 
     """Bayes SE iterates ``V_{t+1} = mmse((V_t + Delta/2)/(2 c_T alpha))`` (THEORY §8; ``q = Q0 - V``).
 
     The MSE ``||S^t - S0||_F^2/d`` of Bayes-GAMP follows ``V_t`` (Nishimori: ``m = q``).
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.amp import bayes_se_iterates
+    >>> it = bayes_se_iterates(Problem(T=2, alpha=0.1), V0=1.5, n_iter=5)
+    >>> [round(float(v), 3) for v in it["V"][:3]]       # V = Q0 - q decreases to the MMSE
+    [1.5, 0.732, 0.552]
     """
 
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
@@ -79,6 +95,18 @@ def instance_prior(S0: np.ndarray | torch.Tensor, *, draws: int = DEFAULT_DRAWS,
     Comparing AMP on an instance with the SE iterates of *that* instance (same ``Q0`` and
     spectrum, :class:`singlehead.spectra.FiniteDSpectrum` with ``draws`` fixed GOE draws) removes
     the ``O(1/d)`` target-to-target fluctuation from the comparison.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.data import sample_sequences
+    >>> problem = Problem(d=30, T=2, alpha=0.5, noise=0.5, lam=0.01)
+    >>> S0 = problem.target.sample(problem.d, seed=0)
+    >>> data = sample_sequences(problem, S0, problem.n, seed=1)
+    >>> from singlehead.amp import instance_prior
+    >>> prior = instance_prior(S0)
+    >>> prior.mode, 1.0 < prior.Q0 < 2.0                # Q0 = Tr S0^2 / d of this draw
+    ('finite', True)
     """
     S = S0.numpy() if isinstance(S0, torch.Tensor) else np.asarray(S0, dtype=float)
     return prior_from_eigenvalues(np.linalg.eigvalsh(S), draws=draws, seed=seed)

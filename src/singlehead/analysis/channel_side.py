@@ -36,6 +36,15 @@ def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy
     ``K = T(T+1)/2`` iid pairs, symmetric ``T x T`` logit matrices with the diagonal multiplied by
     ``sqrt(2)`` (THEORY §3); ``xi_k ~ N(0, Delta/2)`` when ``noisy``. Scrambled-Sobol quadrature
     with a fixed seed.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.analysis import channel_test_error
+    >>> channel_test_error(Problem(T=2), 1.5, 1.5, 1.5)   # m = q = Q0: the student is the target
+    0.0
+    >>> channel_test_error(Problem(T=2), 1.5, 1.0, 1.5) > 0.0
+    True
     """
     T, K = problem.T, problem.n_pairs
     ch = problem.channel
@@ -61,6 +70,14 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
     ``c_r`` and ``c_s`` are taken at the optimal scale ``rho0``; with ``rho`` given,
     ``c_r_rho = E ||J(rho z0) zeta||^2`` is returned as well. ``J v`` is a central difference ``(A(x + h v) - A(x - h v)) / (2h)`` of the smooth channel
     map (truncation error ``O(h^2)``), averaged on fixed scrambled-Sobol nodes.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.analysis import channel_sensitivities
+    >>> sens = channel_sensitivities(Problem(T=2), Q0=1.5)
+    >>> sens["c_r"] > 0.0, sens["rho0"]                 # beta = beta0: the best scale is 1
+    (True, 1.0)
     """
     T, K = problem.T, problem.n_pairs
     ch = problem.channel

@@ -34,6 +34,15 @@ class ExponentFit:
         Coefficient of determination in log-log coordinates.
     method : str
     level : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.analysis import fit_exponent
+    >>> x = np.geomspace(1e2, 1e4, 5)
+    >>> fit = fit_exponent(x, 3.0 * x**-0.6)
+    >>> round(fit.exponent, 6), round(fit.prefactor, 6), fit.ci_low <= fit.exponent <= fit.ci_high
+    (0.6, 3.0, True)
     """
 
     exponent: float
@@ -65,6 +74,16 @@ def fit_exponent(x: Sequence[float], y: Sequence[float], *, method: str = "ols",
         independent noise: the interval measures the curvature over the fitted range.
     level : float
         Confidence level in (0, 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.analysis import fit_exponent
+    >>> x = np.geomspace(1e2, 1e4, 8)
+    >>> y = 2.0 * x**-0.5 * np.exp(np.random.default_rng(0).normal(0.0, 0.01, x.size))
+    >>> fit = fit_exponent(x, y)
+    >>> fit.ci_low < 0.5 < fit.ci_high
+    True
     """
     if method not in ("ols", "bootstrap"):
         raise ValueError(f"method must be 'ols' or 'bootstrap' (got {method!r})")

@@ -77,6 +77,13 @@ def noise_limited_law(dt: float, gamma: float, d: int, noise: float = 0.0) -> di
     Returns ``E`` (matrix error), ``x`` (``n/d`` at which this ``dt`` is the fixed point), ``K``
     (detected modes), ``a = d log E/d log dt`` and ``exponent`` (``-d log E/d log n``, exact
     derivative of the discrete law).
+
+    Examples
+    --------
+    >>> from singlehead.analysis import noise_limited_law
+    >>> law = noise_limited_law(0.1, gamma=1.25, d=1000)
+    >>> law["K"], round(law["E"], 3)
+    (6, 0.221)
     """
     t = _modes(gamma, d)
     dt = float(dt)
@@ -101,6 +108,13 @@ def finite_d_mismatch(delta: float, matrix_error: float, gamma: float, d: int) -
     """``E_SE / E(dt) - 1``: departure of a fixed point's error from the large-``d`` law at its ``delta``.
 
     ``delta`` and ``matrix_error`` are the fixed point's (normalisation ``A = sqrt(d)``).
+
+    Examples
+    --------
+    >>> from singlehead.analysis import finite_d_mismatch, noise_limited_law
+    >>> law = noise_limited_law(0.1, gamma=1.25, d=1000)
+    >>> round(finite_d_mismatch(0.1 * 1000**0.5, law["E"], gamma=1.25, d=1000), 6)   # on the law: 0
+    0.0
     """
     law = noise_limited_law(float(delta) / math.sqrt(d), gamma, d)
     return float(matrix_error) / law["E"] - 1.0
@@ -120,6 +134,12 @@ def threshold_switch_on_exponent(K: int | np.ndarray, gamma: float, n_tail: int 
 
     Direct discrete sums (``sum_{i > K}`` to ``n_tail``, integral beyond). Multiply by
     ``1 - lam_slope`` for the exponent in ``n`` (``eps ∝ lam d^{3/2}/n``).
+
+    Examples
+    --------
+    >>> from singlehead.analysis import threshold_switch_on_exponent
+    >>> [round(float(a), 3) for a in threshold_switch_on_exponent([5, 50], gamma=1.25)]
+    [1.161, 1.195]
     """
     K = np.atleast_1d(np.asarray(K, dtype=int))
     if np.any(K < 1) or np.any(K + 1 >= n_tail):

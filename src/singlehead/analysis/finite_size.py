@@ -66,6 +66,13 @@ class Extrapolation:
         Whether the covariance was multiplied by ``chi2/dof`` (> 1).
     order : int
         Highest power of ``1/d`` in the model.
+
+    Examples
+    --------
+    >>> from singlehead.analysis import extrapolate_to_infinite_d
+    >>> ext = extrapolate_to_infinite_d([25, 50, 100], [0.14, 0.12, 0.11], [0.002, 0.002, 0.002])
+    >>> round(ext.intercept, 4), ext.ci[0] < ext.intercept < ext.ci[1]
+    (0.1, True)
     """
 
     intercept: float
@@ -141,6 +148,13 @@ def extrapolate_to_infinite_d(d: Sequence[float] | np.ndarray, values: Sequence[
     ValueError
         Naming the parameter: non-finite or non-positive ``d`` or ``stderr``, mismatched lengths,
         fewer points (or distinct ``d``) than the ``order + 1`` parameters, bad ``order``/``level``.
+
+    Examples
+    --------
+    >>> from singlehead.analysis import extrapolate_to_infinite_d
+    >>> ext = extrapolate_to_infinite_d([25, 50, 100], [0.14, 0.12, 0.11], [0.002, 0.002, 0.002])
+    >>> round(ext.intercept, 4), round(ext.slopes[0], 4)   # values = 0.1 + 1/d exactly
+    (0.1, 1.0)
     """
     check(is_int(order) and order in (1, 2), "order", "1 or 2", order)
     check(finite(level) and 0.0 < float(level) < 1.0, "level", "a number in (0, 1)", level)
@@ -195,6 +209,14 @@ class FiniteSizeGaps:
         Fit of ``gap(d)``; its intercept is the ``d = inf`` gap (0 when simulations and theory agree).
     pooled_c : float
         ``c`` of the pooled variance model ``c^2/d^2 + mc^2`` (``nan`` without pooling).
+
+    Examples
+    --------
+    >>> from singlehead.analysis import finite_size_gaps
+    >>> per_d = {25: [0.15, 0.13, 0.14], 50: [0.125, 0.115, 0.12], 100: [0.112, 0.108, 0.11]}
+    >>> gaps = finite_size_gaps(per_d, theory=0.1)
+    >>> [round(float(g), 4) for g in gaps.gap]                 # mean simulated value minus theory, per d
+    [0.04, 0.02, 0.01]
     """
 
     d: np.ndarray
@@ -258,6 +280,14 @@ def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, o
         ``per_d`` with fewer than 2 finite values at some ``d`` or non-positive sizes; ``mc_se``
         not aligned with ``per_d`` or negative; a non-finite ``theory``; a non-callable or
         negative ``extra_se``; and everything :func:`extrapolate_to_infinite_d` rejects.
+
+    Examples
+    --------
+    >>> from singlehead.analysis import finite_size_gaps
+    >>> per_d = {25: [0.15, 0.13, 0.14], 50: [0.125, 0.115, 0.12], 100: [0.112, 0.108, 0.11]}
+    >>> ext = finite_size_gaps(per_d, theory=0.1).extrapolation
+    >>> ext.ci[0] < 0.0 < ext.ci[1]                     # the gap extrapolates to zero at d = inf
+    True
     """
     check(finite(theory), "theory", "a finite number", theory)
     check(isinstance(per_d, Mapping) and len(per_d) > 0, "per_d", "a non-empty mapping d -> per-seed values", per_d)

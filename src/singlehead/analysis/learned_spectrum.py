@@ -84,6 +84,13 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
         (at least 1, at most ``d - 1``).
     n_spikes : int, optional
         Number of spikes.
+
+    Examples
+    --------
+    >>> from singlehead import PowerLawTarget, Problem
+    >>> from singlehead.analysis import target_law
+    >>> type(target_law(Problem())).__name__, type(target_law(Problem(target=PowerLawTarget(1.25)))).__name__
+    ('MarchenkoPastur', 'SpikedLaw')
     """
     if model not in TARGET_MODELS:
         raise ValueError(f"model must be one of {TARGET_MODELS} (got {model!r})")
@@ -125,6 +132,14 @@ class LearnedSpectrum:
         ``overlap`` (squared overlap with the target eigenvector), ``mass`` (``1/d``).
     law : singlehead.spectra.LearnedSpectrum
         The underlying law object (grid, density, point masses).
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.analysis import learned_spectrum
+    >>> pred = learned_spectrum(Problem(T=2, alpha=1.0, noise=0.5, lam=0.05))
+    >>> 0.0 < pred.zero_atom < 1.0, round(pred.zero_atom + pred.rank_fraction, 12)
+    (True, 1.0)
     """
 
     problem: Problem
@@ -201,6 +216,15 @@ def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, p
         Target law, see :func:`target_law`.
     grid_size : int
         Points of the density grid.
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory
+    >>> from singlehead.analysis import learned_spectrum
+    >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.05)
+    >>> pred = learned_spectrum(problem, theory(problem))
+    >>> round(pred.zero_atom, 2), len(pred.bulks)       # 37 % of the eigenvalues of S are zero
+    (0.37, 1)
     """
     r = _theory_params(problem, theory_result, prior)
     eta, delta, eps = float(r.extras["eta"]), float(r.extras["delta"]), float(r.extras["eps"])
@@ -230,6 +254,14 @@ def ks_distance(pred: LearnedSpectrum, eigenvalues: np.ndarray, rank_tol: float 
 
     Empirical eigenvalues with ``|lambda| <= rank_tol`` are read as exact zeros (the optimiser
     never reaches an exact zero).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead import Problem
+    >>> from singlehead.analysis import ks_distance, learned_spectrum
+    >>> ks_distance(learned_spectrum(Problem(T=2, lam=0.05)), np.zeros(100)) > 0.5   # far from the law
+    True
     """
     x = np.sort(np.where(np.abs(eigenvalues) <= rank_tol, 0.0, np.asarray(eigenvalues, dtype=float)))
     n = x.size
@@ -267,6 +299,15 @@ def compare_spectrum(problem: Problem, eigenvalues_pooled: np.ndarray, *, theory
         (fraction of ``|lambda| <= rank_tol``), ``rank_theory`` / ``rank_sim`` (per run),
         ``top_theory`` / ``top_sim`` (largest eigenvalue: top bulk edge or outlier vs. mean of
         the per-run maxima), ``n_eigenvalues``, ``n_runs``.
+
+    Examples
+    --------
+    >>> from singlehead import Problem, simulate
+    >>> from singlehead.analysis import compare_spectrum
+    >>> problem = Problem(d=80, T=2, alpha=1.0, noise=0.5, lam=0.05)
+    >>> report = compare_spectrum(problem, simulate(problem, seed=0).extras["eigenvalues"])
+    >>> report["ks"] < 0.1, abs(report["zero_atom_sim"] - report["zero_atom_theory"]) < 0.05
+    (True, True)
     """
     ev = np.asarray(eigenvalues_pooled, dtype=float).ravel()
     pred = prediction if prediction is not None else learned_spectrum(problem, theory_result, **kwargs)
@@ -296,6 +337,13 @@ def spectrum_table(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarray | None 
     ``"sv_W"``), ``component`` (``"density"``, ``"atom"``, ``"outlier"``, ``"histogram"``,
     ``"cdf"``), ``x``, ``value`` (density, mass or CDF value), ``overlap`` (outliers, else nan).
     Densities are per eigenvalue of ``S`` (they integrate to the non-zero, non-outlier mass).
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.analysis import learned_spectrum, spectrum_table
+    >>> len(spectrum_table(learned_spectrum(Problem(T=2, lam=0.05)))) > 0
+    True
     """
     rows: list[dict[str, Any]] = []
     nan = math.nan
@@ -333,6 +381,12 @@ def plot_spectrum_comparison(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarr
     Uses an explicit Agg canvas (no pyplot global state). The histogram is normalised by the
     total number of eigenvalues, so it matches the theoretical density of the non-zero part;
     atoms at zero are written in the legend.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.analysis import learned_spectrum, plot_spectrum_comparison
+    >>> plot_spectrum_comparison(learned_spectrum(Problem(T=2)), None, "spectrum.png")  # doctest: +SKIP
     """
     from matplotlib.figure import Figure
 

@@ -113,6 +113,14 @@ def predicted_exponent(regime: str, gamma: float, lam_slope: float = 0.0) -> flo
     ``lam_slope = d log lam / d log n`` along the curve (0 at fixed ``lam``; 0.5 for
     ``lam ∝ sqrt(alpha)``). ``nan`` for ``"harmful_overfitting"`` (the error rises: negative,
     no law) and ``"crossover"``.
+
+    Examples
+    --------
+    >>> from singlehead.analysis import predicted_exponent
+    >>> predicted_exponent("threshold", gamma=1.25, lam_slope=0.5)   # lam ~ sqrt(alpha): 1 - 1/(2 gamma)
+    0.6
+    >>> predicted_exponent("tail_noise", gamma=1.25)                 # 2 gamma - 1
+    1.5
     """
     if gamma <= 0.5:
         raise ValueError(f"gamma must be > 0.5 (got {gamma!r})")
@@ -164,6 +172,14 @@ def classify_regime(row: dict[str, Any] | pd.Series, d: int, *, noise: float | N
         Label noise ``Delta`` (``0`` when omitted).
     cutoff_drift : float
         ``d log(c/delta) / d log n`` along the curve (diagnostic; not used by the rules).
+
+    Examples
+    --------
+    >>> from singlehead.analysis import classify_regime, power_law_curve
+    >>> curve = power_law_curve(1.25, 200, [2e3, 2e4], lam=1e-3, noise=0.1)
+    >>> from singlehead.analysis.scaling import REGIMES
+    >>> all(classify_regime(row, 200, noise=0.1) in REGIMES for _, row in curve.iterrows())
+    True
     """
     if not math.isfinite(float(row["rank_fraction"])):
         return "failed"
@@ -283,6 +299,16 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
     modes are labelled ``"crossover"``) and the predicted exponent is
     ``(2 - 1/gamma)/2 = 1 - 1/(2 gamma)``; fitted 0.332 / 0.579 / 0.714 (``Delta = 4``) and
     0.333 / 0.585 / 0.730 (``Delta = 0``) against 0.333 / 0.600 / 0.750.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.analysis import scaling_curve
+    >>> d = 100_000
+    >>> out = scaling_curve(1.25, d, np.geomspace(100 * d, 10_000 * d, 5), lam=lambda a: 10 * np.sqrt(a),
+    ...                     noise=4.0, prior="spiked", tol=1e-7)
+    >>> round(out["predicted"], 6), round(out["fit"].exponent, 2)
+    (0.6, 0.58)
     """
 
     df = _label_regimes(power_law_curve(gamma, d, ns, lam=lam, **kwargs), d, gamma)
@@ -312,6 +338,13 @@ def regime_map(gamma: float, d: int, ns: Sequence[float], lams: Sequence[float],
     the linear channel, ``finite_d_exponent_shift``: the part of the gap that the change of the
     finite-``d`` departure along ``n`` accounts for (``_label_regimes``; a diagnostic, not a label),
     beside ``discrete_law_exponent`` (the law's exponent at those cells, whatever their label).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.analysis import regime_map
+    >>> rmap = regime_map(1.25, 1000, np.geomspace(1e3, 1e5, 5), [1e-3, 1e-1, 10.0])  # doctest: +SKIP
+    >>> rmap.pivot_table(index="lam", columns="n", values="regime", aggfunc="first")  # doctest: +SKIP
     """
     frames = []
     for lam in lams:

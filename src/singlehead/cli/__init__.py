@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "decompose": ("analysis", "decompose_cmd", "Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (THEORY §6)."),
     "scaling": ("analysis", "scaling_cmd", "Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents."),
     "reproduce": ("reproduce", "reproduce", "Reproduce the paper's results: theory as lines, simulations as points, one HTML report."),
+    "docs": ("docs", "docs", "Build the documentation with its executed gallery and open it (needs the docs extra)."),
     "explore": ("explore", "explore", "Open the theory explorer: error curves, thresholds, spectra, decomposition, scaling (offline)."),
     "inspect": ("inspect", "inspect_cmd", "Per layer and head of MODEL_OR_PATH (default: built-in all-MiniLM-L6-v2, offline): "
                 "the spectrum of the tied query-key map, the theory's law"),

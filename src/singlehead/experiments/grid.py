@@ -37,7 +37,19 @@ DETERMINISTIC_ROUTES = ("theory", "bayes", "thresholds")
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work: a route applied to a Problem (and a seed for random routes)."""
+    """One unit of work: a route applied to a Problem (and a seed for random routes).
+
+    ``key`` hashes the route, the full problem, the seed and the settings: equal keys mean the
+    same computation, which is what the result cache relies on.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.experiments import Job
+    >>> job = Job("theory", Problem(alpha=0.5))
+    >>> job.key == Job("theory", Problem(alpha=0.5)).key != Job("theory", Problem(alpha=1.0)).key
+    True
+    """
 
     route: str
     problem: Problem
@@ -57,7 +69,21 @@ class Job:
 
 
 def load_grid(path: str | Path) -> dict[str, Any]:
-    """Read a grid from a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file."""
+    """Read a grid from a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file.
+
+    The file holds the mapping that :func:`expand_grid` takes (sections ``route``, ``seeds``,
+    ``base``, ``sweep``, ``settings``, ``tags``).
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> from singlehead.experiments import expand_grid, load_grid
+    >>> path = Path(tempfile.mkdtemp()) / "grid.json"
+    >>> _ = path.write_text(json.dumps({"route": "theory", "sweep": {"alpha": [0.5, 1.0]}}))
+    >>> len(expand_grid(load_grid(path)))
+    2
+    """
     path = Path(path)
     if path.suffix not in (".toml", ".yaml", ".yml", ".json"):
         raise ValueError(f"grid file must end in .toml, .yaml, .yml or .json (got {path.name!r})")
@@ -76,7 +102,20 @@ def load_grid(path: str | Path) -> dict[str, Any]:
 
 
 def expand_grid(spec: Mapping[str, Any]) -> list[Job]:
-    """Expand a grid specification into jobs (Cartesian product of ``sweep`` x ``seeds``)."""
+    """Expand a grid specification into jobs (Cartesian product of ``sweep`` x ``seeds``).
+
+    Sections: ``route``, ``seeds`` (a count or a list; ignored by the deterministic routes),
+    ``base`` (Problem fields), ``sweep`` (lists of Problem field values), ``settings`` (route options)
+    and ``tags``; an unknown section or field raises ValueError naming it.
+
+    Examples
+    --------
+    >>> from singlehead.experiments import expand_grid
+    >>> jobs = expand_grid({"route": "simulation", "seeds": 2, "base": {"d": 50, "T": 2},
+    ...                     "sweep": {"alpha": [0.5, 1.0]}, "settings": {"optimizer": "lbfgs"}})
+    >>> [(job.problem.alpha, job.seed) for job in jobs]
+    [(0.5, 0), (0.5, 1), (1.0, 0), (1.0, 1)]
+    """
     unknown = set(spec) - {"route", "seeds", "base", "sweep", "settings", "tags"}
     if unknown:
         raise ValueError(f"grid: unknown sections {sorted(unknown)}; valid: route, seeds, base, sweep, settings, tags")

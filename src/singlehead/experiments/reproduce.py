@@ -56,6 +56,13 @@ def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_j
 
     Results are cached under ``out/cache`` (one file per run, keyed by the full config): an
     interrupted reproduction resumes where it stopped and recomputes nothing finished.
+
+    Examples
+    --------
+    >>> from singlehead import reproduce
+    >>> res = reproduce("quick", "singlehead-report", n_jobs=2, only=["thresholds"])  # doctest: +SKIP
+    >>> [o.name for o in res.outputs]  # doctest: +SKIP
+    ['thresholds']
     """
     scale = make_scale(mode)
     out = Path(out)

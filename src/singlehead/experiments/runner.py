@@ -129,7 +129,19 @@ def execute_chain(param: str, jobs: list[Job]) -> list[dict[str, Any]]:
 
 
 class Cache:
-    """Directory of ``<key>.json`` records; ``root=None`` keeps them in memory only."""
+    """Directory of ``<key>.json`` records; ``root=None`` keeps them in memory only.
+
+    Each record is a JSON object with a ``key`` (:attr:`Job.key`); writes are atomic, so an
+    interrupted run never leaves a half-written record.
+
+    Examples
+    --------
+    >>> from singlehead.experiments import Cache
+    >>> cache = Cache(None)                             # in memory
+    >>> cache.put({"key": "abc", "test_error": 0.1})
+    >>> cache.get("abc")["test_error"], cache.get("missing")
+    (0.1, None)
+    """
 
     def __init__(self, root: str | os.PathLike | None) -> None:
         self.root = None if root is None else Path(root)
@@ -179,6 +191,15 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     on_record : callable, optional
         ``on_record(record, bar)`` for every finished job (cached ones first), e.g. to print it
         through the progress bar ``bar``.
+
+    Examples
+    --------
+    >>> from singlehead.experiments import Cache, expand_grid, run_jobs
+    >>> jobs = expand_grid({"route": "theory", "base": {"T": 2, "noise": 0.5}, "sweep": {"alpha": [0.5, 1.0]}})
+    >>> cache = Cache(None)
+    >>> records = run_jobs(jobs, cache, progress=False)
+    >>> [r["problem"]["alpha"] for r in records], all(cache.get(j.key) is not None for j in jobs)
+    ([0.5, 1.0], True)
     """
 
     jobs = list(jobs)
@@ -258,7 +279,18 @@ def _run_dask(todo: list[Job], store: Callable[[dict[str, Any]], None], bar: Any
 
 
 def export_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> None:
-    """Write ``records`` as JSON lines (strict JSON: non-finite numbers become null), atomically."""
+    """Write ``records`` as JSON lines (strict JSON: non-finite numbers become null), atomically.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> from singlehead.experiments import export_jsonl
+    >>> path = Path(tempfile.mkdtemp()) / "runs.jsonl"
+    >>> export_jsonl([{"key": "a", "x": float("nan")}], path)
+    >>> json.loads(path.read_text())
+    {'key': 'a', 'x': None}
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -269,5 +301,17 @@ def export_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> 
 
 
 def cache_for_export(path: str | os.PathLike | None) -> Cache:
-    """The cache backing a JSON-lines export ``path`` (``<path>.cache``; in memory without a path)."""
+    """The cache backing a JSON-lines export ``path`` (``<path>.cache``; in memory without a path).
+
+    Records are cached one file each in ``<path>.cache/``, so rerunning the same export resumes.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from singlehead.experiments import cache_for_export
+    >>> cache = cache_for_export(Path(tempfile.mkdtemp()) / "runs.jsonl")   # runs.jsonl.cache/
+    >>> cache.root.name
+    'runs.jsonl.cache'
+    """
     return Cache(None if path is None else Path(str(path) + ".cache"))

@@ -20,7 +20,25 @@ __all__ = ["CheckpointError", "load_attention_weights", "esd_power_law", "Spectr
 
 
 def plot_inspection(insp, path: str, **kw) -> None:
-    """Figure grid, see :func:`singlehead.inspect.figure.plot_inspection` (matplotlib imported lazily)."""
+    """Figure grid, see :func:`singlehead.inspect.figure.plot_inspection` (matplotlib imported lazily).
+
+    One panel per layer: the histogram of the pooled non-zero eigenvalues of the tied maps and
+    the fitted law, with outliers marked.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from safetensors.numpy import save_file
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
+    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
+    ...           str(folder / "model.safetensors"))
+    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
+    >>> from singlehead.inspect import inspect_model, plot_inspection
+    >>> plot_inspection(inspect_model(str(folder / "model.safetensors")), "inspection.png")  # doctest: +SKIP
+    """
     from .figure import plot_inspection as _plot
 
     _plot(insp, path, **kw)

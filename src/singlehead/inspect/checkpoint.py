@@ -56,7 +56,20 @@ _TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 
 
 class CheckpointError(ValueError):
-    """Bad checkpoint input; the message is a single line naming the problem."""
+    """Bad checkpoint input; the message is a single line naming the problem.
+
+    A subclass of :class:`ValueError`, so the command line reports it as a one-line error with exit
+    status 2.
+
+    Examples
+    --------
+    >>> from singlehead.inspect import CheckpointError, load_attention_weights
+    >>> try:
+    ...     load_attention_weights("no-such-file.safetensors")
+    ... except CheckpointError as err:
+    ...     print(str(err).split(":")[0])
+    bad path 'no-such-file.safetensors'
+    """
 
 
 @dataclass
@@ -265,6 +278,22 @@ def load_attention_weights(model: str | Path | None = None, *, layers: list[int]
     ------
     CheckpointError
         One-line message naming the problem.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from safetensors.numpy import save_file
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
+    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
+    ...           str(folder / "model.safetensors"))
+    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
+    >>> from singlehead.inspect import load_attention_weights
+    >>> weights = load_attention_weights(str(folder / "model.safetensors"))
+    >>> weights.layers, [a.shape for a in weights.head(0, 1)]   # (A, B) = query and key rows of head 1
+    ([0], [(16, 64), (16, 64)])
     """
     if layout not in ("out_in", "in_out"):
         raise CheckpointError(f"layout must be 'out_in' or 'in_out' (got {layout!r})")

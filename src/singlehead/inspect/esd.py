@@ -53,6 +53,14 @@ def esd_power_law(eigenvalues: np.ndarray, *, min_tail: int = 5, zero_tol: float
     -------
     PowerLawTail
         ``alpha = nan`` when fewer than ``min_tail`` positive eigenvalues remain.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.inspect import esd_power_law
+    >>> tail = esd_power_law(1.0 + np.random.default_rng(0).pareto(2.0, 500))   # density ~ x^-3
+    >>> round(tail.alpha, 1), tail.n
+    (2.9, 500)
     """
     x = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
     x = x[np.isfinite(x)]

@@ -98,6 +98,15 @@ def head_spectrum(A: np.ndarray, B: np.ndarray) -> HeadSpectrum:
     ----------
     A, B : ndarray
         ``d_head x d_model`` query and key rows of one head (any float dtype; computed in float64).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.inspect import head_spectrum
+    >>> A = np.random.default_rng(0).normal(size=(16, 64))      # d_head = 16 rows, d_model = 64
+    >>> spectrum = head_spectrum(A, A)                          # tied head: M = A^T A / 4 is symmetric
+    >>> spectrum.d_head, spectrum.d_model, round(spectrum.asymmetry, 12)
+    (16, 64, 0.0)
     """
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)

@@ -42,7 +42,26 @@ COLUMNS = ["layer", "head", "d_model", "d_head", "rank", "zero_beyond_cap", "sv1
 
 @dataclass
 class Inspection:
-    """Result of :func:`inspect_model`: ``rows`` (dicts with :data:`COLUMNS`), fits and spectra."""
+    """Result of :func:`inspect_model`: ``rows`` (dicts with :data:`COLUMNS`), fits and spectra.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from safetensors.numpy import save_file
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
+    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
+    ...           str(folder / "model.safetensors"))
+    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
+    >>> from singlehead.inspect import inspect_model
+    >>> inspection = inspect_model(str(folder / "model.safetensors"), per_head=False)
+    >>> inspection.n_heads, inspection.d_head, inspection.d_model
+    (4, 16, 64)
+    >>> sorted(set(inspection.table()["head"]))          # one row per head and one per layer
+    ['0', '1', '2', '3', 'all']
+    """
 
     source: str
     n_heads: int
@@ -126,7 +145,27 @@ def _head_row(layer: int, h: int, hs: HeadSpectrum, f: SpectralFit | None) -> di
 
 def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = True,
                     progress=None) -> Inspection:
-    """Spectra, fits and the table for already loaded weights (see :func:`inspect_model`)."""
+    """Spectra, fits and the table for already loaded weights (see :func:`inspect_model`).
+
+    Same conventions as :func:`inspect_model`: per head ``S_h = (A + B)^T (A + B)/(4 sqrt(d_head d_model))``,
+    the law fitted to the pooled eigenvalues of each layer with the rank cap ``kappa = d_head/d_model``.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from safetensors.numpy import save_file
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
+    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
+    ...           str(folder / "model.safetensors"))
+    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
+    >>> from singlehead.inspect import inspect_weights, load_attention_weights
+    >>> weights = load_attention_weights(str(folder / "model.safetensors"))
+    >>> inspect_weights(weights, per_head=False).layer_fits[0].d
+    64
+    """
     t0 = time.perf_counter()
     cap = w.d_head / w.d_model
     rows, layer_fits, head_fits, eigs = [], {}, {}, {}
@@ -184,6 +223,24 @@ def inspect_model(model: str | None = None, *, layers: list[int] | None = None, 
     -------
     Inspection
         ``table()`` gives one row per layer x head plus one per layer (``head = "all"``).
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from safetensors.numpy import save_file
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
+    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
+    ...           str(folder / "model.safetensors"))
+    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
+    >>> from singlehead.inspect import inspect_model
+    >>> inspection = inspect_model(str(folder / "model.safetensors"))
+    >>> table = inspection.table()                              # 4 head rows and the layer row
+    >>> len(table), sorted(inspection.layer_fits)
+    (5, [0])
+    >>> inspect_model()  # doctest: +SKIP
     """
     t0 = time.perf_counter()
     w = load_attention_weights(model, layers=layers, n_heads=n_heads, query_pattern=query_pattern,

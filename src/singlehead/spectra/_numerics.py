@@ -153,6 +153,16 @@ def divided_differences(x: np.ndarray, f: np.ndarray, fp: np.ndarray, *, tie_rto
     point masses ``w``. Pairs with ``|x_i - x_j| <= tie_rtol max(1, max|x|)`` (``tie_rtol = 0``:
     exact ties only) get the mean of the two ``f'`` (``tie="mean"``, the limit of the quotient)
     or 0 (``tie="zero"``: an atom split in two by a rank cap).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.spectra import divided_differences
+    >>> x = np.array([0.0, 1.0, 2.0])
+    >>> divided_differences(x, x**2, 2 * x)             # (x_i^2 - x_j^2)/(x_i - x_j) = x_i + x_j
+    array([[0., 1., 2.],
+           [1., 2., 3.],
+           [2., 3., 4.]])
     """
     x, f, fp = (np.asarray(a, dtype=float) for a in (x, f, fp))
     dn = x[:, None] - x[None, :]

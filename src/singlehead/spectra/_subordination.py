@@ -37,6 +37,14 @@ class Outlier:
         Squared overlap ``<u, e_s>^2 = 1 + v g_bulk'(s)`` (``1 - v/s^2`` for a null bulk).
     mass : float
         Point mass of the outlier in the law (the spike weight).
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, SpikedLaw, free_convolve_semicircle
+    >>> law = SpikedLaw(MarchenkoPastur(0.5), spikes=(5.0,), spike_weight=0.01)
+    >>> [out] = free_convolve_semicircle(law, 0.25).outliers()
+    >>> out.spike, round(out.position, 3), round(out.overlap, 3)   # position s + v g_bulk(s)
+    (5.0, 5.064, 0.98)
     """
 
     spike: float

@@ -83,7 +83,18 @@ def check_draws(draws: object) -> None:
 
 
 def goe(d: int, rng: np.random.Generator) -> np.ndarray:
-    """GOE matrix, off-diagonal variance ``1/d``, diagonal ``2/d`` (semicircle on ``[-2, 2]``)."""
+    """GOE matrix, off-diagonal variance ``1/d``, diagonal ``2/d`` (semicircle on ``[-2, 2]``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.spectra import goe
+    >>> Z = goe(500, np.random.default_rng(0))
+    >>> bool(np.allclose(Z, Z.T)), round(float(np.trace(Z @ Z)) / 500, 1)   # Tr Z^2 / d -> 1
+    (True, 1.0)
+    >>> bool(abs(np.linalg.eigvalsh(Z)).max() < 2.2)    # semicircle on [-2, 2]
+    True
+    """
     G = rng.standard_normal((d, d))
     return (G + G.T) / math.sqrt(2.0 * d)
 
@@ -133,6 +144,16 @@ class FiniteDSpectrum:
     spread evaluations at that ``delta`` cost ``O(draws d^2)`` at most.
     ``n_decompositions`` counts the decompositions done (one per ``delta`` for all draws
     together, plus one when an entry needs more eigenvectors than its route gave).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.spectra import FiniteDSpectrum
+    >>> spectrum = FiniteDSpectrum(np.linspace(0.0, 2.0, 100), draws=2, seed=0)
+    >>> spectrum.eigenvalues(0.5).shape                 # eigenvalues of S0 + 0.5 Z, one row per draw
+    (2, 100)
+    >>> 0.0 < spectrum.threshold_integrals(0.5, 0.3).rank_fraction < 1.0
+    True
     """
 
     def __init__(self, eigenvalues: np.ndarray, draws: int = DEFAULT_DRAWS, seed: int = 0) -> None:

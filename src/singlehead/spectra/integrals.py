@@ -79,6 +79,16 @@ class ThresholdIntegrals:
     J_draws, overlap_draws, divergence_draws : tuple of float or None
         Finite-``d`` mode only: ``J``, ``overlap`` and ``divergence`` of each draw (their means
         are the reported values), for the draw-to-draw spread.
+
+    ``J = int_{eps} (x - eps)^2 mu_delta(dx)`` with its derivatives in ``delta`` and ``eps``, the
+    rank fraction ``1 - F_{mu_delta}(c)`` and the cut-off ``c`` (THEORY §3).
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, soft_threshold_integrals
+    >>> integrals = soft_threshold_integrals(MarchenkoPastur(0.5), delta=0.5, eps=0.0)
+    >>> round(integrals.rank_fraction, 3), integrals.cap_binds   # mass of mu_delta above eps = 0
+    (0.682, False)
     """
 
     J: float
@@ -112,6 +122,13 @@ class LinearShrinkageIntegrals:
         ``D = int int (x - y)/(x - y) = 1``.
     mean : float
         ``int x dmu_delta = Tr S0/d``.
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, linear_shrinkage_integrals
+    >>> out = linear_shrinkage_integrals(MarchenkoPastur(0.5), delta=0.5)
+    >>> round(out.second_moment, 6), round(out.mean, 6)   # E y^2 = Q0 + delta^2, E y = Tr S0 / d
+    (1.75, 0.707107)
     """
 
     second_moment: float
@@ -215,6 +232,15 @@ def soft_threshold_integrals(law, delta: float, eps: float, rank_cap: float | No
         ``J``, ``dJ_ddelta = 2 delta D``, ``dJ_deps``, rank fraction, cap flag, cut-off,
         divergence ``D``. For ``delta = 0`` the law ``mu0`` is used exactly (atoms included;
         ``f'`` at an atom is ``1[t > c]``).
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, soft_threshold_integrals
+    >>> law = MarchenkoPastur(0.5)
+    >>> full = soft_threshold_integrals(law, delta=0.5, eps=0.3)
+    >>> capped = soft_threshold_integrals(law, delta=0.5, eps=0.3, rank_cap=0.2)
+    >>> capped.rank_fraction <= 0.2 + 1e-12 < full.rank_fraction, capped.cap_binds
+    (True, True)
     """
     delta = float(delta)
     return _threshold_integrals(_as_convolved(law, delta * delta), eps, rank_cap)
@@ -227,6 +253,13 @@ def linear_shrinkage_integrals(law, delta: float) -> LinearShrinkageIntegrals:
     ``Y = S0 + delta Z``, so the prior side only needs ``int x^2 dmu_delta = Q0 + delta^2``,
     its ``delta``-derivative ``2 delta`` and the divergence ``D = 1`` (the state-evolution
     constants are derived in :mod:`singlehead.state_evolution`).
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, linear_shrinkage_integrals
+    >>> out = linear_shrinkage_integrals(MarchenkoPastur(0.5), delta=0.5)
+    >>> round(out.divergence, 6)                        # f(x) = x has free divergence 1
+    1.0
     """
     delta = float(delta)
     return LinearShrinkageIntegrals(second_moment=float(law.second_moment()) + delta * delta,
@@ -246,6 +279,12 @@ def free_divergence(
     and jumps of ``f`` there). Point masses: exact pair sums, with ``f'`` (``fprime``, or a
     central difference if ``None``) on the diagonal. This is the large-``d`` limit of
     ``(1/d^2)[sum_i f'(nu_i) + sum_{i != j} (f(nu_i) - f(nu_j))/(nu_i - nu_j)]``.
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, free_divergence
+    >>> round(free_divergence(MarchenkoPastur(0.5), 0.5, lambda x: 2.0 * x, lambda x: 2.0 + 0 * x), 6)
+    2.0
     """
     cl = _as_convolved(law, float(delta) ** 2)
     pos, mass = cl.atoms()
@@ -265,6 +304,12 @@ def rie_mmse_integral(law, v: float) -> float:
     Bayes-optimal attention-indexed model, arXiv 2506.01582):
     ``MMSE(v) = v - (4 pi^2/3) v^2 int mu_v^3``, i.e. ``q = Q0 - 1/qhat + 4 pi^2/(3 qhat^2) int mu^3``.
     Only the continuous part contributes (point masses of spiked laws have vanishing weight).
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, rie_mmse_integral
+    >>> rie_mmse_integral(MarchenkoPastur(0.5), 0.25) > 0.0
+    True
     """
     v = float(v)
     if not v > 0:

@@ -37,6 +37,16 @@ class MarchenkoPastur:
     kappa0 : float
         Target rank ratio ``p0/d > 0``. For ``kappa0 < 1`` the law has an atom of mass
         ``1 - kappa0`` at 0.
+
+    The law of the eigenvalues of ``S0 = W0 W0^T/sqrt(p0 d)`` as ``d -> infinity``: an atom of mass
+    ``1 - kappa0`` at zero (for ``kappa0 < 1``) and a Marchenko--Pastur bulk scaled by ``sqrt(kappa0)``.
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur
+    >>> law = MarchenkoPastur(kappa0=0.5)
+    >>> law.atom_mass, round(law.mean(), 6), round(law.second_moment(), 6)   # 1 - kappa0, sqrt(kappa0), 1 + kappa0
+    (0.5, 0.707107, 1.5)
     """
 
     kappa0: float
@@ -137,6 +147,13 @@ class DiscreteLaw:
         Atom positions (any order, repeats allowed).
     weights : ndarray, optional
         Non-negative masses, normalised to sum 1; uniform ``1/len`` by default.
+
+    Examples
+    --------
+    >>> from singlehead.spectra import DiscreteLaw
+    >>> law = DiscreteLaw([3.0, 1.0, 0.0, 0.0])         # equal weights 1/4
+    >>> law.mean(), law.second_moment()
+    (1.0, 2.5)
     """
 
     eigenvalues: np.ndarray
@@ -206,6 +223,13 @@ class SpikedLaw:
     of the subordination domain (``1 + v g_bulk'(s) > 0``) becomes a point mass ``w`` at
     ``s + v g_bulk(s)`` (``= s + v/s`` for a null bulk); otherwise its mass joins the bulk.
     See :class:`~singlehead.spectra.convolution.ConvolvedLaw`.
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, SpikedLaw
+    >>> law = SpikedLaw(MarchenkoPastur(0.5), spikes=(5.0,), spike_weight=0.01)
+    >>> round(law.bulk_weight, 6), round(law.mean(), 6)   # 0.99 sqrt(0.5) + 0.01 x 5
+    (0.99, 0.750036)
     """
 
     bulk: "MarchenkoPastur | DiscreteLaw"

@@ -40,6 +40,13 @@ class LearnedSpectrum:
     variance, threshold, scale, rank_cap, rank_fraction, cutoff : float
         Inputs ``v, eps, eta, kappa``, the fraction of non-zero eigenvalues and the cut-off
         ``c`` on the scale of ``Y``.
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, learned_spectrum_law
+    >>> law = learned_spectrum_law(MarchenkoPastur(0.5), variance=0.1, threshold=0.3, scale=2.0)
+    >>> 0.0 < law.atom_at_zero < 1.0, law.grid.shape == law.density.shape
+    (True, True)
     """
 
     grid: np.ndarray
@@ -91,6 +98,16 @@ def learned_spectrum_law(law, variance: float, threshold: float = 0.0, scale: fl
         ``kappa``: keep only the top ``kappa`` fraction of eigenvalues.
     grid_size : int
         Number of uniform grid points on ``[0, 1.05 x_max]`` (the bulk edges are added).
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, learned_spectrum_law
+    >>> law = learned_spectrum_law(MarchenkoPastur(0.5), variance=0.1, threshold=0.3, scale=2.0)
+    >>> round(law.atom_at_zero + law.rank_fraction, 12)   # zero atom and non-zero part
+    1.0
+    >>> capped = learned_spectrum_law(MarchenkoPastur(0.5), variance=0.1, rank_cap=0.25)
+    >>> round(capped.atom_at_zero, 6)                   # the rank cap keeps the top quarter
+    0.75
     """
     eta, eps = float(scale), float(threshold)
     if not eta > 0:
@@ -121,7 +138,17 @@ def learned_spectrum_law(law, variance: float, threshold: float = 0.0, scale: fl
 
 
 def plot_learned_spectrum(result: LearnedSpectrum, path: str) -> None:
-    """Plot a :class:`LearnedSpectrum` to ``path`` (matplotlib Agg canvas; no global state)."""
+    """Plot a :class:`LearnedSpectrum` to ``path`` (matplotlib Agg canvas; no global state).
+
+    Draws the density of the non-zero part, the zero atom (its mass in the legend) and the
+    outliers as vertical lines.
+
+    Examples
+    --------
+    >>> from singlehead.spectra import MarchenkoPastur, learned_spectrum_law, plot_learned_spectrum
+    >>> law = learned_spectrum_law(MarchenkoPastur(0.5), variance=0.1, threshold=0.3, scale=2.0)
+    >>> plot_learned_spectrum(law, "law.png")  # doctest: +SKIP
+    """
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.0, 4.0))

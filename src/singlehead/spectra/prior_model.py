@@ -36,6 +36,15 @@ class PriorModel:
 
     ``engine`` is the law (asymptotic mode) or the :class:`FiniteDSpectrum` (finite mode);
     ``description`` says which (JSON-friendly, reported with theory results).
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem
+    >>> from singlehead.state_evolution import prior_model
+    >>> prior = prior_model(Problem(target=MPTarget(kappa0=0.5)))
+    >>> integrals = prior.threshold_integrals(delta=0.5, eps=0.2)
+    >>> 0.0 < integrals.rank_fraction < 1.0 and integrals.J > 0.0
+    True
     """
 
     mode: str
@@ -78,6 +87,14 @@ def prior_from_eigenvalues(eigenvalues: np.ndarray, *, draws: int = DEFAULT_DRAW
     calls on one target (e.g. a sweep over widths or ``lam`` done point by point) share the GOE
     draws and the cached eigendecompositions of :class:`FiniteDSpectrum` (the model is
     deterministic in its key, so sharing it changes results by rounding at most).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.spectra import prior_from_eigenvalues
+    >>> prior = prior_from_eigenvalues(np.linspace(0.0, 2.0, 100), draws=2)
+    >>> prior.mode, round(prior.Q0, 4)                  # Q0 = mean of the squared eigenvalues
+    ('finite', 1.3401)
     """
     check_draws(draws)
     eig = np.array(eigenvalues, dtype=float).ravel()

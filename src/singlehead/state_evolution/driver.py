@@ -63,6 +63,16 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         ``collapse_lam`` (the ``lam`` above which ``S = 0`` is a fixed point, see
         :func:`collapse_point`; ``inf`` for direct students) and ``collapse_fixed_point``
         (whether it is one at this ``lam``).
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, theory
+    >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01, target=MPTarget(kappa0=0.5))
+    >>> result = theory(problem)
+    >>> result.converged, round(result.test_error, 2)
+    (True, 0.03)
+    >>> sorted(k for k in ("delta", "eps", "eta") if k in result.extras)   # learned-spectrum law
+    ['delta', 'eps', 'eta']
     """
     return _theory(problem, options or SEOptions(), prior, init, quad)[0]
 

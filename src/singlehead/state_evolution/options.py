@@ -114,6 +114,17 @@ class SEOptions:
         with every prox start ``quick_union_max_evals`` evaluations (6; each costs about ten
         ordinary ones), no continuation. (30 evaluations made the interpolation-peak chain at
         ``lam = 1e-5`` fail its quick attempts: 24.2 s against 5.8 s with 100.)
+
+    Examples
+    --------
+    >>> from singlehead.state_evolution import SEOptions
+    >>> options = SEOptions(tol=1e-8, max_evals=500)
+    >>> options.tol, options.method
+    (1e-08, 'broyden')
+    >>> SEOptions(damping=0.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: damping must be ...
     """
 
     tol: float = 1e-6
@@ -198,6 +209,15 @@ class WarmStart:
 
     :func:`theory_curve` passes one from each converged point to the next; the branches make the
     first SE map evaluation of the next point a warm one (a cold one runs Newton from scratch).
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory
+    >>> from singlehead.state_evolution import WarmStart
+    >>> first = theory(Problem(T=2, alpha=1.0, noise=0.5))
+    >>> start = WarmStart(x=(first["q"], first["m"], first["Sigma"]))
+    >>> theory(Problem(T=2, alpha=1.1, noise=0.5), init=start).converged
+    True
     """
 
     x: tuple[float, float, float]

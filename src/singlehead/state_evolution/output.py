@@ -40,7 +40,19 @@ _Q_CV = 1e-2
 
 @dataclass
 class OutputSide:
-    """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``err`` holds their quadrature standard errors."""
+    """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``err`` holds their quadrature standard errors.
+
+    ``qhat, mhat, Sigmahat`` follow THEORY §3 (``*_err`` their quadrature standard errors);
+    ``train_error`` is per sequence, from the proximal point.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.state_evolution import output_side
+    >>> out = output_side(0.5, 0.4, 0.75, problem=Problem(T=1, channel="linear", alpha=0.5), Q0=1.5)
+    >>> round(out.mhat, 12), round(out.Sigmahat, 12)   # linear T = 1: 2 alpha / (Sigma + 1/4)
+    (1.0, 1.0)
+    """
 
     qhat: float
     mhat: float
@@ -89,6 +101,18 @@ def output_side(
     averages are returned too (``OutputSide.scramble_jacobian``, for :mod:`.stability`).
     ``branch`` (``SEOptions.prox_branch``): ``"teacher"`` / ``"z"`` use the local minimum reached
     from ``(beta0/beta) y`` / ``z`` alone (``warm`` and ``union`` are then ignored).
+
+    Examples
+    --------
+    Linear channel, ``T = 1``: the closed form ``mhat = Sigmahat = 2 alpha/(Sigma + 1/4)`` and
+    ``qhat = 2 alpha (Q0 - 2m + q + Delta/2)/(Sigma + 1/4)^2``.
+
+    >>> from singlehead import Problem
+    >>> from singlehead.state_evolution import output_side
+    >>> problem = Problem(T=1, channel="linear", alpha=0.5, noise=0.2)
+    >>> out = output_side(0.5, 0.4, 0.75, problem=problem, Q0=1.5)
+    >>> round(out.mhat, 12), round(out.qhat, 12)       # 1/(1) and (1.5 - 0.8 + 0.5 + 0.1)/1
+    (1.0, 1.3)
     """
     alpha, T, K = problem.alpha, problem.T, problem.n_pairs
     ch = problem.channel
@@ -247,6 +271,14 @@ def channel_test_errors(
 
     ``(z0_k, z_k)`` iid with covariance ``[[Q0, m], [m, q]]`` (``Q0 + Delta/2`` for noisy labels).
     Returns a dict with ``test_error``, ``test_error_noisy`` and their quadrature errors.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.state_evolution import channel_test_errors
+    >>> errors = channel_test_errors(1.5, 1.5, problem=Problem(T=2, noise=0.5), Q0=1.5)   # S = S0
+    >>> round(errors["test_error"], 6)                  # a perfect student has zero test error
+    0.0
     """
     T, K = problem.T, problem.n_pairs
     ch = problem.channel

@@ -61,6 +61,16 @@ def prior_model(problem: Problem, prior: str = "auto", *, draws: int = DEFAULT_D
         cross-check, and the faster one at ``d <= 400`` or with a small rank cap.
     draws, seed : int
         GOE draws (default 3) and their seed, finite-``d`` mode only.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, PowerLawTarget, Problem
+    >>> from singlehead.state_evolution import prior_model
+    >>> prior = prior_model(Problem(target=MPTarget(kappa0=0.5)))
+    >>> prior.mode, round(prior.Q0, 6)                  # Q0 = 1 + kappa0 in the large-d limit
+    ('asymptotic', 1.5)
+    >>> prior_model(Problem(d=200, target=PowerLawTarget(1.25)), "finite").mode
+    'finite'
     """
     if prior not in PRIOR_MODES:
         raise ValueError(f"prior must be one of auto, asymptotic, finite (got {prior!r})")
@@ -80,6 +90,15 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     cancels the spikes' first-order fluctuation in ``Q0 - 2m + q``, see
     :mod:`singlehead.spectra.finite_d`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
     draw's ``q, m, Sigma`` (same conjugates, for :func:`~.draw_spread.prior_draw_spread`).
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.state_evolution import prior_model, prior_side
+    >>> problem = Problem(T=2, lam=0.1)
+    >>> side = prior_side(4.0, 2.0, 1.0, problem=problem, prior=prior_model(problem))
+    >>> (side.delta, side.eps, side.eta), 0.0 < side.rank_fraction < 1.0
+    ((1.0, 0.1, 2.0), True)
     """
     return problem.student.prior_side(qhat, mhat, Sigmahat, lam=problem.lam, kappa=problem.kappa, prior=prior)
 
@@ -109,6 +128,17 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
     to ``q = m = Sigma = 0`` iff the threshold ``eps0 = 2 lam/mhat0`` is at or above the top edge of
     ``mu_delta0`` (no eigenvalue survives), i.e. iff ``lam >= lam_c = mhat0 top(mu_delta0)/2``.
     The direct (Frobenius) student shrinks linearly and never collapses (``lam_c = inf``).
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.state_evolution import collapse_point, prior_model
+    >>> problem = Problem(T=1, channel="linear", alpha=1.0, lam=0.01)
+    >>> point = collapse_point(problem, prior_model(problem))
+    >>> point.holds, point.lam_c > 0.01                 # lam below the collapse point: S = 0 is no fixed point
+    (False, True)
+    >>> collapse_point(problem.replace(lam=2 * point.lam_c), prior_model(problem)).holds
+    True
     """
     if quad is None and problem.channel.needs_quadrature:
         quad = OutputQuadrature.sobol(2 * problem.n_pairs)

@@ -85,6 +85,13 @@ class OutputQuadrature:
     ``nodes`` has shape ``(R, N, dim)``: ``R`` independent Owen-scrambled Sobol point sets of
     ``N = 2^m`` points mapped through the normal quantile. Estimates average over all
     ``R N`` nodes (equal weights); the standard error is ``std over scrambles / sqrt(R)``.
+
+    Examples
+    --------
+    >>> from singlehead.state_evolution import OutputQuadrature
+    >>> quad = OutputQuadrature.sobol(dim=6, n_points=1024, n_scrambles=4, seed=0)
+    >>> quad.n_scrambles, quad.flat.shape
+    (4, (4096, 6))
     """
 
     nodes: np.ndarray

@@ -89,6 +89,15 @@ class Stability:
     sigma_prior : float
         ``(1/Sigmahat) int int (f(x) - f(y))/(x - y)``: equals the SE's ``Sigma`` at a fixed
         point (a check of the prior factor's quadrature).
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory
+    >>> from singlehead.state_evolution import stability
+    >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01)
+    >>> check = stability(problem, theory(problem))
+    >>> check.replicon < 1.0                            # replica-symmetric solution is stable
+    True
     """
 
     replicon: float
@@ -146,6 +155,15 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     Returns
     -------
     Stability
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory
+    >>> from singlehead.state_evolution import stability
+    >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01)
+    >>> check = stability(problem, theory(problem))
+    >>> check.replicon < 1.0, 0.0 <= check.prox_jump_share < 0.05
+    (True, True)
     """
     ex = result.extras
     if result.problem and result.problem != problem.to_dict():

@@ -49,7 +49,18 @@ _SOLVER_ERRORS = (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.L
 
 @dataclass
 class SEState:
-    """A point ``(q, m, Sigma)`` of the SE (usable as ``init`` / warm start)."""
+    """A point ``(q, m, Sigma)`` of the SE (usable as ``init`` / warm start).
+
+    ``q = Tr S^2/d``, ``m = Tr(S S0)/d`` and ``Sigma`` the response (THEORY §3); a
+    :class:`~singlehead.Result` of :func:`theory` can be passed as ``init`` just as well.
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory
+    >>> from singlehead.state_evolution import SEState
+    >>> theory(Problem(T=2, alpha=1.0, noise=0.5), init=SEState(q=1.3, m=1.3, Sigma=0.5)).converged
+    True
+    """
 
     q: float
     m: float

@@ -30,6 +30,16 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     Jacobian (a :class:`WarmStart`), and all points share one quadrature node set and one prior
     model (rebuilt per point when ``param`` is ``"d"`` or ``"target"``). ``options``,
     ``prior``, ``init`` and ``quad`` are as in :func:`theory`.
+
+    Examples
+    --------
+    >>> from singlehead import Problem, theory_curve
+    >>> curve = theory_curve(Problem(T=2, noise=0.5, lam=0.01), [0.25, 0.5, 1.0])
+    >>> [r.problem["alpha"] for r in curve]
+    [0.25, 0.5, 1.0]
+    >>> errors = [r.test_error for r in curve]
+    >>> errors[0] > errors[1] > errors[2]               # more data, less error at this lam
+    True
     """
     o = options or SEOptions()
     values = list(values)
