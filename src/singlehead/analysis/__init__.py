@@ -5,14 +5,12 @@ laws and spectra of shallow networks), arXiv 2505.17958 (nuclear route); convent
 ``shared/THEORY.md`` §1, §3, §5–§7.
 """
 
-from .learned_spectrum import (
-    LearnedSpectrum,
+from .learned_spectrum import LearnedSpectrum, learned_spectrum, target_law
+from .spectrum_comparison import (
     compare_spectrum,
     ks_distance,
-    learned_spectrum,
     plot_spectrum_comparison,
     spectrum_table,
-    target_law,
 )
 
 __all__ = [

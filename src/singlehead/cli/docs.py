@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import importlib.util
+import subprocess
+import sys
+import webbrowser
 from pathlib import Path
 
 import click
@@ -23,7 +28,6 @@ def missing_packages() -> list[str]:
 
 def sphinx_command(source: Path, out: Path, *, gallery: bool) -> list[str]:
     """The ``sphinx-build`` call of CI: warnings are errors, every example executed unless ``gallery`` is off."""
-    import sys
 
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(source), str(out)]
     if not gallery:
@@ -42,7 +46,6 @@ def sphinx_command(source: Path, out: Path, *, gallery: bool) -> list[str]:
 @click.option("--no-gallery", is_flag=True, help="Do not execute the gallery examples (a quick build).")
 def docs(source: Path | None, out: Path | None, serve: bool, port: int, no_open: bool, no_gallery: bool) -> None:
     """Build the documentation with its executed gallery and open it (needs the docs extra)."""
-    import subprocess
 
     missing = missing_packages()
     if missing:
@@ -62,15 +65,11 @@ def docs(source: Path | None, out: Path | None, serve: bool, port: int, no_open:
     if serve:
         _serve(out, port, open_browser=not no_open)
     elif not no_open:
-        import webbrowser
 
         webbrowser.open(index.resolve().as_uri())
 
 
 def _serve(folder: Path, port: int, *, open_browser: bool) -> None:
-    import functools
-    import http.server
-    import webbrowser
 
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:

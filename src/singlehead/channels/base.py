@@ -1,0 +1,157 @@
+"""The :class:`Channel` base class and the square loss (see :mod:`singlehead.channels`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from ..attention_maps import softmax_rows, vec_to_mat
+from ..prox import ProxResult, prox_newton
+
+Array = Any  # numpy.ndarray or torch.Tensor
+
+__all__ = ["Channel", "squared_error"]
+
+
+def _is_torch(x: Array) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _softmax(z: Array) -> Array:
+    return z.softmax(dim=-1) if _is_torch(z) else softmax_rows(z)
+
+
+def squared_error(yhat: Array, y: Array) -> Array:
+    """Per-sequence squared Frobenius error ``||yhat - y||_F^2`` (sum over the last two axes).
+
+    The library's loss and test-error convention (THEORY §1): summed over all entries of one
+    sequence's output, not averaged; works on numpy arrays and torch tensors.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(squared_error(np.ones((1, 2, 2)), np.zeros((1, 2, 2)))[0])
+    4.0
+    """
+    r = yhat - y
+    return (r * r).sum(dim=(-2, -1)) if _is_torch(r) else (r * r).sum(axis=(-2, -1))
+
+
+@dataclass(frozen=True)
+class Channel:
+    """Base class of output channels (see the module docstring for what a channel owns).
+
+    Subclasses set ``name`` and implement :meth:`attention` (the ``T x T`` map of the logit matrix,
+    numpy or torch) and :meth:`fit_loss` (the squared Frobenius loss in the ``K = T(T+1)/2`` field
+    coordinates of the state evolution, diagonal fields carrying ``sqrt 2``); the rest has generic
+    defaults. Instances are immutable and compare by type and fields; register a subclass with
+    :func:`register_channel` to use its name in ``Problem`` and the CLI.
+
+    Examples
+    --------
+    >>> from singlehead.channels import get_channel
+    >>> ch = get_channel("seq2lab")
+    >>> ch.name, ch.informative_directions(T=2)
+    ('seq2lab', 2)
+    """
+
+    name: ClassVar[str] = ""
+    #: The prox objective has a single minimum (no branches to track, no jumps).
+    convex_prox: ClassVar[bool] = False
+    #: The output side needs quadrature nodes (``False``: closed forms for every expectation).
+    needs_quadrature: ClassVar[bool] = True
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_spec(self) -> str:
+        """What ``Problem.to_dict`` stores: the registered name."""
+        return self.name
+
+    # ---------------------------------------------------------------- validation
+    def validate(self, T: int, beta: float, beta0: float) -> None:
+        """Raise ``ValueError`` naming the parameter when ``(T, beta, beta0)`` is invalid here."""
+
+    # ---------------------------------------------------------------- forward map
+    def attention(self, h: Array, beta: float) -> Array:
+        """The ``T x T`` part of the channel for logits ``h`` (``(..., T, T)``), numpy or torch."""
+        raise NotImplementedError
+
+    def output(self, h: Array, beta: float, X: Array | None = None) -> Array:
+        """Full channel output for logits ``h`` and tokens ``X`` (``(..., T, d)``); default the attention."""
+        return self.attention(h, beta)
+
+    def attention_labels(self, y: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """The ``T x T`` labels behind raw outputs ``y`` (AMP's output step); default ``y`` itself."""
+        return y
+
+    def labels_from_attention(self, Y: np.ndarray) -> np.ndarray:
+        """``T x T`` labels in :meth:`fit_loss`'s form (default: the matrices themselves)."""
+        return Y
+
+    # ---------------------------------------------------------------- training (torch)
+    def training_constants(self, X: Any, y: Any) -> tuple[Any, Any, float]:
+        """``(target, M, const)`` per dataset for :meth:`loss_and_logit_grad` (default ``(y, None, 0)``)."""
+        return y, None, 0.0
+
+    def loss_and_logit_grad(self, h: Any, target: Any, M: Any, beta: float) -> tuple[Any, Any] | None:
+        """Summed data loss of a chunk (float64) and its gradient ``G = dL/dh`` (torch tensors), in
+        closed form; ``None`` (the default): the trainer differentiates :meth:`attention` by autograd."""
+        return None
+
+    # ---------------------------------------------------------------- state evolution: output side
+    def informative_directions(self, T: int) -> int:
+        """``c_T``: field directions the labels determine (THEORY §4); default all ``K``."""
+        return T * (T + 1) // 2
+
+    def logit_scale(self, beta: float, beta0: float) -> float:
+        """The scale ``rho0`` that makes the student's logits reproduce the teacher's outputs."""
+        return beta0 / beta
+
+    def labels(self, y: np.ndarray, T: int, beta0: float) -> np.ndarray:
+        """Labels ``chan_beta0(M(y))`` of teacher fields ``y`` (``(N, K)``), in :meth:`fit_loss`'s form."""
+        return self.attention(vec_to_mat(y, T), beta0)
+
+    def fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2
+                 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """``ell(h) = ||labels - chan_beta(M(h))||_F^2`` per node, with gradient and Hessian up to ``order``."""
+        raise NotImplementedError
+
+    def prox_starts(self, z: np.ndarray, y: np.ndarray, *, T: int, beta: float, beta0: float) -> list[np.ndarray]:
+        """Default Newton starts of the prox for student fields ``z`` and teacher fields ``y``."""
+        return [z]
+
+    def prox(self, z: np.ndarray, y: np.ndarray, Sigma: Any, *, T: int, beta: float, beta0: float,
+             starts: Sequence[np.ndarray] | None = None) -> ProxResult:
+        """Global prox ``argmin_h ||h - z||^2/(2 Sigma) + ell(h)`` for labels of teacher fields ``y``."""
+        return self.prox_labels(z, self.labels(y, T, beta0), Sigma, beta=beta,
+                                starts=self.prox_starts(z, y, T=T, beta=beta, beta0=beta0) if starts is None else starts)
+
+    def prox_labels(self, z: np.ndarray, labels: np.ndarray, Sigma: Any, *, beta: float,
+                    starts: Sequence[np.ndarray] | None = None) -> ProxResult:
+        """The prox for given labels (AMP's output step): safeguarded Newton from each start."""
+        return prox_newton(z, labels, Sigma, lambda h, lab, order: self.fit_loss(h, lab, beta, order), starts=starts)
+
+    def closed_form_output_side(self, alpha: float, T: int, Q0: float, q: float, m: float, Sigma: float,
+                                noise: float) -> tuple[float, float, float, float] | None:
+        """``(qhat, mhat, Sigmahat, train_error)`` in closed form, or ``None`` (quadrature)."""
+        return None
+
+    def closed_form_test_errors(self, T: int, Q0: float, q: float, m: float, noise: float) -> dict[str, float] | None:
+        """Test errors in closed form, or ``None`` (quadrature of :meth:`attention`)."""
+        return None
+
+    def fit_hessian_constant(self) -> float | None:
+        """``c`` when the fit loss's Hessian is ``c I`` everywhere (closed-form replicon), else ``None``."""
+        return None
+
+    # ---------------------------------------------------------------- AMP and Bayes
+    def label_logits(self, labels: np.ndarray, beta: float) -> np.ndarray | None:
+        """Field ``K``-vectors whose outputs at ``beta`` are the ``T x T`` ``labels`` (``None``: unknown)."""
+        return None
+
+    def observed_projection(self, T: int) -> np.ndarray:
+        """Projector on the field directions the labels reveal (Bayes output step); default identity."""
+        return np.eye(T * (T + 1) // 2)
