@@ -328,7 +328,7 @@ def _direct_section(cache: JsonCache) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("stage", choices=("erm", "optim", "overlap", "path", "se", "direct", "grid", "report"))
+    ap.add_argument("stage", choices=("erm", "optim", "overlap", "path", "se", "direct", "grid", "report", "figure"))
     ap.add_argument("--cache", default="runs/validation/peak_investigation", help="result cache (resumable)")
     ap.add_argument("--sizes", type=int, nargs="*", default=None, help="erm: only these d")
     args = ap.parse_args()
@@ -347,6 +347,11 @@ def main() -> None:
     elif args.stage == "se":
         linear_replicon(cache)
         run_se_path(cache, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
+    elif args.stage == "figure":
+        se = run_se_path(cache, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
+        rep.finding_figure(run_erm(cache, SIZES, problem, "peak", cached_only=True),
+                           {b: se[b][str(ALPHA)]["test_error"] for b in ("global", "teacher")},
+                           Path("docs/findings/peak_finite_size.png"))
     elif args.stage == "direct":
         run_se_path(cache, direct_problem(100, 0.1), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,), "direct")
         run_se_path(cache, problem(100, 0.1, student="direct"), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,),
