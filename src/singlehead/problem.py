@@ -145,5 +145,4 @@ class Problem:
 
     def key(self) -> str:
         """Stable hash of the full configuration (:func:`singlehead.results.stable_hash`)."""
-
         return stable_hash(self.to_dict())

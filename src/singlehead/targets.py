@@ -95,7 +95,6 @@ class _SpectralTarget(_Target):
                      n_spikes: int | None = None, delta: float | None = None, spike_floor: float = 0.0,
                      max_spikes: int | None = None) -> "PriorModel":
         """The law ``mu_{S0}`` at dimension ``d`` under ``model`` (module docstring), as a ``PriorModel``."""
-
         self._check_model(model)
         s = self.spectrum(d)
         Q0 = float(np.mean(s * s))
@@ -143,7 +142,6 @@ class MPTarget(_Target):
     def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = FINITE_DRAWS, seed: int = 0,
                      **_: Any) -> "PriorModel":
         """``MarchenkoPastur(kappa0)`` for every model but ``"finite"`` (one drawn target's eigenvalues)."""
-
         self._check_model(model)
         if model == "finite":
             return prior_from_eigenvalues(np.linalg.eigvalsh(self.sample(d, seed).numpy()), draws=draws, seed=seed)

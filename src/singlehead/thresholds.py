@@ -146,7 +146,6 @@ def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int
     >>> round(interpolation_threshold(Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5))), 3)
     0.153
     """
-
     c = informative_directions(problem)
     fixed = problem.student.fixed_threshold(c)
     if fixed is not None:

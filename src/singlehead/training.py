@@ -175,7 +175,6 @@ def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = ""
     hundreds more iterations (the loss is read in float64: an absolute tolerance on a float32 copy,
     as in ``torch.optim.LBFGS``, fires ~5e-7 above the minimum at d = 100, alpha = 1, T = 2).
     """
-
     obj = data if isinstance(data, Objective) else Objective(data, channel, beta, lam, batch_size=batch_size)
     params = list(student.parameters())
     if len(params) != 1:

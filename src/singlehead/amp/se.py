@@ -45,7 +45,6 @@ def se_iterates(
     >>> it["q"].shape, it["qhat"].shape                 # x_0 .. x_5 and the five conjugates
     ((6,), (5,))
     """
-
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     if quad is None and problem.channel.needs_quadrature:
         quad = OutputQuadrature.sobol(2 * problem.n_pairs)
@@ -78,7 +77,6 @@ def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = 
     >>> [round(float(v), 3) for v in it["V"][:3]]       # V = Q0 - q decreases to the MMSE
     [1.5, 0.732, 0.552]
     """
-
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     a = 2 * informative_directions(problem) * problem.alpha
     Dh = problem.noise / 2

@@ -117,7 +117,6 @@ def _default_quad(problem: Problem):
 
 def _te(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:
     """``TE(rho, r)`` with the state evolution's test-error function (vectorised over ``rho``)."""
-
     rho = np.atleast_1d(np.asarray(rho, dtype=float))
     return np.array([channel_test_errors(float(x * x * Q0 + r), float(x * Q0), problem=problem, Q0=Q0,
                                          quad=quad)["test_error"] for x in rho])

@@ -233,7 +233,6 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
     >>> bool((curve.test_error.diff().dropna() < 0).all())
     True
     """
-
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
     ns = [float(n) for n in ns]

@@ -310,7 +310,6 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
     >>> round(out["predicted"], 6), round(out["fit"].exponent, 2)
     (0.6, 0.58)
     """
-
     df = _label_regimes(power_law_curve(gamma, d, ns, lam=lam, **kwargs), d, gamma)
     sel = np.isfinite(df["excess_error"].to_numpy()) & (df["excess_error"].to_numpy() > 0)
     if fit_range is not None:

@@ -28,7 +28,6 @@ from .common import (
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Stop when the relative change is below this.")
 def amp(**kwargs: Any) -> None:
     """Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history."""
-
     problems = problems_from_options(**pop_problem_options(kwargs))
     seeds = instance_seeds(kwargs)
     options = AMPOptions(bayes=kwargs["bayes"], max_iter=kwargs["max_iter"], damping=kwargs["damping"],

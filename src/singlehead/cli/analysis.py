@@ -50,7 +50,6 @@ def _prior(prior: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def spectrum_theory(**kwargs: Any) -> None:
     """Predicted spectrum of the learned S (state evolution, then the law of THEORY §5)."""
-
     if kwargs["grid_size"] < 16:
         raise ValueError(f"grid-size must be an integer >= 16 (got {kwargs['grid_size']})")
     problem = _one_problem(kwargs)
@@ -75,7 +74,6 @@ def spectrum_theory(**kwargs: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def decompose_cmd(**kwargs: Any) -> None:
     """Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (THEORY §6)."""
-
     problem = _one_problem(kwargs)
     if not problem.student.thresholded:
         raise ValueError(f"student must be factorized for decompose (got {problem.student.name!r})")
@@ -107,7 +105,6 @@ def decompose_cmd(**kwargs: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior, channel, T, level, as_json) -> None:
     """Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents."""
-
     PowerLawTarget(gamma=gamma, normalisation=normalisation)  # validates gamma
     if d < 2:
         raise ValueError(f"d must be an integer >= 2 (got {d})")

@@ -195,8 +195,6 @@ def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[di
     with ``--json``, else ``describe(record)``), through the progress bar on stderr. ``resumed``
     (default: the jobs already cached) is how many runs a rerun reused, reported on stderr.
     """
-
-
     cache = cache if cache is not None else cache_for_export(out)
     cached = sum(cache.get(j.key) is not None for j in jobs) if resumed is None else resumed
 

@@ -28,7 +28,6 @@ def missing_packages() -> list[str]:
 
 def sphinx_command(source: Path, out: Path, *, gallery: bool) -> list[str]:
     """The ``sphinx-build`` call of CI: warnings are errors, every example executed unless ``gallery`` is off."""
-
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(source), str(out)]
     if not gallery:
         cmd += ["-D", "plot_gallery=0"]
@@ -46,7 +45,6 @@ def sphinx_command(source: Path, out: Path, *, gallery: bool) -> list[str]:
 @click.option("--no-gallery", is_flag=True, help="Do not execute the gallery examples (a quick build).")
 def docs(source: Path | None, out: Path | None, serve: bool, port: int, no_open: bool, no_gallery: bool) -> None:
     """Build the documentation with its executed gallery and open it (needs the docs extra)."""
-
     missing = missing_packages()
     if missing:
         raise ValueError(f"docs needs the docs extra ({', '.join(missing)} missing): pip install -e '.[docs]'")

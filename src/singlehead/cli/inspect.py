@@ -53,7 +53,6 @@ def inspect_cmd(model_or_path, layers, n_heads, query_pattern, key_pattern, layo
     """Per layer and head of MODEL_OR_PATH (default: built-in all-MiniLM-L6-v2, offline): the spectrum
     of the tied query-key map, the theory's law eta ReLU(mu0 ⊞ SC(delta^2) - eps) fitted to it,
     outliers, KS, asymmetry and the weightwatcher-style alpha. Biases are ignored."""
-
     if n_heads is not None and n_heads < 1:
         raise ValueError(f"heads must be an integer >= 1 (got {n_heads})")
     insp = inspect_model(model_or_path, layers=_layers(layers), n_heads=n_heads,
@@ -83,8 +82,6 @@ def inspect_cmd(model_or_path, layers, n_heads, query_pattern, key_pattern, layo
 
 def _clean(o):
     """JSON-safe copy: numpy scalars to Python, NaN/inf to null."""
-
-
     if isinstance(o, dict):
         return {str(k): _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):

@@ -22,8 +22,6 @@ from ..experiments.verdict import tally
 @click.option("--figure", "only", multiple=True, help="Build only this figure (repeatable).")
 def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, only: tuple[str, ...]) -> None:
     """Reproduce the paper's results: theory as lines, simulations as points, one HTML report."""
-
-
     if n_jobs is not None and n_jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1 (got {n_jobs})")
     for name in only:

@@ -39,7 +39,6 @@ from .common import (
               help="BLAS/torch threads (default: all cores; see singlehead.threads).")
 def simulate(**kwargs: Any) -> None:
     """Train students by ERM and print test/train/matrix errors and the learned spectrum."""
-
     problems = problems_from_options(**pop_problem_options(kwargs))
     seeds = instance_seeds(kwargs)
     dev = resolve_device(kwargs["device"])

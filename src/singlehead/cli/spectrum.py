@@ -21,7 +21,6 @@ from .common import dumps, parse_floats
 def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | None, normalisation: str,
                eigenvalues: str | None, spikes: str | None):
     """The spectral law mu0 named by the CLI options (validated; ValueError names the option)."""
-
     if target == "mp":
         k0 = MPTarget(0.5 if kappa0 is None else kappa0).kappa0  # validates kappa0 in (0, 1]
         law = MarchenkoPastur(k0)
@@ -67,7 +66,6 @@ def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | 
 def spectrum(target, kappa0, gamma, d, normalisation, eigenvalues, spikes, variance, threshold, scale, rank_cap,
              grid_size, plot, as_json) -> None:
     """Density, zero atom, edges and outliers of the learned-spectrum law."""
-
     if not (math.isfinite(variance) and variance >= 0):
         raise ValueError(f"variance must be >= 0 (got {variance})")
     if not (math.isfinite(threshold) and threshold >= 0):

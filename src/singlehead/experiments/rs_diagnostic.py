@@ -73,7 +73,6 @@ def criterion_text() -> str:
 
 def rs_points(records: list[dict[str, Any]]) -> dict[tuple[float, float], RSPoint]:
     """The diagnostic of each converged SE record, keyed by ``(lam, alpha)``."""
-
     out: dict[tuple[float, float], RSPoint] = {}
     for rec in records:
         p = Problem.from_dict(rec["problem"])

@@ -201,7 +201,6 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     >>> [r["problem"]["alpha"] for r in records], all(cache.get(j.key) is not None for j in jobs)
     ([0.5, 1.0], True)
     """
-
     jobs = list(jobs)
     todo = [j for j in jobs if cache.get(j.key) is None]
     failed: dict[str, dict[str, Any]] = {}

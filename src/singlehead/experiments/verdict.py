@@ -66,7 +66,6 @@ def gap_p_value(gap: float, se: float, allowance: float = 0.0, dof: float | None
     float
         The p-value in [0, 1]; ``nan`` when ``gap`` or ``se`` is not a finite number.
     """
-
     if not (math.isfinite(gap) and math.isfinite(se)):
         return math.nan
     for name, v in (("gap", gap), ("se", se), ("allowance", allowance)):

@@ -238,19 +238,15 @@ class Engine:
 
     def theory_at(self, problem: Problem) -> dict[str, Any]:
         """One cold SE point (the record ``singlehead theory`` caches for it)."""
-
         return self._cached("theory", problem, _SE_SETTINGS, lambda: theory(problem).to_dict())
 
     def bayes_at(self, problem: Problem) -> dict[str, Any]:
         """Bayes-optimal point; keyed on the problem without student fields (they do not enter)."""
-
         base = _bayes_problem(problem)
         return self._cached("bayes", base, _BAYES_SETTINGS, lambda: bayes_optimal(base).to_dict())
 
     def thresholds(self, problem: Problem) -> dict[str, Any]:
         """``alpha_interp`` and ``alpha_perf`` (``None`` where no closed form exists)."""
-
-
         def compute() -> dict[str, Any]:
             out: dict[str, Any] = {}
             for name, f in (("alpha_interp", interpolation_threshold), ("alpha_perf", perfect_recovery_threshold)):
@@ -266,7 +262,6 @@ class Engine:
 
     def spectrum(self, problem: Problem, th: dict[str, Any]) -> dict[str, Any]:
         """Learned-spectrum law at ``problem`` from its SE record."""
-
         def compute() -> dict[str, Any]:
             ls = learned_spectrum(problem, Result.from_dict(th), grid_size=256)
             return {"grid": [float(x) for x in ls.law.grid], "density": [float(x) for x in ls.law.density],
@@ -280,7 +275,6 @@ class Engine:
 
     def decomposition(self, problem: Problem, th: dict[str, Any]) -> dict[str, Any]:
         """The four-part test-error decomposition (factorized students only)."""
-
         def compute() -> dict[str, Any]:
             dc = decompose(problem, Result.from_dict(th))
             return {"parts": {k: float(v) for k, v in dc.parts().items()}, "c_r": float(dc.c_r),
@@ -337,8 +331,6 @@ def _bayes_problem(problem: Problem) -> Problem:
 
 def _scaling(view: View, points: list[dict[str, Any]]) -> dict[str, Any]:
     """Excess error vs ``n`` and its local exponent (library's centred differences in log n)."""
-
-
     d = view.problem.d
     df = pd.DataFrame({"n": [p["alpha"] * d * d for p in points], "excess_error": [p["test_error"] for p in points],
                        "lam": [view.problem.lam] * len(points),

@@ -70,7 +70,6 @@ def load_overlay(text: str, name: str = "file") -> dict[str, Any]:
     ValueError
         When the text is neither format, or holds no simulation rows with ``cfg_alpha``.
     """
-
     df = _simulation_rows(_frame(text))
     qty = [q for q in QUANTITIES if q in df.columns]
     if df.empty or "cfg_alpha" not in df.columns or not qty:

@@ -31,7 +31,6 @@ _WORKER_MEMO: dict[str, Any] = {}
 
 def _solver_inputs(problem: Any) -> tuple[Any, Any, Any]:
     """SE options, quadrature nodes and prior model of ``problem`` (memoised per problem less alpha)."""
-
     key = problem.replace(alpha=1.0).key()
     if key not in _WORKER_MEMO:
         if len(_WORKER_MEMO) > 32:
@@ -43,7 +42,6 @@ def _solver_inputs(problem: Any) -> tuple[Any, Any, Any]:
 
 def run_chunk(problem_dict: dict[str, Any], alphas: list[float], init: dict[str, Any] | None) -> list[dict[str, Any]]:
     """One warm-started sweep over ``alphas`` (records of ``Result.to_dict``); runs in a worker."""
-
     problem = Problem.from_dict(problem_dict)
     options, quad, prior = _solver_inputs(problem)
     start = Result.from_dict(init) if init is not None else None
@@ -53,7 +51,6 @@ def run_chunk(problem_dict: dict[str, Any], alphas: list[float], init: dict[str,
 
 def run_bayes(problem_dict: dict[str, Any]) -> dict[str, Any]:
     """One Bayes-optimal point (record); runs in a worker."""
-
     return bayes_optimal(Problem.from_dict(problem_dict)).to_dict()
 
 

@@ -48,7 +48,6 @@ MAX_UPLOAD = 64 * 2**20
 
 def plotly_bundle() -> Path:
     """Path of ``plotly.min.js`` inside the installed ``plotly`` package."""
-
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     if not path.is_file():
         raise FileNotFoundError(f"plotly.min.js not found in the installed plotly package ({path})")
@@ -93,7 +92,6 @@ def _guarded(engine: Engine, params: dict[str, str], generation: int) -> Iterato
 
 def create_app(engine: Engine | None = None):
     """The Starlette application (``engine``: default :class:`Engine` with the library's cache dir)."""
-
     engine = engine or Engine()
     bundle = plotly_bundle()
 
@@ -145,8 +143,6 @@ def create_app(engine: Engine | None = None):
 def serve(port: int = 8765, *, host: str = "127.0.0.1", open_browser: bool = True, engine: Engine | None = None
           ) -> None:
     """Run the explorer until interrupted (``port=0``: any free port); prints its address."""
-
-
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

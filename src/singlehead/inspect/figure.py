@@ -24,7 +24,6 @@ def plot_inspection(insp, path: str, *, bins: int = 60) -> None:
 
 def inspection_figure(insp, *, bins: int = 60):
     """The per-layer figure grid as a matplotlib ``Figure`` (explicit Agg canvas)."""
-
     layers = list(insp.layer_fits)
     ncol = min(3, max(1, len(layers)))
     nrow = math.ceil(len(layers) / ncol)

@@ -143,7 +143,6 @@ class SpectralFit:
 
     def law(self, grid_size: int = 400):
         """The fitted law as a :class:`singlehead.spectra.LearnedSpectrum` (density, atoms, edges)."""
-
         return learned_spectrum_law(prior_law(self.prior, self.shape, self.d), self.delta ** 2, threshold=self.eps,
                                     scale=self.eta, rank_cap=self.rank_cap, grid_size=grid_size)
 

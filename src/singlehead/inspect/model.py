@@ -77,7 +77,6 @@ class Inspection:
 
     def table(self):
         """Tidy :class:`pandas.DataFrame` with :data:`COLUMNS`."""
-
         return pd.DataFrame(self.rows, columns=COLUMNS)
 
     def to_dict(self) -> dict[str, Any]:
