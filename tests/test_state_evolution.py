@@ -268,3 +268,14 @@ def test_collapse_transition_continuous_in_lam():
     # continuous: just below lam_c the solution is already almost S = 0
     assert 0 < rs[5]["q"] < 1e-6 and Q0 - me[5] < 1e-3 and 0 < rk[5] < 1e-3
     assert abs(rs[5].test_error - rs[6].test_error) < 1e-4
+
+
+def test_lam_zero_is_solved_or_reported_unconverged_never_raises():
+    """lam = 0 (no penalty) is a valid Problem: the continuation in lam goes down to 1e-8 and
+    polishes at 0. Above alpha_interp the fixed point exists and is the lam -> 0+ limit; below it
+    (the minimum-norm interpolator, Sigma -> inf) the SE returns unconverged with its residual."""
+    above = Problem(T=2, alpha=0.5, noise=0.5, lam=0.0, target=MPTarget(0.5))
+    r = theory(above)
+    assert r.converged and abs(r.test_error - theory(above.replace(lam=1e-7)).test_error) < 1e-4
+    below = theory(above.replace(alpha=0.1))
+    assert not below.converged and "residual" in below.message

@@ -103,7 +103,7 @@ class SEOptions:
     continuation_from, continuation_per_decade, continuation_max_iter : float, int, int
         The continuation in ``lam`` starts at ``continuation_from`` (1e-2), takes
         ``continuation_per_decade`` points per decade (4), each within ``continuation_max_iter``
-        steps (200).
+        steps (200); for ``lam = 0`` it goes down to ``1e-6 continuation_from`` and polishes at 0.
     union_max_evals : int
         Map evaluations of the re-solve with every prox start (cold and tracked; the dearest
         evaluations; 40: without a bound it spent 134 evaluations, 87 s, at a T = 3 point that

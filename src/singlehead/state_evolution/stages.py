@@ -145,9 +145,11 @@ def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
     if s.r < o.tol or s.r < F.floor or not o.continuation or lam >= o.continuation_from or not F.has_budget():
         return
     Q0 = F.prior.Q0
-    n_lams = int(math.ceil(o.continuation_per_decade * math.log10(o.continuation_from / lam))) + 1
+    # lam = 0 (no penalty) is reached from lam = 1e-6 continuation_from, then polished at lam = 0
+    lam_end = lam if lam > 0 else 1e-6 * o.continuation_from
+    n_lams = int(math.ceil(o.continuation_per_decade * math.log10(o.continuation_from / lam_end))) + 1
     xs, js = default_init(Q0), None
-    for lv in np.geomspace(o.continuation_from, lam, n_lams):
+    for lv in np.geomspace(o.continuation_from, lam_end, n_lams):
         if not F.has_budget():
             return
         Fl = F.sibling(problem=F.problem.replace(lam=float(lv)), quad=o.thinned(F.quad))
