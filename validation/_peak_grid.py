@@ -14,12 +14,17 @@ RS check (:func:`stability`: smooth replicon, prox-jump share, binding rank cap)
 from __future__ import annotations
 
 import math
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from singlehead import Problem
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from problem_grids import random_problems  # noqa: E402  (the test suite's fixture grid)
 
 __all__ = ["solve_grid_point", "classify", "run_grid", "grid_section"]
 
@@ -41,8 +46,8 @@ def _rs_check(p: Problem, r) -> dict[str, Any]:
         st = stability(p, r)
     except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
         return {"replicon": math.nan, "jump_weight": math.nan, "jump_weight_err": math.nan, "error": str(exc)}
-    return {"replicon": float(st.replicon), "jump_weight": float(st.jump_weight),
-            "jump_weight_err": float(st.jump_weight_err), "cap_binds": bool(r.extras.get("cap_binds", False))}
+    return {"replicon": float(st.replicon), "jump_weight": float(st.prox_jump_share),
+            "jump_weight_err": float(st.prox_jump_share_se), "cap_binds": bool(r.extras.get("cap_binds", False))}
 
 
 def classify(p: Problem, points: int = 9) -> dict[str, Any]:
@@ -79,8 +84,6 @@ def classify(p: Problem, points: int = 9) -> dict[str, Any]:
 
 def run_grid(cache, seeds: tuple[int, ...], n: int, cached_only: bool = False) -> list[dict]:
     """SE on each grid problem; continuation + RS check on the unconverged ones. Returns the unconverged rows."""
-    from singlehead.problem import random_problems
-
     rows = []
     for seed in seeds:
         for i, p in enumerate(random_problems(n, seed)):

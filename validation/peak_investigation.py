@@ -15,7 +15,8 @@ Run: ``python validation/peak_investigation.py STAGE [--cache DIR]``, one thread
 Every fit and SE point is cached under ``DIR`` (default ``runs/validation/peak_investigation``), so a
 killed run resumes. ``report`` reads the cache; only a missing SE point (seconds) is computed. Measured
 on a shared 2-core machine under load (one thread, 2026-12): all stages took about 70 min of wall time,
-of which d = 200 alone took 30 min (16 fits of 90-220 s). The reading of the numbers is in
+of which d = 200 alone took 30 min (16 fits of 90-220 s); d = 300 (16 seeds, two threads, quiet
+machine) took 27 min (46-152 s per fit). The reading of the numbers is in
 ``validation/results/peak_findings.md``.
 
 The point (issue 28 (a)): seq2lab, T = 2, MP(0.5) target, kappa = 1 (factorized student), label
@@ -56,7 +57,7 @@ ALPHA = 0.3
 #: (d = 140 last, as the cut-able filler). Per fit on an idle core: 7 s, 29 s, 51 s at d = 100, 150,
 #: 200 (about 280, 410, 490 L-BFGS iterations); d = 300 would take ~200-330 s per fit, i.e. ~1.5 h for
 #: 16 seeds, beyond the ~75 min budget of the whole investigation.
-SIZES = {60: 16, 80: 16, 100: 16, 200: 16, 140: 8}
+SIZES = {60: 16, 80: 16, 100: 16, 200: 16, 140: 8, 300: 16}
 OVERLAP_SEEDS = 2
 #: optimizer study at d = 100: data seeds x initialisations, both optimizers
 OPTIM_D, OPTIM_DATA, OPTIM_INITS = 100, (0, 1), 8
@@ -152,7 +153,7 @@ def _result_row(r, st=None) -> dict:
     row = {"q": ex["q"], "m": ex["m"], "Sigma": ex["Sigma"], "test_error": r.test_error,
            "train_error": r.train_error, "converged": bool(r.converged), "residual": ex["residual"]}
     if st is not None:
-        row |= {"replicon": st.replicon, "jump_weight": st.jump_weight, "jump_weight_err": st.jump_weight_err,
+        row |= {"replicon": st.replicon, "jump_weight": st.prox_jump_share, "jump_weight_err": st.prox_jump_share_se,
                 "output_factor": st.output_factor, "prior_factor": st.prior_factor}
     return row
 

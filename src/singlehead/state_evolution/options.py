@@ -82,9 +82,9 @@ class SEOptions:
         the local minimum reached by Newton from the teacher's logits at the student's temperature
         (``(beta0/beta) y``); ``"z"``: the one reached from the student's field ``z``. The local
         branches are deterministic maps with no jumps; where the prox has one minimum all three
-        agree. At the interpolation peak (seq2lab, lam = 1e-5, alpha = 0.3) the teacher branch
-        matches ERM extrapolated to d = inf and the global one does not
-        (``validation/results/peak.md``).
+        agree. At the interpolation peak (seq2lab, lam = 1e-5, alpha = 0.3) ERM extrapolated to
+        d = inf gives 0.2347 [0.2314, 0.2379]; the global branch 0.2623, the teacher branch 0.2399
+        (``validation/results/peak.md``): closer, not exact.
 
     The stages' tuning constants (the defaults are the measured ones; changing them changes which
     stage finds a hard point, not the fixed point a converged solve reports):

@@ -48,7 +48,7 @@ Measured on the interpolation-peak problems of the report (``T = 2``, seq2lab, M
 ``alpha <= 0.13``, 2.3 % at ``lam = 1e-3, alpha = 0.3`` (SE and simulations agree to 4 %), 4.7 % at
 ``lam = 1e-5, alpha = 0.2`` (agreement once the simulations are extrapolated to d = inf) and 5.6 % at
 ``lam = 1e-5, alpha = 0.3``, where the SE's test error, 0.262, is above the ERM value extrapolated
-to d = inf, 0.2382 [0.2320, 0.2444] (d = 60-200, 16 seeds per d, 1/d fit), and the SE on the
+to d = inf, 0.2347 [0.2314, 0.2379] (d = 60-300, 16 seeds per d, 1/d fit), and the SE on the
 teacher's local prox branch (``SEOptions(prox_branch="teacher")``) gives 0.2399
 (``validation/peak_investigation.py``, ``validation/results/peak.md``). The SE points that need
 hundreds of map evaluations are those with a jump weight of several percent or a binding rank
