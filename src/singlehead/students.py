@@ -26,6 +26,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ._registry import Registry
+
 __all__ = ["PriorSide", "Student", "Factorized", "Direct", "register_student", "get_student", "student_names",
            "init_student"]
 
@@ -255,7 +257,7 @@ class Direct(Student):
         return 1.0 / (2 * c_T)
 
 
-_REGISTRY: dict[str, type[Student]] = {}
+_REGISTRY: Registry[Student] = Registry("student", Student)
 
 
 def register_student(cls: type[Student]) -> type[Student]:
@@ -275,10 +277,7 @@ def register_student(cls: type[Student]) -> type[Student]:
     >>> "ridge_example" in student_names()
     True
     """
-    if not (isinstance(cls, type) and issubclass(cls, Student)) or not cls.name:
-        raise ValueError(f"student must be a Student subclass with a non-empty name (got {cls!r})")
-    _REGISTRY[cls.name] = cls
-    return cls
+    return _REGISTRY.register(cls)
 
 
 def student_names() -> tuple[str, ...]:
@@ -289,7 +288,7 @@ def student_names() -> tuple[str, ...]:
     >>> student_names()[:2]
     ('factorized', 'direct')
     """
-    return tuple(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_student(spec: str | Student) -> Student:
@@ -302,11 +301,7 @@ def get_student(spec: str | Student) -> Student:
     >>> get_student("direct")
     Direct()
     """
-    if isinstance(spec, Student):
-        return spec
-    if isinstance(spec, str) and spec in _REGISTRY:
-        return _REGISTRY[spec]()
-    raise ValueError(f"student must be one of {student_names()} (got {spec!r})")
+    return _REGISTRY.get(spec)
 
 
 def init_student(student: str | Student, d: int, p: int, gen: Any, dtype: Any, device: Any,

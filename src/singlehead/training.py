@@ -1,36 +1,9 @@
 """Empirical risk minimisation of the students by full-batch Adam or L-BFGS (torch).
 
-Objective (THEORY §1), reported per sample:
-
-    L(S)/n = (1/n) [ sum_mu ||chan_beta(h_mu(S)) - y_mu||_F^2 + R(S) ],
-
-with ``R = lam d Tr S`` (factorized) or ``lam d ||S||_F^2`` (direct). Dividing by ``n``
-only rescales the objective; it keeps gradients O(1) for the optimisers' tolerances.
-
-The objective and its gradient are computed in closed form by :class:`~singlehead.objective.Objective`
-(no autograd): for the factorized student ``S = W W^T / sqrt(p d)``, with ``Z = X W``
-(``n T x p``, never ``S X``) and ``c = 1/(d sqrt(p))``,
-
-    h_ab       = c Z_a . Z_b - delta_ab Tr S / sqrt(d)
-    G          = dL/dh   (softmax Jacobian applied to 2 (yhat - y); ``2 (h - y)`` for linear)
-    dL/dZ      = c (G + G^T) Z
-    dL/dW      = X^T dL/dZ + 2 W (lam d - sum_a G_aa / sqrt(d)) / sqrt(p d).
-
-FLOPs of one full-batch step: ``4 n T d p`` in the two GEMMs ``X W`` and ``X^T dL/dZ``,
-plus ``O(n T^2 p)`` for the per-sequence logits (see :func:`step_flops`). On CPU the
-data are processed in cache-sized chunks so that the backward GEMM reuses the chunk of
-``X`` the forward one just read; this is what brings a step to the machine's GEMM rate.
-
-For the ``seq2seq`` channel, ``||A X/sqrt(d) - y||_F^2 = tr(A M A^T) - 2 <A, Y> + ||y||^2``
-with the per-dataset constants ``M = X X^T/d`` and ``Y = y X^T/sqrt(d)`` (``T x T`` per
-sequence), computed once when the :class:`Objective` is built.
-
-Data larger than memory on the device are streamed: the full-batch gradient is
-accumulated over chunks of ``batch_size`` sequences moved to the device one at a time
-(the optimiser still sees the exact full-batch objective).
-
-Precision: :func:`fit` trains in the parameters' dtype; with ``polish=True`` a float32 fit
-is continued in float64 by L-BFGS, so the final objective is the float64 one.
+The objective ``L/n`` and its gradient (closed form, chunked, streamed when the data exceed the
+device) are :class:`~singlehead.objective.Objective`'s, whose docstring states the formulas and
+their cost; :func:`fit_adam` and :func:`fit_lbfgs` minimise it. A float32 fit continued in float64
+by L-BFGS (``polish_dtype``) ends at the float64 objective.
 """
 
 from __future__ import annotations

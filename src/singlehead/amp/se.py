@@ -12,8 +12,8 @@ from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
 from ..spectra.prior_model import prior_from_eigenvalues
 from ..state_evolution import (
-    OutputQuadrature,
     PriorModel,
+    SEOptions,
     output_side,
     prior_model,
     prior_side,
@@ -46,8 +46,8 @@ def se_iterates(
     ((6,), (5,))
     """
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
-    if quad is None and problem.channel.needs_quadrature:
-        quad = OutputQuadrature.sobol(2 * problem.n_pairs)
+    if quad is None:
+        quad = SEOptions().quadrature(problem)
     xs = [(float(q0), float(m0), float(Sigma0))]
     hats = []
     warm = None

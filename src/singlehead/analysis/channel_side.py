@@ -17,7 +17,7 @@ from scipy.stats import qmc
 
 from ..attention_maps import vec_to_mat
 from ..problem import Problem
-from ..state_evolution import OutputQuadrature, channel_test_errors
+from ..state_evolution import SEOptions, channel_test_errors
 
 __all__ = ["channel_test_error", "channel_sensitivities"]
 
@@ -111,8 +111,8 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
 
 
 def _default_quad(problem: Problem):
-
-    return OutputQuadrature.sobol(2 * problem.n_pairs) if problem.channel.needs_quadrature else None
+    """The state evolution's default node set (``None`` for a closed-form channel)."""
+    return SEOptions().quadrature(problem)
 
 
 def _te(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:

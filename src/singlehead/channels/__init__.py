@@ -30,6 +30,7 @@ loss, so a new channel needs only its forward map and its fit loss. Names are re
 
 from __future__ import annotations
 
+from .._registry import Registry
 from .base import Channel, squared_error
 from .linear import Linear
 from .softmax import Seq2Lab, Seq2Seq
@@ -38,7 +39,7 @@ __all__ = ["Channel", "Seq2Lab", "Seq2Seq", "Linear", "register_channel", "get_c
            "squared_error"]
 
 
-_REGISTRY: dict[str, type[Channel]] = {}
+_REGISTRY: Registry[Channel] = Registry("channel", Channel)
 
 
 def register_channel(cls: type[Channel]) -> type[Channel]:
@@ -58,10 +59,7 @@ def register_channel(cls: type[Channel]) -> type[Channel]:
     >>> "doubled_linear_example" in channel_names()
     True
     """
-    if not (isinstance(cls, type) and issubclass(cls, Channel)) or not cls.name:
-        raise ValueError(f"channel must be a Channel subclass with a non-empty name (got {cls!r})")
-    _REGISTRY[cls.name] = cls
-    return cls
+    return _REGISTRY.register(cls)
 
 
 def channel_names() -> tuple[str, ...]:
@@ -72,7 +70,7 @@ def channel_names() -> tuple[str, ...]:
     >>> channel_names()[:3]
     ('seq2lab', 'seq2seq', 'linear')
     """
-    return tuple(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_channel(spec: str | Channel) -> Channel:
@@ -85,11 +83,7 @@ def get_channel(spec: str | Channel) -> Channel:
     >>> get_channel("linear")
     Linear()
     """
-    if isinstance(spec, Channel):
-        return spec
-    if isinstance(spec, str) and spec in _REGISTRY:
-        return _REGISTRY[spec]()
-    raise ValueError(f"channel must be one of {channel_names()} (got {spec!r})")
+    return _REGISTRY.get(spec)
 
 
 for _cls in (Seq2Lab, Seq2Seq, Linear):

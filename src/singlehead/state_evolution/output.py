@@ -233,10 +233,7 @@ def _output_side_degenerate(
         y = math.sqrt(Vy) * X[:, :K]
         z = np.zeros_like(y)
     else:
-        y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
-        C = np.array([[Vy, m], [m, q]])
-        a, b = np.linalg.solve(C, np.array([Q0, m]))
-        z0c = a * y + b * z
+        y, z, z0c = _fields(quad, q, m, Vy, Q0)
         det = max(Q0 * q - m * m, 1e-300)
     prox_ok = True
     if Sigma > _SIGMA_FLOOR:  # only reached with q = 0

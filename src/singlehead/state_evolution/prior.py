@@ -18,6 +18,7 @@ from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
 from ..spectra.prior_model import PriorModel
 from ..students import PriorSide
+from .options import SEOptions
 from .output import OutputSide, output_side
 from .quadrature import OutputQuadrature
 
@@ -140,8 +141,8 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
     >>> collapse_point(problem.replace(lam=2 * point.lam_c), prior_model(problem)).holds
     True
     """
-    if quad is None and problem.channel.needs_quadrature:
-        quad = OutputQuadrature.sobol(2 * problem.n_pairs)
+    if quad is None:
+        quad = SEOptions().quadrature(problem)
     out = output_side(0.0, 0.0, 0.0, problem=problem, Q0=prior.Q0, quad=quad)
     pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
     st = problem.student

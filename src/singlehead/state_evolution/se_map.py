@@ -41,6 +41,7 @@ class SEMap:
         # the budget SEOptions.max_evals counts these)
         self.counter = counter if counter is not None else [0]
         self.budget, self.exempt = budget, False  # raise BudgetExhausted past the budget
+        self._saved_budget = budget  # the attempt's budget while a union re-solve has its own
         self.best: tuple[float, np.ndarray | None] = (math.inf, None)  # smallest residual seen, its x
         self.stop_on_collapse = False  # raise DrivenToCollapse when the map lands on S = 0
         # quadrature floor (see residual_floor): measured once the shared counter reaches floor_after (None: never);
