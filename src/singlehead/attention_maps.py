@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["pair_embedding", "vec_to_mat", "mat_to_vec", "shift_direction", "softmax_rows",
+__all__ = ["pair_embedding", "untied_embedding", "vec_to_mat", "mat_to_vec", "shift_direction", "softmax_rows",
            "softmax_fit_loss"]
 
 
@@ -38,11 +38,44 @@ def _embedding(T: int) -> np.ndarray:
 @lru_cache(maxsize=None)
 def _pullback(T: int) -> np.ndarray:
     """``B[(a,c,e), (k,l)] = P[a,c,k] P[a,e,l]`` as a ``(T^3, K^2)`` matrix."""
-    P = _embedding(T)
-    K = P.shape[-1]
+    return _pull(_embedding(T))
+
+
+def _pull(P: np.ndarray) -> np.ndarray:
+    T, K = P.shape[0], P.shape[-1]
     B = np.einsum("ack,ael->acekl", P, P).reshape(T**3, K * K)
     B.setflags(write=False)
     return B
+
+
+@lru_cache(maxsize=None)
+def _untied_embedding(T: int) -> np.ndarray:
+    K, Ka = T * (T + 1) // 2, T * (T - 1) // 2
+    P = np.zeros((T, T, K + Ka))
+    P[:, :, :K] = _embedding(T)
+    for k, (a, b) in enumerate(zip(*np.triu_indices(T, 1))):
+        P[a, b, K + k] = 1.0
+        P[b, a, K + k] = -1.0
+    P.setflags(write=False)
+    return P
+
+
+@lru_cache(maxsize=None)
+def _untied_pullback(T: int) -> np.ndarray:
+    return _pull(_untied_embedding(T))
+
+
+def untied_embedding(T: int) -> np.ndarray:
+    """The logits of an untied student from its ``T^2`` field coordinates, ``(T, T, K + K_a)``.
+
+    The first ``K = T(T+1)/2`` coordinates are the symmetric fields ``s`` (as
+    :func:`pair_embedding`: ``H_ab = H_ba = s_k`` off the diagonal, ``H_aa = sqrt(2) s_k``), the
+    last ``K_a = T(T-1)/2`` the antisymmetric fields ``w``: ``H_ab = w_k = -H_ba`` for the pair
+    ``a < b`` (``numpy.triu_indices(T, 1)`` order). For a matrix ``M = M_s + M_a`` the symmetric
+    fields have variance ``||M_s||_F^2/d`` and the antisymmetric ones ``||M_a||_F^2/d``; the map
+    is invertible and ``||H||_F^2 = 2 ||(s, w)||^2``.
+    """
+    return _untied_embedding(int(T))
 
 
 def pair_embedding(T: int) -> np.ndarray:
@@ -111,7 +144,7 @@ def softmax_rows(H: np.ndarray) -> np.ndarray:
 
 
 def softmax_fit_loss(
-    h: np.ndarray, Y: np.ndarray, beta: float, *, order: int = 2
+    h: np.ndarray, Y: np.ndarray, beta: float, *, order: int = 2, untied: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """``ell(h) = ||softmax_rows(beta M(h)) - Y||_F^2`` with analytic gradient and Hessian in ``h``.
 
@@ -125,6 +158,9 @@ def softmax_fit_loss(
         Inverse temperature.
     order : {0, 1, 2}
         Highest derivative returned (others are ``None``).
+    untied : bool
+        ``h`` holds the ``T^2`` field coordinates of an untied student (:func:`untied_embedding`)
+        instead of the ``K`` symmetric ones.
 
     Returns
     -------
@@ -141,17 +177,19 @@ def softmax_fit_loss(
     (:func:`pair_embedding`). ``T = 2`` has its own closed form (:func:`_softmax_fit_loss_t2`),
     equal to this one to round-off and several times faster.
     """
+    if untied:
+        return _softmax_fit_loss_general(h, Y, beta, order, untied=True)
     if Y.shape[-1] == 2:
         return _softmax_fit_loss_t2(h, Y, beta, order)
     return _softmax_fit_loss_general(h, Y, beta, order)
 
 
-def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: int
+def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: int, untied: bool = False
                               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """:func:`softmax_fit_loss` for any ``T`` (the formulas of its Notes)."""
     N, K = h.shape
     T = Y.shape[-1]
-    P2 = pair_embedding(T).reshape(T * T, K)
+    P2 = (untied_embedding(T) if untied else pair_embedding(T)).reshape(T * T, K)
     H = (h @ P2.T).reshape(N, T, T)
     A = softmax_rows(beta * H)
     R = A - Y
@@ -177,7 +215,8 @@ def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: 
     idx = np.arange(T)
     Hr[..., idx, idx] += A * A + ws
     # pull back through M: hess[k, l] = sum_{a,c,e} P[a,c,k] Hr[a,c,e] P[a,e,l]  (one matmul)
-    hess = (2.0 * beta**2) * (Hr.reshape(N, T**3) @ _pullback(T)).reshape(N, K, K)
+    pull = _untied_pullback(T) if untied else _pullback(T)
+    hess = (2.0 * beta**2) * (Hr.reshape(N, T**3) @ pull).reshape(N, K, K)
     return val, grad, hess
 
 

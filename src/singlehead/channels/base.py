@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from ..attention_maps import softmax_rows, vec_to_mat
+from ..attention_maps import softmax_rows, untied_embedding, vec_to_mat
 from ..prox import ProxResult, prox_newton
 
 Array = Any  # numpy.ndarray or torch.Tensor
@@ -145,6 +145,24 @@ class Channel:
 
     def fit_hessian_constant(self) -> float | None:
         """``c`` when the fit loss's Hessian is ``c I`` everywhere (closed-form replicon), else ``None``."""
+        return None
+
+    # ---------------------------------------------------------------- untied students (T^2 fields)
+    def untied_labels(self, y: np.ndarray, T: int, beta0: float) -> np.ndarray:
+        """``T x T`` labels ``chan_beta0(P(y))`` of untied teacher fields ``y`` (``(N, T^2)``, the
+        coordinates of :func:`singlehead.attention_maps.untied_embedding`)."""
+        return self.attention(np.einsum("abk,nk->nab", untied_embedding(T), y), beta0)
+
+    def untied_fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2
+                        ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """``||labels - chan_beta(P(h))||_F^2`` in the untied field coordinates, with gradient and Hessian."""
+        raise NotImplementedError(f"the {self.name!r} channel has no fit loss in untied field coordinates "
+                                  "(Channel.untied_fit_loss), which the untied state evolution needs")
+
+    def untied_closed_form_block(self, alpha: float, K: int, Q0: float, q: float, m: float, Sigma: float,
+                                 noise: float) -> dict[str, float] | None:
+        """Closed forms of one block of ``K`` independent fields (``qhat, mhat, Sigmahat, train_error,
+        test_error, test_error_noisy``; ``noise`` the teacher fields' variance ``2 x`` their noise), or ``None``."""
         return None
 
     # ---------------------------------------------------------------- AMP and Bayes

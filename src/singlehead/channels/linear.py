@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..attention_maps import mat_to_vec
+from ..attention_maps import mat_to_vec, untied_embedding
 from ..prox import prox_linear
 from .base import Array, Channel
 
@@ -63,10 +63,26 @@ class Linear(Channel):
         return prox_linear(z, labels, Sigma)
 
     def closed_form_output_side(self, alpha, T, Q0, q, m, Sigma, noise):
-        K = T * (T + 1) // 2
+        b = self.untied_closed_form_block(alpha, T * (T + 1) // 2, Q0, q, m, Sigma, noise)
+        return b["qhat"], b["mhat"], b["Sigmahat"], b["train_error"]
+
+    def untied_closed_form_block(self, alpha, K, Q0, q, m, Sigma, noise):
+        # fit loss 2 ||y - h||^2 on each of the K fields (noise: the teacher field's variance Delta/2)
         S4 = Sigma + 0.25
         E = Q0 - 2 * m + q + noise / 2.0
-        return 2 * alpha * K * E / S4**2, 2 * alpha * K / S4, 2 * alpha * K / S4, K * E / (8 * S4**2)
+        return {"qhat": 2 * alpha * K * E / S4**2, "mhat": 2 * alpha * K / S4, "Sigmahat": 2 * alpha * K / S4,
+                "train_error": K * E / (8 * S4**2), "test_error": 2 * K * (Q0 - 2 * m + q),
+                "test_error_noisy": 2 * K * (Q0 + noise / 2.0 - 2 * m + q)}
+
+    def untied_fit_loss(self, h, labels, beta, order=2):
+        # ||Y - P(h)||_F^2 with P^T P = 2 I (untied_embedding)
+        N, K = h.shape
+        T = labels.shape[-1]
+        P2 = untied_embedding(T).reshape(T * T, K)
+        r = labels.reshape(N, T * T) - h @ P2.T
+        val = np.einsum("nk,nk->n", r, r)
+        return (val, None if order < 1 else -2.0 * r @ P2,
+                None if order < 2 else np.broadcast_to(4.0 * np.eye(K), (N, K, K)))
 
     def closed_form_test_errors(self, T, Q0, q, m, noise):
         K = T * (T + 1) // 2

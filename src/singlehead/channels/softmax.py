@@ -57,6 +57,9 @@ class Seq2Lab(Channel):
     def fit_loss(self, h, labels, beta, order=2):
         return softmax_fit_loss(h, labels, beta, order=order)
 
+    def untied_fit_loss(self, h, labels, beta, order=2):
+        return softmax_fit_loss(h, labels, beta, order=order, untied=True)
+
     def prox_starts(self, z, y, *, T, beta, beta0):
         # z, the interpolating point (the prox point as Sigma -> inf) and their midpoint
         hi = interpolating_start(z, y, beta0 / beta, T)

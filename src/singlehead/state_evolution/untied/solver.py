@@ -1,0 +1,296 @@
+"""Fixed point of the untied state evolution: output side (:mod:`.output`) and prior side (:mod:`.prior`).
+
+Twelve order parameters: ``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)`` and their conjugates
+(``_s``: symmetric part of the learned matrix, ``_a``: antisymmetric part). The fixed point of
+``x -> prior(output(x))`` is found by Anderson-accelerated iteration with a damped fallback.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...students import Factorized
+from ..prior import prior_model
+from ..quadrature import OutputQuadrature
+from .output import block_sizes, collapse_hats, untied_output_side, untied_test_errors
+from .prior import UntiedPriorSample, untied_prior_side
+
+__all__ = ["UntiedSEOptions", "UntiedTheory", "untied_theory", "teacher_sampler", "teacher_norms"]
+
+_OVERLAPS = ("q_s", "m_s", "Sigma_s", "q_a", "m_a", "Sigma_a")
+_SIGMAHAT_FLOOR = 1e-3
+
+
+@dataclass(frozen=True)
+class UntiedSEOptions:
+    """Numerical settings of the untied state evolution.
+
+    Attributes
+    ----------
+    D, draws, seed :
+        The prior side is averaged over ``draws`` sampled ``D x D`` instances drawn with ``seed``
+        (``D`` chosen by the convergence study in ``docs/untied_theory.rst``).
+    n_points, n_scrambles :
+        Output-side quadrature: scrambled Sobol nodes in ``2 T^2`` dimensions.
+    tol, max_iter :
+        Stop when the relative change of the six overlaps is below ``tol``.
+    anderson :
+        History length of Anderson acceleration (0: damped iteration only).
+    damping :
+        Weight of the new iterate in the damped fallback step.
+    exact_symmetric :
+        With ``T = 1`` (no antisymmetric fields) and a PSD teacher, use the exact free-probability
+        prior of the tied student whenever it is exact for the untied one (``qhat <= lam^2``: no
+        eigenvalue of ``S0 + delta Z`` below ``-eps``, so the nuclear-norm prox is the tied one).
+    """
+
+    D: int = 100
+    draws: int = 2
+    seed: int = 0
+    n_points: int = 4096
+    n_scrambles: int = 4
+    tol: float = 1e-7
+    max_iter: int = 300
+    anderson: int = 4
+    damping: float = 0.5
+    exact_symmetric: bool = True
+
+    def __post_init__(self) -> None:
+        for name, lo in (("D", 4), ("draws", 1), ("n_points", 16), ("n_scrambles", 2), ("max_iter", 1)):
+            if int(getattr(self, name)) < lo:
+                raise ValueError(f"UntiedSEOptions.{name} must be >= {lo} (got {getattr(self, name)!r})")
+        if not (0 < self.damping <= 1):
+            raise ValueError(f"UntiedSEOptions.damping must be in (0, 1] (got {self.damping!r})")
+
+
+@dataclass
+class UntiedTheory:
+    """Prediction of the state evolution for an untied student (see :func:`untied_theory`).
+
+    ``overlaps``: ``q_s = ||M_s||_F^2/d``, ``m_s = <M_s, M0_s>/d``, ``Sigma_s`` and the same for
+    the antisymmetric part; ``hats``: their conjugates. ``matrix_error = ||M - M0||_F^2/d``;
+    ``asymmetry = ||M - M^T||_F/||M||_F = 2 sqrt(q_a/(q_s + q_a))``; ``rank_fraction``: fraction
+    of non-zero singular values; ``singular_values``: those of the prior side's instances
+    (``(draws, D)``, the learned-spectrum law); ``se``: standard errors (output quadrature and
+    prior draws, added in quadrature).
+    """
+
+    overlaps: dict[str, float]
+    hats: dict[str, float]
+    test_error: float
+    test_error_noisy: float
+    train_error: float
+    matrix_error: float
+    asymmetry: float
+    rank_fraction: float
+    converged: bool
+    iterations: int
+    residual: float
+    se: dict[str, float] = field(default_factory=dict)
+    singular_values: np.ndarray | None = None
+    prior: str = "sampled"
+    seconds: float = math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        """Scalars only (for CSV/JSON)."""
+        out: dict[str, Any] = {**self.overlaps, **self.hats}
+        out.update(test_error=self.test_error, test_error_noisy=self.test_error_noisy, train_error=self.train_error,
+                   matrix_error=self.matrix_error, asymmetry=self.asymmetry, rank_fraction=self.rank_fraction,
+                   converged=self.converged, iterations=self.iterations, residual=self.residual, prior=self.prior,
+                   seconds=self.seconds)
+        out.update({f"{k}_se": v for k, v in self.se.items()})
+        return out
+
+
+def teacher_sampler(target: Any) -> tuple[Any, bool]:
+    """``(draw(D, rng) -> D x D numpy teacher, symmetric)`` for a target of :mod:`singlehead.targets`.
+
+    A symmetric teacher is ``diag(s)`` (the prior side is invariant under ``M -> O M O^T``), with
+    ``s`` its deterministic spectrum at ``D`` or the ``D`` mid-quantiles of its asymptotic law
+    (no teacher-to-teacher fluctuation: the draws then differ by the noise only). A non-symmetric
+    teacher is drawn by its ``sample(D, seed)``.
+    """
+    symmetric = bool(getattr(target, "symmetric", True))
+
+    def draw(D: int, rng: np.random.Generator) -> np.ndarray:
+        if not symmetric:
+            return np.asarray(target.sample(D, int(rng.integers(2**31))), dtype=float)
+        spec = target.spectrum(D)
+        return np.diag(spec if spec is not None else law_quantiles(target.spectral_law(D).engine, D))
+
+    return draw, symmetric
+
+
+def teacher_norms(problem: Any) -> tuple[float, float]:
+    """``(Q0_s, Q0_a) = (||M0_s||_F^2/d, ||M0_a||_F^2/d)`` of the problem's target (its SE prior's ``Q0`` for a
+    symmetric one)."""
+    norms = getattr(problem.target, "block_norms", None)
+    if norms is not None:
+        return tuple(float(v) for v in norms())
+    return float(prior_model(problem).Q0), 0.0
+
+
+def law_quantiles(law: Any, D: int, grid: int = 20001) -> np.ndarray:
+    """The ``D`` mid-quantiles ``F^{-1}((i - 1/2)/D)`` of a law with ``atom_mass`` at 0 and ``ac_density`` on ``ac_edges``."""
+    lo, hi = law.ac_edges()
+    x = np.linspace(lo, hi, grid)
+    dens = law.ac_density(x)
+    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(x))])
+    atom = float(law.atom_mass)
+    cdf = atom + (1.0 - atom) * cdf / cdf[-1]
+    u = (np.arange(D) + 0.5) / D
+    return np.where(u <= atom, 0.0, np.interp(u, cdf, x))
+
+
+class _Map:
+    """``x -> prior(output(x))`` with warm starts carried between calls."""
+
+    def __init__(self, problem: Any, options: UntiedSEOptions, sample: UntiedPriorSample, symmetric_teacher: bool):
+        self.problem, self.options, self.sample = problem, options, sample
+        self.Q0s, self.Q0a = sample.teacher_norms()
+        K, self.Ka = block_sizes(problem.T)
+        self.quad = OutputQuadrature.sobol(2 * (K + self.Ka), options.n_points, options.n_scrambles)
+        self.exact = options.exact_symmetric and self.Ka == 0 and symmetric_teacher
+        if self.exact:
+            self.prior_model = prior_model(problem)
+            self.Q0s = float(self.prior_model.Q0)
+        self.warm_prior = None
+        self.warm_out = None
+        self.last_out = None
+        self.last_prior = None
+        self.used_sampled = False  # whether the last evaluation used the sampled prior
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out = untied_output_side(x, problem=self.problem, Q0s=self.Q0s, Q0a=self.Q0a, quad=self.quad,
+                                 warm=self.warm_out)
+        self.warm_out = out.branches
+        self.last_out = out
+        qs, ms, Ss = out.hats[:3]
+        if self.exact and qs <= self.problem.lam ** 2:
+            side = Factorized().prior_side(qs, ms, Ss, lam=self.problem.lam, kappa=self.problem.kappa,
+                                           prior=self.prior_model)
+            self.last_prior, self.used_sampled = side, False
+            return np.array([side.q, side.m, side.Sigma, 0.0, 0.0, 1.0])
+        self.used_sampled = True
+        hats = out.hats.copy()
+        # a transient negative curvature (far from the fixed point) is floored: the prox needs Sigmahat >= 0
+        hats[[2, 5]] = np.maximum(hats[[2, 5]], _SIGMAHAT_FLOOR * max(abs(hats[2]), abs(hats[5])))
+        if self.Ka == 0:
+            hats[5] = 0.0
+        side = untied_prior_side(hats, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
+                                 warm=self.warm_prior)
+        self.warm_prior = side.solutions
+        self.last_prior = side
+        new = side.values.copy()
+        if self.Ka == 0:
+            new[3:] = (0.0, 0.0, 1.0)  # no antisymmetric fields: M_a = 0, Sigma_a unused
+        return new
+
+
+def _anderson_step(X: list[np.ndarray], F: list[np.ndarray]) -> np.ndarray:
+    """Anderson (type II) extrapolation from iterates ``X`` and their images ``F``."""
+    R = np.array([f - x for x, f in zip(X, F)])
+    if len(X) == 1:
+        return F[-1]
+    dR = np.diff(R, axis=0)
+    dF = np.diff(np.array(F), axis=0)
+    gamma = np.linalg.lstsq(dR.T, R[-1], rcond=None)[0]
+    return F[-1] - gamma @ dF
+
+
+def _valid(x: np.ndarray) -> bool:
+    return bool(np.all(np.isfinite(x)) and x[0] > 0 and x[2] > 0 and x[3] >= 0 and x[5] > 0)
+
+
+def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
+                  start: dict[str, float] | None = None) -> UntiedTheory:
+    """State evolution of ERM with an untied student ``M = W_Q W_K^T/sqrt(p d)`` (derivation: ``docs/untied_theory.rst``).
+
+    Parameters
+    ----------
+    problem : Problem
+        Task and regularisation (``alpha, T, channel, beta, beta0, noise, target, kappa, lam``);
+        the student field is not read: the prediction is the untied student's.
+    options : UntiedSEOptions
+        Numerical settings (prior sample size, quadrature, tolerance).
+    start : dict
+        Initial overlaps (e.g. a neighbouring point's ``overlaps``).
+    """
+    t0 = time.perf_counter()
+    opts = options if options is not None else UntiedSEOptions()
+    draw, symmetric = teacher_sampler(problem.target)
+    sample = UntiedPriorSample.draw(draw, opts.D, opts.draws, opts.seed).normalised(*teacher_norms(problem))
+    F = _Map(problem, opts, sample, symmetric)
+    if start is not None:
+        x = np.array([start[k] for k in _OVERLAPS], dtype=float)
+    else:
+        x = np.array([0.5 * F.Q0s, 0.4 * F.Q0s, 1.0, 0.2 * max(F.Q0s, F.Q0a), 0.2 * F.Q0a, 1.0])
+    if F.Ka == 0:
+        x[3:] = (0.0, 0.0, 1.0)
+    if _collapsed(problem, F):
+        return _result(problem, F, np.zeros(6), True, 0, 0.0, time.perf_counter() - t0)
+    X_hist: list[np.ndarray] = []
+    F_hist: list[np.ndarray] = []
+    converged, residual, it = False, math.inf, 0
+    for it in range(1, opts.max_iter + 1):
+        fx = F(x)
+        if fx[0] == 0.0 and fx[3] == 0.0:
+            # the prior collapsed at a transient point (the collapse fixed point was excluded above)
+            fx = 0.5 * x
+        residual = float(np.max(np.abs(fx - x) / (np.abs(fx) + 1e-12)))
+        if residual < opts.tol:
+            x, converged = fx, True
+            break
+        X_hist.append(x)
+        F_hist.append(fx)
+        X_hist, F_hist = X_hist[-(opts.anderson + 1):], F_hist[-(opts.anderson + 1):]
+        cand = _anderson_step(X_hist, F_hist) if opts.anderson else fx
+        x = cand if _valid(cand) else (1 - opts.damping) * x + opts.damping * fx
+    if x[0] > 0.0:
+        F(x)  # the output and prior sides at the returned point
+    return _result(problem, F, x, converged, it, residual, time.perf_counter() - t0)
+
+
+def _collapsed(problem: Any, F: _Map) -> bool:
+    """Whether complete collapse (``M = 0``) is a fixed point: the prior's minimiser at the collapse
+    conjugates (:func:`.output.collapse_hats`) is 0, i.e. the spectral norm of
+    ``mhat_s M0_s + mhat_a M0_a + sqrt(qhat_s) Z_s + sqrt(qhat_a) Z_a`` is at most ``2 lam`` on every draw."""
+    hats = collapse_hats(problem=problem, Q0s=F.Q0s, Q0a=F.Q0a, quad=F.quad)
+    s = F.sample
+    A = (hats[1] * 0.5 * (s.M0 + np.swapaxes(s.M0, -1, -2)) + hats[4] * 0.5 * (s.M0 - np.swapaxes(s.M0, -1, -2))
+         + math.sqrt(hats[0]) * s.Zs + math.sqrt(hats[3]) * s.Za)
+    return bool(np.all(np.linalg.norm(A, ord=2, axis=(-2, -1)) <= 2.0 * problem.lam))
+
+
+def _result(problem: Any, F: _Map, x: np.ndarray, converged: bool, it: int, residual: float,
+            seconds: float) -> UntiedTheory:
+    out, side = F.last_out, F.last_prior
+    errs = untied_test_errors(x, problem=problem, Q0s=F.Q0s, Q0a=F.Q0a, quad=F.quad)
+    if out is None:  # collapsed before any iteration
+        return UntiedTheory(overlaps=dict.fromkeys(_OVERLAPS, 0.0), hats={}, test_error=errs["test_error"],
+                            test_error_noisy=errs["test_error_noisy"], train_error=math.nan,
+                            matrix_error=F.Q0s + F.Q0a, asymmetry=math.nan, rank_fraction=0.0, converged=True,
+                            iterations=0, residual=0.0, se={"test_error": errs["test_error_se"]},
+                            prior="collapse", seconds=seconds)
+    qs, ms, _, qa, ma, _ = x
+    q, m = qs + qa, ms + ma
+    se = {f"{k}_quadrature": v for k, v in out.err.items()}
+    se.update(test_error=errs["test_error_se"], test_error_noisy=errs["test_error_noisy_se"])
+    sampled = hasattr(side, "draw_se")
+    if sampled:
+        for k, v in zip(_OVERLAPS, side.draw_se):
+            se[f"{k}_draws"] = float(v)
+    return UntiedTheory(
+        overlaps=dict(zip(_OVERLAPS, map(float, x))), hats=dict(zip(("qhat_s", "mhat_s", "Sigmahat_s", "qhat_a",
+                                                                        "mhat_a", "Sigmahat_a"), map(float, out.hats))),
+        test_error=errs["test_error"], test_error_noisy=errs["test_error_noisy"], train_error=out.train_error,
+        matrix_error=float(F.Q0s + F.Q0a - 2 * m + q), asymmetry=float(2 * math.sqrt(qa / q)) if q > 0 else math.nan,
+        rank_fraction=float(side.rank_fraction), converged=converged, iterations=it, residual=residual, se=se,
+        singular_values=side.singular_values if sampled else None,
+        prior=f"sampled D={F.options.D} x {F.options.draws}" if F.used_sampled else "exact (tied prior)",
+        seconds=seconds)

@@ -1,0 +1,127 @@
+"""The untied state evolution (singlehead.state_evolution.untied): its limits and its pieces.
+
+* Tied limit (exact, 1e-8): with ``T = 1`` there are no antisymmetric fields, so ``M_a = 0`` and
+  the untied student is the symmetric nuclear-norm student; when no eigenvalue of
+  ``S0 + delta Z`` lies below ``-eps`` (``qhat <= lam^2`` for a PSD teacher) its prox is the tied
+  one and the untied fixed point must be the tied fixed point.
+* The sampled prior against the exact (free-probability) tied prior in that regime, within the
+  draw standard error plus the finite-``D`` bias bound measured in ``docs/untied_theory.rst``.
+* The weighted nuclear-norm prox: optimality (no perturbation lowers the objective), its exact
+  one-step cases, and the linear channel's closed form against the quadrature route.
+* Large ``lam``: complete collapse (``M = 0``), test error of the null predictor for both students.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from singlehead import Problem, theory
+from singlehead.state_evolution import SEOptions, prior_model
+from singlehead.state_evolution.untied import (
+    UntiedPriorSample,
+    UntiedSEOptions,
+    teacher_sampler,
+    untied_output_side,
+    untied_prior_side,
+    untied_theory,
+    weighted_nuclear_prox,
+)
+from singlehead.state_evolution.untied.prior import _anti, _sym
+from singlehead.students import Factorized
+
+
+def test_tied_limit_T1_large_lam_reproduces_the_tied_state_evolution():
+    p = Problem(d=100, T=1, channel="linear", alpha=1.0, noise=0.2, lam=4.0)
+    tied = theory(p, options=SEOptions(tol=1e-13))
+    u = untied_theory(p, options=UntiedSEOptions(tol=1e-13))
+    assert u.converged and u.prior == "exact (tied prior)"
+    assert u.hats["qhat_s"] <= p.lam**2  # the regime where the two priors coincide
+    e = tied.extras
+    for mine, ref in ((u.overlaps["q_s"], e["q"]), (u.overlaps["m_s"], e["m"]), (u.overlaps["Sigma_s"], e["Sigma"]),
+                      (u.test_error, tied.test_error), (u.train_error, tied.train_error)):
+        assert mine == pytest.approx(ref, rel=1e-8)
+    assert u.overlaps["q_a"] == 0.0 and u.asymmetry == 0.0
+
+
+def test_sampled_prior_matches_the_exact_prior_where_they_coincide():
+    p = Problem(T=1, channel="linear")
+    hats, lam = (1.0, 2.0, 2.5), 1.2  # delta = 0.5, eps = 1.2 > 2 delta: no eigenvalue below -eps
+    ex = Factorized().prior_side(*hats, lam=lam, kappa=1.0, prior=prior_model(p))
+    draw, _ = teacher_sampler(p.target)
+    side = untied_prior_side(np.array([*hats, 0, 0, 0]), lam=lam, kappa=1.0,
+                             sample=UntiedPriorSample.draw(draw, 200, 8, 1))
+    # finite-D bias at D = 200 measured below 0.5 % (docs/untied_theory.rst); plus 3 draw s.e.
+    for k, ref in enumerate((ex.q, ex.m, ex.Sigma)):
+        assert abs(side.values[k] - ref) <= 3 * side.draw_se[k] + 0.005 * abs(ref)
+
+
+def _objective(M, A_s, A_a, Ss, Sa, tau):
+    Ms, Ma = _sym(M), _anti(M)
+    return (0.5 * Ss * np.sum(Ms**2) - np.sum(Ms * A_s) + 0.5 * Sa * np.sum(Ma**2) - np.sum(Ma * A_a)
+            + tau * np.sum(np.linalg.svd(M, compute_uv=False)))
+
+
+def test_weighted_nuclear_prox_is_the_minimiser():
+    rng = np.random.default_rng(3)
+    D = 30
+    G = rng.standard_normal((1, D, D)) / math.sqrt(D)
+    A_s, A_a = _sym(G) + np.diag(rng.uniform(0, 2, D))[None], 0.7 * _anti(G)
+    M, s, it = weighted_nuclear_prox(A_s, A_a, 2.0, 0.7, 0.3)
+    f0 = _objective(M[0], A_s[0], A_a[0], 2.0, 0.7, 0.3)
+    for _ in range(20):
+        E = rng.standard_normal((D, D)) * 1e-4
+        assert _objective(M[0] + E, A_s[0], A_a[0], 2.0, 0.7, 0.3) >= f0 - 1e-12
+    assert 0.0 < np.mean(s > 0) < 1.0  # a non-trivial threshold
+
+
+def test_weighted_prox_exact_cases():
+    rng = np.random.default_rng(4)
+    G = rng.standard_normal((2, 1, 20, 20)) / math.sqrt(20)
+    A_s, A_a = _sym(G[0]), _anti(G[1])
+    # equal weights: one singular-value soft threshold, the same as the iteration's limit
+    M1, _, it1 = weighted_nuclear_prox(A_s, A_a, 1.5, 1.5, 0.2)
+    M2, _, _ = weighted_nuclear_prox(A_s, A_a, 1.5, 1.5 * (1 + 1e-9), 0.2, tol=1e-13)
+    assert it1 == 1 and np.max(np.abs(M1 - M2)) < 1e-7
+    # unobserved antisymmetric block: M stays symmetric, eigenvalues soft-thresholded on both signs
+    M3, _, _ = weighted_nuclear_prox(A_s, 0 * A_a, 1.5, 0.0, 0.2)
+    w = np.linalg.eigvalsh(A_s[0] / 1.5)
+    expect = np.sort(np.sign(w) * np.maximum(np.abs(w) - 0.2 / 1.5, 0))
+    assert np.allclose(np.sort(np.linalg.eigvalsh(M3[0])), expect, atol=1e-12)
+    with pytest.raises(ValueError, match="Sigmahat_s"):
+        weighted_nuclear_prox(A_s, A_a, -1.0, 1.0, 0.2)
+
+
+def test_linear_closed_form_matches_the_quadrature_route():
+    """The per-block closed form of the linear channel against the generic prox + quadrature."""
+    from singlehead.channels.linear import Linear
+
+    class QuadratureLinear(Linear):
+        def untied_closed_form_block(self, *args, **kwargs):
+            return None
+
+    p = Problem(T=2, channel="linear", alpha=0.7, noise=0.3)
+    x = np.array([1.1, 0.9, 0.6, 0.4, 0.0, 0.8])
+    closed = untied_output_side(x, problem=p, Q0s=1.5, Q0a=0.0)
+    quad = untied_output_side(x, problem=p.replace(channel=QuadratureLinear()), Q0s=1.5, Q0a=0.0)
+    for k in (0, 1, 2, 3, 5):
+        err = quad.err[("qhat_s", "mhat_s", "Sigmahat_s", "qhat_a", "mhat_a", "Sigmahat_a")[k]]
+        assert abs(quad.hats[k] - closed.hats[k]) <= 4 * err + 1e-12, k
+    assert quad.hats[4] == 0.0 == closed.hats[4]
+
+
+def test_large_lam_collapses_to_the_null_predictor():
+    p = Problem(T=2, channel="seq2lab", alpha=1.0, noise=0.5, lam=50.0)
+    u = untied_theory(p, options=UntiedSEOptions(D=60, draws=1))
+    assert u.overlaps["q_s"] == 0.0 and u.overlaps["q_a"] == 0.0 and u.rank_fraction == 0.0
+    tied = theory(p)
+    assert u.test_error == pytest.approx(tied.test_error, rel=1e-3)
+
+
+def test_options_validate():
+    with pytest.raises(ValueError, match="UntiedSEOptions.D"):
+        UntiedSEOptions(D=1)
+    with pytest.raises(ValueError, match="damping"):
+        UntiedSEOptions(damping=0.0)
