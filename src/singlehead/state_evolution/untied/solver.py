@@ -182,6 +182,10 @@ class _Map:
         hats[[2, 5]] = np.maximum(hats[[2, 5]], _SIGMAHAT_FLOOR * max(abs(hats[2]), abs(hats[5])))
         if self.Ka == 0:
             hats[5] = 0.0
+        else:
+            # labels without an antisymmetric part drive qhat_a to an exact 0; a floor keeps Sigma_a (the
+            # response, by Stein's lemma) defined there, at a cost of q_a ~ 1e-12 qhat_s
+            hats[3] = max(hats[3], 1e-12 * hats[0])
         side = untied_prior_side(hats, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
                                  warm=self.warm_prior)
         self.warm_prior = side.solutions
@@ -201,6 +205,12 @@ def _anderson_step(X: list[np.ndarray], F: list[np.ndarray]) -> np.ndarray:
     dF = np.diff(np.array(F), axis=0)
     gamma = np.linalg.lstsq(dR.T, R[-1], rcond=None)[0]
     return F[-1] - gamma @ dF
+
+
+def _residual(x: np.ndarray, fx: np.ndarray, Q0: float) -> float:
+    """Largest change of an overlap, relative to its value, or to ``1e-3 Q0`` for overlaps near 0
+    (``q_a`` decays geometrically to an exact 0 when the labels carry no antisymmetric part)."""
+    return float(np.max(np.abs(fx - x) / np.maximum(np.abs(fx), 1e-3 * Q0)))
 
 
 def _valid(x: np.ndarray) -> bool:
@@ -242,7 +252,7 @@ def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
         if fx[0] == 0.0 and fx[3] == 0.0:
             # the prior collapsed at a transient point (the collapse fixed point was excluded above)
             fx = 0.5 * x
-        residual = float(np.max(np.abs(fx - x) / (np.abs(fx) + 1e-12)))
+        residual = _residual(x, fx, F.Q0s + F.Q0a)
         if residual < opts.tol:
             x, converged = fx, True
             break
