@@ -125,3 +125,38 @@ def test_options_validate():
         UntiedSEOptions(D=1)
     with pytest.raises(ValueError, match="damping"):
         UntiedSEOptions(damping=0.0)
+
+
+@pytest.mark.parametrize("T", [2, 3])
+def test_untied_fit_loss_derivatives(T):
+    """The untied softmax fit loss: gradient and Hessian against central differences; T = 2 closed form
+    against the general formula."""
+    from singlehead.attention_maps import _softmax_fit_loss_general, softmax_fit_loss, softmax_rows
+
+    rng = np.random.default_rng(T)
+    Kt = T * T
+    h = rng.standard_normal((7, Kt))
+    Y = softmax_rows(rng.standard_normal((7, T, T)))
+    val, grad, hess = softmax_fit_loss(h, Y, 1.3, untied=True)
+    general = _softmax_fit_loss_general(h, Y, 1.3, 2, untied=True)
+    for a, b in zip((val, grad, hess), general):
+        assert np.allclose(a, b, atol=1e-13)
+    eps = 1e-6
+    for k in range(Kt):
+        e = np.zeros(Kt)
+        e[k] = eps
+        vp, gp, _ = softmax_fit_loss(h + e, Y, 1.3, untied=True)
+        vm, gm, _ = softmax_fit_loss(h - e, Y, 1.3, untied=True)
+        assert np.allclose((vp - vm) / (2 * eps), grad[:, k], atol=1e-7)
+        assert np.allclose((gp - gm) / (2 * eps), hess[:, k], atol=1e-6)
+
+
+def test_untied_embedding_covariances():
+    """Fields of a random M: symmetric block variance ||M_s||^2/d, antisymmetric ||M_a||^2/d (diag 2 q_s)."""
+    from singlehead.attention_maps import untied_embedding
+
+    P = untied_embedding(3)
+    P2 = P.reshape(9, 9)
+    assert np.allclose(P2.T @ P2, 2 * np.eye(9))  # ||P v||_F^2 = 2 ||v||^2: invertible, isotropic
+    H = np.einsum("abk,k->ab", P, np.arange(1.0, 10.0))
+    assert np.allclose(0.5 * (H - H.T)[np.triu_indices(3, 1)], [7.0, 8.0, 9.0])

@@ -178,6 +178,8 @@ def softmax_fit_loss(
     equal to this one to round-off and several times faster.
     """
     if untied:
+        if Y.shape[-1] == 2:
+            return _softmax_fit_loss_t2_untied(h, Y, beta, order)
         return _softmax_fit_loss_general(h, Y, beta, order, untied=True)
     if Y.shape[-1] == 2:
         return _softmax_fit_loss_t2(h, Y, beta, order)
@@ -269,4 +271,31 @@ def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
     hess[:, 1, 1] = ff0 + ff1
     hess[:, 1, 2] = hess[:, 2, 1] = -_SQRT2 * ff1
     hess[:, 2, 2] = 2.0 * ff1
+    return val, grad, hess
+
+
+def _softmax_fit_loss_t2_untied(h: np.ndarray, Y: np.ndarray, beta: float, order: int
+                                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """:func:`softmax_fit_loss` at ``T = 2`` in untied coordinates ``h = (s_00, s_01, s_11, w)``.
+
+    ``H = [[sqrt2 s_00, s_01 + w], [s_01 - w, sqrt2 s_11]]``, so the row differences are
+    ``D_0 = sqrt2 s_00 - s_01 - w`` and ``D_1 = sqrt2 s_11 - s_01 + w``, with gradients
+    ``g_0 = (sqrt2, -1, 0, -1)``, ``g_1 = (0, -1, sqrt2, 1)``; the rest is :func:`_softmax_fit_loss_t2`'s.
+    """
+    g = np.array([[_SQRT2, -1.0, 0.0, -1.0], [0.0, -1.0, _SQRT2, 1.0]])
+    Dm = h @ g.T
+    s0, s1 = _sigmoid(beta * Dm[:, 0]), _sigmoid(beta * Dm[:, 1])
+    a0, b0, a1, b1 = s0 - Y[:, 0, 0], 1.0 - s0 - Y[:, 0, 1], s1 - Y[:, 1, 1], 1.0 - s1 - Y[:, 1, 0]
+    val = a0 * a0 + b0 * b0 + a1 * a1 + b1 * b1
+    if order == 0:
+        return val, None, None
+    sp0, sp1 = beta * s0 * (1.0 - s0), beta * s1 * (1.0 - s1)
+    r0, r1 = a0 - b0, a1 - b1
+    f = np.stack([2.0 * sp0 * r0, 2.0 * sp1 * r1], axis=1)
+    grad = f @ g
+    if order == 1:
+        return val, grad, None
+    ff0 = 2.0 * beta * sp0 * (1.0 - 2.0 * s0) * r0 + 4.0 * sp0 * sp0
+    ff1 = 2.0 * beta * sp1 * (1.0 - 2.0 * s1) * r1 + 4.0 * sp1 * sp1
+    hess = ff0[:, None, None] * np.outer(g[0], g[0]) + ff1[:, None, None] * np.outer(g[1], g[1])
     return val, grad, hess

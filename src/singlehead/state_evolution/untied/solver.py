@@ -43,6 +43,8 @@ class UntiedSEOptions:
         History length of Anderson acceleration (0: damped iteration only).
     damping :
         Weight of the new iterate in the damped fallback step.
+    draw_errors :
+        Also solve the fixed point on each draw alone, for the sampling error (see :func:`untied_theory`).
     exact_symmetric :
         With ``T = 1`` (no antisymmetric fields) and a PSD teacher, use the exact free-probability
         prior of the tied student whenever it is exact for the untied one (``qhat <= lam^2``: no
@@ -59,6 +61,7 @@ class UntiedSEOptions:
     anderson: int = 4
     damping: float = 0.5
     exact_symmetric: bool = True
+    draw_errors: bool = True
 
     def __post_init__(self) -> None:
         for name, lo in (("D", 4), ("draws", 1), ("n_points", 16), ("n_scrambles", 2), ("max_iter", 1)):
@@ -164,6 +167,9 @@ class _Map:
         self.last_out = None
         self.last_prior = None
         self.used_sampled = False  # whether the last evaluation used the sampled prior
+        # the prox's own tolerance follows the fixed point's residual (an inexact iteration: far from
+        # the fixed point a 1e-11 prox is wasted), down to 1e-3 tol at the end
+        self.prior_tol = 1e-6
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         out = untied_output_side(x, problem=self.problem, Q0s=self.Q0s, Q0a=self.Q0a, quad=self.quad,
@@ -187,7 +193,7 @@ class _Map:
             # response, by Stein's lemma) defined there, at a cost of q_a ~ 1e-12 qhat_s
             hats[3] = max(hats[3], 1e-12 * hats[0])
         side = untied_prior_side(hats, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
-                                 warm=self.warm_prior)
+                                 warm=self.warm_prior, tol=self.prior_tol)
         self.warm_prior = side.solutions
         self.last_prior = side
         new = side.values.copy()
@@ -227,23 +233,41 @@ def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
         Task and regularisation (``alpha, T, channel, beta, beta0, noise, target, kappa, lam``);
         the student field is not read: the prediction is the untied student's.
     options : UntiedSEOptions
-        Numerical settings (prior sample size, quadrature, tolerance).
+        Numerical settings (prior sample size, quadrature, tolerance, error bars).
     start : dict
         Initial overlaps (e.g. a neighbouring point's ``overlaps``).
+
+    Returns
+    -------
+    UntiedTheory
+        The fixed point of the map averaged over all draws. With ``options.draw_errors`` the
+        fixed point is also solved on each draw alone (from the pooled one); the standard error
+        over draws of those fixed points is the prior's sampling error (``se["<metric>_draws"]``),
+        added in quadrature to the output quadrature's error in ``se["<metric>"]``.
     """
     t0 = time.perf_counter()
     opts = options if options is not None else UntiedSEOptions()
     draw, symmetric = teacher_sampler(problem.target)
     sample = UntiedPriorSample.draw(draw, opts.D, opts.draws, opts.seed).normalised(*teacher_norms(problem))
     F = _Map(problem, opts, sample, symmetric)
-    if start is not None:
-        x = np.array([start[k] for k in _OVERLAPS], dtype=float)
-    else:
-        x = np.array([0.5 * F.Q0s, 0.4 * F.Q0s, 1.0, 0.2 * max(F.Q0s, F.Q0a), 0.2 * F.Q0a, 1.0])
-    if F.Ka == 0:
-        x[3:] = (0.0, 0.0, 1.0)
     if _collapsed(problem, F):
         return _result(problem, F, np.zeros(6), True, 0, 0.0, time.perf_counter() - t0)
+    x0 = None if start is None else np.array([start[k] for k in _OVERLAPS], dtype=float)
+    x, converged, it, residual = _solve(F, x0, opts)
+    res = _result(problem, F, x, converged, it, residual, math.nan)
+    if opts.draw_errors and opts.draws > 1 and F.used_sampled:
+        _add_draw_errors(res, problem, opts, sample, symmetric, x)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _solve(F: _Map, x: np.ndarray | None, opts: UntiedSEOptions) -> tuple[np.ndarray, bool, int, float]:
+    """Anderson-accelerated iteration of ``F`` from ``x`` (default: a generic start)."""
+    if x is None:
+        x = np.array([0.5 * F.Q0s, 0.4 * F.Q0s, 1.0, 0.2 * max(F.Q0s, F.Q0a), 0.2 * F.Q0a, 1.0])
+    x = x.copy()
+    if F.Ka == 0:
+        x[3:] = (0.0, 0.0, 1.0)
     X_hist: list[np.ndarray] = []
     F_hist: list[np.ndarray] = []
     converged, residual, it = False, math.inf, 0
@@ -253,6 +277,7 @@ def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
             # the prior collapsed at a transient point (the collapse fixed point was excluded above)
             fx = 0.5 * x
         residual = _residual(x, fx, F.Q0s + F.Q0a)
+        F.prior_tol = min(1e-6, max(1e-3 * opts.tol, 1e-2 * residual))
         if residual < opts.tol:
             x, converged = fx, True
             break
@@ -263,7 +288,27 @@ def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
         x = cand if _valid(cand) else (1 - opts.damping) * x + opts.damping * fx
     if x[0] > 0.0:
         F(x)  # the output and prior sides at the returned point
-    return _result(problem, F, x, converged, it, residual, time.perf_counter() - t0)
+    return x, converged, it, residual
+
+
+_DRAW_METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "asymmetry", "rank_fraction")
+
+
+def _add_draw_errors(res: "UntiedTheory", problem: Any, opts: UntiedSEOptions, sample: UntiedPriorSample,
+                     symmetric: bool, x: np.ndarray) -> None:
+    """Solve on each draw alone from ``x``; their spread over draws, divided by ``sqrt(draws)``, into ``res.se``."""
+    rows = []
+    for r in range(sample.draws):
+        one = UntiedPriorSample(sample.M0[r:r + 1], sample.Zs[r:r + 1], sample.Za[r:r + 1])
+        F = _Map(problem, opts, one, symmetric)
+        xr, ok, _, _ = _solve(F, x, opts)
+        rr = _result(problem, F, xr, ok, 0, 0.0, math.nan)
+        rows.append([getattr(rr, k) for k in _DRAW_METRICS] + [rr.overlaps[k] for k in _OVERLAPS])
+    spread = np.std(np.array(rows), axis=0, ddof=1) / math.sqrt(sample.draws)
+    for k, v in zip(_DRAW_METRICS + _OVERLAPS, spread):
+        res.se[f"{k}_draws"] = float(v)
+        base = res.se.get(k, 0.0)
+        res.se[k] = float(math.hypot(base if math.isfinite(base) else 0.0, v))
 
 
 def _collapsed(problem: Any, F: _Map) -> bool:
@@ -292,9 +337,6 @@ def _result(problem: Any, F: _Map, x: np.ndarray, converged: bool, it: int, resi
     se = {f"{k}_quadrature": v for k, v in out.err.items()}
     se.update(test_error=errs["test_error_se"], test_error_noisy=errs["test_error_noisy_se"])
     sampled = hasattr(side, "draw_se")
-    if sampled:
-        for k, v in zip(_OVERLAPS, side.draw_se):
-            se[f"{k}_draws"] = float(v)
     return UntiedTheory(
         overlaps=dict(zip(_OVERLAPS, map(float, x))), hats=dict(zip(("qhat_s", "mhat_s", "Sigmahat_s", "qhat_a",
                                                                         "mhat_a", "Sigmahat_a"), map(float, out.hats))),
