@@ -12,10 +12,15 @@ import numpy as np
 import pytest
 
 from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights
-from singlehead.simulation import TrainOptions
 from singlehead.inspect.esd import esd_power_law
-from singlehead.inspect.fit import bbp_inverse, bbp_position, fit_spectrum, power_law_values
+from singlehead.inspect.fit import (
+    bbp_inverse,
+    bbp_position,
+    fit_spectrum,
+    power_law_values,
+)
 from singlehead.inspect.heads import head_spectrum
+from singlehead.simulation import TrainOptions
 from singlehead.spectra import MarchenkoPastur
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "src")
