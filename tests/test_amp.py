@@ -10,21 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.amp import (
-    AMPOptions,
-    SensingOperator,
-    amp,
-    bayes_se_iterates,
-    erm_objective,
-    instance_prior,
-    run_amp,
-    se_iterates,
-    spectral_divergence,
-)
+from singlehead.amp import (AMPOptions, SensingOperator, amp, bayes_se_iterates, erm_objective, instance_prior, run_amp, se_iterates,
+                            spectral_divergence)
 from singlehead.convex import solve_reference
-from singlehead.data import child_seeds, sample_sequences, sample_target
+from singlehead.data import child_seeds, sample_sequences
 from singlehead.problem import MPTarget, Problem
 from singlehead.results import METRIC_FIELDS
+from singlehead.data import sample_target
 
 
 @pytest.fixture(autouse=True)

@@ -329,6 +329,7 @@ def test_threshold_exponent_gamma_075_no_label_noise():
 
 def test_classify_regime_rules():
     """Labels by the scale that sets the last recovered mode (synthetic fixed points, d = 1000)."""
+    from singlehead.analysis import classify_regime
 
     base = {"rank_fraction": 0.05, "delta": 1.0, "eps": 2.5, "eta": 1.0, "cutoff": 2.5, "K": 10, "matrix_error": 0.3}
     assert classify_regime(base, 1000) == "threshold"  # c > 2 delta
@@ -435,10 +436,7 @@ def test_regime_map_labelled_exponents():
 # ----------------------------------------------------------------------------- finite-K scaling laws
 def test_finite_k_threshold_exponent_against_discrete_sums():
     """a_K from direct sums of min(t_i, e)^2 over a switch-on period vs its Euler-Maclaurin O(1/K) form."""
-    from singlehead.analysis.finite_k import (
-        threshold_exponent_leading,
-        threshold_switch_on_exponent,
-    )
+    from singlehead.analysis.finite_k import threshold_exponent_leading, threshold_switch_on_exponent
 
     K = np.array([5, 10, 20, 50, 200])
     for gamma in (0.75, 1.25, 2.0):

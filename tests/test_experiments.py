@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from singlehead.experiments import Cache, expand_grid, load_grid, run_jobs, runner
+from singlehead.experiments import Cache, expand_grid, load_grid, run_jobs
+from singlehead.experiments import runner
 from singlehead.problem import MPTarget, Problem
 
 GRID = {

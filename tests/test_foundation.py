@@ -9,12 +9,14 @@ import pytest
 import torch
 
 from singlehead.attention_layers import DirectStudent, FactorizedStudent
+from singlehead.simulation import TrainOptions
 from singlehead.channels import get_channel, squared_error
 from singlehead.convex import solve_reference
-from singlehead.data import generator, logits, sample_sequences, sample_target
-from singlehead.problem import MPTarget, PowerLawTarget, Problem
-from singlehead.simulation import TrainOptions, simulate
+from singlehead.data import generator, logits, sample_sequences
+from singlehead.problem import CustomTarget, MPTarget, PowerLawTarget, Problem
+from singlehead.simulation import simulate
 from singlehead.students import init_student
+from singlehead.data import sample_target
 from singlehead.targets import power_law_eigenvalues
 from singlehead.training import fit_adam, fit_lbfgs, objective_and_grad
 

@@ -12,15 +12,10 @@ import numpy as np
 import pytest
 
 from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights
-from singlehead.inspect.esd import esd_power_law
-from singlehead.inspect.fit import (
-    bbp_inverse,
-    bbp_position,
-    fit_spectrum,
-    power_law_values,
-)
-from singlehead.inspect.heads import head_spectrum
 from singlehead.simulation import TrainOptions
+from singlehead.inspect.esd import esd_power_law
+from singlehead.inspect.fit import bbp_inverse, bbp_position, fit_spectrum, power_law_values
+from singlehead.inspect.heads import head_spectrum
 from singlehead.spectra import MarchenkoPastur
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "src")

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from problem_grids import random_problems  # tests/ is on sys.path under pytest
 
 from singlehead import MPTarget, Problem
-from singlehead.attention_maps import (
-    _softmax_fit_loss_general,
-    _softmax_fit_loss_t2,
-    softmax_rows,
-)
+from singlehead.attention_maps import _softmax_fit_loss_general, _softmax_fit_loss_t2, softmax_rows
+from problem_grids import random_problems  # tests/ is on sys.path under pytest
 from singlehead.prox import interpolating_start, pair_embedding, prox_softmax
 from singlehead.state_evolution import SEOptions, theory, theory_curve
 from singlehead.state_evolution import quadrature as quad_mod
@@ -132,9 +128,9 @@ def test_residual_floor_is_the_scramble_spread_of_one_step_and_stops_the_peak_po
     now stops at a tenth of that error (residual_floor, over the scrambles jointly: propagating the three hat errors
     separately would ignore that mhat and Sigmahat share their nodes). The values stay within the quadrature error of
     a fully converged sweep (HEAD before the floor: alpha = 0.211769 -> 0.39358 at residual 1.4e-9)."""
+    from singlehead.state_evolution.se_map import _FLOOR_FRACTION, residual_floor
     from singlehead.state_evolution.output import output_side
     from singlehead.state_evolution.prior import prior_model
-    from singlehead.state_evolution.se_map import _FLOOR_FRACTION, residual_floor
 
     base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, d=100, noise=0.5)
     grid = [0.111492, 0.130888, 0.153657, 0.180388, 0.211769]

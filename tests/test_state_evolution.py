@@ -10,8 +10,8 @@ import pytest
 from singlehead import MPTarget, Problem
 from singlehead.simulation import TrainOptions
 from singlehead.state_evolution import (
-    OutputQuadrature,
     SEOptions,
+    OutputQuadrature,
     output_side,
     prior_model,
     prior_side,

@@ -13,16 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.data import child_seeds, generator, sample_sequences, sample_target
+from singlehead.data import child_seeds, generator, sample_sequences
 from singlehead.problem import MPTarget, PowerLawTarget, Problem
 from singlehead.simulation import TrainOptions, simulate
 from singlehead.students import init_student
-from singlehead.training import (
-    Objective,
-    fit_lbfgs,
-    reference_objective_and_grad,
-    step_flops,
-)
+from singlehead.data import sample_target
+from singlehead.training import Objective, fit_lbfgs, reference_objective_and_grad, step_flops
+
 
 CASES = list(itertools.product(["seq2lab", "seq2seq", "linear"], [1, 2, 3], ["factorized", "direct"]))
 

@@ -82,13 +82,7 @@ SIM_KEYS = ("test_error", "test_error_noisy", "train_error", "penalty", "matrix_
 
 
 def compute() -> dict[str, Any]:
-    from singlehead import (
-        bayes_optimal,
-        interpolation_threshold,
-        perfect_recovery_threshold,
-        simulate,
-        theory,
-    )
+    from singlehead import bayes_optimal, interpolation_threshold, perfect_recovery_threshold, simulate, theory
     from singlehead.amp import amp
     from singlehead.analysis import learned_spectrum
     from singlehead.simulation import TrainOptions
