@@ -131,7 +131,11 @@ def test_options_validate():
 def test_untied_fit_loss_derivatives(T):
     """The untied softmax fit loss: gradient and Hessian against central differences; T = 2 closed form
     against the general formula."""
-    from singlehead.attention_maps import _softmax_fit_loss_general, softmax_fit_loss, softmax_rows
+    from singlehead.attention_maps import (
+        _softmax_fit_loss_general,
+        softmax_fit_loss,
+        softmax_rows,
+    )
 
     rng = np.random.default_rng(T)
     Kt = T * T
