@@ -204,3 +204,15 @@ def test_fixed_matrix_predictions_and_trajectory():
     traj = run["trajectory"]
     assert "top_eigenvalues" not in traj and len(traj["top_singular_values"][-1]) == 3
     assert all(a >= b >= 0 for a, b in zip(traj["top_singular_values"][-1], traj["top_singular_values"][-1][1:]))
+
+
+@pytest.mark.parametrize("changes,name", [({"student": "untied"}, "student"), ({"target": UntiedMPTarget(0.5)}, "target")])
+def test_amp_refuses_non_symmetric_problems(changes, name):
+    """AMP's matrix step denoises eigenvalues of a symmetric estimate: an untied student or teacher
+    would give silently wrong numbers, so it is refused."""
+    from singlehead.amp import run_amp
+
+    problem = Problem(d=6, T=2, alpha=0.5).replace(**changes)
+    data = sample_sequences(problem, problem.target.sample(problem.d, 0), problem.n, 1)
+    with pytest.raises(ValueError, match=name):
+        run_amp(problem, data)

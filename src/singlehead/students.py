@@ -141,7 +141,7 @@ class Student:
     def prior_side(self, qhat: float, mhat: float, Sigmahat: float, *, lam: float, kappa: float,
                    prior: Any) -> PriorSide:
         """``(qhat, mhat, Sigmahat) -> (q, m, Sigma)`` for the target law ``prior`` (a ``PriorModel``)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"student {self.name!r}: the prior side of the state evolution is not implemented")
 
     def se_penalty(self, lam: float, q: float, side: PriorSide) -> float:
         """The penalty ``lam pen(S)/d`` predicted at the fixed point ``q`` with prior side ``side``."""
