@@ -6,7 +6,7 @@ Spectra, and Scaling Laws* (arXiv 2509.24914). Conventions: see :class:`Problem`
 
 Public names (the heavy ones are imported on first use)::
 
-    Problem, MPTarget, PowerLawTarget, CustomTarget, Result
+    Problem, MPTarget, PowerLawTarget, CustomTarget, UntiedMPTarget, Result
     simulate(problem, seed)              ERM simulation (torch, cpu/cuda)
     theory(problem)                      state evolution of the ERM minimiser
     amp(problem, seed)                   GAMP on an instance (ERM or Bayes)
@@ -24,6 +24,7 @@ from typing import Any
 
 from .problem import CustomTarget, MPTarget, PowerLawTarget, Problem  # noqa: E402
 from .results import Result  # noqa: E402
+from .targets import UntiedMPTarget  # noqa: E402
 
 _LAZY = {
     "simulate": "singlehead.simulation",
@@ -38,7 +39,7 @@ _LAZY = {
     "reproduce": "singlehead.experiments.reproduce",
 }
 
-__all__ = ["Problem", "MPTarget", "PowerLawTarget", "CustomTarget", "Result", "__version__", *_LAZY]
+__all__ = ["Problem", "MPTarget", "PowerLawTarget", "CustomTarget", "UntiedMPTarget", "Result", "__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -9,9 +9,14 @@ Solves, over symmetric ``S`` (per sample, the same scale as :mod:`singlehead.tra
   clips them at zero and keeps the top ``p`` (THEORY §2; arXiv 2505.17958 for the
   nuclear-norm equivalence ``min ||W||_F^2 s.t. W W^T/sqrt(pd) = S`` = ``sqrt(pd) Tr S``);
 * Frobenius route (direct student): ``R = lam d ||S||_F^2``; the proximal map is the
-  linear shrinkage ``V / (1 + 2 t lam d / n)``.
+  linear shrinkage ``V / (1 + 2 t lam d / n)``;
+* untied route (a student whose matrix is not symmetric, :attr:`Student.symmetric` false):
+  over general ``M``, ``R = lam d ||M||_*``; the proximal map soft-thresholds the singular
+  values at ``t lam d/n`` (and keeps the top ``p`` under a rank cap). Weight decay on
+  ``(W_Q, W_K)`` equals this ``R`` at the balanced factorisations (:class:`~singlehead.students.Untied`),
+  so without a binding rank cap the minimum over ``M`` is the minimum of the untied ERM.
 
-For the linear channel with ``p >= d`` the problem is convex and this returns the global
+For the linear channel with ``p >= d`` the problem (tied or untied) is convex and this returns the global
 minimum. With softmax it is non-convex and the result is a reference stationary point.
 Gradients of the smooth part come from autograd (one definition of the channel).
 FISTA with backtracking on the Lipschitz constant and function-value adaptive restart
@@ -41,13 +46,14 @@ class ReferenceSolution:
     converged: bool
 
 
-def _smooth(S: torch.Tensor, data: Sequences, channel: Channel, beta: float, grad: bool):
+def _smooth(S: torch.Tensor, data: Sequences, channel: Channel, beta: float, grad: bool, symmetric: bool = True):
     S = S.detach().requires_grad_(grad)
     loss = squared_error(channel.output(logits(data.X, S), beta, data.X), data.y).sum() / len(data)
     if not grad:
         return float(loss.detach()), None
     (g,) = torch.autograd.grad(loss, S)
-    return float(loss.detach()), 0.5 * (g + g.T)
+    # over symmetric S the gradient is the symmetric part; over general M the full one
+    return float(loss.detach()), 0.5 * (g + g.T) if symmetric else g
 
 
 def _regulariser(S: torch.Tensor, student: Student, lam: float, d: int, n: int) -> float:
@@ -55,6 +61,14 @@ def _regulariser(S: torch.Tensor, student: Student, lam: float, d: int, n: int) 
 
 
 def _prox(V: torch.Tensor, t: float, student: Student, lam: float, d: int, n: int, rank_cap: int | None) -> torch.Tensor:
+    if not student.symmetric:
+        # unitarily invariant penalty of a general matrix: its prox acts on the singular values
+        U, sv, Vh = torch.linalg.svd(V)
+        f, _ = student.penalty_prox(sv.numpy(), t * lam * d / n)
+        f = torch.as_tensor(np.array(f, dtype=np.float64))
+        if rank_cap is not None and rank_cap < len(f):
+            f[rank_cap:] = 0.0  # svd sorts descending: keep the top rank_cap
+        return (U * f) @ Vh
     # the penalty is spectral: its prox acts on the eigenvalues of the symmetrised V
     ev, U = torch.linalg.eigh(0.5 * (V + V.T))
     f, _ = student.penalty_prox(ev.numpy(), t * lam * d / n)
@@ -68,7 +82,8 @@ def solve_reference(problem: Problem, data: Sequences, *, S_init: torch.Tensor |
                     max_iter: int = 20000, tol: float = 1e-12) -> ReferenceSolution:
     """Minimise the S-problem of ``problem`` on ``data`` (float64, CPU).
 
-    The rank cap is ``problem.p`` for the factorized student. Stops when the relative
+    Over symmetric ``S`` for the tied students, over general ``M`` for the untied one. The rank
+    cap is ``problem.p`` for the students with a rank cap (factorized, untied) when ``kappa < 1``. Stops when the relative
     objective change between iterates falls below ``tol`` for 10 consecutive iterations.
 
     Examples
@@ -85,6 +100,7 @@ def solve_reference(problem: Problem, data: Sequences, *, S_init: torch.Tensor |
     ch, beta, lam, st = problem.channel, problem.beta, problem.lam, problem.student
     cap = problem.p if st.rank_cap(problem.kappa) is not None else None
     S = torch.zeros(d, d, dtype=torch.float64) if S_init is None else S_init.to(torch.float64).clone()
+    sym = st.symmetric
     F = lambda M: _smooth(M, data, ch, beta, False)[0] + _regulariser(M, st, lam, d, n)  # noqa: E731
     Y, theta = S.clone(), 1.0
     L = 1.0
@@ -92,7 +108,7 @@ def solve_reference(problem: Problem, data: Sequences, *, S_init: torch.Tensor |
     quiet = 0
     it = 0
     for it in range(1, max_iter + 1):
-        fY, gY = _smooth(Y, data, ch, beta, True)
+        fY, gY = _smooth(Y, data, ch, beta, True, sym)
         while True:
             t = 1.0 / L
             S_new = _prox(Y - t * gY, t, st, lam, d, n, cap)

@@ -4,7 +4,8 @@ Objective (THEORY §1), reported per sample:
 
     L(S)/n = (1/n) [ sum_mu ||chan_beta(h_mu(S)) - y_mu||_F^2 + R(S) ],
 
-with ``R = lam d Tr S`` (factorized) or ``lam d ||S||_F^2`` (direct). Dividing by ``n``
+with ``R = lam d Tr S`` (factorized), ``lam d ||S||_F^2`` (direct) or, untied,
+``(lam/sqrt(kappa)) (||W_Q||_F^2 + ||W_K||_F^2)/2`` (``= lam d ||M||_*`` at balanced factors). Dividing by ``n``
 only rescales the objective; it keeps gradients O(1) for the optimisers' tolerances.
 
 The objective and its gradient are computed in closed form by :class:`Objective`
@@ -16,6 +17,12 @@ channel's logit gradient pulled back by autograd): for the factorized student ``
     G          = dL/dh   (softmax Jacobian applied to 2 (yhat - y); ``2 (h - y)`` for linear)
     dL/dZ      = c (G + G^T) Z
     dL/dW      = X^T dL/dZ + 2 W (lam d - sum_a G_aa / sqrt(d)) / sqrt(p d).
+
+The untied student ``M = W_Q W_K^T/sqrt(p d)`` has ``Z_Q = X W_Q``, ``Z_K = X W_K`` and
+
+    h_ab       = c Z_Q,a . Z_K,b - delta_ab Tr M / sqrt(d)
+    dL/dZ_Q    = c G Z_K,       dL/dZ_K = c G^T Z_Q
+    dL/dW_Q    = X^T dL/dZ_Q + (lam sqrt(d/p) W_Q - W_K sum_a G_aa / (d sqrt(p))),  and Q <-> K.
 
 FLOPs of one full-batch step: ``4 n T d p`` in the two GEMMs ``X W`` and ``X^T dL/dZ``,
 plus ``O(n T^2 p)`` for the per-sequence logits (see :func:`step_flops`). On CPU the
@@ -38,7 +45,7 @@ import math
 import torch
 from torch import nn
 
-from .attention_layers import DirectStudent, FactorizedStudent
+from .attention_layers import DirectStudent, FactorizedStudent, UntiedStudent
 from .channels import Channel, get_channel, squared_error
 from .data import Sequences
 from .students import Student, get_student
@@ -170,6 +177,25 @@ class Objective:
             gW.addmm_(X2.T, torch.bmm(Gs, Z).view(k * T, p))
         return loss, gdiag
 
+    def _untied(self, W: torch.Tensor, trace: torch.Tensor, gW: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _, d, p = W.shape
+        c = 1.0 / (d * math.sqrt(p))
+        shift = trace / math.sqrt(d)
+        loss = W.new_zeros((), dtype=torch.float64)
+        gdiag = W.new_zeros(())
+        for Xc, X2, tgt, M in self._chunks(W.device, W.dtype):
+            k, T = Xc.shape[0], Xc.shape[1]
+            ZQ = (X2 @ W[0]).view(k, T, p)
+            ZK = (X2 @ W[1]).view(k, T, p)
+            h = torch.bmm(ZQ, ZK.transpose(1, 2)).mul_(c)
+            h.diagonal(dim1=-2, dim2=-1).sub_(shift)
+            lc, G = self._dlogits(h, tgt, M)
+            loss += lc
+            gdiag += G.diagonal(dim1=-2, dim2=-1).sum()
+            gW[0].addmm_(X2.T, torch.bmm(G, ZK).view(k * T, p), alpha=c)
+            gW[1].addmm_(X2.T, torch.bmm(G.transpose(1, 2), ZQ).view(k * T, p), alpha=c)
+        return loss, gdiag
+
     def _direct(self, S: torch.Tensor, gS: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         d = S.shape[0]
         c = 1.0 / math.sqrt(d)
@@ -205,6 +231,8 @@ class Objective:
                 gW.add_(W * coef).div_(n)
                 W.grad = gW
             return total
+        if type(student) is UntiedStudent:
+            return self._untied_total(student, backward)
         if type(student) is DirectStudent:
             S = student.matrix()
             d = S.shape[0]
@@ -217,6 +245,23 @@ class Objective:
                 student.A.grad = (0.5 * (gS + gS.T)).div_(n)
             return total
         return self._generic(student, backward)
+
+    def _untied_total(self, student: UntiedStudent, backward: bool) -> torch.Tensor:
+        W = student.W
+        _, d, p = W.shape
+        scale = 1.0 / math.sqrt(p * d)
+        trace = (W[0] * W[1]).sum() * scale
+        gW = torch.zeros_like(W)
+        loss, gdiag = self._untied(W, trace, gW)
+        reg_coef = self.lam * math.sqrt(d / p)
+        total = (loss + self._yy + 0.5 * reg_coef * (W * W).sum()) / self.n
+        if backward:
+            cross = -scale * gdiag / math.sqrt(d)  # d(Tr M)/dW_Q = scale W_K and Q <-> K
+            gW[0].add_(W[1] * cross)
+            gW[1].add_(W[0] * cross)
+            gW.add_(W, alpha=reg_coef).div_(self.n)
+            W.grad = gW
+        return total
 
     def _generic(self, student: nn.Module, backward: bool) -> torch.Tensor:
         """Any student module with ``logits(X)`` and ``regulariser(lam)``: the channel's logit

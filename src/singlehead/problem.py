@@ -26,7 +26,7 @@ from ._validate import finite as _finite
 from .channels import Channel, get_channel
 from .results import stable_hash
 from .students import Student, get_student
-from .targets import CustomTarget, MPTarget, PowerLawTarget, Target, target_from_dict
+from .targets import TARGET_KINDS, CustomTarget, MPTarget, PowerLawTarget, Target, UntiedMPTarget, target_from_dict
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,12 @@ class Problem:
         Inverse temperatures of the student and of the target softmax (> 0).
     noise : float
         Logit-noise variance ``Delta >= 0``.
-    target : MPTarget | PowerLawTarget | CustomTarget
-        Target ``S0`` specification.
+    target : MPTarget | PowerLawTarget | CustomTarget | UntiedMPTarget
+        Target ``S0`` specification (``UntiedMPTarget``: a non-symmetric untied teacher ``M0``).
     student : str or Student
         ``"factorized"``: tied attention ``S = W W^T/sqrt(p d)`` (nuclear-norm penalty);
-        ``"direct"``: a symmetric ``S`` trained entry-wise (Frobenius penalty); or a registered
+        ``"direct"``: a symmetric ``S`` trained entry-wise (Frobenius penalty); ``"untied"``: untied
+        attention ``M = W_Q W_K^T/sqrt(p d)`` (nuclear-norm penalty ``lam d ||M||_*``); or a registered
         name / :class:`~singlehead.students.Student`; stored as the object.
     kappa : float
         Width ratio ``p/d`` of the factorized student, in ``(0, 1]`` (p > d adds
@@ -97,8 +98,8 @@ class Problem:
         _check(_finite(self.beta) and self.beta > 0, "beta", "> 0", self.beta)
         _check(_finite(self.beta0) and self.beta0 > 0, "beta0", "> 0", self.beta0)
         _check(_finite(self.noise) and self.noise >= 0, "noise", ">= 0", self.noise)
-        _check(isinstance(self.target, (MPTarget, PowerLawTarget, CustomTarget)), "target",
-               "an MPTarget, PowerLawTarget or CustomTarget", self.target)
+        _check(isinstance(self.target, tuple(TARGET_KINDS.values())), "target",
+               "an MPTarget, PowerLawTarget, CustomTarget or UntiedMPTarget", self.target)
         _check(_finite(self.kappa) and 0 < self.kappa <= 1, "kappa", "in (0, 1]", self.kappa)
         _check(_finite(self.lam) and self.lam >= 0, "lam", ">= 0", self.lam)
         if isinstance(self.target, CustomTarget):

@@ -47,3 +47,12 @@ def wishart(d: int, p0: int, seed: int) -> torch.Tensor:
     """``W0 W0^T / sqrt(p0 d)`` with ``W0 in R^{d x p0}`` iid N(0, 1) from a generator seeded with ``seed``."""
     W0 = torch.randn(d, p0, generator=generator(seed), dtype=torch.float64)
     return W0 @ W0.T / math.sqrt(p0 * d)
+
+
+def untied_wishart(d: int, p0: int, seed: int) -> torch.Tensor:
+    """``W0Q W0K^T / sqrt(p0 d)`` with ``W0Q`` then ``W0K`` in ``R^{d x p0}`` iid N(0, 1) from one generator
+    seeded with ``seed`` (not symmetric)."""
+    gen = generator(seed)
+    WQ = torch.randn(d, p0, generator=gen, dtype=torch.float64)
+    WK = torch.randn(d, p0, generator=gen, dtype=torch.float64)
+    return WQ @ WK.T / math.sqrt(p0 * d)

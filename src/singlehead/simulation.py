@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from . import __version__
-from .attention_layers import DirectStudent
+from .attention_layers import DirectStudent, FixedMatrix
 from .channels import Channel, get_channel, squared_error
 from .data import Sequences, child_seeds, generator, sample_sequences, sample_target
+from .overlaps import overlaps, spectrum_summary
 from .problem import Problem
 from .results import Result
 from .students import init_student
@@ -204,13 +205,6 @@ def evaluate(student: torch.nn.Module, data: Sequences, channel: Channel | str, 
         float(z.mean()), float(z.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
 
 
-def spectrum_summary(S: np.ndarray, rank_tol: float) -> dict[str, Any]:
-    """Eigenvalues of ``S`` (descending), rank ``#{|eig| > rank_tol}`` and zero fraction."""
-    eig = np.linalg.eigvalsh(S)[::-1]
-    rank = int(np.sum(np.abs(eig) > rank_tol))
-    return {"eigenvalues": eig, "rank": rank, "zero_fraction": 1.0 - rank / len(eig)}
-
-
 def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Sequences, test: Sequences, *,
                      rank_tol: float = 1e-3, student: torch.nn.Module | None = None
                      ) -> tuple[dict[str, float], dict[str, Any]]:
@@ -218,37 +212,40 @@ def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Seq
 
     Returns ``(metrics, extras)``: ``metrics`` are the :class:`Result` metric fields
     (test errors on ``test``, train error against the noisy labels of ``train``, penalty,
-    matrix error ``||S - S0||_F^2/d``, rank fraction); ``extras`` the spectrum summary,
-    ``q = Tr S^2/d``, ``m = Tr S S0/d``, ``Q0 = Tr S0^2/d`` and the standard errors of the
-    test errors. ``student`` (the trained module) is used for the predictions when given,
-    else ``S`` itself as a direct student.
+    matrix error ``||S - S0||_F^2/d``, rank fraction); ``extras`` the spectrum summary
+    (eigenvalues of a symmetric student's ``S``, singular values otherwise), the overlaps of
+    :func:`singlehead.overlaps.overlaps` (``q = ||S||_F^2/d``, ``m = <S, S0>/d``,
+    ``Q0 = ||S0||_F^2/d``, their symmetric/antisymmetric split ``q_s, q_a, m_s, m_a`` and the
+    asymmetry ``||S - S^T||_F/||S||_F``) and the standard errors of the test errors. ``student``
+    (the trained module) is used for the predictions when given, else ``S`` itself.
     """
+    symmetric = problem.student.symmetric
     if student is None:
-        student = DirectStudent(torch.as_tensor(S, dtype=torch.float64))
+        S_t = torch.as_tensor(S, dtype=torch.float64)
+        student = DirectStudent(S_t) if symmetric else FixedMatrix(S_t)
     # The training loss is against the noisy labels: the third number evaluate() returns.
     _, _, train_err, _ = evaluate(student, train, problem.channel, problem.beta)
     te, te_se, ten, ten_se = evaluate(student, test, problem.channel, problem.beta)
     d = problem.d
-    q = float(np.sum(S * S) / d)
-    m = float(np.sum(S * S0) / d)
-    Q0 = float(np.sum(S0 * S0) / d)
-    spec = spectrum_summary(S, rank_tol)
+    spec = spectrum_summary(S, rank_tol, symmetric)
     penalty = problem.student.penalty(problem.lam, S)
     metrics = {"test_error": te, "test_error_noisy": ten, "train_error": train_err, "penalty": penalty,
                "matrix_error": float(np.sum((S - S0) ** 2) / d), "rank_fraction": spec["rank"] / d}
-    extras = {**spec, "q": q, "m": m, "Q0": Q0, "test_error_se": te_se, "test_error_noisy_se": ten_se}
+    extras = {**spec, **overlaps(S, S0), "test_error_se": te_se, "test_error_noisy_se": ten_se}
     return metrics, extras
 
 
 class _Recorder:
     """Trajectory of a fit, recorded every ``every`` optimiser iterations (train/test error,
-    objective, penalty and the top eigenvalues of ``S``)."""
+    objective, penalty and the top eigenvalues of ``S``, or singular values for a student whose
+    matrix is not symmetric: key ``top_singular_values``)."""
 
     def __init__(self, problem: Problem, student: torch.nn.Module, train: Sequences, test: Sequences,
                  top: int) -> None:
         self.problem, self.student, self.train, self.test, self.top = problem, student, train, test, top
+        self.top_key = "top_eigenvalues" if problem.student.symmetric else "top_singular_values"
         self.rows: dict[str, list] = {"step": [], "objective": [], "train_error": [], "test_error": [],
-                                      "test_error_se": [], "penalty": [], "top_eigenvalues": []}
+                                      "test_error_se": [], "penalty": [], self.top_key: []}
         self.t0 = time.perf_counter()
         self.rows["time_s"] = []
 
@@ -258,11 +255,12 @@ class _Recorder:
         te, te_se, _, _ = evaluate(self.student, self.test, p.channel, p.beta)
         with torch.no_grad():
             S = self.student.matrix().detach().to("cpu", torch.float64)
-        eig = torch.linalg.eigvalsh(S).flip(0)[:self.top].tolist()
+        values = torch.linalg.eigvalsh(S).flip(0) if p.student.symmetric else torch.linalg.svdvals(S)
+        eig = values[:self.top].tolist()
         penalty = p.student.penalty(p.lam, S.numpy())
         for k, v in (("step", int(step)), ("objective", float(objective)), ("train_error", train_err),
                      ("test_error", te), ("test_error_se", te_se), ("penalty", penalty),
-                     ("top_eigenvalues", eig), ("time_s", time.perf_counter() - self.t0)):
+                     (self.top_key, eig), ("time_s", time.perf_counter() - self.t0)):
             self.rows[k].append(v)
 
 
@@ -316,8 +314,10 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     Returns
     -------
     Result
-        ``source="simulation"``; extras: ``eigenvalues``, ``rank``, ``zero_fraction``,
-        ``objective`` (``L/n``), ``q``, ``m``, ``Q0`` (``Tr S^2/d``, ``Tr S S0/d``, ``Tr S0^2/d``),
+        ``source="simulation"``; extras: ``eigenvalues`` (``singular_values`` for a student whose
+        matrix is not symmetric), ``rank``, ``zero_fraction``, ``objective`` (``L/n``), ``q``, ``m``,
+        ``Q0`` (``||S||_F^2/d``, ``<S, S0>/d``, ``||S0||_F^2/d``), ``q_s``, ``q_a``, ``m_s``, ``m_a``,
+        ``asymmetry`` (:func:`singlehead.overlaps.overlaps`),
         standard errors of the test errors, ``optimizer``, ``polish_steps``, ``seed``, ``version``,
         ``device``, ``dtype`` (of the measured student), ``precision``, ``options``
         (:meth:`TrainOptions.key_fields`), and with ``record_every`` the ``trajectory`` (lists keyed

@@ -3,7 +3,12 @@
 * :class:`Factorized` (``"factorized"``): tied attention ``W in R^{d x p}``,
   ``S = W W^T / sqrt(p d)``; penalty ``(lam/sqrt(kappa)) ||W||_F^2 = lam d Tr S`` (weight decay
   is a nuclear norm on the PSD ``S``, with rank cap ``p = kappa d``);
-* :class:`Direct` (``"direct"``): a symmetric ``S`` trained entry-wise, penalty ``lam d ||S||_F^2``.
+* :class:`Direct` (``"direct"``): a symmetric ``S`` trained entry-wise, penalty ``lam d ||S||_F^2``;
+* :class:`Untied` (``"untied"``): untied attention ``W_Q, W_K in R^{d x p}``,
+  ``M = W_Q W_K^T / sqrt(p d)`` (not symmetric); penalty
+  ``(lam/sqrt(kappa)) (||W_Q||_F^2 + ||W_K||_F^2)/2``, whose minimum over the factorisations of a
+  fixed ``M`` is ``lam d ||M||_*`` (nuclear norm), so a PSD ``M`` with ``W_Q = W_K`` reproduces the
+  tied objective exactly.
 
 A student object owns what depends on the student:
 
@@ -28,7 +33,7 @@ import numpy as np
 
 from ._registry import Registry
 
-__all__ = ["PriorSide", "Student", "Factorized", "Direct", "register_student", "get_student", "student_names",
+__all__ = ["PriorSide", "Student", "Factorized", "Direct", "Untied", "register_student", "get_student", "student_names",
            "init_student"]
 
 
@@ -93,6 +98,8 @@ class Student:
     name: ClassVar[str] = ""
     #: The estimator is a threshold of the spectrum (an atom at zero, a rank cap, rank collapse).
     thresholded: ClassVar[bool] = False
+    #: The learned matrix is symmetric (its spectrum: eigenvalues; otherwise singular values).
+    symmetric: ClassVar[bool] = True
 
     def __str__(self) -> str:
         return self.name
@@ -126,15 +133,15 @@ class Student:
         return lam * float(self.penalty_value(S)) / S.shape[0]
 
     def penalty_prox(self, nu: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """Eigenvalue-wise ``argmin_S t pen(S) + ||S - R||_F^2/2`` at eigenvalues ``nu`` of ``R``:
-        ``(f(nu), f'(nu))``."""
+        """Spectrum-wise ``argmin_S t pen(S) + ||S - R||_F^2/2`` at eigenvalues ``nu`` of ``R``
+        (singular values for a student whose matrix is not :attr:`symmetric`): ``(f(nu), f'(nu))``."""
         raise NotImplementedError
 
     # ---------------------------------------------------------------- state evolution: prior side
     def prior_side(self, qhat: float, mhat: float, Sigmahat: float, *, lam: float, kappa: float,
                    prior: Any) -> PriorSide:
         """``(qhat, mhat, Sigmahat) -> (q, m, Sigma)`` for the target law ``prior`` (a ``PriorModel``)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"student {self.name!r}: the prior side of the state evolution is not implemented")
 
     def se_penalty(self, lam: float, q: float, side: PriorSide) -> float:
         """The penalty ``lam pen(S)/d`` predicted at the fixed point ``q`` with prior side ``side``."""
@@ -257,6 +264,52 @@ class Direct(Student):
         return 1.0 / (2 * c_T)
 
 
+@dataclass(frozen=True)
+class Untied(Student):
+    """Untied attention ``M = W_Q W_K^T/sqrt(p d)``: nuclear-norm penalty ``lam d ||M||_*``, rank cap ``p``.
+
+    Weight decay ``(lam/sqrt(kappa)) (||W_Q||_F^2 + ||W_K||_F^2)/2`` is at least ``lam d ||M||_*``
+    (``2 ||A||_F ||B||_F >= 2 ||A B^T||_*`` with ``A B^T = sqrt(p d) M``), with equality at the
+    balanced factorisations ``W_Q = U sqrt(s) R, W_K = V sqrt(s) R`` of the SVD ``sqrt(p d) M = U s V^T``
+    (``R`` orthogonal), which exist when ``rank M <= p``. The proximal map soft-thresholds the
+    singular values. The state evolution's prior side is not implemented here.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> st = Untied()
+    >>> st.symmetric, st.rank_cap(0.5)
+    (False, 0.5)
+    >>> round(float(st.penalty_value(np.array([[0.0, 2.0], [-1.0, 0.0]]))), 12)  # singular values 2 and 1
+    3.0
+    """
+
+    name: ClassVar[str] = "untied"
+    thresholded: ClassVar[bool] = True
+    symmetric: ClassVar[bool] = False
+
+    def width(self, d: int, p: int) -> int:
+        return 2 * p  # two d x p factors
+
+    def rank_cap(self, kappa: float) -> float | None:
+        # as for the tied student: at kappa = 1 the cap (rank <= d) never binds
+        return kappa if kappa < 1 else None
+
+    def init_module(self, d, p, gen, dtype, device, scale=1.0):
+        return _torch_layers().init_untied(d, p, gen, dtype, device, scale)
+
+    def penalty_value(self, S):
+        if isinstance(S, np.ndarray):
+            return np.linalg.svd(S, compute_uv=False).sum()
+        import torch
+
+        return torch.linalg.svdvals(S).sum()
+
+    def penalty_prox(self, nu, t):
+        # nu are the singular values of R (>= 0): soft thresholding at t
+        return np.maximum(nu - t, 0.0), (nu > t).astype(float)
+
+
 _REGISTRY: Registry[Student] = Registry("student", Student)
 
 
@@ -323,5 +376,5 @@ def init_student(student: str | Student, d: int, p: int, gen: Any, dtype: Any, d
     return get_student(student).init_module(d, p, gen, dtype, device, scale)
 
 
-for _cls in (Factorized, Direct):
+for _cls in (Factorized, Direct, Untied):
     register_student(_cls)

@@ -25,13 +25,17 @@ Spectral-law models (``model=``):
   over all ``d`` modes.
 
 For MP targets every model but ``"finite"`` is the MP law.
+
+:class:`UntiedMPTarget` is the one non-symmetric target (an untied teacher ``M0``): its
+:attr:`symmetric` is ``False``, it can be sampled, and its spectral law (a singular-value law,
+for the untied state evolution) is not provided here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
 
 import numpy as np
 
@@ -70,6 +74,9 @@ def power_law_eigenvalues(gamma: float, d: int, normalisation: str = "sqrt_d") -
 
 class _Target:
     """Behaviour shared by all targets: sampling ``S0`` and the model-name check."""
+
+    #: ``S0`` is symmetric (every target but the untied teacher).
+    symmetric: ClassVar[bool] = True
 
     def spectrum(self, d: int) -> np.ndarray | None:
         """Deterministic spectrum of ``S0`` (descending), or ``None`` for a random (MP) target."""
@@ -219,18 +226,57 @@ class CustomTarget(_SpectralTarget):
         return np.sort(np.asarray(self.eigenvalues, dtype=float))[::-1]
 
 
-Target = Union[MPTarget, PowerLawTarget, CustomTarget]
+@dataclass(frozen=True)
+class UntiedMPTarget(_Target):
+    """Untied teacher ``M0 = W0Q W0K^T / sqrt(p0 d)``, ``W0Q, W0K in R^{d x p0}`` iid N(0,1), ``p0 = kappa0 d``.
+
+    ``M0`` is not symmetric (rank ``p0``). ``||M0||_F^2/d -> 1`` for every ``kappa0`` and it splits
+    equally between the symmetric part ``M0_s = (M0 + M0^T)/2`` and the antisymmetric part
+    ``M0_a = (M0 - M0^T)/2``: ``||M0_s||_F^2/d -> 1/2``, ``||M0_a||_F^2/d -> 1/2``
+    (``Tr M0^2/d = O(1/d)``), and ``Tr M0/d = O(1/sqrt(d p0))``.
+    Labels take the logits ``h_ab(M0) = (x_a^T M0 x_b - delta_ab Tr M0)/sqrt(d)`` plus the usual
+    symmetric noise. The spectral law (for the state evolution) is not provided here.
+
+    Examples
+    --------
+    >>> from singlehead.targets import UntiedMPTarget
+    >>> M0 = UntiedMPTarget(kappa0=0.5).sample(400, seed=0).numpy()
+    >>> Ms, Ma = (M0 + M0.T) / 2, (M0 - M0.T) / 2
+    >>> round(float((Ms**2).sum() / 400), 1), round(float((Ma**2).sum() / 400), 1)
+    (0.5, 0.5)
+    """
+
+    kappa0: float = 0.5
+    kind: Literal["untied_mp"] = "untied_mp"
+    symmetric: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.kappa0) and 0 < self.kappa0 <= 1, "kappa0", "in (0, 1] for an untied MP target",
+               self.kappa0)
+
+    def spectral_law(self, d: int, model: str = "asymptotic", **_: Any) -> "PriorModel":
+        """Not provided: the untied teacher's law enters the untied state evolution only."""
+        raise NotImplementedError("target: the spectral law of an UntiedMPTarget is not implemented "
+                                  "(the tied state evolution needs a symmetric target)")
+
+    def sample(self, d: int, seed: int) -> "torch.Tensor":
+        """``M0 = W0Q W0K^T / sqrt(p0 d)`` (float64, CPU), ``W0Q`` then ``W0K`` iid N(0,1) from one
+        generator seeded with ``seed``, ``p0 = max(1, round(kappa0 d))``."""
+        return _torch_rng().untied_wishart(d, max(1, int(round(self.kappa0 * d))), seed)
+
+
+Target = Union[MPTarget, PowerLawTarget, CustomTarget, UntiedMPTarget]
+
+#: Target classes by their ``kind`` (the key of :meth:`Problem.to_dict`'s target and of the CLI's ``--target``).
+TARGET_KINDS: dict[str, type] = {"mp": MPTarget, "power_law": PowerLawTarget, "custom": CustomTarget,
+                                 "untied_mp": UntiedMPTarget}
 
 
 def target_from_dict(spec: dict[str, Any]) -> Target:
     """Rebuild a target from ``dataclasses.asdict`` output (used for cached configs)."""
     kind = spec.get("kind")
     args = {k: v for k, v in spec.items() if k != "kind"}
-    if kind == "mp":
-        return MPTarget(**args)
-    if kind == "power_law":
-        return PowerLawTarget(**args)
-    if kind == "custom":
-        return CustomTarget(**args)
-    raise ValueError(f"target kind must be one of mp, power_law, custom (got {kind!r})")
+    if kind not in TARGET_KINDS:
+        raise ValueError(f"target kind must be one of {', '.join(TARGET_KINDS)} (got {kind!r})")
+    return TARGET_KINDS[kind](**args)
 

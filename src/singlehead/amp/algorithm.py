@@ -187,6 +187,9 @@ def run_amp(
     (True, True)
     """
     o = options or AMPOptions()
+    # the matrix step is an eigenvalue-wise denoiser of a symmetric estimate
+    _check(problem.student.symmetric, "student", "a student with a symmetric matrix for AMP", problem.student.name)
+    _check(problem.target.symmetric, "target", "a symmetric target for AMP", type(problem.target).__name__)
     args = (problem, data, S0, o.bayes, o.max_iter, o.damping, o.adaptive, o.tol, o.init, o.init_scale,
             o.init_sigma, callback)
     if o.num_threads is None:

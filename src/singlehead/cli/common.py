@@ -19,6 +19,7 @@ import numpy as np
 from ..channels import channel_names
 from ..experiments import cache_for_export, export_jsonl, run_jobs
 from ..problem import CustomTarget, MPTarget, PowerLawTarget, Problem
+from ..targets import TARGET_KINDS, UntiedMPTarget
 from ..results import jsonable
 from ..students import student_names
 
@@ -83,6 +84,7 @@ class RegisteredName(click.ParamType):
 
 
 CHANNEL = RegisteredName("channel", channel_names)
+TARGET_CHOICES = tuple(TARGET_KINDS)
 STUDENT = RegisteredName("student", student_names)
 
 _PROBLEM_OPTIONS: dict[str, Callable] = {
@@ -95,6 +97,9 @@ _PROBLEM_OPTIONS: dict[str, Callable] = {
     "kappa": click.option("--kappa", type=float, default=1.0, show_default=True,
                           help="Student width ratio p/d in (0, 1]."),
     "kappa0": click.option("--kappa0", type=float, default=None, help="MP target rank ratio p0/d in (0, 1] (default 0.5)."),
+    "target": click.option("--target", "target", type=click.Choice(TARGET_CHOICES), default=None,
+                           help="Target family (default: mp, or the one --gamma / --eigenvalues select); "
+                                "untied_mp: the untied teacher M0 = W0Q W0K^T/sqrt(p0 d) of rank ratio --kappa0."),
     "gamma": click.option("--gamma", type=float, default=None,
                           help="Power-law target exponent (> 0.5); selects a power-law target."),
     "normalisation": click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d",
@@ -146,7 +151,7 @@ def instance_seeds(kwargs: dict[str, Any]) -> list[int]:
     return parse_seeds(kwargs["seeds"])
 
 
-PROBLEM_OPTION_NAMES = ("channel", "T", "d", "alpha", "kappa", "kappa0", "gamma", "normalisation", "eigenvalues",
+PROBLEM_OPTION_NAMES = ("channel", "T", "d", "alpha", "kappa", "kappa0", "target", "gamma", "normalisation", "eigenvalues",
                         "noise", "lam", "beta", "beta0", "student")
 
 
@@ -154,23 +159,30 @@ def pop_problem_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The problem options of ``kwargs`` (removed from it); omitted ones take the Problem defaults."""
     defaults = {f.name: f.default for f in dataclasses.fields(Problem) if f.name in PROBLEM_OPTION_NAMES}
     defaults["alpha"] = str(defaults["alpha"])
+    defaults["target"] = None  # a kind name here; Problem.target is the object built from it
     return {k: kwargs.pop(k) if k in kwargs else defaults[k] for k in PROBLEM_OPTION_NAMES}
 
 
 def problems_from_options(channel: str, T: int, d: int, alpha: str, kappa: float, kappa0: float | None,
                           gamma: float | None, normalisation: str, eigenvalues: str | None, noise: float,
-                          lam: float, beta: float, beta0: float, student: str) -> list[Problem]:
-    """One validated Problem per alpha value."""
+                          lam: float, beta: float, beta0: float, student: str,
+                          target: str | None = None) -> list[Problem]:
+    """One validated Problem per alpha value (``target``: a target kind, else inferred from the options)."""
     given = [x is not None for x in (kappa0, gamma, eigenvalues)]
     if sum(given) > 1:
         raise ValueError("target: give at most one of --kappa0 (MP), --gamma (power law), --eigenvalues (custom)")
-    if gamma is not None:
-        target: Any = PowerLawTarget(gamma=gamma, normalisation=normalisation)
+    inferred = "power_law" if gamma is not None else "custom" if eigenvalues is not None else "mp"
+    if target is not None and target != inferred and not (inferred == "mp" and target in ("mp", "untied_mp")):
+        raise ValueError(f"target {target!r} does not take the options given (they select {inferred!r})")
+    if target == "untied_mp":
+        target_obj: Any = UntiedMPTarget(kappa0=0.5 if kappa0 is None else kappa0)
+    elif gamma is not None:
+        target_obj = PowerLawTarget(gamma=gamma, normalisation=normalisation)
     elif eigenvalues is not None:
-        target = CustomTarget(tuple(parse_floats(eigenvalues, "eigenvalues")))
+        target_obj = CustomTarget(tuple(parse_floats(eigenvalues, "eigenvalues")))
     else:
-        target = MPTarget(kappa0=0.5 if kappa0 is None else kappa0)
-    return [Problem(d=d, T=T, alpha=a, channel=channel, beta=beta, beta0=beta0, noise=noise, target=target,
+        target_obj = MPTarget(kappa0=0.5 if kappa0 is None else kappa0)
+    return [Problem(d=d, T=T, alpha=a, channel=channel, beta=beta, beta0=beta0, noise=noise, target=target_obj,
                     student=student, kappa=kappa, lam=lam) for a in parse_floats(alpha, "alpha")]
 
 
