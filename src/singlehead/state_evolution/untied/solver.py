@@ -24,6 +24,7 @@ __all__ = ["UntiedSEOptions", "UntiedTheory", "untied_theory", "teacher_sampler"
 
 _OVERLAPS = ("q_s", "m_s", "Sigma_s", "q_a", "m_a", "Sigma_a")
 _SIGMAHAT_FLOOR = 1e-3
+_CONTINUE_BELOW = 1e-2
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ def _residual(x: np.ndarray, fx: np.ndarray, Q0: float) -> float:
 
 
 def _valid(x: np.ndarray) -> bool:
-    return bool(np.all(np.isfinite(x)) and x[0] > 0 and x[2] > 0 and x[3] >= 0 and x[5] > 0)
+    return bool(np.all(np.isfinite(x)) and x[0] >= 0 and x[2] > 0 and x[3] >= 0 and x[5] > 0)
 
 
 def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
@@ -253,12 +254,27 @@ def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
     if _collapsed(problem, F):
         return _result(problem, F, np.zeros(6), True, 0, 0.0, time.perf_counter() - t0)
     x0 = None if start is None else np.array([start[k] for k in _OVERLAPS], dtype=float)
+    if x0 is None and problem.lam < _CONTINUE_BELOW:
+        # small lam (Sigma ~ 1/lam below interpolation): continue down from lam = 1e-2 in decades
+        for lam in _continuation(problem.lam):
+            Fc = _Map(problem.replace(lam=lam), opts, sample, symmetric)
+            xc, ok, _, _ = _solve(Fc, x0, opts)
+            x0 = xc if ok else x0
     x, converged, it, residual = _solve(F, x0, opts)
     res = _result(problem, F, x, converged, it, residual, math.nan)
     if opts.draw_errors and opts.draws > 1 and F.used_sampled:
         _add_draw_errors(res, problem, opts, sample, symmetric, x)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _continuation(lam: float) -> list[float]:
+    """``1e-2, 1e-3, ...`` down to (not including) ``lam``."""
+    out, v = [], _CONTINUE_BELOW
+    while v > lam * 1.5:
+        out.append(v)
+        v /= 10.0
+    return out
 
 
 def _solve(F: _Map, x: np.ndarray | None, opts: UntiedSEOptions) -> tuple[np.ndarray, bool, int, float]:
@@ -271,11 +287,24 @@ def _solve(F: _Map, x: np.ndarray | None, opts: UntiedSEOptions) -> tuple[np.nda
     X_hist: list[np.ndarray] = []
     F_hist: list[np.ndarray] = []
     converged, residual, it = False, math.inf, 0
+    good = x
     for it in range(1, opts.max_iter + 1):
-        fx = F(x)
+        try:
+            fx = F(x)
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+            fx = np.full(6, np.nan)
+        if not _valid(fx):
+            # an overshoot out of the domain (a negative curvature, an overflow): back towards the
+            # last valid iterate, and forget the extrapolation history
+            if x is good:
+                break  # the map fails at the last valid iterate itself: return it, unconverged
+            x = 0.5 * (x + good)
+            X_hist, F_hist = [], []
+            continue
         if fx[0] == 0.0 and fx[3] == 0.0:
             # the prior collapsed at a transient point (the collapse fixed point was excluded above)
             fx = 0.5 * x
+        good = x
         residual = _residual(x, fx, F.Q0s + F.Q0a)
         F.prior_tol = min(1e-6, max(1e-3 * opts.tol, 1e-2 * residual))
         if residual < opts.tol:
