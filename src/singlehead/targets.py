@@ -254,6 +254,10 @@ class UntiedMPTarget(_Target):
         _check(_finite(self.kappa0) and 0 < self.kappa0 <= 1, "kappa0", "in (0, 1] for an untied MP target",
                self.kappa0)
 
+    def block_norms(self) -> tuple[float, float]:
+        """``(||M0_s||_F^2/d, ||M0_a||_F^2/d) -> (1/2, 1/2)``: the asymptotic split of ``||M0||_F^2/d = 1``."""
+        return 0.5, 0.5
+
     def spectral_law(self, d: int, model: str = "asymptotic", **_: Any) -> "PriorModel":
         """Not provided: the untied teacher's law enters the untied state evolution only."""
         raise NotImplementedError("target: the spectral law of an UntiedMPTarget is not implemented "

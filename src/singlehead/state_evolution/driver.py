@@ -20,6 +20,7 @@ from .prior import PriorModel, collapse_point, prior_model
 from .quadrature import OutputQuadrature
 from .se_map import SEMap
 from .stages import SEState, collapsed_result, solve_attempt
+from .untied import untied_result
 
 __all__ = ["theory"]
 
@@ -83,6 +84,9 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
 
     ``cold_first``: try the default start before the warm one (see the comment on ``plan``).
     """
+    if not problem.student.symmetric:
+        # an untied student: the state evolution with a symmetric and an antisymmetric block
+        return untied_result(problem, init=init), None
     t0 = time.perf_counter()
     o = options
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)

@@ -17,9 +17,10 @@ from .solver import (
            UntiedTheory,
            teacher_norms,
            teacher_sampler,
+           untied_result,
            untied_theory,
 )
 
 __all__ = ["block_sizes", "untied_output_side", "untied_test_errors", "UntiedPriorSample", "UntiedPriorSide",
            "untied_prior_side", "weighted_nuclear_prox", "UntiedSEOptions", "UntiedTheory", "teacher_norms", "teacher_sampler",
-           "untied_theory"]
+           "untied_theory", "untied_result"]

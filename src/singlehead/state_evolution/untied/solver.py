@@ -14,13 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from ...results import Result
 from ...students import Factorized
 from ..prior import prior_model
 from ..quadrature import OutputQuadrature
 from .output import block_sizes, collapse_hats, untied_output_side, untied_test_errors
 from .prior import UntiedPriorSample, untied_prior_side
 
-__all__ = ["UntiedSEOptions", "UntiedTheory", "untied_theory", "teacher_sampler", "teacher_norms"]
+__all__ = ["UntiedSEOptions", "UntiedTheory", "untied_theory", "untied_result", "teacher_sampler", "teacher_norms"]
 
 _OVERLAPS = ("q_s", "m_s", "Sigma_s", "q_a", "m_a", "Sigma_a")
 _SIGMAHAT_FLOOR = 1e-3
@@ -53,7 +54,7 @@ class UntiedSEOptions:
     """
 
     D: int = 100
-    draws: int = 2
+    draws: int = 4
     seed: int = 0
     n_points: int = 4096
     n_scrambles: int = 4
@@ -375,3 +376,29 @@ def _result(problem: Any, F: _Map, x: np.ndarray, converged: bool, it: int, resi
         singular_values=side.singular_values if sampled else None,
         prior=f"sampled D={F.options.D} x {F.options.draws}" if F.used_sampled else "exact (tied prior)",
         seconds=seconds)
+
+
+def untied_result(problem: Any, *, options: UntiedSEOptions | None = None, init: Any = None) -> Result:
+    """:func:`untied_theory` as the library's :class:`~singlehead.results.Result` (``source="theory"``).
+
+    ``penalty`` is ``lam ||Mhat||_*/d`` on the prior's instances; ``extras`` holds the twelve order
+    parameters, ``asymmetry``, the standard errors (``*_se``) and ``prior`` (how the prior side was
+    computed). ``init``: a previous untied ``Result`` (its overlaps start the iteration); anything
+    else is ignored (a tied warm start does not carry the antisymmetric block).
+    """
+    start = None
+    extras0 = getattr(init, "extras", None)
+    if isinstance(extras0, dict) and all(k in extras0 for k in _OVERLAPS):
+        start = {k: float(extras0[k]) for k in _OVERLAPS}
+    u = untied_theory(problem, options=options, start=start)
+    sv = u.singular_values
+    penalty = float(problem.lam * np.mean(np.sum(sv, axis=-1)) / sv.shape[-1]) if sv is not None else math.nan
+    extras: dict[str, Any] = {**u.overlaps, **u.hats, "asymmetry": u.asymmetry, "prior": u.prior,
+                              "residual": u.residual}
+    extras.update({f"{k}_se": v for k, v in u.se.items()})
+    return Result(source="theory", problem=problem.to_dict(), test_error=u.test_error,
+                  test_error_noisy=u.test_error_noisy, train_error=u.train_error, penalty=penalty,
+                  matrix_error=u.matrix_error, rank_fraction=u.rank_fraction, converged=u.converged,
+                  iterations=u.iterations, runtime_s=u.seconds,
+                  message="" if u.converged else f"untied SE not converged (residual {u.residual:.2e})",
+                  extras=extras)
