@@ -164,3 +164,21 @@ def test_untied_embedding_covariances():
     assert np.allclose(P2.T @ P2, 2 * np.eye(9))  # ||P v||_F^2 = 2 ||v||^2: invertible, isotropic
     H = np.einsum("abk,k->ab", P, np.arange(1.0, 10.0))
     assert np.allclose(0.5 * (H - H.T)[np.triu_indices(3, 1)], [7.0, 8.0, 9.0])
+
+
+def test_theory_routes_an_untied_student_and_thresholds():
+    """``singlehead.theory`` runs the untied SE for ``student="untied"`` (a Result with both blocks);
+    the interpolation threshold is the dimension count (softmax T = 2: 1/2, against the tied 0.153)."""
+    from singlehead import interpolation_threshold
+    from singlehead.targets import UntiedMPTarget
+
+    p = Problem(d=100, T=2, channel="seq2lab", alpha=2.0, noise=0.5, lam=0.1, student="untied",
+                target=UntiedMPTarget(kappa0=0.5))
+    r = theory(p)
+    assert r.source == "theory" and r.converged
+    assert r.extras["m_a"] > 0 and r.extras["q_a"] > 0  # an untied teacher: the antisymmetric part is learned
+    assert 0 < r.test_error < 1 and r.penalty > 0
+    assert interpolation_threshold(p) == 0.5
+    assert interpolation_threshold(p.replace(kappa=0.5)) == pytest.approx(0.375)
+    assert interpolation_threshold(p.replace(channel="linear", T=2, beta=1.0)) == pytest.approx(1 / 6)
+    assert interpolation_threshold(p.replace(noise=0.0)) == math.inf

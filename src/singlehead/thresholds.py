@@ -45,6 +45,7 @@ from .state_evolution import prior_model
 __all__ = [
     "informative_directions",
     "interpolation_threshold",
+    "untied_interpolation_threshold",
     "perfect_recovery_threshold",
     "bayes_perfect_recovery_threshold",
     "semicircle_tail_moments",
@@ -94,6 +95,9 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     >>> round(perfect_recovery_threshold(Problem(T=2, target=MPTarget(kappa0=0.5))), 4)
     0.2111
     """
+    if not problem.student.symmetric:
+        raise NotImplementedError("perfect_recovery_threshold: no closed form for the untied student "
+                                  "(see docs/untied_theory.rst); scan theory() at small lam instead")
     c = informative_directions(problem)
     fixed = problem.student.fixed_threshold(c)
     if fixed is not None:
@@ -131,6 +135,30 @@ def bayes_perfect_recovery_threshold(problem: Problem) -> float:
     return (k0 - k0 * k0 / 2) / informative_directions(problem)
 
 
+def untied_interpolation_threshold(problem: Problem) -> float:
+    """Interpolation threshold of the untied student at ``lam -> 0+``: a dimension count.
+
+    The labels of a sequence fix ``e`` linear combinations of the student's logits
+    (:meth:`~singlehead.channels.Channel.untied_label_equations`: ``T(T-1)`` row differences for
+    the softmax channels; for the linear channel only the ``K = T(T+1)/2`` symmetric ones are
+    non-trivial, since the symmetric label noise leaves the antisymmetric equations homogeneous).
+    The logits are linear in ``M``, with no sign constraint (unlike the tied student's PSD ``S``),
+    so generic (noisy) labels are interpolated exactly while ``n e`` does not exceed the dimension
+    of the reachable matrices: rank ``<= kappa d`` matrices (``d^2 kappa (2 - kappa)``) when the
+    equations reach ``M_a``, symmetric ones (``d^2 kappa (1 - kappa/2)``) otherwise. Hence
+    ``alpha_interp = kappa (2 - kappa)/e`` (e.g. ``1/2`` at ``T = 2``, seq2lab, ``kappa = 1``) or
+    ``kappa (1 - kappa/2)/e``. Noiseless labels are interpolated at every ``alpha`` (``inf``).
+    The test error of the minimum-norm interpolator peaks there (``docs/untied_theory.rst``).
+    """
+    if problem.noise == 0:
+        return math.inf
+    e, antisymmetric = problem.channel.untied_label_equations(problem.T)
+    if e <= 0:
+        raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
+    k = problem.kappa
+    return (k * (2 - k) if antisymmetric else k * (1 - k / 2)) / e
+
+
 def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int = DEFAULT_DRAWS, seed: int = 0) -> float:
     """Interpolation threshold ``alpha_interp`` at ``lam -> 0+`` (THEORY §4, arXiv 2509.24914 Cor. 3.2).
 
@@ -146,6 +174,8 @@ def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int
     >>> round(interpolation_threshold(Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5))), 3)
     0.153
     """
+    if not problem.student.symmetric:
+        return untied_interpolation_threshold(problem)
     c = informative_directions(problem)
     fixed = problem.student.fixed_threshold(c)
     if fixed is not None:

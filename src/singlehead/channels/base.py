@@ -153,6 +153,12 @@ class Channel:
         coordinates of :func:`singlehead.attention_maps.untied_embedding`)."""
         return self.attention(np.einsum("abk,nk->nab", untied_embedding(T), y), beta0)
 
+    def untied_label_equations(self, T: int) -> tuple[int, bool]:
+        """Generic equations the labels of one sequence put on an untied student's logits, and whether
+        they reach the antisymmetric part of ``M`` (default: all ``T^2`` logits, no: with the library's
+        symmetric label noise the antisymmetric equations are homogeneous, met by ``M_a = 0``)."""
+        return T * (T + 1) // 2, False
+
     def untied_fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2
                         ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """``||labels - chan_beta(P(h))||_F^2`` in the untied field coordinates, with gradient and Hessian."""

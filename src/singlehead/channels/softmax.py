@@ -57,6 +57,11 @@ class Seq2Lab(Channel):
     def fit_loss(self, h, labels, beta, order=2):
         return softmax_fit_loss(h, labels, beta, order=order)
 
+    def untied_label_equations(self, T: int) -> tuple[int, bool]:
+        # each row of labels fixes its logits up to a shift of the row: T(T-1) differences, which mix
+        # h_ab and h_ba (generic even for a symmetric teacher: the rows are normalised separately)
+        return T * (T - 1), T >= 2
+
     def untied_fit_loss(self, h, labels, beta, order=2):
         return softmax_fit_loss(h, labels, beta, order=order, untied=True)
 
