@@ -207,7 +207,7 @@ class Engine:
             while j < len(problems) and j - i < size and self._get(keys[j]) is None:
                 j += 1
             with self._lock:
-                if quad is None:  # built once per view: the node set and the target's law
+                if quad is None and view.problem.student.symmetric:  # built once per view: nodes and the target's law
                     quad = options.quadrature(view.problem)
                     prior = prior_model(view.problem, "auto", draws=options.draws, seed=options.node_seed)
                 init = Result.from_dict(prev) if prev is not None else None
@@ -263,6 +263,8 @@ class Engine:
     def spectrum(self, problem: Problem, th: dict[str, Any]) -> dict[str, Any]:
         """Learned-spectrum law at ``problem`` from its SE record."""
         def compute() -> dict[str, Any]:
+            if not problem.student.symmetric:
+                return _untied_spectrum(th)
             ls = learned_spectrum(problem, Result.from_dict(th), grid_size=256)
             return {"grid": [float(x) for x in ls.law.grid], "density": [float(x) for x in ls.law.density],
                     "zero_atom": float(ls.zero_atom), "rank_fraction": float(ls.rank_fraction),
@@ -320,8 +322,21 @@ class Engine:
         if not alive():
             return
         yield {"event": "spectrum", "alpha": view.alpha_at, **_public(self.spectrum(at, th))}
-        if at.student.thresholded and alive():
+        if at.student.thresholded and at.student.symmetric and alive():
             yield {"event": "decomposition", "alpha": view.alpha_at, **_public(self.decomposition(at, th))}
+
+
+def _untied_spectrum(th: dict[str, Any]) -> dict[str, Any]:
+    """The spectrum panel of an untied student: its singular-value law (histogram of the SE prior's
+    instances, zero mass as the atom); no outlier theory for the untied student."""
+    ex = Result.from_dict(th).extras
+    edges = ex.get("sv_edges") or []
+    if not edges:
+        raise ValueError("this untied SE record has no singular-value law (complete collapse?)")
+    mids = [0.5 * (a + b) for a, b in zip(edges[:-1], edges[1:])]
+    return {"grid": mids, "density": ex["sv_density"], "zero_atom": float(ex["zero_fraction"]),
+            "rank_fraction": 1.0 - float(ex["zero_fraction"]), "bulks": [[edges[0], edges[-1]]], "outliers": [],
+            "eta": None, "delta": None, "eps": None, "law": "singular values (untied)"}
 
 
 def _bayes_problem(problem: Problem) -> Problem:

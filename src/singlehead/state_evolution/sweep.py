@@ -15,6 +15,7 @@ from .options import SEOptions, WarmStart
 from .prior import PriorModel, prior_model
 from .quadrature import OutputQuadrature
 from .stages import SEState
+from .untied import untied_result
 
 __all__ = ["theory_curve"]
 
@@ -43,6 +44,9 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     """
     o = options or SEOptions()
     values = list(values)
+    if not problem.student.symmetric:
+        # an untied student: its own solver, each point started from the previous one's overlaps
+        return _untied_curve(problem, values, param, init, progress)
     if quad is None:
         quad = o.quadrature(problem)
     if not isinstance(prior, PriorModel) and param not in ("d", "target"):
@@ -71,4 +75,15 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
                 hist.append((float(v), _to_u(np.array(new_warm.x), Q0)))
         else:
             hist.clear()
+    return out
+
+
+def _untied_curve(problem: Problem, values: list, param: str, init: object, progress: bool) -> list[Result]:
+    """:func:`theory_curve` for an untied student (``options``, ``prior`` and ``quad`` do not apply)."""
+    out: list[Result] = []
+    prev = init
+    for v in (tqdm(values, desc=f"theory over {param}") if progress else values):
+        r = untied_result(problem.replace(**{param: v}), init=prev)
+        out.append(r)
+        prev = r if r.converged else prev
     return out

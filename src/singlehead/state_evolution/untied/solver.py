@@ -396,6 +396,12 @@ def untied_result(problem: Any, *, options: UntiedSEOptions | None = None, init:
     extras: dict[str, Any] = {**u.overlaps, **u.hats, "asymmetry": u.asymmetry, "prior": u.prior,
                               "residual": u.residual}
     extras.update({f"{k}_se": v for k, v in u.se.items()})
+    if sv is not None:
+        # the learned singular-value law (the prior's instances): zero mass and a histogram of the rest
+        nz = sv[sv > 0]
+        density, edges = np.histogram(nz, bins=48, density=True) if nz.size else (np.zeros(0), np.zeros(0))
+        extras.update(zero_fraction=float(np.mean(sv == 0)), sv_edges=edges.tolist(),
+                      sv_density=(density * nz.size / sv.size).tolist())
     return Result(source="theory", problem=problem.to_dict(), test_error=u.test_error,
                   test_error_noisy=u.test_error_noisy, train_error=u.train_error, penalty=penalty,
                   matrix_error=u.matrix_error, rank_fraction=u.rank_fraction, converged=u.converged,
