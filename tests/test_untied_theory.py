@@ -182,3 +182,19 @@ def test_theory_routes_an_untied_student_and_thresholds():
     assert interpolation_threshold(p.replace(kappa=0.5)) == pytest.approx(0.375)
     assert interpolation_threshold(p.replace(channel="linear", T=2, beta=1.0)) == pytest.approx(1 / 6)
     assert interpolation_threshold(p.replace(noise=0.0)) == math.inf
+
+
+def test_large_alpha_limit_untied_approaches_tied():
+    """As alpha grows (fixed lam) the antisymmetric part fitted to noise dies out as 1/sqrt(alpha) and the
+    untied/tied test-error ratio falls towards 1 (measured: asymmetry 0.41, 0.19, 0.096 at alpha = 4, 16, 64;
+    ratio 2.01, 1.46, 1.17)."""
+    o = UntiedSEOptions(D=60, draws=1, draw_errors=False)
+    asym, ratio = [], []
+    for a in (4.0, 16.0, 64.0):
+        p = Problem(d=100, T=2, channel="seq2lab", alpha=a, noise=0.5, lam=1e-2)
+        u = untied_theory(p, options=o)
+        assert u.converged
+        asym.append(u.asymmetry)
+        ratio.append(u.test_error / theory(p).test_error)
+    assert asym[1] / asym[0] == pytest.approx(0.5, rel=0.15) and asym[2] / asym[1] == pytest.approx(0.5, rel=0.15)
+    assert ratio[0] > ratio[1] > ratio[2] > 1.0 and ratio[2] < 1.3
