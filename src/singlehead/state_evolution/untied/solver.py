@@ -7,6 +7,7 @@ Twelve order parameters: ``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)`` and their co
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ class UntiedSEOptions:
     seed: int = 0
     n_points: int = 4096
     n_scrambles: int = 4
-    tol: float = 1e-7
+    tol: float = 1e-6
     max_iter: int = 300
     anderson: int = 4
     damping: float = 0.5
@@ -294,6 +295,9 @@ def _solve(F: _Map, x: np.ndarray | None, opts: UntiedSEOptions) -> tuple[np.nda
             fx = F(x)
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
             fx = np.full(6, np.nan)
+        if fx[0] == 0.0 and fx[3] == 0.0:
+            # the prior collapsed at a transient point (the collapse fixed point was excluded above)
+            fx = 0.5 * x
         if not _valid(fx):
             # an overshoot out of the domain (a negative curvature, an overflow): back towards the
             # last valid iterate, and forget the extrapolation history
@@ -302,9 +306,6 @@ def _solve(F: _Map, x: np.ndarray | None, opts: UntiedSEOptions) -> tuple[np.nda
             x = 0.5 * (x + good)
             X_hist, F_hist = [], []
             continue
-        if fx[0] == 0.0 and fx[3] == 0.0:
-            # the prior collapsed at a transient point (the collapse fixed point was excluded above)
-            fx = 0.5 * x
         good = x
         residual = _residual(x, fx, F.Q0s + F.Q0a)
         F.prior_tol = min(1e-6, max(1e-3 * opts.tol, 1e-2 * residual))
@@ -331,7 +332,8 @@ def _add_draw_errors(res: "UntiedTheory", problem: Any, opts: UntiedSEOptions, s
     for r in range(sample.draws):
         one = UntiedPriorSample(sample.M0[r:r + 1], sample.Zs[r:r + 1], sample.Za[r:r + 1])
         F = _Map(problem, opts, one, symmetric)
-        xr, ok, _, _ = _solve(F, x, opts)
+        # an error bar needs a few digits only: the per-draw fixed points stop at 1e-5
+        xr, ok, _, _ = _solve(F, x, dataclasses.replace(opts, tol=max(opts.tol, 1e-5)))
         rr = _result(problem, F, xr, ok, 0, 0.0, math.nan)
         rows.append([getattr(rr, k) for k in _DRAW_METRICS] + [rr.overlaps[k] for k in _OVERLAPS])
     spread = np.std(np.array(rows), axis=0, ddof=1) / math.sqrt(sample.draws)
