@@ -1,14 +1,15 @@
-"""Tied vs untied student by ERM on a tied teacher: test error, asymmetry and overlaps (issue 27).
+"""Tied vs untied student by ERM on a tied or untied teacher: test error, asymmetry and overlaps (issue 27).
 
-Run: ``python validation/untied_vs_tied_erm.py [--seeds 4] [--d 40] [--optimizer lbfgs]``.
+Run: ``python validation/untied_vs_tied_erm.py [--seeds 4] [--d 40] [--optimizer lbfgs] [--teacher tied]``.
 
-Setting: ``T = 2``, seq2lab, noise ``Delta = 0.5``, MP teacher ``kappa0 = 0.5`` (tied), ``kappa = 1``;
+Setting: ``T = 2``, seq2lab, noise ``Delta = 0.5``, teacher of rank ratio ``kappa0 = 0.5``, tied
+(``MPTarget``) or untied (``UntiedMPTarget``, ``--teacher untied``), ``kappa = 1``;
 points ``(alpha, lam)``: ``(1, 1e-2)``, ``(0.5, 1e-2)``, ``(2, 1e-2)``, ``(1, 1e-4)``, ``(1, 1)``.
 Each (point, student) is trained on the same seeds (same teacher and data for both students),
 in float64. Printed per point: mean test error (noiseless labels) with its standard error over
 seeds, the untied/tied ratio, the untied ``M``'s asymmetry ``||M - M^T||_F/||M||_F`` and the
 split ``q_s, q_a, m_s`` of :func:`singlehead.overlaps.overlaps`. Results go to
-``validation/results/untied_vs_tied_erm.json``.
+``validation/results/untied_vs_tied_erm.json`` (``..._untied_teacher.json`` for the untied teacher).
 """
 
 from __future__ import annotations
@@ -36,10 +37,15 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--d", type=int, default=40)
     ap.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "untied_vs_tied_erm.json"))
+    ap.add_argument("--teacher", choices=["tied", "untied"], default="tied")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    from singlehead import MPTarget, Problem, simulate
+    suffix = "" if args.teacher == "tied" else "_untied_teacher"
+    out = args.out or str(Path(__file__).parent / "results" / f"untied_vs_tied_erm{suffix}.json")
+    from singlehead import MPTarget, Problem, UntiedMPTarget, simulate
     from singlehead.simulation import TrainOptions
+
+    teacher = MPTarget(0.5) if args.teacher == "tied" else UntiedMPTarget(0.5)
 
     opts = TrainOptions(optimizer=args.optimizer, precision="float64")
     rows = []
@@ -47,7 +53,7 @@ def main() -> None:
         row: dict = {"alpha": alpha, "lam": lam}
         for student in ("factorized", "untied"):
             problem = Problem(d=args.d, T=2, alpha=alpha, channel="seq2lab", noise=0.5, lam=lam,
-                              target=MPTarget(0.5), student=student, kappa=1.0)
+                              target=teacher, student=student, kappa=1.0)
             t0 = time.perf_counter()
             runs = [simulate(problem, seed=s, options=opts) for s in range(args.seeds)]
             stats = {k: _mean_se([float(r[k]) for r in runs]) for k in KEYS}
@@ -64,8 +70,9 @@ def main() -> None:
               f"m_s {u['m_s'][0]:.3f} (tied q {t['q'][0]:.3f} m_s {t['m_s'][0]:.3f}); "
               f"converged {t['converged']}/{u['converged']} of {args.seeds}; "
               f"{t['seconds_per_run']:.1f}/{u['seconds_per_run']:.1f} s per run", flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"d": args.d, "T": 2, "seeds": args.seeds, "optimizer": args.optimizer,
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({"d": args.d, "T": 2, "seeds": args.seeds, "optimizer": args.optimizer,
+                                     "teacher": args.teacher,
                                           "threads": os.environ.get("OMP_NUM_THREADS"), "rows": rows}, indent=1))
 
 

@@ -57,7 +57,7 @@ class Problem:
         attention ``M = W_Q W_K^T/sqrt(p d)`` (nuclear-norm penalty ``lam d ||M||_*``); or a registered
         name / :class:`~singlehead.students.Student`; stored as the object.
     kappa : float
-        Width ratio ``p/d`` of the factorized student, in ``(0, 1]`` (p > d adds
+        Width ratio ``p/d`` of the factorized and untied students, in ``(0, 1]`` (p > d adds
         nothing: the rank of S is at most d).
     lam : float
         Regularisation ``lambda >= 0``.
