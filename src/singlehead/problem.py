@@ -26,7 +26,13 @@ from ._validate import finite as _finite
 from .channels import Channel, get_channel
 from .results import stable_hash
 from .students import Student, get_student
-from .targets import TARGET_KINDS, CustomTarget, MPTarget, PowerLawTarget, Target, UntiedMPTarget, target_from_dict
+from .targets import (
+    TARGET_KINDS,
+    CustomTarget,
+    MPTarget,
+    Target,
+    target_from_dict,
+)
 
 
 @dataclass(frozen=True)

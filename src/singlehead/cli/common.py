@@ -19,9 +19,9 @@ import numpy as np
 from ..channels import channel_names
 from ..experiments import cache_for_export, export_jsonl, run_jobs
 from ..problem import CustomTarget, MPTarget, PowerLawTarget, Problem
-from ..targets import TARGET_KINDS, UntiedMPTarget
 from ..results import jsonable
 from ..students import student_names
+from ..targets import TARGET_KINDS, UntiedMPTarget
 
 
 def parse_floats(text: str, name: str) -> list[float]:
