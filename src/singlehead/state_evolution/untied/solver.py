@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,138 +18,16 @@ from ...results import Result
 from ...students import Factorized
 from ..prior import prior_model
 from ..quadrature import OutputQuadrature
+from .options import UntiedSEOptions, UntiedTheory
 from .output import block_sizes, collapse_hats, untied_output_side, untied_test_errors
 from .prior import UntiedPriorSample, untied_prior_side
+from .teachers import teacher_norms, teacher_sampler
 
 __all__ = ["UntiedSEOptions", "UntiedTheory", "untied_theory", "untied_result", "teacher_sampler", "teacher_norms"]
 
 _OVERLAPS = ("q_s", "m_s", "Sigma_s", "q_a", "m_a", "Sigma_a")
 _SIGMAHAT_FLOOR = 1e-3
 _CONTINUE_BELOW = 1e-2
-
-
-@dataclass(frozen=True)
-class UntiedSEOptions:
-    """Numerical settings of the untied state evolution.
-
-    Attributes
-    ----------
-    D, draws, seed :
-        The prior side is averaged over ``draws`` sampled ``D x D`` instances drawn with ``seed``
-        (``D`` chosen by the convergence study in ``docs/untied_theory.rst``).
-    n_points, n_scrambles :
-        Output-side quadrature: scrambled Sobol nodes in ``2 T^2`` dimensions.
-    tol, max_iter :
-        Stop when the relative change of the six overlaps is below ``tol``.
-    anderson :
-        History length of Anderson acceleration (0: damped iteration only).
-    damping :
-        Weight of the new iterate in the damped fallback step.
-    draw_errors :
-        Also solve the fixed point on each draw alone, for the sampling error (see :func:`untied_theory`).
-    exact_symmetric :
-        With ``T = 1`` (no antisymmetric fields) and a PSD teacher, use the exact free-probability
-        prior of the tied student whenever it is exact for the untied one (``qhat <= lam^2``: no
-        eigenvalue of ``S0 + delta Z`` below ``-eps``, so the nuclear-norm prox is the tied one).
-    """
-
-    D: int = 100
-    draws: int = 4
-    seed: int = 0
-    n_points: int = 4096
-    n_scrambles: int = 4
-    tol: float = 1e-6
-    max_iter: int = 300
-    anderson: int = 4
-    damping: float = 0.5
-    exact_symmetric: bool = True
-    draw_errors: bool = True
-
-    def __post_init__(self) -> None:
-        for name, lo in (("D", 4), ("draws", 1), ("n_points", 16), ("n_scrambles", 2), ("max_iter", 1)):
-            if int(getattr(self, name)) < lo:
-                raise ValueError(f"UntiedSEOptions.{name} must be >= {lo} (got {getattr(self, name)!r})")
-        if not (0 < self.damping <= 1):
-            raise ValueError(f"UntiedSEOptions.damping must be in (0, 1] (got {self.damping!r})")
-
-
-@dataclass
-class UntiedTheory:
-    """Prediction of the state evolution for an untied student (see :func:`untied_theory`).
-
-    ``overlaps``: ``q_s = ||M_s||_F^2/d``, ``m_s = <M_s, M0_s>/d``, ``Sigma_s`` and the same for
-    the antisymmetric part; ``hats``: their conjugates. ``matrix_error = ||M - M0||_F^2/d``;
-    ``asymmetry = ||M - M^T||_F/||M||_F = 2 sqrt(q_a/(q_s + q_a))``; ``rank_fraction``: fraction
-    of non-zero singular values; ``singular_values``: those of the prior side's instances
-    (``(draws, D)``, the learned-spectrum law); ``se``: standard errors (output quadrature and
-    prior draws, added in quadrature).
-    """
-
-    overlaps: dict[str, float]
-    hats: dict[str, float]
-    test_error: float
-    test_error_noisy: float
-    train_error: float
-    matrix_error: float
-    asymmetry: float
-    rank_fraction: float
-    converged: bool
-    iterations: int
-    residual: float
-    se: dict[str, float] = field(default_factory=dict)
-    singular_values: np.ndarray | None = None
-    prior: str = "sampled"
-    seconds: float = math.nan
-
-    def to_dict(self) -> dict[str, Any]:
-        """Scalars only (for CSV/JSON)."""
-        out: dict[str, Any] = {**self.overlaps, **self.hats}
-        out.update(test_error=self.test_error, test_error_noisy=self.test_error_noisy, train_error=self.train_error,
-                   matrix_error=self.matrix_error, asymmetry=self.asymmetry, rank_fraction=self.rank_fraction,
-                   converged=self.converged, iterations=self.iterations, residual=self.residual, prior=self.prior,
-                   seconds=self.seconds)
-        out.update({f"{k}_se": v for k, v in self.se.items()})
-        return out
-
-
-def teacher_sampler(target: Any) -> tuple[Any, bool]:
-    """``(draw(D, rng) -> D x D numpy teacher, symmetric)`` for a target of :mod:`singlehead.targets`.
-
-    A symmetric teacher is ``diag(s)`` (the prior side is invariant under ``M -> O M O^T``), with
-    ``s`` its deterministic spectrum at ``D`` or the ``D`` mid-quantiles of its asymptotic law
-    (no teacher-to-teacher fluctuation: the draws then differ by the noise only). A non-symmetric
-    teacher is drawn by its ``sample(D, seed)``.
-    """
-    symmetric = bool(getattr(target, "symmetric", True))
-
-    def draw(D: int, rng: np.random.Generator) -> np.ndarray:
-        if not symmetric:
-            return np.asarray(target.sample(D, int(rng.integers(2**31))), dtype=float)
-        spec = target.spectrum(D)
-        return np.diag(spec if spec is not None else law_quantiles(target.spectral_law(D).engine, D))
-
-    return draw, symmetric
-
-
-def teacher_norms(problem: Any) -> tuple[float, float]:
-    """``(Q0_s, Q0_a) = (||M0_s||_F^2/d, ||M0_a||_F^2/d)`` of the problem's target (its SE prior's ``Q0`` for a
-    symmetric one)."""
-    norms = getattr(problem.target, "block_norms", None)
-    if norms is not None:
-        return tuple(float(v) for v in norms())
-    return float(prior_model(problem).Q0), 0.0
-
-
-def law_quantiles(law: Any, D: int, grid: int = 20001) -> np.ndarray:
-    """The ``D`` mid-quantiles ``F^{-1}((i - 1/2)/D)`` of a law with ``atom_mass`` at 0 and ``ac_density`` on ``ac_edges``."""
-    lo, hi = law.ac_edges()
-    x = np.linspace(lo, hi, grid)
-    dens = law.ac_density(x)
-    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(x))])
-    atom = float(law.atom_mass)
-    cdf = atom + (1.0 - atom) * cdf / cdf[-1]
-    u = (np.arange(D) + 0.5) / D
-    return np.where(u <= atom, 0.0, np.interp(u, cdf, x))
 
 
 class _Map:
