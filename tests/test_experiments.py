@@ -123,10 +123,10 @@ def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
 def test_cached_many_runs_missing_values_on_workers_and_caches_each(tmp_path):
     import functools
 
-    from singlehead.experiments.figspec import Context, make_scale
+    from singlehead.experiments.figspec import Context
     from singlehead.experiments.runner import Cache
 
-    ctx = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=2, progress=False)
+    ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
     ctx.cached("a", functools.partial(pow, 2, 3))  # already cached: not recomputed
     out = ctx.cached_many({"a": functools.partial(pow, 5, 5), "b": functools.partial(pow, 3, 2),
                            "c": functools.partial(sorted, [3, 1, 2])})
@@ -145,13 +145,13 @@ def test_cached_many_keeps_what_finished_when_another_task_fails(tmp_path):
     """Values are cached as they come back, so an interrupted (here: failing) batch keeps the finished ones."""
     import functools
 
-    from singlehead.experiments.figspec import Context, make_scale
+    from singlehead.experiments.figspec import Context
     from singlehead.experiments.runner import Cache
 
-    ctx = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=2, progress=False)
+    ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
     with pytest.raises(RuntimeError, match="interrupted"):
         ctx.cached_many({"slow-failure": functools.partial(_fail_later, 3.0), "quick": functools.partial(pow, 2, 5)})
-    fresh = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=1, progress=False)
+    fresh = Context(Cache(tmp_path / "c"), n_jobs=1, progress=False)
     assert fresh.cached("quick", functools.partial(pow, 7, 7)) == 32  # read back, not recomputed
 
 
