@@ -29,6 +29,7 @@ from ..reference import reference_seconds, reference_seconds_float32
 from . import figures_finite_size  # noqa: F401,I001  (registers its figure)
 from . import figures_errors, figures_peak, figures_power_law, figures_spectra  # noqa: F401,I001
 from . import figures_decomposition, emergence  # noqa: F401,I001
+from .compare import DEFAULT_ALLOWANCE
 from .figspec import FIGURES, Context, FigureDef, FigureRun, Preset, build, register
 from .inspect_report import register_inspect
 from .report import FigureOutput, save_figure, write_report
@@ -79,8 +80,8 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
     ctx = Context(Cache(out / "cache"), n_jobs=n_jobs, scheduler=scheduler, progress=progress, client=client,
                   device=preset.device)
     finite_size = (f"{preset.name} preset (per-figure sizes are stated in each "
-                   "figure's parameters): a seed-averaged check allows 3 % of the theory value besides its "
-                   "statistical error (the report's rule). Where a figure runs below d = 100, finite-size corrections — "
+                   f"figure's parameters): a seed-averaged check allows {100 * DEFAULT_ALLOWANCE:g} % of the theory "
+                   "value besides its statistical error (the report's rule). At small d, finite-size corrections — "
                    "simulations above theory, shrinking as d grows — can exceed it at small alpha; the finite_size "
                    "figure measures these corrections at several d and extrapolates them to d = inf.")
     ref_start, ref32_start = reference_seconds(), reference_seconds_float32()
