@@ -20,7 +20,7 @@ from typing import Any
 from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
 
 from singlehead.experiments import figspec
-from singlehead.experiments.figspec import FIGURES, Context, make_scale
+from singlehead.experiments.figspec import FIGURES, Context, Preset, build
 from singlehead.experiments.runner import Cache
 
 
@@ -49,9 +49,9 @@ def main() -> None:
 
     figspec.Context.cached_many = timed  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = Context(scale=make_scale(args.mode), cache=Cache(tmp), n_jobs=1, progress=False)
+        ctx = Context(cache=Cache(tmp), n_jobs=1, progress=False)
         try:
-            FIGURES["power_law"](ctx)
+            build(FIGURES["power_law"], ctx, Preset.named(args.mode).spec("power_law"))
         except _Timed:
             pass
     print(f"total {total[0]:.1f} s of curves (one thread); reference workload {r0:.3f} s -> "

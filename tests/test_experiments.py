@@ -123,10 +123,10 @@ def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
 def test_cached_many_runs_missing_values_on_workers_and_caches_each(tmp_path):
     import functools
 
-    from singlehead.experiments.figspec import Context, make_scale
+    from singlehead.experiments.figspec import Context
     from singlehead.experiments.runner import Cache
 
-    ctx = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=2, progress=False)
+    ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
     ctx.cached("a", functools.partial(pow, 2, 3))  # already cached: not recomputed
     out = ctx.cached_many({"a": functools.partial(pow, 5, 5), "b": functools.partial(pow, 3, 2),
                            "c": functools.partial(sorted, [3, 1, 2])})
@@ -145,13 +145,13 @@ def test_cached_many_keeps_what_finished_when_another_task_fails(tmp_path):
     """Values are cached as they come back, so an interrupted (here: failing) batch keeps the finished ones."""
     import functools
 
-    from singlehead.experiments.figspec import Context, make_scale
+    from singlehead.experiments.figspec import Context
     from singlehead.experiments.runner import Cache
 
-    ctx = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=2, progress=False)
+    ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
     with pytest.raises(RuntimeError, match="interrupted"):
         ctx.cached_many({"slow-failure": functools.partial(_fail_later, 3.0), "quick": functools.partial(pow, 2, 5)})
-    fresh = Context(make_scale("smoke"), Cache(tmp_path / "c"), n_jobs=1, progress=False)
+    fresh = Context(Cache(tmp_path / "c"), n_jobs=1, progress=False)
     assert fresh.cached("quick", functools.partial(pow, 7, 7)) == 32  # read back, not recomputed
 
 
@@ -173,22 +173,18 @@ def test_dearest_jobs_are_dispatched_first():
 
 def test_phase_diagram_hatches_unconverged_cells():
     """An unconverged SE cell is hatched over (its regime label is not trusted) and left without an exponent."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
-    from singlehead.experiments.figures_power_law import _phase_diagram
+    from singlehead.experiments.figspec import new_figure
+    from singlehead.experiments.figures_power_law_plot import phase_diagram
 
     rmap = pd.DataFrame({"n": [1e3, 1e4, 1e3, 1e4], "lam": [1e-3, 1e-3, 1.0, 1.0],
                          "local_exponent_n": [0.5, 0.6, 0.7, 0.8], "predicted_exponent": [0.5, 0.6, 0.7, 0.8],
                          "regime": ["threshold"] * 4, "converged": [False, True, True, True]})
-    fig, (a, b) = plt.subplots(1, 2)
-    _phase_diagram(a, b, rmap, 1000, 1.25, 0.0)
+    fig, (a, b) = new_figure(1, 2, figsize=(8, 3))
+    phase_diagram(a, b, rmap, 1000, 1.25, 0.0)
     hatched = [p for p in a.patches if p.get_hatch() == "xxx"]
     assert len(hatched) == 1 and hatched[0].get_x() < 1.0 < hatched[0].get_x() + hatched[0].get_width()
     assert hatched[0].get_y() < 1e-3 < hatched[0].get_y() + hatched[0].get_height()
     assert "SE unconverged (1)" in [t.get_text() for t in a.get_legend().get_texts()]
     assert sorted(t.get_text().split("\n")[0] for t in b.texts) == ["0.60", "0.70", "0.80"]
-    plt.close(fig)

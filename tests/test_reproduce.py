@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from singlehead.experiments.reproduce import FIGURES, make_scale, reproduce
+from singlehead.experiments.reproduce import FIGURES, Preset, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,10 +75,10 @@ def test_rerun_hits_the_cache(smoke):
 
 
 def test_quick_scale_is_stated():
-    sc = make_scale("quick")
+    sc = Preset.named("quick").spec("errors_vs_alpha")
     assert sc.d >= 40 and sc.seeds >= 2
     with pytest.raises(ValueError, match="mode"):
-        make_scale("huge")
+        Preset.named("huge")
 
 
 @pytest.mark.parametrize("args,name", [(["--jobs", "0"], "jobs"), (["--figure", "nope"], "figure")])
@@ -164,17 +164,17 @@ def test_report_table_is_compact_and_marks_explained_rows(tmp_path):
 
 def test_finite_size_figure_and_extrapolated_spectrum_rows(smoke):
     _, res = smoke
-    sc = make_scale("smoke")
+    sc = Preset.named("smoke").spec("finite_size")
     out = {o.name: o for o in res.outputs}
     fs = out["finite_size"].agreement
-    assert sorted(fs.cfg_alpha) == sorted(sc.fs_alphas)
-    assert (fs.quantity.str.contains("extrapolated")).all() and (fs.n_seeds == sum(sc.fs_seeds)).all()
+    assert sorted(fs.cfg_alpha) == sorted(sc.alphas)
+    assert (fs.quantity.str.contains("extrapolated")).all() and (fs.n_seeds == sum(sc.seeds)).all()
     for r in fs.itertuples():
         assert r.ci_low <= r.simulation <= r.ci_high  # d = inf value and its CI (theory + gap)
         assert (r.p_value >= 0.05) == (r.ci_low <= r.theory <= r.ci_high)  # the normal law of the CI
         assert r.tolerance == pytest.approx(r.ci_high - r.simulation)
     fits = out["finite_size"].table.query("kind == 'fit'")
-    assert len(fits) == len(sc.fs_alphas) * len(sc.fs_ds)
+    assert len(fits) == len(sc.alphas) * len(sc.ds)
     sp = out["learned_spectra"].agreement
     ext = sp[sp.quantity.str.contains("at d = inf, extrapolated")]
     assert len(ext) == 3 and (ext.cfg_alpha == 40.0).all()
@@ -283,9 +283,9 @@ def test_peak_rows_carry_the_replica_symmetry_check(smoke):
     assert (o.agreement["diagnostic_fails"].astype(bool) >= fails).all()
     assert (o.agreement.verdict != "explained").all() or o.agreement.diagnostic_fails.any()
     assert any("de Almeida-Thouless" in n and "3 %" in n for n in o.notes)
-    sc = make_scale("smoke")
-    assert all(f"lam = {l:g}: the RS diagnostic" in o.caption for l in sc.peak_sim_lams)
-    assert len(o.diagnostics) == len(sc.peak_sim_lams) and all(t in o.caption for t in o.diagnostics)
+    sc = Preset.named("smoke").spec("interpolation_peak")
+    assert all(f"lam = {l:g}: the RS diagnostic" in o.caption for l in sc.sim_lams)
+    assert len(o.diagnostics) == len(sc.sim_lams) and all(t in o.caption for t in o.diagnostics)
     assert "validation/peak_finite_size.py" not in " ".join(o.notes) + o.caption
 
 

@@ -236,15 +236,15 @@ def test_cli_simulate_builds_train_options(capsys, usage_error):
 
 
 def test_fig_emergence_for_the_reproduction():
-    """The reproduction adapter (smoke scale): figure, tidy table and agreement rows."""
+    """The reproduction figure (smoke preset): figure, tidy table and agreement rows."""
     from types import SimpleNamespace
 
-    from singlehead.experiments.emergence import fig_emergence
+    from singlehead.experiments.emergence import EmergenceSpec
+    from singlehead.experiments.figspec import FIGURES, build
 
     store: dict = {}
-    ctx = SimpleNamespace(scale=SimpleNamespace(mode="smoke"),
-                          cached=lambda name, compute: store.setdefault(name, compute()))
-    out = fig_emergence(ctx)
+    ctx = SimpleNamespace(cached=lambda name, compute: store.setdefault(name, compute()))
+    out = build(FIGURES["emergence"], ctx, EmergenceSpec.smoke())
     assert out.name == "emergence" and len(store) == 1
     assert {"step", "test_error", "eig_1"} <= set(out.table.columns)
     assert list(out.agreement.quantity[:2]) == ["test error", "outlier 1"]

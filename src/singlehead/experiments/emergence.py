@@ -12,14 +12,16 @@ law (:func:`singlehead.analysis.learned_spectrum.learned_spectrum`,
 :func:`emergence_data` runs one recorded simulation (``TrainOptions.record_every``) and the
 theory; :func:`plot_emergence` draws test/train error and the top eigenvalues of ``S`` against
 the Adam step with the theory's end points marked; :func:`emergence_figure` does both and
-writes ``emergence.json`` and ``emergence.png``/``.pdf``.
+writes ``emergence.json`` and ``emergence.png``/``.pdf``. In the reproduction the figure is
+:class:`EmergenceSpec` with its four functions (:mod:`.figspec`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ from ..problem import PowerLawTarget, Problem
 from ..results import jsonable, stable_hash
 from ..simulation import TrainOptions, simulate
 from ..state_evolution import theory as se_theory
-from .report import FigureOutput
+from .figspec import Context, FigureDef, FigureRun, register
+from .spec import FigureSpec
 from .verdict import gap_p_value
 
 EMERGENCE_PROBLEM = Problem(d=60, T=1, alpha=2.0, channel="linear", noise=0.1, lam=0.05,
@@ -170,38 +173,63 @@ def trajectory_table(data: dict[str, Any]):
     return df
 
 
-def fig_emergence(ctx: Any):
-    """Reproduction figure (``ctx``: :class:`singlehead.experiments.reproduce.Context`).
+def hash_options(options: TrainOptions) -> str:
+    """Short stable hash of :meth:`TrainOptions.to_dict` (cache names; :func:`singlehead.results.stable_hash`)."""
+    return stable_hash(options.to_dict(), 12)
 
-    Register with ``FIGURES["emergence"] = fig_emergence``. The run is kept in the context's
-    cache; the ``smoke`` mode uses a small problem (d = 16, 300 steps).
-    """
-    t0 = time.perf_counter()
-    problem, options = EMERGENCE_PROBLEM, EMERGENCE_OPTIONS
-    if ctx.scale.mode == "smoke":
-        problem, options = problem.replace(d=16), options.replace(max_steps=300, n_test=500, record_every=10)
-    data = ctx.cached(f"emergence-{problem.key()}-{hash_options(options)}", lambda: jsonable(emergence_data(problem, options)))
-    fig = draw_emergence(data)
+
+@dataclass(frozen=True)
+class EmergenceSpec(FigureSpec):
+    """The recorded run of the emergence figure: its problem, training options and seed (on the CPU)."""
+
+    problem: Problem = EMERGENCE_PROBLEM
+    options: TrainOptions = EMERGENCE_OPTIONS
+    seed: int = dataclasses.field(default=0, metadata={"min": 0})
+
+    def check(self) -> None:
+        if self.options.record_every is None:
+            raise ValueError("EmergenceSpec.options.record_every must be an integer >= 1 (got None)")
+
+    @classmethod
+    def smoke(cls) -> "EmergenceSpec":
+        return cls(EMERGENCE_PROBLEM.replace(d=16),
+                   EMERGENCE_OPTIONS.replace(max_steps=300, n_test=500, record_every=10))
+
+
+def emergence_grid(spec: EmergenceSpec) -> dict[str, Any]:
+    """The cache name of the one recorded run (from the problem's key, the options' hash and the seed)."""
+    return {"name": f"emergence-{spec.problem.key()}-{hash_options(spec.options)}-seed{spec.seed}"}
+
+
+def emergence_run(ctx: Context, spec: EmergenceSpec, grid: dict[str, Any]) -> FigureRun:
+    """The recorded run (cached) and its checks: final test error and each outlier against the theory."""
+    data = ctx.cached(grid["name"], lambda: jsonable(emergence_data(spec.problem, spec.options, spec.seed)))
     th, fin = data["theory"], data["final"]
+    gap = abs(fin["test_error"] - th["test_error"])
     rows = [{"quantity": "test error", "theory": th["test_error"], "simulation": fin["test_error"],
-             "se": fin["test_error_se"], "gap": abs(fin["test_error"] - th["test_error"]),
-             "tolerance": 3 * fin["test_error_se"],
-             "p_value": gap_p_value(abs(fin["test_error"] - th["test_error"]), fin["test_error_se"])}]
+             "se": fin["test_error_se"], "gap": gap, "tolerance": 3 * fin["test_error_se"],
+             "p_value": gap_p_value(gap, fin["test_error_se"])}]
     for j, (pos, sim) in enumerate(zip(th["outliers"], fin["top_eigenvalues"])):
         rows.append({"quantity": f"outlier {j + 1}", "theory": pos, "simulation": sim, "se": float("nan"),
                      "gap": abs(sim - pos), "tolerance": 0.05 * abs(pos)})
     agr = pd.DataFrame(rows)
     agr["within"] = agr.gap <= agr.tolerance
     params = {**{k: v for k, v in data["problem"].items() if k in ("d", "T", "alpha", "channel", "noise", "lam")},
-              "gamma": data["problem"]["target"].get("gamma"), "lr": options.lr, "init_scale": options.init_scale,
-              "steps": fin["steps"], "seed": data["seed"]}
-    return FigureOutput("emergence", "Emergence of the outliers during Adam training",
-                        "Adam from small weights on a power-law target: the top eigenvalues of S switch on one "
-                        "after another while the test error drops; dashed lines: theory end points (state-"
-                        "evolution test/train error, outlier positions of the learned-spectrum law); dotted: "
-                        "target eigenvalues.", params, fig, trajectory_table(data), agr, time.perf_counter() - t0)
+              "gamma": data["problem"]["target"].get("gamma"), "lr": spec.options.lr,
+              "init_scale": spec.options.init_scale, "steps": fin["steps"], "seed": data["seed"]}
+    return FigureRun(trajectory_table(data), agr, params, {"data": data})
 
 
-def hash_options(options: TrainOptions) -> str:
-    """Short stable hash of :meth:`TrainOptions.to_dict` (cache names; :func:`singlehead.results.stable_hash`)."""
-    return stable_hash(options.to_dict(), 12)
+def emergence_plot(spec: EmergenceSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
+    return draw_emergence(res.data["data"])
+
+
+def emergence_caption(spec: EmergenceSpec, grid: dict[str, Any], res: FigureRun) -> str:
+    return ("Adam from small weights on a power-law target: the top eigenvalues of S switch on one "
+            "after another while the test error drops; dashed lines: theory end points (state-"
+            "evolution test/train error, outlier positions of the learned-spectrum law); dotted: "
+            "target eigenvalues.")
+
+
+register(FigureDef("emergence", "Emergence of the outliers during Adam training", EmergenceSpec, emergence_grid,
+                   emergence_run, emergence_plot, emergence_caption))

@@ -24,7 +24,7 @@ class FigureOutput:
     (``|simulation - theory|``); a statistical row has its raw two-sided ``p_value``, a tolerance
     row (no standard error) its ``within``. The columns before ``quantity`` name the point
     (e.g. ``cfg_lam``, ``cfg_alpha``). A row may carry the ``diagnostic`` computed at its point
-    and ``diagnostic_fails``. The :func:`~singlehead.experiments.figspec.figure` wrapper judges
+    and ``diagnostic_fails``. :func:`~singlehead.experiments.figspec.build` judges
     the rows (:func:`~singlehead.experiments.verdict.judge`): ``p_holm`` and ``verdict``.
     """
 

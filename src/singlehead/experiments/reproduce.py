@@ -1,12 +1,15 @@
 """``singlehead reproduce``: the paper's figures, theory as lines and simulations as points.
 
-Every figure is a function ``(ctx) -> FigureOutput`` registered in :data:`FIGURES`
-(:mod:`.figspec`; the figures live in :mod:`.figures_errors`, :mod:`.figures_spectra`,
-:mod:`.figures_finite_size`, :mod:`.figures_power_law`, :mod:`.emergence`, :mod:`.inspect_report`); it declares its jobs (simulations and theory points), runs them through the cached runner,
-builds one tidy table (one row per run, full config per row) and the agreement numbers.
+Every figure is a frozen spec and four functions (grid -> run -> plot -> caption) registered in
+:data:`FIGURES` (:mod:`.figspec`; the figures live in :mod:`.figures_finite_size`,
+:mod:`.figures_errors`, :mod:`.figures_peak`, :mod:`.figures_power_law`, :mod:`.figures_spectra`,
+:mod:`.figures_decomposition`, :mod:`.emergence`, :mod:`.inspect_report`); its run declares its
+jobs (simulations and theory points), runs them through the cached runner, and builds one tidy
+table (one row per run, full config per row) and the agreement numbers.
 
-Scales: ``quick`` (2 cores, <= 15 minutes: small d and few seeds, stated on each figure)
-and ``full`` (paper scale; uses a GPU for the simulations when one is present).
+Presets (:class:`Preset`, one spec per figure): ``quick`` (2 cores, <= 15 minutes: small d and few
+seeds, stated on each figure), ``full`` (paper scale; uses a GPU for the simulations when one is
+present) and ``smoke`` (tests).
 """
 
 from __future__ import annotations
@@ -22,19 +25,21 @@ import torch
 
 from .. import __version__
 from ..reference import reference_seconds, reference_seconds_float32
-from . import figures_errors, figures_finite_size, figures_power_law, figures_spectra  # noqa: F401  (register)
-from .emergence import fig_emergence
-from .figspec import FIGURES, Context, Scale, figure, make_scale
-from .inspect_report import register as _register_inspect
+# the report's order is the order of registration, that is of these imports
+from . import figures_finite_size  # noqa: F401,I001  (registers its figure)
+from . import figures_errors, figures_peak, figures_power_law, figures_spectra  # noqa: F401,I001
+from . import figures_decomposition, emergence  # noqa: F401,I001
+from .compare import DEFAULT_ALLOWANCE
+from .figspec import FIGURES, Context, FigureDef, FigureRun, Preset, build, register
+from .inspect_report import register_inspect
 from .report import FigureOutput, save_figure, write_report
 from .runner import Cache
+from .spec import FigureSpec
 
-__all__ = ["FIGURES", "Scale", "make_scale", "Reproduction", "reproduce"]
+__all__ = ["FIGURES", "FigureDef", "FigureRun", "FigureSpec", "Preset", "register", "Reproduction", "reproduce"]
 
-# Emergence of the outliers during training: a recorded Adam run next to the theory's end points.
-figure("emergence")(fig_emergence)
 # Pretrained-model section: registered only when the optional MiniLM package is installed.
-_register_inspect(figure)
+register_inspect()
 
 
 @dataclass
@@ -49,52 +54,53 @@ class Reproduction:
     reference_f32_s: tuple[float, float] = (float("nan"), float("nan"))
 
 
-def reproduce(mode: str = "quick", out: str | Path = "singlehead-report", *, n_jobs: int = 1,
+def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report", *, n_jobs: int = 1,
               scheduler: str | None = None, only: list[str] | None = None, progress: bool = True,
               client: Any = None) -> Reproduction:
     """Build every figure (or those in ``only``), save PNG/PDF/CSV and the HTML report under ``out``.
 
-    Results are cached under ``out/cache`` (one file per run, keyed by the full config): an
-    interrupted reproduction resumes where it stopped and recomputes nothing finished.
+    ``mode``: a preset name (``"quick"``, ``"full"``, ``"smoke"``) or a :class:`Preset` (e.g. one
+    figure's spec changed with :meth:`Preset.with_spec`). Results are cached under ``out/cache``
+    (one file per run, keyed by the full config): an interrupted reproduction resumes where it
+    stopped and recomputes nothing finished.
 
     Examples
     --------
     >>> from singlehead import reproduce
-    >>> res = reproduce("quick", "singlehead-report", n_jobs=2, only=["thresholds"])  # doctest: +SKIP
+    >>> res = reproduce("quick", "singlehead-report", n_jobs=2, only=["finite_size"])  # doctest: +SKIP
     >>> [o.name for o in res.outputs]  # doctest: +SKIP
-    ['thresholds']
+    ['finite_size']
     """
-    scale = make_scale(mode)
+    preset = mode if isinstance(mode, Preset) else Preset.named(mode)
     out = Path(out)
     names = list(FIGURES) if not only else only
     for n in names:
         if n not in FIGURES:
             raise ValueError(f"figure must be one of {list(FIGURES)} (got {n!r})")
-    ctx = Context(scale, Cache(out / "cache"), n_jobs=n_jobs, scheduler=scheduler, progress=progress, client=client)
-    finite_size = (f"{scale.mode} mode (d = {scale.d}, {scale.seeds} seeds; per-figure sizes are stated in each "
-                   "figure's parameters): a seed-averaged check allows 3 % of the theory value besides its "
-                   "statistical error (the report's rule). Where a figure runs below d = 100, finite-size corrections — "
+    ctx = Context(Cache(out / "cache"), n_jobs=n_jobs, scheduler=scheduler, progress=progress, client=client,
+                  device=preset.device)
+    finite_size = (f"{preset.name} preset (per-figure sizes are stated in each "
+                   f"figure's parameters): a seed-averaged check allows {100 * DEFAULT_ALLOWANCE:g} % of the theory "
+                   "value besides its statistical error (the report's rule). At small d, finite-size corrections — "
                    "simulations above theory, shrinking as d grows — can exceed it at small alpha; the finite_size "
                    "figure measures these corrections at several d and extrapolates them to d = inf.")
     ref_start, ref32_start = reference_seconds(), reference_seconds_float32()
     t0 = time.perf_counter()
-    outputs = []
+    outputs: list[FigureOutput] = []
     for n in names:
-        o = FIGURES[n](ctx)
-        if scale.mode != "full" and n != "finite_size" and o.agreement is not None and "n_seeds" in o.agreement and \
+        o = build(FIGURES[n], ctx, preset.spec(n))
+        if preset.name != "full" and n != "finite_size" and o.agreement is not None and "n_seeds" in o.agreement and \
                 (o.agreement["n_seeds"] > 0).any():
             o.notes.append(finite_size)
         save_figure(o, out / "figures")
         outputs.append(o)
-
-
     runtime = time.perf_counter() - t0
     ref_end, ref32_end = reference_seconds(), reference_seconds_float32()
     env = {"singlehead": __version__, "torch": torch.__version__, "python": platform.python_version(),
-           "cpus": os.cpu_count(), "device": scale.device,
+           "cpus": os.cpu_count(), "device": preset.device,
            "reference workload (5 x 1000^3 float64 matmul) at start / end": f"{ref_start:.3f} s / {ref_end:.3f} s",
            "float32 reference workload (5 x 1000^3 float32 torch matmul, the fits' precision) at start / end":
                f"{ref32_start:.3f} s / {ref32_end:.3f} s"}
     path = write_report(outputs, out / "report.html", title="singlehead: reproduction of arXiv 2509.24914",
-                        mode=mode, total_runtime_s=runtime, environment=env)
+                        mode=preset.name, total_runtime_s=runtime, environment=env)
     return Reproduction(path, outputs, runtime, (ref_start, ref_end), (ref32_start, ref32_end))

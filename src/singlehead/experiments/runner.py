@@ -225,8 +225,6 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         if todo and (scheduler or client is not None):
             _run_dask(todo, store, bar, scheduler, client)
         elif todo and n_jobs != 1:
-
-
             workers = n_jobs if n_jobs > 0 else available_cores()
             # one thread policy: threads per worker x workers <= cores (the workers inherit it)
             configure(workers=workers)
@@ -253,7 +251,6 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     finally:
         bar.close()
     if failed:
-
         first = next(iter(failed.values()))
         warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "
                       f"first: {first['error']} at {first['problem']}", RuntimeWarning, stacklevel=2)

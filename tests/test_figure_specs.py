@@ -1,0 +1,104 @@
+"""Per-figure specs (frozen, validated, three presets) and the grid -> run -> plot -> caption contract."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from singlehead.experiments.figspec import FigureDef, FigureRun, build, new_figure
+from singlehead.experiments.reproduce import FIGURES, Preset
+from singlehead.experiments.spec import FigureSpec
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_every_figure_has_three_frozen_presets(name):
+    cls = FIGURES[name].spec
+    quick, full, smoke = cls.quick(), cls.full(), cls.smoke()
+    assert quick == cls() and all(isinstance(s, cls) for s in (full, smoke))
+    assert quick.key() == cls.quick().key()  # stable: the presets are values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(quick, dataclasses.fields(quick)[0].name, None)
+
+
+@pytest.mark.parametrize("figure,field,value,match", [
+    ("finite_size", "ds", (25, 0, 50, 70, 100), r"FiniteSizeSpec\.ds must hold values valid"),
+    ("finite_size", "seeds", (12, 10), r"FiniteSizeSpec\.seeds must have one entry per entry of ds \(5\)"),
+    ("finite_size", "alphas", (), r"FiniteSizeSpec\.alphas must not be empty"),
+    ("errors_vs_alpha", "seeds", 0, r"ErrorsSpec\.seeds must be an integer >= 1 \(got 0\)"),
+    ("interpolation_peak", "sim_lams", (1e-3, -1e-5), r"PeakSpec\.sim_lams must hold values valid"),
+    ("bayes_vs_erm", "amp_d", 20, r"BayesSpec\.amp_d must be an integer >= 50"),
+    ("power_law", "tail_lam", 0.0, r"PowerLawSpec\.tail_lam must be a real number > 0 \(got 0.0\)"),
+    ("power_law", "scaling_points", 1, r"PowerLawSpec\.scaling_points must be an integer >= 2"),
+    ("learned_spectra", "fs_seeds", (8, 6), r"LearnedSpectraSpec\.fs_seeds must have one entry per entry of fs_ds"),
+    ("error_decomposition", "sim_d", -5, r"DecompositionSpec\.sim_d must be an integer >= 1"),
+    ("emergence", "seed", -1, r"EmergenceSpec\.seed must be an integer >= 0"),
+])
+def test_a_spec_rejects_an_invalid_field_and_names_it(figure, field, value, match):
+    spec = FIGURES[figure].spec.quick()
+    with pytest.raises(ValueError, match=match):
+        spec.replace(**{field: value})
+    with pytest.raises(ValueError, match=match):
+        type(spec)(**{field: value})
+
+
+def test_factorized_vs_direct_may_skip_the_extrapolation():
+    spec = FIGURES["factorized_vs_direct"].spec.quick().replace(fs_ds=(), fs_seeds=())
+    assert spec.fs_ds == ()
+
+
+def test_preset_holds_one_spec_per_figure_and_replaces_one():
+    p = Preset.named("smoke")
+    assert [n for n, _ in p.specs] == list(FIGURES) and p.device == "cpu"
+    small = p.spec("finite_size").replace(alphas=(0.5,))
+    q = p.with_spec("finite_size", small)
+    assert q.spec("finite_size") is small and p.spec("finite_size").alphas == (0.25, 1.0)
+    assert [n for n, _ in q.specs] == [n for n, _ in p.specs]
+    with pytest.raises(ValueError, match="figure must be one of"):
+        p.spec("nope")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        Preset.named("huge")
+
+
+@dataclass(frozen=True)
+class _ToySpec(FigureSpec):
+    """A toy figure: the mean of ``n`` draws against its known value 0."""
+
+    n: int = 400
+    seeds: int = 3
+
+
+def _toy_grid(spec: _ToySpec) -> dict[str, Any]:
+    return {"seeds": list(range(spec.seeds))}
+
+
+def _toy_run(ctx: Any, spec: _ToySpec, grid: dict[str, Any]) -> FigureRun:
+    means = [float(np.random.default_rng(s).standard_normal(spec.n).mean()) for s in grid["seeds"]]
+    se = float(np.std(means, ddof=1) / np.sqrt(len(means)))
+    m = float(np.mean(means))
+    agr = pd.DataFrame([{"quantity": "mean", "theory": 0.0, "simulation": m, "se": se, "gap": abs(m),
+                         "tolerance": 3 * se, "within": abs(m) <= 3 * se, "p_value": 0.5, "n_seeds": spec.seeds}])
+    return FigureRun(pd.DataFrame({"seed": grid["seeds"], "mean": means}), agr, {"n": spec.n}, {"means": means})
+
+
+def _toy_plot(spec: _ToySpec, grid: dict[str, Any], res: FigureRun):
+    fig, ax = new_figure(1, 1, figsize=(3, 2))
+    ax.plot(grid["seeds"], res.data["means"], "o")
+    return fig
+
+
+def _toy_caption(spec: _ToySpec, grid: dict[str, Any], res: FigureRun) -> str:
+    return f"Mean of {spec.n} draws, {len(res.data['means'])} seeds."
+
+
+def test_a_new_figure_is_a_spec_and_four_functions():
+    toy = FigureDef("toy", "Toy", _ToySpec, _toy_grid, _toy_run, _toy_plot, _toy_caption)
+    out = build(toy, ctx=None, spec=_ToySpec(seeds=4))
+    assert out.name == "toy" and out.caption == "Mean of 400 draws, 4 seeds." and len(out.table) == 4
+    assert set(out.agreement.verdict) == {"pass"} and "p_holm" in out.agreement and out.runtime_s >= 0
+    with pytest.raises(ValueError, match="spec of figure 'toy' must be a _ToySpec"):
+        build(toy, None, FIGURES["finite_size"].spec.quick())
