@@ -29,6 +29,7 @@ from ..reference import reference_seconds, reference_seconds_float32
 from . import figures_finite_size  # noqa: F401,I001  (registers its figure)
 from . import figures_errors, figures_peak, figures_power_law, figures_spectra  # noqa: F401,I001
 from . import figures_decomposition, emergence  # noqa: F401,I001
+from . import figures_untied  # noqa: F401,I001  (beyond the paper: the untied student)
 from .compare import DEFAULT_ALLOWANCE
 from .figspec import FIGURES, Context, FigureDef, FigureRun, Preset, build, register
 from .inspect_report import register_inspect
