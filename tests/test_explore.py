@@ -219,3 +219,18 @@ def test_worker_processes_give_the_same_points_and_bayes_curve():
         p = view.problem.replace(alpha=a)
         assert got["point", i]["test_error"] == pytest.approx(theory(p).test_error, abs=1e-6)
         assert got["bayes", i]["test_error"] == bayes_optimal(p).test_error
+
+
+def test_the_untied_student_streams_its_curve_and_singular_value_law():
+    """The explorer knows the untied student: its SE points (as theory() gives them), its interpolation
+    threshold (1/2 at T = 2), its singular-value law in the spectrum panel, no decomposition panel."""
+    params = {"student": "untied", "n_alpha": "2", "alpha_min": "1", "alpha_max": "2", "alpha_at": "1", "lam": "0.05"}
+    ev = _events(Engine(memory_only=True), params)
+    points = sorted((e for e in ev if e["event"] == "point"), key=lambda e: e["i"])
+    ref = theory(Problem(d=100, T=2, alpha=1.0, noise=0.5, lam=0.05, student="untied"))
+    assert points[0]["test_error"] == pytest.approx(ref.test_error, rel=1e-9)
+    thr = next(e for e in ev if e["event"] == "thresholds")
+    assert thr["alpha_interp"] == 0.5 and thr["alpha_perf"] is None
+    spec = next(e for e in ev if e["event"] == "spectrum")
+    assert 0.0 <= spec["zero_atom"] < 1.0 and len(spec["grid"]) == len(spec["density"]) > 10
+    assert not any(e["event"] == "decomposition" for e in ev)
