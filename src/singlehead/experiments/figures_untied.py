@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from ..problem import Problem
 from ..thresholds import interpolation_threshold
@@ -135,6 +136,8 @@ def untied_plot(spec: UntiedSpec, grid: dict[str, Any], res: FigureRun) -> Figur
     ax2.errorbar(m.cfg_alpha, m["mean"], yerr=m["sem"], fmt="o", mfc="none", color="tab:red", capsize=3,
                  label=f"L-BFGS, d = {dmax}")
     ax2.set(xscale="log", xlabel="alpha = n/d^2", ylabel="||M - M^T||_F / ||M||_F (untied)")
+    for a in (ax, ax2):  # label the decades only (minor labels of a short log axis overlap)
+        a.xaxis.set_minor_formatter(NullFormatter())
     ax2.legend(fontsize=7)
     fig.suptitle(f"Tied vs untied student\n{_params_text(res.params)}", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
