@@ -198,3 +198,19 @@ def test_large_alpha_limit_untied_approaches_tied():
         ratio.append(u.test_error / theory(p).test_error)
     assert asym[1] / asym[0] == pytest.approx(0.5, rel=0.15) and asym[2] / asym[1] == pytest.approx(0.5, rel=0.15)
     assert ratio[0] > ratio[1] > ratio[2] > 1.0 and ratio[2] < 1.3
+
+
+def test_untied_perfect_recovery_anchor():
+    """The isotropic statistical dimension at rank ratio 1/2 is 0.9054 (two equations per sequence at T = 2:
+    alpha 0.4527); it lies where the untied SE's noiseless matrix error collapses (0.0016 at alpha = 0.45,
+    0.107 at 0.3)."""
+    from singlehead import perfect_recovery_threshold
+    from singlehead.thresholds import nuclear_statistical_dimension
+
+    assert nuclear_statistical_dimension(0.5) == pytest.approx(0.9054, abs=1e-4)
+    assert nuclear_statistical_dimension(0.0) == pytest.approx(0.0, abs=1e-9)
+    assert nuclear_statistical_dimension(1.0) == pytest.approx(1.0, abs=1e-9)
+    assert perfect_recovery_threshold(Problem(T=2, student="untied")) == pytest.approx(0.4527, abs=1e-4)
+    assert perfect_recovery_threshold(Problem(T=2, student="untied", kappa=0.3)) == math.inf
+    with pytest.raises(ValueError, match="rho"):
+        nuclear_statistical_dimension(1.5)

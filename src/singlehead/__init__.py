@@ -34,6 +34,7 @@ _LAZY = {
     "bayes_optimal": "singlehead.bayes",
     "interpolation_threshold": "singlehead.thresholds",
     "untied_interpolation_threshold": "singlehead.thresholds",
+    "untied_perfect_recovery_threshold": "singlehead.thresholds",
     "perfect_recovery_threshold": "singlehead.thresholds",
     "bayes_perfect_recovery_threshold": "singlehead.thresholds",
     "solve_reference": "singlehead.convex",

@@ -46,6 +46,8 @@ __all__ = [
     "informative_directions",
     "interpolation_threshold",
     "untied_interpolation_threshold",
+    "untied_perfect_recovery_threshold",
+    "nuclear_statistical_dimension",
     "perfect_recovery_threshold",
     "bayes_perfect_recovery_threshold",
     "semicircle_tail_moments",
@@ -96,8 +98,7 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     0.2111
     """
     if not problem.student.symmetric:
-        raise NotImplementedError("perfect_recovery_threshold: no closed form for the untied student "
-                                  "(see docs/untied_theory.rst); scan theory() at small lam instead")
+        return untied_perfect_recovery_threshold(problem)
     c = informative_directions(problem)
     fixed = problem.student.fixed_threshold(c)
     if fixed is not None:
@@ -157,6 +158,49 @@ def untied_interpolation_threshold(problem: Problem) -> float:
         raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
     k = problem.kappa
     return (k * (2 - k) if antisymmetric else k * (1 - k / 2)) / e
+
+
+def nuclear_statistical_dimension(rho: float) -> float:
+    """``delta(rho)/D^2``: statistical dimension of the nuclear norm's descent cone at a rank-``rho D``
+    ``D x D`` matrix, per entry (Chandrasekaran et al. 2012; Amelunxen et al. 2014, Prop. 4.7).
+
+    ``min_t [1 - (1-rho)^2 + t^2 rho (1-rho) + (1-rho)^2 int (s - t)_+^2 qc(ds)]``, ``qc`` the
+    quarter-circle law on ``[0, 2]`` (singular values of a square Gaussian block, scaled). Minimum-
+    nuclear-norm recovery from isotropic Gaussian measurements succeeds above ``delta`` measurements
+    (the phase transition of Donoho, Gavish & Montanari 2013). ``rho = 1/2`` gives 0.9054.
+    """
+    if not (0.0 <= rho <= 1.0):
+        raise ValueError(f"rho must be in [0, 1] (got {rho!r})")
+
+    def excess(t: float) -> float:
+        tail = integrate.quad(lambda s: (s - t) ** 2 * math.sqrt(4 - s * s) / math.pi, t, 2.0)[0] if t < 2 else 0.0
+        return 1 - (1 - rho) ** 2 + t * t * rho * (1 - rho) + (1 - rho) ** 2 * tail
+
+    return float(optimize.minimize_scalar(excess, bounds=(0.0, 2.0), method="bounded",
+                                          options={"xatol": 1e-10}).fun)
+
+
+def untied_perfect_recovery_threshold(problem: Problem) -> float:
+    """Perfect-recovery threshold of the untied student (noiseless, ``lam -> 0+``), MP teachers: an anchor.
+
+    ``nuclear_statistical_dimension(kappa0) / e`` with ``e`` the label equations per sequence
+    (:meth:`~singlehead.channels.Channel.untied_label_equations`): the value for isotropic Gaussian
+    measurements of a rank-``kappa0 d`` matrix. The untied student's equations are Gaussian but not
+    isotropic (at ``T = 2`` they weigh the symmetric part of ``M`` three times the antisymmetric
+    part), so this is the isotropic anchor, not a derived result. The state evolution (sampled prior,
+    ``D = 80``, ``lam = 1e-4``, seq2lab ``T = 2``, ``kappa0 = 0.5``) puts the transition at about 0.45
+    (matrix error 0.107, 0.038, 0.0093, 0.0016, 0.0008, 0.0003 at ``alpha`` = 0.3, 0.35, 0.4, 0.45,
+    0.47, 0.5), against this anchor's 0.4527. ``inf`` when the student's rank cap is below ``kappa0``.
+    """
+    e, _ = problem.channel.untied_label_equations(problem.T)
+    if e <= 0:
+        raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
+    k0 = getattr(problem.target, "kappa0", None)  # MPTarget and UntiedMPTarget: rank ratio kappa0
+    if k0 is None:
+        raise NotImplementedError("the untied perfect-recovery anchor needs an MP teacher (rank ratio kappa0)")
+    if problem.kappa < k0:
+        return math.inf
+    return nuclear_statistical_dimension(float(k0)) / e
 
 
 def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int = DEFAULT_DRAWS, seed: int = 0) -> float:
