@@ -43,7 +43,7 @@ __all__ = ["Inspection", "inspect_weights", "inspect_model", "COLUMNS"]
 COLUMNS = ["layer", "head", "d_model", "d_head", "rank", "zero_beyond_cap", "sv1", "sv2", "sv3", "tied_top",
            "n_outliers", "outliers", "top_spike", "top_overlap", "prior", "shape", "eta", "delta", "eps",
            "zero_beyond_cap_fit", "eta_delta", "eps_over_delta", "bulk_edge", "ks", "ks_critical", "fits", "asymmetry", "ww_alpha", "ww_xmin",
-           "ww_alpha_q", "ww_alpha_k", "ks_tied", "ks_untied", "better_fit", "sigma_a_over_s", "untied_teacher",
+           "ww_alpha_q", "ww_alpha_k", "ks_tied", "ks_untied", "better_fit", "sigma_a_over_s", "untied_asymmetry", "untied_teacher",
            "untied_kappa0", "untied_sigma", "untied_eps", "untied_eta"]
 
 
@@ -143,7 +143,7 @@ def _fit_cols(f: SpectralFit) -> dict[str, Any]:
 def _untied_cols(uf: UntiedFit, f: SpectralFit | None) -> dict[str, Any]:
     ks_tied = f.ks if f is not None else math.nan
     return {"ks_tied": _num(ks_tied), "ks_untied": _num(uf.ks), "better_fit": better_fit(uf.ks, ks_tied, uf.n_nonzero),
-            "sigma_a_over_s": _num(uf.sigma_ratio), "untied_teacher": uf.teacher, "untied_kappa0": uf.kappa0,
+            "sigma_a_over_s": uf.sigma_ratio, "untied_asymmetry": _num(uf.model_asymmetry), "untied_teacher": uf.teacher, "untied_kappa0": uf.kappa0,
             "untied_sigma": uf.sigma, "untied_eps": _num(uf.eps), "untied_eta": _num(uf.eta)}
 
 

@@ -20,7 +20,7 @@ For ``sigma_s != sigma_a`` no closed form is known (elliptic noise is invariant 
 of the singular values of ``Y`` is *sampled*, ``n_samples`` matrices of size ``d_prior`` drawn
 with common random numbers (the same Gaussian draws for every parameter value, so the law and
 the fit objective are deterministic functions of the parameters). ``d_prior`` is
-``min(d, 256)`` by default; the convergence study in ``benchmarks/bench_untied_inspect.py``
+``min(d, 128)`` by default; the convergence study in ``benchmarks/bench_untied_inspect.py``
 measures the KS distance between the laws at ``d_prior`` and ``2 d_prior``.
 
 Fit
@@ -58,10 +58,11 @@ from .untied_law import (
     model_asymmetry,
     sample_singular_values,
     sample_untied_head,
+    sample_untied_map,
 )
 
 __all__ = ["TEACHERS", "UntiedLawCache", "UntiedFit", "sample_singular_values", "sample_untied_head",
-           "fit_untied", "better_fit", "model_asymmetry", "KS_SD"]
+           "sample_untied_map", "fit_untied", "better_fit", "model_asymmetry", "KS_SD"]
 
 #: Standard deviation of ``sqrt(n) D`` under the Kolmogorov distribution (the resolution of a KS value).
 KS_SD = 0.2603
@@ -200,8 +201,8 @@ class _Objective:
 
 def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None = None,
                rank_cap: float | None = None, teachers: tuple[str, ...] = TEACHERS, d_prior: int | None = None,
-               n_samples: int = 8, seed: int = 0, cache: UntiedLawCache | None = None, refine: bool = True,
-               zero_tol: float = 1e-3, maxfev: int = 30) -> UntiedFit:
+               n_samples: int = 16, seed: int = 0, cache: UntiedLawCache | None = None, refine: bool = True,
+               zero_tol: float = 1e-3, maxfev: int = 20) -> UntiedFit:
     """Fit ``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)`` to the singular values of one ``d x d`` map.
 
     Identifiability (measured, see ``benchmarks/bench_untied_inspect.py``): the singular values
@@ -229,7 +230,7 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
     teachers : tuple of {"untied", "tied"}
         Teacher families searched (the smaller KS is kept; the choice is weakly identified).
     d_prior, n_samples, seed
-        Sampling of the law: size (default ``min(d, 256)``), number of matrices, common random numbers.
+        Sampling of the law: size (default ``min(d, 128)``), number of matrices, common random numbers.
     cache : UntiedLawCache, optional
         Share sampled laws between fits (its own seed then overrides ``seed``).
     refine : bool
@@ -257,7 +258,7 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
     if asymmetry is not None and not 0 <= asymmetry <= 2:
         raise ValueError(f"asymmetry must be in [0, 2] (got {asymmetry!r})")
     x = _prepared(singular_values, d, rank_cap, zero_tol)
-    dp = int(d_prior) if d_prior is not None else min(int(d), 256)
+    dp = int(d_prior) if d_prior is not None else min(int(d), 128)
     _check_sizes(dp, n_samples)
     cache = cache if cache is not None else UntiedLawCache(seed)
     n0 = cache.evaluations
@@ -273,7 +274,8 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
         if asymmetry is not None:
             # One alternation: the split changes the tied teacher's law a little, so (kappa0,
             # sigma) are refitted at the matched split, and the split matched again.
-            for rnd in range(2 if refine else 1):
+            # (The untied teacher's law does not depend on the split: nothing to refit.)
+            for rnd in range(2 if refine and t == "tied" else 1):
                 if rnd:
                     z = _refine(obj, t, z, maxfev, th)
                 eps = obj(t, *z, th)[3]

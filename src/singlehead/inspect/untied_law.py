@@ -20,7 +20,8 @@ import math
 
 import numpy as np
 
-__all__ = ["TEACHERS", "UntiedLawCache", "sample_singular_values", "sample_untied_head", "model_asymmetry"]
+__all__ = ["TEACHERS", "UntiedLawCache", "sample_singular_values", "sample_untied_map", "sample_untied_head",
+           "model_asymmetry"]
 
 TEACHERS = ("untied", "tied")
 
@@ -94,7 +95,7 @@ class UntiedLawCache:
 
 
 def sample_singular_values(kappa0: float, sigma_s: float, sigma_a: float, *, teacher: str = "untied",
-                           d_prior: int = 256, n_samples: int = 8, seed: int = 0,
+                           d_prior: int = 128, n_samples: int = 16, seed: int = 0,
                            cache: UntiedLawCache | None = None) -> np.ndarray:
     """Sorted singular values of ``Y = M0 + sigma_s Z_s + sigma_a Z_a``, pooled over ``n_samples`` draws.
 
@@ -122,23 +123,37 @@ def sample_singular_values(kappa0: float, sigma_s: float, sigma_a: float, *, tea
     return cache.law(teacher, kappa0, sigma_s, sigma_a, int(d_prior), int(n_samples)).copy()
 
 
-def sample_untied_head(d: int, kappa0: float, sigma_s: float, sigma_a: float, *, eps: float = 0.0,
-                       eta: float = 1.0, rank_cap: float | None = None, teacher: str = "untied",
-                       seed: int = 0) -> np.ndarray:
-    """One draw of the law: the ``d`` singular values of ``eta SVT_eps(Y)`` (rank cap), descending.
+def sample_untied_map(d: int, kappa0: float, sigma_s: float, sigma_a: float, *, eps: float = 0.0,
+                      eta: float = 1.0, rank_cap: float | None = None, teacher: str = "untied",
+                      seed: int = 0) -> np.ndarray:
+    """One draw of the learned map ``Mhat = eta SVT_eps(Y)`` (``d x d``; rank cap ``kappa = rank_cap``).
 
-    Independent of the common random numbers of :class:`UntiedLawCache` (its own ``seed``).
+    Its own random numbers (``seed``), independent of those of :class:`UntiedLawCache` of any seed
+    below 7919: a synthetic "head" to fit.
+
+    Examples
+    --------
+    >>> from singlehead.inspect.untied_law import sample_untied_map
+    >>> sample_untied_map(64, 0.5, 0.2, 0.2, eps=0.1, rank_cap=0.25).shape
+    (64, 64)
     """
     _check_params(kappa0, sigma_s, sigma_a, teacher)
-    if not (eps >= 0 and eta > 0):
-        raise ValueError(f"eps must be >= 0 and eta > 0 (got eps={eps!r}, eta={eta!r})")
+    if not (math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be a finite number >= 0 (got {eps!r})")
+    if not (math.isfinite(eta) and eta > 0):
+        raise ValueError(f"eta must be a finite number > 0 (got {eta!r})")
     _check_cap(rank_cap)
+    d = int(d)
     cache = UntiedLawCache(seed + 7919)
-    s = cache.law(teacher, kappa0, sigma_s, sigma_a, int(d), 1)[::-1]
-    s = eta * np.maximum(s - eps, 0.0)
-    if rank_cap is not None:
-        s[int(round(rank_cap * d)):] = 0.0
-    return s
+    zs, za = cache.draws(d, 0)[2:]
+    u, s, vt = np.linalg.svd(cache.teacher(teacher, kappa0, d, 0) + sigma_s * zs + sigma_a * za)
+    r = d if rank_cap is None else max(1, int(round(rank_cap * d)))
+    return eta * (u[:, :r] * np.maximum(s[:r] - eps, 0.0)) @ vt[:r]
+
+
+def sample_untied_head(d: int, kappa0: float, sigma_s: float, sigma_a: float, **kw) -> np.ndarray:
+    """The ``d`` singular values (descending) of :func:`sample_untied_map` (same arguments)."""
+    return np.linalg.svd(sample_untied_map(d, kappa0, sigma_s, sigma_a, **kw), compute_uv=False)
 
 
 def _check_cap(rank_cap: float | None) -> None:
