@@ -98,6 +98,16 @@ class UntiedFit:
     model_asymmetry : float
         ``E ||Mhat - Mhat^T||_F/||Mhat||_F`` of the fitted law (``nan`` without a measured asymmetry);
         it differs from the measured one when no split reaches it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.inspect import fit_untied, sample_untied_map
+    >>> M = sample_untied_map(96, 0.5, 0.3, 0.3, eps=0.2, seed=2)          # sigma = 0.42, ratio 1
+    >>> asym = np.linalg.norm(M - M.T) / np.linalg.norm(M)
+    >>> fit = fit_untied(np.linalg.svd(M, compute_uv=False), 96, asymmetry=asym, n_samples=4)
+    >>> fit.teacher, abs(fit.sigma - 0.42) < 0.1, fit.fits
+    ('untied', True, True)
     """
 
     teacher: str
@@ -142,6 +152,12 @@ def better_fit(ks_untied: float, ks_tied: float, n: int) -> str:
 
     ``KS_SD/sqrt(n)`` is the standard deviation of a KS distance over ``n`` points; closer values
     are not told apart. ``"n/a"`` when either is not finite.
+
+    Examples
+    --------
+    >>> from singlehead.inspect import better_fit
+    >>> better_fit(0.05, 0.12, 32), better_fit(0.10, 0.12, 32)         # 0.2603/sqrt(32) = 0.046
+    ('untied', 'tie')
     """
     if not (math.isfinite(ks_untied) and math.isfinite(ks_tied)) or n < 1:
         return "n/a"
@@ -245,7 +261,8 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
 
     Examples
     --------
-    >>> from singlehead.inspect.untied import fit_untied, sample_untied_head
+    >>> from singlehead.inspect import fit_untied
+    >>> from singlehead.inspect.untied import sample_untied_head
     >>> s = sample_untied_head(128, 0.5, 0.3, 0.3, eps=0.2, seed=1)
     >>> fit = fit_untied(s, 128, n_samples=4, refine=False)
     >>> fit.fits, round(fit.eta, 1)

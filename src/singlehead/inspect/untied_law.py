@@ -112,7 +112,7 @@ def sample_singular_values(kappa0: float, sigma_s: float, sigma_a: float, *, tea
 
     Examples
     --------
-    >>> from singlehead.inspect.untied import sample_singular_values
+    >>> from singlehead.inspect import sample_singular_values
     >>> s = sample_singular_values(0.5, 0.0, 0.0, d_prior=200, n_samples=2)
     >>> s.size, round(float((s**2).mean()), 1)          # ||M0||_F^2/d -> 1
     (400, 1.0)
@@ -133,7 +133,7 @@ def sample_untied_map(d: int, kappa0: float, sigma_s: float, sigma_a: float, *, 
 
     Examples
     --------
-    >>> from singlehead.inspect.untied_law import sample_untied_map
+    >>> from singlehead.inspect import sample_untied_map
     >>> sample_untied_map(64, 0.5, 0.2, 0.2, eps=0.1, rank_cap=0.25).shape
     (64, 64)
     """
