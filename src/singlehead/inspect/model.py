@@ -105,14 +105,14 @@ class Inspection:
             if f.delta_at_bound:
                 verdict += (" with a noise-dominated bulk (delta at its search bound: mu0 not identified, "
                             f"eta*delta={f.eta * f.delta:.3g}, eps/delta={f.eps / f.delta:.3g})")
-            won = [r["better_fit"] for r in self.rows if r["layer"] == l and r["head"] != "all" and r.get("better_fit")]
-            if won:
-                verdict += "; better fit per head: " + ", ".join(f"{k} {won.count(k)}" for k in
-                                                                  ("untied", "tied", "tie") if won.count(k))
             out.append(f"layer {l}: {verdict} (KS {f.ks:.3f} vs {f.ks_critical:.3f}); {f.n_outliers} outliers over "
                        f"{self.n_heads} heads; collapse beyond the rank cap: measured "
                        f"{_beyond(f.zero_fraction, f.rank_cap):.3f}, fitted {f.collapse_beyond_cap:.3f}; "
                        f"eta={f.eta:.3g} delta={f.delta:.3g} eps={f.eps:.3g} {_shape_name(f.prior)}={f.shape:.3g}")
+            won = [r["better_fit"] for r in self.rows if r["layer"] == l and r["head"] != "all" and r.get("better_fit")]
+            if won:
+                out[-1] += "; untied law vs tied, better fit per head: " + ", ".join(
+                    f"{k} {won.count(k)}" for k in ("untied", "tied", "tie") if won.count(k))
         return out
 
 

@@ -74,6 +74,8 @@ _QUARTER = 0.25 * math.pi  # sigma_s = sigma_a
 _ASYM_SAMPLES = 2
 #: Largest gap between the model's and the measured asymmetry that counts as matched.
 _ASYM_TOL = 0.05
+#: Grid points (best KS first) tried for reaching the measured asymmetry.
+_REACH_TRIES = 12
 
 
 @dataclass
@@ -281,26 +283,7 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
     n0 = cache.evaluations
     cap = None if rank_cap is None or rank_cap >= 1 else float(rank_cap)
     obj = _Objective(x, cap, cache, dp, int(n_samples))
-    cands = []
-    for t in teachers:
-        z = min(((obj.at(t, k0, sg, _QUARTER), (k0, sg)) for k0 in _KAPPA0_GRID for sg in _SIGMA_GRID),
-                key=lambda r: r[0])[1]
-        if refine:
-            z = _refine(obj, t, z, maxfev)
-        th, model_asym = _QUARTER, math.nan
-        if asymmetry is not None:
-            # One alternation: the split changes the tied teacher's law a little, so (kappa0,
-            # sigma) are refitted at the matched split, and the split matched again.
-            # (The untied teacher's law does not depend on the split: nothing to refit.)
-            for rnd in range(2 if refine and t == "tied" else 1):
-                if rnd:
-                    z = _refine(obj, t, z, maxfev, th)
-                eps = obj(t, *z, th)[3]
-                th, model_asym = _match_asymmetry(cache, t, z[0], z[1], eps, cap, dp,
-                                                  min(int(n_samples), _ASYM_SAMPLES), float(asymmetry))
-        # Teachers whose fitted law cannot reach the measured asymmetry come last.
-        off = asymmetry is not None and not abs(model_asym - asymmetry) <= _ASYM_TOL
-        cands.append((off, obj.at(t, *z, th), t, z, th, model_asym))
+    cands = [_fit_teacher(obj, t, asymmetry, refine, maxfev) for t in teachers]
     _, _, t, (k0, sg), th, model_asym = min(cands, key=lambda c: (c[0], c[1]))
     ratio = math.nan
     if asymmetry is not None and sg > 0:
@@ -313,6 +296,53 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
                      d=int(d), d_prior=dp, n_samples=int(n_samples), rank_cap=cap, model_asymmetry=model_asym,
                      evaluations=cache.evaluations - n0)
 
+
+
+def _fit_teacher(obj: _Objective, t: str, asymmetry: float | None, refine: bool, maxfev: int) -> tuple:
+    """One teacher family: ``(off, ks, teacher, (kappa0, sigma), theta, model asymmetry)``.
+
+    ``off``: the measured asymmetry is not reached (then the candidate ranks last).
+    """
+    scored = sorted(((obj.at(t, k0, sg, _QUARTER), (k0, sg)) for k0 in _KAPPA0_GRID for sg in _SIGMA_GRID),
+                    key=lambda r: r[0])
+    z_grid = scored[0][1]
+    if asymmetry is not None:
+        # The best grid point whose law can reach the measured asymmetry with some split (the
+        # KS at sigma_s = sigma_a ranks them: the split hardly moves the law).
+        z_grid = next((z for _, z in scored[:_REACH_TRIES] if _reachable(obj, t, z, asymmetry)), z_grid)
+    z = _refine(obj, t, z_grid, maxfev) if refine else z_grid
+    if asymmetry is None:
+        return False, obj.at(t, *z, _QUARTER), t, z, _QUARTER, math.nan
+
+    def off(a: float) -> bool:
+        return not abs(a - asymmetry) <= _ASYM_TOL
+
+    th, masym = _match(obj, t, z, asymmetry)
+    if off(masym) and z != z_grid:
+        z = z_grid
+        th, masym = _match(obj, t, z, asymmetry)
+    if refine and t == "tied" and z[1] > 0:
+        # The split changes the tied teacher's law a little: refit (kappa0, sigma) at the matched
+        # split and match again, kept unless it loses the asymmetry. (The untied teacher's law
+        # does not depend on the split: nothing to refit.)
+        z2 = _refine(obj, t, z, maxfev, th)
+        th2, masym2 = _match(obj, t, z2, asymmetry)
+        if not off(masym2) or off(masym):
+            z, th, masym = z2, th2, masym2
+    return off(masym), obj.at(t, *z, th), t, z, th, masym
+
+
+def _match(obj: _Objective, t: str, z: tuple[float, float], asymmetry: float) -> tuple[float, float]:
+    eps = obj(t, *z, _QUARTER)[3]
+    return _match_asymmetry(obj.cache, t, z[0], z[1], eps, obj.cap, obj.dp, min(obj.ns, _ASYM_SAMPLES), asymmetry)
+
+
+def _reachable(obj: _Objective, t: str, z: tuple[float, float], asymmetry: float) -> bool:
+    """Whether some split gives the law at ``z`` the measured asymmetry (end points, within the tolerance)."""
+    eps = obj(t, *z, _QUARTER)[3]
+    ends = [model_asymmetry(obj.cache, t, z[0], z[1], th, eps, obj.cap, obj.dp, min(obj.ns, _ASYM_SAMPLES))
+            for th in ((0.0, 0.5 * math.pi) if z[1] > 0 else (0.0,))]
+    return min(ends) - _ASYM_TOL <= asymmetry <= max(ends) + _ASYM_TOL
 
 
 def _refine(obj: _Objective, t: str, z0: tuple[float, float], maxfev: int, theta: float = _QUARTER
