@@ -231,8 +231,9 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
     law by less than one head's sampling noise. So, per teacher, ``(kappa0, sigma)`` are fitted by
     KS at ``sigma_s = sigma_a``, then the ratio ``sigma_a/sigma_s`` by matching the model's
     asymmetry ``E ||Mhat - Mhat^T||_F/||Mhat||_F`` (sampled) to the measured ``asymmetry`` when one
-    is given (otherwise it is ``nan``); the teacher kept is the one with the smaller KS among those
-    that reach the measured asymmetry (within 0.05). The KS reported is at the final parameters.
+    is given (otherwise it is ``nan``; the search then starts from the best grid point whose law can
+    reach it); the teacher kept is the one with the smaller KS among those that reach the measured
+    asymmetry (within 0.05). The KS reported is at the final parameters.
 
     Parameters
     ----------
