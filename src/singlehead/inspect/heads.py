@@ -22,7 +22,8 @@ theory's law are those of the **d_model-normalised tied map**
 
 exactly the theory's ``S = W W^T/sqrt(p d)`` with ``p = d_head``, ``d = d_model``; so
 ``kappa = d_head/d_model`` is the rank cap. How far ``M`` is from being tied is reported as the
-asymmetry ``||M - M^T||_F / ||M||_F`` (0 for a symmetric map, sqrt 2 for an antisymmetric one).
+asymmetry ``||M - M^T||_F / ||M||_F`` (0 for a symmetric map, 2 for an antisymmetric one, about
+sqrt 2 for a product of independent Gaussian factors).
 
 Numerics: everything goes through the thin ``2 d_head`` core. With the QR factorisation
 ``[A; B]^T = Q R`` (``Q``: ``d_model x 2 d_head`` with orthonormal columns), ``A^T = Q R_A``,

@@ -11,6 +11,11 @@ theory's ``S = W W^T/sqrt(p d)``, rank cap ``kappa = d_head/d_model``), and the 
 * per **head**, with the layer's shape fixed, ``(eta, delta, eps)`` refitted on a ``delta`` grid
   around the layer's value (32 non-zero eigenvalues: read these as indicative).
 
+Beside the tied fit, per head, the untied theory's law ``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)``
+fitted to the singular values of ``M_h/sqrt(d_model)`` (:func:`singlehead.inspect.untied.fit_untied`),
+its KS next to the tied fit's, which fits better (:func:`singlehead.inspect.untied.better_fit`)
+and the fitted ``sigma_a/sigma_s``.
+
 Next to it the incumbent's number for the same matrix: the weightwatcher-style power-law
 exponent ``alpha`` of the ESD of ``M^T M`` (:mod:`singlehead.inspect.esd`); layer rows also
 give it for the full ``W_Q`` and ``W_K`` (what weightwatcher itself reports for the layer).
@@ -30,6 +35,7 @@ from .checkpoint import BERT_KEY, BERT_QUERY, AttentionWeights, load_attention_w
 from .esd import esd_power_law
 from .fit import LawCache, SpectralFit, fit_spectrum
 from .heads import HeadSpectrum, layer_spectra
+from .untied import UntiedFit, UntiedLawCache, better_fit, fit_untied
 
 __all__ = ["Inspection", "inspect_weights", "inspect_model", "COLUMNS"]
 
@@ -37,7 +43,8 @@ __all__ = ["Inspection", "inspect_weights", "inspect_model", "COLUMNS"]
 COLUMNS = ["layer", "head", "d_model", "d_head", "rank", "zero_beyond_cap", "sv1", "sv2", "sv3", "tied_top",
            "n_outliers", "outliers", "top_spike", "top_overlap", "prior", "shape", "eta", "delta", "eps",
            "zero_beyond_cap_fit", "eta_delta", "eps_over_delta", "bulk_edge", "ks", "ks_critical", "fits", "asymmetry", "ww_alpha", "ww_xmin",
-           "ww_alpha_q", "ww_alpha_k"]
+           "ww_alpha_q", "ww_alpha_k", "ks_tied", "ks_untied", "better_fit", "sigma_a_over_s", "untied_asymmetry", "untied_teacher",
+           "untied_kappa0", "untied_sigma", "untied_eps", "untied_eta"]
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Inspection:
     eigenvalues: dict[int, np.ndarray]  # pooled normalised tied eigenvalues per layer
     runtime_s: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    untied_fits: dict[tuple[int, int], UntiedFit] = field(default_factory=dict)
 
     def table(self):
         """Tidy :class:`pandas.DataFrame` with :data:`COLUMNS`."""
@@ -101,6 +109,10 @@ class Inspection:
                        f"{self.n_heads} heads; collapse beyond the rank cap: measured "
                        f"{_beyond(f.zero_fraction, f.rank_cap):.3f}, fitted {f.collapse_beyond_cap:.3f}; "
                        f"eta={f.eta:.3g} delta={f.delta:.3g} eps={f.eps:.3g} {_shape_name(f.prior)}={f.shape:.3g}")
+            won = [r["better_fit"] for r in self.rows if r["layer"] == l and r["head"] != "all" and r.get("better_fit")]
+            if won:
+                out[-1] += "; untied law vs tied, better fit per head: " + ", ".join(
+                    f"{k} {won.count(k)}" for k in ("untied", "tied", "tie") if won.count(k))
         return out
 
 
@@ -128,6 +140,13 @@ def _fit_cols(f: SpectralFit) -> dict[str, Any]:
     }
 
 
+def _untied_cols(uf: UntiedFit, f: SpectralFit | None) -> dict[str, Any]:
+    ks_tied = f.ks if f is not None else math.nan
+    return {"ks_tied": _num(ks_tied), "ks_untied": _num(uf.ks), "better_fit": better_fit(uf.ks, ks_tied, uf.n_nonzero),
+            "sigma_a_over_s": uf.sigma_ratio, "untied_asymmetry": _num(uf.model_asymmetry), "untied_teacher": uf.teacher, "untied_kappa0": uf.kappa0,
+            "untied_sigma": uf.sigma, "untied_eps": _num(uf.eps), "untied_eta": _num(uf.eta)}
+
+
 def _head_row(layer: int, h: int, hs: HeadSpectrum, f: SpectralFit | None) -> dict[str, Any]:
     sv = hs.singular_values
     ww = esd_power_law(sv**2)
@@ -142,11 +161,12 @@ def _head_row(layer: int, h: int, hs: HeadSpectrum, f: SpectralFit | None) -> di
     return row
 
 
-def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = True,
+def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = True, untied: bool = True,
                     progress=None) -> Inspection:
     """Spectra, fits and the table for already loaded weights (see :func:`inspect_model`).
 
-    Same conventions as :func:`inspect_model`: per head ``S_h = (A + B)^T (A + B)/(4 sqrt(d_head d_model))``,
+    Same conventions as :func:`inspect_model` (``untied``: also fit the untied law per head, when
+    ``per_head``): per head ``S_h = (A + B)^T (A + B)/(4 sqrt(d_head d_model))``,
     the law fitted to the pooled eigenvalues of each layer with the rank cap ``kappa = d_head/d_model``.
 
     Examples
@@ -167,7 +187,8 @@ def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = 
     """
     t0 = time.perf_counter()
     cap = w.d_head / w.d_model
-    rows, layer_fits, head_fits, eigs = [], {}, {}, {}
+    rows, layer_fits, head_fits, eigs, untied_fits = [], {}, {}, {}, {}
+    ucache = UntiedLawCache()  # laws shared by all heads (same d_model)
     for l in w.layers:
         spectra = layer_spectra(w.query[l], w.key[l], w.n_heads)
         pooled = np.concatenate([hs.normalised_tied() for hs in spectra])
@@ -184,6 +205,14 @@ def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = 
                                   shape=lf.shape, cache=cache, delta_grid=grid)
                 head_fits[(l, h)] = hf
             head_rows.append(_head_row(l, h, hs, hf))
+            if per_head and untied and w.d_model >= 4:
+                sv = np.zeros(w.d_model)
+                k = min(hs.singular_values.size, w.d_model)
+                sv[:k] = hs.singular_values[:k] / math.sqrt(w.d_model)
+                uf = fit_untied(sv, w.d_model, asymmetry=min(hs.asymmetry, 2.0), rank_cap=cap if cap < 1 else None,
+                                cache=ucache)
+                untied_fits[(l, h)] = uf
+                head_rows[-1].update(_untied_cols(uf, hf))
         svs = np.concatenate([hs.singular_values for hs in spectra])
         ww = esd_power_law(svs**2)
         wq = esd_power_law(np.linalg.svd(w.query[l], compute_uv=False) ** 2)
@@ -201,12 +230,12 @@ def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = 
             progress(l, lf)
     return Inspection(source=w.source, n_heads=w.n_heads, d_head=w.d_head, d_model=w.d_model, prior=prior,
                       rows=rows, layer_fits=layer_fits, head_fits=head_fits, eigenvalues=eigs,
-                      runtime_s=time.perf_counter() - t0, meta=dict(w.meta))
+                      runtime_s=time.perf_counter() - t0, meta=dict(w.meta), untied_fits=untied_fits)
 
 
 def inspect_model(model: str | None = None, *, layers: list[int] | None = None, n_heads: int | None = None,
                   query_pattern: str = BERT_QUERY, key_pattern: str = BERT_KEY, layout: str = "out_in",
-                  prior: str = "mp", per_head: bool = True, progress=None) -> Inspection:
+                  prior: str = "mp", per_head: bool = True, untied: bool = True, progress=None) -> Inspection:
     """Load a checkpoint (default the built-in all-MiniLM-L6-v2) and inspect its attention layers.
 
     Parameters
@@ -217,6 +246,10 @@ def inspect_model(model: str | None = None, *, layers: list[int] | None = None, 
         Family of the target law ``mu0`` (shape fitted per layer).
     per_head : bool
         Also fit ``(eta, delta, eps)`` per head (layer's shape fixed).
+    untied : bool
+        With ``per_head``: also fit the untied singular-value law to each head's ``M_h``
+        (:func:`singlehead.inspect.untied.fit_untied`; columns ``ks_untied``, ``better_fit``,
+        ``sigma_a_over_s`` and ``untied_*``).
 
     Returns
     -------
@@ -244,6 +277,6 @@ def inspect_model(model: str | None = None, *, layers: list[int] | None = None, 
     t0 = time.perf_counter()
     w = load_attention_weights(model, layers=layers, n_heads=n_heads, query_pattern=query_pattern,
                                key_pattern=key_pattern, layout=layout)
-    out = inspect_weights(w, prior=prior, per_head=per_head, progress=progress)
+    out = inspect_weights(w, prior=prior, per_head=per_head, untied=untied, progress=progress)
     out.runtime_s = time.perf_counter() - t0
     return out
