@@ -173,7 +173,9 @@ def main() -> None:
     points = POINTS[:5] if args.quick else POINTS
     stem = "untied_quick" if args.quick else "untied"
     rows = []
-    for f in sorted(OUT.glob(f"{stem}*.json")):  # the main cache and every worker's
+    for f in [OUT / f"{stem}.json", *sorted(OUT.glob(f"{stem}.worker*.json"))]:  # the main cache, every worker's
+        if not f.exists():
+            continue
         rows += [r for r in json.loads(f.read_text()) if r not in rows]
     cache = OUT / f"{stem}.json"
     if args.worker:
