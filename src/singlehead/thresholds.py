@@ -150,6 +150,14 @@ def untied_interpolation_threshold(problem: Problem) -> float:
     ``alpha_interp = kappa (2 - kappa)/e`` (e.g. ``1/2`` at ``T = 2``, seq2lab, ``kappa = 1``) or
     ``kappa (1 - kappa/2)/e``. Noiseless labels are interpolated at every ``alpha`` (``inf``).
     The test error of the minimum-norm interpolator peaks there (``docs/untied_theory.rst``).
+
+    Examples
+    --------
+    >>> from singlehead import Problem, untied_interpolation_threshold
+    >>> untied_interpolation_threshold(Problem(T=2, noise=0.5, student="untied"))   # 1/(T(T-1))
+    0.5
+    >>> round(untied_interpolation_threshold(Problem(T=2, noise=0.5, student="untied", kappa=0.5)), 4)
+    0.375
     """
     if problem.noise == 0:
         return math.inf
@@ -191,6 +199,12 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     ``D = 80``, ``lam = 1e-4``, seq2lab ``T = 2``, ``kappa0 = 0.5``) puts the transition at about 0.45
     (matrix error 0.107, 0.038, 0.0093, 0.0016, 0.0008, 0.0003 at ``alpha`` = 0.3, 0.35, 0.4, 0.45,
     0.47, 0.5), against this anchor's 0.4527. ``inf`` when the student's rank cap is below ``kappa0``.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, untied_perfect_recovery_threshold
+    >>> round(untied_perfect_recovery_threshold(Problem(T=2, student="untied", target=MPTarget(0.5))), 4)
+    0.4527
     """
     e, _ = problem.channel.untied_label_equations(problem.T)
     if e <= 0:
