@@ -11,7 +11,9 @@ timed in the same run before and after:
   (lam = 0.01, and the interpolation-peak sweep at lam = 1e-3).
 
 Each figure is the median over ``--repeats`` runs of the same workload; every time is also given
-as a multiple of the reference, which is what to compare across machines and loads.
+as a multiple of the reference, which is what to compare across machines and loads, and beside it
+the process CPU time (one thread: on a shared machine it is far less load-dependent than the wall
+time).
 Targets (issue 25): single point <= 0.1 s, warm sweep <= 0.05 s per point (idle 2-core machine,
 where the reference takes 0.13-0.15 s).
 
@@ -38,32 +40,35 @@ REPORT_BASE = Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
 REPORT_ALPHAS = np.geomspace(0.05, 4.0, 24)
 
 
-def point_times(problems: list[Problem], repeats: int) -> tuple[np.ndarray, int]:
-    """Per-problem median wall time of a cold ``theory`` call over ``repeats`` runs; unconverged count."""
-    times = np.empty((repeats, len(problems)))
+def point_times(problems: list[Problem], repeats: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per-problem median wall and CPU times of a cold ``theory`` call over ``repeats`` runs; unconverged count."""
+    times = np.empty((2, repeats, len(problems)))
     unconverged = 0
     for r in range(repeats):
         for i, p in enumerate(problems):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             res = theory(p)
-            times[r, i] = time.perf_counter() - t
+            times[:, r, i] = time.perf_counter() - t, time.process_time() - c
             unconverged += int(r == 0 and not res.converged)
-    return np.median(times, axis=0), unconverged
+    wall, cpu = np.median(times, axis=1)
+    return wall, cpu, unconverged
 
 
-def sweep_time(base: Problem, alphas: np.ndarray, repeats: int) -> tuple[float, int]:
-    """Median over ``repeats`` of the warm sweep's wall time per point; unconverged count."""
-    per_point, unconverged = [], 0
+def sweep_time(base: Problem, alphas: np.ndarray, repeats: int) -> tuple[float, float, int]:
+    """Medians over ``repeats`` of the warm sweep's wall and CPU time per point; unconverged count."""
+    wall, cpu, unconverged = [], [], 0
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         rs = theory_curve(base, alphas)
-        per_point.append((time.perf_counter() - t) / len(alphas))
+        wall.append((time.perf_counter() - t) / len(alphas))
+        cpu.append((time.process_time() - c) / len(alphas))
         unconverged = sum(not r.converged for r in rs)
-    return float(np.median(per_point)), unconverged
+    return float(np.median(wall)), float(np.median(cpu)), unconverged
 
 
-def row(name: str, seconds: float, ref: float, target: str, detail: str = "") -> None:
-    print(f"{name:<48} {seconds:8.3f} s  = {seconds / ref:5.2f} x ref   target {target:<8} {detail}", flush=True)
+def row(name: str, seconds: float, cpu: float, ref: float, target: str, detail: str = "") -> None:
+    print(f"{name:<48} {seconds:8.3f} s  = {seconds / ref:5.2f} x ref  (CPU {cpu:.3f} s)   target {target:<8} {detail}",
+          flush=True)
 
 
 def main() -> None:
@@ -77,18 +82,19 @@ def main() -> None:
     ref0 = reference_seconds()
     print(f"reference (5 x 1000^3 float64 matmul): {ref0:.3f} s")
     alphas = REPORT_ALPHAS[::3] if args.quick else REPORT_ALPHAS
-    t, bad = point_times([REPORT_BASE.replace(alpha=float(a)) for a in alphas], args.repeats)
-    row(f"T=2 point, report grid ({len(alphas)} alphas): median", float(np.median(t)), ref0, "<= 0.1 s",
-        f"max {t.max():.3f} s, unconverged {bad}")
+    t, c, bad = point_times([REPORT_BASE.replace(alpha=float(a)) for a in alphas], args.repeats)
+    row(f"T=2 point, report grid ({len(alphas)} alphas): median", float(np.median(t)), float(np.median(c)), ref0,
+        "<= 0.1 s", f"max {t.max():.3f} s, unconverged {bad}")
     grid = [p for p in random_problems(args.n, seed=args.seed) if p.T == 2 and p.channel.name != "linear"]
-    t, bad = point_times(grid, args.repeats)
-    row(f"T=2 point, random grid seed {args.seed} ({len(grid)} softmax): median", float(np.median(t)), ref0,
-        "<= 0.1 s", f"p90 {np.quantile(t, 0.9):.3f} s, max {t.max():.3f} s, unconverged {bad}")
-    s, bad = sweep_time(REPORT_BASE, alphas, args.repeats)
-    row(f"warm sweep lam=0.01 ({len(alphas)} points): per point", s, ref0, "<= 0.05 s", f"unconverged {bad}")
+    t, c, bad = point_times(grid, args.repeats)
+    row(f"T=2 point, random grid seed {args.seed} ({len(grid)} softmax): median", float(np.median(t)),
+        float(np.median(c)), ref0, "<= 0.1 s",
+        f"p90 {np.quantile(t, 0.9):.3f} s, max {t.max():.3f} s, unconverged {bad}")
+    s, c, bad = sweep_time(REPORT_BASE, alphas, args.repeats)
+    row(f"warm sweep lam=0.01 ({len(alphas)} points): per point", s, c, ref0, "<= 0.05 s", f"unconverged {bad}")
     if not args.quick:
-        s, bad = sweep_time(REPORT_BASE.replace(lam=1e-3), np.geomspace(0.05, 2.0, 24), args.repeats)
-        row("warm peak sweep lam=1e-3 (24 points): per point", s, ref0, "<= 0.05 s", f"unconverged {bad}")
+        s, c, bad = sweep_time(REPORT_BASE.replace(lam=1e-3), np.geomspace(0.05, 2.0, 24), args.repeats)
+        row("warm peak sweep lam=1e-3 (24 points): per point", s, c, ref0, "<= 0.05 s", f"unconverged {bad}")
     print(f"reference again at the end: {reference_seconds():.3f} s")
 
 

@@ -110,7 +110,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         oa = o if escalate else o.quick_attempt()
         F = SEMap(problem, pm, quad, [0], oa.max_evals)  # each attempt has its own budget
         F.warm = None if branches_ is None else list(branches_)
-        F.floor_after, F.branch = oa.floor_after, oa.prox_branch
+        F.floor_after, F.branch, F.screen = oa.floor_after, oa.prox_branch, oa.prox_screen
         maps.append(F)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
         # (or fails) the collapsed solution is returned

@@ -85,6 +85,13 @@ class SEOptions:
         agree. At the interpolation peak (seq2lab, lam = 1e-5, alpha = 0.3) ERM extrapolated to
         d = inf gives 0.2347 [0.2314, 0.2379]; the global branch 0.2623, the teacher branch 0.2399
         (``validation/results/peak.md``): closer, not exact.
+    prox_screen : int or None
+        With ``"global"``, the extra Newton starts of the prox (cold starts beside the first one, or
+        beside the tracked branches) run only on the first ``1/prox_screen`` of each scramble's nodes
+        and where the prox objective is not convex between the first start's minimum and them; on
+        every node only when they reach a minimum on those first nodes that the others missed
+        (:func:`~singlehead.state_evolution.prox_screen.screened_prox`; default 8: the output side
+        is the unscreened one to 1e-9 at the tested points). ``None``: every start on every node.
 
     The stages' tuning constants (the defaults are the measured ones; changing them changes which
     stage finds a hard point, not the fixed point a converged solve reports):
@@ -141,6 +148,7 @@ class SEOptions:
     max_evals: int = 1000
     floor_after: int | None = 150
     prox_branch: str = "global"
+    prox_screen: int | None = 8
     thin_factor: int = 8
     thin_min_nodes: int = 64
     coarse_tol: float = 1e-4
@@ -165,6 +173,8 @@ class SEOptions:
         _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
         _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
         _check(self.prox_branch in PROX_BRANCHES, "prox_branch", f"one of {PROX_BRANCHES}", self.prox_branch)
+        _check(self.prox_screen is None or (_is_int(self.prox_screen) and self.prox_screen >= 2), "prox_screen",
+               "an integer >= 2 or None", self.prox_screen)
         _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
         _check(_is_int(self.max_evals) and self.max_evals >= 1, "max_evals", "an integer >= 1", self.max_evals)
         _check(self.floor_after is None or (_is_int(self.floor_after) and self.floor_after >= 1), "floor_after",

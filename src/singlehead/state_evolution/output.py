@@ -27,6 +27,7 @@ import numpy as np
 
 from ..attention_maps import vec_to_mat
 from ..problem import Problem
+from .prox_screen import screened_prox, screening_nodes
 from .quadrature import OutputQuadrature
 
 __all__ = ["OutputSide", "output_side", "channel_test_errors"]
@@ -89,6 +90,7 @@ def output_side(
     union: bool = False,
     jacobian: bool = False,
     branch: str = "global",
+    screen: int | None = None,
 ) -> OutputSide:
     """Output-side update ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)`` plus the train error.
 
@@ -101,6 +103,10 @@ def output_side(
     averages are returned too (``OutputSide.scramble_jacobian``, for :mod:`.stability`).
     ``branch`` (``SEOptions.prox_branch``): ``"teacher"`` / ``"z"`` use the local minimum reached
     from ``(beta0/beta) y`` / ``z`` alone (``warm`` and ``union`` are then ignored).
+    ``screen`` (``SEOptions.prox_screen``): run the extra prox starts only on the first
+    ``1/screen`` of each scramble's nodes and where the prox is not convex on the way to them,
+    unless they find another minimum on those first nodes (:func:`~.prox_screen.screened_prox`);
+    ``None``: every start on every node.
 
     Examples
     --------
@@ -131,8 +137,13 @@ def output_side(
     else:
         cold = [] if (warm is not None and not union) or ch.convex_prox else \
             ch.prox_starts(z, y, T=T, beta=problem.beta, beta0=problem.beta0)
-    starts = warm if not cold else cold + (list(warm) if warm is not None else [])
-    pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts)
+    n_starts = len(cold) + (len(warm) if cold and warm is not None else 0)
+    mask = screening_nodes(quad, screen) if n_starts > 1 else None
+    if mask is not None:
+        pr, n_lead = screened_prox(problem, z, y, Sigma, cold, warm, mask)
+    else:
+        starts = warm if not cold else cold + (list(warm) if warm is not None else [])
+        pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts)
     g = pr.h - z
     det = max(Q0 * q - m * m, 1e-300)
     gS, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0, branch)
@@ -144,7 +155,10 @@ def output_side(
     mean, err = mean * fac, err * np.abs(fac)
     names = ("qhat", "mhat", "Sigmahat", "train_error")
     # warm starts for a next call: each branch followed continuously (union: the tracked ones)
-    br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
+    if mask is not None:
+        br = pr.branches[:n_lead] if (union and warm is not None) else pr.branches
+    else:
+        br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
     jac = _jacobian_averages(pr.h, y, Sigma, problem, quad) if jacobian else None
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
                       prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac)

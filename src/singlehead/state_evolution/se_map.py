@@ -49,6 +49,7 @@ class SEMap:
         self.floor_after: int | None = None
         self.floor = math.nan
         self.branch = "global"  # SEOptions.prox_branch
+        self.screen: int | None = None  # SEOptions.prox_screen
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """``F(x)`` alone (what the fixed-point solver needs)."""
@@ -58,7 +59,7 @@ class SEMap:
     def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None) -> "SEMap":
         """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget."""
         other = SEMap(self.problem if problem is None else problem, self.prior, quad, self.counter, self.budget)
-        other.stop_on_collapse, other.branch = self.stop_on_collapse, self.branch
+        other.stop_on_collapse, other.branch, other.screen = self.stop_on_collapse, self.branch, self.screen
         return other
 
     @property
@@ -97,7 +98,8 @@ class SEMap:
         self.n_calls += 1
         self.counter[0] += 1
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
-                          warm=None if mode == "cold" else self.warm, union=mode == "union", branch=self.branch)
+                          warm=None if mode == "cold" else self.warm, union=mode == "union", branch=self.branch,
+                          screen=self.screen)
         if out.branches is not None and not self.problem.channel.convex_prox:
             self.warm = out.branches
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)

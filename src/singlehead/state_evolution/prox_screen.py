@@ -1,0 +1,129 @@
+"""The output prox's global minimiser with the extra Newton starts screened.
+
+The softmax prox ``argmin_h ||h - z||^2/(2 Sigma) + ell(h)`` is non-convex, so the output side
+runs Newton from several starts (the channel's cold starts and the branches tracked from the
+previous evaluation) and keeps the node-wise lowest objective. Away from the interpolation peak
+the prox has one minimum at every node and every start ends at the same point: at the fixed
+points of the report's grid (lam = 0.01, 24 alphas), of the peak grid (lam = 1e-3, 12 alphas) and
+of the T = 2 softmax problems of a random grid (seed 7103, 25 problems) the starts disagreed on no
+node at 57 of 61 points, and on 1 to 50 of the 8192 nodes at the other four (near
+``alpha_interp``).
+
+:func:`screened_prox` therefore runs one start everywhere and the *extra* starts only where they
+can matter: on a screening subset, the first ``1/screen`` of each scramble's nodes (a Sobol
+prefix, itself balanced over the node distribution), and on the nodes where the prox objective is
+not convex at the midpoint between the first start's minimum and an extra start. Where some extra
+start reaches, on a screening node, a minimum that the others missed, every start runs on every
+node (what ``screen=None`` does from the outset). At those four points (1, 1, 10 and 50 nodes
+with several minima) the probes flagged all but 0, 0, 0 and 2 of them, at two peak points
+(lam = 1e-5 and 1e-4: 152 and 170) all but 3 and 6; where there are that many, the screening
+nodes hold several and the fallback runs. Missing the global minimum at even 2 of 8192 nodes
+moves the train error by half a quadrature standard error (``tests/test_prox_screen.py``), hence
+the two safeguards.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..problem import Problem
+from .._newton_steps import add_diagonal, chol_solve
+from ..prox import ProxResult
+from .quadrature import OutputQuadrature
+
+__all__ = ["screened_prox", "screening_nodes"]
+
+# two Newton end points closer than this (relative, per coordinate) are the same minimum
+_SAME_MINIMUM = 1e-6
+# no screening with fewer screening nodes per scramble than this (32: the coarse stage's thinned
+# set, 256 nodes per scramble, is screened too)
+_MIN_SCREEN_NODES = 32
+
+
+def screening_nodes(quad: OutputQuadrature, screen: int | None) -> np.ndarray | None:
+    """Boolean mask over ``quad.flat`` of the screening nodes (``None``: screen every node).
+
+    The first ``N // screen`` nodes of each of the ``R`` scrambles of ``N`` nodes; ``None`` when
+    ``screen`` is ``None`` or that prefix would hold fewer than 32 nodes per scramble.
+    """
+    if screen is None:
+        return None
+    R, N = quad.nodes.shape[:2]
+    n = N // int(screen)
+    if n < _MIN_SCREEN_NODES or n >= N:
+        return None
+    return np.tile(np.arange(N) < n, R)
+
+
+def _new_minimum(pr: ProxResult, lead: int, mask: np.ndarray) -> bool:
+    """Whether an extra start (index ``>= lead``) ended, on a screening node, away from every lead start's end."""
+    ends = [b[mask] for b in pr.branches]
+    for e in ends[lead:]:
+        seen = np.zeros(e.shape[0], dtype=bool)
+        for b in ends[:lead]:
+            seen |= np.all(np.abs(e - b) <= _SAME_MINIMUM * (1.0 + np.abs(b)), axis=1)
+        if not seen.all():
+            return True
+    return False
+
+
+def _not_convex_nodes(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, probes: Sequence[np.ndarray]
+                      ) -> np.ndarray:
+    """Nodes where the prox objective's Hessian ``H_ell(h) + I/Sigma`` is not positive definite at some probe ``h``."""
+    ch = problem.channel
+    labels = ch.labels(y, problem.T, problem.beta0)
+    inv = np.full(z.shape[0], 1.0 / Sigma)
+    rhs = np.zeros_like(z)
+    bad = np.zeros(z.shape[0], dtype=bool)
+    for h in probes:
+        H = np.array(ch.fit_loss(h, labels, problem.beta, order=2)[2], dtype=float)
+        add_diagonal(H, inv)
+        bad |= ~chol_solve(H, rhs, 1e-12 * inv)[1]
+    return bad
+
+
+def _merge(first: ProxResult, sel: np.ndarray, sub: ProxResult, lead: int) -> ProxResult:
+    """``first`` (the lead starts on every node) with the nodes ``sel`` replaced by ``sub`` (every start there)."""
+    def put(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = a.copy()
+        out[sel] = b
+        return out
+
+    branches = [put(first.branches[k], sub.branches[k]) for k in range(lead)]
+    branches += [put(first.branches[0], b) for b in sub.branches[lead:]]
+    return ProxResult(put(first.h, sub.h), put(first.objective, sub.objective), put(first.fit, sub.fit),
+                      put(first.grad_norm, sub.grad_norm), bool(first.converged and sub.converged),
+                      max(first.iterations, sub.iterations), put(first.start_index, sub.start_index), branches)
+
+
+def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, cold: Sequence[np.ndarray],
+                  warm: Sequence[np.ndarray] | None, mask: np.ndarray) -> tuple[ProxResult, int]:
+    """Global prox from the ``warm`` (tracked) and ``cold`` starts, the extra ones screened.
+
+    The *lead* starts run on every node: the tracked branches ``warm`` when given (a union
+    evaluation), else the first cold start. The other (*extra*) starts run on the ``mask`` nodes and
+    on the nodes where the prox objective is not convex at one of the probes, the midpoints
+    between the first lead start's end point and each extra start (where it is convex at all of
+    them, every start is taken to descend to the same minimum). If on some mask node an extra
+    start reaches a minimum no lead start reached, every start runs on every node.
+
+    Returns the prox result and the number of lead branches: its first ``lead`` branches are the
+    tracked ones (the warm starts of the next evaluation) when ``warm`` is given; without ``warm``
+    every branch is tracked (an extra start's branch is the first lead's where it did not run).
+    """
+    ch = problem.channel
+    kw = {"T": problem.T, "beta": problem.beta, "beta0": problem.beta0}
+    lead = list(warm) if warm else [cold[0]]
+    extra = list(cold) if warm else list(cold[1:])
+    first = ch.prox(z, y, Sigma, starts=lead, **kw)
+    end = first.branches[0]
+    probes = [0.5 * (c + end) for c in extra]
+    sel = np.nonzero(mask | _not_convex_nodes(problem, z, y, Sigma, probes))[0]
+    # the lead starts' end points are converged starts: Newton stops there at once
+    sub = ch.prox(z[sel], y[sel], Sigma, starts=[b[sel] for b in first.branches] + [c[sel] for c in extra], **kw)
+    pr = _merge(first, sel, sub, len(lead))
+    if _new_minimum(pr, len(lead), mask):
+        pr = ch.prox(z, y, Sigma, starts=list(pr.branches[:len(lead)]) + extra, **kw)
+    return pr, len(lead)
