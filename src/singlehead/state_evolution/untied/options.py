@@ -29,7 +29,7 @@ class UntiedSEOptions:
     damping :
         Weight of the new iterate in the damped fallback step.
     draw_errors :
-        Also solve the fixed point on each draw alone, for the sampling error (see :func:`untied_theory`).
+        Also solve the fixed point leaving each draw out, for the jackknife sampling error (see :func:`untied_theory`).
     exact_symmetric :
         With ``T = 1`` (no antisymmetric fields) and a PSD teacher, use the exact free-probability
         prior of the tied student whenever it is exact for the untied one (``qhat <= lam^2``: no

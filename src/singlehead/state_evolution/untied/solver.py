@@ -121,9 +121,9 @@ def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
     -------
     UntiedTheory
         The fixed point of the map averaged over all draws. With ``options.draw_errors`` the
-        fixed point is also solved on each draw alone (from the pooled one); the standard error
-        over draws of those fixed points is the prior's sampling error (``se["<metric>_draws"]``),
-        added in quadrature to the output quadrature's error in ``se["<metric>"]``.
+        fixed point is also solved leaving each draw out (from the pooled one); their jackknife
+        standard error is the prior's sampling error (``se["<metric>_draws"]``), added in
+        quadrature to the output quadrature's error in ``se["<metric>"]``.
     """
     t0 = time.perf_counter()
     opts = options if options is not None else UntiedSEOptions()
@@ -204,16 +204,27 @@ _DRAW_METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error"
 
 def _add_draw_errors(res: "UntiedTheory", problem: Any, opts: UntiedSEOptions, sample: UntiedPriorSample,
                      symmetric: bool, x: np.ndarray) -> None:
-    """Solve on each draw alone from ``x``; their spread over draws, divided by ``sqrt(draws)``, into ``res.se``."""
-    rows = []
-    for r in range(sample.draws):
-        one = UntiedPriorSample(sample.M0[r:r + 1], sample.Zs[r:r + 1], sample.Za[r:r + 1])
-        F = _Map(problem, opts, one, symmetric)
-        # an error bar needs a few digits only: the per-draw fixed points stop at 1e-5
+    """Jackknife over the prior's draws: the fixed point without draw ``r``, for each ``r``, from ``x``.
+
+    ``se^2 = (R-1)/R sum_r (theta_(r) - mean)^2`` estimates the sampling variance of the pooled fixed
+    point. Leave-one-out maps stay close to the pooled one, so they converge where it does; fixed points
+    on single draws do not near interpolation (at ``lam = 1e-4``, 3 of 4 did not within 300 iterations).
+    ``se["draws_converged"]`` counts the leave-one-out solves that converged.
+    """
+    R = sample.draws
+    rows, ok_count = [], 0
+    for r in range(R):
+        keep = [i for i in range(R) if i != r]
+        loo = UntiedPriorSample(sample.M0[keep], sample.Zs[keep], sample.Za[keep])
+        F = _Map(problem, opts, loo, symmetric)
+        # an error bar needs a few digits only: the leave-one-out fixed points stop at 1e-5
         xr, ok, _, _ = _solve(F, x, dataclasses.replace(opts, tol=max(opts.tol, 1e-5)))
+        ok_count += bool(ok)
         rr = _result(problem, F, xr, ok, 0, 0.0, math.nan)
         rows.append([getattr(rr, k) for k in _DRAW_METRICS] + [rr.overlaps[k] for k in _OVERLAPS])
-    spread = np.std(np.array(rows), axis=0, ddof=1) / math.sqrt(sample.draws)
+    arr = np.array(rows)
+    spread = np.sqrt((R - 1) / R * np.sum((arr - arr.mean(axis=0)) ** 2, axis=0))
+    res.se["draws_converged"] = float(ok_count)
     for k, v in zip(_DRAW_METRICS + _OVERLAPS, spread):
         res.se[f"{k}_draws"] = float(v)
         base = res.se.get(k, 0.0)
