@@ -70,8 +70,14 @@ class OutputSide:
     scramble_jacobian: np.ndarray | None = None
 
 
-def _gauss_pair(u1: np.ndarray, u2: np.ndarray, var0: float, cov: float, var1: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(a, b)`` with variances ``var0, var1`` and covariance ``cov`` from iid standard normals."""
+def gauss_pair(u1: np.ndarray, u2: np.ndarray, var0: float, cov: float, var1: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, b)`` with variances ``var0, var1`` and covariance ``cov`` from iid standard normals.
+
+    ``var0 <= 0`` (a block the teacher does not have, e.g. the antisymmetric fields of a tied
+    teacher for an untied student): ``a = 0`` and ``b = sqrt(var1) u2``.
+    """
+    if var0 <= 0.0:
+        return np.zeros_like(u1), math.sqrt(max(var1, 0.0)) * u2
     s0 = math.sqrt(var0)
     r = max(var1 - cov * cov / var0, 0.0)
     return s0 * u1, (cov / s0) * u1 + math.sqrt(r) * u2
@@ -169,7 +175,7 @@ def _fields(quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float
     """Teacher fields ``y`` (noise included), student fields ``z`` and ``E[z0 | y, z]`` on the nodes."""
     X = quad.flat
     K = X.shape[1] // 2
-    y, z = _gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
+    y, z = gauss_pair(X[:, :K], X[:, K:], Vy, m, q)
     # E[z0 | y, z] = a y + b z  (z0 = y - xi, xi independent of z)
     a, b = np.linalg.solve(np.array([[Vy, m], [m, q]]), np.array([Q0, m]))
     return y, z, a * y + b * z
@@ -302,7 +308,7 @@ def channel_test_errors(
     X = quad.flat
     out = {}
     for name, V0 in (("test_error", Q0), ("test_error_noisy", Q0 + Dh)):
-        z0, z = _gauss_pair(X[:, :K], X[:, K:], V0, m, q)
+        z0, z = gauss_pair(X[:, :K], X[:, K:], V0, m, q)
         diff = ch.attention(vec_to_mat(z0, T), problem.beta0) - ch.attention(vec_to_mat(z, T), problem.beta)
         mean, err = quad.mean_and_error(np.einsum("nab,nab->n", diff, diff))
         out[name], out[name + "_se"] = float(mean), float(err)

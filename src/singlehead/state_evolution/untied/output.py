@@ -22,7 +22,6 @@ The factor ``2 alpha`` is ``n`` over the dimension ``d^2/2`` of each block.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from ...attention_maps import untied_embedding
 from ...prox import prox_newton
+from ..output import gauss_pair
 from ..quadrature import OutputQuadrature
 
 __all__ = ["block_sizes", "UntiedOutput", "untied_output_side", "untied_test_errors", "collapse_hats"]
@@ -53,14 +53,6 @@ class UntiedOutput:
     prox_converged: bool = True
 
 
-def _pair(u1: np.ndarray, u2: np.ndarray, var0: float, cov: float, var1: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(a, b)`` with variances ``var0, var1`` and covariance ``cov`` (``var0 = 0``: ``a = 0``)."""
-    if var0 <= 0.0:
-        return np.zeros_like(u1), math.sqrt(max(var1, 0.0)) * u2
-    s0 = math.sqrt(var0)
-    return s0 * u1, (cov / s0) * u1 + math.sqrt(max(var1 - cov * cov / var0, 0.0)) * u2
-
-
 def _fields(X: np.ndarray, x: np.ndarray, Q0s: float, Q0a: float, noise: float, T: int):
     """Teacher fields ``y`` (noise included), student fields ``z`` and ``E[z0 | y, z]`` on the nodes, ``(N, T^2)``."""
     K, Ka = block_sizes(T)
@@ -68,10 +60,10 @@ def _fields(X: np.ndarray, x: np.ndarray, Q0s: float, Q0a: float, noise: float, 
     qs, ms, _, qa, ma, _ = x
     u1, u2 = X[:, :Kt], X[:, Kt:]
     Vy = Q0s + noise / 2.0
-    ys, zs = _pair(u1[:, :K], u2[:, :K], Vy, ms, qs)
+    ys, zs = gauss_pair(u1[:, :K], u2[:, :K], Vy, ms, qs)
     a, b = (np.linalg.solve(np.array([[Vy, ms], [ms, qs]]), np.array([Q0s, ms])) if qs > 0
             else (Q0s / Vy, 0.0))
-    ya, za = _pair(u1[:, K:], u2[:, K:], Q0a, ma, qa)
+    ya, za = gauss_pair(u1[:, K:], u2[:, K:], Q0a, ma, qa)
     y = np.concatenate([ys, ya], axis=1)
     z = np.concatenate([zs, za], axis=1)
     z0 = np.concatenate([a * ys + b * zs, ya], axis=1)
@@ -174,7 +166,7 @@ def untied_test_errors(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float,
     P = untied_embedding(T)
     X = quad.flat
     # noiseless teacher fields: redraw the symmetric block with variance Q0s (no noise)
-    t0, zz = _pair(X[:, :K], X[:, K + Ka:2 * K + Ka], Q0s, ms, qs)
+    t0, zz = gauss_pair(X[:, :K], X[:, K + Ka:2 * K + Ka], Q0s, ms, qs)
     teacher = np.concatenate([t0, y[:, K:]], axis=1)
     student = np.concatenate([zz, z[:, K:]], axis=1)
     A = ch.attention(np.einsum("abk,nk->nab", P, student), problem.beta)
