@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from ..spectra import singular_value_threshold
+
 __all__ = ["TEACHERS", "UntiedLawCache", "sample_singular_values", "sample_untied_map", "sample_untied_head",
            "model_asymmetry"]
 
@@ -146,9 +148,8 @@ def sample_untied_map(d: int, kappa0: float, sigma_s: float, sigma_a: float, *, 
     d = int(d)
     cache = UntiedLawCache(seed + 7919)
     zs, za = cache.draws(d, 0)[2:]
-    u, s, vt = np.linalg.svd(cache.teacher(teacher, kappa0, d, 0) + sigma_s * zs + sigma_a * za)
     r = d if rank_cap is None else max(1, int(round(rank_cap * d)))
-    return eta * (u[:, :r] * np.maximum(s[:r] - eps, 0.0)) @ vt[:r]
+    return eta * singular_value_threshold(cache.teacher(teacher, kappa0, d, 0) + sigma_s * zs + sigma_a * za, eps, r)[0]
 
 
 def sample_untied_head(d: int, kappa0: float, sigma_s: float, sigma_a: float, **kw) -> np.ndarray:
@@ -173,9 +174,7 @@ def model_asymmetry(cache: UntiedLawCache, teacher: str, kappa0: float, sigma: f
     for k in range(n_samples):
         zs, za = cache.draws(d, k)[2:]
         y = cache.teacher(teacher, kappa0, d, k) + sigma * (math.cos(theta) * zs + math.sin(theta) * za)
-        u, s, vt = np.linalg.svd(y)
-        s = np.maximum(s[:r] - eps, 0.0)
-        m = (u[:, :r] * s) @ vt[:r]
+        m = singular_value_threshold(y, eps, r)[0]
         nm = float(np.linalg.norm(m))
         if nm > 0:
             out.append(float(np.linalg.norm(m - m.T)) / nm)

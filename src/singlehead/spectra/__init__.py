@@ -14,7 +14,7 @@ single-head attention), 2506.01582 (Bayes-optimal attention-indexed model), 2505
 (nuclear route); Biane 1997 (free convolution with a semicircle).
 """
 
-from ._numerics import divided_differences
+from ._numerics import divided_differences, singular_value_threshold
 from .convolution import ConvolvedLaw, Outlier, free_convolve_semicircle
 from .finite_d import FiniteDSpectrum, goe
 from .integrals import (
@@ -30,6 +30,7 @@ from .learned import LearnedSpectrum, learned_spectrum_law, plot_learned_spectru
 from .prior_model import PriorModel, prior_from_eigenvalues
 
 __all__ = [
+    "singular_value_threshold",
     "MarchenkoPastur",
     "DiscreteLaw",
     "SpikedLaw",

@@ -13,7 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["cos_gauss", "newton_bracketed", "bisect_increasing", "cubic_roots", "divided_differences"]
+__all__ = ["cos_gauss", "newton_bracketed", "bisect_increasing", "cubic_roots", "divided_differences",
+           "singular_value_threshold"]
 
 # eigenvalues closer than this (relative to max(1, max|x|)) count as tied in divided differences
 TIE_RTOL = 1e-12
@@ -173,3 +174,23 @@ def divided_differences(x: np.ndarray, f: np.ndarray, fp: np.ndarray, *, tie_rto
         M = np.where(tied, value, df / dn)
     np.fill_diagonal(M, fp)
     return M
+
+
+def singular_value_threshold(M: np.ndarray, tau: float, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Singular-value soft thresholding ``U (s - tau)_+ V^T`` of ``M`` (batched over leading axes),
+    keeping the top ``rank`` singular values (all when ``None``): the proximal map of
+    ``tau ||.||_*`` (with a rank cap). Returns the matrix and its singular values (descending, zeros
+    beyond ``rank``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> M, s = singular_value_threshold(np.diag([3.0, 1.0, 0.5]), 0.75, rank=1)
+    >>> s.tolist(), np.round(np.diag(M), 12).tolist()
+    ([2.25, 0.0, 0.0], [2.25, 0.0, 0.0])
+    """
+    U, s, Vt = np.linalg.svd(M)
+    r = s.shape[-1] if rank is None else min(int(rank), s.shape[-1])
+    s = np.maximum(s - tau, 0.0)
+    s[..., r:] = 0.0
+    return (U[..., :, :r] * s[..., None, :r]) @ Vt[..., :r, :], s

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ...spectra import singular_value_threshold
+
 __all__ = ["UntiedPriorSample", "UntiedPriorSide", "weighted_nuclear_prox", "untied_prior_side"]
 
 
@@ -88,15 +90,6 @@ class UntiedPriorSample:
                 float(np.mean(np.sum(_anti(self.M0) ** 2, axis=(-2, -1)))) / self.D)
 
 
-def _svt(M: np.ndarray, tau: float, rank: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Singular-value soft thresholding by ``tau`` (top ``rank`` kept), batched; and the kept values."""
-    U, s, Vt = np.linalg.svd(M)
-    s = np.maximum(s - tau, 0.0)
-    if rank is not None and rank < s.shape[-1]:
-        s[..., rank:] = 0.0
-    return (U * s[..., None, :]) @ Vt, s
-
-
 def _symmetric_soft_threshold(A: np.ndarray, tau: float, rank: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalue soft thresholding of symmetric ``A`` on both signs (the nuclear-norm prox of a symmetric matrix)."""
     w, V = np.linalg.eigh(A)
@@ -136,17 +129,17 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     if Sa == 0.0:
         raise ValueError("Sigmahat_a = 0 with a non-zero antisymmetric input has no minimiser")
     if abs(Ss - Sa) <= 1e-14 * max(Ss, Sa):
-        M, s = _svt((A_s + A_a) / Ss, tau / Ss, rank)
+        M, s = singular_value_threshold((A_s + A_a) / Ss, tau / Ss, rank)
         return M, s, 1
     L, mu = max(Ss, Sa), min(Ss, Sa)
     beta = (math.sqrt(L) - math.sqrt(mu)) / (math.sqrt(L) + math.sqrt(mu))
     A = A_s + A_a
-    M = _svt(A / L, tau / L, rank)[0] if warm is None else warm
+    M = singular_value_threshold(A / L, tau / L, rank)[0] if warm is None else warm
     Y = M
     s = None
     for it in range(1, max_iter + 1):
         grad = Ss * _sym(Y) + Sa * _anti(Y) - A
-        M_new, s = _svt(Y - grad / L, tau / L, rank)
+        M_new, s = singular_value_threshold(Y - grad / L, tau / L, rank)
         step = np.sqrt(np.sum((M_new - M) ** 2, axis=(-2, -1)))
         size = np.sqrt(np.sum(M_new ** 2, axis=(-2, -1)))
         Y = M_new + beta * (M_new - M)
