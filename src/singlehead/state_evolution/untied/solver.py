@@ -33,14 +33,18 @@ _CONTINUE_BELOW = 1e-2
 class _Map:
     """``x -> prior(output(x))`` with warm starts carried between calls."""
 
-    def __init__(self, problem: Any, options: UntiedSEOptions, sample: UntiedPriorSample, symmetric_teacher: bool):
+    def __init__(self, problem: Any, options: UntiedSEOptions, sample: UntiedPriorSample, symmetric_teacher: bool,
+                 like: "_Map | None" = None):
+        """``like``: a map of the same task (other ``lam`` or draws) whose node set and exact prior model
+        are reused (read and built once per :func:`untied_theory`, not once per map)."""
         self.problem, self.options, self.sample = problem, options, sample
         self.Q0s, self.Q0a = sample.teacher_norms()
         K, self.Ka = block_sizes(problem.T)
-        self.quad = OutputQuadrature.sobol(2 * (K + self.Ka), options.n_points, options.n_scrambles)
+        self.quad = like.quad if like is not None else \
+            OutputQuadrature.sobol(2 * (K + self.Ka), options.n_points, options.n_scrambles)
         self.exact = options.exact_symmetric and self.Ka == 0 and symmetric_teacher
         if self.exact:
-            self.prior_model = prior_model(problem)
+            self.prior_model = like.prior_model if like is not None else prior_model(problem)
             self.Q0s = float(self.prior_model.Q0)
         self.warm_prior = None
         self.warm_out = None
@@ -136,13 +140,13 @@ def untied_theory(problem: Any, *, options: UntiedSEOptions | None = None,
     if x0 is None and problem.lam < _CONTINUE_BELOW:
         # small lam (Sigma ~ 1/lam below interpolation): continue down from lam = 1e-2 in decades
         for lam in _continuation(problem.lam):
-            Fc = _Map(problem.replace(lam=lam), opts, sample, symmetric)
+            Fc = _Map(problem.replace(lam=lam), opts, sample, symmetric, like=F)
             xc, ok, _, _ = _solve(Fc, x0, opts)
             x0 = xc if ok else x0
     x, converged, it, residual = _solve(F, x0, opts)
     res = _result(problem, F, x, converged, it, residual, math.nan)
     if opts.draw_errors and opts.draws > 1 and F.used_sampled:
-        _add_draw_errors(res, problem, opts, sample, symmetric, x)
+        _add_draw_errors(res, F, symmetric, x)
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -202,8 +206,7 @@ def _solve(F: _Map, x: np.ndarray | None, opts: UntiedSEOptions) -> tuple[np.nda
 _DRAW_METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "asymmetry", "rank_fraction")
 
 
-def _add_draw_errors(res: "UntiedTheory", problem: Any, opts: UntiedSEOptions, sample: UntiedPriorSample,
-                     symmetric: bool, x: np.ndarray) -> None:
+def _add_draw_errors(res: "UntiedTheory", like: _Map, symmetric: bool, x: np.ndarray) -> None:
     """Jackknife over the prior's draws: the fixed point without draw ``r``, for each ``r``, from ``x``.
 
     ``se^2 = (R-1)/R sum_r (theta_(r) - mean)^2`` estimates the sampling variance of the pooled fixed
@@ -211,12 +214,13 @@ def _add_draw_errors(res: "UntiedTheory", problem: Any, opts: UntiedSEOptions, s
     on single draws do not near interpolation (at ``lam = 1e-4``, 3 of 4 did not within 300 iterations).
     ``se["draws_converged"]`` counts the leave-one-out solves that converged.
     """
+    problem, opts, sample = like.problem, like.options, like.sample
     R = sample.draws
     rows, ok_count = [], 0
     for r in range(R):
         keep = [i for i in range(R) if i != r]
         loo = UntiedPriorSample(sample.M0[keep], sample.Zs[keep], sample.Za[keep])
-        F = _Map(problem, opts, loo, symmetric)
+        F = _Map(problem, opts, loo, symmetric, like=like)
         # an error bar needs a few digits only: the leave-one-out fixed points stop at 1e-5
         xr, ok, _, _ = _solve(F, x, dataclasses.replace(opts, tol=max(opts.tol, 1e-5)))
         ok_count += bool(ok)
