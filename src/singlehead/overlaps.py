@@ -6,8 +6,8 @@ For every student (tied students learn a symmetric ``M = S``, the untied one a g
 * the symmetric/antisymmetric split, ``M_s = (M + M^T)/2``, ``M_a = (M - M^T)/2`` (orthogonal in
   the Frobenius product, so ``q = q_s + q_a`` and ``m = m_s + m_a``):
   ``q_s = ||M_s||_F^2/d``, ``q_a = ||M_a||_F^2/d``, ``m_s = <M_s, M0_s>/d``, ``m_a = <M_a, M0_a>/d``;
-* the asymmetry ``||M - M^T||_F/||M||_F`` (0 for a symmetric ``M``, ``sqrt 2`` for an
-  antisymmetric one, about 1 for a Gaussian matrix; nan for ``M = 0``).
+* the asymmetry ``||M - M^T||_F/||M||_F = 2 ||M_a||_F/||M||_F`` (0 for a symmetric ``M``, 2 for an
+  antisymmetric one, about ``sqrt 2`` for a matrix with iid entries; nan for ``M = 0``).
 
 The spectrum of a symmetric ``M`` is its eigenvalues, of any other its singular values.
 """
