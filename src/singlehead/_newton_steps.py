@@ -15,19 +15,12 @@ FitLoss = Callable[[np.ndarray, np.ndarray, int], tuple]
 """``loss(h, labels, order) -> (value, grad or None, hess or None)``, batched over nodes."""
 
 
-def chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Solve ``H x = b`` for a batch of small SPD matrices by a vectorised Cholesky.
-
-    Returns ``(x, ok)``; ``ok[n]`` is False when a pivot of ``H[n]`` fell below ``floor[n]``
-    (not safely positive definite), in which case ``x[n]`` is meaningless. The loops run over
-    the ``K(K+1)/2`` matrix entries (``K <= 10``), each step a whole-batch vector operation.
-    """
-    N, K, _ = H.shape
-    # entries as contiguous (N,) rows: every vector operation below reads unit-stride memory
-    Ht = np.ascontiguousarray(H.transpose(1, 2, 0))
-    bt = np.ascontiguousarray(b.T)
+def _chol_factor(Ht: np.ndarray, floor: np.ndarray) -> tuple[list, np.ndarray]:
+    """Cholesky factor of the entry-major batch ``Ht`` (``(K, K, N)``): ``L[i][j]`` (``i >= j``) as
+    ``(N,)`` vectors, and ``ok`` (every pivot above ``floor``)."""
+    K = Ht.shape[0]
     L = [[None] * K for _ in range(K)]  # L[i][j], i >= j: (N,) vectors
-    ok = np.ones(N, dtype=bool)
+    ok = np.ones(Ht.shape[2], dtype=bool)
     for j in range(K):
         piv = Ht[j, j].copy()
         for k in range(j):
@@ -41,6 +34,12 @@ def chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.ndar
             for k in range(j):
                 v -= L[i][k] * L[j][k]
             L[i][j] = v / ljj
+    return L, ok
+
+
+def _chol_apply(L: list, bt: np.ndarray) -> np.ndarray:
+    """``x`` with ``L L^T x = b`` for an entry-major right-hand side ``bt`` (``(K, N)``)."""
+    K = len(L)
     y = [None] * K
     for j in range(K):  # forward substitution L y = b
         v = bt[j].copy()
@@ -53,8 +52,28 @@ def chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.ndar
         for k in range(j + 1, K):
             v = v - L[k][j] * xt[k]
         xt[j] = v / L[j][j]
-    x = np.ascontiguousarray(xt.T)
+    return xt
+
+
+def chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Solve ``H x = b`` for a batch of small SPD matrices by a vectorised Cholesky.
+
+    Returns ``(x, ok)``; ``ok[n]`` is False when a pivot of ``H[n]`` fell below ``floor[n]``
+    (not safely positive definite), in which case ``x[n]`` is meaningless. The loops run over
+    the ``K(K+1)/2`` matrix entries (``K <= 10``), each step a whole-batch vector operation.
+    """
+    # entries as contiguous (N,) rows: every vector operation below reads unit-stride memory
+    L, ok = _chol_factor(np.ascontiguousarray(H.transpose(1, 2, 0)), floor)
+    x = np.ascontiguousarray(_chol_apply(L, np.ascontiguousarray(b.T)).T)
     return x, ok
+
+
+def chol_solve_many(H: np.ndarray, B: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`chol_solve` for several right-hand sides ``B`` (``(N, K, R)``), factorising once."""
+    L, ok = _chol_factor(np.ascontiguousarray(H.transpose(1, 2, 0)), floor)
+    Bt = np.ascontiguousarray(B.transpose(2, 1, 0))  # (R, K, N)
+    X = np.stack([_chol_apply(L, Bt[r]) for r in range(Bt.shape[0])])
+    return np.ascontiguousarray(X.transpose(2, 1, 0)), ok
 
 
 def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:

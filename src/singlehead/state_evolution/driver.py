@@ -15,6 +15,7 @@ import numpy as np
 
 from ..problem import Problem
 from ..results import Result
+from ._fixed_point import _du_dx, _dx_du, _to_u
 from .options import SEOptions, WarmStart
 from .prior import PriorModel, collapse_point, prior_model
 from .quadrature import OutputQuadrature
@@ -79,10 +80,13 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
 
 
 def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
-            quad: OutputQuadrature | None, cold_first: bool = False) -> tuple[Result, WarmStart | None]:
+            quad: OutputQuadrature | None, cold_first: bool = False, alpha_tangent: bool = False
+            ) -> tuple[Result, WarmStart | None]:
     """:func:`theory`, also returning the warm start its solution offers to a next point.
 
     ``cold_first``: try the default start before the warm one (see the comment on ``plan``).
+    ``alpha_tangent``: include the fixed point's tangent along ``log alpha`` in the warm start (one more
+    Jacobian; an ``alpha`` sweep's predictor uses it).
     """
     if not problem.student.symmetric:
         # an untied student: the state evolution with a symmetric and an antisymmetric block
@@ -111,6 +115,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         F = SEMap(problem, pm, quad, [0], oa.max_evals)  # each attempt has its own budget
         F.warm = None if branches_ is None else list(branches_)
         F.floor_after, F.branch, F.screen = oa.floor_after, oa.prox_branch, oa.prox_screen
+        F.tangent = oa.exact_jacobian and quad is not None  # closed-form output sides keep Broyden
         maps.append(F)
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
         # (or fails) the collapsed solution is returned
@@ -130,7 +135,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
     r.extras["evaluations_all_attempts"] = int(sum(m.evaluations for m in maps))
     r.runtime_s = time.perf_counter() - t0
-    return r, _next_warm_start(r, jac, kept)
+    return r, _next_warm_start(r, jac, kept, alpha_tangent)
 
 
 def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool) -> list[tuple]:
@@ -152,9 +157,36 @@ def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_fi
     return [cold, warm_quick, warm_full] if cold_first else [warm_quick, cold, warm_full]
 
 
-def _next_warm_start(r: Result, jac: np.ndarray | None, kept: SEMap) -> WarmStart | None:
+def _next_warm_start(r: Result, jac: np.ndarray | None, kept: SEMap, alpha_tangent: bool) -> WarmStart | None:
     """The warm start a converged, non-collapsed solution offers to the next point of a sweep."""
     if not r.converged or r.extras["collapsed"]:
         return None
     tracked = kept.warm  # the prox branches tracked by the kept solve
-    return WarmStart((r.extras["q"], r.extras["m"], r.extras["Sigma"]), jac, None if tracked is None else tuple(tracked))
+    x = np.array([r.extras["q"], r.extras["m"], r.extras["Sigma"]])
+    return WarmStart(tuple(map(float, x)), jac, None if tracked is None else tuple(tracked),
+                     _alpha_tangent(kept, x, r.extras["Q0"]) if alpha_tangent else None)
+
+
+_TANGENT_RTOL = 1e-4
+
+
+def _alpha_tangent(F: SEMap, x: np.ndarray, Q0: float) -> np.ndarray | None:
+    """``du/dlog alpha`` at the fixed point ``x`` from the map's exact Jacobian there (``None`` without one).
+
+    At a fixed point ``G(u, alpha) = u(F(x(u), alpha)) - u = 0``, so ``du/dlog alpha = -G_u^{-1} G_{log alpha}``
+    (``F(x) = x`` there, so the u-transform's Jacobian is taken at ``x``). The Jacobian of the solve's
+    last Newton step is used when it was taken within ``_TANGENT_RTOL`` of ``x`` (a predictor needs
+    no more accuracy), else one is computed at ``x``.
+    """
+    lj = F.last_jacobian
+    if lj is None or not np.allclose(lj[0], x, rtol=_TANGENT_RTOL, atol=0.0):
+        if F.jacobian_at(x) is None:
+            return None
+        lj = F.last_jacobian
+    _, JF, dF_dlog_alpha = lj
+    try:
+        Dx = _du_dx(x, Q0)
+        t = -np.linalg.solve(Dx @ JF @ _dx_du(_to_u(x, Q0), Q0) - np.eye(3), Dx @ dF_dlog_alpha)
+    except np.linalg.LinAlgError:
+        return None
+    return t if np.all(np.isfinite(t)) else None

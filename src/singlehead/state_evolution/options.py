@@ -149,6 +149,8 @@ class SEOptions:
     floor_after: int | None = 150
     prox_branch: str = "global"
     prox_screen: int | None = 8
+    exact_jacobian: bool = True
+    exact_switch: float = 0.3
     thin_factor: int = 8
     thin_min_nodes: int = 64
     coarse_tol: float = 1e-4
@@ -176,6 +178,8 @@ class SEOptions:
         _check(self.prox_screen is None or (_is_int(self.prox_screen) and self.prox_screen >= 2), "prox_screen",
                "an integer >= 2 or None", self.prox_screen)
         _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
+        _check(isinstance(self.exact_jacobian, bool), "exact_jacobian", "True or False", self.exact_jacobian)
+        _check(_finite(self.exact_switch) and self.exact_switch > 0, "exact_switch", "> 0", self.exact_switch)
         _check(_is_int(self.max_evals) and self.max_evals >= 1, "max_evals", "an integer >= 1", self.max_evals)
         _check(self.floor_after is None or (_is_int(self.floor_after) and self.floor_after >= 1), "floor_after",
                "an integer >= 1 or None", self.floor_after)
@@ -218,7 +222,8 @@ class WarmStart:
     branch, on the same quadrature nodes) that the output side tracks.
 
     :func:`theory_curve` passes one from each converged point to the next; the branches make the
-    first SE map evaluation of the next point a warm one (a cold one runs Newton from scratch).
+    first SE map evaluation of the next point a warm one (a cold one runs Newton from scratch), and
+    the tangent ``du_dlog_alpha`` predicts where the next point's fixed point lies.
 
     Examples
     --------
@@ -233,3 +238,6 @@ class WarmStart:
     x: tuple[float, float, float]
     jacobian: np.ndarray | None = None
     branches: tuple[np.ndarray, ...] | None = None
+    #: ``du/dlog alpha`` at ``x``, ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)``: the fixed point's
+    #: tangent along ``alpha`` (from the exact Jacobian), for the predictor of an ``alpha`` sweep
+    du_dlog_alpha: np.ndarray | None = None

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..attention_maps import vec_to_mat
 from ..problem import Problem
+from .._newton_steps import add_diagonal, chol_solve_many
 from .prox_screen import screened_prox, screening_nodes
 from .quadrature import OutputQuadrature
 
@@ -68,6 +69,10 @@ class OutputSide:
     #: With ``jacobian=True``: per scramble, the node means of ``||J||_F^2`` and ``tr J`` with
     #: ``J = H (I + Sigma H)^{-1}`` (``H`` the fit loss's Hessian at ``h*``), ``(R, 2)``; see :mod:`.stability`.
     scramble_jacobian: np.ndarray | None = None
+    #: With ``tangent=True``: a function returning ``d(qhat, mhat, Sigmahat)/d(q, m, Sigma)``, ``(3, 3)``,
+    #: the derivative of this node average with every node's prox branch held (computed when called;
+    #: it may return ``None``). ``None``: not available, see :func:`output_side`.
+    tangent: Callable[[], np.ndarray | None] | None = field(default=None, repr=False)
 
 
 def gauss_pair(u1: np.ndarray, u2: np.ndarray, var0: float, cov: float, var1: float) -> tuple[np.ndarray, np.ndarray]:
@@ -97,6 +102,7 @@ def output_side(
     jacobian: bool = False,
     branch: str = "global",
     screen: int | None = None,
+    tangent: bool = False,
 ) -> OutputSide:
     """Output-side update ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)`` plus the train error.
 
@@ -113,6 +119,9 @@ def output_side(
     ``1/screen`` of each scramble's nodes and where the prox is not convex on the way to them,
     unless they find another minimum on those first nodes (:func:`~.prox_screen.screened_prox`);
     ``None``: every start on every node.
+    ``tangent=True`` also returns ``OutputSide.tangent``, a function computing the exact derivative
+    of the node average (:func:`_output_tangent`) on demand; only at non-degenerate points without
+    the small-``q`` control variate (elsewhere, and for closed-form channels, it is ``None``).
 
     Examples
     --------
@@ -166,8 +175,83 @@ def output_side(
     else:
         br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
     jac = _jacobian_averages(pr.h, y, Sigma, problem, quad) if jacobian else None
+    tan = None
+    if tangent and gS is g:
+        h, hats = pr.h, mean[:3].copy()
+
+        def tan() -> np.ndarray | None:
+            return _output_tangent(quad, problem, (q, m, Sigma), Q0, h, y, z, z0c, hats)
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
-                      prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac)
+                      prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac,
+                      tangent=tan)
+
+
+def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, float, float], Q0: float,
+                    h: np.ndarray, y: np.ndarray, z: np.ndarray, z0c: np.ndarray, hats: np.ndarray
+                    ) -> np.ndarray | None:
+    """``d(qhat, mhat, Sigmahat)/d(q, m, Sigma)`` of the node average, every node's prox branch held.
+
+    On the fixed nodes ``y = sqrt(Vy) u1`` and ``z = (m/sqrt(Vy)) u1 + sqrt(q - m^2/Vy) u2`` move
+    with ``(q, m)``, and so does ``E[z0 | y, z] = a y + b z`` through ``(a, b) = C^{-1} (Q0, m)``,
+    ``C = [[Vy, m], [m, q]]``. The prox point moves by the implicit function theorem on
+    ``(h - z)/Sigma + grad ell(h) = 0``: ``dh = (I + Sigma H)^{-1} (dz + g dSigma/Sigma)``, ``H`` the fit
+    loss's Hessian at ``h``. The averages ``E||g||^2``, ``E<g, q z0 - m z>``, ``E<g, Q0 z - m z0>`` are
+    differentiated by the product rule, then the prefactors of :func:`output_side`. This is the
+    derivative of the discretised map wherever no node switches minimum (the global prox's jumps are
+    not differentiated: on the fixed nodes they are rare and move the average by less than its
+    quadrature error). ``None`` where ``I + Sigma H`` is singular at some node.
+    """
+    q, m, Sigma = x
+    alpha, K = problem.alpha, problem.n_pairs
+    ch = problem.channel
+    X = quad.flat
+    u1, u2 = X[:, :K], X[:, K:]
+    Vy = Q0 + problem.noise / 2.0
+    s0, sr = math.sqrt(Vy), math.sqrt(max(q - m * m / Vy, 1e-300))
+    c = m / s0
+    C = np.array([[Vy, m], [m, q]])
+    a, b = np.linalg.solve(C, np.array([Q0, m]))
+    dab = np.linalg.solve(C, np.array([[0.0, -b], [-b, 1.0 - a]]))  # columns: d(a, b)/dq, d(a, b)/dm
+    g = h - z
+    _, _, H = ch.fit_loss(h, ch.labels(y, problem.T, problem.beta0), problem.beta, order=2)
+    M = Sigma * np.array(H, dtype=float)
+    add_diagonal(M, np.ones(h.shape[0]))
+    rhs = np.stack([u1, u2, g], axis=2)
+    Ainv, ok = chol_solve_many(M, rhs, np.full(h.shape[0], 1e-12))  # (I + Sigma H)^{-1} [u1, u2, g]
+    if not ok.all():
+        bad = np.nonzero(~ok)[0]
+        try:
+            Ainv[bad] = np.linalg.solve(M[bad], rhs[bad])
+        except np.linalg.LinAlgError:
+            return None
+    # every field is a combination of u1 and u2 with scalar coefficients (z, E[z0|y,z], their
+    # derivatives), and dh of A u1, A u2, A g: the derivatives need only the node means of the
+    # products of [g, u1, u2] with [u1, u2, A u1, A u2, A g] (one contraction)
+    left = np.stack([g, u1, u2], axis=1)
+    right = np.concatenate([np.stack([u1, u2], axis=1), Ainv.transpose(0, 2, 1)], axis=1)
+    P = np.tensordot(left, right, axes=([0, 2], [0, 2])) / h.shape[0]  # P[i, j] = mean <left_i, right_j>
+    e = np.array([a * s0 + b * c, b * sr])  # E[z0|y,z] = e1 u1 + e2 u2; z = c u1 + sr u2
+    zc = np.array([c, sr])
+    pk = np.array([[0.0, 1.0 / s0, 0.0], [0.5 / sr, -m / (Vy * sr), 0.0]])  # dz/dx_k = pk[0, k] u1 + pk[1, k] u2
+    rk = np.array([dab[0] * s0 + dab[1] * c, dab[1] * sr])  # the d(a, b) part of dz0/dx_k (k = q, m)
+    rk = np.concatenate([rk, np.zeros((2, 1))], axis=1) + b * pk
+    wm, wS = q * e - m * zc, Q0 * zc - m * e
+    dS = np.empty((3, 3))
+    for k in range(3):
+        # <g, dh_k>, <u_j, dh_k>: dh_k = pk[0, k] A u1 + pk[1, k] A u2 (+ A g/Sigma for k = Sigma)
+        dh = pk[0, k] * P[:, 2] + pk[1, k] * P[:, 3] + (P[:, 4] / Sigma if k == 2 else 0.0)
+        dg = dh - pk[0, k] * P[:, 0] - pk[1, k] * P[:, 1]  # <left_i, dg_k>
+        dwm = q * rk[:, k] - m * pk[:, k] + (e if k == 0 else 0.0) - (zc if k == 1 else 0.0)
+        dwS = Q0 * pk[:, k] - m * rk[:, k] - (e if k == 1 else 0.0)
+        dS[:, k] = [2.0 * dg[0], wm @ dg[1:] + dwm @ P[0, :2], wS @ dg[1:] + dwS @ P[0, :2]]
+    det = max(Q0 * q - m * m, 1e-300)
+    ddet = np.array([Q0, -2.0 * m, 0.0])
+    dlogS = np.array([0.0, 0.0, 1.0 / Sigma])
+    fac = np.array([2 * alpha / Sigma**2, 2 * alpha / (Sigma * det), -2 * alpha / (Sigma * det)])
+    out = fac[:, None] * dS
+    out[0] -= 2.0 * hats[0] * dlogS
+    out[1:] -= hats[1:, None] * (dlogS + ddet / det)[None, :]
+    return out
 
 
 def _fields(quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float

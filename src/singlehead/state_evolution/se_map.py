@@ -50,6 +50,23 @@ class SEMap:
         self.floor = math.nan
         self.branch = "global"  # SEOptions.prox_branch
         self.screen: int | None = None  # SEOptions.prox_screen
+        # exact Jacobians (SEOptions.exact_jacobian): each evaluation also returns dF/dx, kept with its x
+        self.tangent = False
+        # the last evaluation (x, output side, F(x)) whose Jacobian can be computed, and that Jacobian
+        self._last: tuple[np.ndarray, OutputSide, np.ndarray] | None = None
+        self.last_jacobian: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (x, dF/dx, dF/dlog alpha)
+
+    def jacobian_at(self, x: np.ndarray) -> np.ndarray | None:
+        """``dF/dx`` at ``x`` if the last evaluation was at ``x`` and computed it (``tangent``), else ``None``."""
+        lj = self.last_jacobian
+        if lj is not None and np.allclose(lj[0], x, rtol=1e-13, atol=0.0):
+            return lj[1]
+        last = self._last
+        if last is None or not np.allclose(last[0], x, rtol=1e-13, atol=0.0):
+            return None
+        self._last = None
+        self.last_jacobian = self._chain(*last)
+        return None if self.last_jacobian is None else self.last_jacobian[1]
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """``F(x)`` alone (what the fixed-point solver needs)."""
@@ -60,6 +77,7 @@ class SEMap:
         """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget."""
         other = SEMap(self.problem if problem is None else problem, self.prior, quad, self.counter, self.budget)
         other.stop_on_collapse, other.branch, other.screen = self.stop_on_collapse, self.branch, self.screen
+        other.tangent = self.tangent
         return other
 
     @property
@@ -99,13 +117,14 @@ class SEMap:
         self.counter[0] += 1
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
                           warm=None if mode == "cold" else self.warm, union=mode == "union", branch=self.branch,
-                          screen=self.screen)
+                          screen=self.screen, tangent=self.tangent)
         if out.branches is not None and not self.problem.channel.convex_prox:
             self.warm = out.branches
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
         if self.stop_on_collapse and not pr.q > 0:
             raise DrivenToCollapse
         fx = np.array([pr.q, pr.m, pr.Sigma])
+        self._last = (np.array(x, float), out, fx) if out.tangent is not None and pr.q > 0 else None
         if np.all(np.isfinite(fx)):
             res = _residual(np.asarray(x, float), fx, self.prior.Q0)
             if res < self.best[0]:
@@ -116,6 +135,36 @@ class SEMap:
                 if self.best[0] < self.floor:
                     raise AtQuadratureFloor
         return fx, out, pr
+
+
+    def _chain(self, x: np.ndarray, out: OutputSide, fx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(x, dF/dx, dF/dlog alpha)``: the output side's exact tangent times the prior side's
+        derivative in the conjugates (forward differences, relative step ``_PRIOR_STEP``; the prior
+        side is a smooth quadrature). The output side is proportional to ``alpha``, so
+        ``dF/dlog alpha = dP/dhat . hat``. ``None`` where a difference is not finite."""
+        dO = out.tangent() if out.tangent is not None else None
+        if dO is None:
+            return None
+        hats = np.array([out.qhat, out.mhat, out.Sigmahat])
+        dP = np.empty((3, 3))
+        for k in range(3):
+            step = _PRIOR_STEP * abs(hats[k])
+            if not step > 0:
+                return None
+            hk = hats.copy()
+            hk[k] += step
+            try:
+                pk = prior_side(*map(float, hk), problem=self.problem, prior=self.prior)
+            except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
+                return None
+            dP[:, k] = (np.array([pk.q, pk.m, pk.Sigma]) - fx) / step
+        if not np.all(np.isfinite(dP)):
+            return None
+        return x, dP @ dO, dP @ hats
+
+
+#: relative step of the forward differences of the prior side in (qhat, mhat, Sigmahat)
+_PRIOR_STEP = 1e-6
 
 
 class BudgetExhausted(Exception):

@@ -83,7 +83,8 @@ class _Solve:
 def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol: float, max_iter: int
            ) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     return solve_fixed_point(F.values, x, F.prior.Q0, tol=tol, switch=o.switch, method=o.method, jacobian=jac,
-                             damping=o.damping, max_iter=max_iter)
+                             damping=o.damping, max_iter=max_iter,
+                             jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=o.exact_switch)
 
 
 # ------------------------------------------------------------------------------------------ set-up

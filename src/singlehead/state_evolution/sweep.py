@@ -56,26 +56,64 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     hist: list[tuple[float, np.ndarray]] = []  # converged points (value, u) for the secant predictor
     it = tqdm(values, desc=f"theory over {param}") if progress else values
     Q0 = prior.Q0 if isinstance(prior, PriorModel) else None
+    tangents: list[tuple[float, np.ndarray]] = []  # (log alpha, du/dlog alpha) at the converged points
     for v in it:
         p = problem.replace(**{param: v})
-        if len(hist) >= 2 and Q0 is not None and isinstance(v, (int, float)) and isinstance(warm, WarmStart):
+        predicted = _tangent_prediction(param, v, hist, tangents, Q0, warm)
+        if predicted is not None:
+            warm = WarmStart(tuple(_from_u(predicted, Q0)), warm.jacobian, warm.branches)
+        elif len(hist) >= 2 and Q0 is not None and isinstance(v, (int, float)) and isinstance(warm, WarmStart):
             (v0, u0), (v1, u1) = hist[-2], hist[-1]
             if v1 != v0:
                 w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
                 warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian, warm.branches)
         # the previous warm start failed (the fixed point changes fast here): start this point cold first
         cold_first = bool(out) and bool(out[-1].extras.get("warm_start_retried", False))
-        r, new_warm = _theory(p, o, prior, warm, quad, cold_first=cold_first)
+        r, new_warm = _theory(p, o, prior, warm, quad, cold_first=cold_first, alpha_tangent=param == "alpha")
         out.append(r)
         if new_warm is not None:
             # keep the last known Jacobian when this solve did not produce one
             jac = new_warm.jacobian if new_warm.jacobian is not None else getattr(warm, "jacobian", None)
-            warm = WarmStart(new_warm.x, jac, new_warm.branches)
+            warm = WarmStart(new_warm.x, jac, new_warm.branches, new_warm.du_dlog_alpha)
             if Q0 is not None and isinstance(v, (int, float)):
                 hist.append((float(v), _to_u(np.array(new_warm.x), Q0)))
+                if param == "alpha" and new_warm.du_dlog_alpha is not None:
+                    tangents.append((float(np.log(v)), np.asarray(new_warm.du_dlog_alpha)))
+                else:
+                    tangents.clear()
         else:
             hist.clear()
+            tangents.clear()
     return out
+
+
+#: the tangent predictor's step in log alpha is capped (beyond it the secant one is used)
+_MAX_TANGENT_STEP = 1.0
+
+
+def _tangent_prediction(param: str, v: object, hist: list, tangents: list, Q0: float | None, warm: object
+                        ) -> np.ndarray | None:
+    """The next fixed point in u-coordinates predicted from the last one's tangent along ``log alpha``.
+
+    Second order when the previous point's tangent is known too (its change estimates the curvature):
+    ``u1 + h t1 + (h^2/2) (t1 - t0)/h0``, ``h`` and ``h0`` the steps in ``log alpha``. ``None`` when no
+    tangent applies (another parameter, no converged previous point with an exact Jacobian).
+    """
+    if param != "alpha" or Q0 is None or not tangents or not hist or not isinstance(warm, WarmStart) \
+            or not isinstance(v, (int, float)) or not v > 0:
+        return None
+    s1, t1 = tangents[-1]
+    v1, u1 = hist[-1]
+    if not np.isclose(np.log(v1), s1, rtol=0, atol=1e-12):
+        return None
+    h = float(np.log(v)) - s1
+    if abs(h) > _MAX_TANGENT_STEP:
+        return None
+    u = u1 + h * t1
+    if len(tangents) >= 2 and tangents[-2][0] != s1:
+        s0, t0 = tangents[-2]
+        u = u + 0.5 * h * h * (t1 - t0) / (s1 - s0)
+    return u
 
 
 def _untied_curve(problem: Problem, values: list, param: str, init: object, progress: bool) -> list[Result]:
