@@ -274,6 +274,56 @@ def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
     return val, grad, hess
 
 
+def _t2_row_curvatures(h: np.ndarray, Y: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The second derivatives ``f''_a`` of the two row losses along ``D_a`` (:func:`_softmax_fit_loss_t2`)."""
+    s0 = _sigmoid(beta * (_SQRT2 * h[:, 0] - h[:, 1]))
+    s1 = _sigmoid(beta * (_SQRT2 * h[:, 2] - h[:, 1]))
+    r0 = 2.0 * s0 - 1.0 - Y[:, 0, 0] + Y[:, 0, 1]
+    r1 = 2.0 * s1 - 1.0 - Y[:, 1, 1] + Y[:, 1, 0]
+    sp0, sp1 = beta * s0 * (1.0 - s0), beta * s1 * (1.0 - s1)
+    return (2.0 * beta * sp0 * (1.0 - 2.0 * s0) * r0 + 4.0 * sp0 * sp0,
+            2.0 * beta * sp1 * (1.0 - 2.0 * s1) * r1 + 4.0 * sp1 * sp1)
+
+
+def softmax_t2_prox_convex(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float) -> np.ndarray:
+    """Whether the prox objective's Hessian ``I/Sigma + H`` is positive definite at ``h`` (``T = 2``).
+
+    With ``H = G F G^T`` (rank two, :func:`softmax_t2_prox_solve`) and ``v = G w + v_perp``,
+    ``v^T (I + Sigma H) v = |v_perp|^2 + s^T ((G^T G)^{-1} + Sigma F) s`` with ``s = G^T G w``, so it is
+    positive definite iff the ``2 x 2`` matrix ``(G^T G)^{-1} + Sigma F`` is, ``(G^T G)^{-1} = [[3, -1], [-1, 3]]/8``.
+    """
+    ff0, ff1 = _t2_row_curvatures(h, Y, beta)
+    a, c = 0.375 + Sigma * ff0, 0.375 + Sigma * ff1
+    return (a > 0) & (a * c > 0.015625)
+
+
+def softmax_t2_prox_solve(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float, B: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """``(I + Sigma H)^{-1} B`` at ``T = 2``, ``H`` the Hessian of :func:`softmax_fit_loss` at ``h``.
+
+    ``H = f''_0 g_0 g_0^T + f''_1 g_1 g_1^T`` has rank two (:func:`_softmax_fit_loss_t2`), so by the
+    Woodbury identity ``(I + G D G^T)^{-1} = I - G D (I + G^T G D)^{-1} G^T`` with ``G = [g_0, g_1]``,
+    ``G^T G = [[3, 1], [1, 3]]`` and ``D = Sigma diag(f''_0, f''_1)`` every node needs one ``2 x 2``
+    solve. ``B`` is ``(N, 3, R)``; returns ``(X, ok)``, ``ok`` False where that ``2 x 2`` system is
+    singular to working precision (``X`` is then meaningless there).
+    """
+    ff0, ff1 = _t2_row_curvatures(h, Y, beta)
+    d0, d1 = Sigma * ff0, Sigma * ff1
+    a00, a11 = 1.0 + 3.0 * d0, 1.0 + 3.0 * d1
+    det = a00 * a11 - d0 * d1
+    ok = np.abs(det) > 1e-12 * (np.abs(a00 * a11) + np.abs(d0 * d1))
+    det = np.where(ok, det, 1.0)[:, None]
+    c0 = _SQRT2 * B[:, 0] - B[:, 1]
+    c1 = _SQRT2 * B[:, 2] - B[:, 1]
+    v0 = d0[:, None] * (a11[:, None] * c0 - d1[:, None] * c1) / det
+    v1 = d1[:, None] * (a00[:, None] * c1 - d0[:, None] * c0) / det
+    X = np.empty_like(B)
+    X[:, 0] = B[:, 0] - _SQRT2 * v0
+    X[:, 1] = B[:, 1] + v0 + v1
+    X[:, 2] = B[:, 2] - _SQRT2 * v1
+    return X, ok
+
+
 def _softmax_fit_loss_t2_untied(h: np.ndarray, Y: np.ndarray, beta: float, order: int
                                 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """:func:`softmax_fit_loss` at ``T = 2`` in untied coordinates ``h = (s_00, s_01, s_11, w)``.

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..attention_maps import softmax_rows, untied_embedding, vec_to_mat
+from .._newton_steps import add_diagonal, chol_solve, chol_solve_many
 from ..prox import ProxResult, prox_newton
 
 Array = Any  # numpy.ndarray or torch.Tensor
@@ -118,6 +119,32 @@ class Channel:
                  ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """``ell(h) = ||labels - chan_beta(M(h))||_F^2`` per node, with gradient and Hessian up to ``order``."""
         raise NotImplementedError
+
+    def prox_tangent_solve(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float, B: np.ndarray
+                           ) -> np.ndarray | None:
+        """``(I + Sigma H)^{-1} B`` per node, ``H`` the Hessian of :meth:`fit_loss` at the prox point ``h``
+        and ``B`` ``(N, K, R)``: the prox point's derivatives (``dh = (I + Sigma H)^{-1} (dz + g dSigma/Sigma)``).
+        Default: the Hessian and a batched Cholesky (LU where it is not positive definite); ``None``
+        where the system is singular."""
+        _, _, H = self.fit_loss(h, labels, beta, order=2)
+        M = Sigma * np.array(H, dtype=float)
+        add_diagonal(M, np.ones(h.shape[0]))
+        X, ok = chol_solve_many(M, B, np.full(h.shape[0], 1e-12))
+        if not ok.all():
+            bad = np.nonzero(~ok)[0]
+            try:
+                X[bad] = np.linalg.solve(M[bad], B[bad])
+            except np.linalg.LinAlgError:
+                return None
+        return X
+
+    def prox_convex_at(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float) -> np.ndarray:
+        """Per node, whether the prox objective's Hessian ``I/Sigma + H(h)`` is (safely) positive definite at ``h``.
+        Default: a batched Cholesky with pivots floored at ``1e-12/Sigma``."""
+        H = np.array(self.fit_loss(h, labels, beta, order=2)[2], dtype=float)
+        inv = np.full(h.shape[0], 1.0 / Sigma)
+        add_diagonal(H, inv)
+        return chol_solve(H, np.zeros_like(h), 1e-12 * inv)[1]
 
     def prox_starts(self, z: np.ndarray, y: np.ndarray, *, T: int, beta: float, beta0: float) -> list[np.ndarray]:
         """Default Newton starts of the prox for student fields ``z`` and teacher fields ``y``."""

@@ -13,6 +13,8 @@ from ..attention_maps import (
     shift_direction,
     softmax_fit_loss,
     softmax_rows,
+    softmax_t2_prox_convex,
+    softmax_t2_prox_solve,
     vec_to_mat,
 )
 from ..prox import interpolating_start
@@ -56,6 +58,23 @@ class Seq2Lab(Channel):
 
     def fit_loss(self, h, labels, beta, order=2):
         return softmax_fit_loss(h, labels, beta, order=order)
+
+    def prox_convex_at(self, h, labels, beta, Sigma):
+        if labels.shape[-1] != 2:
+            return super().prox_convex_at(h, labels, beta, Sigma)
+        return softmax_t2_prox_convex(h, labels, beta, Sigma)  # rank-two Hessian: a 2 x 2 test per node
+
+    def prox_tangent_solve(self, h, labels, beta, Sigma, B):
+        if labels.shape[-1] != 2:
+            return super().prox_tangent_solve(h, labels, beta, Sigma, B)
+        X, ok = softmax_t2_prox_solve(h, labels, beta, Sigma, B)  # rank-two Hessian: 2 x 2 per node
+        if not ok.all():
+            bad = np.nonzero(~ok)[0]
+            Xb = super().prox_tangent_solve(h[bad], labels[bad], beta, Sigma, B[bad])
+            if Xb is None:
+                return None
+            X[bad] = Xb
+        return X
 
     def untied_label_equations(self, T: int) -> tuple[int, bool]:
         # each row of labels fixes its logits up to a shift of the row: T(T-1) differences, which mix

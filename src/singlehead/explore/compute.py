@@ -3,9 +3,9 @@
 :meth:`Engine.events` yields one JSON-ready event per computed piece, the error curve first:
 
 * ``view`` (the validated view and its reproduction code), then ``point`` per alpha of the
-  warm-started state evolution (:func:`singlehead.state_evolution.theory_curve`, in chunks of
-  at most :data:`MAX_CHUNK` points so that the first point is on screen after one solve and a
-  new view stops this one between chunks);
+  warm-started state evolution (:func:`singlehead.state_evolution.iter_theory_curve`, one
+  sweep over the points not cached yet, solved and sent point by point: the first point is on
+  screen after one solve, and a new view stops this one between points);
 * ``thresholds`` (``alpha_interp``, ``alpha_perf``; lam -> 0+), ``spectrum`` and
   ``decomposition`` at ``alpha_at`` (:func:`singlehead.analysis.learned_spectrum`,
   :func:`singlehead.analysis.decompose`), ``scaling`` for power-law targets (excess error vs
@@ -42,17 +42,13 @@ from ..bayes import bayes_optimal
 from ..experiments import Cache, Job
 from ..problem import Problem
 from ..results import Result
-from ..state_evolution import SEOptions, prior_model, theory, theory_curve
+from ..state_evolution import SEOptions, iter_theory_curve, prior_model, theory
 from ..thresholds import interpolation_threshold, perfect_recovery_threshold
 from .parallel import WorkerPool
 from .view import View
 
-__all__ = ["Engine", "cache_root", "MAX_CHUNK"]
+__all__ = ["Engine", "cache_root"]
 
-# A chunk is one theory_curve call: its points come out together and a cancel waits for it,
-# so chunks stay short (1, 2, 3, then MAX_CHUNK points); each chunk's first point starts
-# from the previous point's fixed point but without the previous root-solver Jacobian.
-MAX_CHUNK = 4
 _METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank_fraction", "penalty")
 # the settings `singlehead theory` / `singlehead bayes` put in their cache keys (their defaults)
 _SE_SETTINGS = (("n_points", 2048), ("node_seed", 0), ("prior", "auto"), ("tol", 1e-6))
@@ -124,8 +120,7 @@ class Engine:
         self._gen_lock = threading.Lock()
         self._pool = None
         if workers:
-
-            self._pool = WorkerPool(workers, MAX_CHUNK)
+            self._pool = WorkerPool(workers)
 
     def close(self) -> None:
         """Stop the worker processes (if any)."""
@@ -173,8 +168,8 @@ class Engine:
 
     # ------------------------------------------------------------------ pieces
     def theory_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """``(index, SE record)`` along the grid: cached ones at once, the rest in warm-started chunks
-        (in this process, in grid order, or by the worker pool, segment by segment)."""
+        """``(index, SE record)`` along the grid: cached ones at once, the rest warm-started (in this
+        process, in grid order, one point at a time, or by the worker pool, segment by segment)."""
         problems = [view.problem.replace(alpha=a) for a in view.alphas]
         keys = [Job("theory", p, None, _SE_SETTINGS).key for p in problems]
         if self._pool is None:
@@ -194,7 +189,7 @@ class Engine:
                             ) -> Iterator[tuple[int, dict[str, Any]]]:
 
         options = SEOptions()
-        quad, prior, prev, size, i = None, None, None, 1, 0
+        quad, prior, prev, i = None, None, None, 0
         while i < len(problems):
             if not alive():
                 return
@@ -203,19 +198,23 @@ class Engine:
                 prev, i = rec, i + 1
                 yield i - 1, rec
                 continue
-            j = i
-            while j < len(problems) and j - i < size and self._get(keys[j]) is None:
+            j = i  # the run of points not cached yet: one warm-started sweep, solved point by point
+            while j < len(problems) and self._get(keys[j]) is None:
                 j += 1
-            with self._lock:
-                if quad is None and view.problem.student.symmetric:  # built once per view: nodes and the target's law
+            if quad is None and view.problem.student.symmetric:  # built once per view: nodes and the target's law
+                with self._lock:
                     quad = options.quadrature(view.problem)
                     prior = prior_model(view.problem, "auto", draws=options.draws, seed=options.node_seed)
-                init = Result.from_dict(prev) if prev is not None else None
-                chunk = theory_curve(problems[i], [p.alpha for p in problems[i:j]], options=options, quad=quad,
-                                     prior=prior, init=init)
-                recs = [self._put(k, r.to_dict()) for k, r in zip(keys[i:j], chunk)]
-            yield from zip(range(i, j), recs)
-            prev, i, size = recs[-1], j, min(size + 1, MAX_CHUNK)
+            init = Result.from_dict(prev) if prev is not None else None
+            points = iter_theory_curve(problems[i], [p.alpha for p in problems[i:j]], options=options, quad=quad,
+                                       prior=prior, init=init)
+            for k in range(i, j):
+                if not alive():  # a cancel waits for the point in flight only
+                    return
+                with self._lock:
+                    rec = self._put(keys[k], next(points).to_dict())
+                yield k, rec
+            prev, i = rec, j
 
     def bayes_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
         """``(index, Bayes-optimal record)`` along the grid (worker pool: in parallel, as they finish)."""

@@ -78,7 +78,7 @@ from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_sid
 from .quadrature import OutputQuadrature
 from .stability import Stability, stability
 from .stages import SEState
-from .sweep import theory_curve
+from .sweep import iter_theory_curve, theory_curve
 
 __all__ = [
     "SEOptions",
@@ -97,4 +97,5 @@ __all__ = [
     "collapse_point",
     "theory",
     "theory_curve",
+    "iter_theory_curve",
 ]

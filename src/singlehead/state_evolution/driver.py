@@ -17,7 +17,7 @@ from ..problem import Problem
 from ..results import Result
 from ._fixed_point import _du_dx, _dx_du, _to_u
 from .options import SEOptions, WarmStart
-from .prior import PriorModel, collapse_point, prior_model
+from .prior import PriorModel, _CollapsePoint, collapse_point, prior_model
 from .quadrature import OutputQuadrature
 from .se_map import SEMap
 from .stages import SEState, collapsed_result, solve_attempt
@@ -80,13 +80,14 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
 
 
 def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
-            quad: OutputQuadrature | None, cold_first: bool = False, alpha_tangent: bool = False
-            ) -> tuple[Result, WarmStart | None]:
+            quad: OutputQuadrature | None, cold_first: bool = False, alpha_tangent: bool = False,
+            collapse: _CollapsePoint | None = None) -> tuple[Result, WarmStart | None]:
     """:func:`theory`, also returning the warm start its solution offers to a next point.
 
     ``cold_first``: try the default start before the warm one (see the comment on ``plan``).
     ``alpha_tangent``: include the fixed point's tangent along ``log alpha`` in the warm start (one more
-    Jacobian; an ``alpha`` sweep's predictor uses it).
+    Jacobian; an ``alpha`` sweep's predictor uses it). ``collapse``: this problem's
+    :func:`collapse_point` when the caller has it (a sweep rescales the previous point's).
     """
     if not problem.student.symmetric:
         # an untied student: the state evolution with a symmetric and an antisymmetric block
@@ -101,7 +102,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, init.branches
         if branches is not None and (quad is None or any(b.shape[0] != quad.flat.shape[0] for b in branches)):
             branches = None  # tracked on another node set
-    col = collapse_point(problem, pm, quad)
+    col = collapse if collapse is not None else collapse_point(problem, pm, quad)
     if col.holds and problem.channel.convex_prox:
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
         r = collapsed_result(problem, pm, quad, col, t0, 0)

@@ -93,6 +93,20 @@ class SEOptions:
         (:func:`~singlehead.state_evolution.prox_screen.screened_prox`; default 8: the output side
         is the unscreened one to 1e-9 at the tested points). ``None``: every start on every node.
 
+    exact_jacobian : bool
+        Solve with Newton's method on the exact Jacobian of the SE map (default ``True``) instead of
+        Broyden's rank-one updates. The output side is differentiated on its fixed nodes by the
+        implicit function theorem on the prox (``dh = (I + Sigma H)^{-1} (dz + g dSigma/Sigma)``, with
+        every node's minimum held), the prior side by forward differences in ``(qhat, mhat,
+        Sigmahat)``; computed only where the solver uses it. Newton's last step is taken without
+        evaluating the map when the quadratic rate of the previous two predicts convergence (the
+        reporting evaluation measures the residual there), and an ``alpha`` sweep predicts each point
+        from the previous ones' tangents ``du/dlog alpha``. Closed-form output sides (the linear
+        channel) and the small-``q`` control-variate regime keep Broyden's method.
+    exact_switch : float
+        With exact Jacobians, the damped pre-iteration hands over to Newton's method at this
+        residual (0.3; handing over at once lost 3 of 100 problems of a random grid, seed 7202).
+
     The stages' tuning constants (the defaults are the measured ones; changing them changes which
     stage finds a hard point, not the fixed point a converged solve reports):
 

@@ -27,7 +27,6 @@ import numpy as np
 
 from ..attention_maps import vec_to_mat
 from ..problem import Problem
-from .._newton_steps import add_diagonal, chol_solve_many
 from .prox_screen import screened_prox, screening_nodes
 from .quadrature import OutputQuadrature
 
@@ -213,17 +212,11 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     a, b = np.linalg.solve(C, np.array([Q0, m]))
     dab = np.linalg.solve(C, np.array([[0.0, -b], [-b, 1.0 - a]]))  # columns: d(a, b)/dq, d(a, b)/dm
     g = h - z
-    _, _, H = ch.fit_loss(h, ch.labels(y, problem.T, problem.beta0), problem.beta, order=2)
-    M = Sigma * np.array(H, dtype=float)
-    add_diagonal(M, np.ones(h.shape[0]))
-    rhs = np.stack([u1, u2, g], axis=2)
-    Ainv, ok = chol_solve_many(M, rhs, np.full(h.shape[0], 1e-12))  # (I + Sigma H)^{-1} [u1, u2, g]
-    if not ok.all():
-        bad = np.nonzero(~ok)[0]
-        try:
-            Ainv[bad] = np.linalg.solve(M[bad], rhs[bad])
-        except np.linalg.LinAlgError:
-            return None
+    # (I + Sigma H)^{-1} [u1, u2, g]
+    Ainv = ch.prox_tangent_solve(h, ch.labels(y, problem.T, problem.beta0), problem.beta, Sigma,
+                                 np.stack([u1, u2, g], axis=2))
+    if Ainv is None:
+        return None
     # every field is a combination of u1 and u2 with scalar coefficients (z, E[z0|y,z], their
     # derivatives), and dh of A u1, A u2, A g: the derivatives need only the node means of the
     # products of [g, u1, u2] with [u1, u2, A u1, A u2, A g] (one contraction)

@@ -12,7 +12,7 @@ decides whether ``S = 0`` (complete rank collapse) is a fixed point.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
@@ -113,11 +113,13 @@ class _CollapsePoint:
     prior: PriorSide
     holds: bool  # S = 0 is a fixed point: eps0 = 2 lam/mhat0 at or above the top of mu_delta0
     lam_c: float  # the collapse point mhat0 * top(mu_delta0)/2 (inf for direct students)
+    alpha: float = math.nan  # the problem's alpha (the conjugates are proportional to it)
 
 
 
 
-def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature | None = None) -> _CollapsePoint:
+def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature | None = None,
+                   like: _CollapsePoint | None = None) -> _CollapsePoint:
     """Complete rank collapse test: is ``S = 0`` a fixed point of the SE?
 
     At ``q = m = 0`` the student logits vanish and the prox parameter ``Sigma`` of the collapsed
@@ -129,6 +131,9 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
     to ``q = m = Sigma = 0`` iff the threshold ``eps0 = 2 lam/mhat0`` is at or above the top edge of
     ``mu_delta0`` (no eigenvalue survives), i.e. iff ``lam >= lam_c = mhat0 top(mu_delta0)/2``.
     The direct (Frobenius) student shrinks linearly and never collapses (``lam_c = inf``).
+    ``like``: the collapse point of a problem that differs from ``problem`` only in ``alpha`` and ``lam``
+    (a sweep's previous point, same ``prior`` and ``quad``); the conjugates, proportional to ``alpha``
+    and free of ``lam``, are rescaled from it instead of integrated again.
 
     Examples
     --------
@@ -141,10 +146,20 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
     >>> collapse_point(problem.replace(lam=2 * point.lam_c), prior_model(problem)).holds
     True
     """
-    if quad is None:
-        quad = SEOptions().quadrature(problem)
-    out = output_side(0.0, 0.0, 0.0, problem=problem, Q0=prior.Q0, quad=quad)
+    if like is not None and like.alpha > 0:
+        out = _rescaled(like.out, problem.alpha / like.alpha)
+    else:
+        if quad is None:
+            quad = SEOptions().quadrature(problem)
+        out = output_side(0.0, 0.0, 0.0, problem=problem, Q0=prior.Q0, quad=quad)
     pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
     st = problem.student
     lam_c = st.collapse_lam(out.mhat, prior.top_edge(pr.delta)) if st.thresholded else math.inf
-    return _CollapsePoint(out, pr, bool(st.thresholded and not pr.q > 0), float(lam_c))
+    return _CollapsePoint(out, pr, bool(st.thresholded and not pr.q > 0), float(lam_c), float(problem.alpha))
+
+
+def _rescaled(out: OutputSide, factor: float) -> OutputSide:
+    """The output side with its conjugates (and their errors) multiplied by ``factor`` (train error kept)."""
+    err = {k: (v * factor if k != "train_error" else v) for k, v in out.err.items()}
+    return replace(out, qhat=out.qhat * factor, mhat=out.mhat * factor, Sigmahat=out.Sigmahat * factor, err=err,
+                   scramble_hats=None if out.scramble_hats is None else out.scramble_hats * factor)

@@ -29,7 +29,6 @@ from typing import Sequence
 import numpy as np
 
 from ..problem import Problem
-from .._newton_steps import add_diagonal, chol_solve
 from ..prox import ProxResult
 from .quadrature import OutputQuadrature
 
@@ -74,13 +73,9 @@ def _not_convex_nodes(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: flo
     """Nodes where the prox objective's Hessian ``H_ell(h) + I/Sigma`` is not positive definite at some probe ``h``."""
     ch = problem.channel
     labels = ch.labels(y, problem.T, problem.beta0)
-    inv = np.full(z.shape[0], 1.0 / Sigma)
-    rhs = np.zeros_like(z)
     bad = np.zeros(z.shape[0], dtype=bool)
     for h in probes:
-        H = np.array(ch.fit_loss(h, labels, problem.beta, order=2)[2], dtype=float)
-        add_diagonal(H, inv)
-        bad |= ~chol_solve(H, rhs, 1e-12 * inv)[1]
+        bad |= ~ch.prox_convex_at(h, labels, problem.beta, Sigma)
     return bad
 
 

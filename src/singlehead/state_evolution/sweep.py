@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -12,12 +12,12 @@ from ..results import Result
 from ._fixed_point import _from_u, _to_u
 from .driver import _theory
 from .options import SEOptions, WarmStart
-from .prior import PriorModel, prior_model
+from .prior import PriorModel, collapse_point, prior_model
 from .quadrature import OutputQuadrature
 from .stages import SEState
 from .untied import untied_result
 
-__all__ = ["theory_curve"]
+__all__ = ["theory_curve", "iter_theory_curve"]
 
 
 def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
@@ -26,11 +26,13 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
                  quad: OutputQuadrature | None = None, progress: bool = False) -> list[Result]:
     """SE along a grid of ``param`` (``"alpha"`` or ``"lam"``, or any Problem field), warm-started.
 
-    Each point starts from a secant extrapolation of the previous two fixed points (in the
-    unconstrained coordinates; the previous point at the start) with the previous root-solver
-    Jacobian (a :class:`WarmStart`), and all points share one quadrature node set and one prior
-    model (rebuilt per point when ``param`` is ``"d"`` or ``"target"``). ``options``,
-    ``prior``, ``init`` and ``quad`` are as in :func:`theory`.
+    Along ``alpha`` each point starts from the previous fixed point moved along its tangent
+    ``du/dlog alpha`` (second order once two tangents are known; ``u`` the unconstrained
+    coordinates, see :class:`WarmStart`); along other parameters from a secant extrapolation of the
+    previous two fixed points; in both cases with the previous point's Jacobian and prox branches
+    (a :class:`WarmStart`). All points share one quadrature node set and one prior model (rebuilt
+    per point when ``param`` is ``"d"`` or ``"target"``). ``options``, ``prior``, ``init`` and
+    ``quad`` are as in :func:`theory`. :func:`iter_theory_curve` yields the points as they are solved.
 
     Examples
     --------
@@ -42,11 +44,34 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     >>> errors[0] > errors[1] > errors[2]               # more data, less error at this lam
     True
     """
+    return list(iter_theory_curve(problem, values, param=param, options=options, prior=prior, init=init, quad=quad,
+                                  progress=progress))
+
+
+def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
+                      options: SEOptions | None = None, prior: str | PriorModel = "auto",
+                      init: SEState | WarmStart | Sequence[float] | Result | None = None,
+                      quad: OutputQuadrature | None = None, progress: bool = False) -> Iterator[Result]:
+    """:func:`theory_curve`, yielding each point's :class:`~singlehead.Result` as soon as it is solved.
+
+    The next point is solved only when it is asked for, so a caller can stop early (the explorer
+    does, when its view changes) and still has every point it received, warm-started as in
+    :func:`theory_curve`.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.state_evolution import iter_theory_curve
+    >>> points = iter_theory_curve(Problem(T=2, noise=0.5, lam=0.01), [0.25, 0.5, 1.0])
+    >>> round(next(points).problem["alpha"], 2)        # the first point, before the others are solved
+    0.25
+    """
     o = options or SEOptions()
     values = list(values)
     if not problem.student.symmetric:
         # an untied student: its own solver, each point started from the previous one's overlaps
-        return _untied_curve(problem, values, param, init, progress)
+        yield from _untied_curve(problem, values, param, init, progress)
+        return
     if quad is None:
         quad = o.quadrature(problem)
     if not isinstance(prior, PriorModel) and param not in ("d", "target"):
@@ -57,8 +82,11 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     it = tqdm(values, desc=f"theory over {param}") if progress else values
     Q0 = prior.Q0 if isinstance(prior, PriorModel) else None
     tangents: list[tuple[float, np.ndarray]] = []  # (log alpha, du/dlog alpha) at the converged points
+    col = None  # along alpha the collapse point's conjugates are rescaled from the previous point's
     for v in it:
         p = problem.replace(**{param: v})
+        if param == "alpha" and isinstance(prior, PriorModel) and p.student.symmetric:
+            col = collapse_point(p, prior, quad, like=col)
         predicted = _tangent_prediction(param, v, hist, tangents, Q0, warm)
         if predicted is not None:
             warm = WarmStart(tuple(_from_u(predicted, Q0)), warm.jacobian, warm.branches)
@@ -69,8 +97,10 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
                 warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian, warm.branches)
         # the previous warm start failed (the fixed point changes fast here): start this point cold first
         cold_first = bool(out) and bool(out[-1].extras.get("warm_start_retried", False))
-        r, new_warm = _theory(p, o, prior, warm, quad, cold_first=cold_first, alpha_tangent=param == "alpha")
+        r, new_warm = _theory(p, o, prior, warm, quad, cold_first=cold_first, alpha_tangent=param == "alpha",
+                              collapse=col)
         out.append(r)
+        yield r
         if new_warm is not None:
             # keep the last known Jacobian when this solve did not produce one
             jac = new_warm.jacobian if new_warm.jacobian is not None else getattr(warm, "jacobian", None)
@@ -84,7 +114,6 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
         else:
             hist.clear()
             tangents.clear()
-    return out
 
 
 #: the tangent predictor's step in log alpha is capped (beyond it the secant one is used)
@@ -116,12 +145,10 @@ def _tangent_prediction(param: str, v: object, hist: list, tangents: list, Q0: f
     return u
 
 
-def _untied_curve(problem: Problem, values: list, param: str, init: object, progress: bool) -> list[Result]:
-    """:func:`theory_curve` for an untied student (``options``, ``prior`` and ``quad`` do not apply)."""
-    out: list[Result] = []
+def _untied_curve(problem: Problem, values: list, param: str, init: object, progress: bool) -> Iterator[Result]:
+    """:func:`iter_theory_curve` for an untied student (``options``, ``prior`` and ``quad`` do not apply)."""
     prev = init
     for v in (tqdm(values, desc=f"theory over {param}") if progress else values):
         r = untied_result(problem.replace(**{param: v}), init=prev)
-        out.append(r)
+        yield r
         prev = r if r.converged else prev
-    return out
