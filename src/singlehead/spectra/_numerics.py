@@ -13,8 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["cos_gauss", "newton_bracketed", "bisect_increasing", "cubic_roots", "divided_differences",
-           "singular_value_threshold"]
+__all__ = ["cos_gauss", "newton_bracketed", "bisect_increasing", "cubic_roots", "cubic_roots_fast",
+           "divided_differences", "singular_value_threshold"]
 
 # eigenvalues closer than this (relative to max(1, max|x|)) count as tied in divided differences
 TIE_RTOL = 1e-12
@@ -143,6 +143,76 @@ def cubic_roots(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray) 
     M[..., 1, 0] = 1.0
     M[..., 2, 1] = 1.0
     return np.linalg.eigvals(M)
+
+
+#: Primitive cube roots of unity, ``omega^k``, k = 0, 1, 2 (the three branches of Cardano's formula).
+_OMEGA = np.exp(2j * np.pi * np.arange(3) / 3)
+
+#: Closed-form roots closer than this to another root (relative to the sum of their moduli) go to
+#: :func:`cubic_roots`: near a double root both routes lose accuracy differently (the density
+#: ``-Im g/pi`` at a node near a bulk edge, to ~eps/gap^2 relative), so there the eigenvalue route
+#: is kept to give the same numbers as it always did.
+CUBIC_SEPARATION_RTOL = 1e-2
+
+#: Largest accepted last Newton correction of a closed-form root, relative to its modulus.
+CUBIC_STEP_RTOL = 1e-10
+
+
+def _cardano(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Roots of the monic ``g^3 + A g^2 + B g + C`` in closed form; 1-d inputs, output ``(n, 3)``.
+
+    Cardano's formula on the depressed cubic ``y^3 + p y + q`` (``g = y - A/3``), with the sign of
+    the square root that makes ``|w| = |-q/2 +- sqrt(q^2/4 + p^3/27)|`` largest, ``u = w^(1/3)``,
+    ``y_k = u omega^k - p/(3 u omega^k)``. Only the root ``R`` of largest modulus is kept from it:
+    when one root dwarfs the others (``|A|`` large: a small semicircle variance) the shift ``A/3``
+    and ``q^2/4 + p^3/27`` cancel and the small roots are lost. They come instead from the deflated
+    quadratic ``t^2 - S t + P`` with ``P = -C/R`` and ``S = (B - P)/R`` (Vieta; its rounding error is
+    ``~eps`` times the small roots, where ``S = -A - R`` would cost ``eps |R|``), solved without
+    cancellation (``t1 t2 = P``). Degenerate rows (``u = 0``, ``R = 0``) come out non-finite.
+    """
+    s = A / 3.0
+    p3 = B / 3.0 - s * s
+    h = 0.5 * (s * B - C) - s**3
+    root = np.sqrt(h * h + p3**3)
+    w = np.where(np.abs(h + root) >= np.abs(h - root), h + root, h - root)
+    u = (w ** (1.0 / 3.0))[:, None] * _OMEGA
+    g = u - p3[:, None] / u - s[:, None]
+    R = g[np.arange(g.shape[0]), np.argmax(np.abs(g), axis=1)]
+    P = -C / R
+    S = (B - P) / R
+    d = np.sqrt(S * S - 4.0 * P)
+    t1 = 0.5 * np.where(S.real * d.real + S.imag * d.imag >= 0, S + d, S - d)
+    return np.stack([R, t1, P / t1], axis=1)
+
+
+def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray,
+                     *, with_fallback: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """All roots of ``c3 g^3 + c2 g^2 + c1 g + c0``: closed form, eigenvalue route where ill-conditioned.
+
+    :func:`_cardano` followed by one Newton step. Rows whose roots are closer than
+    :data:`CUBIC_SEPARATION_RTOL`, whose Newton correction exceeds :data:`CUBIC_STEP_RTOL` (the
+    residual was not at round-off) or that are not finite are recomputed by :func:`cubic_roots`,
+    so the two routes agree to round-off times the roots' condition number.
+
+    Returns an array of shape ``broadcast(...).shape + (3,)`` (complex), and with ``with_fallback``
+    also the boolean mask (shape ``broadcast(...).shape``) of the rows computed by :func:`cubic_roots`.
+    ``c3`` must not vanish.
+    """
+    shape = np.broadcast_shapes(*(np.shape(c) for c in (c3, c2, c1, c0)))
+    A, B, C = (np.broadcast_to(np.asarray(c / c3, dtype=complex), shape).reshape(-1) for c in (c2, c1, c0))
+    with np.errstate(all="ignore"):
+        r = _cardano(A, B, C)
+        A, B, C = A[:, None], B[:, None], C[:, None]
+        step = (((r + A) * r + B) * r + C) / ((3.0 * r + 2.0 * A) * r + B)
+        r = r - step
+        ar = np.abs(r)
+        gap = np.abs(r - r[:, [1, 2, 0]]) / (ar + ar[:, [1, 2, 0]])
+        good = np.all((gap > CUBIC_SEPARATION_RTOL) & (np.abs(step) <= CUBIC_STEP_RTOL * ar), axis=1)
+    bad = ~good  # NaN compares False: non-finite rows are bad too
+    if np.any(bad):
+        r[bad] = cubic_roots(*(np.broadcast_to(c, shape).reshape(-1)[bad] for c in (c3, c2, c1, c0)))
+    r = r.reshape(shape + (3,))
+    return (r, bad.reshape(shape)) if with_fallback else r
 
 
 def divided_differences(x: np.ndarray, f: np.ndarray, fp: np.ndarray, *, tie_rtol: float = TIE_RTOL,

@@ -185,19 +185,28 @@ class ConvolvedLaw:
             b.cum = np.concatenate([[0.0], np.cumsum(masses)])
         return b.cum
 
-    def _cont_mass_below_t(self, k: int, t: np.ndarray) -> np.ndarray:
-        """Continuous mass of bulk ``k`` between ``t_lo`` and ``t`` (vectorised)."""
+    def _cont_mass_below_t(self, k: int, t: np.ndarray, with_density: bool = False):
+        """Continuous mass of bulk ``k`` between ``t_lo`` and ``t`` (vectorised).
+
+        With ``with_density``, also ``p dx/dt`` at ``t`` (the derivative of that mass), evaluated in the
+        same engine call as the quadrature nodes.
+        """
         b = self._eng.bulks[k]
         cum = self._cum(k)
         t = np.asarray(t, dtype=float)
         j = np.clip(np.searchsorted(b.breaks, t, side="right") - 1, 0, len(b.breaks) - 2)
         out = cum[j].copy()
-        for jj in np.unique(j):
-            m = j == jj
-            tt, ww = cos_gauss(np.full(m.sum(), b.breaks[jj]), t[m], int(b.nodes[jj]))
-            _, p, jac, _ = self._eng.eval_t(k, tt.ravel())
-            out[m] += np.sum(ww * (p * jac).reshape(tt.shape), axis=-1)
-        return out
+        groups = [(j == jj) for jj in np.unique(j)]
+        rules = [cos_gauss(np.full(m.sum(), b.breaks[jj]), t[m], int(b.nodes[jj]))
+                 for jj, m in zip(np.unique(j), groups)]
+        pts = [tt.ravel() for tt, _ in rules] + ([t] if with_density else [])
+        _, p, jac, _ = self._eng.eval_t(k, np.concatenate(pts))
+        pj = p * jac
+        start = 0
+        for m, (tt, ww) in zip(groups, rules):
+            out[m] += np.sum(ww * pj[start:start + tt.size].reshape(tt.shape), axis=-1)
+            start += tt.size
+        return (out, pj[start:]) if with_density else out
 
     def rule(self, lo: float = -math.inf, hi: float = math.inf) -> _Rule:
         """Quadrature rule of the continuous part restricted to ``[lo, hi]``."""
@@ -248,11 +257,13 @@ class ConvolvedLaw:
         pos, mass = self._eng.atom_pos, self._eng.atom_mass
         return float(np.sum(r.w) + np.sum(mass[pos > x]))
 
-    def upper_cut(self, kappa: float) -> tuple[float, float | None]:
+    def upper_cut(self, kappa: float, guess: float | None = None) -> tuple[float, float | None]:
         """Point ``c`` with ``mu_v((c, inf)) <= kappa <= mu_v([c, inf))``.
 
         Returns ``(c, frac)``: ``frac`` is the kept fraction of an atom sitting at ``c``
-        (``None`` when ``c`` is in a bulk). ``c = -inf`` when ``kappa >= 1``.
+        (``None`` when ``c`` is in a bulk). ``c = -inf`` when ``kappa >= 1``. ``guess`` (a point
+        ``x`` near ``c``) only starts the Newton solve inside the bulk: the solution is the same to
+        round-off, reached in fewer steps.
         """
         eng = self._eng
         pieces = [("atom", float(p), float(m), -1) for p, m in zip(eng.atom_pos, eng.atom_mass)]
@@ -267,16 +278,17 @@ class ConvolvedLaw:
                 if kind == "atom":
                     return pos, min(1.0, rem / mass)
                 b = eng.bulks[k]
-                cum = self._cum(k)
-                target = cum[-1] - rem
+                target = self._cum(k)[-1] - rem
+                t0 = None
+                if guess is not None and b.x_lo < guess < b.x_hi:
+                    t0 = eng.t_of_x(k, np.array([float(guess)]))
 
                 def fun(t, k=k):
-                    _, p, jac, _ = eng.eval_t(k, t)
-                    return self._cont_mass_below_t(k, t), p * jac
+                    return self._cont_mass_below_t(k, t, with_density=True)
 
-                t = newton_bracketed(fun, np.array([target]), np.array([b.t_lo]), np.array([b.t_hi]),
+                t = newton_bracketed(fun, np.array([target]), np.array([b.t_lo]), np.array([b.t_hi]), t0,
                                      xtol=1e-14, maxiter=80)
-                x = eng.eval_t(k, t)[0]
+                x = t if getattr(eng, "t_is_x", False) else eng.eval_t(k, t)[0]
                 return float(x[0]), None
             rem -= mass
         return -math.inf, None

@@ -168,6 +168,18 @@ def _divergence_parts(cl: ConvolvedLaw, f, pos, mass, fa, fpa, breakpoints) -> f
     return D
 
 
+def _tail_quantile(rule, kappa: float) -> float | None:
+    """Where the tail mass of a quadrature rule crosses ``kappa`` (linear interpolation between its
+    nodes): a starting point for the exact cut-off, ``None`` when the rule holds less mass."""
+    if rule.x.size < 2:
+        return None
+    order = np.argsort(rule.x)[::-1]
+    tail = np.cumsum(rule.w[order])
+    if not tail[-1] > kappa:
+        return None
+    return float(np.interp(kappa, tail, rule.x[order]))
+
+
 def _threshold_integrals(cl: ConvolvedLaw, eps: float, rank_cap: float | None) -> ThresholdIntegrals:
     eps = float(eps)
     delta = math.sqrt(cl.variance)
@@ -178,7 +190,7 @@ def _threshold_integrals(cl: ConvolvedLaw, eps: float, rank_cap: float | None) -
     frac = None
     c = eps
     if binds:
-        c, frac = cl.upper_cut(float(rank_cap))
+        c, frac = cl.upper_cut(float(rank_cap), guess=_tail_quantile(r_hi, float(rank_cap)))
         if c <= eps:  # numerically at the threshold: the cap does not bind
             c, frac, binds = eps, None, False
         else:

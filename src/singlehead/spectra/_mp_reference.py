@@ -1,0 +1,50 @@
+"""The reference numerical routes of the MP ⊞ SC engine (private; for tests and benchmarks).
+
+:class:`~._mp_engines._MPEngine` solves its cubic in closed form (:func:`._numerics.cubic_roots_fast`),
+forms the discriminant quartic with ``np.convolve`` and starts the rank-cap Newton solve of
+:meth:`~.convolution.ConvolvedLaw.upper_cut` from the quadrature's tail quantile. The routes below
+are the slower ones those replace, which define the expected numbers: companion-matrix eigenvalues
+for every cubic (then the engine's Newton polish), ``numpy.polynomial.Polynomial`` arithmetic for the
+quartic and the Newton solve started at the middle of the bulk. :func:`reference_routes` switches
+them on inside a ``with`` block.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import numpy as np
+
+from . import _mp_engines, integrals
+from ._numerics import cubic_roots
+
+__all__ = ["reference_routes"]
+
+
+def _cubic_roots_eigvals(c3, c2, c1, c0, *, with_fallback: bool = False):
+    """Every row by the eigenvalue route (flagged as such, so the engine polishes all of them)."""
+    r = cubic_roots(c3, c2, c1, c0)
+    return (r, np.ones(r.shape[:-1], dtype=bool)) if with_fallback else r
+
+
+def _quartic_polynomial(sa: float, v: float) -> np.ndarray:
+    """The discriminant quartic's coefficients by ``numpy.polynomial.Polynomial`` arithmetic."""
+    P = np.polynomial.Polynomial
+    a, b, c, d = sa * v, P([-v, -sa]), P([sa - 1.0 / sa, 1.0]), -1.0
+    disc = 18 * a * b * c * d - 4 * b**3 * d + b**2 * c**2 - 4 * a * c**3 - 27 * a**2 * d**2
+    return disc.coef
+
+
+@contextmanager
+def reference_routes() -> Iterator[None]:
+    """Run the MP engine on its reference routes inside the block (not thread-safe: it swaps module
+    attributes)."""
+    saved = (_mp_engines.cubic_roots_fast, _mp_engines._quartic_discriminant, integrals._tail_quantile)
+    _mp_engines.cubic_roots_fast = _cubic_roots_eigvals
+    _mp_engines._quartic_discriminant = _quartic_polynomial
+    integrals._tail_quantile = lambda rule, kappa: None
+    try:
+        yield
+    finally:
+        _mp_engines.cubic_roots_fast, _mp_engines._quartic_discriminant, integrals._tail_quantile = saved
