@@ -60,6 +60,23 @@ def _horner(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
+#: The sign of the discriminant at a point between two edges decides whether it lies in a bulk
+#: when its modulus exceeds this fraction of the sum of the moduli of its terms (rounding is ~1e-16).
+_DISC_SIGN_RTOL = 1e-8
+
+
+def _quartic_roots(k: np.ndarray) -> np.ndarray:
+    """Roots of the quartic with coefficients ``k`` (increasing powers), sorted: the eigenvalues of
+    the companion matrix built and ordered as ``numpy.polynomial.polynomial.polyroots`` does (same
+    numbers), without its generic argument handling."""
+    mat = np.zeros((4, 4))
+    mat.reshape(-1)[4::5] = 1.0
+    mat[:, -1] -= k[:-1] / k[-1]
+    roots = np.linalg.eigvals(mat)
+    roots.sort()
+    return roots
+
+
 def _quartic_discriminant(sa: float, v: float) -> np.ndarray:
     """Coefficients (increasing powers of ``x``) of the discriminant of the MP ⊞ SC cubic in ``g``.
 
@@ -105,7 +122,7 @@ class _MPEngine:
             # that the cosine rule clusters nodes at the sharp density minimum
             cr = self._complex_disc_roots
             near = cr[(cr.real > a) & (cr.real < b) & (np.abs(cr.imag) < 0.25 * (b - a))].real
-            breaks = np.unique(np.concatenate([[a], near, [b]]))
+            breaks = np.unique(np.concatenate([[a], near, [b]])) if near.size else np.array([a, b])
             self.bulks.append(_Bulk(a, b, a, b, breaks, np.full(breaks.size - 1, self.n)))
 
     # -- the cubic ---------------------------------------------------------------------
@@ -145,7 +162,7 @@ class _MPEngine:
 
     def _edges(self) -> list[tuple[float, float]]:
         k = _quartic_discriminant(self.sa, self.v)
-        roots = np.polynomial.polynomial.polyroots(k)
+        roots = _quartic_roots(k)
         isreal = np.abs(roots.imag) <= 1e-6 * (1 + np.abs(roots))
         self._complex_disc_roots = roots[~isreal]
         cand = np.sort(roots[isreal].real)
@@ -157,11 +174,18 @@ class _MPEngine:
                 if not np.any(ok & (step != 0)):
                     break  # a fixed point: the remaining steps would change nothing
                 cand = np.where(ok, cand - step, cand)
-        cand = np.unique(cand)
+        cand = np.sort(cand)
+        cand = cand[np.concatenate([[True], cand[1:] != cand[:-1]])]
         if cand.size < 2:
             raise RuntimeError("could not locate the bulk edges of MP ⊞ SC")
         mids = 0.5 * (cand[:-1] + cand[1:])
-        pos = -self.g(mids + 0j).imag > 1e-12
+        # inside a bulk the cubic has a complex pair (negative discriminant), outside three real
+        # roots: where the sign of the discriminant is beyond doubt it decides, elsewhere the density
+        disc, size = _horner(k, mids), _horner(np.abs(k), np.abs(mids))
+        pos = disc < 0
+        unsure = ~(np.abs(disc) > _DISC_SIGN_RTOL * size)
+        if np.any(unsure):
+            pos[unsure] = -self.g(mids[unsure] + 0j).imag > 1e-12
         bulks: list[tuple[float, float]] = []
         start = None
         for i, inside in enumerate(pos):

@@ -177,12 +177,17 @@ def _cardano(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
     w = np.where(np.abs(h + root) >= np.abs(h - root), h + root, h - root)
     u = (w ** (1.0 / 3.0))[:, None] * _OMEGA
     g = u - p3[:, None] / u - s[:, None]
-    R = g[np.arange(g.shape[0]), np.argmax(np.abs(g), axis=1)]
+    a = np.abs(g)
+    R = np.where(a[:, 0] >= a[:, 1], np.where(a[:, 0] >= a[:, 2], g[:, 0], g[:, 2]),
+                 np.where(a[:, 1] >= a[:, 2], g[:, 1], g[:, 2]))
+    out = np.empty_like(g)
+    out[:, 0] = R
     P = -C / R
     S = (B - P) / R
     d = np.sqrt(S * S - 4.0 * P)
-    t1 = 0.5 * np.where(S.real * d.real + S.imag * d.imag >= 0, S + d, S - d)
-    return np.stack([R, t1, P / t1], axis=1)
+    out[:, 1] = t1 = 0.5 * np.where(S.real * d.real + S.imag * d.imag >= 0, S + d, S - d)
+    out[:, 2] = P / t1
+    return out
 
 
 def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray,
@@ -198,9 +203,12 @@ def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndar
     also the boolean mask (shape ``broadcast(...).shape``) of the rows computed by :func:`cubic_roots`.
     ``c3`` must not vanish.
     """
-    shape = np.broadcast_shapes(*(np.shape(c) for c in (c3, c2, c1, c0)))
-    A, B, C = (np.broadcast_to(np.asarray(c / c3, dtype=complex), shape).reshape(-1) for c in (c2, c1, c0))
     with np.errstate(all="ignore"):
+        A, B, C = (np.asarray(c / c3, dtype=complex) for c in (c2, c1, c0))
+        if not A.shape == B.shape == C.shape:
+            A, B, C = np.broadcast_arrays(A, B, C)
+        shape = A.shape
+        A, B, C = A.reshape(-1), B.reshape(-1), C.reshape(-1)
         r = _cardano(A, B, C)
         A, B, C = A[:, None], B[:, None], C[:, None]
         step = (((r + A) * r + B) * r + C) / ((3.0 * r + 2.0 * A) * r + B)
@@ -210,7 +218,8 @@ def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndar
         good = np.all((gap > CUBIC_SEPARATION_RTOL) & (np.abs(step) <= CUBIC_STEP_RTOL * ar), axis=1)
     bad = ~good  # NaN compares False: non-finite rows are bad too
     if np.any(bad):
-        r[bad] = cubic_roots(*(np.broadcast_to(c, shape).reshape(-1)[bad] for c in (c3, c2, c1, c0)))
+        r[bad] = cubic_roots(*(c if np.ndim(c) == 0 else np.broadcast_to(c, shape).reshape(-1)[bad]
+                               for c in (c3, c2, c1, c0)))
     r = r.reshape(shape + (3,))
     return (r, bad.reshape(shape)) if with_fallback else r
 
