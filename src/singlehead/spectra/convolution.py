@@ -177,11 +177,12 @@ class ConvolvedLaw:
     def _cum(self, k: int) -> np.ndarray:
         b = self._eng.bulks[k]
         if b.cum is None:
-            masses = []
-            for j in range(len(b.breaks) - 1):
-                t, w = cos_gauss(b.breaks[j], b.breaks[j + 1], int(b.nodes[j]))
-                _, p, jac, _ = self._eng.eval_t(k, t)
-                masses.append(np.sum(w * p * jac))
+            # all panels in one engine call; each panel's mass is summed over its own slice
+            rules = [cos_gauss(b.breaks[j], b.breaks[j + 1], int(b.nodes[j])) for j in range(len(b.breaks) - 1)]
+            _, p, jac, _ = self._eng.eval_t(k, np.concatenate([t for t, _ in rules]))
+            wpj = np.concatenate([w for _, w in rules]) * p * jac
+            ends = np.cumsum([0] + [w.size for _, w in rules])
+            masses = [np.sum(wpj[i0:i1]) for i0, i1 in zip(ends[:-1], ends[1:])]
             b.cum = np.concatenate([[0.0], np.cumsum(masses)])
         return b.cum
 

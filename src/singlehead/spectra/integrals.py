@@ -174,8 +174,9 @@ def _tail_quantile(rule, kappa: float) -> float | None:
     if rule.x.size < 2:
         return None
     order = np.argsort(rule.x)[::-1]
-    tail = np.cumsum(rule.w[order])
-    if not tail[-1] > kappa:
+    w = rule.w[order]
+    tail = np.cumsum(w) - 0.5 * w  # each node holds half of its weight on either side
+    if not tail[-1] + 0.5 * w[-1] > kappa:
         return None
     return float(np.interp(kappa, tail, rule.x[order]))
 
