@@ -25,7 +25,9 @@ Methods
   ``sqrt(a) v g^3 - (sqrt(a) z + v) g^2 + (z + sqrt(a) - 1/sqrt(a)) g - 1 = 0`` (``a = 1/kappa0``)
   that satisfies the subordination relation with the principal branch of ``g0``; the bulk
   edges are real roots of the cubic's discriminant (a quartic in ``x``), so there are at most
-  two bulks. Integrals are done in ``x``, bulk by bulk, with the same cosine rule.
+  two bulks. Integrals are done in ``x``, bulk by bulk, with the same cosine rule. The cubic is
+  solved in closed form (Cardano, then deflation and a Newton step), by companion-matrix
+  eigenvalues where two roots nearly coincide (:func:`._numerics.cubic_roots_fast`).
 * Spiked laws (outliers of deformed Wigner matrices: Capitaine, Donati-Martin & Féral 2009;
   Belinschi, Bercovici, Capitaine & Février 2017; arXiv 2509.24914 §5): a spike ``s`` with
   ``1 + v g_bulk'(s) > 0`` (``s`` outside the bulk support) gives an outlier at
