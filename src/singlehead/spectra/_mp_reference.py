@@ -43,7 +43,7 @@ def reference_routes() -> Iterator[None]:
     saved = (_mp_engines.cubic_roots_fast, _mp_engines._quartic_discriminant, integrals._tail_quantile)
     _mp_engines.cubic_roots_fast = _cubic_roots_eigvals
     _mp_engines._quartic_discriminant = _quartic_polynomial
-    integrals._tail_quantile = lambda rule, kappa: None
+    integrals._tail_quantile = lambda rule, kappa, n: None
     try:
         yield
     finally:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["cos_gauss", "newton_bracketed", "bisect_increasing", "cubic_roots", "cubic_roots_fast",
+__all__ = ["cos_gauss", "cos_gauss_cumulative", "newton_bracketed", "bisect_increasing", "cubic_roots", "cubic_roots_fast",
            "divided_differences", "singular_value_threshold"]
 
 # eigenvalues closer than this (relative to max(1, max|x|)) count as tied in divided differences
@@ -60,6 +60,28 @@ def cos_gauss(a: np.ndarray | float, b: np.ndarray | float, n: int) -> tuple[np.
     a = np.asarray(a, dtype=float)[..., None]
     b = np.asarray(b, dtype=float)[..., None]
     return a + (b - a) * frac, (b - a) * jac
+
+
+@lru_cache(maxsize=16)
+def cos_gauss_cumulative(n: int) -> np.ndarray:
+    """Matrix ``T`` with ``(T @ w)_i ~ int_a^{t_i} f`` for the rule ``t, w = cos_gauss(a, b, n)``, ``w_j = W_j f(t_j)``.
+
+    The running integral of the degree-``n - 1`` interpolant (in ``theta``) of the integrand
+    through the nodes: with Legendre nodes ``s_j`` and weights ``g_j`` on ``[-1, 1]`` the
+    interpolant's coefficients are ``(2k + 1)/2 sum_j g_j P_k(s_j) F_j`` (Gauss exactness) and
+    ``int_{-1}^s P_k = (P_{k+1}(s) - P_{k-1}(s))/(2k + 1)``. As exact for smooth integrands as the rule
+    itself; a pure function of ``n`` (memoised, read-only).
+    """
+    s, g = np.polynomial.legendre.leggauss(int(n))
+    V = np.polynomial.legendre.legvander(s, int(n))  # P_0 .. P_n at the nodes
+    k = np.arange(int(n))
+    Vint = np.empty((int(n), int(n)))
+    Vint[:, 0] = s + 1.0
+    Vint[:, 1:] = (V[:, 2:] - V[:, :-2]) / (2 * k[1:] + 1)
+    # a rule weight w_j carries the Gauss weight g_j (times the map's Jacobian), which the interpolant divides out
+    T = Vint @ (((2 * k + 1) / 2)[:, None] * V[:, :-1].T)
+    T.setflags(write=False)
+    return T
 
 
 def newton_bracketed(

@@ -177,16 +177,26 @@ class ConvolvedLaw:
 
     # -- quadrature --------------------------------------------------------------------
     def _cum(self, k: int) -> np.ndarray:
+        """Continuous mass of bulk ``k`` below each of its panel breaks (computed once per law)."""
         b = self._eng.bulks[k]
         if b.cum is None:
-            # all panels in one engine call; each panel's mass is summed over its own slice
-            rules = [cos_gauss(b.breaks[j], b.breaks[j + 1], int(b.nodes[j])) for j in range(len(b.breaks) - 1)]
-            _, p, jac, _ = self._eng.eval_t(k, np.concatenate([t for t, _ in rules]))
-            wpj = np.concatenate([w for _, w in rules]) * p * jac
-            ends = np.cumsum([0] + [w.size for _, w in rules])
-            masses = [np.sum(wpj[i0:i1]) for i0, i1 in zip(ends[:-1], ends[1:])]
-            b.cum = np.concatenate([[0.0], np.cumsum(masses)])
+            t, w, ends = self._cum_nodes(k)
+            _, p, jac, _ = self._eng.eval_t(k, t)
+            self._store_cum(k, w, ends, p, jac)
         return b.cum
+
+    def _cum_nodes(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Nodes and weights of all panels of bulk ``k`` (concatenated) and the panels' end offsets."""
+        b = self._eng.bulks[k]
+        rules = [cos_gauss(b.breaks[j], b.breaks[j + 1], int(b.nodes[j])) for j in range(len(b.breaks) - 1)]
+        ends = np.cumsum([0] + [w.size for _, w in rules])
+        return np.concatenate([t for t, _ in rules]), np.concatenate([w for _, w in rules]), ends
+
+    def _store_cum(self, k: int, w: np.ndarray, ends: np.ndarray, p: np.ndarray, jac: np.ndarray) -> None:
+        """Panel masses of bulk ``k`` from the engine values at :meth:`_cum_nodes` (each summed over its slice)."""
+        wpj = w * p * jac
+        masses = [np.sum(wpj[i0:i1]) for i0, i1 in zip(ends[:-1], ends[1:])]
+        self._eng.bulks[k].cum = np.concatenate([[0.0], np.cumsum(masses)])
 
     def _cont_mass_below_t(self, k: int, t: np.ndarray, with_density: bool = False):
         """Continuous mass of bulk ``k`` between ``t_lo`` and ``t`` (vectorised).
@@ -211,8 +221,12 @@ class ConvolvedLaw:
             start += tt.size
         return (out, pj[start:]) if with_density else out
 
-    def rule(self, lo: float = -math.inf, hi: float = math.inf) -> _Rule:
-        """Quadrature rule of the continuous part restricted to ``[lo, hi]``."""
+    def rule(self, lo: float = -math.inf, hi: float = math.inf, *, with_cum: bool = False) -> _Rule:
+        """Quadrature rule of the continuous part restricted to ``[lo, hi]``.
+
+        ``with_cum``: also compute the panel masses of the bulks it meets (what a later
+        :meth:`upper_cut` or :meth:`cdf` needs) in the same engine calls; the numbers are the same.
+        """
         xs, ws, ps, Hs = [], [], [], []
         for k, b in enumerate(self._eng.bulks):
             if b.x_hi <= lo or b.x_lo >= hi:
@@ -227,11 +241,15 @@ class ConvolvedLaw:
             # nodes of panel j: those of the original panel containing it
             jidx = np.clip(np.searchsorted(br, pts[:-1], side="right") - 1, 0, len(br) - 2)
             nodes = b.nodes[jidx]
+            cum = self._cum_nodes(k) if with_cum and b.cum is None else None
             for n in np.unique(nodes):
                 sel = nodes == n
                 t, w = cos_gauss(pts[:-1][sel], pts[1:][sel], int(n))
                 t, w = t.ravel(), w.ravel()
-                x, p, jac, H = self._eng.eval_t(k, t)
+                x, p, jac, H = self._eng.eval_t(k, t if cum is None else np.concatenate([t, cum[0]]))
+                if cum is not None:  # the engine is element-wise: the extra nodes change nothing here
+                    self._store_cum(k, cum[1], cum[2], p[t.size:], jac[t.size:])
+                    x, p, jac, H, cum = x[:t.size], p[:t.size], jac[:t.size], H[:t.size], None
                 xs.append(x)
                 ws.append(w * p * jac)
                 ps.append(p)
