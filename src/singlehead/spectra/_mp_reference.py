@@ -1,12 +1,13 @@
 """The reference numerical routes of the MP ⊞ SC engine (private; for tests and benchmarks).
 
 :class:`~._mp_engines._MPEngine` solves its cubic in closed form (:func:`._numerics.cubic_roots_fast`),
-forms the discriminant quartic with ``np.convolve`` and starts the rank-cap Newton solve of
-:meth:`~.convolution.ConvolvedLaw.upper_cut` from the quadrature's tail quantile. The routes below
-are the slower ones those replace, which define the expected numbers: companion-matrix eigenvalues
-for every cubic (then the engine's Newton polish), ``numpy.polynomial.Polynomial`` arithmetic for the
-quartic and the Newton solve started at the middle of the bulk. :func:`reference_routes` switches
-them on inside a ``with`` block.
+forms the discriminant quartic with ``np.convolve``, decides which gaps between edges are bulks by the
+discriminant's sign where it is clear, and :meth:`~.convolution.ConvolvedLaw.upper_cut` starts its
+rank-cap Newton solve from the quadrature's tail quantile. The routes below are the slower ones those
+replace, which define the expected numbers (the code before the change, bit for bit): companion-matrix
+eigenvalues for every cubic (then the engine's Newton polish), ``numpy.polynomial.Polynomial``
+arithmetic for the quartic, the density at every mid-point between edges and the Newton solve started
+at the middle of the bulk. :func:`reference_routes` switches them on inside a ``with`` block.
 """
 
 from __future__ import annotations
@@ -40,11 +41,15 @@ def _quartic_polynomial(sa: float, v: float) -> np.ndarray:
 def reference_routes() -> Iterator[None]:
     """Run the MP engine on its reference routes inside the block (not thread-safe: it swaps module
     attributes)."""
-    saved = (_mp_engines.cubic_roots_fast, _mp_engines._quartic_discriminant, integrals._tail_quantile)
+    names = [(_mp_engines, "cubic_roots_fast"), (_mp_engines, "_quartic_discriminant"),
+             (_mp_engines, "_DISC_SIGN_RTOL"), (integrals, "_tail_quantile")]
+    saved = [getattr(module, name) for module, name in names]
     _mp_engines.cubic_roots_fast = _cubic_roots_eigvals
     _mp_engines._quartic_discriminant = _quartic_polynomial
+    _mp_engines._DISC_SIGN_RTOL = np.inf  # every mid-point between edges is decided by the density
     integrals._tail_quantile = lambda rule, kappa, n: None
     try:
         yield
     finally:
-        _mp_engines.cubic_roots_fast, _mp_engines._quartic_discriminant, integrals._tail_quantile = saved
+        for (module, name), value in zip(names, saved):
+            setattr(module, name, value)
