@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ._numerics import cubic_roots_fast
+from ._numerics import cubic_roots, cubic_roots_monic
 from .laws import DiscreteLaw, MarchenkoPastur
 
 #: Nodes per panel for the small panels around isolated atoms of a discrete law.
@@ -131,15 +131,24 @@ class _MPEngine:
         return sa * v, -(sa * z + v), z + sa - 1.0 / sa, -1.0 + 0 * z
 
     def g(self, z: np.ndarray) -> np.ndarray:
-        """Stieltjes transform at ``z`` with ``Im z >= 0`` (real ``z`` means ``z + i0``)."""
+        """Stieltjes transform at ``z`` with ``Im z >= 0`` (real ``z`` means ``z + i0``).
+
+        The three roots of the cubic (closed form; companion-matrix eigenvalues, then one Newton
+        polish kept if it lowers the residual, where roots nearly coincide), then the one that
+        satisfies the subordination relation with the principal branch of ``g0``.
+        """
         z = np.asarray(z, dtype=complex)
         shape = z.shape
         z = z.reshape(-1)
-        c3, c2, c1, c0 = self._coeffs(z)
-        r, eig = cubic_roots_fast(c3, c2, c1, c0, with_fallback=True)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if np.any(eig):  # one Newton polish of the eigenvalue route's roots, kept if it helps
-                c2e, c1e, re = c2[eig, None], c1[eig, None], r[eig]
+        sa, v = self.sa, self.v
+        with np.errstate(all="ignore"):
+            # the cubic divided by its leading coefficient sqrt(a) v
+            r, eig = cubic_roots_monic(z * (-1.0 / v) - 1.0 / sa, (z + (sa - 1.0 / sa)) * (1.0 / (sa * v)),
+                                       -1.0 / (sa * v))
+            if np.any(eig):
+                c3, c2, c1, c0 = self._coeffs(z[eig])
+                re = cubic_roots(c3, c2, c1, c0)
+                c2e, c1e = c2[:, None], c1[:, None]
 
                 def P(g):
                     return ((c3 * g + c2e) * g + c1e) * g - 1.0

@@ -1,6 +1,6 @@
 """The reference numerical routes of the MP ⊞ SC engine (private; for tests and benchmarks).
 
-:class:`~._mp_engines._MPEngine` solves its cubic in closed form (:func:`._numerics.cubic_roots_fast`),
+:class:`~._mp_engines._MPEngine` solves its cubic in closed form (:func:`._numerics.cubic_roots_monic`),
 forms the discriminant quartic with ``np.convolve``, decides which gaps between edges are bulks by the
 discriminant's sign where it is clear, and :meth:`~.convolution.ConvolvedLaw.upper_cut` starts its
 rank-cap Newton solve from the quadrature's tail quantile. The routes below are the slower ones those
@@ -18,15 +18,13 @@ from typing import Iterator
 import numpy as np
 
 from . import _mp_engines, integrals
-from ._numerics import cubic_roots
 
 __all__ = ["reference_routes"]
 
 
-def _cubic_roots_eigvals(c3, c2, c1, c0, *, with_fallback: bool = False):
-    """Every row by the eigenvalue route (flagged as such, so the engine polishes all of them)."""
-    r = cubic_roots(c3, c2, c1, c0)
-    return (r, np.ones(r.shape[:-1], dtype=bool)) if with_fallback else r
+def _all_rows_eigvals(A, B, C):
+    """No closed-form root: every row is flagged for the engine's eigenvalue route (and its polish)."""
+    return np.empty((np.size(A), 3), dtype=complex), np.ones(np.size(A), dtype=bool)
 
 
 def _quartic_polynomial(sa: float, v: float) -> np.ndarray:
@@ -41,10 +39,10 @@ def _quartic_polynomial(sa: float, v: float) -> np.ndarray:
 def reference_routes() -> Iterator[None]:
     """Run the MP engine on its reference routes inside the block (not thread-safe: it swaps module
     attributes)."""
-    names = [(_mp_engines, "cubic_roots_fast"), (_mp_engines, "_quartic_discriminant"),
+    names = [(_mp_engines, "cubic_roots_monic"), (_mp_engines, "_quartic_discriminant"),
              (_mp_engines, "_DISC_SIGN_RTOL"), (integrals, "_tail_quantile")]
     saved = [getattr(module, name) for module, name in names]
-    _mp_engines.cubic_roots_fast = _cubic_roots_eigvals
+    _mp_engines.cubic_roots_monic = _all_rows_eigvals
     _mp_engines._quartic_discriminant = _quartic_polynomial
     _mp_engines._DISC_SIGN_RTOL = np.inf  # every mid-point between edges is decided by the density
     integrals._tail_quantile = lambda rule, kappa, n: None

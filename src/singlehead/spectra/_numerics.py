@@ -13,7 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["cos_gauss", "cos_gauss_cumulative", "newton_bracketed", "bisect_increasing", "cubic_roots", "cubic_roots_fast",
+__all__ = ["cos_gauss", "cos_gauss_cumulative", "newton_bracketed", "bisect_increasing", "cubic_roots",
+           "cubic_roots_monic", "cubic_roots_fast",
            "divided_differences", "singular_value_threshold"]
 
 # eigenvalues closer than this (relative to max(1, max|x|)) count as tied in divided differences
@@ -174,7 +175,7 @@ _OMEGA = np.exp(2j * np.pi * np.arange(3) / 3)
 #: :func:`cubic_roots`: near a double root both routes lose accuracy differently (the density
 #: ``-Im g/pi`` at a node near a bulk edge, to ~eps/gap^2 relative), so there the eigenvalue route
 #: is kept to give the same numbers as it always did.
-CUBIC_SEPARATION_RTOL = 1e-2
+CUBIC_SEPARATION_RTOL = 3e-2
 
 #: Largest accepted last Newton correction of a closed-form root, relative to its modulus.
 CUBIC_STEP_RTOL = 1e-10
@@ -212,33 +213,38 @@ def _cardano(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
     return out
 
 
+def cubic_roots_monic(A: np.ndarray, B: np.ndarray, C: np.ndarray | complex) -> tuple[np.ndarray, np.ndarray]:
+    """Closed-form roots of ``g^3 + A g^2 + B g + C`` (1-d ``A``, ``B``; ``C`` 1-d or a scalar).
+
+    :func:`_cardano` followed by one Newton step. Returns the roots, shape ``(n, 3)``, and the mask of
+    the rows to recompute by :func:`cubic_roots`: roots closer than :data:`CUBIC_SEPARATION_RTOL`,
+    a Newton correction above :data:`CUBIC_STEP_RTOL` (the residual was not at round-off), or not
+    finite. Elsewhere the two routes agree to round-off times the roots' condition number. Call it
+    with floating-point warnings silenced (the masked rows may divide by zero).
+    """
+    r = _cardano(A, B, C)
+    A, B, C = A[:, None], B[:, None], (C if np.ndim(C) == 0 else C[:, None])
+    step = (((r + A) * r + B) * r + C) / ((3.0 * r + 2.0 * A) * r + B)
+    r = r - step
+    ar = np.abs(r)
+    gap = np.abs(r - r[:, [1, 2, 0]]) / (ar + ar[:, [1, 2, 0]])
+    good = np.all((gap > CUBIC_SEPARATION_RTOL) & (np.abs(step) <= CUBIC_STEP_RTOL * ar), axis=1)
+    return r, ~good  # NaN compares False: non-finite rows are flagged too
+
+
 def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray,
                      *, with_fallback: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """All roots of ``c3 g^3 + c2 g^2 + c1 g + c0``: closed form, eigenvalue route where ill-conditioned.
 
-    :func:`_cardano` followed by one Newton step. Rows whose roots are closer than
-    :data:`CUBIC_SEPARATION_RTOL`, whose Newton correction exceeds :data:`CUBIC_STEP_RTOL` (the
-    residual was not at round-off) or that are not finite are recomputed by :func:`cubic_roots`,
-    so the two routes agree to round-off times the roots' condition number.
-
-    Returns an array of shape ``broadcast(...).shape + (3,)`` (complex), and with ``with_fallback``
-    also the boolean mask (shape ``broadcast(...).shape``) of the rows computed by :func:`cubic_roots`.
-    ``c3`` must not vanish.
+    :func:`cubic_roots_monic` on ``c2/c3, c1/c3, c0/c3``; the rows it flags are recomputed by
+    :func:`cubic_roots`. Returns an array of shape ``broadcast(...).shape + (3,)`` (complex), and with
+    ``with_fallback`` also the boolean mask (shape ``broadcast(...).shape``) of the rows computed by
+    :func:`cubic_roots`. ``c3`` must not vanish.
     """
     with np.errstate(all="ignore"):
-        A, B, C = (np.asarray(c / c3, dtype=complex) for c in (c2, c1, c0))
-        if not A.shape == B.shape == C.shape:
-            A, B, C = np.broadcast_arrays(A, B, C)
+        A, B, C = np.broadcast_arrays(*(np.asarray(c / c3, dtype=complex) for c in (c2, c1, c0)))
         shape = A.shape
-        A, B, C = A.reshape(-1), B.reshape(-1), C.reshape(-1)
-        r = _cardano(A, B, C)
-        A, B, C = A[:, None], B[:, None], C[:, None]
-        step = (((r + A) * r + B) * r + C) / ((3.0 * r + 2.0 * A) * r + B)
-        r = r - step
-        ar = np.abs(r)
-        gap = np.abs(r - r[:, [1, 2, 0]]) / (ar + ar[:, [1, 2, 0]])
-        good = np.all((gap > CUBIC_SEPARATION_RTOL) & (np.abs(step) <= CUBIC_STEP_RTOL * ar), axis=1)
-    bad = ~good  # NaN compares False: non-finite rows are bad too
+        r, bad = cubic_roots_monic(A.reshape(-1), B.reshape(-1), C.reshape(-1))
     if np.any(bad):
         r[bad] = cubic_roots(*(c if np.ndim(c) == 0 else np.broadcast_to(c, shape).reshape(-1)[bad]
                                for c in (c3, c2, c1, c0)))
