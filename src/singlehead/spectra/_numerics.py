@@ -171,6 +171,9 @@ def cubic_roots(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray) 
 #: Primitive cube roots of unity, ``omega^k``, k = 0, 1, 2 (the three branches of Cardano's formula).
 _OMEGA = np.exp(2j * np.pi * np.arange(3) / 3)
 
+#: Each root's neighbour in a cyclic pairing of the three roots.
+_NEXT = np.array([1, 2, 0])
+
 #: Closed-form roots closer than this to another root (relative to the sum of their moduli) go to
 #: :func:`cubic_roots`: near a double root both routes lose accuracy differently (the density
 #: ``-Im g/pi`` at a node near a bulk edge, to ~eps/gap^2 relative), so there the eigenvalue route
@@ -195,8 +198,8 @@ def _cardano(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
     """
     s = A / 3.0
     p3 = B / 3.0 - s * s
-    h = 0.5 * (s * B - C) - s**3
-    root = np.sqrt(h * h + p3**3)
+    h = 0.5 * (s * B - C) - s * s * s
+    root = np.sqrt(h * h + p3 * p3 * p3)
     w = np.where(np.abs(h + root) >= np.abs(h - root), h + root, h - root)
     u = (w ** (1.0 / 3.0))[:, None] * _OMEGA
     g = u - p3[:, None] / u - s[:, None]
@@ -227,9 +230,10 @@ def cubic_roots_monic(A: np.ndarray, B: np.ndarray, C: np.ndarray | complex) -> 
     step = (((r + A) * r + B) * r + C) / ((3.0 * r + 2.0 * A) * r + B)
     r = r - step
     ar = np.abs(r)
-    gap = np.abs(r - r[:, [1, 2, 0]]) / (ar + ar[:, [1, 2, 0]])
-    good = np.all((gap > CUBIC_SEPARATION_RTOL) & (np.abs(step) <= CUBIC_STEP_RTOL * ar), axis=1)
-    return r, ~good  # NaN compares False: non-finite rows are flagged too
+    gap = np.abs(r - r[:, _NEXT]) / (ar + ar[:, _NEXT])
+    # NaN compares False: non-finite rows are flagged too
+    good = (np.min(gap, axis=1) > CUBIC_SEPARATION_RTOL) & (np.max(np.abs(step) / ar, axis=1) <= CUBIC_STEP_RTOL)
+    return r, ~good
 
 
 def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray,
