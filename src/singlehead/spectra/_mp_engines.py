@@ -80,8 +80,8 @@ def _quartic_roots(k: np.ndarray) -> np.ndarray:
 def _quartic_discriminant(sa: float, v: float) -> np.ndarray:
     """Coefficients (increasing powers of ``x``) of the discriminant of the MP ⊞ SC cubic in ``g``.
 
-    The cubic ``a g^3 + b g^2 + c g + d`` of :meth:`_MPEngine.g` has ``a = sqrt(a) v``,
-    ``b = -v - sqrt(a) x``, ``c = sqrt(a) - 1/sqrt(a) + x``, ``d = -1``; its discriminant
+    The cubic ``a g^3 + b g^2 + c g + d`` of :meth:`_MPEngine.g` has ``a = sa v``, ``b = -v - sa x``,
+    ``c = sa - 1/sa + x``, ``d = -1`` (``sa = 1/sqrt(kappa0)``); its discriminant
     ``18abcd - 4b^3 d + b^2 c^2 - 4ac^3 - 27a^2 d^2`` is a quartic in ``x`` whose real roots are the
     bulk edges. The products are formed with ``np.convolve`` on coefficient arrays, factor by factor
     and left to right, which rounds exactly as ``numpy.polynomial.Polynomial`` arithmetic on the same
@@ -157,7 +157,6 @@ class _MPEngine:
                 r1 = re - Pr / ((3 * c3 * re + 2 * c2e) * re + c1e)
                 better = np.isfinite(r1) & (np.abs(P(r1)) < np.abs(Pr))
                 r[eig] = np.where(better, r1, re)
-            v = self.v
             om = z[:, None] - v * r
             g0, dg0 = self.law.stieltjes_and_derivative(om)
             d0 = 1.0 + v * np.real(dg0)
