@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ._numerics import cubic_roots
+from ._numerics import cubic_roots, cubic_roots_monic
 from .laws import DiscreteLaw, MarchenkoPastur
 
 #: Nodes per panel for the small panels around isolated atoms of a discrete law.
@@ -52,11 +52,64 @@ def _simple_bulk(t_lo: float, t_hi: float, x_lo: float, x_hi: float, n: int) -> 
     return _Bulk(t_lo, t_hi, x_lo, x_hi, np.array([t_lo, t_hi]), np.array([n]))
 
 
+def _horner(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``sum_k coef[k] x^k`` (increasing powers), by Horner's rule."""
+    out = np.full_like(x, coef[-1])
+    for ck in coef[-2::-1]:
+        out = out * x + ck
+    return out
+
+
+#: The sign of the discriminant at a point between two edges decides whether it lies in a bulk
+#: when its modulus exceeds this fraction of the sum of the moduli of its terms (rounding is ~1e-16).
+_DISC_SIGN_RTOL = 1e-8
+
+
+def _quartic_roots(k: np.ndarray) -> np.ndarray:
+    """Roots of the quartic with coefficients ``k`` (increasing powers), sorted: the eigenvalues of
+    the companion matrix built and ordered as ``numpy.polynomial.polynomial.polyroots`` does (same
+    numbers), without its generic argument handling."""
+    mat = np.zeros((4, 4))
+    mat.reshape(-1)[4::5] = 1.0
+    mat[:, -1] -= k[:-1] / k[-1]
+    roots = np.linalg.eigvals(mat)
+    roots.sort()
+    return roots
+
+
+def _quartic_discriminant(sa: float, v: float) -> np.ndarray:
+    """Coefficients (increasing powers of ``x``) of the discriminant of the MP ⊞ SC cubic in ``g``.
+
+    The cubic ``a g^3 + b g^2 + c g + d`` of :meth:`_MPEngine.g` has ``a = sa v``, ``b = -v - sa x``,
+    ``c = sa - 1/sa + x``, ``d = -1`` (``sa = 1/sqrt(kappa0)``); its discriminant
+    ``18abcd - 4b^3 d + b^2 c^2 - 4ac^3 - 27a^2 d^2`` is a quartic in ``x`` whose real roots are the
+    bulk edges. The products are formed with ``np.convolve`` on coefficient arrays, factor by factor
+    and left to right, which rounds exactly as ``numpy.polynomial.Polynomial`` arithmetic on the same
+    expression (without its per-operation overhead): the edges must be reproducible to the last
+    bit, because a threshold ``eps`` within ``1e-8`` of the top edge turns an ulp of the edge into a
+    ``1e-7`` relative change of the prior-side integrals.
+    """
+    a, d = sa * v, -1.0
+    b = np.array([-v, -sa])
+    c = np.array([sa - 1.0 / sa, 1.0])
+    b2, c2 = np.convolve(b, b), np.convolve(c, c)
+    b3, c3 = np.convolve(b2, b), np.convolve(c2, c)
+    disc = np.zeros(5)
+    disc[:3] += np.convolve((18 * a) * b, c) * d
+    disc[:4] -= (4 * b3) * d
+    disc += np.convolve(b2, c2)
+    disc[:4] -= (4 * a) * c3
+    disc[0] -= 27 * a**2 * d**2
+    return disc
+
+
 # ======================================================================================
 # Engines
 # ======================================================================================
 class _MPEngine:
     """``MarchenkoPastur(kappa0) ⊞ SC(v)``, ``v > 0``, through the cubic of THEORY §9."""
+
+    t_is_x = True  # the bulks are parametrised by x itself
 
     def __init__(self, law: MarchenkoPastur, v: float, n: int) -> None:
         self.law, self.v, self.n = law, float(v), int(n)
@@ -69,7 +122,7 @@ class _MPEngine:
             # that the cosine rule clusters nodes at the sharp density minimum
             cr = self._complex_disc_roots
             near = cr[(cr.real > a) & (cr.real < b) & (np.abs(cr.imag) < 0.25 * (b - a))].real
-            breaks = np.unique(np.concatenate([[a], near, [b]]))
+            breaks = np.unique(np.concatenate([[a], near, [b]])) if near.size else np.array([a, b])
             self.bulks.append(_Bulk(a, b, a, b, breaks, np.full(breaks.size - 1, self.n)))
 
     # -- the cubic ---------------------------------------------------------------------
@@ -78,56 +131,69 @@ class _MPEngine:
         return sa * v, -(sa * z + v), z + sa - 1.0 / sa, -1.0 + 0 * z
 
     def g(self, z: np.ndarray) -> np.ndarray:
-        """Stieltjes transform at ``z`` with ``Im z >= 0`` (real ``z`` means ``z + i0``)."""
+        """Stieltjes transform at ``z`` with ``Im z >= 0`` (real ``z`` means ``z + i0``).
+
+        The three roots of the cubic (closed form; companion-matrix eigenvalues, then one Newton
+        polish kept if it lowers the residual, where roots nearly coincide), then the one that
+        satisfies the subordination relation with the principal branch of ``g0``.
+        """
         z = np.asarray(z, dtype=complex)
-        c3, c2, c1, c0 = self._coeffs(z)
-        r = cubic_roots(c3, c2, c1, c0)
-        c2e, c1e = c2[..., None], c1[..., None]
+        shape = z.shape
+        z = z.reshape(-1)
+        sa, v = self.sa, self.v
+        with np.errstate(all="ignore"):
+            # the cubic divided by its leading coefficient sqrt(a) v
+            r, eig = cubic_roots_monic(z * (-1.0 / v) - 1.0 / sa, (z + (sa - 1.0 / sa)) * (1.0 / (sa * v)),
+                                       -1.0 / (sa * v))
+            if np.any(eig):
+                c3, c2, c1, c0 = self._coeffs(z[eig])
+                re = cubic_roots(c3, c2, c1, c0)
+                c2e, c1e = c2[:, None], c1[:, None]
 
-        def P(g):
-            return ((c3 * g + c2e) * g + c1e) * g - 1.0
+                def P(g):
+                    return ((c3 * g + c2e) * g + c1e) * g - 1.0
 
-        def dP(g):
-            return (3 * c3 * g + 2 * c2e) * g + c1e
-
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r1 = r - P(r) / dP(r)
-        better = np.isfinite(r1) & (np.abs(P(r1)) < np.abs(P(r)))
-        r = np.where(better, r1, r)
-        v = self.v
-        om = z[..., None] - v * r
-        with np.errstate(divide="ignore", invalid="ignore"):
-            g0 = self.law.stieltjes(om)
-            d0 = 1.0 + v * np.real(self.law.stieltjes_derivative(om))
-        size = 1.0 + np.abs(r)
-        pen = np.abs(g0 - r) / size
+                Pr = P(re)
+                r1 = re - Pr / ((3 * c3 * re + 2 * c2e) * re + c1e)
+                better = np.isfinite(r1) & (np.abs(P(r1)) < np.abs(Pr))
+                r[eig] = np.where(better, r1, re)
+            om = z[:, None] - v * r
+            g0, dg0 = self.law.stieltjes_and_derivative(om)
+            d0 = 1.0 + v * np.real(dg0)
+            size = 1.0 + np.abs(r)
+            pen = np.abs(g0 - r) / size
         pen = np.where(np.isfinite(pen), pen, 1e3)
         pen = pen + (r.imag > 1e-9 * size)
         real_om = np.abs(om.imag) <= 1e-9 * (1.0 + np.abs(om))
         pen = pen + (real_om & ~(d0 >= -1e-7))
-        idx = np.argmin(pen, axis=-1)
-        return np.take_along_axis(r, idx[..., None], axis=-1)[..., 0]
+        return r[np.arange(z.size), np.argmin(pen, axis=1)].reshape(shape)
 
     def _edges(self) -> list[tuple[float, float]]:
-        P = np.polynomial.Polynomial
-        sa, v = self.sa, self.v
-        a, b, c, d = sa * v, P([-v, -sa]), P([sa - 1.0 / sa, 1.0]), -1.0
-        disc = 18 * a * b * c * d - 4 * b**3 * d + b**2 * c**2 - 4 * a * c**3 - 27 * a**2 * d**2
-        roots = disc.roots()
+        k = _quartic_discriminant(self.sa, self.v)
+        roots = _quartic_roots(k)
         isreal = np.abs(roots.imag) <= 1e-6 * (1 + np.abs(roots))
         self._complex_disc_roots = roots[~isreal]
         cand = np.sort(roots[isreal].real)
-        ddisc = disc.deriv()
-        for _ in range(3):  # Newton polish on the quartic
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = disc(cand) / ddisc(cand)
-            ok = np.isfinite(step) & (np.abs(step) < 1e-3 * (1 + np.abs(cand)))
-            cand = np.where(ok, cand - step, cand)
-        cand = np.unique(cand)
+        dk = k[1:] * np.arange(1.0, 5.0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for _ in range(3):  # Newton polish on the quartic
+                step = _horner(k, cand) / _horner(dk, cand)
+                ok = np.isfinite(step) & (np.abs(step) < 1e-3 * (1 + np.abs(cand)))
+                if not np.any(ok & (step != 0)):
+                    break  # a fixed point: the remaining steps would change nothing
+                cand = np.where(ok, cand - step, cand)
+        cand = np.sort(cand)
+        cand = cand[np.concatenate([[True], cand[1:] != cand[:-1]])]
         if cand.size < 2:
             raise RuntimeError("could not locate the bulk edges of MP ⊞ SC")
         mids = 0.5 * (cand[:-1] + cand[1:])
-        pos = -self.g(mids + 0j).imag > 1e-12
+        # inside a bulk the cubic has a complex pair (negative discriminant), outside three real
+        # roots: where the sign of the discriminant is beyond doubt it decides, elsewhere the density
+        disc, size = _horner(k, mids), _horner(np.abs(k), np.abs(mids))
+        pos = disc < 0
+        unsure = ~(np.abs(disc) > _DISC_SIGN_RTOL * size)
+        if np.any(unsure):
+            pos[unsure] = -self.g(mids[unsure] + 0j).imag > 1e-12
         bulks: list[tuple[float, float]] = []
         start = None
         for i, inside in enumerate(pos):

@@ -13,8 +13,9 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["cos_gauss", "newton_bracketed", "bisect_increasing", "cubic_roots", "divided_differences",
-           "singular_value_threshold"]
+__all__ = ["cos_gauss", "cos_gauss_cumulative", "newton_bracketed", "bisect_increasing", "cubic_roots",
+           "cubic_roots_monic", "cubic_roots_fast",
+           "divided_differences", "singular_value_threshold"]
 
 # eigenvalues closer than this (relative to max(1, max|x|)) count as tied in divided differences
 TIE_RTOL = 1e-12
@@ -60,6 +61,28 @@ def cos_gauss(a: np.ndarray | float, b: np.ndarray | float, n: int) -> tuple[np.
     a = np.asarray(a, dtype=float)[..., None]
     b = np.asarray(b, dtype=float)[..., None]
     return a + (b - a) * frac, (b - a) * jac
+
+
+@lru_cache(maxsize=16)
+def cos_gauss_cumulative(n: int) -> np.ndarray:
+    """Matrix ``T`` with ``(T @ w)_i ~ int_a^{t_i} f`` for the rule ``t, w = cos_gauss(a, b, n)``, ``w_j = W_j f(t_j)``.
+
+    The running integral of the degree-``n - 1`` interpolant (in ``theta``) of the integrand
+    through the nodes: with Legendre nodes ``s_j`` and weights ``g_j`` on ``[-1, 1]`` the
+    interpolant's coefficients are ``(2k + 1)/2 sum_j g_j P_k(s_j) F_j`` (Gauss exactness) and
+    ``int_{-1}^s P_k = (P_{k+1}(s) - P_{k-1}(s))/(2k + 1)``. As exact for smooth integrands as the rule
+    itself; a pure function of ``n`` (memoised, read-only).
+    """
+    s, g = np.polynomial.legendre.leggauss(int(n))
+    V = np.polynomial.legendre.legvander(s, int(n))  # P_0 .. P_n at the nodes
+    k = np.arange(int(n))
+    Vint = np.empty((int(n), int(n)))
+    Vint[:, 0] = s + 1.0
+    Vint[:, 1:] = (V[:, 2:] - V[:, :-2]) / (2 * k[1:] + 1)
+    # a rule weight w_j carries the Gauss weight g_j (times the map's Jacobian), which the interpolant divides out
+    T = Vint @ (((2 * k + 1) / 2)[:, None] * V[:, :-1].T)
+    T.setflags(write=False)
+    return T
 
 
 def newton_bracketed(
@@ -143,6 +166,94 @@ def cubic_roots(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray) 
     M[..., 1, 0] = 1.0
     M[..., 2, 1] = 1.0
     return np.linalg.eigvals(M)
+
+
+#: Primitive cube roots of unity, ``omega^k``, k = 0, 1, 2 (the three branches of Cardano's formula).
+_OMEGA = np.exp(2j * np.pi * np.arange(3) / 3)
+
+#: Each root's neighbour in a cyclic pairing of the three roots.
+_NEXT = np.array([1, 2, 0])
+
+#: Closed-form roots closer than this to another root (relative to the sum of their moduli) go to
+#: :func:`cubic_roots`: near a double root both routes lose accuracy differently (the density
+#: ``-Im g/pi`` at a node near a bulk edge, to ~eps/gap^2 relative), so there the eigenvalue route
+#: is kept to give the same numbers as it always did.
+CUBIC_SEPARATION_RTOL = 3e-2
+
+#: Largest accepted last Newton correction of a closed-form root, relative to its modulus.
+CUBIC_STEP_RTOL = 1e-10
+
+
+def _cardano(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Roots of the monic ``g^3 + A g^2 + B g + C`` in closed form; 1-d inputs, output ``(n, 3)``.
+
+    Cardano's formula on the depressed cubic ``y^3 + p y + q`` (``g = y - A/3``), with the sign of
+    the square root that makes ``|w| = |-q/2 +- sqrt(q^2/4 + p^3/27)|`` largest, ``u = w^(1/3)``,
+    ``y_k = u omega^k - p/(3 u omega^k)``. Only the root ``R`` of largest modulus is kept from it:
+    when one root dwarfs the others (``|A|`` large: a small semicircle variance) the shift ``A/3``
+    and ``q^2/4 + p^3/27`` cancel and the small roots are lost. They come instead from the deflated
+    quadratic ``t^2 - S t + P`` with ``P = -C/R`` and ``S = (B - P)/R`` (Vieta; its rounding error is
+    ``~eps`` times the small roots, where ``S = -A - R`` would cost ``eps |R|``), solved without
+    cancellation (``t1 t2 = P``). Degenerate rows (``u = 0``, ``R = 0``) come out non-finite.
+    """
+    s = A / 3.0
+    p3 = B / 3.0 - s * s
+    h = 0.5 * (s * B - C) - s * s * s
+    root = np.sqrt(h * h + p3 * p3 * p3)
+    w = np.where(np.abs(h + root) >= np.abs(h - root), h + root, h - root)
+    u = (w ** (1.0 / 3.0))[:, None] * _OMEGA
+    g = u - p3[:, None] / u - s[:, None]
+    a = np.abs(g)
+    R = np.where(a[:, 0] >= a[:, 1], np.where(a[:, 0] >= a[:, 2], g[:, 0], g[:, 2]),
+                 np.where(a[:, 1] >= a[:, 2], g[:, 1], g[:, 2]))
+    out = np.empty_like(g)
+    out[:, 0] = R
+    P = -C / R
+    S = (B - P) / R
+    d = np.sqrt(S * S - 4.0 * P)
+    out[:, 1] = t1 = 0.5 * np.where(S.real * d.real + S.imag * d.imag >= 0, S + d, S - d)
+    out[:, 2] = P / t1
+    return out
+
+
+def cubic_roots_monic(A: np.ndarray, B: np.ndarray, C: np.ndarray | complex) -> tuple[np.ndarray, np.ndarray]:
+    """Closed-form roots of ``g^3 + A g^2 + B g + C`` (1-d ``A``, ``B``; ``C`` 1-d or a scalar).
+
+    :func:`_cardano` followed by one Newton step. Returns the roots, shape ``(n, 3)``, and the mask of
+    the rows to recompute by :func:`cubic_roots`: roots closer than :data:`CUBIC_SEPARATION_RTOL`,
+    a Newton correction above :data:`CUBIC_STEP_RTOL` (the residual was not at round-off), or not
+    finite. Elsewhere the two routes agree to round-off times the roots' condition number. Call it
+    with floating-point warnings silenced (the masked rows may divide by zero).
+    """
+    r = _cardano(A, B, C)
+    A, B, C = A[:, None], B[:, None], (C if np.ndim(C) == 0 else C[:, None])
+    step = (((r + A) * r + B) * r + C) / ((3.0 * r + 2.0 * A) * r + B)
+    r = r - step
+    ar = np.abs(r)
+    gap = np.abs(r - r[:, _NEXT]) / (ar + ar[:, _NEXT])
+    # NaN compares False: non-finite rows are flagged too
+    good = (np.min(gap, axis=1) > CUBIC_SEPARATION_RTOL) & (np.max(np.abs(step) / ar, axis=1) <= CUBIC_STEP_RTOL)
+    return r, ~good
+
+
+def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray,
+                     *, with_fallback: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """All roots of ``c3 g^3 + c2 g^2 + c1 g + c0``: closed form, eigenvalue route where ill-conditioned.
+
+    :func:`cubic_roots_monic` on ``c2/c3, c1/c3, c0/c3``; the rows it flags are recomputed by
+    :func:`cubic_roots`. Returns an array of shape ``broadcast(...).shape + (3,)`` (complex), and with
+    ``with_fallback`` also the boolean mask (shape ``broadcast(...).shape``) of the rows computed by
+    :func:`cubic_roots`. ``c3`` must not vanish.
+    """
+    with np.errstate(all="ignore"):
+        A, B, C = np.broadcast_arrays(*(np.asarray(c / c3, dtype=complex) for c in (c2, c1, c0)))
+        shape = A.shape
+        r, bad = cubic_roots_monic(A.reshape(-1), B.reshape(-1), C.reshape(-1))
+    if np.any(bad):
+        r[bad] = cubic_roots(*(c if np.ndim(c) == 0 else np.broadcast_to(c, shape).reshape(-1)[bad]
+                               for c in (c3, c2, c1, c0)))
+    r = r.reshape(shape + (3,))
+    return (r, bad.reshape(shape)) if with_fallback else r
 
 
 def divided_differences(x: np.ndarray, f: np.ndarray, fp: np.ndarray, *, tie_rtol: float = TIE_RTOL,

@@ -25,7 +25,9 @@ Methods
   ``sqrt(a) v g^3 - (sqrt(a) z + v) g^2 + (z + sqrt(a) - 1/sqrt(a)) g - 1 = 0`` (``a = 1/kappa0``)
   that satisfies the subordination relation with the principal branch of ``g0``; the bulk
   edges are real roots of the cubic's discriminant (a quartic in ``x``), so there are at most
-  two bulks. Integrals are done in ``x``, bulk by bulk, with the same cosine rule.
+  two bulks. Integrals are done in ``x``, bulk by bulk, with the same cosine rule. The cubic is
+  solved in closed form (Cardano, then deflation and a Newton step), by companion-matrix
+  eigenvalues where two roots nearly coincide (:func:`._numerics.cubic_roots_fast`).
 * Spiked laws (outliers of deformed Wigner matrices: Capitaine, Donati-Martin & Féral 2009;
   Belinschi, Bercovici, Capitaine & Février 2017; arXiv 2509.24914 §5): a spike ``s`` with
   ``1 + v g_bulk'(s) > 0`` (``s`` outside the bulk support) gives an outlier at
@@ -175,32 +177,56 @@ class ConvolvedLaw:
 
     # -- quadrature --------------------------------------------------------------------
     def _cum(self, k: int) -> np.ndarray:
+        """Continuous mass of bulk ``k`` below each of its panel breaks (computed once per law)."""
         b = self._eng.bulks[k]
         if b.cum is None:
-            masses = []
-            for j in range(len(b.breaks) - 1):
-                t, w = cos_gauss(b.breaks[j], b.breaks[j + 1], int(b.nodes[j]))
-                _, p, jac, _ = self._eng.eval_t(k, t)
-                masses.append(np.sum(w * p * jac))
-            b.cum = np.concatenate([[0.0], np.cumsum(masses)])
+            t, w, ends = self._cum_nodes(k)
+            _, p, jac, _ = self._eng.eval_t(k, t)
+            self._store_cum(k, w, ends, p, jac)
         return b.cum
 
-    def _cont_mass_below_t(self, k: int, t: np.ndarray) -> np.ndarray:
-        """Continuous mass of bulk ``k`` between ``t_lo`` and ``t`` (vectorised)."""
+    def _cum_nodes(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Nodes and weights of all panels of bulk ``k`` (concatenated) and the panels' end offsets."""
+        b = self._eng.bulks[k]
+        rules = [cos_gauss(b.breaks[j], b.breaks[j + 1], int(b.nodes[j])) for j in range(len(b.breaks) - 1)]
+        ends = np.cumsum([0] + [w.size for _, w in rules])
+        return np.concatenate([t for t, _ in rules]), np.concatenate([w for _, w in rules]), ends
+
+    def _store_cum(self, k: int, w: np.ndarray, ends: np.ndarray, p: np.ndarray, jac: np.ndarray) -> None:
+        """Panel masses of bulk ``k`` from the engine values at :meth:`_cum_nodes` (each summed over its slice)."""
+        wpj = w * p * jac
+        masses = [np.sum(wpj[i0:i1]) for i0, i1 in zip(ends[:-1], ends[1:])]
+        self._eng.bulks[k].cum = np.concatenate([[0.0], np.cumsum(masses)])
+
+    def _cont_mass_below_t(self, k: int, t: np.ndarray, with_density: bool = False):
+        """Continuous mass of bulk ``k`` between ``t_lo`` and ``t`` (vectorised).
+
+        With ``with_density``, also ``p dx/dt`` at ``t`` (the derivative of that mass), evaluated in the
+        same engine call as the quadrature nodes.
+        """
         b = self._eng.bulks[k]
         cum = self._cum(k)
         t = np.asarray(t, dtype=float)
         j = np.clip(np.searchsorted(b.breaks, t, side="right") - 1, 0, len(b.breaks) - 2)
         out = cum[j].copy()
-        for jj in np.unique(j):
-            m = j == jj
-            tt, ww = cos_gauss(np.full(m.sum(), b.breaks[jj]), t[m], int(b.nodes[jj]))
-            _, p, jac, _ = self._eng.eval_t(k, tt.ravel())
-            out[m] += np.sum(ww * (p * jac).reshape(tt.shape), axis=-1)
-        return out
+        panels = sorted(set(j.tolist()))  # np.unique's order, without its overhead on a few values
+        groups = [(j == jj) for jj in panels]
+        rules = [cos_gauss(np.full(m.sum(), b.breaks[jj]), t[m], int(b.nodes[jj])) for jj, m in zip(panels, groups)]
+        pts = [tt.ravel() for tt, _ in rules] + ([t] if with_density else [])
+        _, p, jac, _ = self._eng.eval_t(k, np.concatenate(pts))
+        pj = p * jac
+        start = 0
+        for m, (tt, ww) in zip(groups, rules):
+            out[m] += np.sum(ww * pj[start:start + tt.size].reshape(tt.shape), axis=-1)
+            start += tt.size
+        return (out, pj[start:]) if with_density else out
 
-    def rule(self, lo: float = -math.inf, hi: float = math.inf) -> _Rule:
-        """Quadrature rule of the continuous part restricted to ``[lo, hi]``."""
+    def rule(self, lo: float = -math.inf, hi: float = math.inf, *, with_cum: bool = False) -> _Rule:
+        """Quadrature rule of the continuous part restricted to ``[lo, hi]``.
+
+        ``with_cum``: also compute the panel masses of the bulks it meets (what a later
+        :meth:`upper_cut` or :meth:`cdf` needs) in the same engine calls; the numbers are the same.
+        """
         xs, ws, ps, Hs = [], [], [], []
         for k, b in enumerate(self._eng.bulks):
             if b.x_hi <= lo or b.x_lo >= hi:
@@ -215,11 +241,15 @@ class ConvolvedLaw:
             # nodes of panel j: those of the original panel containing it
             jidx = np.clip(np.searchsorted(br, pts[:-1], side="right") - 1, 0, len(br) - 2)
             nodes = b.nodes[jidx]
-            for n in np.unique(nodes):
+            cum = self._cum_nodes(k) if with_cum and b.cum is None else None
+            for n in sorted(set(nodes.tolist())):
                 sel = nodes == n
                 t, w = cos_gauss(pts[:-1][sel], pts[1:][sel], int(n))
                 t, w = t.ravel(), w.ravel()
-                x, p, jac, H = self._eng.eval_t(k, t)
+                x, p, jac, H = self._eng.eval_t(k, t if cum is None else np.concatenate([t, cum[0]]))
+                if cum is not None:  # the engine is element-wise: the extra nodes change nothing here
+                    self._store_cum(k, cum[1], cum[2], p[t.size:], jac[t.size:])
+                    x, p, jac, H, cum = x[:t.size], p[:t.size], jac[:t.size], H[:t.size], None
                 xs.append(x)
                 ws.append(w * p * jac)
                 ps.append(p)
@@ -248,11 +278,13 @@ class ConvolvedLaw:
         pos, mass = self._eng.atom_pos, self._eng.atom_mass
         return float(np.sum(r.w) + np.sum(mass[pos > x]))
 
-    def upper_cut(self, kappa: float) -> tuple[float, float | None]:
+    def upper_cut(self, kappa: float, guess: float | None = None) -> tuple[float, float | None]:
         """Point ``c`` with ``mu_v((c, inf)) <= kappa <= mu_v([c, inf))``.
 
         Returns ``(c, frac)``: ``frac`` is the kept fraction of an atom sitting at ``c``
-        (``None`` when ``c`` is in a bulk). ``c = -inf`` when ``kappa >= 1``.
+        (``None`` when ``c`` is in a bulk). ``c = -inf`` when ``kappa >= 1``. ``guess`` (a point
+        ``x`` near ``c``) only starts the Newton solve inside the bulk: the solution is the same to
+        round-off, reached in fewer steps.
         """
         eng = self._eng
         pieces = [("atom", float(p), float(m), -1) for p, m in zip(eng.atom_pos, eng.atom_mass)]
@@ -267,16 +299,17 @@ class ConvolvedLaw:
                 if kind == "atom":
                     return pos, min(1.0, rem / mass)
                 b = eng.bulks[k]
-                cum = self._cum(k)
-                target = cum[-1] - rem
+                target = self._cum(k)[-1] - rem
+                t0 = None
+                if guess is not None and b.x_lo < guess < b.x_hi:
+                    t0 = eng.t_of_x(k, np.array([float(guess)]))
 
                 def fun(t, k=k):
-                    _, p, jac, _ = eng.eval_t(k, t)
-                    return self._cont_mass_below_t(k, t), p * jac
+                    return self._cont_mass_below_t(k, t, with_density=True)
 
-                t = newton_bracketed(fun, np.array([target]), np.array([b.t_lo]), np.array([b.t_hi]),
+                t = newton_bracketed(fun, np.array([target]), np.array([b.t_lo]), np.array([b.t_hi]), t0,
                                      xtol=1e-14, maxiter=80)
-                x = eng.eval_t(k, t)[0]
+                x = t if getattr(eng, "t_is_x", False) else eng.eval_t(k, t)[0]
                 return float(x[0]), None
             rem -= mass
         return -math.inf, None

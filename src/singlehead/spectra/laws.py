@@ -112,11 +112,16 @@ class MarchenkoPastur:
 
     def stieltjes_derivative(self, z: np.ndarray | complex) -> np.ndarray:
         """``g0'(z) = -int mu0(dy)/(z - y)^2`` (implicit differentiation of the MP quadratic)."""
+        return self.stieltjes_and_derivative(z)[1]
+
+    def stieltjes_and_derivative(self, z: np.ndarray | complex) -> tuple[np.ndarray, np.ndarray]:
+        """``(g0(z), g0'(z))`` from one evaluation of the square roots (the same numbers as
+        :meth:`stieltjes` and :meth:`stieltjes_derivative`)."""
         c = self.ratio
         g, root = self._unit_stieltjes(z)
         with np.errstate(divide="ignore", invalid="ignore"):
             dg = (c * g * g - g) / root
-        return dg / self.scale**2
+        return g / self.scale, dg / self.scale**2
 
     def ac_density(self, x: np.ndarray | float) -> np.ndarray:
         """Density of the continuous part (mass ``min(1, kappa0)``)."""
