@@ -173,6 +173,8 @@ def output_side(
         br = pr.branches[:n_lead] if (union and warm is not None) else pr.branches
     else:
         br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
+    if union and warm is not None:
+        br = _track_best(list(br), pr.h, len(cold) + 1)
     jac = _jacobian_averages(pr.h, y, Sigma, problem, quad) if jacobian else None
     tan = None
     if tangent and gS is g:
@@ -245,6 +247,19 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     out[0] -= 2.0 * hats[0] * dlogS
     out[1:] -= hats[1:, None] * (dlogS + ddet / det)[None, :]
     return out
+
+
+def _track_best(tracked: list[np.ndarray], best: np.ndarray, limit: int) -> list[np.ndarray]:
+    """The tracked branches after an evaluation with every start, with its node-wise best end point added
+    where no tracked branch ended at it (to ``1e-6`` relative; a minimum only a cold start found is then
+    followed from here on, so the next evaluations need not find it again from scratch). At most
+    ``limit`` branches: a new best replaces the one added before."""
+    held = np.zeros(best.shape[0], dtype=bool)
+    for b in tracked:
+        held |= np.all(np.abs(best - b) <= 1e-6 * (1.0 + np.abs(b)), axis=1)
+    if held.all():
+        return tracked
+    return (tracked[:limit - 1] if len(tracked) >= limit else tracked) + [best]
 
 
 def _fields(quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float
