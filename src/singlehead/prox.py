@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -65,6 +65,9 @@ __all__ = [
 # ----------------------------------------------------------------------------------------
 # Proximal step
 # ----------------------------------------------------------------------------------------
+#: ``(h0, z, labels, Sigma, tol, max_iter) -> (h, objective, grad_norm, iterations, done)``: a Newton run
+NewtonRunner = Callable[..., tuple]
+
 # two starts closer than this (relative, per coordinate) are the same start: Newton from one
 # lands within its tolerance of where the other lands
 _SAME_START = 1e-9
@@ -171,8 +174,8 @@ def _newton(
 
 
 def _run_start(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, loss: FitLoss, tol: float,
-               max_iter: int, earlier: list[np.ndarray], runs: list[tuple[np.ndarray, ...]]
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+               max_iter: int, earlier: list[np.ndarray], runs: list[tuple[np.ndarray, ...]],
+               newton: NewtonRunner | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """Newton from ``h0`` on the nodes where it does not coincide with an ``earlier`` start.
 
     Where it coincides (to ``_SAME_START``) with an earlier start, it ends where that one ended
@@ -185,12 +188,13 @@ def _run_start(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, lo
         close = np.all(np.abs(h0 - hj) <= _SAME_START * (1.0 + np.abs(hj)), axis=1)
         same_as[(same_as < 0) & close] = j
     new_nodes = np.nonzero(same_as < 0)[0]
+    run = newton if newton is not None else (lambda *a: _newton(*a[:4], loss, *a[4:]))
     if new_nodes.size == N:
-        return _newton(h0, z, Y, Sig, loss, tol, max_iter)
+        return run(h0, z, Y, Sig, tol, max_iter)
     h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
     it = 0
     if new_nodes.size:
-        hs, fs, gs, it, ds = _newton(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], loss, tol, max_iter)
+        hs, fs, gs, it, ds = run(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], tol, max_iter)
         h[new_nodes], f[new_nodes], gn[new_nodes], done[new_nodes] = hs, fs, gs, ds
     for j in range(len(earlier)):
         nj = np.nonzero(same_as == j)[0]
@@ -237,6 +241,7 @@ def prox_newton(
     starts: Sequence[np.ndarray] | None = None,
     tol: float = 1e-12,
     max_iter: int = 100,
+    newton: NewtonRunner | None = None,
 ) -> ProxResult:
     """Proximal point ``argmin_h ||h - z||^2/(2 Sigma) + loss(h; labels)``, batched over nodes.
 
@@ -259,6 +264,10 @@ def prox_newton(
         Gradient tolerance, relative to ``1 + ||z||/Sigma``.
     max_iter : int
         Newton iterations per start.
+    newton : callable, optional
+        A Newton runner specialised to ``loss`` (``newton(h0, z, labels, Sigma, tol, max_iter) -> (h,
+        objective, grad_norm, iterations, done)`` with the generic one's stopping rules, e.g.
+        :func:`singlehead.prox_t2.newton_t2`); default: the generic safeguarded Newton on ``loss``.
     """
     Y = labels
     z = np.asarray(z, dtype=float)
@@ -274,7 +283,7 @@ def prox_newton(
     runs: list[tuple[np.ndarray, ...]] = []
     for i, h0 in enumerate(starts):
         h0 = np.asarray(h0, dtype=float)
-        h, f, gn, it, done = _run_start(h0, z, Y, Sig, loss, tol, max_iter, starts_arr, runs)
+        h, f, gn, it, done = _run_start(h0, z, Y, Sig, loss, tol, max_iter, starts_arr, runs, newton)
         starts_arr.append(h0)
         runs.append((h, f, gn, done))
         branches.append(h)

@@ -17,7 +17,8 @@ from ..attention_maps import (
     softmax_t2_prox_solve,
     vec_to_mat,
 )
-from ..prox import interpolating_start
+from ..prox import interpolating_start, prox_newton
+from ..prox_t2 import newton_t2
 from .base import Array, Channel, _softmax
 
 __all__ = ["Seq2Lab", "Seq2Seq"]
@@ -58,6 +59,12 @@ class Seq2Lab(Channel):
 
     def fit_loss(self, h, labels, beta, order=2):
         return softmax_fit_loss(h, labels, beta, order=order)
+
+    def prox_labels(self, z, labels, Sigma, *, beta, starts=None):
+        # T = 2: the Newton of the loss's rank-two Hessian (same minima, about twice as fast)
+        newton = newton_t2(beta) if labels.shape[-1] == 2 else None
+        return prox_newton(z, labels, Sigma, lambda h, lab, order: self.fit_loss(h, lab, beta, order), starts=starts,
+                           newton=newton)
 
     def prox_convex_at(self, h, labels, beta, Sigma):
         if labels.shape[-1] != 2:
