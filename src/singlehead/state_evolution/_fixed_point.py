@@ -160,20 +160,23 @@ def _broyden(G, u0: np.ndarray, J0: np.ndarray | None, *, g0: np.ndarray | None 
 
 
 def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float, *, damping: float,
-                      max_steps: int, stop: float, best: tuple[float, np.ndarray]
+                      max_steps: int, stop: float, best: tuple[float, np.ndarray], fx0: np.ndarray | None = None
                       ) -> tuple[tuple[float, np.ndarray], int, tuple[np.ndarray, np.ndarray] | None]:
     """Damped iteration ``u <- u + damping (u(F(x(u))) - u)`` until the residual is below ``stop``.
 
     The damping is multiplied by ``_BACKOFF`` (down to ``_MIN_DAMPING``) whenever the residual
     grows. Returns the best ``(residual, x)`` seen (starting from ``best``), the number of map
-    evaluations and the last evaluated pair ``(x, F(x))``.
+    evaluations and the last evaluated pair ``(x, F(x))``. ``fx0``: ``F(x)`` when the caller has it
+    (not counted as an evaluation).
     """
     u, dmp, prev, last, steps = _to_u(x, Q0), damping, math.inf, None, 0
-    for _ in range(max_steps):
-        x = _from_u(u, Q0)
-        fx = F(x)
+    x0 = x
+    for i in range(max_steps):
+        known = i == 0 and fx0 is not None
+        x = x0 if known else _from_u(u, Q0)
+        fx = np.asarray(fx0, float) if known else F(x)
         last = (x, fx)
-        steps += 1
+        steps += 0 if known else 1
         r = _residual(x, fx, Q0)
         if r < best[0]:
             best = (r, x)
@@ -201,7 +204,7 @@ class _Predicted(Exception):
 def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float, *, tol: float,
                       switch: float, method: str, jacobian: np.ndarray | None, damping: float, max_iter: int,
                       jacobian_of: Callable[[np.ndarray], np.ndarray | None] | None = None,
-                      exact_switch: float | None = None
+                      exact_switch: float | None = None, fx0: np.ndarray | None = None
                       ) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     """Fixed point of ``F`` near ``x``: damped pre-iteration, root finder, damped fallback.
 
@@ -210,7 +213,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
     ``"iterate"`` (damped iteration only, ``max_iter`` steps). ``jacobian`` seeds Broyden.
     ``jacobian_of(x)``: ``dF/dx`` at ``x`` when the map computed it with its last evaluation ``F(x)``
     (else ``None``); with it Broyden becomes Newton's method (see :func:`_broyden`), and the
-    pre-iteration hands over at residual ``exact_switch`` (default ``switch``).
+    pre-iteration hands over at residual ``exact_switch`` (default ``switch``). ``fx0``: ``F(x)`` if the
+    caller just evaluated it (the map's last evaluation, so its Jacobian there is known too).
     Returns ``(residual, x, jacobian, evaluations)`` of the best point found.
     """
     best: tuple[float, np.ndarray] = (math.inf, x)
@@ -220,7 +224,7 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
         switch = max(switch, _SWITCH_WITH_JACOBIAN)  # a Jacobian is known: hand over to Broyden early
     # phase 1: bring a poor initial guess into the basin of the root finder
     stop = tol if method == "iterate" else max(tol, switch)
-    best, iterations, last = _damped_iteration(F, x, Q0, damping=damping, stop=stop, best=best,
+    best, iterations, last = _damped_iteration(F, x, Q0, damping=damping, stop=stop, best=best, fx0=fx0,
                                                max_steps=max_iter if method == "iterate" else _PRE_ITERATIONS)
     jac_out = None
     if best[0] >= tol and method in ("broyden", "hybr"):

@@ -80,11 +80,11 @@ class _Solve:
     iterations: int = 0
 
 
-def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol: float, max_iter: int
-           ) -> tuple[float, np.ndarray, np.ndarray | None, int]:
+def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol: float, max_iter: int,
+           fx0: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     return solve_fixed_point(F.values, x, F.prior.Q0, tol=tol, switch=o.switch, method=o.method, jacobian=jac,
                              damping=o.damping, max_iter=max_iter,
-                             jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=o.exact_switch)
+                             jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=o.exact_switch, fx0=fx0)
 
 
 # ------------------------------------------------------------------------------------------ set-up
@@ -209,7 +209,8 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
         F.start_union_resolve(floor, o.union_max_evals)
         n0 = F.evaluations
         try:
-            _, x3, j3, _ = _solve(F, x, o, s.jac, tol=o.tol, max_iter=min(o.max_iter, o.union_max_evals))
+            # the union map was just evaluated at x (its value and Jacobian there are known)
+            _, x3, j3, _ = _solve(F, x, o, s.jac, tol=o.tol, max_iter=min(o.max_iter, o.union_max_evals), fx0=fx)
         except (AtQuadratureFloor, BudgetExhausted):
             best = F.best_point()[1]
             x3, j3 = (best if best is not None else x), None
