@@ -8,7 +8,9 @@ timed in the same run before and after:
   T = 2 problems of a random grid of valid problems (``random_problems(n, seed)``; pass a seed the
   tests do not use, e.g. 7101, so that the figure is not tuned to the test grid);
 * the wall time per point of warm-started alpha sweeps (``theory_curve``) on the report's grids
-  (lam = 0.01, and the interpolation-peak sweep at lam = 1e-3).
+  (lam = 0.01, and the interpolation-peak sweep at lam = 1e-3), and on the T = 2 softmax problems of
+  the random grid (12 alphas log-spaced over a factor 16 around each problem's alpha; the median
+  over problems of the time per point, first cold point included).
 
 Each figure is the median over ``--repeats`` runs of the same workload; every time is also given
 as a multiple of the reference, which is what to compare across machines and loads, and beside it
@@ -95,6 +97,11 @@ def main() -> None:
     if not args.quick:
         s, c, bad = sweep_time(REPORT_BASE.replace(lam=1e-3), np.geomspace(0.05, 2.0, 24), args.repeats)
         row("warm peak sweep lam=1e-3 (24 points): per point", s, c, ref0, "<= 0.05 s", f"unconverged {bad}")
+        per = [sweep_time(p, np.geomspace(p.alpha / 4, p.alpha * 4, 12), 1) for p in grid]
+        w, c = np.array([x[0] for x in per]), np.array([x[1] for x in per])
+        row(f"warm sweeps, random grid seed {args.seed} ({len(grid)} x 12): per point", float(np.median(w)),
+            float(np.median(c)), ref0, "<= 0.05 s",
+            f"p90 {np.quantile(w, 0.9):.3f} s, max {w.max():.3f} s, unconverged {sum(x[2] for x in per)}")
     print(f"reference again at the end: {reference_seconds():.3f} s")
 
 
