@@ -123,3 +123,17 @@ def test_iter_theory_curve_yields_the_points_of_theory_curve_one_at_a_time():
     rest = list(points)
     whole = theory_curve(base, alphas)
     assert [r.test_error for r in [first, *rest]] == [r.test_error for r in whole]
+
+
+@pytest.mark.parametrize("p, mode", [(Problem(T=2, lam=0.05, kappa=0.3), "asymptotic"),
+                                     (Problem(T=2, lam=0.01, d=60), "finite")])
+def test_factorized_prior_side_scales_with_sigmahat_as_declared(p, mode):
+    """q, m, Sigma proportional to Sigmahat^(-2, -1, -1) at fixed qhat, mhat (rank cap, finite-d prior too)."""
+    from singlehead.state_evolution import prior_side
+
+    pm = prior_model(p, mode)
+    a = prior_side(2.0, 1.3, 0.7, problem=p, prior=pm)
+    b = prior_side(2.0, 1.3, 0.7 * 1.37, problem=p, prior=pm)
+    expo = p.student.prior_sigmahat_exponents()
+    for k, e in zip(("q", "m", "Sigma"), expo):
+        assert getattr(b, k) == pytest.approx(getattr(a, k) * 1.37**e, rel=1e-12)

@@ -143,6 +143,12 @@ class Student:
         """``(qhat, mhat, Sigmahat) -> (q, m, Sigma)`` for the target law ``prior`` (a ``PriorModel``)."""
         raise NotImplementedError(f"student {self.name!r}: the prior side of the state evolution is not implemented")
 
+    def prior_sigmahat_exponents(self) -> tuple[float, float, float] | None:
+        """``(a_q, a_m, a_Sigma)`` when the prior side's ``q, m, Sigma`` are proportional to
+        ``Sigmahat^a`` at fixed ``qhat, mhat`` (their ``Sigmahat``-derivatives are then exact:
+        ``a x/Sigmahat``, and the SE's Jacobian needs no difference in ``Sigmahat``); ``None`` otherwise."""
+        return None
+
     def se_penalty(self, lam: float, q: float, side: PriorSide) -> float:
         """The penalty ``lam pen(S)/d`` predicted at the fixed point ``q`` with prior side ``side``."""
         raise NotImplementedError
@@ -211,6 +217,10 @@ class Factorized(Student):
                      tuple(float(x) / Sigmahat for x in ti.divergence_draws))
         return PriorSide(q, m, Sigma, eta, delta, eps, -0.5 * eta * Je, float(ti.rank_fraction),
                          bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)), *draws)
+
+    def prior_sigmahat_exponents(self):
+        # Sigmahat enters only through eta = mhat/Sigmahat: q = eta^2 J, m = eta M, Sigma = J'/(2 delta Sigmahat)
+        return (-2.0, -1.0, -1.0)
 
     def se_penalty(self, lam, q, side):
         return lam * side.first_moment

@@ -147,7 +147,10 @@ class SEMap:
             return None
         hats = np.array([out.qhat, out.mhat, out.Sigmahat])
         dP = np.empty((3, 3))
-        for k in range(3):
+        expo = self.problem.student.prior_sigmahat_exponents()
+        if expo is not None and hats[2] != 0:  # the Sigmahat column in closed form
+            dP[:, 2] = np.asarray(expo) * fx / hats[2]
+        for k in range(2 if expo is not None and hats[2] != 0 else 3):
             step = _PRIOR_STEP * abs(hats[k])
             if not step > 0:
                 return None
