@@ -297,6 +297,30 @@ def softmax_t2_prox_convex(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: flo
     return (a > 0) & (a * c > 0.015625)
 
 
+def softmax_t2_prox_forms(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float, V: np.ndarray
+                          ) -> np.ndarray | None:
+    """Node means ``Q[i, j] = mean_n V_i^T (I + Sigma H)^{-1} V_j`` at ``T = 2`` without solving.
+
+    With the Woodbury form of :func:`softmax_t2_prox_solve`, ``v^T (I + G D G^T)^{-1} w = v^T w -
+    c(v)^T K c(w)`` with ``c(v) = G^T v`` and ``K = D (I + G^T G D)^{-1}`` (symmetric, ``2 x 2`` per node).
+    ``V`` is ``(N, k, 3)``; ``None`` where some node's ``2 x 2`` system is singular.
+    """
+    ff0, ff1 = _t2_row_curvatures(h, Y, beta)
+    d0, d1 = Sigma * ff0, Sigma * ff1
+    a00, a11 = 1.0 + 3.0 * d0, 1.0 + 3.0 * d1
+    det = a00 * a11 - d0 * d1
+    if not np.all(np.abs(det) > 1e-12 * (np.abs(a00 * a11) + np.abs(d0 * d1))):
+        return None
+    k00, k01, k11 = d0 * a11 / det, -d0 * d1 / det, d1 * a00 / det
+    C0 = _SQRT2 * V[:, :, 0] - V[:, :, 1]  # (N, k): c_0 of every field
+    C1 = _SQRT2 * V[:, :, 2] - V[:, :, 1]
+    N = h.shape[0]
+    plain = np.tensordot(V, V, axes=([0, 2], [0, 2]))
+    KC0 = k00[:, None] * C0 + k01[:, None] * C1  # K c, row by row
+    KC1 = k01[:, None] * C0 + k11[:, None] * C1
+    return (plain - C0.T @ KC0 - C1.T @ KC1) / N
+
+
 def softmax_t2_prox_solve(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float, B: np.ndarray
                           ) -> tuple[np.ndarray, np.ndarray]:
     """``(I + Sigma H)^{-1} B`` at ``T = 2``, ``H`` the Hessian of :func:`softmax_fit_loss` at ``h``.

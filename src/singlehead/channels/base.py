@@ -138,6 +138,17 @@ class Channel:
                 return None
         return X
 
+    def prox_tangent_forms(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float, V: np.ndarray
+                           ) -> np.ndarray | None:
+        """The node means ``Q[i, j] = mean_n V_i^T (I + Sigma H)^{-1} V_j`` of ``k`` vector fields ``V``
+        (``(N, k, K)``), ``H`` the Hessian of :meth:`fit_loss` at the prox point ``h`` (what the SE map's
+        exact Jacobian needs). Default: :meth:`prox_tangent_solve` and one contraction; ``None`` where
+        the system is singular."""
+        X = self.prox_tangent_solve(h, labels, beta, Sigma, V.transpose(0, 2, 1))
+        if X is None:
+            return None
+        return np.tensordot(V, X, axes=([0, 2], [0, 1])) / h.shape[0]
+
     def prox_convex_at(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float) -> np.ndarray:
         """Per node, whether the prox objective's Hessian ``I/Sigma + H(h)`` is (safely) positive definite at ``h``.
         Default: a batched Cholesky with pivots floored at ``1e-12/Sigma``."""

@@ -14,6 +14,7 @@ from ..attention_maps import (
     softmax_fit_loss,
     softmax_rows,
     softmax_t2_prox_convex,
+    softmax_t2_prox_forms,
     softmax_t2_prox_solve,
     vec_to_mat,
 )
@@ -70,6 +71,12 @@ class Seq2Lab(Channel):
         if labels.shape[-1] != 2:
             return super().prox_convex_at(h, labels, beta, Sigma)
         return softmax_t2_prox_convex(h, labels, beta, Sigma)  # rank-two Hessian: a 2 x 2 test per node
+
+    def prox_tangent_forms(self, h, labels, beta, Sigma, V):
+        if labels.shape[-1] != 2:
+            return super().prox_tangent_forms(h, labels, beta, Sigma, V)
+        Q = softmax_t2_prox_forms(h, labels, beta, Sigma, V)  # rank-two Hessian: Woodbury quadratic forms
+        return Q if Q is not None else super().prox_tangent_forms(h, labels, beta, Sigma, V)
 
     def prox_tangent_solve(self, h, labels, beta, Sigma, B):
         if labels.shape[-1] != 2:

@@ -214,17 +214,15 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     a, b = np.linalg.solve(C, np.array([Q0, m]))
     dab = np.linalg.solve(C, np.array([[0.0, -b], [-b, 1.0 - a]]))  # columns: d(a, b)/dq, d(a, b)/dm
     g = h - z
-    # (I + Sigma H)^{-1} [u1, u2, g]
-    Ainv = ch.prox_tangent_solve(h, ch.labels(y, problem.T, problem.beta0), problem.beta, Sigma,
-                                 np.stack([u1, u2, g], axis=2))
-    if Ainv is None:
-        return None
     # every field is a combination of u1 and u2 with scalar coefficients (z, E[z0|y,z], their
-    # derivatives), and dh of A u1, A u2, A g: the derivatives need only the node means of the
-    # products of [g, u1, u2] with [u1, u2, A u1, A u2, A g] (one contraction)
-    left = np.stack([g, u1, u2], axis=1)
-    right = np.concatenate([np.stack([u1, u2], axis=1), Ainv.transpose(0, 2, 1)], axis=1)
-    P = np.tensordot(left, right, axes=([0, 2], [0, 2])) / h.shape[0]  # P[i, j] = mean <left_i, right_j>
+    # derivatives), and dh of A u1, A u2, A g with A = (I + Sigma H)^{-1}: the derivatives need only
+    # the node means of the products of [g, u1, u2] with [u1, u2, A u1, A u2, A g]
+    V = np.stack([g, u1, u2], axis=1)
+    Q = ch.prox_tangent_forms(h, ch.labels(y, problem.T, problem.beta0), problem.beta, Sigma, V)
+    if Q is None:
+        return None
+    plain = np.tensordot(V, V[:, 1:], axes=([0, 2], [0, 2])) / h.shape[0]  # mean <[g, u1, u2]_i, [u1, u2]_j>
+    P = np.concatenate([plain, Q[:, [1, 2, 0]]], axis=1)  # P[i, j] = mean <left_i, right_j>
     e = np.array([a * s0 + b * c, b * sr])  # E[z0|y,z] = e1 u1 + e2 u2; z = c u1 + sr u2
     zc = np.array([c, sr])
     pk = np.array([[0.0, 1.0 / s0, 0.0], [0.5 / sr, -m / (Vy * sr), 0.0]])  # dz/dx_k = pk[0, k] u1 + pk[1, k] u2
