@@ -7,7 +7,7 @@ evolution evaluation, and in-place updates spare it a copy of the ``(N, K, K)`` 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -85,8 +85,39 @@ def _writable(a: np.ndarray) -> np.ndarray:
     return a if a.flags.writeable else a.copy()
 
 
+Derivs = Callable[[np.ndarray, Any, np.ndarray], tuple]
+"""``derivs(h, labels, inv) -> (fit, grad, curv)``: the fit term, its (writable) gradient and the
+curvature state the direction function takes (a tuple of arrays with a leading node axis), at
+prox curvature ``inv = 1/Sigma``."""
+
+
+def hessian_derivs(loss: FitLoss) -> Derivs:
+    """:data:`Derivs` of a loss with a dense Hessian: the curvature is ``(H + inv I,)``."""
+
+    def derivs(h: np.ndarray, labels: Any, inv: np.ndarray) -> tuple:
+        fit, g, H = loss(h, labels, 2)
+        H = _writable(H)
+        add_diagonal(H, inv)
+        return fit, _writable(g), (H,)
+
+    return derivs
+
+
+def hessian_direction(g: np.ndarray, curv: tuple, inv: np.ndarray) -> np.ndarray:
+    """Newton direction ``-(H + inv I)^{-1} g``: batched Cholesky where the Hessian is positive definite,
+    else a saddle-free step (``|eigenvalues|``, floored relative to the prox curvature ``inv``)."""
+    (Hs,) = curv
+    p, pd = chol_solve(Hs, -g, 1e-8 * inv)
+    bad = np.nonzero(~pd)[0]
+    if bad.size:
+        lam, V = np.linalg.eigh(Hs[bad])
+        lam = np.maximum(np.abs(lam), 1e-3 * inv[bad, None])
+        p[bad] = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, g[bad]) / lam)
+    return p
+
+
 def _backtrack(todo: np.ndarray, h: np.ndarray, p: np.ndarray, f: np.ndarray, slope: np.ndarray, zz: np.ndarray,
-               YY: np.ndarray, inv: np.ndarray, loss: FitLoss) -> np.ndarray:
+               YY: Any, inv: np.ndarray, value: Callable[[np.ndarray, Any], np.ndarray]) -> np.ndarray:
     """Armijo backtracking by halvings on the nodes ``todo``, updating ``h`` in place; returns the
     nodes whose line search failed (at machine precision)."""
     t = np.full(todo.size, 0.5)
@@ -95,7 +126,7 @@ def _backtrack(todo: np.ndarray, h: np.ndarray, p: np.ndarray, f: np.ndarray, sl
             break
         cand = h[todo] + t[:, None] * p[todo]
         dt = cand - zz[todo]
-        fc = np.einsum("nk,nk->n", dt, dt) / (2.0 * (1.0 / inv[todo])) + loss(cand, YY[todo], 0)[0]
+        fc = np.einsum("nk,nk->n", dt, dt) / (2.0 * (1.0 / inv[todo])) + value(cand, YY[todo])
         ok2 = fc <= f[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(f[todo])
         h[todo[ok2]] = cand[ok2]
         todo, t = todo[~ok2], 0.5 * t[~ok2]
@@ -108,38 +139,86 @@ def add_diagonal(H: np.ndarray, inv: np.ndarray) -> None:
     H[:, k, k] += inv[:, None]
 
 
-def take_step(h: np.ndarray, p: np.ndarray, f: np.ndarray, g: np.ndarray, Hs: np.ndarray, slope: np.ndarray,
-               final: np.ndarray, zz: np.ndarray, YY: np.ndarray, inv: np.ndarray, loss: FitLoss
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One Newton step along ``p`` on every node: ``(h, f, g, Hs, todo)`` after it.
+def take_step(h: np.ndarray, p: np.ndarray, f: np.ndarray, g: np.ndarray, curv: tuple, slope: np.ndarray,
+              final: np.ndarray, zz: np.ndarray, YY: Any, inv: np.ndarray, derivs: Derivs,
+              value: Callable[[np.ndarray, Any], np.ndarray]) -> tuple:
+    """One Newton step along ``p`` on every node: ``(h, f, g, curv, todo)`` after it.
 
-    ``f, g, Hs`` are the prox objective, its gradient and its Hessian (``1/Sigma = inv`` included)
+    ``f, g, curv`` are the prox objective, its gradient and the curvature state (:data:`Derivs`)
     at ``h``; ``slope = <g, p>``; ``final`` marks the nodes whose full step is taken without a
     line search. The full step is tried first, with derivatives (accepted for most nodes); the
-    rest backtrack by halvings. ``todo`` are the nodes whose line search failed (at machine
-    precision). The returned arrays may share memory with the inputs.
+    rest backtrack by halvings (``value(h, labels)``: the fit term alone). ``todo`` are the nodes
+    whose line search failed (at machine precision). The returned arrays may share memory with
+    the inputs.
     """
     cand = h + p
-    fit, gc, Hc = loss(cand, YY, 2)
-    gc, Hc = _writable(gc), _writable(Hc)
+    fit, gc, cc = derivs(cand, YY, inv)
     dc = cand - zz
     fc = 0.5 * inv * rowdot(dc, dc) + fit
     ok = final | (fc <= f + 1e-4 * slope + 1e-15 * np.abs(f))
     gc += inv[:, None] * dc
-    add_diagonal(Hc, inv)
     rejected = np.nonzero(~ok)[0]
     if rejected.size:  # keep the current state of the nodes whose full step failed
-        cand[rejected], fc[rejected], gc[rejected], Hc[rejected] = h[rejected], f[rejected], g[rejected], Hs[rejected]
-    h, f, g, Hs = cand, fc, gc, Hc
+        cand[rejected], fc[rejected], gc[rejected] = h[rejected], f[rejected], g[rejected]
+        for c, c0 in zip(cc, curv):
+            c[rejected] = c0[rejected]
+    h, f, g, curv = cand, fc, gc, cc
     # ... then vectorised backtracking (halvings) on the rest
-    todo = _backtrack(rejected, h, p, f, slope, zz, YY, inv, loss)
+    todo = _backtrack(rejected, h, p, f, slope, zz, YY, inv, value)
     jb = rejected[~np.isin(rejected, todo)]
     if jb.size:
-        fit, gg, HH = loss(h[jb], YY[jb], 2)
-        HH = _writable(HH)
+        fit, gg, cb = derivs(h[jb], YY[jb], inv[jb])
         db = h[jb] - zz[jb]
         f[jb] = 0.5 * inv[jb] * rowdot(db, db) + fit
         g[jb] = gg + inv[jb, None] * db
-        add_diagonal(HH, inv[jb])
-        Hs[jb] = HH
-    return h, f, g, Hs, todo
+        for c, cn in zip(curv, cb):
+            c[jb] = cn
+    return h, f, g, curv, todo
+
+
+def run_newton(h0: np.ndarray, z: np.ndarray, Y: Any, Sig: np.ndarray, tol: float, max_iter: int, derivs: Derivs,
+               value: Callable[[np.ndarray, Any], np.ndarray],
+               direction: Callable[[np.ndarray, tuple, np.ndarray], np.ndarray]) -> tuple:
+    """Safeguarded Newton from ``h0`` on all nodes; returns ``(h, objective, grad_norm, iterations, done)``.
+
+    ``derivs``/``value`` give the fit term's derivatives and value per node (labels ``Y``, leading
+    node axis), ``direction(g, curv, inv)`` the Newton direction from the curvature state. A node is
+    done when its gradient is below ``tol (1 + ||z||/Sigma)``, its Newton decrement reached round-off
+    level, or its line search failed (machine precision). The state of the nodes still iterating is
+    kept in compacted arrays (one gather per iteration in which some node finished), so late
+    iterations cost in proportion to the nodes left.
+    """
+    inv_all = 1.0 / Sig
+    fit, g, curv = derivs(h0, Y, inv_all)
+    d = h0 - z
+    f = 0.5 * inv_all * rowdot(d, d) + fit
+    g = g + inv_all[:, None] * d
+    gn = np.sqrt(rowdot(g, g))
+    thr_all = tol * (1.0 + np.sqrt(rowdot(z, z)) * inv_all)
+    h_out, f_out, gn_out = h0.copy(), f.copy(), gn.copy()
+    done_out = gn <= thr_all
+    ids = np.nonzero(~done_out)[0]
+    h, zz, YY, inv, thr = h0[ids], z[ids], Y[ids], inv_all[ids], thr_all[ids]
+    f, g, curv = f[ids], g[ids], tuple(c[ids] for c in curv)
+    it = 0
+    while ids.size and it < max_iter:
+        it += 1
+        p = direction(g, curv, inv)
+        slope = rowdot(g, p)
+        # Newton decrement at round-off level: nothing left to gain; take that last full step
+        # without line search (it only polishes h) and stop these nodes
+        final = -slope <= 1e-15 * (1.0 + np.abs(f))
+        h, f, g, curv, todo = take_step(h, p, f, g, curv, slope, final, zz, YY, inv, derivs, value)
+        gn = np.sqrt(rowdot(g, g))
+        finished = final | (gn <= thr)
+        finished[todo] = True  # line search failed: at machine precision
+        if finished.any():
+            fi = np.nonzero(finished)[0]
+            out = ids[fi]
+            h_out[out], f_out[out], gn_out[out], done_out[out] = h[fi], f[fi], gn[fi], True
+            keep = np.nonzero(~finished)[0]
+            ids, h, zz, YY, inv, thr = ids[keep], h[keep], zz[keep], YY[keep], inv[keep], thr[keep]
+            f, g, curv = f[keep], g[keep], tuple(c[keep] for c in curv)
+    if ids.size:  # out of iterations: report where these nodes are, not done
+        h_out[ids], f_out[ids], gn_out[ids] = h, f, np.sqrt(rowdot(g, g))
+    return h_out, f_out, gn_out, it, done_out

@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._newton_steps import FitLoss, add_diagonal, chol_solve, rowdot, take_step
+from ._newton_steps import FitLoss, hessian_derivs, hessian_direction, run_newton
 from .attention_maps import (
     mat_to_vec,
     pair_embedding,
@@ -122,55 +122,10 @@ def _newton(
     tol: float,
     max_iter: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
-    """Safeguarded Newton from ``h0`` on all nodes; returns (h, objective, grad_norm, iterations, done).
-
-    A node is done when its gradient is below ``tol (1 + ||z||/Sigma)``, its Newton decrement
-    reached round-off level, or its line search failed (machine precision). The state of the
-    nodes still iterating is kept in compacted arrays (one gather per iteration in which some
-    node finished), so late iterations cost in proportion to the nodes left.
-    """
-    inv_all = 1.0 / Sig
-    fit, g, Hs = loss(h0, Y, 2)
-    d = h0 - z
-    f = 0.5 * inv_all * rowdot(d, d) + fit
-    g = g + inv_all[:, None] * d
-    gn = np.linalg.norm(g, axis=1)
-    thr_all = tol * (1.0 + np.linalg.norm(z, axis=1) * inv_all)
-    h_out, f_out, gn_out = h0.copy(), f.copy(), gn.copy()
-    done_out = gn <= thr_all
-    ids = np.nonzero(~done_out)[0]
-    h, zz, YY, inv, thr = h0[ids], z[ids], Y[ids], inv_all[ids], thr_all[ids]
-    f, g, Hs = f[ids], g[ids], Hs[ids]
-    add_diagonal(Hs, inv)
-    it = 0
-    while ids.size and it < max_iter:
-        it += 1
-        # Newton direction: batched Cholesky where the Hessian is positive definite, else a
-        # saddle-free step (|eigenvalues|, floored relative to the prox curvature 1/Sigma)
-        p, pd = chol_solve(Hs, -g, 1e-8 * inv)
-        bad = np.nonzero(~pd)[0]
-        if bad.size:
-            lam, V = np.linalg.eigh(Hs[bad])
-            lam = np.maximum(np.abs(lam), 1e-3 * inv[bad, None])
-            p[bad] = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, g[bad]) / lam)
-        slope = rowdot(g, p)
-        # Newton decrement at round-off level: nothing left to gain; take that last full step
-        # without line search (it only polishes h) and stop these nodes
-        final = -slope <= 1e-15 * (1.0 + np.abs(f))
-        h, f, g, Hs, todo = take_step(h, p, f, g, Hs, slope, final, zz, YY, inv, loss)
-        gn = np.linalg.norm(g, axis=1)
-        finished = final | (gn <= thr)
-        finished[todo] = True  # line search failed: at machine precision
-        if finished.any():
-            fi = np.nonzero(finished)[0]
-            out = ids[fi]
-            h_out[out], f_out[out], gn_out[out], done_out[out] = h[fi], f[fi], gn[fi], True
-            keep = np.nonzero(~finished)[0]
-            ids, h, zz, YY, inv, thr = ids[keep], h[keep], zz[keep], YY[keep], inv[keep], thr[keep]
-            f, g, Hs = f[keep], g[keep], Hs[keep]
-    if ids.size:  # out of iterations: report where these nodes are, not done
-        h_out[ids], f_out[ids], gn_out[ids] = h, f, np.linalg.norm(g, axis=1)
-    return h_out, f_out, gn_out, it, done_out
+    """Safeguarded Newton from ``h0`` on all nodes with the loss's dense Hessian (batched Cholesky,
+    saddle-free steps where it is indefinite): :func:`~singlehead._newton_steps.run_newton`."""
+    return run_newton(h0, z, Y, Sig, tol, max_iter, hessian_derivs(loss), lambda h, lab: loss(h, lab, 0)[0],
+                      hessian_direction)
 
 
 def _run_start(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, loss: FitLoss, tol: float,

@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from ._newton_steps import run_newton
 from .attention_maps import _SQRT2, _sigmoid
 
 __all__ = ["newton_t2"]
@@ -83,78 +84,19 @@ def _direction(g: np.ndarray, ff0: np.ndarray, ff1: np.ndarray, inv: np.ndarray)
     return p
 
 
-def _step(h, p, f, g, ff, slope, final, zz, Yc, inv, beta):
-    """One Newton step along ``p``: the full step where it passes the Armijo test (or is ``final``),
-    halvings elsewhere (as :func:`singlehead._newton_steps.take_step`). Returns ``(h, f, g, ff, failed)``."""
-    cand = h + p
-    fit, gc, c0, c1 = _derivs(cand, Yc, beta, 1)
-    dc = cand - zz
-    fc = 0.5 * inv * np.einsum("nk,nk->n", dc, dc) + fit
-    ok = final | (fc <= f + 1e-4 * slope + 1e-15 * np.abs(f))
-    gc += inv[:, None] * dc
-    rej = np.nonzero(~ok)[0]
-    if rej.size:  # keep the current state of the nodes whose full step failed ...
-        cand[rej], fc[rej], gc[rej], c0[rej], c1[rej] = h[rej], f[rej], g[rej], ff[0][rej], ff[1][rej]
-    # ... and backtrack there by halvings
-    todo, t = rej, np.full(rej.size, 0.5)
-    for _ in range(40):
-        if todo.size == 0:
-            break
-        tr = cand[todo] + t[:, None] * p[todo]
-        dt = tr - zz[todo]
-        ft = np.einsum("nk,nk->n", dt, dt) / (2.0 * (1.0 / inv[todo])) + _derivs(tr, Yc[todo], beta, 0)[0]
-        good = ft <= fc[todo] + 1e-4 * t * slope[todo] + 1e-15 * np.abs(fc[todo])
-        cand[todo[good]] = tr[good]
-        todo, t = todo[~good], 0.5 * t[~good]
-    moved = rej[~np.isin(rej, todo)]
-    if moved.size:
-        fit, gg, b0, b1 = _derivs(cand[moved], Yc[moved], beta, 1)
-        db = cand[moved] - zz[moved]
-        fc[moved] = 0.5 * inv[moved] * np.einsum("nk,nk->n", db, db) + fit
-        gc[moved] = gg + inv[moved, None] * db
-        c0[moved], c1[moved] = b0, b1
-    return cand, fc, gc, (c0, c1), todo
-
-
 def newton_t2(beta: float) -> Callable:
     """The ``T = 2`` Newton runner for inverse temperature ``beta``: ``run(h0, z, Y, Sig, tol, max_iter) ->
     (h, objective, grad_norm, iterations, done)``, the contract of the generic Newton of :mod:`singlehead.prox`
-    (a node is done when its gradient is below ``tol (1 + ||z||/Sigma)``, its Newton decrement reached
-    round-off level, or its line search failed)."""
+    (:func:`~singlehead._newton_steps.run_newton` with the rank-two curvature ``(f''_0, f''_1)`` and
+    :func:`_direction`)."""
+
+    def derivs(h: np.ndarray, Yc: np.ndarray, inv: np.ndarray) -> tuple:
+        fit, grad, ff0, ff1 = _derivs(h, Yc, beta, 1)
+        return fit, grad, (ff0, ff1)
 
     def run(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, tol: float, max_iter: int):
-        inv_all = 1.0 / Sig
-        Yc_all = np.stack([Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1], Y[:, 1, 0]], axis=1)
-        fit, g, ff0, ff1 = _derivs(h0, Yc_all, beta, 1)
-        d = h0 - z
-        f = 0.5 * inv_all * np.einsum("nk,nk->n", d, d) + fit
-        g = g + inv_all[:, None] * d
-        gn = np.sqrt(np.einsum("nk,nk->n", g, g))
-        thr_all = tol * (1.0 + np.sqrt(np.einsum("nk,nk->n", z, z)) * inv_all)
-        h_out, f_out, gn_out = h0.copy(), f.copy(), gn.copy()
-        done_out = gn <= thr_all
-        ids = np.nonzero(~done_out)[0]
-        h, zz, Yc, inv, thr = h0[ids], z[ids], Yc_all[ids], inv_all[ids], thr_all[ids]
-        f, g, ff = f[ids], g[ids], (ff0[ids], ff1[ids])
-        it = 0
-        while ids.size and it < max_iter:
-            it += 1
-            p = _direction(g, ff[0], ff[1], inv)
-            slope = np.einsum("nk,nk->n", g, p)
-            final = -slope <= 1e-15 * (1.0 + np.abs(f))
-            h, f, g, ff, failed = _step(h, p, f, g, ff, slope, final, zz, Yc, inv, beta)
-            gn = np.sqrt(np.einsum("nk,nk->n", g, g))
-            finished = final | (gn <= thr)
-            finished[failed] = True  # line search failed: at machine precision
-            if finished.any():
-                fi = np.nonzero(finished)[0]
-                out = ids[fi]
-                h_out[out], f_out[out], gn_out[out], done_out[out] = h[fi], f[fi], gn[fi], True
-                keep = np.nonzero(~finished)[0]
-                ids, h, zz, Yc, inv, thr = ids[keep], h[keep], zz[keep], Yc[keep], inv[keep], thr[keep]
-                f, g, ff = f[keep], g[keep], (ff[0][keep], ff[1][keep])
-        if ids.size:  # out of iterations: report where these nodes are, not done
-            h_out[ids], f_out[ids], gn_out[ids] = h, f, np.sqrt(np.einsum("nk,nk->n", g, g))
-        return h_out, f_out, gn_out, it, done_out
+        Yc = np.stack([Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1], Y[:, 1, 0]], axis=1)
+        return run_newton(h0, z, Yc, Sig, tol, max_iter, derivs, lambda h, lab: _derivs(h, lab, beta, 0)[0],
+                          lambda g, curv, inv: _direction(g, curv[0], curv[1], inv))
 
     return run
