@@ -67,8 +67,8 @@ def test_se_map_jacobian_is_the_derivative_of_the_map():
 
 
 def test_t2_rank_two_solve_and_convexity_test_match_the_generic_ones():
-    """The T = 2 softmax Hessian has rank two: the Woodbury solve, its quadratic forms and the 2 x 2 convexity
-    test against the generic Cholesky routes on random nodes (every Sigma, beta; not only prox minima)."""
+    """The T = 2 softmax Hessian has rank two: the Woodbury quadratic forms and the 2 x 2 convexity test against
+    the generic Cholesky routes on random nodes (every Sigma, beta; not only prox minima)."""
     ch = get_channel("seq2lab")
     rng = np.random.default_rng(1)
     for Sigma in (0.1, 1.0, 10.0, 1e3):
@@ -77,10 +77,6 @@ def test_t2_rank_two_solve_and_convexity_test_match_the_generic_ones():
             labels = ch.labels(y, 2, 1.0)
             convex = ch.prox_convex_at(h, labels, beta, Sigma)
             assert np.array_equal(convex, Channel.prox_convex_at(ch, h, labels, beta, Sigma))
-            B = rng.normal(size=(4000, 3, 2))
-            X = ch.prox_tangent_solve(h[convex], labels[convex], beta, Sigma, B[convex])
-            Xg = Channel.prox_tangent_solve(ch, h[convex], labels[convex], beta, Sigma, B[convex])
-            assert np.abs(X - Xg).max() < 1e-9 * max(1.0, np.abs(Xg).max())
             V = rng.normal(size=(int(convex.sum()), 3, 3))
             Q = ch.prox_tangent_forms(h[convex], labels[convex], beta, Sigma, V)
             Qg = Channel.prox_tangent_forms(ch, h[convex], labels[convex], beta, Sigma, V)

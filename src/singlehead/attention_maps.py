@@ -288,7 +288,7 @@ def _t2_row_curvatures(h: np.ndarray, Y: np.ndarray, beta: float) -> tuple[np.nd
 def softmax_t2_prox_convex(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float) -> np.ndarray:
     """Whether the prox objective's Hessian ``I/Sigma + H`` is positive definite at ``h`` (``T = 2``).
 
-    With ``H = G F G^T`` (rank two, :func:`softmax_t2_prox_solve`) and ``v = G w + v_perp``,
+    With ``H = G F G^T`` (rank two, :func:`softmax_t2_prox_forms`) and ``v = G w + v_perp``,
     ``v^T (I + Sigma H) v = |v_perp|^2 + s^T ((G^T G)^{-1} + Sigma F) s`` with ``s = G^T G w``, so it is
     positive definite iff the ``2 x 2`` matrix ``(G^T G)^{-1} + Sigma F`` is, ``(G^T G)^{-1} = [[3, -1], [-1, 3]]/8``.
     """
@@ -301,7 +301,9 @@ def softmax_t2_prox_forms(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: floa
                           ) -> np.ndarray | None:
     """Node means ``Q[i, j] = mean_n V_i^T (I + Sigma H)^{-1} V_j`` at ``T = 2`` without solving.
 
-    With the Woodbury form of :func:`softmax_t2_prox_solve`, ``v^T (I + G D G^T)^{-1} w = v^T w -
+    ``H = f''_0 g_0 g_0^T + f''_1 g_1 g_1^T`` has rank two (:func:`_softmax_fit_loss_t2`), so by the
+    Woodbury identity ``(I + G D G^T)^{-1} = I - G D (I + G^T G D)^{-1} G^T`` with ``G = [g_0, g_1]``,
+    ``G^T G = [[3, 1], [1, 3]]`` and ``D = Sigma diag(f''_0, f''_1)``: ``v^T (I + G D G^T)^{-1} w = v^T w -
     c(v)^T K c(w)`` with ``c(v) = G^T v`` and ``K = D (I + G^T G D)^{-1}`` (symmetric, ``2 x 2`` per node).
     ``V`` is ``(N, k, 3)``; ``None`` where some node's ``2 x 2`` system is singular.
     """
@@ -319,33 +321,6 @@ def softmax_t2_prox_forms(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: floa
     KC0 = k00[:, None] * C0 + k01[:, None] * C1  # K c, row by row
     KC1 = k01[:, None] * C0 + k11[:, None] * C1
     return (plain - C0.T @ KC0 - C1.T @ KC1) / N
-
-
-def softmax_t2_prox_solve(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float, B: np.ndarray
-                          ) -> tuple[np.ndarray, np.ndarray]:
-    """``(I + Sigma H)^{-1} B`` at ``T = 2``, ``H`` the Hessian of :func:`softmax_fit_loss` at ``h``.
-
-    ``H = f''_0 g_0 g_0^T + f''_1 g_1 g_1^T`` has rank two (:func:`_softmax_fit_loss_t2`), so by the
-    Woodbury identity ``(I + G D G^T)^{-1} = I - G D (I + G^T G D)^{-1} G^T`` with ``G = [g_0, g_1]``,
-    ``G^T G = [[3, 1], [1, 3]]`` and ``D = Sigma diag(f''_0, f''_1)`` every node needs one ``2 x 2``
-    solve. ``B`` is ``(N, 3, R)``; returns ``(X, ok)``, ``ok`` False where that ``2 x 2`` system is
-    singular to working precision (``X`` is then meaningless there).
-    """
-    ff0, ff1 = _t2_row_curvatures(h, Y, beta)
-    d0, d1 = Sigma * ff0, Sigma * ff1
-    a00, a11 = 1.0 + 3.0 * d0, 1.0 + 3.0 * d1
-    det = a00 * a11 - d0 * d1
-    ok = np.abs(det) > 1e-12 * (np.abs(a00 * a11) + np.abs(d0 * d1))
-    det = np.where(ok, det, 1.0)[:, None]
-    c0 = _SQRT2 * B[:, 0] - B[:, 1]
-    c1 = _SQRT2 * B[:, 2] - B[:, 1]
-    v0 = d0[:, None] * (a11[:, None] * c0 - d1[:, None] * c1) / det
-    v1 = d1[:, None] * (a00[:, None] * c1 - d0[:, None] * c0) / det
-    X = np.empty_like(B)
-    X[:, 0] = B[:, 0] - _SQRT2 * v0
-    X[:, 1] = B[:, 1] + v0 + v1
-    X[:, 2] = B[:, 2] - _SQRT2 * v1
-    return X, ok
 
 
 def _softmax_fit_loss_t2_untied(h: np.ndarray, Y: np.ndarray, beta: float, order: int

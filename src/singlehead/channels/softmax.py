@@ -15,7 +15,6 @@ from ..attention_maps import (
     softmax_rows,
     softmax_t2_prox_convex,
     softmax_t2_prox_forms,
-    softmax_t2_prox_solve,
     vec_to_mat,
 )
 from ..prox import interpolating_start, prox_newton
@@ -77,18 +76,6 @@ class Seq2Lab(Channel):
             return super().prox_tangent_forms(h, labels, beta, Sigma, V)
         Q = softmax_t2_prox_forms(h, labels, beta, Sigma, V)  # rank-two Hessian: Woodbury quadratic forms
         return Q if Q is not None else super().prox_tangent_forms(h, labels, beta, Sigma, V)
-
-    def prox_tangent_solve(self, h, labels, beta, Sigma, B):
-        if labels.shape[-1] != 2:
-            return super().prox_tangent_solve(h, labels, beta, Sigma, B)
-        X, ok = softmax_t2_prox_solve(h, labels, beta, Sigma, B)  # rank-two Hessian: 2 x 2 per node
-        if not ok.all():
-            bad = np.nonzero(~ok)[0]
-            Xb = super().prox_tangent_solve(h[bad], labels[bad], beta, Sigma, B[bad])
-            if Xb is None:
-                return None
-            X[bad] = Xb
-        return X
 
     def untied_label_equations(self, T: int) -> tuple[int, bool]:
         # each row of labels fixes its logits up to a shift of the row: T(T-1) differences, which mix
