@@ -27,7 +27,7 @@ import numpy as np
 
 from ..attention_maps import vec_to_mat
 from ..problem import Problem
-from .prox_screen import screened_prox, screening_nodes
+from .prox_screen import same_minimum, screened_prox, screening_nodes
 from .quadrature import OutputQuadrature
 
 __all__ = ["OutputSide", "output_side", "channel_test_errors"]
@@ -249,13 +249,10 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
 
 def _track_best(tracked: list[np.ndarray], best: np.ndarray, limit: int) -> list[np.ndarray]:
     """The tracked branches after an evaluation with every start, with its node-wise best end point added
-    where no tracked branch ended at it (to ``1e-6`` relative; a minimum only a cold start found is then
+    where no tracked branch ended at it (:func:`~.prox_screen.same_minimum`; a minimum only a cold start found is then
     followed from here on, so the next evaluations need not find it again from scratch). At most
     ``limit`` branches: a new best replaces the one added before."""
-    held = np.zeros(best.shape[0], dtype=bool)
-    for b in tracked:
-        held |= np.all(np.abs(best - b) <= 1e-6 * (1.0 + np.abs(b)), axis=1)
-    if held.all():
+    if same_minimum(best, tracked).all():
         return tracked
     return (tracked[:limit - 1] if len(tracked) >= limit else tracked) + [best]
 

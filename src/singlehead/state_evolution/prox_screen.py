@@ -65,16 +65,18 @@ def screening_nodes(quad: OutputQuadrature, screen: int | None) -> np.ndarray | 
     return np.tile(np.arange(N) < n, R)
 
 
+def same_minimum(point: np.ndarray, branches: Sequence[np.ndarray]) -> np.ndarray:
+    """Per node, whether ``point`` is one of the ``branches``' end points (to ``_SAME_MINIMUM`` relative)."""
+    seen = np.zeros(point.shape[0], dtype=bool)
+    for b in branches:
+        seen |= np.all(np.abs(point - b) <= _SAME_MINIMUM * (1.0 + np.abs(b)), axis=1)
+    return seen
+
+
 def _new_minimum(pr: ProxResult, lead: int, mask: np.ndarray) -> bool:
     """Whether an extra start (index ``>= lead``) ended, on a screening node, away from every lead start's end."""
     ends = [b[mask] for b in pr.branches]
-    for e in ends[lead:]:
-        seen = np.zeros(e.shape[0], dtype=bool)
-        for b in ends[:lead]:
-            seen |= np.all(np.abs(e - b) <= _SAME_MINIMUM * (1.0 + np.abs(b)), axis=1)
-        if not seen.all():
-            return True
-    return False
+    return any(not same_minimum(e, ends[:lead]).all() for e in ends[lead:])
 
 
 def _better_minimum(pr: ProxResult, lead: int, mask: np.ndarray) -> bool:
