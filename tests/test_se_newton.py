@@ -17,11 +17,14 @@ from singlehead.channels import get_channel
 from singlehead.channels.base import Channel
 from singlehead.state_evolution import SEOptions, iter_theory_curve, output_side, prior_model, theory, theory_curve
 from singlehead.state_evolution._fixed_point import _to_u
+from singlehead.state_evolution.output import _Q_CV
 from singlehead.state_evolution.se_map import SEMap
 
 PROBLEMS = [Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)),
             Problem(T=3, alpha=2.0, noise=0.1, lam=0.1, beta=2.0),
-            Problem(T=2, alpha=0.3, noise=0.5, lam=1e-3, kappa=0.5, channel="seq2seq")]
+            Problem(T=2, alpha=0.3, noise=0.5, lam=1e-3, kappa=0.5, channel="seq2seq"),
+            # small q (q/Q0 ~ 6e-4): Sigmahat with the control variate, the prox at z = 0
+            Problem(T=2, alpha=1.0, noise=0.5, lam=3.0, target=MPTarget(0.5))]
 
 
 def _fixed_point(p: Problem) -> np.ndarray:
@@ -30,7 +33,7 @@ def _fixed_point(p: Problem) -> np.ndarray:
     return np.array([r.extras["q"], r.extras["m"], r.extras["Sigma"]])
 
 
-@pytest.mark.parametrize("p", PROBLEMS, ids=["T2", "T3-beta2", "T2-cap-seq2seq"])
+@pytest.mark.parametrize("p", PROBLEMS, ids=["T2", "T3-beta2", "T2-cap-seq2seq", "T2-small-q"])
 def test_output_tangent_is_the_derivative_of_the_node_average(p):
     """d(qhat, mhat, Sigmahat)/d(q, m, Sigma) against central differences of the same quadrature (the local
     branch from z, a smooth map of (q, m, Sigma)); the differences' own error is 1e-9 to 2e-6 relative (the prox is
@@ -46,6 +49,24 @@ def test_output_tangent_is_the_derivative_of_the_node_average(p):
         hp, hm = (output_side(*(x + s * e), problem=p, Q0=Q0, quad=quad, branch="z") for s in (1, -1))
         fd[:, k] = (np.array([hp.qhat, hp.mhat, hp.Sigmahat]) - np.array([hm.qhat, hm.mhat, hm.Sigmahat])) / (2 * e[k])
     assert np.abs(tangent - fd).max() < 1e-5 * np.abs(fd).max(), (tangent, fd)
+
+
+def test_small_q_point_uses_the_control_variate_and_tracks_its_prox():
+    """The fourth problem sits in the control-variate regime, and the control variate's prox tracked from a
+    previous call's branches gives the output side of the cold starts (same minima, to the Newton tolerance)."""
+    p = PROBLEMS[3]
+    x = _fixed_point(p)
+    Q0 = prior_model(p).Q0
+    assert x[0] < _Q_CV * Q0
+    quad = SEOptions().quadrature(p)
+    cold = output_side(*x, problem=p, Q0=Q0, quad=quad)
+    assert cold.branches_cv is not None and len(cold.branches_cv) == 3
+    y = x * np.array([1.001, 1.001, 0.999])
+    fresh = output_side(*y, problem=p, Q0=Q0, quad=quad)
+    tracked = output_side(*y, problem=p, Q0=Q0, quad=quad, warm=cold.branches, warm_cv=cold.branches_cv)
+    a = np.array([fresh.qhat, fresh.mhat, fresh.Sigmahat, fresh.train_error])
+    b = np.array([tracked.qhat, tracked.mhat, tracked.Sigmahat, tracked.train_error])
+    assert np.abs(a - b).max() < 1e-10 * np.abs(a).max(), (a, b)
 
 
 def test_se_map_jacobian_is_the_derivative_of_the_map():

@@ -99,9 +99,10 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         quad = o.quadrature(problem)
     jacobian, branches = None, None
     if isinstance(init, WarmStart):
-        init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, init.branches
-        if branches is not None and (quad is None or any(b.shape[0] != quad.flat.shape[0] for b in branches)):
-            branches = None  # tracked on another node set
+        init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, (init.branches, init.branches_cv)
+        # tracked on another node set: dropped
+        branches = tuple(None if b is None or quad is None or any(a.shape[0] != quad.flat.shape[0] for a in b)
+                         else list(b) for b in branches)
     col = collapse if collapse is not None else collapse_point(problem, pm, quad)
     if col.holds and problem.channel.convex_prox:
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
@@ -114,7 +115,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
               ) -> tuple[Result, np.ndarray | None]:
         oa = o if escalate else o.quick_attempt()
         F = SEMap(problem, pm, quad, [0], oa.max_evals)  # each attempt has its own budget
-        F.warm = None if branches_ is None else list(branches_)
+        F.warm, F.warm_cv = (None, None) if branches_ is None else (None if b is None else list(b) for b in branches_)
         F.floor_after, F.branch, F.screen = oa.floor_after, oa.prox_branch, oa.prox_screen
         F.tangent = oa.exact_jacobian and quad is not None  # closed-form output sides keep Broyden
         maps.append(F)
@@ -162,10 +163,11 @@ def _next_warm_start(r: Result, jac: np.ndarray | None, kept: SEMap, alpha_tange
     """The warm start a converged, non-collapsed solution offers to the next point of a sweep."""
     if not r.converged or r.extras["collapsed"]:
         return None
-    tracked = kept.warm  # the prox branches tracked by the kept solve
+    tracked, tracked_cv = kept.warm, kept.warm_cv  # the prox branches tracked by the kept solve
     x = np.array([r.extras["q"], r.extras["m"], r.extras["Sigma"]])
     return WarmStart(tuple(map(float, x)), jac, None if tracked is None else tuple(tracked),
-                     _alpha_tangent(kept, x, r.extras["Q0"]) if alpha_tangent else None)
+                     _alpha_tangent(kept, x, r.extras["Q0"]) if alpha_tangent else None,
+                     None if tracked_cv is None else tuple(tracked_cv))
 
 
 _TANGENT_RTOL = 1e-4

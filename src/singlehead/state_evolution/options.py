@@ -255,3 +255,5 @@ class WarmStart:
     #: ``du/dlog alpha`` at ``x``, ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)``: the fixed point's
     #: tangent along ``alpha`` (from the exact Jacobian), for the predictor of an ``alpha`` sweep
     du_dlog_alpha: np.ndarray | None = None
+    #: the branches of the ``Sigmahat`` control variate's prox at small ``q`` (``OutputSide.branches_cv``)
+    branches_cv: tuple[np.ndarray, ...] | None = None

@@ -72,6 +72,9 @@ class OutputSide:
     #: the derivative of this node average with every node's prox branch held (computed when called;
     #: it may return ``None``). ``None``: not available, see :func:`output_side`.
     tangent: Callable[[], np.ndarray | None] | None = field(default=None, repr=False)
+    #: At small ``q`` (the ``Sigmahat`` control variate, see :func:`_sigmahat_residual`): the end points of
+    #: the Newton starts of its prox at ``z = 0``, the warm starts (``warm_cv``) of a next call.
+    branches_cv: list | None = None
 
 
 def gauss_pair(u1: np.ndarray, u2: np.ndarray, var0: float, cov: float, var1: float) -> tuple[np.ndarray, np.ndarray]:
@@ -102,6 +105,7 @@ def output_side(
     branch: str = "global",
     screen: int | None = None,
     tangent: bool = False,
+    warm_cv: Sequence[np.ndarray] | None = None,
 ) -> OutputSide:
     """Output-side update ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)`` plus the train error.
 
@@ -119,8 +123,11 @@ def output_side(
     unless they find another minimum on those first nodes (:func:`~.prox_screen.screened_prox`);
     ``None``: every start on every node.
     ``tangent=True`` also returns ``OutputSide.tangent``, a function computing the exact derivative
-    of the node average (:func:`_output_tangent`) on demand; only at non-degenerate points without
-    the small-``q`` control variate (elsewhere, and for closed-form channels, it is ``None``).
+    of the node average (:func:`_output_tangent`) on demand; only at non-degenerate points (elsewhere,
+    and for closed-form channels, it is ``None``).
+    ``warm_cv``: at small ``q``, the starts of the control variate's prox at ``z = 0`` (the
+    ``OutputSide.branches_cv`` of a previous call), used like ``warm`` (with ``union``: together with
+    the cold starts).
 
     Examples
     --------
@@ -160,7 +167,7 @@ def output_side(
         pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts)
     g = pr.h - z
     det = max(Q0 * q - m * m, 1e-300)
-    gS, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0, branch)
+    gS, h0, br_cv, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0, branch, warm_cv, union)
     prox_ok = prox_ok and pr.converged
     vals = np.stack([np.einsum("nk,nk->n", g, g), np.einsum("nk,nk->n", g, q * z0c - m * z),
                      np.einsum("nk,nk->n", gS, Q0 * z - m * z0c), pr.fit], axis=1)
@@ -177,19 +184,19 @@ def output_side(
         br = _track_best(list(br), pr.h, len(cold) + 1)
     jac = _jacobian_averages(pr.h, y, Sigma, problem, quad) if jacobian else None
     tan = None
-    if tangent and gS is g:
+    if tangent:
         h, hats = pr.h, mean[:3].copy()
 
         def tan() -> np.ndarray | None:
-            return _output_tangent(quad, problem, (q, m, Sigma), Q0, h, y, z, z0c, hats)
+            return _output_tangent(quad, problem, (q, m, Sigma), Q0, h, y, z, z0c, hats, h0)
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
                       prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac,
-                      tangent=tan)
+                      tangent=tan, branches_cv=br_cv)
 
 
 def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, float, float], Q0: float,
-                    h: np.ndarray, y: np.ndarray, z: np.ndarray, z0c: np.ndarray, hats: np.ndarray
-                    ) -> np.ndarray | None:
+                    h: np.ndarray, y: np.ndarray, z: np.ndarray, z0c: np.ndarray, hats: np.ndarray,
+                    h0: np.ndarray | None = None) -> np.ndarray | None:
     """``d(qhat, mhat, Sigmahat)/d(q, m, Sigma)`` of the node average, every node's prox branch held.
 
     On the fixed nodes ``y = sqrt(Vy) u1`` and ``z = (m/sqrt(Vy)) u1 + sqrt(q - m^2/Vy) u2`` move
@@ -201,6 +208,10 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     derivative of the discretised map wherever no node switches minimum (the global prox's jumps are
     not differentiated: on the fixed nodes they are rare and move the average by less than its
     quadrature error). ``None`` where ``I + Sigma H`` is singular at some node.
+
+    ``h0``: the control variate's prox point at ``z = 0`` (small ``q``, :func:`_sigmahat_residual`), so
+    that ``Sigmahat`` averages ``<g - h0, Q0 z - m z0>``. ``h0`` depends on ``Sigma`` alone:
+    ``dh0 = (I + Sigma H0)^{-1} h0 dSigma/Sigma`` (the same implicit function theorem at ``z = 0``).
     """
     q, m, Sigma = x
     alpha, K = problem.alpha, problem.n_pairs
@@ -223,6 +234,15 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
         return None
     plain = np.tensordot(V, V[:, 1:], axes=([0, 2], [0, 2])) / h.shape[0]  # mean <[g, u1, u2]_i, [u1, u2]_j>
     P = np.concatenate([plain, Q[:, [1, 2, 0]]], axis=1)  # P[i, j] = mean <left_i, right_j>
+    # the control variate: mean <h0, u_j> and mean <u_j, A0 h0> (A0 = (I + Sigma H0)^{-1}), j = 1, 2
+    cv_plain, cv_dS = np.zeros(2), np.zeros(2)
+    if h0 is not None:
+        V0 = np.stack([h0, u1, u2], axis=1)
+        Q0f = ch.prox_tangent_forms(h0, ch.labels(y, problem.T, problem.beta0), problem.beta, Sigma, V0)
+        if Q0f is None:
+            return None
+        cv_plain = np.tensordot(h0, V0[:, 1:], axes=([0, 1], [0, 2])) / h.shape[0]
+        cv_dS = Q0f[1:, 0] / Sigma
     e = np.array([a * s0 + b * c, b * sr])  # E[z0|y,z] = e1 u1 + e2 u2; z = c u1 + sr u2
     zc = np.array([c, sr])
     pk = np.array([[0.0, 1.0 / s0, 0.0], [0.5 / sr, -m / (Vy * sr), 0.0]])  # dz/dx_k = pk[0, k] u1 + pk[1, k] u2
@@ -236,7 +256,8 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
         dg = dh - pk[0, k] * P[:, 0] - pk[1, k] * P[:, 1]  # <left_i, dg_k>
         dwm = q * rk[:, k] - m * pk[:, k] + (e if k == 0 else 0.0) - (zc if k == 1 else 0.0)
         dwS = Q0 * pk[:, k] - m * rk[:, k] - (e if k == 1 else 0.0)
-        dS[:, k] = [2.0 * dg[0], wm @ dg[1:] + dwm @ P[0, :2], wS @ dg[1:] + dwS @ P[0, :2]]
+        dgS = dg[1:] - (cv_dS if k == 2 else 0.0)  # <u_j, d(g - h0)_k>
+        dS[:, k] = [2.0 * dg[0], wm @ dg[1:] + dwm @ P[0, :2], wS @ dgS + dwS @ (P[0, :2] - cv_plain)]
     det = max(Q0 * q - m * m, 1e-300)
     ddet = np.array([Q0, -2.0 * m, 0.0])
     dlogS = np.array([0.0, 0.0, 1.0 / Sigma])
@@ -274,20 +295,34 @@ def _branch_start(branch: str, z: np.ndarray, y: np.ndarray, problem: Problem) -
 
 
 def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, problem: Problem, Q0: float,
-                       branch: str = "global") -> tuple[np.ndarray, bool]:
-    """The residual entering ``Sigmahat``, with a control variate at small ``q``; and whether its prox converged.
+                       branch: str = "global", warm: Sequence[np.ndarray] | None = None, union: bool = False
+                       ) -> tuple[np.ndarray, np.ndarray | None, list | None, bool]:
+    """The residual entering ``Sigmahat``, with a control variate at small ``q``: ``(g - h0, h0, branches, ok)``.
 
     At small q the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part of g that
     depends on y alone, a zero-mean term whose quadrature error blows up as q -> 0. The control
-    variate subtracts that part, the prox residual at z = 0 (its exact contribution
-    E<g(y, 0), Q0 z - m z0> is 0 by Stein's lemma).
+    variate subtracts that part, the prox point ``h0`` at z = 0 (its exact contribution
+    E<h0(y), Q0 z - m z0> is 0 by Stein's lemma). ``h0`` depends on ``Sigma`` alone (``y`` is fixed on
+    the nodes), so its prox is tracked like the main one: from the ``warm`` branches alone, or with
+    ``union`` from them and the cold starts (node-wise lowest objective); ``branches`` are the end
+    points to track. Without the control variate: ``(g, None, None, True)``.
     """
     if not q < _Q_CV * Q0:
-        return g, True
+        return g, None, None, True
+    ch = problem.channel
     z0 = np.zeros_like(y)
-    starts = None if branch == "global" else [_branch_start(branch, z0, y, problem)]
-    pr0 = problem.channel.prox(z0, y, Sigma, T=problem.T, beta=problem.beta, beta0=problem.beta0, starts=starts)
-    return g - pr0.h, pr0.converged
+    kw = {"T": problem.T, "beta": problem.beta, "beta0": problem.beta0}
+    if branch != "global":
+        warm, union = None, False
+        cold = [_branch_start(branch, z0, y, problem)]
+    else:
+        cold = [] if (warm is not None and not union) else ch.prox_starts(z0, y, **kw)
+    starts = list(warm) if not cold else cold + list(warm if warm is not None else [])
+    pr0 = ch.prox(z0, y, Sigma, starts=starts, **kw)
+    br = pr0.branches[len(cold):] if (union and warm is not None) else pr0.branches
+    if union and warm is not None:
+        br = _track_best(list(br), pr0.h, len(cold) + 1)
+    return g - pr0.h, pr0.h, (None if branch != "global" or ch.convex_prox else list(br)), pr0.converged
 
 
 def _jacobian_averages(h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem, quad: OutputQuadrature

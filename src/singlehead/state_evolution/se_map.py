@@ -35,6 +35,7 @@ class SEMap:
                  counter: list[int] | None = None, budget: int | None = None) -> None:
         self.problem, self.prior, self.quad = problem, prior, quad
         self.warm: list | None = None
+        self.warm_cv: list | None = None  # the control variate's prox branches at small q (output_side)
         self.mode = "warm"
         self.n_calls = 0
         # evaluations of every map of one solve attempt (coarse, full, continuation maps share it;
@@ -117,9 +118,11 @@ class SEMap:
         self.counter[0] += 1
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
                           warm=None if mode == "cold" else self.warm, union=mode == "union", branch=self.branch,
-                          screen=self.screen, tangent=self.tangent)
+                          screen=self.screen, tangent=self.tangent, warm_cv=None if mode == "cold" else self.warm_cv)
         if out.branches is not None and not self.problem.channel.convex_prox:
             self.warm = out.branches
+        if out.branches_cv is not None:
+            self.warm_cv = out.branches_cv
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
         if self.stop_on_collapse and not pr.q > 0:
             raise DrivenToCollapse

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -89,12 +90,12 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
             col = collapse_point(p, prior, quad, like=col)
         predicted = _tangent_prediction(param, v, hist, tangents, Q0, warm)
         if predicted is not None:
-            warm = WarmStart(tuple(_from_u(predicted, Q0)), warm.jacobian, warm.branches)
+            warm = replace(warm, x=tuple(_from_u(predicted, Q0)))
         elif len(hist) >= 2 and Q0 is not None and isinstance(v, (int, float)) and isinstance(warm, WarmStart):
             (v0, u0), (v1, u1) = hist[-2], hist[-1]
             if v1 != v0:
                 w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
-                warm = WarmStart(tuple(_from_u(u1 + w * (u1 - u0), Q0)), warm.jacobian, warm.branches)
+                warm = replace(warm, x=tuple(_from_u(u1 + w * (u1 - u0), Q0)))
         # the previous warm start failed (the fixed point changes fast here): start this point cold first
         cold_first = bool(out) and bool(out[-1].extras.get("warm_start_retried", False))
         r, new_warm = _theory(p, o, prior, warm, quad, cold_first=cold_first, alpha_tangent=param == "alpha",
@@ -104,7 +105,7 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
         if new_warm is not None:
             # keep the last known Jacobian when this solve did not produce one
             jac = new_warm.jacobian if new_warm.jacobian is not None else getattr(warm, "jacobian", None)
-            warm = WarmStart(new_warm.x, jac, new_warm.branches, new_warm.du_dlog_alpha)
+            warm = replace(new_warm, jacobian=jac)
             if Q0 is not None and isinstance(v, (int, float)):
                 hist.append((float(v), _to_u(np.array(new_warm.x), Q0)))
                 if param == "alpha" and new_warm.du_dlog_alpha is not None:
