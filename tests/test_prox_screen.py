@@ -79,6 +79,30 @@ def test_minima_off_the_screening_nodes_are_found_by_the_convexity_probes():
         assert abs(getattr(scr, k) - getattr(full, k)) < 1e-9 * abs(getattr(full, k))
 
 
+def test_minima_the_probes_miss_on_screening_nodes_set_off_the_fallback(monkeypatch):
+    """With probes that flag nothing, the screening nodes' lower minima (6 of PEAK_X's 50 nodes with
+    several minima) are the probes' misses: every start then runs on every node, and the output
+    side is the unscreened one again. Without that fallback it would not be."""
+    import singlehead.state_evolution.prox_screen as ps
+
+    quad = _quad(PEAK)
+    full = output_side(*PEAK_X, problem=PEAK, Q0=Q0, quad=quad)
+    monkeypatch.setattr(ps, "_not_convex_nodes", lambda problem, z, *a: np.zeros(z.shape[0], dtype=bool))
+    scr = output_side(*PEAK_X, problem=PEAK, Q0=Q0, quad=quad, screen=8)
+    for k in ("qhat", "mhat", "Sigmahat", "train_error"):
+        assert getattr(scr, k) == pytest.approx(getattr(full, k), rel=1e-9, abs=1e-12)
+    calls = []
+    real_prox = type(PEAK.channel).prox
+
+    def counted(self, z, *a, **kw):
+        calls.append(z.shape[0])
+        return real_prox(self, z, *a, **kw)
+
+    monkeypatch.setattr(type(PEAK.channel), "prox", counted)
+    output_side(*PEAK_X, problem=PEAK, Q0=Q0, quad=quad, screen=8)
+    assert calls[-1] == quad.flat.shape[0] and len(calls) == 3  # lead, screened subset, fallback on all nodes
+
+
 def test_theory_with_screen_equals_theory_without_within_quadrature_error():
     for p in (EASY, PEAK.replace(alpha=0.19)):
         a = theory(p, options=SEOptions(prox_screen=None))

@@ -12,14 +12,25 @@ node at 57 of 61 points, and on 1 to 50 of the 8192 nodes at the other four (nea
 :func:`screened_prox` therefore runs one start everywhere and the *extra* starts only where they
 can matter: on a screening subset, the first ``1/screen`` of each scramble's nodes (a Sobol
 prefix, itself balanced over the node distribution), and on the nodes where the prox objective is
-not convex at the midpoint between the first start's minimum and an extra start. Where some extra
-start reaches, on a screening node, a minimum that the others missed, every start runs on every
-node (what ``screen=None`` does from the outset). At those four points (1, 1, 10 and 50 nodes
-with several minima) the probes flagged all but 0, 0, 0 and 2 of them, at two peak points
-(lam = 1e-5 and 1e-4: 152 and 170) all but 3 and 6; where there are that many, the screening
-nodes hold several and the fallback runs. Missing the global minimum at even 2 of 8192 nodes
-moves the train error by half a quadrature standard error (``tests/test_prox_screen.py``), hence
-the two safeguards.
+not convex at a probe on the segment from the first start's minimum to an extra start (at its
+midpoint and three quarters of the way: ``_PROBE_POINTS``). The screening nodes that no probe
+flagged measure the probes' misses: where some extra start reaches, on one of them, a minimum that
+the others missed, every start runs on every node (what ``screen=None`` does from the outset).
+At those four points (1, 1, 10 and 50 nodes with several minima) the midpoint probes alone flagged
+all but 0, 0, 0 and 2 of them, at two peak points (lam = 1e-5 and 1e-4: 152 and 170) all but 3 and
+6. Missing the global minimum at even 2 of 8192 nodes moves the train error by half a quadrature
+standard error (``tests/test_prox_screen.py``), hence the two safeguards.
+
+On the peak sweeps (24 alphas in [0.05, 2], lam = 1e-3, 1e-4, 1e-5) the lower minima that cold
+starts found on screening nodes were, with one exception, on nodes the midpoint probes had flagged
+too, where every start had run already; yet each of them set off the fallback (15 fallbacks, each
+a whole cold evaluation, 60-90 ms), which then found 5 nodes that no probe had flagged, 4 of them
+flagged by the probe at three quarters. With both probes and the fallback set off by unflagged
+screening nodes only, the converged points of those sweeps, of the report's lam = 0.01 sweep and of
+12-point sweeps around the 18 T = 2 softmax problems of a random grid (seed 7101) have the test and
+train errors of the previous rule to 5e-5 quadrature standard errors, and the sweeps at lam = 1e-4
+and 1e-5 take 6 % and 13 % less time (with the midpoint probe alone, two points moved by 0.7 and
+0.25 standard errors).
 
 In an evaluation with the tracked branches as lead starts (the reporting and re-solve evaluations),
 only the tracked branches and the node-wise best end point are kept for the next evaluation, so
@@ -48,6 +59,9 @@ _SAME_MINIMUM = 1e-6
 # no screening with fewer screening nodes per scramble than this (32: the coarse stage's thinned
 # set, 256 nodes per scramble, is screened too)
 _MIN_SCREEN_NODES = 32
+# where along the segment from the first lead start's end point to each extra start the prox
+# objective's convexity is probed (see the module docstring for why three quarters too)
+_PROBE_POINTS = (0.5, 0.75)
 
 
 def screening_nodes(quad: OutputQuadrature, screen: int | None) -> np.ndarray | None:
@@ -115,11 +129,11 @@ def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
 
     The *lead* starts run on every node: the tracked branches ``warm`` when given (a union
     evaluation), else the first cold start. The other (*extra*) starts run on the ``mask`` nodes and
-    on the nodes where the prox objective is not convex at one of the probes, the midpoints
-    between the first lead start's end point and each extra start (where it is convex at all of
-    them, every start is taken to descend to the same minimum). If on some mask node an extra
-    start reaches a minimum no lead start reached (with ``warm``: a lower one than every lead start
-    reached), every start runs on every node.
+    on the nodes where the prox objective is not convex at one of the probes, points of the
+    segments from the first lead start's end point to each extra start (where it is convex at all
+    of them, every start is taken to descend to the same minimum). If on some mask node that no
+    probe flagged an extra start reaches a minimum no lead start reached (with ``warm``: a lower one
+    than every lead start reached), every start runs on every node.
 
     Returns the prox result and the number of lead branches: its first ``lead`` branches are the
     tracked ones (the warm starts of the next evaluation) when ``warm`` is given; without ``warm``
@@ -131,13 +145,17 @@ def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     extra = list(cold) if warm else list(cold[1:])
     first = ch.prox(z, y, Sigma, starts=lead, **kw)
     end = first.branches[0]
-    probes = [0.5 * (c + end) for c in extra]
-    sel = np.nonzero(mask | _not_convex_nodes(problem, z, y, Sigma, probes))[0]
+    probes = [(1.0 - t) * end + t * c for c in extra for t in _PROBE_POINTS]
+    flagged = _not_convex_nodes(problem, z, y, Sigma, probes)
+    sel = np.nonzero(mask | flagged)[0]
     # the lead starts' end points are converged starts: Newton stops there at once
     sub = ch.prox(z[sel], y[sel], Sigma, starts=[b[sel] for b in first.branches] + [c[sel] for c in extra], **kw)
     pr = _merge(first, sel, sub, len(lead))
     # with tracked branches only they are kept: an extra start matters where it ends lower than all of
-    # them; without, every branch is tracked, so any minimum the lead start missed matters
-    if _better_minimum(pr, len(lead), mask) if warm else _new_minimum(pr, len(lead), mask):
+    # them; without, every branch is tracked, so any minimum the lead start missed matters. Only the
+    # screening nodes the probes did not flag tell whether the probes miss such nodes (on the flagged
+    # ones every start ran already)
+    unflagged = mask & ~flagged
+    if _better_minimum(pr, len(lead), unflagged) if warm else _new_minimum(pr, len(lead), unflagged):
         pr = ch.prox(z, y, Sigma, starts=list(pr.branches[:len(lead)]) + extra, **kw)
     return pr, len(lead)
