@@ -130,7 +130,7 @@ def test_newton_prox_accepts_read_only_loss_derivatives():
 
 
 def test_t2_newton_reaches_the_generic_newtons_minima():
-    """The T = 2 Newton (rank-two Hessian, Woodbury steps, 2 x 2 convexity test) against the generic Newton
+    """The T = 2 Newton (in the plane of the row differences, 2 x 2 Newton systems) against the generic Newton
     from the same starts (z, the interpolating point, their midpoint) across Sigma and beta: the same local
     minimum at every node (end points within 1e-9), the same objective and node-wise best start."""
     from singlehead.attention_maps import softmax_fit_loss

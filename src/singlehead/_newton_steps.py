@@ -178,7 +178,8 @@ def take_step(h: np.ndarray, p: np.ndarray, f: np.ndarray, g: np.ndarray, curv: 
 
 def run_newton(h0: np.ndarray, z: np.ndarray, Y: Any, Sig: np.ndarray, tol: float, max_iter: int, derivs: Derivs,
                value: Callable[[np.ndarray, Any], np.ndarray],
-               direction: Callable[[np.ndarray, tuple, np.ndarray], np.ndarray]) -> tuple:
+               direction: Callable[[np.ndarray, tuple, np.ndarray], np.ndarray], z_norm: np.ndarray | None = None
+               ) -> tuple:
     """Safeguarded Newton from ``h0`` on all nodes; returns ``(h, objective, grad_norm, iterations, done)``.
 
     ``derivs``/``value`` give the fit term's derivatives and value per node (labels ``Y``, leading
@@ -186,7 +187,8 @@ def run_newton(h0: np.ndarray, z: np.ndarray, Y: Any, Sig: np.ndarray, tol: floa
     done when its gradient is below ``tol (1 + ||z||/Sigma)``, its Newton decrement reached round-off
     level, or its line search failed (machine precision). The state of the nodes still iterating is
     kept in compacted arrays (one gather per iteration in which some node finished), so late
-    iterations cost in proportion to the nodes left.
+    iterations cost in proportion to the nodes left. ``z_norm``: the ``||z||`` of the threshold when
+    the iteration runs in reduced coordinates (default ``||z||`` of the ``z`` given).
     """
     inv_all = 1.0 / Sig
     fit, g, curv = derivs(h0, Y, inv_all)
@@ -194,7 +196,7 @@ def run_newton(h0: np.ndarray, z: np.ndarray, Y: Any, Sig: np.ndarray, tol: floa
     f = 0.5 * inv_all * rowdot(d, d) + fit
     g = g + inv_all[:, None] * d
     gn = np.sqrt(rowdot(g, g))
-    thr_all = tol * (1.0 + np.sqrt(rowdot(z, z)) * inv_all)
+    thr_all = tol * (1.0 + (np.sqrt(rowdot(z, z)) if z_norm is None else z_norm) * inv_all)
     h_out, f_out, gn_out = h0.copy(), f.copy(), gn.copy()
     done_out = gn <= thr_all
     ids = np.nonzero(~done_out)[0]

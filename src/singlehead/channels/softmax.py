@@ -61,7 +61,7 @@ class Seq2Lab(Channel):
         return softmax_fit_loss(h, labels, beta, order=order)
 
     def prox_labels(self, z, labels, Sigma, *, beta, starts=None):
-        # T = 2: the Newton of the loss's rank-two Hessian (same minima, about twice as fast)
+        # T = 2: Newton in the plane of the two row differences (same minima, a 2 x 2 system per node)
         newton = newton_t2(beta) if labels.shape[-1] == 2 else None
         return prox_newton(z, labels, Sigma, lambda h, lab, order: self.fit_loss(h, lab, beta, order), starts=starts,
                            newton=newton)
