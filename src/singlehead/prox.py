@@ -128,34 +128,47 @@ def _newton(
                       hessian_direction)
 
 
-def _run_start(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, loss: FitLoss, tol: float,
-               max_iter: int, earlier: list[np.ndarray], runs: list[tuple[np.ndarray, ...]],
-               newton: NewtonRunner | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
-    """Newton from ``h0`` on the nodes where it does not coincide with an ``earlier`` start.
+def _run_starts(starts: list[np.ndarray], z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, loss: FitLoss, tol: float,
+                max_iter: int, newton: NewtonRunner | None = None) -> tuple[list[tuple[np.ndarray, ...]], int]:
+    """Newton from every start, each on the nodes where it does not coincide with an earlier start.
 
-    Where it coincides (to ``_SAME_START``) with an earlier start, it ends where that one ended
-    (``runs``): warm starts are the end points of the previous call's branches, which mostly sit at
-    the same minimiser, so this saves most of the work of tracking several branches.
+    Where a start coincides (to ``_SAME_START``) with an earlier one, it ends where that one ended:
+    warm starts are the end points of the previous call's branches, which mostly sit at the same
+    minimiser, so this saves most of the work of tracking several branches. The remaining
+    ``(start, node)`` pairs run as one batch (the nodes are independent; one batch instead of one run
+    per start spares the per-iteration overhead of the small runs). Returns, per start, ``(h, objective,
+    grad_norm, done)`` on every node, and the most iterations any pair took.
     """
     N, K = z.shape
-    same_as = np.full(N, -1)
-    for j, hj in enumerate(earlier):
-        close = np.all(np.abs(h0 - hj) <= _SAME_START * (1.0 + np.abs(hj)), axis=1)
-        same_as[(same_as < 0) & close] = j
-    new_nodes = np.nonzero(same_as < 0)[0]
     run = newton if newton is not None else (lambda *a: _newton(*a[:4], loss, *a[4:]))
-    if new_nodes.size == N:
-        return run(h0, z, Y, Sig, tol, max_iter)
-    h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
-    it = 0
-    if new_nodes.size:
-        hs, fs, gs, it, ds = run(h0[new_nodes], z[new_nodes], Y[new_nodes], Sig[new_nodes], tol, max_iter)
-        h[new_nodes], f[new_nodes], gn[new_nodes], done[new_nodes] = hs, fs, gs, ds
-    for j in range(len(earlier)):
-        nj = np.nonzero(same_as == j)[0]
-        if nj.size:
-            h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
-    return h, f, gn, it, done
+    same_as, new_nodes = [], []
+    for i, h0 in enumerate(starts):
+        sa = np.full(N, -1)
+        for j in range(i):
+            hj = starts[j]
+            close = np.all(np.abs(h0 - hj) <= _SAME_START * (1.0 + np.abs(hj)), axis=1)
+            sa[(sa < 0) & close] = j
+        same_as.append(sa)
+        new_nodes.append(np.nonzero(sa < 0)[0])
+    if len(starts) == 1:
+        h, f, gn, it, done = run(starts[0], z, Y, Sig, tol, max_iter)
+        return [(h, f, gn, done)], it
+    idx = np.concatenate(new_nodes)
+    h_all, f_all, g_all, it, d_all = run(np.concatenate([h0[nn] for h0, nn in zip(starts, new_nodes)]), z[idx],
+                                         Y[idx], Sig[idx], tol, max_iter)
+    runs: list[tuple[np.ndarray, ...]] = []
+    offset = 0
+    for sa, nn in zip(same_as, new_nodes):
+        h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
+        sl = slice(offset, offset + nn.size)
+        offset += nn.size
+        h[nn], f[nn], gn[nn], done[nn] = h_all[sl], f_all[sl], g_all[sl], d_all[sl]
+        for j in range(len(runs)):
+            nj = np.nonzero(sa == j)[0]
+            if nj.size:
+                h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
+        runs.append((h, f, gn, done))
+    return runs, it
 
 
 def prox_softmax(
@@ -230,19 +243,12 @@ def prox_newton(
     Sig = np.broadcast_to(np.asarray(Sigma, dtype=float), (N,)).astype(float)
     if starts is None or len(starts) == 0:
         starts = [z]
-    starts_arr: list[np.ndarray] = []
     best_h = best_f = best_g = None
     best_i = np.zeros(N, dtype=int)
-    iters = 0
+    runs, iters = _run_starts([np.asarray(h0, dtype=float) for h0 in starts], z, Y, Sig, loss, tol, max_iter, newton)
     branches = []
-    runs: list[tuple[np.ndarray, ...]] = []
-    for i, h0 in enumerate(starts):
-        h0 = np.asarray(h0, dtype=float)
-        h, f, gn, it, done = _run_start(h0, z, Y, Sig, loss, tol, max_iter, starts_arr, runs, newton)
-        starts_arr.append(h0)
-        runs.append((h, f, gn, done))
+    for i, (h, f, gn, done) in enumerate(runs):
         branches.append(h)
-        iters = max(iters, it)
         if best_h is None:
             best_h, best_f, best_g, best_d = h.copy(), f.copy(), gn.copy(), done.copy()
             continue
