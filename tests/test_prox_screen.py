@@ -87,7 +87,7 @@ def test_minima_the_probes_miss_on_screening_nodes_set_off_the_fallback(monkeypa
 
     quad = _quad(PEAK)
     full = output_side(*PEAK_X, problem=PEAK, Q0=Q0, quad=quad)
-    monkeypatch.setattr(ps, "_not_convex_nodes", lambda problem, z, *a: np.zeros(z.shape[0], dtype=bool))
+    monkeypatch.setattr(ps, "_not_convex_nodes", lambda problem, labels, *a: np.zeros(labels.shape[0], dtype=bool))
     scr = output_side(*PEAK_X, problem=PEAK, Q0=Q0, quad=quad, screen=8)
     for k in ("qhat", "mhat", "Sigmahat", "train_error"):
         assert getattr(scr, k) == pytest.approx(getattr(full, k), rel=1e-9, abs=1e-12)

@@ -162,9 +162,10 @@ class Channel:
         return [z]
 
     def prox(self, z: np.ndarray, y: np.ndarray, Sigma: Any, *, T: int, beta: float, beta0: float,
-             starts: Sequence[np.ndarray] | None = None) -> ProxResult:
-        """Global prox ``argmin_h ||h - z||^2/(2 Sigma) + ell(h)`` for labels of teacher fields ``y``."""
-        return self.prox_labels(z, self.labels(y, T, beta0), Sigma, beta=beta,
+             starts: Sequence[np.ndarray] | None = None, labels: np.ndarray | None = None) -> ProxResult:
+        """Global prox ``argmin_h ||h - z||^2/(2 Sigma) + ell(h)`` for labels of teacher fields ``y``
+        (``labels``: ``self.labels(y, T, beta0)`` when the caller has them)."""
+        return self.prox_labels(z, self.labels(y, T, beta0) if labels is None else labels, Sigma, beta=beta,
                                 starts=self.prox_starts(z, y, T=T, beta=beta, beta0=beta0) if starts is None else starts)
 
     def prox_labels(self, z: np.ndarray, labels: np.ndarray, Sigma: Any, *, beta: float,

@@ -106,6 +106,7 @@ def output_side(
     screen: int | None = None,
     tangent: bool = False,
     warm_cv: Sequence[np.ndarray] | None = None,
+    labels: np.ndarray | None = None,
 ) -> OutputSide:
     """Output-side update ``(q, m, Sigma) -> (qhat, mhat, Sigmahat)`` plus the train error.
 
@@ -128,6 +129,9 @@ def output_side(
     ``warm_cv``: at small ``q``, the starts of the control variate's prox at ``z = 0`` (the
     ``OutputSide.branches_cv`` of a previous call), used like ``warm`` (with ``union``: together with
     the cold starts).
+    ``labels``: the channel's labels of the teacher fields on ``quad``'s nodes (:func:`node_labels`); they
+    depend on neither ``q``, ``m`` nor ``Sigma``, so a caller evaluating many points (the SE map) passes
+    them instead of having them recomputed at every call.
 
     Examples
     --------
@@ -152,6 +156,7 @@ def output_side(
     if not (q > _Q_FLOOR * Q0 and Sigma > _SIGMA_FLOOR):
         return _output_side_degenerate(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
     y, z, z0c = _fields(quad, q, m, Q0 + Dh, Q0)
+    lab = ch.labels(y, T, problem.beta0) if labels is None else labels
     if branch != "global" and not ch.convex_prox:
         warm, union = None, False
         cold = [_branch_start(branch, z, y, problem)]
@@ -161,13 +166,13 @@ def output_side(
     n_starts = len(cold) + (len(warm) if cold and warm is not None else 0)
     mask = screening_nodes(quad, screen) if n_starts > 1 else None
     if mask is not None:
-        pr, n_lead = screened_prox(problem, z, y, Sigma, cold, warm, mask)
+        pr, n_lead = screened_prox(problem, z, y, Sigma, cold, warm, mask, labels=lab)
     else:
         starts = warm if not cold else cold + (list(warm) if warm is not None else [])
-        pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts)
+        pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts, labels=lab)
     g = pr.h - z
     det = max(Q0 * q - m * m, 1e-300)
-    gS, h0, br_cv, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0, branch, warm_cv, union)
+    gS, h0, br_cv, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0, branch, warm_cv, union, lab)
     prox_ok = prox_ok and pr.converged
     vals = np.stack([np.einsum("nk,nk->n", g, g), np.einsum("nk,nk->n", g, q * z0c - m * z),
                      np.einsum("nk,nk->n", gS, Q0 * z - m * z0c), pr.fit], axis=1)
@@ -188,14 +193,14 @@ def output_side(
         h, hats = pr.h, mean[:3].copy()
 
         def tan() -> np.ndarray | None:
-            return _output_tangent(quad, problem, (q, m, Sigma), Q0, h, y, z, z0c, hats, h0)
+            return _output_tangent(quad, problem, (q, m, Sigma), Q0, h, lab, z, z0c, hats, h0)
     return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
                       prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac,
                       tangent=tan, branches_cv=br_cv)
 
 
 def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, float, float], Q0: float,
-                    h: np.ndarray, y: np.ndarray, z: np.ndarray, z0c: np.ndarray, hats: np.ndarray,
+                    h: np.ndarray, labels: np.ndarray, z: np.ndarray, z0c: np.ndarray, hats: np.ndarray,
                     h0: np.ndarray | None = None) -> np.ndarray | None:
     """``d(qhat, mhat, Sigmahat)/d(q, m, Sigma)`` of the node average, every node's prox branch held.
 
@@ -229,7 +234,7 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     # derivatives), and dh of A u1, A u2, A g with A = (I + Sigma H)^{-1}: the derivatives need only
     # the node means of the products of [g, u1, u2] with [u1, u2, A u1, A u2, A g]
     V = np.stack([g, u1, u2], axis=1)
-    Q = ch.prox_tangent_forms(h, ch.labels(y, problem.T, problem.beta0), problem.beta, Sigma, V)
+    Q = ch.prox_tangent_forms(h, labels, problem.beta, Sigma, V)
     if Q is None:
         return None
     plain = np.tensordot(V, V[:, 1:], axes=([0, 2], [0, 2])) / h.shape[0]  # mean <[g, u1, u2]_i, [u1, u2]_j>
@@ -238,7 +243,7 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     cv_plain, cv_dS = np.zeros(2), np.zeros(2)
     if h0 is not None:
         V0 = np.stack([h0, u1, u2], axis=1)
-        Q0f = ch.prox_tangent_forms(h0, ch.labels(y, problem.T, problem.beta0), problem.beta, Sigma, V0)
+        Q0f = ch.prox_tangent_forms(h0, labels, problem.beta, Sigma, V0)
         if Q0f is None:
             return None
         cv_plain = np.tensordot(h0, V0[:, 1:], axes=([0, 1], [0, 2])) / h.shape[0]
@@ -278,6 +283,15 @@ def _track_best(tracked: list[np.ndarray], best: np.ndarray, limit: int) -> list
     return (tracked[:limit - 1] if len(tracked) >= limit else tracked) + [best]
 
 
+def node_labels(problem: Problem, quad: OutputQuadrature, Q0: float) -> np.ndarray:
+    """The channel's labels of the teacher fields ``y`` on ``quad``'s nodes, as :func:`output_side` computes them.
+
+    ``y`` (noise included, variance ``Q0 + Delta/2``) does not depend on ``(q, m, Sigma)``, so neither do these.
+    """
+    y = _fields(quad, 0.5 * Q0, 0.0, Q0 + problem.noise / 2.0, Q0)[0]
+    return problem.channel.labels(y, problem.T, problem.beta0)
+
+
 def _fields(quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Teacher fields ``y`` (noise included), student fields ``z`` and ``E[z0 | y, z]`` on the nodes."""
@@ -295,8 +309,8 @@ def _branch_start(branch: str, z: np.ndarray, y: np.ndarray, problem: Problem) -
 
 
 def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, problem: Problem, Q0: float,
-                       branch: str = "global", warm: Sequence[np.ndarray] | None = None, union: bool = False
-                       ) -> tuple[np.ndarray, np.ndarray | None, list | None, bool]:
+                       branch: str = "global", warm: Sequence[np.ndarray] | None = None, union: bool = False,
+                       labels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, list | None, bool]:
     """The residual entering ``Sigmahat``, with a control variate at small ``q``: ``(g - h0, h0, branches, ok)``.
 
     At small q the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part of g that
@@ -318,7 +332,7 @@ def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, pro
     else:
         cold = [] if (warm is not None and not union) else ch.prox_starts(z0, y, **kw)
     starts = list(warm) if not cold else cold + list(warm if warm is not None else [])
-    pr0 = ch.prox(z0, y, Sigma, starts=starts, **kw)
+    pr0 = ch.prox(z0, y, Sigma, starts=starts, labels=labels, **kw)
     br = pr0.branches[len(cold):] if (union and warm is not None) else pr0.branches
     if union and warm is not None:
         br = _track_best(list(br), pr0.h, len(cold) + 1)

@@ -98,12 +98,11 @@ def _better_minimum(pr: ProxResult, lead: int, mask: np.ndarray) -> bool:
     return bool(np.any(pr.start_index[mask] >= lead))
 
 
-def _not_convex_nodes(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, probes: Sequence[np.ndarray]
+def _not_convex_nodes(problem: Problem, labels: np.ndarray, Sigma: float, probes: Sequence[np.ndarray]
                       ) -> np.ndarray:
     """Nodes where the prox objective's Hessian ``H_ell(h) + I/Sigma`` is not positive definite at some probe ``h``."""
     ch = problem.channel
-    labels = ch.labels(y, problem.T, problem.beta0)
-    bad = np.zeros(z.shape[0], dtype=bool)
+    bad = np.zeros(labels.shape[0], dtype=bool)
     for h in probes:
         bad |= ~ch.prox_convex_at(h, labels, problem.beta, Sigma)
     return bad
@@ -124,7 +123,8 @@ def _merge(first: ProxResult, sel: np.ndarray, sub: ProxResult, lead: int) -> Pr
 
 
 def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, cold: Sequence[np.ndarray],
-                  warm: Sequence[np.ndarray] | None, mask: np.ndarray) -> tuple[ProxResult, int]:
+                  warm: Sequence[np.ndarray] | None, mask: np.ndarray, labels: np.ndarray | None = None
+                  ) -> tuple[ProxResult, int]:
     """Global prox from the ``warm`` (tracked) and ``cold`` starts, the extra ones screened.
 
     The *lead* starts run on every node: the tracked branches ``warm`` when given (a union
@@ -135,21 +135,25 @@ def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     probe flagged an extra start reaches a minimum no lead start reached (with ``warm``: a lower one
     than every lead start reached), every start runs on every node.
 
+    ``labels``: the channel's labels of ``y`` when the caller has them.
+
     Returns the prox result and the number of lead branches: its first ``lead`` branches are the
     tracked ones (the warm starts of the next evaluation) when ``warm`` is given; without ``warm``
     every branch is tracked (an extra start's branch is the first lead's where it did not run).
     """
     ch = problem.channel
     kw = {"T": problem.T, "beta": problem.beta, "beta0": problem.beta0}
+    labels = ch.labels(y, problem.T, problem.beta0) if labels is None else labels
     lead = list(warm) if warm else [cold[0]]
     extra = list(cold) if warm else list(cold[1:])
-    first = ch.prox(z, y, Sigma, starts=lead, **kw)
+    first = ch.prox(z, y, Sigma, starts=lead, labels=labels, **kw)
     end = first.branches[0]
     probes = [(1.0 - t) * end + t * c for c in extra for t in _PROBE_POINTS]
-    flagged = _not_convex_nodes(problem, z, y, Sigma, probes)
+    flagged = _not_convex_nodes(problem, labels, Sigma, probes)
     sel = np.nonzero(mask | flagged)[0]
     # the lead starts' end points are converged starts: Newton stops there at once
-    sub = ch.prox(z[sel], y[sel], Sigma, starts=[b[sel] for b in first.branches] + [c[sel] for c in extra], **kw)
+    sub = ch.prox(z[sel], y[sel], Sigma, starts=[b[sel] for b in first.branches] + [c[sel] for c in extra],
+                  labels=labels[sel], **kw)
     pr = _merge(first, sel, sub, len(lead))
     # with tracked branches only they are kept: an extra start matters where it ends lower than all of
     # them; without, every branch is tracked, so any minimum the lead start missed matters. Only the
@@ -157,5 +161,5 @@ def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     # ones every start ran already)
     unflagged = mask & ~flagged
     if _better_minimum(pr, len(lead), unflagged) if warm else _new_minimum(pr, len(lead), unflagged):
-        pr = ch.prox(z, y, Sigma, starts=list(pr.branches[:len(lead)]) + extra, **kw)
+        pr = ch.prox(z, y, Sigma, starts=list(pr.branches[:len(lead)]) + extra, labels=labels, **kw)
     return pr, len(lead)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..problem import Problem
 from ._fixed_point import _residual
-from .output import OutputSide, output_side
+from .output import OutputSide, node_labels, output_side
 from .prior import PriorModel, PriorSide, prior_side
 from .quadrature import OutputQuadrature
 
@@ -36,6 +36,7 @@ class SEMap:
         self.problem, self.prior, self.quad = problem, prior, quad
         self.warm: list | None = None
         self.warm_cv: list | None = None  # the control variate's prox branches at small q (output_side)
+        self._labels: np.ndarray | None = None  # the channel's labels on the nodes (fixed: node_labels)
         self.mode = "warm"
         self.n_calls = 0
         # evaluations of every map of one solve attempt (coarse, full, continuation maps share it;
@@ -116,9 +117,12 @@ class SEMap:
             raise BudgetExhausted
         self.n_calls += 1
         self.counter[0] += 1
+        if self._labels is None and self.quad is not None:
+            self._labels = node_labels(self.problem, self.quad, self.prior.Q0)
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
                           warm=None if mode == "cold" else self.warm, union=mode == "union", branch=self.branch,
-                          screen=self.screen, tangent=self.tangent, warm_cv=None if mode == "cold" else self.warm_cv)
+                          screen=self.screen, tangent=self.tangent, warm_cv=None if mode == "cold" else self.warm_cv,
+                          labels=self._labels)
         if out.branches is not None and not self.problem.channel.convex_prox:
             self.warm = out.branches
         if out.branches_cv is not None:
