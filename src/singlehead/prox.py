@@ -141,34 +141,33 @@ def _run_starts(starts: list[np.ndarray], z: np.ndarray, Y: np.ndarray, Sig: np.
     """
     N, K = z.shape
     run = newton if newton is not None else (lambda *a: _newton(*a[:4], loss, *a[4:]))
-    same_as, new_nodes = [], []
-    for i, h0 in enumerate(starts):
-        sa = np.full(N, -1)
-        for j in range(i):
-            hj = starts[j]
-            close = np.all(np.abs(h0 - hj) <= _SAME_START * (1.0 + np.abs(hj)), axis=1)
-            sa[(sa < 0) & close] = j
-        same_as.append(sa)
-        new_nodes.append(np.nonzero(sa < 0)[0])
     if len(starts) == 1:
         h, f, gn, it, done = run(starts[0], z, Y, Sig, tol, max_iter)
         return [(h, f, gn, done)], it
-    idx = np.concatenate(new_nodes)
-    h_all, f_all, g_all, it, d_all = run(np.concatenate([h0[nn] for h0, nn in zip(starts, new_nodes)]), z[idx],
-                                         Y[idx], Sig[idx], tol, max_iter)
-    runs: list[tuple[np.ndarray, ...]] = []
-    offset = 0
-    for sa, nn in zip(same_as, new_nodes):
-        h, f, gn, done = np.empty((N, K)), np.empty(N), np.empty(N), np.empty(N, dtype=bool)
-        sl = slice(offset, offset + nn.size)
+    S = np.stack(starts)  # (s, N, K)
+    scale = _SAME_START * (1.0 + np.abs(S))
+    nodes = np.arange(N)
+    # pos[i, n]: the row of the batch whose end point start i takes at node n (its own run, or the
+    # run of the first earlier start it coincides with there)
+    pos = np.empty((len(starts), N), dtype=np.intp)
+    batches, offset = [], 0
+    for i in range(len(starts)):
+        if i:
+            close = np.all(np.abs(S[i] - S[:i]) <= scale[:i], axis=2)  # (i, N)
+            same = close.any(axis=0)
+            j = np.argmax(close, axis=0)  # the first earlier start it coincides with
+        else:
+            same = np.zeros(N, dtype=bool)
+        nn = np.nonzero(~same)[0]
+        pos[i, nn] = offset + np.arange(nn.size)
         offset += nn.size
-        h[nn], f[nn], gn[nn], done[nn] = h_all[sl], f_all[sl], g_all[sl], d_all[sl]
-        for j in range(len(runs)):
-            nj = np.nonzero(sa == j)[0]
-            if nj.size:
-                h[nj], f[nj], gn[nj], done[nj] = (a[nj] for a in runs[j])
-        runs.append((h, f, gn, done))
-    return runs, it
+        if i:
+            pos[i, same] = pos[j[same], nodes[same]]
+        batches.append(nn)
+    idx = np.concatenate(batches)
+    h_all, f_all, g_all, it, d_all = run(np.concatenate([S[i, nn] for i, nn in enumerate(batches)]), z[idx],
+                                         Y[idx], Sig[idx], tol, max_iter)
+    return [(h_all[p], f_all[p], g_all[p], d_all[p]) for p in pos], it
 
 
 def prox_softmax(
