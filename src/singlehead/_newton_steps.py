@@ -110,10 +110,16 @@ def hessian_direction(g: np.ndarray, curv: tuple, inv: np.ndarray) -> np.ndarray
     p, pd = chol_solve(Hs, -g, 1e-8 * inv)
     bad = np.nonzero(~pd)[0]
     if bad.size:
-        lam, V = np.linalg.eigh(Hs[bad])
-        lam = np.maximum(np.abs(lam), 1e-3 * inv[bad, None])
-        p[bad] = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, g[bad]) / lam)
+        p[bad] = saddle_free_step(Hs[bad], g[bad], inv[bad])
     return p
+
+
+def saddle_free_step(H: np.ndarray, g: np.ndarray, inv: np.ndarray) -> np.ndarray:
+    """``-|H|^{-1} g`` per node for indefinite (or nearly singular) ``H`` (``(n, K, K)``): the eigenvalues'
+    absolute values, floored at ``1e-3 inv`` (relative to the prox curvature ``inv = 1/Sigma``)."""
+    lam, V = np.linalg.eigh(H)
+    lam = np.maximum(np.abs(lam), 1e-3 * inv[:, None])
+    return -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, g) / lam)
 
 
 def _backtrack(todo: np.ndarray, h: np.ndarray, p: np.ndarray, f: np.ndarray, slope: np.ndarray, zz: np.ndarray,

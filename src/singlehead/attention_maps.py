@@ -231,6 +231,26 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
+def _t2_rows(D0: np.ndarray, D1: np.ndarray, y0: np.ndarray, y0o: np.ndarray, y1: np.ndarray, y1o: np.ndarray,
+             beta: float, order: int) -> tuple:
+    """The two row losses of the ``T = 2`` softmax fit at row differences ``D0, D1`` (:func:`_softmax_fit_loss_t2`):
+    ``(value, f'_0, f'_1, f''_0, f''_1)`` per node, the derivatives in ``D_a`` up to ``order`` (``None`` above it);
+    ``y_a``/``y'_a`` the labels on/off the diagonal of row ``a``."""
+    s0, s1 = _sigmoid(beta * D0), _sigmoid(beta * D1)
+    a0, b0, a1, b1 = s0 - y0, 1.0 - s0 - y0o, s1 - y1, 1.0 - s1 - y1o
+    val = a0 * a0 + b0 * b0 + a1 * a1 + b1 * b1
+    if order == 0:
+        return val, None, None, None, None
+    sp0, sp1 = beta * s0 * (1.0 - s0), beta * s1 * (1.0 - s1)
+    r0, r1 = a0 - b0, a1 - b1  # 2 s - 1 - y + y'
+    f0, f1 = 2.0 * sp0 * r0, 2.0 * sp1 * r1
+    if order == 1:
+        return val, f0, f1, None, None
+    ff0 = 2.0 * beta * sp0 * (1.0 - 2.0 * s0) * r0 + 4.0 * sp0 * sp0
+    ff1 = 2.0 * beta * sp1 * (1.0 - 2.0 * s1) * r1 + 4.0 * sp1 * sp1
+    return val, f0, f1, ff0, ff1
+
+
 def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
                          ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """:func:`softmax_fit_loss` at ``T = 2``, where every softmax row is a sigmoid.
@@ -245,25 +265,16 @@ def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
     ``g_1 = (0, -1, sqrt2)`` (the gradients of ``D_a``). All operations act on ``(N,)`` vectors.
     """
     N = h.shape[0]
-    D0 = _SQRT2 * h[:, 0] - h[:, 1]
-    D1 = _SQRT2 * h[:, 2] - h[:, 1]
-    s0, s1 = _sigmoid(beta * D0), _sigmoid(beta * D1)
-    y0, y0o, y1, y1o = Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1], Y[:, 1, 0]
-    a0, b0, a1, b1 = s0 - y0, 1.0 - s0 - y0o, s1 - y1, 1.0 - s1 - y1o
-    val = a0 * a0 + b0 * b0 + a1 * a1 + b1 * b1
+    val, f0, f1, ff0, ff1 = _t2_rows(_SQRT2 * h[:, 0] - h[:, 1], _SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1],
+                                     Y[:, 1, 1], Y[:, 1, 0], beta, order)
     if order == 0:
         return val, None, None
-    sp0, sp1 = beta * s0 * (1.0 - s0), beta * s1 * (1.0 - s1)
-    r0, r1 = a0 - b0, a1 - b1  # 2 s - 1 - y + y'
-    f0, f1 = 2.0 * sp0 * r0, 2.0 * sp1 * r1
     grad = np.empty((N, 3))
     grad[:, 0] = _SQRT2 * f0
     grad[:, 1] = -(f0 + f1)
     grad[:, 2] = _SQRT2 * f1
     if order == 1:
         return val, grad, None
-    ff0 = 2.0 * beta * sp0 * (1.0 - 2.0 * s0) * r0 + 4.0 * sp0 * sp0
-    ff1 = 2.0 * beta * sp1 * (1.0 - 2.0 * s1) * r1 + 4.0 * sp1 * sp1
     hess = np.empty((N, 3, 3))
     hess[:, 0, 0] = 2.0 * ff0
     hess[:, 0, 1] = hess[:, 1, 0] = -_SQRT2 * ff0
@@ -276,13 +287,8 @@ def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
 
 def _t2_row_curvatures(h: np.ndarray, Y: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
     """The second derivatives ``f''_a`` of the two row losses along ``D_a`` (:func:`_softmax_fit_loss_t2`)."""
-    s0 = _sigmoid(beta * (_SQRT2 * h[:, 0] - h[:, 1]))
-    s1 = _sigmoid(beta * (_SQRT2 * h[:, 2] - h[:, 1]))
-    r0 = 2.0 * s0 - 1.0 - Y[:, 0, 0] + Y[:, 0, 1]
-    r1 = 2.0 * s1 - 1.0 - Y[:, 1, 1] + Y[:, 1, 0]
-    sp0, sp1 = beta * s0 * (1.0 - s0), beta * s1 * (1.0 - s1)
-    return (2.0 * beta * sp0 * (1.0 - 2.0 * s0) * r0 + 4.0 * sp0 * sp0,
-            2.0 * beta * sp1 * (1.0 - 2.0 * s1) * r1 + 4.0 * sp1 * sp1)
+    return _t2_rows(_SQRT2 * h[:, 0] - h[:, 1], _SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1],
+                    Y[:, 1, 0], beta, 2)[3:]
 
 
 def softmax_t2_prox_convex(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float) -> np.ndarray:

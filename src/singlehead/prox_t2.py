@@ -26,8 +26,8 @@ from typing import Callable
 
 import numpy as np
 
-from ._newton_steps import rowdot, run_newton
-from .attention_maps import _SQRT2, _sigmoid
+from ._newton_steps import rowdot, run_newton, saddle_free_step
+from .attention_maps import _SQRT2, _t2_rows
 
 __all__ = ["newton_t2"]
 
@@ -40,26 +40,14 @@ _PD_FLOOR = 1e-8
 
 
 def _row_derivs(c: np.ndarray, Yc: np.ndarray, beta: float, order: int):
-    """Fit loss per node at plane coordinates ``c`` (``(n, 2)``): value, and with ``order >= 1`` the row
-    derivatives ``f'_0, f'_1`` and curvatures ``f''_0, f''_1`` in ``D_0, D_1``.
+    """Fit loss per node at plane coordinates ``c`` (``(n, 2)``): value, with ``order >= 1`` the row
+    derivatives ``f'_0, f'_1`` and with ``order 2`` the curvatures ``f''_0, f''_1`` in ``D_0, D_1`` (:func:`_t2_rows`).
 
     ``Yc`` holds each node's labels ``(Y_00, Y_01, Y_11, Y_10)`` as ``(n, 4)``; the formulas are those of
     :func:`~singlehead.attention_maps._softmax_fit_loss_t2`.
     """
     c2 = _SQRT2 * c[:, 1]
-    s0 = _sigmoid(beta * (c2 + c[:, 0]))
-    s1 = _sigmoid(beta * (c2 - c[:, 0]))
-    a0, b0 = s0 - Yc[:, 0], 1.0 - s0 - Yc[:, 1]
-    a1, b1 = s1 - Yc[:, 2], 1.0 - s1 - Yc[:, 3]
-    val = a0 * a0 + b0 * b0 + a1 * a1 + b1 * b1
-    if order == 0:
-        return val, None, None, None, None
-    sp0, sp1 = beta * s0 * (1.0 - s0), beta * s1 * (1.0 - s1)
-    r0, r1 = a0 - b0, a1 - b1
-    f0, f1 = 2.0 * sp0 * r0, 2.0 * sp1 * r1
-    ff0 = 2.0 * beta * sp0 * (1.0 - 2.0 * s0) * r0 + 4.0 * sp0 * sp0
-    ff1 = 2.0 * beta * sp1 * (1.0 - 2.0 * s1) * r1 + 4.0 * sp1 * sp1
-    return val, f0, f1, ff0, ff1
+    return _t2_rows(c2 + c[:, 0], c2 - c[:, 0], Yc[:, 0], Yc[:, 1], Yc[:, 2], Yc[:, 3], beta, order)
 
 
 def _direction(g: np.ndarray, ff0: np.ndarray, ff1: np.ndarray, inv: np.ndarray) -> np.ndarray:
@@ -81,9 +69,7 @@ def _direction(g: np.ndarray, ff0: np.ndarray, ff1: np.ndarray, inv: np.ndarray)
         H = np.empty((bad.size, 2, 2))
         H[:, 0, 0], H[:, 1, 1], H[:, 0, 1] = m11[bad], m22[bad], m12[bad]
         H[:, 1, 0] = H[:, 0, 1]
-        lam, V = np.linalg.eigh(H)
-        lam = np.maximum(np.abs(lam), 1e-3 * inv[bad, None])
-        p[bad] = -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, g[bad]) / lam)
+        p[bad] = saddle_free_step(H, g[bad], inv[bad])
     return p
 
 
@@ -94,7 +80,7 @@ def newton_t2(beta: float) -> Callable:
     ``(f''_0, f''_1)`` and :func:`_direction`; the stopping threshold ``tol (1 + ||z||/Sigma)`` of the full ``z``)."""
 
     def derivs(c: np.ndarray, Yc: np.ndarray, inv: np.ndarray) -> tuple:
-        fit, f0, f1, ff0, ff1 = _row_derivs(c, Yc, beta, 1)
+        fit, f0, f1, ff0, ff1 = _row_derivs(c, Yc, beta, 2)
         grad = np.empty_like(c)
         grad[:, 0] = f0 - f1
         grad[:, 1] = _SQRT2 * (f0 + f1)

@@ -157,19 +157,7 @@ def output_side(
         return _output_side_degenerate(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
     y, z, z0c = _fields(quad, q, m, Q0 + Dh, Q0)
     lab = ch.labels(y, T, problem.beta0) if labels is None else labels
-    if branch != "global" and not ch.convex_prox:
-        warm, union = None, False
-        cold = [_branch_start(branch, z, y, problem)]
-    else:
-        cold = [] if (warm is not None and not union) or ch.convex_prox else \
-            ch.prox_starts(z, y, T=T, beta=problem.beta, beta0=problem.beta0)
-    n_starts = len(cold) + (len(warm) if cold and warm is not None else 0)
-    mask = screening_nodes(quad, screen) if n_starts > 1 else None
-    if mask is not None:
-        pr, n_lead = screened_prox(problem, z, y, Sigma, cold, warm, mask, labels=lab)
-    else:
-        starts = warm if not cold else cold + (list(warm) if warm is not None else [])
-        pr = ch.prox(z, y, Sigma, T=T, beta=problem.beta, beta0=problem.beta0, starts=starts, labels=lab)
+    pr, br = _tracked_prox(problem, z, y, Sigma, lab, warm, union, branch, quad, screen)
     g = pr.h - z
     det = max(Q0 * q - m * m, 1e-300)
     gS, h0, br_cv, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0, branch, warm_cv, union, lab)
@@ -180,13 +168,6 @@ def output_side(
     fac = np.array([2 * alpha / Sigma**2, 2 * alpha / (Sigma * det), -2 * alpha / (Sigma * det), 1.0])
     mean, err = mean * fac, err * np.abs(fac)
     names = ("qhat", "mhat", "Sigmahat", "train_error")
-    # warm starts for a next call: each branch followed continuously (union: the tracked ones)
-    if mask is not None:
-        br = pr.branches[:n_lead] if (union and warm is not None) else pr.branches
-    else:
-        br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
-    if union and warm is not None:
-        br = _track_best(list(br), pr.h, len(cold) + 1)
     jac = _jacobian_averages(pr.h, y, Sigma, problem, quad) if jacobian else None
     tan = None
     if tangent:
@@ -273,6 +254,37 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     return out
 
 
+def _tracked_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, labels: np.ndarray,
+                  warm: Sequence[np.ndarray] | None, union: bool, branch: str, quad: OutputQuadrature | None = None,
+                  screen: int | None = None) -> tuple:
+    """The prox at ``z`` with its branches tracked: ``(ProxResult, branches for a next call)``.
+
+    Starts: ``warm`` alone, or with ``union`` (or without ``warm``) the channel's cold starts too; a local
+    ``branch`` (``"teacher"``/``"z"``) its one start. With ``screen`` the extra starts are screened
+    (:func:`~.prox_screen.screened_prox`). The branches to track are each start's end point
+    (``union``: the tracked ones, with the node-wise best end point added, :func:`_track_best`).
+    """
+    ch = problem.channel
+    kw = {"T": problem.T, "beta": problem.beta, "beta0": problem.beta0}
+    if branch != "global" and not ch.convex_prox:
+        warm, union = None, False
+        cold = [_branch_start(branch, z, y, problem)]
+    else:
+        cold = [] if (warm is not None and not union) or ch.convex_prox else ch.prox_starts(z, y, **kw)
+    n_starts = len(cold) + (len(warm) if cold and warm is not None else 0)
+    mask = screening_nodes(quad, screen) if n_starts > 1 and quad is not None else None
+    if mask is not None:
+        pr, n_lead = screened_prox(problem, z, y, Sigma, cold, warm, mask, labels=labels)
+        br = pr.branches[:n_lead] if (union and warm is not None) else pr.branches
+    else:
+        starts = warm if not cold else cold + (list(warm) if warm is not None else [])
+        pr = ch.prox(z, y, Sigma, starts=starts, labels=labels, **kw)
+        br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
+    if union and warm is not None:
+        br = _track_best(list(br), pr.h, len(cold) + 1)
+    return pr, br
+
+
 def _track_best(tracked: list[np.ndarray], best: np.ndarray, limit: int) -> list[np.ndarray]:
     """The tracked branches after an evaluation with every start, with its node-wise best end point added
     where no tracked branch ended at it (:func:`~.prox_screen.same_minimum`; a minimum only a cold start found is then
@@ -324,18 +336,9 @@ def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, pro
     if not q < _Q_CV * Q0:
         return g, None, None, True
     ch = problem.channel
-    z0 = np.zeros_like(y)
-    kw = {"T": problem.T, "beta": problem.beta, "beta0": problem.beta0}
-    if branch != "global":
-        warm, union = None, False
-        cold = [_branch_start(branch, z0, y, problem)]
-    else:
-        cold = [] if (warm is not None and not union) else ch.prox_starts(z0, y, **kw)
-    starts = list(warm) if not cold else cold + list(warm if warm is not None else [])
-    pr0 = ch.prox(z0, y, Sigma, starts=starts, labels=labels, **kw)
-    br = pr0.branches[len(cold):] if (union and warm is not None) else pr0.branches
-    if union and warm is not None:
-        br = _track_best(list(br), pr0.h, len(cold) + 1)
+    if labels is None:
+        labels = ch.labels(y, problem.T, problem.beta0)
+    pr0, br = _tracked_prox(problem, np.zeros_like(y), y, Sigma, labels, warm, union, branch)
     return g - pr0.h, pr0.h, (None if branch != "global" or ch.convex_prox else list(br)), pr0.converged
 
 

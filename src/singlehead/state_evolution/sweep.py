@@ -86,7 +86,7 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
     col = None  # along alpha the collapse point's conjugates are rescaled from the previous point's
     for v in it:
         p = problem.replace(**{param: v})
-        if param == "alpha" and isinstance(prior, PriorModel) and p.student.symmetric:
+        if param == "alpha" and isinstance(prior, PriorModel):  # (an untied student returned above)
             col = collapse_point(p, prior, quad, like=col)
         predicted = _tangent_prediction(param, v, hist, tangents, Q0, warm)
         if predicted is not None:
