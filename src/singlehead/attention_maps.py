@@ -303,6 +303,25 @@ def softmax_t2_prox_convex(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: flo
     return (a > 0) & (a * c > 0.015625)
 
 
+#: ``c* = -min f''_a / beta^2`` over every row state and label at ``T = 2``: with labels ``y' = 1 - y`` (rows of a
+#: softmax), ``f''/beta^2 = 4 s (1 - s) (1 - 2 s) (s - y) + 4 s^2 (1 - s)^2`` (:func:`_t2_rows`), linear in ``y``, so
+#: its minimum over ``y in [0, 1]`` sits at ``y = 0`` or ``1``; both give ``-0.2404088069094`` (at ``s = 0.8644``
+#: and ``0.1356``; bounded scalar minimisation to 1e-14). Rounded up.
+T2_ROW_CURVATURE_BOUND = 0.240408807
+
+
+def softmax_t2_prox_convex_everywhere(beta: float, Sigma: float) -> bool:
+    """Whether the ``T = 2`` prox objective ``|h - z|^2/(2 Sigma) + ell(h)`` is strictly convex for *every* ``z``
+    and every label (then it has one minimum, and one Newton start finds it).
+
+    Its Hessian ``(I + Sigma G F G^T)/Sigma`` is positive definite iff ``(G^T G)^{-1} + Sigma F`` is
+    (:func:`softmax_t2_prox_convex`); the smallest eigenvalue of ``(G^T G)^{-1} = [[3, -1], [-1, 3]]/8`` is
+    ``1/4`` and ``F = diag(f''_0, f''_1) >= -beta^2 c* I`` (:data:`T2_ROW_CURVATURE_BOUND`), so
+    ``Sigma beta^2 c* < 1/4`` (``Sigma beta^2 < 1.0399``) suffices.
+    """
+    return Sigma * beta * beta * T2_ROW_CURVATURE_BOUND < 0.25
+
+
 def softmax_t2_prox_forms(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float, V: np.ndarray
                           ) -> np.ndarray | None:
     """Node means ``Q[i, j] = mean_n V_i^T (I + Sigma H)^{-1} V_j`` at ``T = 2`` without solving.

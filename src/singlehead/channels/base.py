@@ -157,6 +157,11 @@ class Channel:
         add_diagonal(H, inv)
         return chol_solve(H, np.zeros_like(h), 1e-12 * inv)[1]
 
+    def prox_convex_everywhere(self, T: int, beta: float, Sigma: float) -> bool:
+        """Whether the prox objective is strictly convex at every ``z`` and label (one minimum: a single Newton
+        start finds it, and no other start can find a lower one). Default: :attr:`convex_prox`."""
+        return self.convex_prox
+
     def prox_starts(self, z: np.ndarray, y: np.ndarray, *, T: int, beta: float, beta0: float) -> list[np.ndarray]:
         """Default Newton starts of the prox for student fields ``z`` and teacher fields ``y``."""
         return [z]

@@ -14,6 +14,7 @@ from ..attention_maps import (
     softmax_fit_loss,
     softmax_rows,
     softmax_t2_prox_convex,
+    softmax_t2_prox_convex_everywhere,
     softmax_t2_prox_forms,
     vec_to_mat,
 )
@@ -70,6 +71,11 @@ class Seq2Lab(Channel):
         if labels.shape[-1] != 2:
             return super().prox_convex_at(h, labels, beta, Sigma)
         return softmax_t2_prox_convex(h, labels, beta, Sigma)  # rank-two Hessian: a 2 x 2 test per node
+
+    def prox_convex_everywhere(self, T, beta, Sigma):
+        # T = 2: a bound on the rows' negative curvature (attention_maps.softmax_t2_prox_convex_everywhere);
+        # no bound is derived for T >= 3
+        return T == 2 and softmax_t2_prox_convex_everywhere(beta, Sigma)
 
     def prox_tangent_forms(self, h, labels, beta, Sigma, V):
         if labels.shape[-1] != 2:

@@ -260,7 +260,9 @@ def _tracked_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     """The prox at ``z`` with its branches tracked: ``(ProxResult, branches for a next call)``.
 
     Starts: ``warm`` alone, or with ``union`` (or without ``warm``) the channel's cold starts too; a local
-    ``branch`` (``"teacher"``/``"z"``) its one start. With ``screen`` the extra starts are screened
+    ``branch`` (``"teacher"``/``"z"``) its one start. Where the channel certifies the prox convex at every node at
+    this ``Sigma`` (``Channel.prox_convex_everywhere``) there is one minimum: ``warm`` alone, else one cold start,
+    and ``union`` adds nothing. With ``screen`` the extra starts are screened
     (:func:`~.prox_screen.screened_prox`). The branches to track are each start's end point
     (``union``: the tracked ones, with the node-wise best end point added, :func:`_track_best`).
     """
@@ -269,6 +271,11 @@ def _tracked_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     if branch != "global" and not ch.convex_prox:
         warm, union = None, False
         cold = [_branch_start(branch, z, y, problem)]
+    elif not ch.convex_prox and ch.prox_convex_everywhere(problem.T, problem.beta, Sigma):
+        # one minimum at every node at this Sigma: the tracked branches (else one cold start) find it, and
+        # the cold starts of a union could only find it again
+        union = False
+        cold = [] if warm is not None else ch.prox_starts(z, y, **kw)[:1]
     else:
         cold = [] if (warm is not None and not union) or ch.convex_prox else ch.prox_starts(z, y, **kw)
     n_starts = len(cold) + (len(warm) if cold and warm is not None else 0)
