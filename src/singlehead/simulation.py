@@ -220,6 +220,10 @@ def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Seq
     (the trained module) is used for the predictions when given, else ``S`` itself.
     """
     symmetric = problem.student.symmetric
+    if symmetric:
+        # symmetric by construction (W W^T/sqrt(pd), or a symmetrised S); a GEMM's rounding can still leave
+        # ~1e-17 relative asymmetry (seen with some BLAS kernels), which would show up as a nonzero q_a
+        S = 0.5 * (S + S.T)
     if student is None:
         S_t = torch.as_tensor(S, dtype=torch.float64)
         student = DirectStudent(S_t) if symmetric else FixedMatrix(S_t)
