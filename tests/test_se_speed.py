@@ -9,6 +9,8 @@ bounds the work. The random-grid convergence rate is the robustness check.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -182,3 +184,22 @@ def test_sweep_across_the_peak_falls_back_to_the_cold_start_and_starts_the_next_
         err = r.extras["quadrature_error"]["test_error"]
         assert abs(r.test_error - cold.test_error) < 3 * err, (a, r.test_error, cold.test_error, err)
         assert abs(rn.test_error - cold.test_error) < 3 * err, (a, rn.test_error, cold.test_error, err)
+
+
+def test_a_floor_too_large_to_determine_a_fixed_point_certifies_none():
+    """Problem 10 of the benchmark's random grid (seed 7101) at alpha = 0.9178: started at (q, m, Sigma) = (20, 5, 20)
+    the solve used to stop at q = 360, test error 0.515, "converged to the quadrature floor" 4.9e-2 (one step's
+    quadrature s.e. 49 %; under a 16x finer quadrature its residual is 0.38). ERM gives 0.1125 +- 0.0007 at d = 100
+    (validation/results/se_fixed_points.md), the default start's fixed point (residual 1e-8) 0.1124. A floor above
+    MAX_FLOOR no longer ends a solve or certifies a point, and the solve from there goes on to that fixed point."""
+    from singlehead.state_evolution import SEState
+    from singlehead.state_evolution.se_map import MAX_FLOOR, below_floor
+
+    assert below_floor(1e-3, 2e-3) and not below_floor(1e-2, 2e-2) and not below_floor(1e-3, math.nan)
+    assert MAX_FLOOR == 1e-2
+    p = Problem(d=100, T=2, alpha=0.9178, channel="seq2lab", beta=0.5, beta0=1.0, noise=1.0, target=MPTarget(1.0),
+                student="direct", kappa=1.0, lam=1.3650866926987315e-05)
+    ref = theory(p)
+    r = theory(p, init=SEState(20.0, 5.0, 20.0))
+    assert ref.converged and ref.extras["residual"] < 1e-7 and ref.test_error == pytest.approx(0.1124, abs=2e-4)
+    assert r.converged and r.extras["q"] < 20 and r.test_error == pytest.approx(ref.test_error, rel=1e-5)

@@ -63,8 +63,10 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         rank collapse: the solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``,
         rank fraction 0, penalty 0, test/train errors of predicting with ``h = 0``),
         ``collapse_lam`` (the ``lam`` above which ``S = 0`` is a fixed point, see
-        :func:`collapse_point`; ``inf`` for direct students) and ``collapse_fixed_point``
-        (whether it is one at this ``lam``).
+        :func:`collapse_point`; ``inf`` for direct students), ``collapse_fixed_point``
+        (whether it is one at this ``lam``), ``objective`` (the training objective per sample ``L/n = train_error +
+        penalty/alpha`` predicted at this fixed point, as ``simulate`` measures it; where several fixed points
+        exist, the ERM minimiser's is the lowest).
 
     Examples
     --------

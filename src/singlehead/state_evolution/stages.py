@@ -33,10 +33,12 @@ from .output import _Q_FLOOR, OutputSide, channel_test_errors
 from .prior import PriorModel, PriorSide, _CollapsePoint
 from .quadrature import OutputQuadrature
 from .se_map import (
+    MAX_FLOOR,
     AtQuadratureFloor,
     BudgetExhausted,
     DrivenToCollapse,
     SEMap,
+    below_floor,
     default_init,
     initial_guesses,
     residual_floor,
@@ -143,7 +145,7 @@ def full_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
 def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
     """Follow the fixed point in ``lam`` from ``continuation_from`` down (thinned nodes), then polish."""
     lam = F.problem.lam
-    if s.r < o.tol or s.r < F.floor or not o.continuation or lam >= o.continuation_from or not F.has_budget():
+    if s.r < o.tol or below_floor(s.r, F.floor) or not o.continuation or lam >= o.continuation_from or not F.has_budget():
         return
     Q0 = F.prior.Q0
     # lam = 0 (no penalty) is reached from lam = 1e-6 continuation_from, then polished at lam = 0
@@ -204,7 +206,7 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
     fx, out, pr = F(x, mode="union")
     residual = _residual(x, fx, Q0)
     floor = residual_floor(x, out, problem, F.prior) if residual >= o.tol else math.nan
-    if s.r < o.accept_coarse and residual >= o.tol and not residual < floor and not problem.channel.convex_prox \
+    if s.r < o.accept_coarse and residual >= o.tol and not below_floor(residual, floor) and not problem.channel.convex_prox \
             and math.isfinite(residual) and F.has_budget():
         F.start_union_resolve(floor, o.union_max_evals)
         n0 = F.evaluations
@@ -223,7 +225,7 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
             s.jac = j3 if j3 is not None else s.jac
             floor = residual_floor(x, out, problem, F.prior) if residual >= o.tol else math.nan
     # at the quadrature floor, one more SE step moves the point by less than the map's own quadrature error
-    at_floor = bool(residual >= 10 * o.tol and residual < floor)
+    at_floor = residual >= 10 * o.tol and below_floor(residual, floor)
     converged = bool((residual < 10 * o.tol or at_floor) and out.prox_converged)
     return _Diagnosis(x, out, pr, residual, floor, converged, at_floor)
 
@@ -251,9 +253,23 @@ def _message(dg: _Diagnosis, tol: float) -> str:
                 f"{dg.floor:.1e}")
     if dg.converged:
         return f"converged: residual {dg.residual:.1e} < 10 tol"
+    if dg.residual < dg.floor and dg.floor > MAX_FLOOR:
+        return (f"not converged: residual {dg.residual:.1e} is below the map's quadrature error {dg.floor:.1e}, but that "
+                f"error is too large (> {MAX_FLOOR:g}) to determine a fixed point; raise SEOptions.n_points")
     if not dg.out.prox_converged:
         return f"not converged: the channel prox did not converge at some nodes (residual {dg.residual:.1e})"
     return f"not converged: residual {dg.residual:.1e} >= 10 tol = {10 * tol:.1e}"
+
+
+def _objective(train_error: float, penalty: float, alpha: float) -> float:
+    """The training objective per sample ``L/n`` at the fixed point (as ``simulate``'s ``extras["objective"]``).
+
+    ``L = sum_mu ||yhat_mu - y_mu||^2 + lam d pen(S)`` and ``n = alpha d^2``, so ``L/n = train_error + penalty/alpha``
+    with ``penalty = lam pen(S)/d``. At a fixed point of the replica-symmetric equations this is the energy of that
+    solution: where the equations have several fixed points, the ERM minimiser is the one with the lowest
+    (``validation/results/se_fixed_points.md``).
+    """
+    return float(train_error + penalty / alpha)
 
 
 def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
@@ -267,10 +283,12 @@ def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None
     extras = theory_extras(x=dg.x, Q0=Q0, out=dg.out, pr=dg.pr, residual=dg.residual, floor=dg.floor, qerr=qerr,
                            pm=pm, quad=quad, col=col, collapsed=False)
     extras.update(prior_draw_spread(problem, pm, dg.x, dg.out, dg.pr, quad))  # finite-d prior: draw-to-draw spread
+    penalty = problem.student.se_penalty(problem.lam, q, dg.pr)
+    extras["objective"] = _objective(dg.out.train_error, penalty, problem.alpha)
     return Result(
         source="theory", problem=problem.to_dict(), test_error=te["test_error"],
         test_error_noisy=te["test_error_noisy"], train_error=dg.out.train_error,
-        penalty=problem.student.se_penalty(problem.lam, q, dg.pr), matrix_error=Q0 - 2 * m + q,
+        penalty=penalty, matrix_error=Q0 - 2 * m + q,
         rank_fraction=dg.pr.rank_fraction, converged=dg.converged, iterations=iterations,
         runtime_s=time.perf_counter() - t0, message=_message(dg, o.tol), extras=extras,
     )
@@ -291,6 +309,7 @@ def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | 
                  "train_error": te["test_error_noisy_se"]})
     extras = theory_extras(x=np.zeros(3), Q0=Q0, out=col.out, pr=col.prior, residual=0.0, floor=0.0, qerr=qerr,
                            pm=pm, quad=quad, col=col, collapsed=True)
+    extras["objective"] = _objective(te["test_error_noisy"], 0.0, problem.alpha)
     return Result(
         source="theory", problem=problem.to_dict(), test_error=te["test_error"],
         test_error_noisy=te["test_error_noisy"], train_error=te["test_error_noisy"], penalty=0.0,
