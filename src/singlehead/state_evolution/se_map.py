@@ -57,6 +57,8 @@ class SEMap:
         # the last evaluation (x, output side, F(x)) whose Jacobian can be computed, and that Jacobian
         self._last: tuple[np.ndarray, OutputSide, np.ndarray] | None = None
         self.last_jacobian: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (x, dF/dx, dF/dlog alpha)
+        # the last evaluation (mode, x, (F(x), output side, prior side)), kept even when it ended the solve
+        self._last_eval: tuple[str, np.ndarray, tuple] | None = None
 
     def jacobian_at(self, x: np.ndarray) -> np.ndarray | None:
         """``dF/dx`` at ``x`` if the last evaluation was at ``x`` and computed it (``tangent``), else ``None``."""
@@ -69,6 +71,14 @@ class SEMap:
         self._last = None
         self.last_jacobian = self._chain(*last)
         return None if self.last_jacobian is None else self.last_jacobian[1]
+
+    def at(self, x: np.ndarray) -> tuple[np.ndarray, OutputSide, PriorSide]:
+        """``self(x)``, reusing the last evaluation when it was at ``x`` in the current mode (a solve that the
+        floor or the budget ended at its last point has just evaluated the map there)."""
+        last = self._last_eval
+        if last is not None and last[0] == self.mode and np.array_equal(last[1], np.asarray(x, float)):
+            return last[2]
+        return self(x)
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """``F(x)`` alone (what the fixed-point solver needs)."""
@@ -132,6 +142,7 @@ class SEMap:
             raise DrivenToCollapse
         fx = np.array([pr.q, pr.m, pr.Sigma])
         self._last = (np.array(x, float), out, fx) if out.tangent is not None and pr.q > 0 else None
+        self._last_eval = (mode, np.array(x, float), (fx, out, pr))
         if np.all(np.isfinite(fx)):
             res = _residual(np.asarray(x, float), fx, self.prior.Q0)
             if res < self.best[0]:

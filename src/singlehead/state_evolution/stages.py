@@ -218,7 +218,7 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
             x3, j3 = (best if best is not None else x), None
         F.end_union_resolve()
         s.iterations += F.evaluations - n0
-        fx3, out3, pr3 = F(x3)
+        fx3, out3, pr3 = F.at(x3)  # (mostly the re-solve's last point, evaluated with every start already)
         r3 = _residual(x3, fx3, Q0)
         if r3 < residual:
             x, out, pr, residual = x3, out3, pr3, r3
