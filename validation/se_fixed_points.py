@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import numpy as np
+from _peak_report import mean_se  # validation/ is on sys.path when run as a script
 
 from singlehead import MPTarget, Problem, simulate
 from singlehead.state_evolution import SEOptions, SEState, prior_model, theory
@@ -39,11 +39,6 @@ STARTS = {"default": None, "(60, 8, 100)": (60.0, 8.0, 100.0), "(20, 5, 20)": (2
 FOUND = {"default": (10.45773359, 4.15775797, 8.61031462), "(60, 8, 100)": (39.13803616, 7.45403211, 32.91374638),
          "(20, 5, 20)": (360.07559572, 20.61935911, 364.29868751)}
 FINER = [(2048, 4), (8192, 8), (32768, 8)]  # the first is the default node set
-
-
-def _mean_se(xs: list[float]) -> tuple[float, float]:
-    a = np.asarray(xs, float)
-    return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else math.nan
 
 
 def se_points() -> list[dict]:
@@ -78,7 +73,7 @@ def erm(seeds: int) -> list[dict]:
         for k, get in (("test_error", lambda r: r.test_error), ("train_error", lambda r: r.train_error),
                        ("objective", lambda r: r.extras["objective"]), ("q", lambda r: r.extras["q"]),
                        ("m", lambda r: r.extras["m"])):
-            row[k] = _mean_se([get(r) for r in runs])
+            row[k] = mean_se([get(r) for r in runs])
         rows.append(row)
     return rows
 

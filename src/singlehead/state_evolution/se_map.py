@@ -54,22 +54,23 @@ class SEMap:
         self.screen: int | None = None  # SEOptions.prox_screen
         # exact Jacobians (SEOptions.exact_jacobian): each evaluation also returns dF/dx, kept with its x
         self.tangent = False
-        # the last evaluation (x, output side, F(x)) whose Jacobian can be computed, and that Jacobian
-        self._last: tuple[np.ndarray, OutputSide, np.ndarray] | None = None
-        self.last_jacobian: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (x, dF/dx, dF/dlog alpha)
-        # the last evaluation (mode, x, (F(x), output side, prior side)), kept even when it ended the solve
+        # the last evaluation (mode, x, (F(x), output side, prior side)), kept even when it ended the solve (its
+        # Jacobian is computed from it on demand), and the last Jacobian computed
         self._last_eval: tuple[str, np.ndarray, tuple] | None = None
+        self.last_jacobian: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (x, dF/dx, dF/dlog alpha)
 
     def jacobian_at(self, x: np.ndarray) -> np.ndarray | None:
         """``dF/dx`` at ``x`` if the last evaluation was at ``x`` and computed it (``tangent``), else ``None``."""
         lj = self.last_jacobian
         if lj is not None and np.allclose(lj[0], x, rtol=1e-13, atol=0.0):
             return lj[1]
-        last = self._last
-        if last is None or not np.allclose(last[0], x, rtol=1e-13, atol=0.0):
+        last = self._last_eval
+        if last is None or not np.allclose(last[1], x, rtol=1e-13, atol=0.0):
             return None
-        self._last = None
-        self.last_jacobian = self._chain(*last)
+        fx, out, pr = last[2]
+        if out.tangent is None or not pr.q > 0:
+            return None
+        self.last_jacobian = self._chain(last[1], out, fx)
         return None if self.last_jacobian is None else self.last_jacobian[1]
 
     def at(self, x: np.ndarray) -> tuple[np.ndarray, OutputSide, PriorSide]:
@@ -141,7 +142,6 @@ class SEMap:
         if self.stop_on_collapse and not pr.q > 0:
             raise DrivenToCollapse
         fx = np.array([pr.q, pr.m, pr.Sigma])
-        self._last = (np.array(x, float), out, fx) if out.tangent is not None and pr.q > 0 else None
         self._last_eval = (mode, np.array(x, float), (fx, out, pr))
         if np.all(np.isfinite(fx)):
             res = _residual(np.asarray(x, float), fx, self.prior.Q0)
