@@ -1,6 +1,6 @@
 """The result type shared by simulation, theory and AMP, so they line up field by field.
 
-Metric conventions (THEORY §1; defined once here and used everywhere):
+Metric conventions (docs: Theory, :ref:`theory-metrics`; defined once here and used everywhere):
 
 * ``test_error``: ``E ||yhat(X) - y(X)||_F^2`` per sequence on fresh sequences, against
   noiseless labels; ``test_error_noisy`` against noisy labels;

@@ -1,5 +1,5 @@
 """``simulate(problem, seed, options=TrainOptions(...))``: draw a task, train a student by ERM,
-measure the THEORY §1 metrics.
+measure the metrics of the docs (Theory, :ref:`theory-metrics`).
 
 The returned :class:`~singlehead.results.Result` has the same metric fields as
 ``theory(problem)``, so theory and simulation line up field by field. The solver settings
@@ -208,7 +208,7 @@ def evaluate(student: torch.nn.Module, data: Sequences, channel: Channel | str, 
 def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Sequences, test: Sequences, *,
                      rank_tol: float = 1e-3, student: torch.nn.Module | None = None
                      ) -> tuple[dict[str, float], dict[str, Any]]:
-    """The THEORY §1 metrics of an estimate ``S`` of ``S0``, shared by every route on instances.
+    """The metrics (docs: Theory, :ref:`theory-metrics`) of an estimate ``S`` of ``S0``, shared by every route on instances.
 
     Returns ``(metrics, extras)``: ``metrics`` are the :class:`Result` metric fields
     (test errors on ``test``, train error against the noisy labels of ``train``, penalty,

@@ -1,6 +1,6 @@
 """Predicted spectrum of the learned query–key matrix and its comparison with trained students.
 
-Theory (arXiv 2509.24914, §5; ``shared/THEORY.md`` §5). At the fixed point of the ERM state
+Theory (arXiv 2509.24914, §5; docs: Theory, :ref:`theory-spectrum`). At the fixed point of the ERM state
 evolution the trained matrix ``S = W W^T / sqrt(p d)`` has, in law, the spectrum of
 
     Shat = eta * ReLU(S0 + delta Z - eps I)      (top ``p = kappa d`` eigenvalues kept),
@@ -195,7 +195,7 @@ class LearnedSpectrum:
 
 def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, prior: str = "auto",
                      model: str = "auto", n_spikes: int | None = None, grid_size: int = 512) -> LearnedSpectrum:
-    """Predicted spectrum of the trained ``S`` for ``problem`` (THEORY §5; arXiv 2509.24914 §5).
+    """Predicted spectrum of the trained ``S`` for ``problem`` (docs: Theory, :ref:`theory-spectrum`; arXiv 2509.24914 §5).
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """Scaling laws of the excess test error for power-law targets: regimes, exponents, phase diagram.
 
 Sources: arXiv 2509.24882 (scaling laws and spectra of shallow networks: the regimes below),
-arXiv 2509.24914 (§4, power-law targets of attention), arXiv 2505.17958. THEORY §7.
+arXiv 2509.24914 (§4, power-law targets of attention), arXiv 2505.17958. docs: Theory, :ref:`theory-scaling`.
 
 Mechanism (target ``s_i = sqrt(d) i^{-gamma}``; ``delta`` the effective noise, ``eps`` the
 threshold and ``c >= eps`` the cut-off on the scale of ``Y = S0 + delta Z``): mode ``i`` is
@@ -108,7 +108,7 @@ K_MIN = 5
 
 
 def predicted_exponent(regime: str, gamma: float, lam_slope: float = 0.0) -> float:
-    """Predicted local exponent ``-d log E / d log n`` of a regime (THEORY §7; module docstring).
+    """Predicted local exponent ``-d log E / d log n`` of a regime (docs: Theory, :ref:`theory-scaling`; module docstring).
 
     ``lam_slope = d log lam / d log n`` along the curve (0 at fixed ``lam``; 0.5 for
     ``lam ∝ sqrt(alpha)``). ``nan`` for ``"harmful_overfitting"`` (the error rises: negative,

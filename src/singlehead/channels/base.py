@@ -27,7 +27,7 @@ def _softmax(z: Array) -> Array:
 def squared_error(yhat: Array, y: Array) -> Array:
     """Per-sequence squared Frobenius error ``||yhat - y||_F^2`` (sum over the last two axes).
 
-    The library's loss and test-error convention (THEORY §1): summed over all entries of one
+    The library's loss and test-error convention (docs: Theory, :ref:`theory-metrics`): summed over all entries of one
     sequence's output, not averaged; works on numpy arrays and torch tensors.
 
     Examples
@@ -104,7 +104,7 @@ class Channel:
 
     # ---------------------------------------------------------------- state evolution: output side
     def informative_directions(self, T: int) -> int:
-        """``c_T``: field directions the labels determine (THEORY §4); default all ``K``."""
+        """``c_T``: field directions the labels determine (docs: Theory, :ref:`theory-thresholds`); default all ``K``."""
         return T * (T + 1) // 2
 
     def logit_scale(self, beta: float, beta0: float) -> float:

@@ -172,7 +172,7 @@ def power_law_caption(spec: PowerLawSpec, grid: dict[str, Any], res: FigureRun) 
             "error is (lam d^1.5/n)^(2-1/gamma) = (n/d)^-(1-1/(2 gamma)) — with or without label noise "
             "(filled vs open markers). Phase diagram (fixed lam per row): each cell labelled by the "
             "scale that sets the last recovered mode, with the local exponent measured on the theory "
-            "curve and, in brackets, the predicted exponent of the label (THEORY §7); for noise-limited cells "
+            "curve and, in brackets, the predicted exponent of the label (docs page Theory, section '12. Power-law targets and scaling laws'); for noise-limited cells "
             "(tail/label noise) the exponent of the discrete law at the cell's K (analysis.finite_k), not its "
             "K -> inf limit, and such a cell is a crossover where its error departs from the large-d law by more "
             f"than 5 % ({cross_text}). Tail-noise curve (d={spec.scaling_d}, lam={spec.tail_lam:g}, Delta=0): local "

@@ -1,7 +1,7 @@
 """State evolution (SE) of the ERM minimiser of single-head tied attention.
 
 Implements the six-order-parameter fixed point of arXiv 2509.24914 (Sec. 3, "Main results";
-conventions of ``shared/THEORY.md`` §1 and §3), with the spectral ("nuclear route") prior
+conventions: docs, Theory, :ref:`theory-logits` and :ref:`theory-se`), with the spectral ("nuclear route") prior
 side of arXiv 2505.17958 and a deterministic, quadrature-based output side.
 
 Order parameters (all per ``d``, ``Q0 = Tr S0^2/d``):
@@ -58,7 +58,7 @@ point has ``q -> 0``. :func:`theory` returns the collapsed solution (``extras["c
 when ``S = 0`` is a fixed point and the solver reaches it or finds no other one; its errors are
 those of predicting with ``h = 0``.
 
-seq2seq has the same theory as seq2lab (THEORY §1): the channel enters only through the
+seq2seq has the same theory as seq2lab (docs: Theory, :ref:`theory-channels`): the channel enters only through the
 ``T x T`` attention matrix.
 
 Layout: :mod:`.quadrature` (the Sobol nodes and their error estimate), :mod:`.output` (the

@@ -29,7 +29,7 @@ __all__ = ["theory"]
 def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
            init: SEState | WarmStart | Sequence[float] | Result | None = None,
            quad: OutputQuadrature | None = None) -> Result:
-    """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; THEORY §3).
+    """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-se`).
 
     Parameters
     ----------

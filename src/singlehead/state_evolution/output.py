@@ -2,7 +2,7 @@
 
 ``K = T(T+1)/2`` iid pairs ``(z0_k, z_k) ~ N(0, [[Q0, m], [m, q]])``, teacher logits
 ``y = z0 + xi`` with ``xi_k ~ N(0, Delta/2)``, prox point ``h*`` of
-:meth:`Channel.prox <singlehead.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; THEORY §3)::
+:meth:`Channel.prox <singlehead.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-output-side`)::
 
     qhat     =  2 alpha E ||g||^2 / Sigma^2
     mhat     =  2 alpha E <g, q z0 - m z> / (Sigma (Q0 q - m^2))
@@ -43,7 +43,7 @@ _Q_CV = 1e-2
 class OutputSide:
     """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``err`` holds their quadrature standard errors.
 
-    ``qhat, mhat, Sigmahat`` follow THEORY §3 (``*_err`` their quadrature standard errors);
+    ``qhat, mhat, Sigmahat`` follow the output side (docs: Theory, :ref:`theory-output-side`; ``*_err`` their quadrature standard errors);
     ``train_error`` is per sequence, from the proximal point.
 
     Examples
