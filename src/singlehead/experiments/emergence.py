@@ -44,7 +44,7 @@ EMERGENCE_PROBLEM = Problem(d=60, T=1, alpha=2.0, channel="linear", noise=0.1, l
 
 EMERGENCE_OPTIONS = TrainOptions(optimizer="adam", precision="float64", lr=0.005, init_scale=1e-5, max_steps=2000,
                                  n_test=2000, record_every=5, record_top=6)
-"""Adam at lr 0.005 from weights of scale 1e-5, recorded every 5 steps (about 30-60 s on one core).
+"""Adam at lr 0.005 from weights of scale 1e-5, recorded every 5 steps (up to 2000 steps).
 Pure float64 Adam, so every recorded step is an Adam step (``mixed`` would append L-BFGS polish steps)."""
 
 

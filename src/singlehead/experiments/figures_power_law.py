@@ -82,8 +82,8 @@ def power_law_grid(spec: PowerLawSpec) -> dict[str, Any]:
     tasks = {scaling[(gs, nz, ch)]: functools.partial(_scaling_task, gs, D_s, ns, C, nz, ch, T)
              for gs, nz, ch, T, C in settings}
     # from n = 1.25 d: below n ~ 1.2 d (d = 1000) no mode is recovered (K = 0) and, at lam = 1e-3, the state evolution
-    # of the spiked prior does not converge there (residual 1-150 after its whole budget, 5-20 s a point; an open
-    # problem of the K = 0 side), so those points showed K = 0 from unconverged fixed points
+    # of the spiked prior does not converge there (an open problem of the K = 0 side), so such points would show
+    # K = 0 from unconverged fixed points
     pieces = np.array_split(np.geomspace(1.25 * D, 10.0 * D * D, 4 * pts), 4)
     # the dearest tasks first, in pieces, so that the workers stay balanced (cached_many keeps this order): the
     # sequential-recovery sweep in four pieces (each a warm-started chain of its own) and the phase diagram by rows

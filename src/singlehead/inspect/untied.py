@@ -2,8 +2,8 @@
 
 Law
 ---
-An untied student ``M = W_Q W_K^T/sqrt(p d)`` trained with weight decay learns (issue 27,
-prior side of the untied state evolution)
+An untied student ``M = W_Q W_K^T/sqrt(p d)`` trained with weight decay learns (the
+prior side of the untied state evolution, docs: :doc:`untied_theory`)
 
     Mhat = eta * SVT_eps(Y),      Y = M0 + sigma_s Z_s + sigma_a Z_a,
 

@@ -1,6 +1,6 @@
 """The untied theory's learned singular-value law, sampled with common random numbers.
 
-Law (issue 27; conventions of :mod:`singlehead.inspect.untied`)::
+Law (conventions of :mod:`singlehead.inspect.untied`)::
 
     Mhat = eta * SVT_eps(Y),      Y = M0 + sigma_s Z_s + sigma_a Z_a,
 

@@ -148,9 +148,8 @@ def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_fi
     A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly
     (``SEOptions.quick_attempt``: no continuation in lam, a short re-solve with every prox start).
     Near a fast change of the fixed point it can lead the root finder into a region it does not
-    leave (observed: power-law target, d = 100, alpha ~ 0.01, residual 0.67, while the default start
-    converges to 1e-10; across the interpolation peak at lam = 1e-5, alpha ~ 0.18, the full warm
-    pipeline spent 16 s to stay unconverged and the default start converged in 3 s). Then the
+    leave while the default start converges (e.g. at very small alpha for a power-law target, or
+    across the interpolation peak at very small lam). Then the
     default start runs the full pipeline, and if that fails too, the warm start does; the first
     converged solve is kept, else the smallest residual. ``cold_first`` (a sweep whose previous
     warm start failed) puts the default start first.
