@@ -153,5 +153,5 @@ class Problem:
         return cls(**spec)
 
     def key(self) -> str:
-        """Stable hash of the full configuration (:func:`singlehead.results.stable_hash`)."""
+        """Stable hash of the full configuration (``singlehead.results.stable_hash``)."""
         return stable_hash(self.to_dict())

@@ -58,7 +58,7 @@ class Result:
 
     * ``source``: the route, ``"simulation"``, ``"theory"``, ``"amp"`` or ``"bayes"``;
     * ``problem``: the full problem, ``Problem.to_dict()`` (rebuild with ``Problem.from_dict``);
-    * the metrics of :data:`METRIC_FIELDS` (nan where a route does not define one);
+    * the metrics of ``METRIC_FIELDS`` (nan where a route does not define one);
     * ``converged``: the route's stopping rule fired (optimiser / fixed point / AMP);
     * ``iterations``: optimiser steps, fixed-point map evaluations or AMP iterations;
     * ``runtime_s``: wall-clock seconds of the run;

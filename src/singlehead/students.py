@@ -134,7 +134,7 @@ class Student:
 
     def penalty_prox(self, nu: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Spectrum-wise ``argmin_S t pen(S) + ||S - R||_F^2/2`` at eigenvalues ``nu`` of ``R``
-        (singular values for a student whose matrix is not :attr:`symmetric`): ``(f(nu), f'(nu))``."""
+        (singular values for a student whose matrix is not :attr:`~singlehead.students.Student.symmetric`): ``(f(nu), f'(nu))``."""
         raise NotImplementedError
 
     # ---------------------------------------------------------------- state evolution: prior side

@@ -55,7 +55,7 @@ factorized student with ``kappa < 1``), or ``R/(1 + 2 lam d tau)`` for the direc
 **Fixed points are stationary points.** At a fixed point ``h* = omega + V g = A(S)`` and
 ``g = -grad loss(A(S))`` (prox optimality), while ``S = prox_{tau r}(S + tau A^T g)`` means
 ``A^T g in d r(S)``: together ``0 in A^T grad loss(A S) + d r(S)``, the stationarity condition
-of ``sum_mu loss_mu + r(S)``, the (unnormalised) ERM objective of :mod:`singlehead.convex`.
+of ``sum_mu loss_mu + r(S)``, the (unnormalised) ERM objective of :func:`~singlehead.solve_reference`.
 Damping (convex combination of new and old ``S``, ``V``, ``g``) does not move the fixed points.
 
 **Link with the state evolution (docs: Theory, :ref:`theory-se`).** Matching the effective matrix problem

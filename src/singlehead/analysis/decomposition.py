@@ -273,12 +273,12 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
         Factorized student (nuclear norm; the decomposition uses the soft-threshold law).
     theory_result : Result, optional
         State-evolution result (``extras`` with ``eta, delta, eps, q, m, Q0``); computed with
-        :func:`singlehead.state_evolution.theory` (``prior``) when omitted. ``TE(rho', r)`` uses
+        :func:`singlehead.theory` (``prior``) when omitted. ``TE(rho', r)`` uses
         the state evolution's default output quadrature (the identity holds for any nodes;
         ``test_error_gap`` reports a mismatch of node sets).
     model, n_spikes :
         Target law used for the spectral integrals, see
-        :func:`singlehead.analysis.learned_spectrum.target_law`. Default ``"discrete"``: the
+        :func:`singlehead.analysis.target_law`. Default ``"discrete"``: the
         discrete law of the ``d`` target eigenvalues, the same law as the state evolution's
         ``prior="asymptotic"`` (recovered modes are then the single-atom bulks of ``mu``);
         ``"spiked"`` treats the top eigenvalues as spikes (``d -> inf`` picture; it

@@ -56,7 +56,7 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
                n_spikes: int | None = None):
     """Spectral law ``mu_{S0}`` of the problem's target, as used by the learned-spectrum law.
 
-    A thin front to :meth:`singlehead.targets.PowerLawTarget.spectral_law` (the one place that
+    A thin front to ``PowerLawTarget.spectral_law`` (the one place that
     maps a target to its law) with this analysis' default model ``"spiked"``.
 
     Parameters
@@ -66,7 +66,7 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
     model : {"auto", "discrete", "spiked"}
         MP targets always give :class:`~singlehead.spectra.MarchenkoPastur` (``kappa0``).
         Power-law and custom targets (``d`` eigenvalues ``s_i`` from
-        :meth:`singlehead.targets.PowerLawTarget.spectrum`):
+        ``PowerLawTarget.spectrum``):
 
         * ``"discrete"``: :class:`~singlehead.spectra.DiscreteLaw` of the ``d`` eigenvalues
           (deterministic equivalent at this ``d``; an isolated top eigenvalue becomes a tiny
@@ -204,7 +204,7 @@ def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, p
         handled with ``eps = 0`` and no rank cap).
     theory_result : Result, optional
         A state-evolution result for ``problem`` (``extras`` with ``eta, delta, eps``); computed
-        with :func:`singlehead.state_evolution.theory` (``prior``) when omitted.
+        with :func:`singlehead.theory` (``prior``) when omitted.
     prior : str
         Prior mode passed to ``theory`` when it is run here.
     model, n_spikes :

@@ -22,7 +22,7 @@ A point is labelled by **the scale that sets the last recovered mode**:
   curve: ``2 - 1/gamma`` at fixed ``lam``, and **``1 - 1/(2 gamma)`` for ``lam ∝ sqrt(alpha)``**
   — with ``lam ∝ sqrt(n)/d``, ``(lam d^{3/2}/n)^{2-1/gamma} = (n/d)^{-(1 - 1/(2 gamma))}``, the
   optimally tuned (LASSO / matrix-sensing minimax) rate. This is the "sample-limited" setting of
-  :data:`SAMPLE_LIMITED_SETTING`; it needs no label noise. The law also holds with
+  ``SAMPLE_LIMITED_SETTING``; it needs no label noise. The law also holds with
   ``2 < c/delta < 3``, where ``s_*`` lies between ``delta`` and ``c``, and with ``c/delta``
   drifting along the curve;
 * ``"label_noise"`` (``c <= 2 delta``, ``Delta/2 > 3 E``): ``s_* = delta ∝ sqrt(Delta d^2/n)``,
@@ -288,7 +288,7 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
     exponent of the majority regime other than ``"crossover"`` (mean over its points; ``nan`` if
     every point is a crossover), reported as ``"regime"``.
 
-    Example: :data:`SAMPLE_LIMITED_SETTING` (spiked prior, ``d = 10^5``, ``lam = 10 sqrt(alpha)``,
+    Example: ``SAMPLE_LIMITED_SETTING`` (spiked prior, ``d = 10^5``, ``lam = 10 sqrt(alpha)``,
     ``n in [100 d, 10^4 d]``): every point is threshold-limited (``c ≈ 2.1-2.5 delta`` with
     ``Delta = 4``, ``c > 3 delta`` with ``Delta = 0``; points with fewer than ``K_MIN`` recovered
     modes are labelled ``"crossover"``) and the predicted exponent is

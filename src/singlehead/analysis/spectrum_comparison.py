@@ -58,7 +58,7 @@ def compare_spectrum(problem: Problem, eigenvalues_pooled: np.ndarray, *, theory
         Eigenvalues of ``S`` from several runs, concatenated.
     rank_tol : float
         Eigenvalues with ``|lambda| <= rank_tol`` count as zero (same rule as
-        :func:`singlehead.simulation.simulate`).
+        :func:`singlehead.simulate`).
     n_runs : int, optional
         Number of pooled runs (default ``len / d``), only reported.
 

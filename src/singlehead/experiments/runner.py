@@ -1,7 +1,7 @@
 """Run jobs with the library's one result cache, locally (joblib/loky) or on Dask, with progress bars.
 
 The cache is a directory of JSON files named by :attr:`Job.key` (route, full problem, seed and
-settings, hashed by :func:`singlehead.results.stable_hash`), each written atomically
+settings, hashed by ``singlehead.results.stable_hash``), each written atomically
 (temporary file + rename) the moment its job finishes: an interrupted sweep loses only the jobs
 in flight, and rerunning it recomputes nothing that is already there. The CLI's ``--out
 FILE.jsonl`` is an export of the records of one sweep (:func:`export_jsonl`), backed by the cache

@@ -92,7 +92,7 @@ class View:
         return isinstance(self.problem.target, PowerLawTarget)
 
     def key(self) -> str:
-        """Stable hash of the view (:func:`singlehead.results.stable_hash`)."""
+        """Stable hash of the view (``singlehead.results.stable_hash``)."""
         return stable_hash({"problem": self.problem.to_dict(), "grid": [self.alpha_min, self.alpha_max, self.n_alpha],
                             "alpha_at": self.alpha_at})
 

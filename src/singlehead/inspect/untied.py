@@ -33,7 +33,7 @@ equals the tied ``S_h`` for a tied head), zeros included. For each candidate
 sampled quantile function; ``(eta, eps)`` are profiled exactly as in the tied fit (least-squares
 quantile matching). ``(teacher, kappa0, sigma)`` minimise the Kolmogorov–Smirnov distance between
 the non-zero data and the law of ``eta (s - eps)`` given ``s > c``: a grid (its laws shared by
-all heads through :class:`UntiedLawCache`), then Nelder–Mead. The split ``sigma_a/sigma_s`` is
+all heads through ``UntiedLawCache``), then Nelder–Mead. The split ``sigma_a/sigma_s`` is
 not identified by the singular values (see :func:`fit_untied`); it is fitted to the measured
 asymmetry of the map. The overall scale of ``M0`` is the convention above (only
 ``sigma/||M0||`` is identifiable).

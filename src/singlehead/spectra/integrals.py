@@ -74,7 +74,7 @@ class ThresholdIntegrals:
         Finite-``d`` mode only: mean over draws of the pathwise overlap
         ``(1/d) Tr f(Y_r) S0 = (1/d) sum_i f(nu_i) u_i^T S0 u_i``; its expectation is
         ``J - (delta/2) dJ_ddelta - (eps/2) dJ_deps`` (Stein's lemma, up to ``O(1/d)``), which the
-        asymptotic mode uses instead (``None`` there). See :mod:`.finite_d` for why the SE must
+        asymptotic mode uses instead (``None`` there). See :class:`~singlehead.spectra.FiniteDSpectrum` for why the SE must
         use the pathwise form at finite ``d``.
     J_draws, overlap_draws, divergence_draws : tuple of float or None
         Finite-``d`` mode only: ``J``, ``overlap`` and ``divergence`` of each draw (their means
@@ -288,7 +288,7 @@ def linear_shrinkage_integrals(law, delta: float) -> LinearShrinkageIntegrals:
     The prox of ``lambda d ||S||_F^2`` is a linear shrinkage ``Shat = eta' Y`` of
     ``Y = S0 + delta Z``, so the prior side only needs ``int x^2 dmu_delta = Q0 + delta^2``,
     its ``delta``-derivative ``2 delta`` and the divergence ``D = 1`` (the state-evolution
-    constants are derived in :mod:`singlehead.state_evolution`).
+    constants are derived in the docs, Theory, :ref:`theory-prior-side`).
 
     Examples
     --------

@@ -41,7 +41,7 @@ the spread over independent scrambles. The linear channel is done in closed form
 (``mhat = Sigmahat = 2 alpha K/(Sigma + 1/4)``,
 ``qhat = 2 alpha K (Q0 - 2m + q + Delta/2)/(Sigma + 1/4)^2``).
 
-**Metrics** (same definitions as :mod:`singlehead.results`): test error
+**Metrics** (same definitions as :class:`~singlehead.Result`): test error
 ``E ||chan_beta0(M(z0)) - chan_beta(M(z))||_F^2`` (``z0`` noiseless, or ``z0 + xi`` for the noisy
 version), train error ``E ||chan_beta0(M(y)) - chan_beta(M(h*))||_F^2``, matrix error
 ``Q0 - 2m + q``, penalty ``lam eta int f dmu_delta`` (factorized: ``lam Tr S/d``) or ``lam q``

@@ -89,7 +89,7 @@ class SEOptions:
         beside the tracked branches) run only on the first ``1/prox_screen`` of each scramble's nodes
         and where the prox objective is not convex between the first start's minimum and them; on
         every node only when they reach a minimum on those first nodes that the others missed
-        (:func:`~singlehead.state_evolution.prox_screen.screened_prox`; default 8: the output side
+        (``prox_screen.screened_prox``; default 8: the output side
         is the unscreened one to 1e-9 at the tested points). ``None``: every start on every node.
 
     exact_jacobian : bool
@@ -234,7 +234,7 @@ class WarmStart:
     and the prox branches (the end points of each Newton start, one ``(R N, K)`` array per
     branch, on the same quadrature nodes) that the output side tracks.
 
-    :func:`theory_curve` passes one from each converged point to the next; the branches make the
+    :func:`~singlehead.theory_curve` passes one from each converged point to the next; the branches make the
     first SE map evaluation of the next point a warm one (a cold one runs Newton from scratch), and
     the tangent ``du_dlog_alpha`` predicts where the next point's fixed point lies.
 

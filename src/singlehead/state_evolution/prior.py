@@ -80,8 +80,8 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     pathwise ``(1/d) Tr f(Y_r) S0`` (``ti.overlap``) instead of Stein's
     ``J - (delta/2) dJ/ddelta - (eps/2) dJ/deps`` (the two agree in expectation; the pathwise one
     cancels the spikes' first-order fluctuation in ``Q0 - 2m + q``, see
-    :mod:`singlehead.spectra.finite_d`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
-    draw's ``q, m, Sigma`` (same conjugates, for :func:`~.draw_spread.prior_draw_spread`).
+    :class:`~singlehead.spectra.FiniteDSpectrum`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
+    draw's ``q, m, Sigma`` (same conjugates, for ``draw_spread.prior_draw_spread``).
 
     Examples
     --------
@@ -115,7 +115,7 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
 
     At ``q = m = 0`` the student logits vanish and the prox parameter ``Sigma`` of the collapsed
     point is 0, so the conjugates are the ``Sigma -> 0`` limits (see
-    :func:`_output_side_degenerate`): ``qhat0 = 2 alpha E||grad ell(0)||^2``,
+    ``_output_side_degenerate``): ``qhat0 = 2 alpha E||grad ell(0)||^2``,
     ``mhat0 = -2 alpha E<grad ell(0), y>/(Q0 + Delta/2)``, ``Sigmahat0 = 2 alpha E tr Hess ell(0)``
     (linear channel: ``qhat0 = 32 alpha K (Q0 + Delta/2)``, ``mhat0 = Sigmahat0 = 8 alpha K``), with
     ``delta0 = sqrt(qhat0)/mhat0``. They do not depend on ``lam``. The prior side maps them back

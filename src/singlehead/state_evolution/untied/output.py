@@ -9,7 +9,7 @@ variance ``Delta/2`` per symmetric field) only enters the symmetric block. With 
 
     h* = argmin_h  sum_B ||h_B - z_B||^2/(2 Sigma_B) + ||chan_beta0(P y) - chan_beta(P h)||_F^2 ,
 
-``P`` = :func:`singlehead.attention_maps.untied_embedding`, ``g = h* - z``, each block gets the tied
+``P`` = ``singlehead.attention_maps.untied_embedding``, ``g = h* - z``, each block gets the tied
 formulas with its own overlaps (docs: Theory, :ref:`theory-output-side`):
 
     qhat_B =  2 alpha E ||g_B||^2 / Sigma_B^2
