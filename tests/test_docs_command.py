@@ -31,7 +31,7 @@ def test_bad_source_and_port_are_rejected(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 def test_build_command_is_the_ci_one() -> None:
     cmd = docs_cli.sphinx_command(Path("docs"), Path("out"), gallery=True)
-    assert cmd[1:] == ["-m", "sphinx", "-W", "--keep-going", "-b", "html", "docs", "out"]
+    assert cmd[1:] == ["-m", "sphinx", "-n", "-W", "--keep-going", "-b", "html", "docs", "out"]
     assert docs_cli.sphinx_command(Path("docs"), Path("out"), gallery=False)[-2:] == ["-D", "plot_gallery=0"]
     assert (docs_cli.default_source() / "conf.py").is_file()
 

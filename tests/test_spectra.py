@@ -34,7 +34,7 @@ from singlehead.spectra import (
 
 
 def mp_sample(d: int, kappa0: float, seed: int) -> np.ndarray:
-    """Eigenvalues of ``S0 = W0 W0^T / sqrt(p0 d)`` (THEORY §1)."""
+    """Eigenvalues of ``S0 = W0 W0^T / sqrt(p0 d)`` (docs page Theory, section '4. Targets')."""
     rng = np.random.default_rng(seed)
     p0 = int(round(kappa0 * d))
     W = rng.standard_normal((d, p0))

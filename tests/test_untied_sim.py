@@ -1,4 +1,4 @@
-"""The untied student and the untied teacher in the simulator (THEORY §1 with S -> M non-symmetric).
+"""The untied student and the untied teacher in the simulator (the conventions of the docs page Theory with S -> M non-symmetric; section '16. Untied attention').
 
 Penalty identity (weight decay = ``lam d ||M||_*`` at balanced factors, tied objective at
 ``W_Q = W_K``), the closed-form gradient, the tied limit of gradient flow, float32/float64 paths,

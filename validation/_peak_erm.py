@@ -65,7 +65,7 @@ def _init_seed(s_init: int, k: int) -> int:
 
 
 def pair_distances(mats: list[np.ndarray], d: int) -> list[float]:
-    """``||S_i - S_j||_F^2 / d`` for every pair ``i < j`` (the THEORY §1 matrix-error normalisation)."""
+    """``||S_i - S_j||_F^2 / d`` for every pair ``i < j`` (the matrix-error normalisation of the docs page Theory, section '7. Metrics and their normalisations')."""
     return [float(np.sum((mats[i] - mats[j]) ** 2) / d) for i in range(len(mats)) for j in range(i + 1, len(mats))]
 
 

@@ -1,4 +1,4 @@
-"""Validation: GAMP on instances vs the state evolution (THEORY §3, §8, §10).
+"""Validation: GAMP on instances vs the state evolution (docs page Theory, sections '8. State evolution of the ERM minimiser', '13. Bayes-optimal baseline', '15. Approximate message passing').
 
 Run: ``python validation/amp_vs_state_evolution.py [--quick]`` (about 5 minutes on 2 cores).
 

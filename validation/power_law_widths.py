@@ -1,4 +1,4 @@
-"""Validation (issue 6): theory vs. L-BFGS at several student widths, power-law target (THEORY §7).
+"""Validation (issue 6): theory vs. L-BFGS at several student widths, power-law target (docs page Theory, section '12. Power-law targets and scaling laws').
 
 Reference setting (arXiv 2509.24882, width experiment): linear channel, T = 1, power-law target
 gamma = 1.25 with Q0 = 1 (normalisation "unit_q0"), d = 400, Delta = 0.1,

@@ -1,4 +1,4 @@
-"""Validation (issues 6, 12): exponents of the excess test error in n for power-law targets (THEORY §7).
+"""Validation (issues 6, 12): exponents of the excess test error in n for power-law targets (docs page Theory, section '12. Power-law targets and scaling laws').
 
 Theory curves only (state evolution, normalisation A = sqrt(d), large-d spiked prior: modes
 s_i = sqrt(d) i^-gamma above a floor are spikes of mass 1/d over a null bulk, Q0 counts all d

@@ -1,4 +1,4 @@
-"""Several state-evolution fixed points at one problem: which one is the ERM's? (issue 25, stop 33)
+"""Several state-evolution fixed points at one problem: which one is the ERM's?
 
 Run: ``OMP_NUM_THREADS=1 python validation/se_fixed_points.py [--seeds 4]`` (about 2 minutes on 2 cores).
 
@@ -6,7 +6,7 @@ The problem is problem 10 of the benchmark's random grid (``random_problems(64, 
 softmax problems), written out here: seq2lab, ``T = 2``, ``beta = 0.5``, ``beta0 = 1``, noise ``Delta = 1``,
 MP target ``kappa0 = 1``, direct (Frobenius) student, ``lam = 1.365e-5``, at ``alpha = 0.9178`` (a point of the
 benchmark's sweep over it, just above its interpolation peak). Started from three points, ``theory`` returned
-three different "converged" points there before the floor cap (``MAX_FLOOR``, a531e5f); they are written out in
+three different "converged" points there without the floor cap (``MAX_FLOOR``); they are written out in
 ``FOUND``. For each the script records, on the default node set and two finer ones (8192 x 8 and 32768 x 8), the
 residual of one SE step, the quadrature floor, the test error and the predicted training objective per sample
 (train error + penalty/alpha, the replica-symmetric energy: the ERM minimiser is the fixed point with the lowest),
@@ -35,7 +35,7 @@ from singlehead.state_evolution.se_map import SEMap, residual_floor
 PROBLEM = Problem(d=100, T=2, alpha=0.9178, channel="seq2lab", beta=0.5, beta0=1.0, noise=1.0, target=MPTarget(1.0),
                   student="direct", kappa=1.0, lam=1.3650866926987315e-05)
 STARTS = {"default": None, "(60, 8, 100)": (60.0, 8.0, 100.0), "(20, 5, 20)": (20.0, 5.0, 20.0)}
-#: the points ``theory`` returned from those starts at a531e5f^ (before the floor cap MAX_FLOOR), all "converged"
+#: the points ``theory`` returned from those starts without the floor cap MAX_FLOOR, all "converged"
 FOUND = {"default": (10.45773359, 4.15775797, 8.61031462), "(60, 8, 100)": (39.13803616, 7.45403211, 32.91374638),
          "(20, 5, 20)": (360.07559572, 20.61935911, 364.29868751)}
 FINER = [(2048, 4), (8192, 8), (32768, 8)]  # the first is the default node set

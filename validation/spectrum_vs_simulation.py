@@ -1,4 +1,4 @@
-"""Validation (issue 6): predicted learned spectrum vs. trained students (THEORY §5).
+"""Validation (issue 6): predicted learned spectrum vs. trained students (docs page Theory, section '10. Spectrum of the learned matrix').
 
 Problem: seq2lab, T = 2, MP target kappa0 = 0.5, Delta = 0.5, lam = 0.01, factorized student
 with kappa = 1, L-BFGS (``singlehead.simulation.simulate``). For each alpha the eigenvalues

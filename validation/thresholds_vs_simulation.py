@@ -1,6 +1,6 @@
 """Train and test error around alpha_interp and alpha_perfect: theory (lam -> 0+) vs simulation.
 
-THEORY §4: with label noise the training error is exactly zero for alpha < alpha_interp and
+As the docs page Theory (section '9. Thresholds') states: with label noise the training error is exactly zero for alpha < alpha_interp and
 positive above (the test error peaks there); noiseless, the test error reaches zero at
 alpha_perfect. Simulations at d = 60, lam = 1e-4 (L-BFGS, cached under runs/validation/).
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             te = [np.mean([x["test_error"] for x in sims[i * args.seeds:(i + 1) * args.seeds]]) for i in range(4)]
             ok &= te[3] < 0.1 * te[0]
-    print("\nbehaviour as THEORY §4:", "yes" if ok else "NO")
+    print("\nbehaviour as in the docs page Theory, section '9. Thresholds':", "yes" if ok else "NO")
     return 0 if ok else 1
 
 

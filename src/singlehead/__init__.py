@@ -2,7 +2,7 @@
 
 Source: *Single-Head Attention in High Dimensions: A Theory of Generalization, Weights
 Spectra, and Scaling Laws* (arXiv 2509.24914). Conventions: see :class:`Problem` and
-``shared/THEORY.md`` §1.
+the docs page :ref:`theory`.
 
 Public names (the heavy ones are imported on first use)::
 

@@ -1,4 +1,4 @@
-"""Reference solver of the equivalent S-problem (THEORY §2): accelerated proximal gradient.
+"""Reference solver of the equivalent S-problem (docs: Theory, :ref:`theory-erm`): accelerated proximal gradient.
 
 Solves, over symmetric ``S`` (per sample, the same scale as :mod:`singlehead.training`):
 
@@ -6,7 +6,7 @@ Solves, over symmetric ``S`` (per sample, the same scale as :mod:`singlehead.tra
 
 * nuclear route (factorized student): ``R = lam d Tr S`` on PSD ``S`` with optional
   ``rank S <= p``; the proximal map soft-thresholds the eigenvalues at ``t lam d/n``,
-  clips them at zero and keeps the top ``p`` (THEORY §2; arXiv 2505.17958 for the
+  clips them at zero and keeps the top ``p`` (docs: Theory, :ref:`theory-erm`; arXiv 2505.17958 for the
   nuclear-norm equivalence ``min ||W||_F^2 s.t. W W^T/sqrt(pd) = S`` = ``sqrt(pd) Tr S``);
 * Frobenius route (direct student): ``R = lam d ||S||_F^2``; the proximal map is the
   linear shrinkage ``V / (1 + 2 t lam d / n)``;

@@ -1,4 +1,4 @@
-"""Sampling from the attention-indexed model (THEORY §1, arXiv 2506.01582, 2509.24914).
+"""Sampling from the attention-indexed model (docs: Theory, :ref:`theory-logits`, arXiv 2506.01582, 2509.24914).
 
 Tokens ``x_a ~ N(0, I_d)``; logits of a symmetric ``S``:
 ``h_ab(S) = (x_a^T S x_b - delta_ab Tr S) / sqrt(d)``; labels

@@ -1,6 +1,6 @@
 """The ERM objective of a student on one training set and its gradient, in closed form (torch).
 
-Objective (THEORY §1), reported per sample:
+Objective (docs: Theory, :ref:`theory-erm`), reported per sample:
 
     L(S)/n = (1/n) [ sum_mu ||chan_beta(h_mu(S)) - y_mu||_F^2 + R(S) ],
 
@@ -80,7 +80,7 @@ class Objective:
     beta : float
         Student inverse temperature.
     lam : float
-        Regularisation ``lambda`` (THEORY §1).
+        Regularisation ``lambda`` (docs: Theory, :ref:`theory-erm`).
     batch_size : int, optional
         Sequences moved to the device at a time (streaming); ``None`` = all at once.
     chunk : int, optional

@@ -1,4 +1,4 @@
-"""Overlaps and spectrum of a learned matrix ``M`` against the target ``M0`` (THEORY §1 metrics).
+"""Overlaps and spectrum of a learned matrix ``M`` against the target ``M0`` (docs: Theory, :ref:`theory-metrics`).
 
 For every student (tied students learn a symmetric ``M = S``, the untied one a general ``M``):
 

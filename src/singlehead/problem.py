@@ -1,6 +1,6 @@
 """One frozen, validated parameter object shared by simulation, theory and AMP.
 
-Conventions (normative, see ``shared/THEORY.md`` §1 and arXiv 2509.24914 §2):
+Conventions (normative; docs: :ref:`theory`, sections 1-7, and arXiv 2509.24914 §2):
 
 * token dimension ``d``, tokens per sequence ``T``, samples ``n = round(alpha d^2)``;
 * student width ``p = max(1, round(kappa d))`` for the factorized student;
@@ -50,7 +50,7 @@ class Problem:
     alpha : float
         Sample ratio ``n/d^2 > 0``.
     channel : str or Channel
-        Output channel (THEORY §1): a registered name (``"seq2lab"``, ``"seq2seq"``,
+        Output channel (docs: Theory, :ref:`theory-channels`): a registered name (``"seq2lab"``, ``"seq2seq"``,
         ``"linear"``, or one added with :func:`singlehead.channels.register_channel`) or a
         :class:`~singlehead.channels.Channel`; stored as the object.
     beta, beta0 : float
@@ -153,5 +153,5 @@ class Problem:
         return cls(**spec)
 
     def key(self) -> str:
-        """Stable hash of the full configuration (:func:`singlehead.results.stable_hash`)."""
+        """Stable hash of the full configuration (``singlehead.results.stable_hash``)."""
         return stable_hash(self.to_dict())

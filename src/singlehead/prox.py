@@ -1,4 +1,4 @@
-"""Batched proximal step of the attention output channel (THEORY §3, §10).
+"""Batched proximal step of the attention output channel (docs: Theory, :ref:`theory-prox`, :ref:`theory-amp`).
 
 The state evolution of the ERM minimiser (arXiv 2509.24914, Sec. 3) and GAMP both need,
 for many independent "nodes" at once, the proximal point

@@ -13,18 +13,17 @@ import numpy as np
 
 
 def reference_seconds() -> float:
-    """Wall time of 5 x (1000 x 1000) @ (1000 x 1000) float64 numpy matmuls (about 0.2 s on the 2-core
-    development machine, with numpy's threads as configured in the calling process)."""
+    """Wall time of 5 x (1000 x 1000) @ (1000 x 1000) float64 numpy matmuls, with numpy's threads as
+    configured in the calling process."""
     return _five_products(np.random.default_rng(0).standard_normal((1000, 1000)))
 
 
 def reference_seconds_float32() -> float:
     """Wall time of 5 x (1000 x 1000) @ (1000 x 1000) float32 torch matmuls, with torch's threads as configured.
 
-    The simulations fit in float32 (mixed precision) through torch, and on the shared development machine
-    this rate varied far more than the float64 one: between two states of the machine, a 1000^3 float32
-    GEMM ran at 179 and at 110 GFLOP/s while the float64 one ran at 73 and 66 GFLOP/s, and the mixed-precision
-    L-BFGS fit took 1.48 and 2.52 s. ``reproduce`` states both beside its runtimes. torch is imported here,
+    The simulations fit in float32 (mixed precision) through torch, and on a shared machine this rate can vary
+    far more than the float64 one, with the fits' runtimes following it. ``reproduce`` states both beside its
+    runtimes. torch is imported here,
     not at module level, so the theory-only paths do not import it.
     """
     import torch

@@ -1,6 +1,6 @@
 """The result type shared by simulation, theory and AMP, so they line up field by field.
 
-Metric conventions (THEORY §1; defined once here and used everywhere):
+Metric conventions (docs: Theory, :ref:`theory-metrics`; defined once here and used everywhere):
 
 * ``test_error``: ``E ||yhat(X) - y(X)||_F^2`` per sequence on fresh sequences, against
   noiseless labels; ``test_error_noisy`` against noisy labels;
@@ -58,7 +58,7 @@ class Result:
 
     * ``source``: the route, ``"simulation"``, ``"theory"``, ``"amp"`` or ``"bayes"``;
     * ``problem``: the full problem, ``Problem.to_dict()`` (rebuild with ``Problem.from_dict``);
-    * the metrics of :data:`METRIC_FIELDS` (nan where a route does not define one);
+    * the metrics of ``METRIC_FIELDS`` (nan where a route does not define one);
     * ``converged``: the route's stopping rule fired (optimiser / fixed point / AMP);
     * ``iterations``: optimiser steps, fixed-point map evaluations or AMP iterations;
     * ``runtime_s``: wall-clock seconds of the run;

@@ -1,5 +1,5 @@
 """``simulate(problem, seed, options=TrainOptions(...))``: draw a task, train a student by ERM,
-measure the THEORY §1 metrics.
+measure the metrics of the docs (Theory, :ref:`theory-metrics`).
 
 The returned :class:`~singlehead.results.Result` has the same metric fields as
 ``theory(problem)``, so theory and simulation line up field by field. The solver settings
@@ -83,7 +83,7 @@ def _pos_float(x: Any) -> bool:
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """Solver settings of :func:`simulate` (frozen; every field validated on construction).
+    """Solver settings of :func:`~singlehead.simulate` (frozen; every field validated on construction).
 
     Parameters
     ----------
@@ -94,7 +94,7 @@ class TrainOptions:
         float32, then polish in float64 by L-BFGS (keeping the curvature pairs of an
         L-BFGS fit) until the relative objective change per iteration is below
         ``polish_rtol``; the student is measured in float64. ``None``: mixed on CPU,
-        float32 on GPU (:func:`default_precision`).
+        float32 on GPU (``default_precision``).
     max_steps : int or None
         Optimiser iteration cap (``None``: 5000 L-BFGS, 20000 Adam).
     tol : float or None
@@ -208,13 +208,13 @@ def evaluate(student: torch.nn.Module, data: Sequences, channel: Channel | str, 
 def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Sequences, test: Sequences, *,
                      rank_tol: float = 1e-3, student: torch.nn.Module | None = None
                      ) -> tuple[dict[str, float], dict[str, Any]]:
-    """The THEORY §1 metrics of an estimate ``S`` of ``S0``, shared by every route on instances.
+    """The metrics (docs: Theory, :ref:`theory-metrics`) of an estimate ``S`` of ``S0``, shared by every route on instances.
 
     Returns ``(metrics, extras)``: ``metrics`` are the :class:`Result` metric fields
     (test errors on ``test``, train error against the noisy labels of ``train``, penalty,
     matrix error ``||S - S0||_F^2/d``, rank fraction); ``extras`` the spectrum summary
     (eigenvalues of a symmetric student's ``S``, singular values otherwise), the overlaps of
-    :func:`singlehead.overlaps.overlaps` (``q = ||S||_F^2/d``, ``m = <S, S0>/d``,
+    ``singlehead.overlaps.overlaps`` (``q = ||S||_F^2/d``, ``m = <S, S0>/d``,
     ``Q0 = ||S0||_F^2/d``, their symmetric/antisymmetric split ``q_s, q_a, m_s, m_a`` and the
     asymmetry ``||S - S^T||_F/||S||_F``) and the standard errors of the test errors. ``student``
     (the trained module) is used for the predictions when given, else ``S`` itself.
@@ -321,10 +321,10 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         ``source="simulation"``; extras: ``eigenvalues`` (``singular_values`` for a student whose
         matrix is not symmetric), ``rank``, ``zero_fraction``, ``objective`` (``L/n``), ``q``, ``m``,
         ``Q0`` (``||S||_F^2/d``, ``<S, S0>/d``, ``||S0||_F^2/d``), ``q_s``, ``q_a``, ``m_s``, ``m_a``,
-        ``asymmetry`` (:func:`singlehead.overlaps.overlaps`),
+        ``asymmetry`` (``singlehead.overlaps.overlaps``),
         standard errors of the test errors, ``optimizer``, ``polish_steps``, ``seed``, ``version``,
         ``device``, ``dtype`` (of the measured student), ``precision``, ``options``
-        (:meth:`TrainOptions.key_fields`), and with ``record_every`` the ``trajectory`` (lists keyed
+        (:meth:`~singlehead.simulation.TrainOptions.key_fields`), and with ``record_every`` the ``trajectory`` (lists keyed
         by ``step``, ``objective``, ``train_error``, ``test_error``, ``test_error_se``, ``penalty``,
         ``top_eigenvalues``, ``time_s``); standard fields ``converged``, ``iterations`` (optimiser
         steps, polish included), ``runtime_s``, ``message``.

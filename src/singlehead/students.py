@@ -1,4 +1,4 @@
-"""Students as objects: how the learned query–key map is parametrised and penalised (THEORY §1, §3).
+"""Students as objects: how the learned query–key map is parametrised and penalised (docs: Theory, :ref:`theory-students`, :ref:`theory-prior-side`).
 
 * :class:`Factorized` (``"factorized"``): tied attention ``W in R^{d x p}``,
   ``S = W W^T / sqrt(p d)``; penalty ``(lam/sqrt(kappa)) ||W||_F^2 = lam d Tr S`` (weight decay
@@ -134,7 +134,7 @@ class Student:
 
     def penalty_prox(self, nu: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Spectrum-wise ``argmin_S t pen(S) + ||S - R||_F^2/2`` at eigenvalues ``nu`` of ``R``
-        (singular values for a student whose matrix is not :attr:`symmetric`): ``(f(nu), f'(nu))``."""
+        (singular values for a student whose matrix is not :attr:`~singlehead.students.Student.symmetric`): ``(f(nu), f'(nu))``."""
         raise NotImplementedError
 
     # ---------------------------------------------------------------- state evolution: prior side
@@ -173,7 +173,7 @@ class Factorized(Student):
 
     Weight decay ``(lam/sqrt(kappa)) ||W||_F^2`` equals ``lam d Tr S``; the estimator of the state
     evolution soft-thresholds the spectrum of ``Y = S0 + delta Z`` at ``eps = 2 lam/mhat`` and scales
-    it by ``eta = mhat/Sigmahat`` (THEORY §3).
+    it by ``eta = mhat/Sigmahat`` (docs: Theory, :ref:`theory-prior-side`).
 
     Examples
     --------
@@ -201,7 +201,7 @@ class Factorized(Student):
         return np.maximum(nu - t, 0.0), (nu > t).astype(float)
 
     def prior_side(self, qhat, mhat, Sigmahat, *, lam, kappa, prior):
-        # Shat = eta ReLU(Y - eps), eta = mhat/Sigmahat, eps = 2 lam/mhat (THEORY §3)
+        # Shat = eta ReLU(Y - eps), eta = mhat/Sigmahat, eps = 2 lam/mhat (docs page Theory, section '8.3 Prior side')
         delta = math.sqrt(max(qhat, 0.0)) / mhat
         eps = 2 * lam / mhat
         eta = mhat / Sigmahat

@@ -1,4 +1,4 @@
-"""Targets ``S0`` of the attention-indexed model and their spectral laws (THEORY §1).
+"""Targets ``S0`` of the attention-indexed model and their spectral laws (docs: Theory, :ref:`theory-targets`).
 
 Each target class is the one place that turns a target into
 
@@ -164,7 +164,7 @@ class MPTarget(_Target):
 class PowerLawTarget(_SpectralTarget):
     """Power-law target ``S0 = O diag(s) O^T``, ``O`` Haar, ``s_i = A i^(-gamma)``, ``i = 1..d``.
 
-    Normalisations (THEORY §1):
+    Normalisations (docs: Theory, :ref:`theory-targets`):
 
     * ``"sqrt_d"`` (default, arXiv 2509.24914): ``A = sqrt(d)``, so the top
       eigenvalues are O(sqrt d) spikes and ``Q0 = sum_i i^(-2 gamma)``;

@@ -1,4 +1,4 @@
-"""Sample-complexity thresholds of the attention-indexed model (THEORY §4, §8).
+"""Sample-complexity thresholds of the attention-indexed model (docs: Theory, :ref:`theory-thresholds`, :ref:`theory-bayes`).
 
 All thresholds are in ``alpha = n/d^2`` and use the **number of informative logit directions
 per sequence**
@@ -8,7 +8,7 @@ per sequence**
   softmax unchanged);
 * ``c_T = K`` for the linear channel (``c_1 = 1``: the quadratic network).
 
-Formulas (``lambda -> 0+``; arXiv 2509.24914 Cor. 3.2 and ``shared/THEORY.md`` §4):
+Formulas (``lambda -> 0+``; arXiv 2509.24914 Cor. 3.2 and docs: Theory, :ref:`theory-thresholds`):
 
 * **interpolation** (largest ``alpha`` with zero training error), factorized student:
   ``alpha_interp = dJ/ddelta(dbar, 0) / (4 c_T dbar)`` with ``dbar`` solving
@@ -22,7 +22,7 @@ Formulas (``lambda -> 0+``; arXiv 2509.24914 Cor. 3.2 and ``shared/THEORY.md`` �
 * **perfect recovery** (noiseless, smallest ``alpha`` with zero test error), factorized
   student, MP target: ``c_T alpha_perf = kappa0 - kappa0^2/2 + (1-kappa0)^2 G(u)/2
   + kappa0 (1-kappa0) u^2/2`` with ``G(u) = int_u^2 (x-u)^2 SC(dx)`` and ``u`` solving
-  ``(1-kappa0) int_u^2 (x-u) SC(dx) = kappa0 u`` (THEORY §4; ``kappa0 = 0.5, T = 2`` gives
+  ``(1-kappa0) int_u^2 (x-u) SC(dx) = kappa0 u`` (docs: Theory, :ref:`theory-thresholds`; ``kappa0 = 0.5, T = 2`` gives
   0.211). Direct student: ``1/(2 c_T)``.
 * **Bayes-optimal perfect recovery** (arXiv 2506.01582): ``(kappa0 - kappa0^2/2)/c_T``.
 
@@ -83,7 +83,7 @@ def _mp_kappa0(problem: Problem) -> float:
 
 
 def perfect_recovery_threshold(problem: Problem) -> float:
-    """Smallest ``alpha`` with zero test error of the noiseless ERM at ``lam -> 0+`` (THEORY §4).
+    """Smallest ``alpha`` with zero test error of the noiseless ERM at ``lam -> 0+`` (docs: Theory, :ref:`theory-thresholds`).
 
     Factorized student, MP target ``kappa0``: the nuclear-norm formula of the module
     docstring. With a rank cap ``kappa < 1`` the returned value is the uncapped one, which is an
@@ -218,7 +218,7 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
 
 
 def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int = DEFAULT_DRAWS, seed: int = 0) -> float:
-    """Interpolation threshold ``alpha_interp`` at ``lam -> 0+`` (THEORY §4, arXiv 2509.24914 Cor. 3.2).
+    """Interpolation threshold ``alpha_interp`` at ``lam -> 0+`` (docs: Theory, :ref:`theory-thresholds`, arXiv 2509.24914 Cor. 3.2).
 
     Factorized student: ``dJ/ddelta(dbar,0)/(4 c_T dbar)`` with ``dbar`` solving
     ``Q0 + Delta/2 = J(dbar,0) - (dbar/2) dJ/ddelta(dbar,0)`` (``J`` with the rank cap ``kappa``

@@ -1,4 +1,4 @@
-"""Approximate message passing (GAMP) for single-head tied attention (THEORY §2, §3, §8, §10).
+"""Approximate message passing (GAMP) for single-head tied attention (docs: Theory, :ref:`theory-erm`, :ref:`theory-se`, :ref:`theory-bayes`, :ref:`theory-amp`).
 
 Two algorithms on the equivalent matrix-sensing problem of arXiv 2509.24914 (Sec. 2):
 
@@ -17,7 +17,7 @@ Two algorithms on the equivalent matrix-sensing problem of arXiv 2509.24914 (Sec
   output denoiser is the posterior mean of the channel. For softmax channels the labels fix the
   logits up to the global shift ``u`` (:func:`singlehead.prox.shift_direction`), so the posterior
   of the ``K`` logits given the labels and the Gaussian message is Gaussian, of rank ``c_T = K-1``
-  (exactly; label noise handled too). Its iterates follow the Bayes state evolution (THEORY §8).
+  (exactly; label noise handled too). Its iterates follow the Bayes state evolution (docs: Theory, :ref:`theory-bayes`).
 
 Sensing operator and normalisations
 -----------------------------------
@@ -48,17 +48,17 @@ One GAMP iteration (scalar variances; ``t`` the iteration index)::
 
 ``div`` is the exact finite-``d`` divergence of the spectral map ``R = U diag(nu) U^T ->
 U diag(f) U^T`` over symmetric matrices, ``sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)``
-(THEORY §3 writes ``(1/d^2)[...]``, i.e. ``div/N`` to leading order).
+(docs, Theory, :ref:`theory-prior-side`, writes ``(1/d^2)[...]``, i.e. ``div/N`` to leading order).
 ``prox_{tau r}`` is ``ReLU(nu - lam d tau)`` on the eigenvalues (top ``p`` kept for the
 factorized student with ``kappa < 1``), or ``R/(1 + 2 lam d tau)`` for the direct student.
 
 **Fixed points are stationary points.** At a fixed point ``h* = omega + V g = A(S)`` and
 ``g = -grad loss(A(S))`` (prox optimality), while ``S = prox_{tau r}(S + tau A^T g)`` means
 ``A^T g in d r(S)``: together ``0 in A^T grad loss(A S) + d r(S)``, the stationarity condition
-of ``sum_mu loss_mu + r(S)``, the (unnormalised) ERM objective of :mod:`singlehead.convex`.
+of ``sum_mu loss_mu + r(S)``, the (unnormalised) ERM objective of :func:`~singlehead.solve_reference`.
 Damping (convex combination of new and old ``S``, ``V``, ``g``) does not move the fixed points.
 
-**Link with the state evolution (THEORY §3).** Matching the effective matrix problem
+**Link with the state evolution (docs: Theory, :ref:`theory-se`).** Matching the effective matrix problem
 ``R = eta (S0 + delta Z)``, ``Shat = eta ReLU(Y - eps)`` with the iteration above gives
 ``Sigma = V``, ``Sigmahat = 2/(d tau) = 2 alpha E Tr(-dg/domega)`` (per sample),
 ``qhat = 2 alpha E ||g||^2``, ``mhat`` by Stein's lemma, ``eta delta = sqrt(qhat)/Sigmahat`` (the
@@ -71,7 +71,7 @@ Bayes variant: ``g = P (w - omega)/(V + Delta/2)`` with ``w`` the logits read of
 ``P`` the projector orthogonal to the shift (softmax) or the identity (linear);
 ``Gamma = n c_T/(V + Delta/2)``; the matrix step is the RIE at ``v = d tau/2``
 (``R ~ S0 + sqrt(v) Z``); ``V`` as above. SE: ``V_{t+1} = mmse((V_t + Delta/2)/(2 c_T alpha))``
-(:func:`bayes_se_iterates`, THEORY §8).
+(:func:`bayes_se_iterates`, docs: Theory, :ref:`theory-bayes`).
 
 seq2seq: the labels ``y = P0 X/sqrt d`` determine the attention labels
 ``P0 = sqrt(d) y X^T (X X^T)^{-1}`` exactly, and ``||P X/sqrt d - y||^2 = ||P - P0||^2 + O(d^{-1/2})``;

@@ -290,7 +290,7 @@ def amp(
     return_matrices: bool = False,
     callback: Callable[[int, dict[str, float]], None] | None = None,
 ) -> Result:
-    """GAMP on one draw of the task, measured like :func:`singlehead.simulation.simulate`.
+    """GAMP on one draw of the task, measured like :func:`singlehead.simulate`.
 
     Same seed streams as ``simulate`` (``child_seeds(seed, 4)`` = target, train, test, init), so
     AMP and ERM see the same target and training set for the same ``seed``. ``options`` as in
@@ -300,8 +300,8 @@ def amp(
     Returns
     -------
     Result
-        ``source="amp"``; metrics with the definitions of :mod:`singlehead.results` (computed by
-        :func:`singlehead.simulation.evaluate`); standard fields ``converged``, ``iterations``,
+        ``source="amp"``; metrics with the definitions of :class:`~singlehead.Result` (computed by
+        ``singlehead.simulation.evaluate``); standard fields ``converged``, ``iterations``,
         ``runtime_s``, ``message``; extras ``history``, ``eigenvalues``, ``rank``,
         ``zero_fraction``, ``objective``, ``q``, ``m``, ``Q0``, ``Sigma``, ``tau``, ``bayes``,
         ``test_error_se``, ``seed``, ``version`` (``S``, ``S0`` with ``return_matrices``).

@@ -19,7 +19,7 @@ def spectral_divergence(nu: np.ndarray, f: np.ndarray, fp: np.ndarray) -> float:
     ``sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)`` (derivative in the
     Frobenius-orthonormal coordinates of the ``d(d+1)/2``-dimensional space; ties use the mean of
     the two ``f'``; :func:`singlehead.spectra.divided_differences`). Divide by ``d(d+1)/2`` for the
-    per-coordinate divergence of THEORY §3.
+    per-coordinate divergence of the prior side (docs: Theory, :ref:`theory-prior-side`).
 
     Examples
     --------

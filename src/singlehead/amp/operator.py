@@ -24,7 +24,7 @@ class SensingOperator:
     Notes
     -----
     ``forward(S)[mu] = mat_to_vec(h_mu(S))`` with ``h_ab(S) = (x_a^T S x_b - delta_ab Tr S)/sqrt d``
-    (diagonal divided by ``sqrt 2``, :func:`singlehead.prox.mat_to_vec`);
+    (diagonal divided by ``sqrt 2``, ``singlehead.prox.mat_to_vec``);
     ``adjoint(g) = sum_mu (X_mu^T B_mu X_mu - Tr(B_mu) I)/sqrt d`` with ``B_mu = M(g_mu)/2``,
     so that ``<forward(S), g> = <S, adjoint(g)>_F`` for symmetric ``S``.
 

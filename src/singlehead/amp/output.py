@@ -112,7 +112,7 @@ class _BayesOutput:
 
 def erm_objective(problem: Problem, op: SensingOperator, Y: np.ndarray, S: np.ndarray,
                   H: np.ndarray | None = None) -> tuple[float, float]:
-    """``(objective, train_error)`` per sample, as in :mod:`singlehead.convex`.
+    """``(objective, train_error)`` per sample, as in :func:`~singlehead.solve_reference`.
 
     ``objective = (1/n)[sum_mu ||chan_beta(h_mu(S)) - y_mu||_F^2 + lam d Tr S]`` (factorized) or
     ``+ lam d ||S||_F^2`` (direct); ``train_error`` is the first term alone. ``Y`` are the raw

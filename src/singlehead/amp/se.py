@@ -65,7 +65,7 @@ def se_iterates(
 
 
 def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = "auto") -> dict[str, np.ndarray]:
-    """Bayes SE iterates ``V_{t+1} = mmse((V_t + Delta/2)/(2 c_T alpha))`` (THEORY §8; ``q = Q0 - V``).
+    """Bayes SE iterates ``V_{t+1} = mmse((V_t + Delta/2)/(2 c_T alpha))`` (docs: Theory, :ref:`theory-bayes`; ``q = Q0 - V``).
 
     The MSE ``||S^t - S0||_F^2/d`` of Bayes-GAMP follows ``V_t`` (Nishimori: ``m = q``).
 

@@ -1,8 +1,8 @@
 """Analysis layer: learned spectra, error decomposition, power-law targets and scaling laws.
 
 Sources: arXiv 2509.24914 (single-head tied attention, §5 spectra), arXiv 2509.24882 (scaling
-laws and spectra of shallow networks), arXiv 2505.17958 (nuclear route); conventions of
-``shared/THEORY.md`` §1, §3, §5–§7.
+laws and spectra of shallow networks), arXiv 2505.17958 (nuclear route); conventions in the
+docs: Theory, :ref:`theory-logits`, :ref:`theory-se`, :ref:`theory-spectrum`, :ref:`theory-decomposition`, :ref:`theory-scaling`.
 """
 
 from .learned_spectrum import LearnedSpectrum, learned_spectrum, target_law

@@ -34,7 +34,7 @@ def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy
     """``E ||A_beta0(z0 [+ xi]) - A_beta(z)||_F^2`` with ``(z0_k, z_k)`` of covariance ``[[Q0, m], [m, q]]``.
 
     ``K = T(T+1)/2`` iid pairs, symmetric ``T x T`` logit matrices with the diagonal multiplied by
-    ``sqrt(2)`` (THEORY §3); ``xi_k ~ N(0, Delta/2)`` when ``noisy``. Scrambled-Sobol quadrature
+    ``sqrt(2)`` (docs: Theory, :ref:`theory-output-side`); ``xi_k ~ N(0, Delta/2)`` when ``noisy``. Scrambled-Sobol quadrature
     with a fixed seed.
 
     Examples

@@ -1,4 +1,4 @@
-r"""Decomposition of the test error of the ERM minimiser into four non-negative parts (THEORY §6).
+r"""Decomposition of the test error of the ERM minimiser into four non-negative parts (docs: Theory, :ref:`theory-decomposition`).
 
 Sources: arXiv 2509.24914 (§5–6: spectrum of the learned map; the error decomposition into
 over-fitting, under-fitting, approximation and the mismatch "when the saturation value does not
@@ -8,7 +8,7 @@ nuclear-norm route). The definitions and the proofs below are ours.
 
 Setting
 -------
-At the state-evolution fixed point the learned matrix is, in law (THEORY §3, §5),
+At the state-evolution fixed point the learned matrix is, in law (docs: Theory, :ref:`theory-prior-side`, :ref:`theory-spectrum`),
 ``Shat = eta f(Y)`` with ``Y = S0 + delta Z`` (``Z`` GOE, semicircle on ``[-2, 2]``),
 ``f(x) = (x - eps) 1[x > c]`` (soft threshold ``eps``, cut-off ``c >= eps`` from the rank cap)
 applied eigenvalue-wise. Let ``mu = mu_{S0} ⊞ SC(v)``, ``v = delta^2``, be the eigenvalue law
@@ -38,7 +38,7 @@ channel); ``rho/rho0`` is reported as ``scale``. ``r`` does not depend on the re
 matrix parts. For every channel the student logits are ``z = rho z0 + sqrt(r) zeta``
 (``zeta`` standard, independent of the teacher logits ``z0``) and the test error against
 noiseless labels is the function ``TE(rho, r) = E ||A_beta0(z0) - A_beta(z)||_F^2`` (``A`` the
-channel of THEORY §1), computed with :func:`singlehead.state_evolution.channel_test_errors` on
+channel; docs: Theory, :ref:`theory-channels`), computed with :func:`singlehead.state_evolution.channel_test_errors` on
 the state evolution's own quadrature nodes, so that ``TE(rho, r)`` *is* the full theory's test
 error.
 
@@ -262,7 +262,7 @@ def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: 
 
 def decompose(problem: Problem, theory_result: Result | None = None, *, prior: str = "auto", model: str = "discrete",
               n_spikes: int | None = None, n_points: int = 1 << 15, seed: int = 0) -> ErrorDecomposition:
-    """Four-part decomposition of the test error of the ERM minimiser (THEORY §6; module docstring).
+    """Four-part decomposition of the test error of the ERM minimiser (docs: Theory, :ref:`theory-decomposition`; module docstring).
 
     ``test_error = e0 + c_r (E_over + E_under + E_approx + E_mismatch)`` exactly (Identity 2),
     every part ``>= 0``; ``E_over + E_under + E_approx = r = q - m^2/Q0`` (Identity 1).
@@ -273,12 +273,12 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
         Factorized student (nuclear norm; the decomposition uses the soft-threshold law).
     theory_result : Result, optional
         State-evolution result (``extras`` with ``eta, delta, eps, q, m, Q0``); computed with
-        :func:`singlehead.state_evolution.theory` (``prior``) when omitted. ``TE(rho', r)`` uses
+        :func:`singlehead.theory` (``prior``) when omitted. ``TE(rho', r)`` uses
         the state evolution's default output quadrature (the identity holds for any nodes;
         ``test_error_gap`` reports a mismatch of node sets).
     model, n_spikes :
         Target law used for the spectral integrals, see
-        :func:`singlehead.analysis.learned_spectrum.target_law`. Default ``"discrete"``: the
+        :func:`singlehead.analysis.target_law`. Default ``"discrete"``: the
         discrete law of the ``d`` target eigenvalues, the same law as the state evolution's
         ``prior="asymptotic"`` (recovered modes are then the single-atom bulks of ``mu``);
         ``"spiked"`` treats the top eigenvalues as spikes (``d -> inf`` picture; it

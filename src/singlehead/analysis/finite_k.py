@@ -1,4 +1,4 @@
-"""Finite-K scaling laws: the discrete sums behind the power-law exponents (THEORY §7).
+"""Finite-K scaling laws: the discrete sums behind the power-law exponents (docs: Theory, :ref:`theory-scaling`).
 
 The exponents of :mod:`singlehead.analysis.scaling` are ``K -> infinity`` limits of sums over the
 modes ``t_i = s_i/sqrt(d) = i^{-gamma}`` (normalisation ``A = sqrt(d)``). At the ``K`` of the

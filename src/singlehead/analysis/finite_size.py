@@ -1,6 +1,6 @@
 """Finite-size extrapolation: simulated minus predicted quantities measured at several d, fitted in 1/d.
 
-The state evolution (THEORY §3) describes the ERM minimiser as ``d -> inf`` at fixed
+The state evolution (docs: Theory, :ref:`theory-se`) describes the ERM minimiser as ``d -> inf`` at fixed
 ``alpha = n/d^2``; simulations at finite ``d`` differ from it by finite-size corrections,
 expected analytic in ``1/d`` to leading order (matrix-model corrections). This module
 measures them instead of widening a tolerance: the simulation-minus-theory gap is measured at
@@ -24,7 +24,7 @@ callers should say so rather than trust the interval.
 
 Normalisation of the gap (same as the reproduction figures): ``gap = simulated test error -
 SE test error``, both per sequence, ``E ||yhat(X) - y(X)||_F^2`` against noiseless labels
-(THEORY §1). numpy/scipy only.
+(docs: Theory, :ref:`theory-metrics`). numpy/scipy only.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, o
     Parameters
     ----------
     per_d : mapping d -> sequence of float
-        Per-seed simulated values at each size (e.g. test errors per sequence, THEORY §1); NaN
+        Per-seed simulated values at each size (e.g. test errors per sequence, docs: Theory, :ref:`theory-metrics`); NaN
         entries (failed runs) are dropped; at least 2 finite values per ``d``.
     theory : float
         The ``d = inf`` prediction (e.g. the SE test error); ``gap = simulated - theory``.

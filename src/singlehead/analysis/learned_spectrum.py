@@ -1,6 +1,6 @@
 """Predicted spectrum of the learned query–key matrix and its comparison with trained students.
 
-Theory (arXiv 2509.24914, §5; ``shared/THEORY.md`` §5). At the fixed point of the ERM state
+Theory (arXiv 2509.24914, §5; docs: Theory, :ref:`theory-spectrum`). At the fixed point of the ERM state
 evolution the trained matrix ``S = W W^T / sqrt(p d)`` has, in law, the spectrum of
 
     Shat = eta * ReLU(S0 + delta Z - eps I)      (top ``p = kappa d`` eigenvalues kept),
@@ -56,7 +56,7 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
                n_spikes: int | None = None):
     """Spectral law ``mu_{S0}`` of the problem's target, as used by the learned-spectrum law.
 
-    A thin front to :meth:`singlehead.targets.PowerLawTarget.spectral_law` (the one place that
+    A thin front to ``PowerLawTarget.spectral_law`` (the one place that
     maps a target to its law) with this analysis' default model ``"spiked"``.
 
     Parameters
@@ -66,7 +66,7 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
     model : {"auto", "discrete", "spiked"}
         MP targets always give :class:`~singlehead.spectra.MarchenkoPastur` (``kappa0``).
         Power-law and custom targets (``d`` eigenvalues ``s_i`` from
-        :meth:`singlehead.targets.PowerLawTarget.spectrum`):
+        ``PowerLawTarget.spectrum``):
 
         * ``"discrete"``: :class:`~singlehead.spectra.DiscreteLaw` of the ``d`` eigenvalues
           (deterministic equivalent at this ``d``; an isolated top eigenvalue becomes a tiny
@@ -195,7 +195,7 @@ class LearnedSpectrum:
 
 def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, prior: str = "auto",
                      model: str = "auto", n_spikes: int | None = None, grid_size: int = 512) -> LearnedSpectrum:
-    """Predicted spectrum of the trained ``S`` for ``problem`` (THEORY §5; arXiv 2509.24914 §5).
+    """Predicted spectrum of the trained ``S`` for ``problem`` (docs: Theory, :ref:`theory-spectrum`; arXiv 2509.24914 §5).
 
     Parameters
     ----------
@@ -204,7 +204,7 @@ def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, p
         handled with ``eps = 0`` and no rank cap).
     theory_result : Result, optional
         A state-evolution result for ``problem`` (``extras`` with ``eta, delta, eps``); computed
-        with :func:`singlehead.state_evolution.theory` (``prior``) when omitted.
+        with :func:`singlehead.theory` (``prior``) when omitted.
     prior : str
         Prior mode passed to ``theory`` when it is run here.
     model, n_spikes :

@@ -2,7 +2,7 @@
 
 Sources: arXiv 2509.24914 (§4, power-law targets of tied attention), arXiv 2509.24882
 (scaling laws and spectra of shallow networks: sequential recovery / emergence of the modes of
-a power-law quadratic target), arXiv 2505.17958 (nuclear route). THEORY §7.
+a power-law quadratic target), arXiv 2505.17958 (nuclear route). docs: Theory, :ref:`theory-scaling`.
 
 Target ``S0 = O diag(s) O^T`` with ``s_i = A i^{-gamma}``, ``i = 1..d`` (``gamma > 1/2``):
 normalisation ``"sqrt_d"`` (``A = sqrt d``, arXiv 2509.24914) or ``"unit_q0"``
@@ -11,7 +11,7 @@ normalisation ``"sqrt_d"`` (``A = sqrt d``, arXiv 2509.24914) or ``"unit_q0"``
 **Recovery of mode i** at a state-evolution fixed point ``(delta, eps, c)`` (``c >= eps`` the
 cut-off on the scale of ``Y = S0 + delta Z``): the mode is *detected* when ``s_i > delta``
 (BBP: an outlier of ``Y`` exists, at ``s_i + delta^2/s_i``, null-bulk approximation) and
-*survives* the threshold when ``s_i + delta^2/s_i > c`` (THEORY §7 writes the simpler
+*survives* the threshold when ``s_i + delta^2/s_i > c`` (docs: Theory, :ref:`theory-scaling`; the rough rule is
 ``s_i > eps``). ``K(n)`` is the number of recovered modes. Since ``delta^2 ≈ (E + Delta/2) /
 (2 alpha K_pairs)`` (linear channel, ``E`` the matrix error) and ``s_i^2 = A^2 i^{-2 gamma}``, mode
 ``i`` switches on at ``n_i ~ d i^{2 gamma}`` (``A = sqrt d``): sequential recovery.
@@ -107,7 +107,7 @@ def recovered_modes(s: np.ndarray, delta: float, eps: float, cutoff: float | Non
 
     Returns ``detected`` (``s_i > delta``), ``survives`` (``s_i + delta^2/s_i > c``, ``c = cutoff``
     or ``eps``), ``recovered`` (both), ``K`` (their number), ``K_simple``
-    (``#{s_i > max(delta, eps)}``, THEORY §7's simpler rule).
+    (``#{s_i > max(delta, eps)}``, the rough rule of docs: Theory, :ref:`theory-scaling`).
 
     Examples
     --------
@@ -193,7 +193,7 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
                     noise: float = 0.1, normalisation: str = "sqrt_d", prior: str = "asymptotic",
                     channel: str = "linear", T: int = 1, kappa: float = 1.0, draws: int = 2, seed: int = 0,
                     spike_floor: float | None = None, modes: int = 50, tol: float = 1e-8) -> pd.DataFrame:
-    """State-evolution curve over sample sizes for a power-law target (THEORY §7).
+    """State-evolution curve over sample sizes for a power-law target (docs: Theory, :ref:`theory-scaling`).
 
     Parameters
     ----------

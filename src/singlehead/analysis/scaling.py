@@ -1,7 +1,7 @@
 """Scaling laws of the excess test error for power-law targets: regimes, exponents, phase diagram.
 
 Sources: arXiv 2509.24882 (scaling laws and spectra of shallow networks: the regimes below),
-arXiv 2509.24914 (§4, power-law targets of attention), arXiv 2505.17958. THEORY §7.
+arXiv 2509.24914 (§4, power-law targets of attention), arXiv 2505.17958. docs: Theory, :ref:`theory-scaling`.
 
 Mechanism (target ``s_i = sqrt(d) i^{-gamma}``; ``delta`` the effective noise, ``eps`` the
 threshold and ``c >= eps`` the cut-off on the scale of ``Y = S0 + delta Z``): mode ``i`` is
@@ -22,34 +22,29 @@ A point is labelled by **the scale that sets the last recovered mode**:
   curve: ``2 - 1/gamma`` at fixed ``lam``, and **``1 - 1/(2 gamma)`` for ``lam ∝ sqrt(alpha)``**
   — with ``lam ∝ sqrt(n)/d``, ``(lam d^{3/2}/n)^{2-1/gamma} = (n/d)^{-(1 - 1/(2 gamma))}``, the
   optimally tuned (LASSO / matrix-sensing minimax) rate. This is the "sample-limited" setting of
-  :data:`SAMPLE_LIMITED_SETTING`; it needs no label noise (``Delta = 0`` gives 0.333 / 0.585 /
-  0.730 for ``gamma = 0.75 / 1.25 / 2`` against 0.332 / 0.579 / 0.713 with ``Delta = 4``).
-  (Even with ``2 < c/delta < 3``, where ``s_*`` lies between ``delta`` and ``c``, and with
-  ``c/delta`` drifting along the curve, the measured exponent follows this law: at ``d = 1000``,
-  ``lam = 3 sqrt(alpha)``, ``Delta = 0.1``, ``c/delta`` runs from 2.05 to 3.1 and the local
-  exponents are 0.61-0.62 against 0.600);
+  ``SAMPLE_LIMITED_SETTING``; it needs no label noise. The law also holds with
+  ``2 < c/delta < 3``, where ``s_*`` lies between ``delta`` and ``c``, and with ``c/delta``
+  drifting along the curve;
 * ``"label_noise"`` (``c <= 2 delta``, ``Delta/2 > 3 E``): ``s_* = delta ∝ sqrt(Delta d^2/n)``,
   ``K ~ (n/(d Delta))^{1/(2 gamma)}``, exponent ``1 - 1/(2 gamma)`` (finite ``K`` and ``d``: as for
   ``"tail_noise"`` below, the same discrete law with ``Delta``);
 * ``"tail_noise"`` (``c <= 2 delta``, ``E > 3 Delta/2``): the noise is the energy of the
   unrecovered modes themselves, ``delta^2 ~ E d^2/n`` with ``E ~ (delta/sqrt d)^{2 - 1/gamma}``:
   ``delta ∝ n^{-gamma}``, ``K ∝ n/d``, exponent ``2 gamma - 1`` (the noiseless best-K-term rate)
-  **in the limit K -> infinity, K/d -> 0**. Neither limit is near on the grids used here, which
-  is why the measured local exponents drifted (1.37 -> 2.05 at ``d = 1000``, ``lam = 10^-3``;
-  1/4 cells within 0.05 of 1.5 at ``d = 10^5``). Finite ``K``: the exponent of the discrete law
+  **in the limit K -> infinity, K/d -> 0**. Neither limit is near on practical grids, so the local
+  exponents drift along ``n``. Finite ``K``: the exponent of the discrete law
   (:mod:`singlehead.analysis.finite_k`) is ``2 gamma - 1 - 1.9/K`` (``gamma = 1.25``: 1.31 at
   ``K = 10``, 1.46 at ``K = 50``), and it is what ``predicted_exponent`` holds for these cells
   (``asymptotic_exponent`` keeps the limit); finite ``d``: the large-``d`` law needs the noise
   bulk to take up the surplus degrees of freedom at its edge, and at ``d = 1000`` the cut-off
-  sinks to ``c = 1.1-1.6 delta``: the fixed point's error departs from the law at its own
-  ``delta`` by 12-37 % (``finite_d_mismatch``), growing along ``n``, and the local exponent
-  exceeds the law by 0.12-0.55. A noise-limited cell with ``|finite_d_mismatch| > FINITE_D_TOL``
+  sinks towards ``delta``: the fixed point's error departs from the law at its own
+  ``delta`` (``finite_d_mismatch``), increasingly along ``n``, and the local exponent
+  exceeds the law's. A noise-limited cell with ``|finite_d_mismatch| > FINITE_D_TOL``
   (0.05, the exponent tolerance: the departure shifts the exponent by about its own size) is a
   crossover (linear channel, ``T = 1``, ``A = sqrt(d)``, where ``2 alpha delta^2 = E + Delta/2``
   is exact; other channels keep the asymptotic exponent). What moves the exponent is the change
   of the departure along ``n``, not its level: ``finite_d_exponent_shift`` of :func:`regime_map`
-  is that part of the gap, exactly (``d = 1000``, ``lam = 0.19``, ``K = 7``: departure -4.4 % ->
-  -1.0 % across the stencil, shift -0.118, law 1.315 + shift = measured 1.197);
+  is that part of the gap, exactly (law + shift = measured local exponent);
 * ``"harmful_overfitting"`` (``c <= 2 delta`` and the fitted part of the noise bulk,
   ``E_fit = eta^2 int_{x > c} (x - eps)^2 SC_delta(dx)``, is more than half of ``E``): the
   threshold sits inside the noise bulk (small ``lam``, e.g. the paper's ``0.1-1 sqrt(alpha)``,
@@ -108,7 +103,7 @@ K_MIN = 5
 
 
 def predicted_exponent(regime: str, gamma: float, lam_slope: float = 0.0) -> float:
-    """Predicted local exponent ``-d log E / d log n`` of a regime (THEORY §7; module docstring).
+    """Predicted local exponent ``-d log E / d log n`` of a regime (docs: Theory, :ref:`theory-scaling`; module docstring).
 
     ``lam_slope = d log lam / d log n`` along the curve (0 at fixed ``lam``; 0.5 for
     ``lam ∝ sqrt(alpha)``). ``nan`` for ``"harmful_overfitting"`` (the error rises: negative,
@@ -293,7 +288,7 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
     exponent of the majority regime other than ``"crossover"`` (mean over its points; ``nan`` if
     every point is a crossover), reported as ``"regime"``.
 
-    Example: :data:`SAMPLE_LIMITED_SETTING` (spiked prior, ``d = 10^5``, ``lam = 10 sqrt(alpha)``,
+    Example: ``SAMPLE_LIMITED_SETTING`` (spiked prior, ``d = 10^5``, ``lam = 10 sqrt(alpha)``,
     ``n in [100 d, 10^4 d]``): every point is threshold-limited (``c ≈ 2.1-2.5 delta`` with
     ``Delta = 4``, ``c > 3 delta`` with ``Delta = 0``; points with fewer than ``K_MIN`` recovered
     modes are labelled ``"crossover"``) and the predicted exponent is

@@ -1,6 +1,6 @@
 """The learned-spectrum law against eigenvalues of trained maps: KS distance, comparison table, figure.
 
-The law is :class:`~singlehead.analysis.learned_spectrum.LearnedSpectrum` (THEORY §5); eigenvalues
+The law is :class:`~singlehead.analysis.learned_spectrum.LearnedSpectrum` (docs: Theory, :ref:`theory-spectrum`); eigenvalues
 are those of ``S`` in the theory's normalisation (``S = W W^T/sqrt(p d)``), pooled over runs.
 """
 
@@ -58,7 +58,7 @@ def compare_spectrum(problem: Problem, eigenvalues_pooled: np.ndarray, *, theory
         Eigenvalues of ``S`` from several runs, concatenated.
     rank_tol : float
         Eigenvalues with ``|lambda| <= rank_tol`` count as zero (same rule as
-        :func:`singlehead.simulation.simulate`).
+        :func:`singlehead.simulate`).
     n_runs : int, optional
         Number of pooled runs (default ``len / d``), only reported.
 

@@ -27,7 +27,7 @@ def _softmax(z: Array) -> Array:
 def squared_error(yhat: Array, y: Array) -> Array:
     """Per-sequence squared Frobenius error ``||yhat - y||_F^2`` (sum over the last two axes).
 
-    The library's loss and test-error convention (THEORY §1): summed over all entries of one
+    The library's loss and test-error convention (docs: Theory, :ref:`theory-metrics`): summed over all entries of one
     sequence's output, not averaged; works on numpy arrays and torch tensors.
 
     Examples
@@ -44,7 +44,7 @@ def squared_error(yhat: Array, y: Array) -> Array:
 class Channel:
     """Base class of output channels (see the module docstring for what a channel owns).
 
-    Subclasses set ``name`` and implement :meth:`attention` (the ``T x T`` map of the logit matrix,
+    Subclasses set ``name`` and implement :meth:`~singlehead.channels.Channel.attention` (the ``T x T`` map of the logit matrix,
     numpy or torch) and :meth:`fit_loss` (the squared Frobenius loss in the ``K = T(T+1)/2`` field
     coordinates of the state evolution, diagonal fields carrying ``sqrt 2``); the rest has generic
     defaults. Instances are immutable and compare by type and fields; register a subclass with
@@ -99,12 +99,12 @@ class Channel:
 
     def loss_and_logit_grad(self, h: Any, target: Any, M: Any, beta: float) -> tuple[Any, Any] | None:
         """Summed data loss of a chunk (float64) and its gradient ``G = dL/dh`` (torch tensors), in
-        closed form; ``None`` (the default): the trainer differentiates :meth:`attention` by autograd."""
+        closed form; ``None`` (the default): the trainer differentiates :meth:`~singlehead.channels.Channel.attention` by autograd."""
         return None
 
     # ---------------------------------------------------------------- state evolution: output side
     def informative_directions(self, T: int) -> int:
-        """``c_T``: field directions the labels determine (THEORY §4); default all ``K``."""
+        """``c_T``: field directions the labels determine (docs: Theory, :ref:`theory-thresholds`); default all ``K``."""
         return T * (T + 1) // 2
 
     def logit_scale(self, beta: float, beta0: float) -> float:
@@ -142,7 +142,7 @@ class Channel:
                            ) -> np.ndarray | None:
         """The node means ``Q[i, j] = mean_n V_i^T (I + Sigma H)^{-1} V_j`` of ``k`` vector fields ``V``
         (``(N, k, K)``), ``H`` the Hessian of :meth:`fit_loss` at the prox point ``h`` (what the SE map's
-        exact Jacobian needs). Default: :meth:`prox_tangent_solve` and one contraction; ``None`` where
+        exact Jacobian needs). Default: :meth:`~singlehead.channels.Channel.prox_tangent_solve` and one contraction; ``None`` where
         the system is singular."""
         X = self.prox_tangent_solve(h, labels, beta, Sigma, V.transpose(0, 2, 1))
         if X is None:
@@ -159,7 +159,7 @@ class Channel:
 
     def prox_convex_everywhere(self, T: int, beta: float, Sigma: float) -> bool:
         """Whether the prox objective is strictly convex at every ``z`` and label (one minimum: a single Newton
-        start finds it, and no other start can find a lower one). Default: :attr:`convex_prox`."""
+        start finds it, and no other start can find a lower one). Default: :attr:`~singlehead.channels.Channel.convex_prox`."""
         return self.convex_prox
 
     def prox_starts(self, z: np.ndarray, y: np.ndarray, *, T: int, beta: float, beta0: float) -> list[np.ndarray]:
@@ -184,7 +184,7 @@ class Channel:
         return None
 
     def closed_form_test_errors(self, T: int, Q0: float, q: float, m: float, noise: float) -> dict[str, float] | None:
-        """Test errors in closed form, or ``None`` (quadrature of :meth:`attention`)."""
+        """Test errors in closed form, or ``None`` (quadrature of :meth:`~singlehead.channels.Channel.attention`)."""
         return None
 
     def fit_hessian_constant(self) -> float | None:
@@ -194,7 +194,7 @@ class Channel:
     # ---------------------------------------------------------------- untied students (T^2 fields)
     def untied_labels(self, y: np.ndarray, T: int, beta0: float) -> np.ndarray:
         """``T x T`` labels ``chan_beta0(P(y))`` of untied teacher fields ``y`` (``(N, T^2)``, the
-        coordinates of :func:`singlehead.attention_maps.untied_embedding`)."""
+        coordinates of ``singlehead.attention_maps.untied_embedding``)."""
         return self.attention(np.einsum("abk,nk->nab", untied_embedding(T), y), beta0)
 
     def untied_label_equations(self, T: int) -> tuple[int, bool]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 #: Packages of the ``docs`` extra that the build imports.
-DOCS_PACKAGES = ("sphinx", "sphinx_gallery", "numpydoc", "pydata_sphinx_theme")
+DOCS_PACKAGES = ("sphinx", "sphinx_gallery", "numpydoc", "pydata_sphinx_theme", "sphinx-mathjax-offline")
 
 
 def default_source() -> Path:
@@ -27,8 +27,8 @@ def missing_packages() -> list[str]:
 
 
 def sphinx_command(source: Path, out: Path, *, gallery: bool) -> list[str]:
-    """The ``sphinx-build`` call of CI: warnings are errors, every example executed unless ``gallery`` is off."""
-    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(source), str(out)]
+    """The ``sphinx-build`` call of CI: nitpicky, warnings are errors, every example executed unless ``gallery`` is off."""
+    cmd = [sys.executable, "-m", "sphinx", "-n", "-W", "--keep-going", "-b", "html", str(source), str(out)]
     if not gallery:
         cmd += ["-D", "plot_gallery=0"]
     return cmd

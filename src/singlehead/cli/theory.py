@@ -1,6 +1,6 @@
 """``singlehead theory | bayes | thresholds``: state evolution, Bayes-optimal baseline, thresholds.
 
-Thin wrappers over :func:`singlehead.state_evolution.theory`, :func:`singlehead.bayes.bayes_optimal`
+Thin wrappers over :func:`singlehead.theory`, :func:`singlehead.bayes.bayes_optimal`
 and :mod:`singlehead.thresholds`; one JSON object per alpha (``--json``) or a readable line.
 """
 

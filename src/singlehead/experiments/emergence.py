@@ -5,7 +5,7 @@ eigenvalues (spikes). Started near ``S = 0`` (small initial weights), full-batch
 the target's directions one after another: each spike of ``S`` switches on in turn, and the
 test error drops at each switch and sits on a plateau in between. The end point is the ERM
 minimiser, which the theory describes: the state-evolution test error
-(:func:`singlehead.state_evolution.theory`) and the outlier positions of the learned-spectrum
+(:func:`singlehead.theory`) and the outlier positions of the learned-spectrum
 law (:func:`singlehead.analysis.learned_spectrum.learned_spectrum`,
 ``eta (s + delta^2/s - eps)`` for each surviving spike ``s``).
 
@@ -44,7 +44,7 @@ EMERGENCE_PROBLEM = Problem(d=60, T=1, alpha=2.0, channel="linear", noise=0.1, l
 
 EMERGENCE_OPTIONS = TrainOptions(optimizer="adam", precision="float64", lr=0.005, init_scale=1e-5, max_steps=2000,
                                  n_test=2000, record_every=5, record_top=6)
-"""Adam at lr 0.005 from weights of scale 1e-5, recorded every 5 steps (about 30-60 s on one core).
+"""Adam at lr 0.005 from weights of scale 1e-5, recorded every 5 steps (up to 2000 steps).
 Pure float64 Adam, so every recorded step is an Adam step (``mixed`` would append L-BFGS polish steps)."""
 
 
@@ -55,7 +55,7 @@ def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions =
     Returns
     -------
     dict
-        ``config``, ``options``, ``seed``, ``trajectory`` (see :func:`singlehead.simulation.simulate`),
+        ``config``, ``options``, ``seed``, ``trajectory`` (see :func:`singlehead.simulate`),
         ``final`` (test/train error with standard error, top eigenvalues, steps, runtime),
         ``target_top`` (largest target eigenvalues) and, with ``theory``, ``theory``
         (``test_error``, ``train_error``, ``outliers``: positions of the surviving spikes).
@@ -174,7 +174,7 @@ def trajectory_table(data: dict[str, Any]):
 
 
 def hash_options(options: TrainOptions) -> str:
-    """Short stable hash of :meth:`TrainOptions.to_dict` (cache names; :func:`singlehead.results.stable_hash`)."""
+    """Short stable hash of :meth:`TrainOptions.to_dict` (cache names; ``singlehead.results.stable_hash``)."""
     return stable_hash(options.to_dict(), 12)
 
 

@@ -225,7 +225,7 @@ def _params_text(params: dict[str, Any]) -> str:
 
 
 def problem_params(problem: Problem, *extra: tuple[str, Any]) -> dict[str, Any]:
-    """The parameters a figure states, read off its ``Problem`` (THEORY §1 names), plus ``extra`` pairs."""
+    """The parameters a figure states, read off its ``Problem`` (names of docs: Theory, :ref:`theory-sizes`), plus ``extra`` pairs."""
     t = problem.target
     tgt = {"kappa0": t.kappa0} if isinstance(t, MPTarget) else (
         {"gamma": t.gamma} if isinstance(t, PowerLawTarget) else {"target": "custom"})

@@ -1,4 +1,4 @@
-"""Reproduction figure of the four-part error decomposition (THEORY §6) and its check on trained students."""
+"""Reproduction figure of the four-part error decomposition (docs: Theory, :ref:`theory-decomposition`) and its check on trained students."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _decomposition_sim_parts(problem: Problem, extras: dict[str, Any], seeds: in
 
     For each eigenvector ``u_k`` of the (learned or drawn) matrix, ``xi_k = u_k^T S0 u_k`` and
     ``rho = <S, S0>/||S0||^2``; ``E_over = sum_{kept, below the gap} (lam_k - rho xi_k)^2 / d``
-    (the kept eigenvalues outside a separated upper bulk, THEORY §6). Eigenvalues of trained
+    (the kept eigenvalues outside a separated upper bulk, docs: Theory, :ref:`theory-decomposition`). Eigenvalues of trained
     students below ``1e-3 max`` count as discarded.
     """
     eta, delta, eps = extras["eta"], extras["delta"], extras["eps"]
@@ -185,7 +185,7 @@ def decomposition_plot(spec: DecompositionSpec, grid: dict[str, Any], res: Figur
     axes[2].set_title("E_over (fitted-noise directions of the learned S)", fontsize=8)
     axes[2].legend(fontsize=6)
     fig.subplots_adjust(wspace=0.45)
-    fig.suptitle(f"Error decomposition (THEORY §6) — {_params_text(res.params)}", fontsize=9)
+    fig.suptitle(f"Error decomposition (docs page Theory, section '11. Error decomposition') — {_params_text(res.params)}", fontsize=9)
     return fig
 
 

@@ -4,7 +4,7 @@ The figure replaces "simulations sit above theory at small d, as expected" by a 
 L-BFGS students of the MP base problem (:data:`~.figspec.BASE`, ``kappa = 1``) at
 ``d in FiniteSizeSpec.ds`` with ``FiniteSizeSpec.seeds`` seeds each (more at small d, where a run is
 cheap and the seed scatter larger), at ``FiniteSizeSpec.alphas``; the test-error gap
-``simulated - SE`` (per sequence, noiseless labels, THEORY §1) is fitted as ``a + b/d``
+``simulated - SE`` (per sequence, noiseless labels, docs: Theory, :ref:`theory-metrics`) is fitted as ``a + b/d``
 (:func:`~singlehead.analysis.finite_size.extrapolate_to_infinite_d`) and the agreement rule is
 "0 lies in the 95% CI of the extrapolated gap ``a``" — the theory is the ``d = inf`` prediction,
 so this is the comparison it makes, with no tolerance beyond the statistical interval.

@@ -41,7 +41,7 @@ class PeakSpec(FigureSpec):
     """Sizes of the interpolation peak: theory curves at ``lams`` on ``theory_points`` alphas geometric in
     ``alpha_range``; students (``seeds``, dimension ``d``) at each lam of ``sim_lams``, at ``sim_alphas``, or at
     ``small_lam_sim_alphas`` when lam < :data:`SMALL_LAM` (deep in the interpolation regime L-BFGS needs
-    2500-5000 iterations for the minimum-norm interpolator at alpha = 0.1, 35-96 s a fit)."""
+    thousands of iterations for the minimum-norm interpolator at small alpha)."""
 
     d: int = 100
     seeds: int = 4
@@ -150,7 +150,7 @@ def peak_plot(spec: PeakSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
 
 def peak_caption(spec: PeakSpec, grid: dict[str, Any], res: FigureRun) -> str:
     return ("Dotted lines: alpha_interp (the largest alpha with zero training error at lam -> 0+, "
-            "THEORY §4) and, noiseless, alpha_perfect (smallest alpha with zero test error). Shaded: "
+            "see the docs page Theory, section '9. Thresholds') and, noiseless, alpha_perfect (smallest alpha with zero test error). Shaded: "
             "the alpha ranges of the simulated lam where the replica-symmetry diagnostic fails on the "
             "theory grid. " + " ".join(res.diagnostics))
 

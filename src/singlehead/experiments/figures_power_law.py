@@ -82,8 +82,8 @@ def power_law_grid(spec: PowerLawSpec) -> dict[str, Any]:
     tasks = {scaling[(gs, nz, ch)]: functools.partial(_scaling_task, gs, D_s, ns, C, nz, ch, T)
              for gs, nz, ch, T, C in settings}
     # from n = 1.25 d: below n ~ 1.2 d (d = 1000) no mode is recovered (K = 0) and, at lam = 1e-3, the state evolution
-    # of the spiked prior does not converge there (residual 1-150 after its whole budget, 5-20 s a point; an open
-    # problem of the K = 0 side), so those points showed K = 0 from unconverged fixed points
+    # of the spiked prior does not converge there (an open problem of the K = 0 side), so such points would show
+    # K = 0 from unconverged fixed points
     pieces = np.array_split(np.geomspace(1.25 * D, 10.0 * D * D, 4 * pts), 4)
     # the dearest tasks first, in pieces, so that the workers stay balanced (cached_many keeps this order): the
     # sequential-recovery sweep in four pieces (each a warm-started chain of its own) and the phase diagram by rows
@@ -172,7 +172,7 @@ def power_law_caption(spec: PowerLawSpec, grid: dict[str, Any], res: FigureRun) 
             "error is (lam d^1.5/n)^(2-1/gamma) = (n/d)^-(1-1/(2 gamma)) — with or without label noise "
             "(filled vs open markers). Phase diagram (fixed lam per row): each cell labelled by the "
             "scale that sets the last recovered mode, with the local exponent measured on the theory "
-            "curve and, in brackets, the predicted exponent of the label (THEORY §7); for noise-limited cells "
+            "curve and, in brackets, the predicted exponent of the label (docs page Theory, section '12. Power-law targets and scaling laws'); for noise-limited cells "
             "(tail/label noise) the exponent of the discrete law at the cell's K (analysis.finite_k), not its "
             "K -> inf limit, and such a cell is a crossover where its error departs from the large-d law by more "
             f"than 5 % ({cross_text}). Tail-noise curve (d={spec.scaling_d}, lam={spec.tail_lam:g}, Delta=0): local "

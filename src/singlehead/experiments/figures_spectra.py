@@ -115,7 +115,7 @@ def spectra_plot(spec: LearnedSpectraSpec, grid: dict[str, Any], res: FigureRun)
 def spectra_caption(spec: LearnedSpectraSpec, grid: dict[str, Any], res: FigureRun) -> str:
     return ("Histogram: non-zero eigenvalues of trained S pooled over seeds (normalised to the total "
             "count, so the missing mass is the zero atom); black: eta ReLU(mu0 ⊞ SC(delta^2) - eps) "
-            "(THEORY §5); dotted: the target spectrum. At the largest alpha the agreement rows are "
+            "(docs page Theory, section '10. Spectrum of the learned matrix'); dotted: the target spectrum. At the largest alpha the agreement rows are "
             "extrapolated to d = inf (students also at d = " + ", ".join(map(str, spec.fs_ds)) +
             "): zero-atom mass, Tr S/d and Tr S^2/d, gap to theory fitted as a + b/d, rule 0 in the "
             "95% CI of a.")

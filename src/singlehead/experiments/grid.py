@@ -59,7 +59,7 @@ class Job:
 
     @property
     def key(self) -> str:
-        """Hash (:func:`singlehead.results.stable_hash`) of everything that changes the result:
+        """Hash (``singlehead.results.stable_hash``) of everything that changes the result:
         the route, the full problem, the seed and the route's settings (device and dtype included)."""
         return stable_hash({"route": self.route, "problem": self.problem.to_dict(), "seed": self.seed,
                             "settings": dict(self.settings)})

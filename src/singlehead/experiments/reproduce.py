@@ -60,8 +60,8 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
               client: Any = None) -> Reproduction:
     """Build every figure (or those in ``only``), save PNG/PDF/CSV and the HTML report under ``out``.
 
-    ``mode``: a preset name (``"quick"``, ``"full"``, ``"smoke"``) or a :class:`Preset` (e.g. one
-    figure's spec changed with :meth:`Preset.with_spec`). Results are cached under ``out/cache``
+    ``mode``: a preset name (``"quick"``, ``"full"``, ``"smoke"``) or a ``Preset`` (e.g. one
+    figure's spec changed with ``Preset.with_spec``). Results are cached under ``out/cache``
     (one file per run, keyed by the full config): an interrupted reproduction resumes where it
     stopped and recomputes nothing finished.
 

@@ -1,7 +1,7 @@
 """Run jobs with the library's one result cache, locally (joblib/loky) or on Dask, with progress bars.
 
 The cache is a directory of JSON files named by :attr:`Job.key` (route, full problem, seed and
-settings, hashed by :func:`singlehead.results.stable_hash`), each written atomically
+settings, hashed by ``singlehead.results.stable_hash``), each written atomically
 (temporary file + rename) the moment its job finishes: an interrupted sweep loses only the jobs
 in flight, and rerunning it recomputes nothing that is already there. The CLI's ``--out
 FILE.jsonl`` is an export of the records of one sweep (:func:`export_jsonl`), backed by the cache
@@ -103,8 +103,7 @@ def _cost_estimate(job: Job) -> float:
     """Relative cost of a job, for dispatching the dearest first (it decides only the order, not the result).
 
     A simulation or AMP instance costs about ``n T^2 d p`` per objective evaluation (``n = alpha d^2``), times
-    a number of iterations that grows at small ``lam`` (about as ``lam^-1/2`` below 0.01: 9 s at ``lam = 1e-5,
-    alpha = 0.2`` against 2.7 s at ``lam = 1e-3, alpha = 1``, d = 100), and Adam takes several times more
+    a number of iterations that grows at small ``lam`` (about as ``lam^-1/2`` below 0.01), and Adam takes several times more
     evaluations than L-BFGS; theory points cost little and do not depend on ``d``.
     """
     p = job.problem

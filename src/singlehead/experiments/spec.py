@@ -61,7 +61,7 @@ class FigureSpec:
         return out
 
     def key(self) -> str:
-        """A stable hash of the spec (:func:`singlehead.results.stable_hash` of :meth:`to_dict`)."""
+        """A stable hash of the spec (``singlehead.results.stable_hash`` of :meth:`to_dict`)."""
         return stable_hash({"spec": type(self).__name__, **self.to_dict()})
 
     @classmethod

@@ -18,7 +18,7 @@ With ``workers >= 1`` the sweeps and the Bayes-optimal points run in that many w
 everything runs in the server process.
 
 Results are cached under the library's keys (:class:`singlehead.experiments.Job` keys, the ones
-``singlehead theory`` and ``singlehead bayes`` use, built on :func:`singlehead.results.stable_hash`)
+``singlehead theory`` and ``singlehead bayes`` use, built on ``singlehead.results.stable_hash``)
 in memory and, unless ``SINGLEHEAD_CACHE_DIR=off``, in ``<cache dir>/explore`` (the cache
 directory of the quadrature nodes: ``$SINGLEHEAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/singlehead``
 or ``~/.cache/singlehead``).

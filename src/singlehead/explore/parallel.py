@@ -6,7 +6,7 @@ a warm-started :func:`singlehead.state_evolution.theory_curve` chain run in chun
 ``max_chunk`` points, each chunk starting from the previous chunk's last fixed point), one worker
 process per segment, so the first point of every segment is on screen after one solve and a new
 view stops a segment between chunks. The fixed points are those of a cold
-:func:`~singlehead.state_evolution.theory` to the solver tolerance, whatever the cut.
+:func:`~singlehead.theory` to the solver tolerance, whatever the cut.
 
 Workers are started with ``spawn`` (the server runs threads; forking them is unsafe) and keep
 the quadrature nodes and the prior model of the last problems they saw.

@@ -5,7 +5,7 @@ value raises the library's ``ValueError`` naming the parameter) plus the alpha g
 error curve and the alpha at which the spectrum and the error decomposition are drawn. It
 also writes the Python code and the ``singlehead`` command line that reproduce it.
 
-Conventions are those of :class:`~singlehead.problem.Problem` (``shared/THEORY.md`` §1): the
+Conventions are those of :class:`~singlehead.problem.Problem` (docs: Theory, :ref:`theory-sizes`): the
 grid is ``numpy.geomspace(alpha_min, alpha_max, n_alpha)``, the same grid as the CLI's
 ``--alpha log:alpha_min:alpha_max:n_alpha``.
 """
@@ -92,7 +92,7 @@ class View:
         return isinstance(self.problem.target, PowerLawTarget)
 
     def key(self) -> str:
-        """Stable hash of the view (:func:`singlehead.results.stable_hash`)."""
+        """Stable hash of the view (``singlehead.results.stable_hash``)."""
         return stable_hash({"problem": self.problem.to_dict(), "grid": [self.alpha_min, self.alpha_max, self.n_alpha],
                             "alpha_at": self.alpha_at})
 

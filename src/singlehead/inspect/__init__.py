@@ -23,7 +23,7 @@ __all__ = ["CheckpointError", "load_attention_weights", "esd_power_law", "Spectr
 
 
 def plot_inspection(insp, path: str, **kw) -> None:
-    """Figure grid, see :func:`singlehead.inspect.figure.plot_inspection` (matplotlib imported lazily).
+    """Figure grid, see ``singlehead.inspect.figure.plot_inspection`` (matplotlib imported lazily).
 
     One panel per layer: the histogram of the pooled non-zero eigenvalues of the tied maps and
     the fitted law, with outliers marked.

@@ -261,7 +261,7 @@ def load_attention_weights(model: str | Path | None = None, *, layers: list[int]
     Parameters
     ----------
     model : str or Path, optional
-        A built-in name (:data:`BUILTIN_MODELS`, default ``"all-MiniLM-L6-v2"``), a
+        A built-in name (``BUILTIN_MODELS``, default ``"all-MiniLM-L6-v2"``), a
         ``.safetensors`` file, a PyTorch state dict, or a directory holding ``model.safetensors``
         or ``pytorch_model.bin``.
     layers : list of int, optional

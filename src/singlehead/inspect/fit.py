@@ -1,6 +1,6 @@
 """Fit of the theory's learned-spectrum law to measured eigenvalues.
 
-Law (arXiv 2509.24914 §5; ``shared/THEORY.md`` §5): the eigenvalues of a trained tied map
+Law (arXiv 2509.24914 §5; docs: Theory, :ref:`theory-spectrum`): the eigenvalues of a trained tied map
 ``S = W W^T/sqrt(p d)`` follow
 
     eta * ReLU(mu0 ⊞ SC(delta^2) - eps)        (top ``kappa = p/d`` fraction kept),
@@ -13,7 +13,7 @@ Parameters fitted
 ``eta`` (scale), ``delta`` (effective noise), ``eps`` (soft threshold, >= 0) and the shape of
 the target law ``mu0`` (documented choice, ``prior``):
 
-* ``"mp"``: ``mu0 = sqrt(kappa0) MP(1/kappa0)`` (THEORY §1 normalisation: mean
+* ``"mp"``: ``mu0 = sqrt(kappa0) MP(1/kappa0)`` (the normalisation of docs: Theory, :ref:`theory-targets`: mean
   ``sqrt(kappa0)``, ``Q0 = 1 + kappa0``), shape ``kappa0`` in ``(0, 1]``;
 * ``"power_law"``: the ``d`` eigenvalues ``s_i = sqrt(d) i^{-gamma}`` (the ``"sqrt_d"``
   normalisation of arXiv 2509.24914), shape ``gamma > 1/2``; the top ``k`` of them, one per

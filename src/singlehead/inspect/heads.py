@@ -8,7 +8,7 @@ Head ``h`` of a layer has ``A = A_h`` and ``B = B_h``, its ``d_head x d_model`` 
 
     M_h = A^T B / sqrt(d_head)                        (d_model x d_model, rank <= d_head).
 
-The theory (arXiv 2509.24914; ``shared/THEORY.md`` §1, §5) describes a *tied* map
+The theory (arXiv 2509.24914; docs: Theory, :ref:`theory-logits`, :ref:`theory-spectrum`) describes a *tied* map
 ``S = W W^T / sqrt(p d)``, which is PSD. The plain symmetric part ``(M + M^T)/2`` is not: it
 always has ``d_head`` positive and ``d_head`` negative eigenvalues (generically). We use the
 **tied (PSD) part**

@@ -1,6 +1,6 @@
 """Target laws, quantile tables of ``mu0 ⊞ SC(delta^2)`` and the BBP map, for :mod:`.fit`.
 
-Conventions (``shared/THEORY.md`` §1, §5, §9): ``mu0`` is the target's spectral law, in the
+Conventions (docs: Theory, :ref:`theory-targets`, :ref:`theory-spectrum`, :ref:`theory-free-probability`): ``mu0`` is the target's spectral law, in the
 theory's normalisation — Marchenko–Pastur ``sqrt(kappa0) MP(1/kappa0)`` (mean ``sqrt(kappa0)``)
 or the power law ``s_i = sqrt(d) i^{-gamma}`` (the ``"sqrt_d"`` normalisation of
 arXiv 2509.24914); ``SC(v)`` the semicircle of variance ``v = delta^2``; Stieltjes transform
@@ -27,7 +27,7 @@ PRIORS = ("mp", "power_law")
 
 
 def power_law_values(gamma: float, d: int) -> np.ndarray:
-    """``s_i = sqrt(d) i^{-gamma}``, ``i = 1..d`` (descending; THEORY §1 ``"sqrt_d"``)."""
+    """``s_i = sqrt(d) i^{-gamma}``, ``i = 1..d`` (descending; normalisation ``"sqrt_d"`` of docs: Theory, :ref:`theory-targets`)."""
     return math.sqrt(d) * np.arange(1, d + 1, dtype=float) ** (-float(gamma))
 
 
@@ -166,7 +166,7 @@ def _critical_spike(law, v: float) -> float:
 def bbp_position(law, spikes: np.ndarray, v: float) -> tuple[np.ndarray, np.ndarray]:
     """Outlier positions ``s + v g_bulk(s)`` of ``Y`` and squared overlaps ``1 + v g_bulk'(s)``.
 
-    ``nan`` for spikes below the BBP transition (no outlier). THEORY §5 (null bulk:
+    ``nan`` for spikes below the BBP transition (no outlier). See docs: Theory, :ref:`theory-spectrum` (null bulk:
     ``s + v/s``, ``1 - v/s^2``).
     """
     s = np.atleast_1d(np.asarray(spikes, dtype=float))

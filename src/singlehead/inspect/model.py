@@ -12,7 +12,7 @@ theory's ``S = W W^T/sqrt(p d)``, rank cap ``kappa = d_head/d_model``), and the 
   around the layer's value (32 non-zero eigenvalues: read these as indicative).
 
 Beside the tied fit, per head, the untied theory's law ``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)``
-fitted to the singular values of ``M_h/sqrt(d_model)`` (:func:`singlehead.inspect.untied.fit_untied`),
+fitted to the singular values of ``M_h/sqrt(d_model)`` (:func:`singlehead.inspect.fit_untied`),
 its KS next to the tied fit's, which fits better (:func:`singlehead.inspect.untied.better_fit`)
 and the fitted ``sigma_a/sigma_s``.
 
@@ -49,7 +49,7 @@ COLUMNS = ["layer", "head", "d_model", "d_head", "rank", "zero_beyond_cap", "sv1
 
 @dataclass
 class Inspection:
-    """Result of :func:`inspect_model`: ``rows`` (dicts with :data:`COLUMNS`), fits and spectra.
+    """Result of :func:`inspect_model`: ``rows`` (dicts with ``COLUMNS``), fits and spectra.
 
     Examples
     --------
@@ -84,7 +84,7 @@ class Inspection:
     untied_fits: dict[tuple[int, int], UntiedFit] = field(default_factory=dict)
 
     def table(self):
-        """Tidy :class:`pandas.DataFrame` with :data:`COLUMNS`."""
+        """Tidy :class:`pandas.DataFrame` with ``COLUMNS``."""
         return pd.DataFrame(self.rows, columns=COLUMNS)
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,14 +241,14 @@ def inspect_model(model: str | None = None, *, layers: list[int] | None = None, 
     Parameters
     ----------
     model, layers, n_heads, query_pattern, key_pattern, layout
-        See :func:`singlehead.inspect.checkpoint.load_attention_weights` (offline; biases ignored).
+        See :func:`singlehead.inspect.load_attention_weights` (offline; biases ignored).
     prior : {"mp", "power_law"}
         Family of the target law ``mu0`` (shape fitted per layer).
     per_head : bool
         Also fit ``(eta, delta, eps)`` per head (layer's shape fixed).
     untied : bool
         With ``per_head``: also fit the untied singular-value law to each head's ``M_h``
-        (:func:`singlehead.inspect.untied.fit_untied`; columns ``ks_untied``, ``better_fit``,
+        (:func:`singlehead.inspect.fit_untied`; columns ``ks_untied``, ``better_fit``,
         ``sigma_a_over_s`` and ``untied_*``).
 
     Returns

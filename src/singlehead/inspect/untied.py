@@ -2,8 +2,8 @@
 
 Law
 ---
-An untied student ``M = W_Q W_K^T/sqrt(p d)`` trained with weight decay learns (issue 27,
-prior side of the untied state evolution)
+An untied student ``M = W_Q W_K^T/sqrt(p d)`` trained with weight decay learns (the
+prior side of the untied state evolution, docs: :doc:`untied_theory`)
 
     Mhat = eta * SVT_eps(Y),      Y = M0 + sigma_s Z_s + sigma_a Z_a,
 
@@ -11,7 +11,7 @@ where ``SVT_eps`` soft-thresholds the singular values of ``Y`` by ``eps`` and ke
 top ``kappa d`` of them (rank cap ``kappa = p/d``), ``Z_s`` is GOE (off-diagonal entries of
 variance ``1/d``, diagonal ``2/d``), ``Z_a`` antisymmetric (off-diagonal variance ``1/d``, zero
 diagonal); ``sigma_s = sigma_a = sigma`` is Ginibre noise of entry variance ``2 sigma^2/d``.
-Teachers (THEORY §1 normalisation): ``"untied"`` ``M0 = W0Q W0K^T/sqrt(p0 d)`` (``||M0||_F^2/d -> 1``)
+Teachers (normalisations of docs: Theory, :ref:`theory-targets`): ``"untied"`` ``M0 = W0Q W0K^T/sqrt(p0 d)`` (``||M0||_F^2/d -> 1``)
 and ``"tied"`` ``S0 = W0 W0^T/sqrt(p0 d)`` (``Tr S0^2/d -> 1 + kappa0``), ``W`` iid ``N(0, 1)``,
 ``p0 = kappa0 d``.
 
@@ -33,7 +33,7 @@ equals the tied ``S_h`` for a tied head), zeros included. For each candidate
 sampled quantile function; ``(eta, eps)`` are profiled exactly as in the tied fit (least-squares
 quantile matching). ``(teacher, kappa0, sigma)`` minimise the Kolmogorov–Smirnov distance between
 the non-zero data and the law of ``eta (s - eps)`` given ``s > c``: a grid (its laws shared by
-all heads through :class:`UntiedLawCache`), then Nelder–Mead. The split ``sigma_a/sigma_s`` is
+all heads through ``UntiedLawCache``), then Nelder–Mead. The split ``sigma_a/sigma_s`` is
 not identified by the singular values (see :func:`fit_untied`); it is fitted to the measured
 asymmetry of the map. The overall scale of ``M0`` is the convention above (only
 ``sigma/||M0||`` is identifiable).

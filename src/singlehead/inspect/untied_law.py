@@ -1,6 +1,6 @@
 """The untied theory's learned singular-value law, sampled with common random numbers.
 
-Law (issue 27; conventions of :mod:`singlehead.inspect.untied`)::
+Law (conventions of :mod:`singlehead.inspect.untied`)::
 
     Mhat = eta * SVT_eps(Y),      Y = M0 + sigma_s Z_s + sigma_a Z_a,
 
@@ -130,7 +130,7 @@ def sample_untied_map(d: int, kappa0: float, sigma_s: float, sigma_a: float, *, 
                       seed: int = 0) -> np.ndarray:
     """One draw of the learned map ``Mhat = eta SVT_eps(Y)`` (``d x d``; rank cap ``kappa = rank_cap``).
 
-    Its own random numbers (``seed``), independent of those of :class:`UntiedLawCache` of any seed
+    Its own random numbers (``seed``), independent of those of ``UntiedLawCache`` of any seed
     below 7919: a synthetic "head" to fit.
 
     Examples

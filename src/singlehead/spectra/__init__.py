@@ -9,7 +9,7 @@ State-evolution integrals: :func:`soft_threshold_integrals` (-> :class:`Threshol
 Finite ``d``: :class:`FiniteDSpectrum`. The target side of the SE: :class:`PriorModel`. Learned spectrum: :func:`learned_spectrum_law`,
 :func:`plot_learned_spectrum`.
 
-Conventions: ``shared/THEORY.md`` §1, §3, §5, §8, §9. Sources: arXiv 2509.24914 (ERM of
+Conventions: docs: Theory, :ref:`theory-logits`, :ref:`theory-se`, :ref:`theory-spectrum`, :ref:`theory-bayes`, :ref:`theory-free-probability`. Sources: arXiv 2509.24914 (ERM of
 single-head attention), 2506.01582 (Bayes-optimal attention-indexed model), 2505.17958
 (nuclear route); Biane 1997 (free convolution with a semicircle).
 """

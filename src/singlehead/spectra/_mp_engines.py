@@ -107,7 +107,7 @@ def _quartic_discriminant(sa: float, v: float) -> np.ndarray:
 # Engines
 # ======================================================================================
 class _MPEngine:
-    """``MarchenkoPastur(kappa0) ⊞ SC(v)``, ``v > 0``, through the cubic of THEORY §9."""
+    """``MarchenkoPastur(kappa0) ⊞ SC(v)``, ``v > 0``, through the cubic of docs: Theory, :ref:`theory-free-probability`."""
 
     t_is_x = True  # the bulks are parametrised by x itself
 

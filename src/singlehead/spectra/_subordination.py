@@ -283,8 +283,8 @@ class _SpikedEngine:
         if v == 0:
             pos, ov, keep = spikes, np.ones_like(spikes), np.ones(spikes.shape, dtype=bool)
         else:
-            # vectorised over spikes (the power-law priors carry up to ~10^5 of them; a Python loop here
-            # cost 1.5 s per SE map evaluation at d = 10^5): a spike inside a bulk component creates no outlier
+            # vectorised over spikes (the power-law priors carry up to ~10^5 of them, too many for a Python
+            # loop in every SE map evaluation): a spike inside a bulk component creates no outlier
             keep = ~_inside_support(spikes, law.bulk.support())
             gs, dgs = np.zeros_like(spikes), np.zeros_like(spikes)
             for lo in range(0, spikes.size, SPIKE_CHUNK):  # chunks bound the (spikes x bulk atoms) temporaries

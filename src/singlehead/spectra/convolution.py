@@ -3,10 +3,9 @@
 Conventions
 -----------
 ``SC(v)`` is the semicircle of variance ``v`` (support ``[-2 sqrt v, 2 sqrt v]``); in the
-state evolution ``v = delta^2`` (``shared/THEORY.md`` §3). Stieltjes transform
-``g(z) = int mu(dy)/(z - y)`` (``Im g < 0`` on the upper half-plane; THEORY §9 writes
-"``Im g > 0``", which is the opposite sign convention for the same root: its cubic is
-satisfied by this ``g``), density ``p(x) = -Im g(x + i0)/pi``, Hilbert transform
+state evolution ``v = delta^2`` (docs: Theory, :ref:`theory-prior-side`). Stieltjes transform
+``g(z) = int mu(dy)/(z - y)`` (``Im g < 0`` on the upper half-plane; docs: Theory,
+:ref:`theory-free-probability`), density ``p(x) = -Im g(x + i0)/pi``, Hilbert transform
 ``H(x) = p.v. int mu(dy)/(x - y) = Re g(x + i0)``.
 
 Methods
@@ -21,7 +20,7 @@ Methods
   ``mu0``; integrals are done in the variable ``u`` with a Gauss–Legendre rule after the
   cosine substitution (the integrand behaves like ``sqrt(u - u_edge)``), using the exact
   Jacobian ``dx/du = |1 + v g0'(omega)|^2 / Re(1 + v g0'(omega))``. Used for discrete laws.
-* MP targets (THEORY §9): ``g`` is the root of
+* MP targets (docs: Theory, :ref:`theory-free-probability`): ``g`` is the root of
   ``sqrt(a) v g^3 - (sqrt(a) z + v) g^2 + (z + sqrt(a) - 1/sqrt(a)) g - 1 = 0`` (``a = 1/kappa0``)
   that satisfies the subordination relation with the principal branch of ``g0``; the bulk
   edges are real roots of the cubic's discriminant (a quartic in ``x``), so there are at most
@@ -321,8 +320,8 @@ class ConvolvedLaw:
 def free_convolve_semicircle(law, v: float, *, n_nodes: int = DEFAULT_NODES) -> ConvolvedLaw:
     """``mu0 ⊞ SC(v)``: free additive convolution of ``law`` with a semicircle of variance ``v``.
 
-    ``v = delta^2`` in the state evolution (THEORY §3); ``v = 0`` returns ``mu0`` itself (atoms
-    kept). See the module docstring for methods and conventions (Biane 1997; THEORY §9).
+    ``v = delta^2`` in the state evolution (docs: Theory, :ref:`theory-prior-side`); ``v = 0`` returns ``mu0`` itself (atoms
+    kept). See the module docstring for methods and conventions (Biane 1997; docs: Theory, :ref:`theory-free-probability`).
 
     Examples
     --------

@@ -1,7 +1,7 @@
 """Finite-``d`` prior side: exact eigendecompositions of ``S0 + delta Z`` for a few fixed GOE draws.
 
 Needed for power-law targets whose top eigenvalues are ``O(sqrt d)`` spikes
-(``shared/THEORY.md`` §7; arXiv 2509.24914 §4). ``Z`` is GOE with semicircle on ``[-2, 2]``:
+(docs: Theory, :ref:`theory-prior-side`; arXiv 2509.24914 §4). ``Z`` is GOE with semicircle on ``[-2, 2]``:
 off-diagonal variance ``1/d``, diagonal variance ``2/d``. Since ``Z`` is rotation invariant,
 ``S0`` is taken diagonal, ``S0 = diag(s)``. The draws are fixed by an explicit seed and reused for
 every ``delta`` (common random numbers), so the map ``delta -> integrals`` is deterministic and

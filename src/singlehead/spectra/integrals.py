@@ -1,7 +1,7 @@
 """Spectral-denoiser integrals of ``mu_delta = mu0 ⊞ SC(delta^2)`` for the state evolution.
 
-The prior side of the ERM state evolution (arXiv 2509.24914, Thm. 3.1 / ``shared/THEORY.md``
-§3) denoises ``Y = S0 + delta Z`` eigenvalue-wise with the soft threshold
+The prior side of the ERM state evolution (arXiv 2509.24914, Thm. 3.1; docs: Theory,
+:ref:`theory-prior-side`) denoises ``Y = S0 + delta Z`` eigenvalue-wise with the soft threshold
 ``f(x) = (x - eps)_+`` (times ``eta``), optionally keeping only the top ``kappa d``
 eigenvalues (rank cap ``kappa = p/d``). It needs
 
@@ -74,14 +74,14 @@ class ThresholdIntegrals:
         Finite-``d`` mode only: mean over draws of the pathwise overlap
         ``(1/d) Tr f(Y_r) S0 = (1/d) sum_i f(nu_i) u_i^T S0 u_i``; its expectation is
         ``J - (delta/2) dJ_ddelta - (eps/2) dJ_deps`` (Stein's lemma, up to ``O(1/d)``), which the
-        asymptotic mode uses instead (``None`` there). See :mod:`.finite_d` for why the SE must
+        asymptotic mode uses instead (``None`` there). See :class:`~singlehead.spectra.FiniteDSpectrum` for why the SE must
         use the pathwise form at finite ``d``.
     J_draws, overlap_draws, divergence_draws : tuple of float or None
         Finite-``d`` mode only: ``J``, ``overlap`` and ``divergence`` of each draw (their means
         are the reported values), for the draw-to-draw spread.
 
     ``J = int_{eps} (x - eps)^2 mu_delta(dx)`` with its derivatives in ``delta`` and ``eps``, the
-    rank fraction ``1 - F_{mu_delta}(c)`` and the cut-off ``c`` (THEORY §3).
+    rank fraction ``1 - F_{mu_delta}(c)`` and the cut-off ``c`` (docs: Theory, :ref:`theory-prior-side`).
 
     Examples
     --------
@@ -255,7 +255,7 @@ def soft_threshold_integrals(law, delta: float, eps: float, rank_cap: float | No
     law : MarchenkoPastur, DiscreteLaw, SpikedLaw or ConvolvedLaw
         Target law ``mu0`` (a :class:`ConvolvedLaw` with variance ``delta^2`` is reused).
     delta : float
-        Noise level of the effective denoising problem ``Y = S0 + delta Z`` (THEORY §3).
+        Noise level of the effective denoising problem ``Y = S0 + delta Z`` (docs: Theory, :ref:`theory-prior-side`).
     eps : float
         Threshold ``eps = 2 lambda / mhat``.
     rank_cap : float, optional
@@ -288,7 +288,7 @@ def linear_shrinkage_integrals(law, delta: float) -> LinearShrinkageIntegrals:
     The prox of ``lambda d ||S||_F^2`` is a linear shrinkage ``Shat = eta' Y`` of
     ``Y = S0 + delta Z``, so the prior side only needs ``int x^2 dmu_delta = Q0 + delta^2``,
     its ``delta``-derivative ``2 delta`` and the divergence ``D = 1`` (the state-evolution
-    constants are derived in :mod:`singlehead.state_evolution`).
+    constants are derived in the docs, Theory, :ref:`theory-prior-side`).
 
     Examples
     --------
@@ -334,7 +334,7 @@ def free_divergence(
 
 
 def rie_mmse_integral(law, v: float) -> float:
-    """``int mu_v(x)^3 dx`` for ``mu_v = mu0 ⊞ SC(v)``, ``v > 0`` (THEORY §8).
+    """``int mu_v(x)^3 dx`` for ``mu_v = mu0 ⊞ SC(v)``, ``v > 0`` (docs: Theory, :ref:`theory-bayes`).
 
     Enters the rotation-invariant denoising MMSE (Bun, Allez, Bouchaud & Potters 2016;
     Bayes-optimal attention-indexed model, arXiv 2506.01582):

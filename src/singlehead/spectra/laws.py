@@ -1,6 +1,6 @@
 """Target spectral laws ``mu0 = mu_{S0}``: Marchenko–Pastur, discrete, spiked.
 
-Conventions (``shared/THEORY.md`` §1, §9)
+Conventions (docs: Theory, :ref:`theory-logits`, :ref:`theory-free-probability`)
 -----------------------------------------
 * Stieltjes transform ``g(z) = int mu(dy) / (z - y)`` (so ``g(z) ~ 1/z`` at infinity and
   ``Im g < 0`` on the upper half-plane); density ``-Im g(x + i0)/pi``; Hilbert transform

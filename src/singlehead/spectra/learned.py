@@ -1,6 +1,6 @@
 """Eigenvalue law of the learned query–key matrix ``Shat = eta ReLU(S0 + delta Z - eps)``.
 
-``shared/THEORY.md`` §5 (arXiv 2509.24914 §5): with ``mu_delta = mu0 ⊞ SC(delta^2)`` the law of
+docs: Theory, :ref:`theory-spectrum` (arXiv 2509.24914 §5): with ``mu_delta = mu0 ⊞ SC(delta^2)`` the law of
 ``Shat`` has an atom ``F(eps)`` at zero (low-rank collapse; ``1 - kappa`` if the rank cap
 binds), a density ``(1/eta) mu_delta(x/eta + eps)`` for ``x > 0`` (above the cut-off), and,
 for each spike ``s`` of the target with ``1 + v g_bulk'(s) > 0``, an outlier at
@@ -82,7 +82,7 @@ class LearnedSpectrum:
 
 def learned_spectrum_law(law, variance: float, threshold: float = 0.0, scale: float = 1.0,
                          rank_cap: float | None = None, grid_size: int = 512) -> LearnedSpectrum:
-    """Eigenvalue law of ``eta ReLU(mu0 ⊞ SC(v) - eps)`` (THEORY §5).
+    """Eigenvalue law of ``eta ReLU(mu0 ⊞ SC(v) - eps)`` (docs: Theory, :ref:`theory-spectrum`).
 
     Parameters
     ----------

@@ -34,7 +34,7 @@ _FINITE_MODELS: "OrderedDict[tuple, PriorModel]" = OrderedDict()
 class PriorModel:
     """The target side of the SE: ``Q0`` and the soft-threshold integrals of ``mu_{S0} ⊞ SC(delta^2)``.
 
-    ``engine`` is the law (asymptotic mode) or the :class:`FiniteDSpectrum` (finite mode);
+    ``engine`` is the law (asymptotic mode) or the :class:`~singlehead.spectra.FiniteDSpectrum` (finite mode);
     ``description`` says which (JSON-friendly, reported with theory results).
 
     Examples
@@ -53,10 +53,10 @@ class PriorModel:
     description: dict[str, Any] = field(default_factory=dict)
 
     def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None):
-        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (THEORY §3).
+        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (docs: Theory, :ref:`theory-prior-side`).
 
         Finite mode: draw means over the fixed GOE draws, plus the pathwise ``overlap`` and the
-        per-draw values (:meth:`FiniteDSpectrum.threshold_integrals`).
+        per-draw values (:meth:`~singlehead.spectra.FiniteDSpectrum.threshold_integrals`).
         """
         if self.mode == "finite":
             # also the pathwise overlap (1/d) Tr f(Y) S0 (``overlap``), which prior_side uses for m
@@ -83,9 +83,9 @@ def prior_from_eigenvalues(eigenvalues: np.ndarray, *, draws: int = DEFAULT_DRAW
 
     The order of ``eigenvalues`` is kept (it fixes which diagonal entry each GOE draw meets).
     The last ``_FINITE_MODELS_KEPT`` models are kept and returned again for the same
-    ``(eigenvalues, draws, seed)``, so successive :func:`~singlehead.state_evolution.theory`
+    ``(eigenvalues, draws, seed)``, so successive :func:`~singlehead.theory`
     calls on one target (e.g. a sweep over widths or ``lam`` done point by point) share the GOE
-    draws and the cached eigendecompositions of :class:`FiniteDSpectrum` (the model is
+    draws and the cached eigendecompositions of :class:`~singlehead.spectra.FiniteDSpectrum` (the model is
     deterministic in its key, so sharing it changes results by rounding at most).
 
     Examples

@@ -1,7 +1,7 @@
 """State evolution (SE) of the ERM minimiser of single-head tied attention.
 
 Implements the six-order-parameter fixed point of arXiv 2509.24914 (Sec. 3, "Main results";
-conventions of ``shared/THEORY.md`` §1 and §3), with the spectral ("nuclear route") prior
+conventions: docs, Theory, :ref:`theory-logits` and :ref:`theory-se`), with the spectral ("nuclear route") prior
 side of arXiv 2505.17958 and a deterministic, quadrature-based output side.
 
 Order parameters (all per ``d``, ``Q0 = Tr S0^2/d``):
@@ -41,7 +41,7 @@ the spread over independent scrambles. The linear channel is done in closed form
 (``mhat = Sigmahat = 2 alpha K/(Sigma + 1/4)``,
 ``qhat = 2 alpha K (Q0 - 2m + q + Delta/2)/(Sigma + 1/4)^2``).
 
-**Metrics** (same definitions as :mod:`singlehead.results`): test error
+**Metrics** (same definitions as :class:`~singlehead.Result`): test error
 ``E ||chan_beta0(M(z0)) - chan_beta(M(z))||_F^2`` (``z0`` noiseless, or ``z0 + xi`` for the noisy
 version), train error ``E ||chan_beta0(M(y)) - chan_beta(M(h*))||_F^2``, matrix error
 ``Q0 - 2m + q``, penalty ``lam eta int f dmu_delta`` (factorized: ``lam Tr S/d``) or ``lam q``
@@ -58,7 +58,7 @@ point has ``q -> 0``. :func:`theory` returns the collapsed solution (``extras["c
 when ``S = 0`` is a fixed point and the solver reaches it or finds no other one; its errors are
 those of predicting with ``h = 0``.
 
-seq2seq has the same theory as seq2lab (THEORY §1): the channel enters only through the
+seq2seq has the same theory as seq2lab (docs: Theory, :ref:`theory-channels`): the channel enters only through the
 ``T x T`` attention matrix.
 
 Layout: :mod:`.quadrature` (the Sobol nodes and their error estimate), :mod:`.output` (the

@@ -9,14 +9,10 @@ the fixed point ``x* = (q, m, Sigma)``. :func:`prior_draw_spread` evaluates that
 eigendecomposition per draw, at ``delta (1 + h)``, and three or four output-side evaluations) and
 reports the standard error over draws of the test error predicted at the ``x_r``.
 
-Checked on the quadratic-network setting (linear ``T = 1``, power law ``gamma = 1.25``,
-``Q0 = 1``, ``d = 400``, ``lam = 0.1``, ``Delta = 0.1``, ``alpha = 1``, 3 draws, seed 0): the
-linear-response test error of draw 0 is 0.0224800 at ``p = 14`` and 0.0292428 at ``p = 400``,
-the SE solved with that draw alone gives 0.0224802 and 0.0292439. The reported standard error
-(``1.0e-4`` and ``1.9e-4``, i.e. 0.5 % and 0.6 % of the test error) agrees with the spread of
-single-draw solutions over seeds (standard deviation ``9e-5`` over 6 seeds and ``2.4e-4`` over 4
-seeds, divided by ``sqrt(3)``). The one-step spread (``F_r(x*)`` without ``(I - J_F)^{-1}``) is
-reported too; there the feedback changes it by a factor 1.0-1.3.
+The linear response is first order in the draw-to-draw difference: it reproduces the fixed point
+of the SE solved with one draw alone up to second-order terms, and its standard error estimates
+the spread of single-draw solutions over seeds divided by ``sqrt(R)``. The one-step spread
+(``F_r(x*)`` without ``(I - J_F)^{-1}``) is reported too.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ __all__ = ["theory"]
 def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
            init: SEState | WarmStart | Sequence[float] | Result | None = None,
            quad: OutputQuadrature | None = None) -> Result:
-    """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; THEORY §3).
+    """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-se`).
 
     Parameters
     ----------
@@ -54,7 +54,7 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     Returns
     -------
     Result
-        ``source="theory"``; metrics as in :mod:`singlehead.results`; standard fields
+        ``source="theory"``; metrics as in :class:`~singlehead.Result`; standard fields
         ``converged`` (residual below ``10 tol``, or below ``residual_floor`` — the map's own
         quadrature error, see ``SEOptions.floor_after`` — and every prox converged), ``iterations``
         (SE map evaluations), ``runtime_s``, ``message``; ``extras`` with ``q, m, Sigma, qhat, mhat,
@@ -63,7 +63,7 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         rank collapse: the solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``,
         rank fraction 0, penalty 0, test/train errors of predicting with ``h = 0``),
         ``collapse_lam`` (the ``lam`` above which ``S = 0`` is a fixed point, see
-        :func:`collapse_point`; ``inf`` for direct students), ``collapse_fixed_point``
+        :func:`~singlehead.state_evolution.collapse_point`; ``inf`` for direct students), ``collapse_fixed_point``
         (whether it is one at this ``lam``), ``objective`` (the training objective per sample ``L/n = train_error +
         penalty/alpha`` predicted at this fixed point, as ``simulate`` measures it; where several fixed points
         exist, the ERM minimiser's is the lowest).
@@ -89,7 +89,7 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     ``cold_first``: try the default start before the warm one (see the comment on ``plan``).
     ``alpha_tangent``: include the fixed point's tangent along ``log alpha`` in the warm start (one more
     Jacobian; an ``alpha`` sweep's predictor uses it). ``collapse``: this problem's
-    :func:`collapse_point` when the caller has it (a sweep rescales the previous point's).
+    :func:`~singlehead.state_evolution.collapse_point` when the caller has it (a sweep rescales the previous point's).
     """
     if not problem.student.symmetric:
         # an untied student: the state evolution with a symmetric and an antisymmetric block
@@ -148,9 +148,8 @@ def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_fi
     A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly
     (``SEOptions.quick_attempt``: no continuation in lam, a short re-solve with every prox start).
     Near a fast change of the fixed point it can lead the root finder into a region it does not
-    leave (observed: power-law target, d = 100, alpha ~ 0.01, residual 0.67, while the default start
-    converges to 1e-10; across the interpolation peak at lam = 1e-5, alpha ~ 0.18, the full warm
-    pipeline spent 16 s to stay unconverged and the default start converged in 3 s). Then the
+    leave while the default start converges (e.g. at very small alpha for a power-law target, or
+    across the interpolation peak at very small lam). Then the
     default start runs the full pipeline, and if that fails too, the warm start does; the first
     converged solve is kept, else the smallest residual. ``cold_first`` (a sweep whose previous
     warm start failed) puts the default start first.

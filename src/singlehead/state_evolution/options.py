@@ -57,10 +57,10 @@ class SEOptions:
         fails is redone from the default start with a budget of its own), counted over all its
         stages (coarse, full, continuation, the re-solve with every prox start): past it the
         attempt stops and returns the best point the full map saw, unconverged. It bounds the
-        cost of the rare point that no stage solves (a T = 3 point took 1075 s without it) and
-        is a count, so the result does not depend on the machine's speed. The default leaves
-        room for the hardest points that do converge (near perfect recovery at lam = 1e-5,
-        noiseless: 363-745 evaluations, through the continuation in lam).
+        cost of the rare point that no stage solves and is a count, so the result does not
+        depend on the machine's speed. The default leaves room for the hardest points that do
+        converge (near perfect recovery at very small lam, noiseless, where the continuation in
+        lam needs several hundred evaluations).
     floor_after : int or None
         From this many map evaluations of a solve attempt on, a residual below the map's own
         quadrature error (``residual_floor``: the standard error of one SE step over the node
@@ -68,7 +68,7 @@ class SEOptions:
         quadrature floor; ``None``: never. Points that reach ``tol`` sooner are unaffected. Near
         ``alpha_interp`` at ``lam = 1e-5`` the prox's quadrature error (relative 1e-3 at
         ``Sigma ~ 1e2-1e4``) keeps the residual at 1e-5 to 7e-4 for hundreds of evaluations
-        (25-30 s per point, often ending unconverged at the budget); iterating below that floor
+        (often ending unconverged at the budget); iterating below that floor
         moves the point by less than the quadrature leaves it undetermined.
     continuation : bool
         If the solve fails and ``lam < continuation_from``, follow the fixed point from
@@ -82,15 +82,14 @@ class SEOptions:
         the local minimum reached by Newton from the teacher's logits at the student's temperature
         (``(beta0/beta) y``); ``"z"``: the one reached from the student's field ``z``. The local
         branches are deterministic maps with no jumps; where the prox has one minimum all three
-        agree. At the interpolation peak (seq2lab, lam = 1e-5, alpha = 0.3) ERM extrapolated to
-        d = inf gives 0.2347 [0.2314, 0.2379]; the global branch 0.2623, the teacher branch 0.2399
-        (``validation/results/peak.md``): closer, not exact.
+        agree. At the interpolation peak at very small lam, where replica symmetry fails, neither
+        branch reproduces ERM extrapolated to d = inf; the teacher branch is the closer one.
     prox_screen : int or None
         With ``"global"``, the extra Newton starts of the prox (cold starts beside the first one, or
         beside the tracked branches) run only on the first ``1/prox_screen`` of each scramble's nodes
         and where the prox objective is not convex between the first start's minimum and them; on
         every node only when they reach a minimum on those first nodes that the others missed
-        (:func:`~singlehead.state_evolution.prox_screen.screened_prox`; default 8: the output side
+        (``prox_screen.screened_prox``; default 8: the output side
         is the unscreened one to 1e-9 at the tested points). ``None``: every start on every node.
 
     exact_jacobian : bool
@@ -105,7 +104,8 @@ class SEOptions:
         channel) and the small-``q`` control-variate regime keep Broyden's method.
     exact_switch : float
         With exact Jacobians, the damped pre-iteration hands over to Newton's method at this
-        residual (0.3; handing over at once lost 3 of 100 problems of a random grid, seed 7202).
+        residual (0.3; handing over at once, far from the fixed point, lets Newton's method lose
+        hard problems that the damped iteration brings into its basin).
 
     The stages' tuning constants (the defaults are the measured ones; changing them changes which
     stage finds a hard point, not the fixed point a converged solve reports):
@@ -118,23 +118,22 @@ class SEOptions:
         ``min(max_iter, coarse_max_iter)`` steps (1e-4, 60).
     accept_coarse : float
         A coarse (or continuation) point with residual below this is accepted as a start; the
-        re-solve with every prox start runs only where the stages reached it (1e-3: skipping the
-        re-solve elsewhere changed no point's convergence on the benchmark's random grid of 128
-        problems and saved 25 s at its slowest point).
+        re-solve with every prox start runs only where the stages reached it (1e-3; elsewhere
+        the re-solve costs time without changing which points converge).
     continuation_from, continuation_per_decade, continuation_max_iter : float, int, int
         The continuation in ``lam`` starts at ``continuation_from`` (1e-2), takes
         ``continuation_per_decade`` points per decade (4), each within ``continuation_max_iter``
         steps (200); for ``lam = 0`` it goes down to ``1e-6 continuation_from`` and polishes at 0.
     union_max_evals : int
         Map evaluations of the re-solve with every prox start (cold and tracked; the dearest
-        evaluations; 40: without a bound it spent 134 evaluations, 87 s, at a T = 3 point that
-        stayed unconverged).
+        evaluations; 40, which bounds the cost of a point that stays unconverged).
     quick_max_evals, quick_max_iter, quick_union_max_evals : int
         The quick attempt from a warm start (:meth:`quick_attempt`): at most ``quick_max_evals``
         map evaluations (100), its fallback iteration ``quick_max_iter`` steps (30), its re-solve
         with every prox start ``quick_union_max_evals`` evaluations (6; each costs about ten
-        ordinary ones), no continuation. (30 evaluations made the interpolation-peak chain at
-        ``lam = 1e-5`` fail its quick attempts: 24.2 s against 5.8 s with 100.)
+        ordinary ones), no continuation. (A smaller quick budget makes chains through hard
+        points, such as the interpolation peak at very small ``lam``, fail their quick attempts
+        and pay for the cold solve.)
 
     Examples
     --------
@@ -235,7 +234,7 @@ class WarmStart:
     and the prox branches (the end points of each Newton start, one ``(R N, K)`` array per
     branch, on the same quadrature nodes) that the output side tracks.
 
-    :func:`theory_curve` passes one from each converged point to the next; the branches make the
+    :func:`~singlehead.theory_curve` passes one from each converged point to the next; the branches make the
     first SE map evaluation of the next point a warm one (a cold one runs Newton from scratch), and
     the tangent ``du_dlog_alpha`` predicts where the next point's fixed point lies.
 

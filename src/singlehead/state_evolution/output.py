@@ -2,7 +2,7 @@
 
 ``K = T(T+1)/2`` iid pairs ``(z0_k, z_k) ~ N(0, [[Q0, m], [m, q]])``, teacher logits
 ``y = z0 + xi`` with ``xi_k ~ N(0, Delta/2)``, prox point ``h*`` of
-:meth:`Channel.prox <singlehead.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; THEORY §3)::
+:meth:`Channel.prox <singlehead.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-output-side`)::
 
     qhat     =  2 alpha E ||g||^2 / Sigma^2
     mhat     =  2 alpha E <g, q z0 - m z> / (Sigma (Q0 q - m^2))
@@ -12,7 +12,7 @@ The expectation is over the ``2K`` Gaussian directions of ``(y, z)`` (``z0`` ent
 and is replaced by ``E[z0 | y, z]``) on the fixed nodes of :class:`.OutputQuadrature`, unless the
 channel has a closed form (the linear one: ``mhat = Sigmahat = 2 alpha K/(Sigma + 1/4)``,
 ``qhat = 2 alpha K (Q0 - 2m + q + Delta/2)/(Sigma + 1/4)^2``). The boundary ``q -> 0`` /
-``Sigma -> 0`` (complete rank collapse) is its own limit, :func:`_output_side_degenerate`.
+``Sigma -> 0`` (complete rank collapse) is its own limit, ``_output_side_degenerate``.
 Test errors ``E ||chan_beta0(M(z0)) - chan_beta(M(z))||_F^2`` per sequence:
 :func:`channel_test_errors`.
 """
@@ -43,7 +43,7 @@ _Q_CV = 1e-2
 class OutputSide:
     """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``err`` holds their quadrature standard errors.
 
-    ``qhat, mhat, Sigmahat`` follow THEORY §3 (``*_err`` their quadrature standard errors);
+    ``qhat, mhat, Sigmahat`` follow the output side (docs: Theory, :ref:`theory-output-side`; ``*_err`` their quadrature standard errors);
     ``train_error`` is per sequence, from the proximal point.
 
     Examples
@@ -66,13 +66,13 @@ class OutputSide:
     #: Their errors are correlated (same nodes), so errors of functions of them are taken over these.
     scramble_hats: np.ndarray | None = None
     #: With ``jacobian=True``: per scramble, the node means of ``||J||_F^2`` and ``tr J`` with
-    #: ``J = H (I + Sigma H)^{-1}`` (``H`` the fit loss's Hessian at ``h*``), ``(R, 2)``; see :mod:`.stability`.
+    #: ``J = H (I + Sigma H)^{-1}`` (``H`` the fit loss's Hessian at ``h*``), ``(R, 2)``; see :func:`~singlehead.state_evolution.stability`.
     scramble_jacobian: np.ndarray | None = None
     #: With ``tangent=True``: a function returning ``d(qhat, mhat, Sigmahat)/d(q, m, Sigma)``, ``(3, 3)``,
     #: the derivative of this node average with every node's prox branch held (computed when called;
     #: it may return ``None``). ``None``: not available, see :func:`output_side`.
     tangent: Callable[[], np.ndarray | None] | None = field(default=None, repr=False)
-    #: At small ``q`` (the ``Sigmahat`` control variate, see :func:`_sigmahat_residual`): the end points of
+    #: At small ``q`` (the ``Sigmahat`` control variate, see ``_sigmahat_residual``): the end points of
     #: the Newton starts of its prox at ``z = 0``, the warm starts (``warm_cv``) of a next call.
     branches_cv: list | None = None
 
@@ -116,20 +116,20 @@ def output_side(
     starts); ``OutputSide.branches`` holds each start's end point, the warm starts of a next call
     (each branch followed continuously). ``union=True``: cold and ``warm`` starts together.
     With ``jacobian=True`` (softmax channels, non-degenerate point) the prox's pointwise Jacobian
-    averages are returned too (``OutputSide.scramble_jacobian``, for :mod:`.stability`).
+    averages are returned too (``OutputSide.scramble_jacobian``, for :func:`~singlehead.state_evolution.stability`).
     ``branch`` (``SEOptions.prox_branch``): ``"teacher"`` / ``"z"`` use the local minimum reached
     from ``(beta0/beta) y`` / ``z`` alone (``warm`` and ``union`` are then ignored).
     ``screen`` (``SEOptions.prox_screen``): run the extra prox starts only on the first
     ``1/screen`` of each scramble's nodes and where the prox is not convex on the way to them,
-    unless they find another minimum on those first nodes (:func:`~.prox_screen.screened_prox`);
+    unless they find another minimum on those first nodes (``prox_screen.screened_prox``);
     ``None``: every start on every node.
     ``tangent=True`` also returns ``OutputSide.tangent``, a function computing the exact derivative
-    of the node average (:func:`_output_tangent`) on demand; only at non-degenerate points (elsewhere,
+    of the node average (``_output_tangent``) on demand; only at non-degenerate points (elsewhere,
     and for closed-form channels, it is ``None``).
     ``warm_cv``: at small ``q``, the starts of the control variate's prox at ``z = 0`` (the
     ``OutputSide.branches_cv`` of a previous call), used like ``warm`` (with ``union``: together with
     the cold starts).
-    ``labels``: the channel's labels of the teacher fields on ``quad``'s nodes (:func:`node_labels`); they
+    ``labels``: the channel's labels of the teacher fields on ``quad``'s nodes (``node_labels``); they
     depend on neither ``q``, ``m`` nor ``Sigma``, so a caller evaluating many points (the SE map) passes
     them instead of having them recomputed at every call.
 
@@ -195,7 +195,7 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     not differentiated: on the fixed nodes they are rare and move the average by less than its
     quadrature error). ``None`` where ``I + Sigma H`` is singular at some node.
 
-    ``h0``: the control variate's prox point at ``z = 0`` (small ``q``, :func:`_sigmahat_residual`), so
+    ``h0``: the control variate's prox point at ``z = 0`` (small ``q``, ``_sigmahat_residual``), so
     that ``Sigmahat`` averages ``<g - h0, Q0 z - m z0>``. ``h0`` depends on ``Sigma`` alone:
     ``dh0 = (I + Sigma H0)^{-1} h0 dSigma/Sigma`` (the same implicit function theorem at ``z = 0``).
     """
@@ -263,7 +263,7 @@ def _tracked_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     ``branch`` (``"teacher"``/``"z"``) its one start. Where the channel certifies the prox convex at every node at
     this ``Sigma`` (``Channel.prox_convex_everywhere``) there is one minimum: ``warm`` alone, else one cold start,
     and ``union`` adds nothing. With ``screen`` the extra starts are screened
-    (:func:`~.prox_screen.screened_prox`). The branches to track are each start's end point
+    (``prox_screen.screened_prox``). The branches to track are each start's end point
     (``union``: the tracked ones, with the node-wise best end point added, :func:`_track_best`).
     """
     ch = problem.channel
@@ -351,7 +351,7 @@ def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, pro
 
 def _jacobian_averages(h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem, quad: OutputQuadrature
                        ) -> np.ndarray:
-    """Per scramble, the node means of ``||J||_F^2`` and ``tr J``, ``J = H (I + Sigma H)^{-1}`` (:mod:`.stability`).
+    """Per scramble, the node means of ``||J||_F^2`` and ``tr J``, ``J = H (I + Sigma H)^{-1}`` (:func:`~singlehead.state_evolution.stability`).
 
     ``dh*/dz = (I + Sigma H)^{-1}``, so ``d(g/Sigma)/dz = -H (I + Sigma H)^{-1}``, and
     ``(I + Sigma H)^{-1} H`` has the same trace and Frobenius norm.

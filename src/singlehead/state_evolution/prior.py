@@ -3,7 +3,7 @@
 Effective denoising of ``Y = S0 + delta Z`` (``Z`` GOE) with ``delta = sqrt(qhat)/mhat``, threshold
 ``eps = 2 lam/mhat`` and scale ``eta = mhat/Sigmahat`` for the factorized student (nuclear norm,
 rank cap), linear shrinkage for the direct one; the equations are in the docstring of
-:mod:`singlehead.state_evolution` (arXiv 2509.24914, Sec. 3; arXiv 2505.17958; THEORY §3). The
+:mod:`singlehead.state_evolution` (arXiv 2509.24914, Sec. 3; arXiv 2505.17958; docs: Theory, :ref:`theory-prior-side`). The
 target enters through a :class:`PriorModel` (``Q0`` and the soft-threshold integrals of
 ``mu_{S0} ⊞ SC(delta^2)``), which ``problem.target.spectral_law`` builds. :func:`collapse_point`
 decides whether ``S = 0`` (complete rank collapse) is a fixed point.
@@ -42,24 +42,15 @@ def prior_model(problem: Problem, prior: str = "auto", *, draws: int = DEFAULT_D
         ``diag(s) + delta Z`` for ``draws`` fixed GOE draws (MP targets: the eigenvalues of one
         target drawn with ``seed``).
 
-        Why the asymptotic law stays the default for power-law targets (measured with
-        ``benchmarks/bench_finite_prior.py`` after the finite prior was rebuilt, 1 thread on a
-        shared 2-core machine, reference workload ``5 x`` numpy ``1000 x 1000`` matmul = 0.43 s):
-        on the quadratic-network setting (linear ``T = 1``, ``gamma = 1.25``, ``Q0 = 1``,
-        ``d = 400``, ``Delta = 0.1``, ``lam = 0.1``, ``alpha = 1``) the 3-draw finite prior and
-        the asymptotic prior agree within the finite prior's draw spread at every width
-        ``p = 1 / 4 / 14 / 55 / 400``: relative difference +0.003 / -0.02 / +0.03 / -0.07 /
-        +0.35 %, draw standard error 0.007 / 0.03 / 0.5 / 0.5 / 0.6 %
-        (``extras["prior_draw_spread"]``); both are equally close to simulations
-        (``p = 14 / 400``: simulation 0.02242(5) / 0.02916(20), asymptotic 0.02234 / 0.02878,
-        finite 0.02235 / 0.02888). Speed per cold point at ``d = 400``: finite 0.9-1.6 s,
-        asymptotic 1.2-2.8 s; at ``p/d = 0.035``: finite 0.3 s vs 1.9 s at ``d = 200``, 5.2 s
-        vs 6.1 s at ``d = 800``, and without a cap at ``d = 800`` 8.9 s vs 2.9 s (the finite
-        prior costs ``O(draws d^3)`` per SE step). Equal accuracy, no draw noise (at 3 draws the
-        finite prior's standard error is as large as the finite-vs-asymptotic difference, and
-        grows at small ``d``: 0.2-5 % at ``d = 40-56``), no jump in ``d``-sweeps and the milder
-        growth of the cost with ``d`` decide for the asymptotic law; the finite prior is the
-        cross-check, and the faster one at ``d <= 400`` or with a small rank cap.
+        The asymptotic law is the default for power-law targets too: on the quadratic-network
+        setting (linear ``T = 1``) the finite prior and the asymptotic prior agree within the
+        finite prior's draw spread at every width and are equally close to simulations
+        (``benchmarks/bench_finite_prior.py`` compares them, ``extras["prior_draw_spread"]``
+        reports the spread); the asymptotic law has no draw noise (with a few draws the finite
+        prior's standard error is as large as the difference between the two, and grows at small
+        ``d``), no jump in ``d``-sweeps, and a milder growth of the cost with ``d`` (the finite
+        prior costs ``O(draws d^3)`` per SE step). The finite prior is the cross-check, and the
+        faster of the two at moderate ``d`` or with a small rank cap.
     draws, seed : int
         GOE draws (default 3) and their seed, finite-``d`` mode only.
 
@@ -89,8 +80,8 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     pathwise ``(1/d) Tr f(Y_r) S0`` (``ti.overlap``) instead of Stein's
     ``J - (delta/2) dJ/ddelta - (eps/2) dJ/deps`` (the two agree in expectation; the pathwise one
     cancels the spikes' first-order fluctuation in ``Q0 - 2m + q``, see
-    :mod:`singlehead.spectra.finite_d`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
-    draw's ``q, m, Sigma`` (same conjugates, for :func:`~.draw_spread.prior_draw_spread`).
+    :class:`~singlehead.spectra.FiniteDSpectrum`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
+    draw's ``q, m, Sigma`` (same conjugates, for ``draw_spread.prior_draw_spread``).
 
     Examples
     --------
@@ -124,7 +115,7 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
 
     At ``q = m = 0`` the student logits vanish and the prox parameter ``Sigma`` of the collapsed
     point is 0, so the conjugates are the ``Sigma -> 0`` limits (see
-    :func:`_output_side_degenerate`): ``qhat0 = 2 alpha E||grad ell(0)||^2``,
+    ``_output_side_degenerate``): ``qhat0 = 2 alpha E||grad ell(0)||^2``,
     ``mhat0 = -2 alpha E<grad ell(0), y>/(Q0 + Delta/2)``, ``Sigmahat0 = 2 alpha E tr Hess ell(0)``
     (linear channel: ``qhat0 = 32 alpha K (Q0 + Delta/2)``, ``mhat0 = Sigmahat0 = 8 alpha K``), with
     ``delta0 = sqrt(qhat0)/mhat0``. They do not depend on ``lam``. The prior side maps them back

@@ -3,11 +3,8 @@
 The softmax prox ``argmin_h ||h - z||^2/(2 Sigma) + ell(h)`` is non-convex, so the output side
 runs Newton from several starts (the channel's cold starts and the branches tracked from the
 previous evaluation) and keeps the node-wise lowest objective. Away from the interpolation peak
-the prox has one minimum at every node and every start ends at the same point: at the fixed
-points of the report's grid (lam = 0.01, 24 alphas), of the peak grid (lam = 1e-3, 12 alphas) and
-of the T = 2 softmax problems of a random grid (seed 7103, 25 problems) the starts disagreed on no
-node at 57 of 61 points, and on 1 to 50 of the 8192 nodes at the other four (near
-``alpha_interp``).
+the prox has one minimum at almost every node and every start ends at the same point; near
+``alpha_interp`` a few nodes have several minima.
 
 :func:`screened_prox` therefore runs one start everywhere and the *extra* starts only where they
 can matter: on a screening subset, the first ``1/screen`` of each scramble's nodes (a Sobol
@@ -16,30 +13,14 @@ not convex at a probe on the segment from the first start's minimum to an extra 
 midpoint and three quarters of the way: ``_PROBE_POINTS``). The screening nodes that no probe
 flagged measure the probes' misses: where some extra start reaches, on one of them, a minimum that
 the others missed, every start runs on every node (what ``screen=None`` does from the outset).
-At those four points (1, 1, 10 and 50 nodes with several minima) the midpoint probes alone flagged
-all but 0, 0, 0 and 2 of them, at two peak points (lam = 1e-5 and 1e-4: 152 and 170) all but 3 and
-6. Missing the global minimum at even 2 of 8192 nodes moves the train error by half a quadrature
-standard error (``tests/test_prox_screen.py``), hence the two safeguards.
-
-On the peak sweeps (24 alphas in [0.05, 2], lam = 1e-3, 1e-4, 1e-5) the lower minima that cold
-starts found on screening nodes were, with one exception, on nodes the midpoint probes had flagged
-too, where every start had run already; yet each of them set off the fallback (15 fallbacks, each
-a whole cold evaluation, 60-90 ms), which then found 5 nodes that no probe had flagged, 4 of them
-flagged by the probe at three quarters. With both probes and the fallback set off by unflagged
-screening nodes only, the converged points of those sweeps, of the report's lam = 0.01 sweep and of
-12-point sweeps around the 18 T = 2 softmax problems of a random grid (seed 7101) have the test and
-train errors of the previous rule to 5e-5 quadrature standard errors, and the sweeps at lam = 1e-4
-and 1e-5 take 6 % and 13 % less time (with the midpoint probe alone, two points moved by 0.7 and
-0.25 standard errors).
+Missing the global minimum at even a few of thousands of nodes moves the train error by a
+sizeable fraction of a quadrature standard error (``tests/test_prox_screen.py``), hence the two
+safeguards (probes and fallback).
 
 In an evaluation with the tracked branches as lead starts (the reporting and re-solve evaluations),
 only the tracked branches and the node-wise best end point are kept for the next evaluation, so
 the fallback runs where an extra start ends *lower* than every tracked branch on a screening node;
-a higher local minimum found by a cold start changes neither the result nor what is tracked. Near
-``alpha_interp`` cold starts find such minima on 1-8 of the 1024 screening nodes at nearly every
-evaluation, and each fallback cost a whole cold evaluation (~90 ms). On the report's peak sweeps
-(24 alphas in [0.05, 2], lam = 1e-3, 1e-4, 1e-5) the two rules give the same output sides (test and
-train errors equal to 6e-10 quadrature standard errors), 20-25 % faster.
+a higher local minimum found by a cold start changes neither the result nor what is tracked.
 """
 
 from __future__ import annotations

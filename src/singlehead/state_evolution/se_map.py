@@ -253,7 +253,7 @@ def initial_guesses(problem: Problem, Q0: float) -> list[np.ndarray]:
 
     A generic one ``(Q0/2, 0.4 Q0, 1)``, a well-learned one ``(Q0, 0.9 Q0, 0.1)``, and, for
     small ``lam``, one in the interpolation regime where ``eps = lam Sigma/(alpha c_T) = O(1)``
-    (THEORY §4), i.e. ``Sigma ~ alpha c_T/lam``.
+    (docs: Theory, :ref:`theory-thresholds`), i.e. ``Sigma ~ alpha c_T/lam``.
     """
     c = max(problem.channel.informative_directions(problem.T), 1)
     out = [np.array([0.5 * Q0, 0.4 * Q0, 1.0]), np.array([Q0, 0.9 * Q0, 0.1])]

@@ -144,7 +144,7 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     problem : Problem
         The problem ``result`` solves (factorized or direct student, any channel).
     result : Result
-        A converged :func:`~singlehead.state_evolution.theory` result (its ``extras`` hold the
+        A converged :func:`~singlehead.theory` result (its ``extras`` hold the
         order parameters). A collapsed fixed point (``S = 0``) is stable: replicon 0.
     options, quad : optional
         Quadrature of the output side (default: the SE's own, ``SEOptions().quadrature``).

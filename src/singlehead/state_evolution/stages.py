@@ -53,8 +53,8 @@ _SOLVER_ERRORS = (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.L
 class SEState:
     """A point ``(q, m, Sigma)`` of the SE (usable as ``init`` / warm start).
 
-    ``q = Tr S^2/d``, ``m = Tr(S S0)/d`` and ``Sigma`` the response (THEORY §3); a
-    :class:`~singlehead.Result` of :func:`theory` can be passed as ``init`` just as well.
+    ``q = Tr S^2/d``, ``m = Tr(S S0)/d`` and ``Sigma`` the response (docs: Theory, :ref:`theory-order-parameters`); a
+    :class:`~singlehead.Result` of :func:`~singlehead.theory` can be passed as ``init`` just as well.
 
     Examples
     --------

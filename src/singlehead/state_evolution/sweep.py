@@ -1,4 +1,4 @@
-"""Sweeps of the state evolution: :func:`theory_curve`, warm-started from point to point."""
+"""Sweeps of the state evolution: :func:`~singlehead.theory_curve`, warm-started from point to point."""
 
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
 
     Along ``alpha`` each point starts from the previous fixed point moved along its tangent
     ``du/dlog alpha`` (second order once two tangents are known; ``u`` the unconstrained
-    coordinates, see :class:`WarmStart`); along other parameters from a secant extrapolation of the
+    coordinates, see :class:`~singlehead.state_evolution.WarmStart`); along other parameters from a secant extrapolation of the
     previous two fixed points; in both cases with the previous point's Jacobian and prox branches
-    (a :class:`WarmStart`). All points share one quadrature node set and one prior model (rebuilt
+    (a :class:`~singlehead.state_evolution.WarmStart`). All points share one quadrature node set and one prior model (rebuilt
     per point when ``param`` is ``"d"`` or ``"target"``). ``options``, ``prior``, ``init`` and
-    ``quad`` are as in :func:`theory`. :func:`iter_theory_curve` yields the points as they are solved.
+    ``quad`` are as in :func:`~singlehead.theory`. :func:`~singlehead.state_evolution.iter_theory_curve` yields the points as they are solved.
 
     Examples
     --------
@@ -53,11 +53,11 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
                       options: SEOptions | None = None, prior: str | PriorModel = "auto",
                       init: SEState | WarmStart | Sequence[float] | Result | None = None,
                       quad: OutputQuadrature | None = None, progress: bool = False) -> Iterator[Result]:
-    """:func:`theory_curve`, yielding each point's :class:`~singlehead.Result` as soon as it is solved.
+    """:func:`~singlehead.theory_curve`, yielding each point's :class:`~singlehead.Result` as soon as it is solved.
 
     The next point is solved only when it is asked for, so a caller can stop early (the explorer
     does, when its view changes) and still has every point it received, warm-started as in
-    :func:`theory_curve`.
+    :func:`~singlehead.theory_curve`.
 
     Examples
     --------
@@ -147,7 +147,7 @@ def _tangent_prediction(param: str, v: object, hist: list, tangents: list, Q0: f
 
 
 def _untied_curve(problem: Problem, values: list, param: str, init: object, progress: bool) -> Iterator[Result]:
-    """:func:`iter_theory_curve` for an untied student (``options``, ``prior`` and ``quad`` do not apply)."""
+    """:func:`~singlehead.state_evolution.iter_theory_curve` for an untied student (``options``, ``prior`` and ``quad`` do not apply)."""
     prev = init
     for v in (tqdm(values, desc=f"theory over {param}") if progress else values):
         r = untied_result(problem.replace(**{param: v}), init=prev)

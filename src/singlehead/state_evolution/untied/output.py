@@ -9,8 +9,8 @@ variance ``Delta/2`` per symmetric field) only enters the symmetric block. With 
 
     h* = argmin_h  sum_B ||h_B - z_B||^2/(2 Sigma_B) + ||chan_beta0(P y) - chan_beta(P h)||_F^2 ,
 
-``P`` = :func:`singlehead.attention_maps.untied_embedding`, ``g = h* - z``, each block gets the tied
-formulas with its own overlaps (THEORY §3):
+``P`` = ``singlehead.attention_maps.untied_embedding``, ``g = h* - z``, each block gets the tied
+formulas with its own overlaps (docs: Theory, :ref:`theory-output-side`):
 
     qhat_B =  2 alpha E ||g_B||^2 / Sigma_B^2
     mhat_B =  2 alpha E <g_B, q_B z0_B - m_B z_B> / (Sigma_B (Q0_B q_B - m_B^2))
