@@ -22,6 +22,7 @@ import ctypes
 import datetime as _dt
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -173,7 +174,8 @@ def _docline(script: str) -> str:
     import ast
 
     doc = ast.get_docstring(ast.parse((HERE / script).read_text())) or ""
-    return " ".join(doc.split("\n\n")[0].split())
+    first = " ".join(doc.split("\n\n")[0].split())
+    return re.sub(r"\s*\((issue|a script|a plain script)[^)]*\)", "", first)  # tracker and file-kind asides
 
 
 def _rst_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
