@@ -1,6 +1,6 @@
 """Render a reproduction report in a real headless browser: a screenshot, and the page's layout measured.
 
-Usage: ``python validation/render_report.py singlehead-report/report.html [--out shot.png]``.
+Usage: ``python tests/render_report.py singlehead-report/report.html [--out shot.png]`` (the tests import it too).
 Needs Chromium (Debian: ``apt-get install chromium``). Exit status 0 when the page rendered
 and its layout holds at 1280 px and 390 px: no horizontal scroll of the page body, every
 image loaded and inside the viewport's width, the table of contents on screen after a scroll.

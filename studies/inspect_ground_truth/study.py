@@ -1,4 +1,4 @@
-"""Validation (issue 14): does the ``inspect`` fit give back the state evolution's parameters?
+"""Does the ``inspect`` fit give back the state evolution's parameters? (README.md)
 
 Ground truth: students trained by :func:`singlehead.simulation.simulate` (seq2lab, T = 2,
 Delta = 0.5, lam = 0.01, factorized kappa = 1, L-BFGS) at d = 100 on
@@ -16,49 +16,27 @@ A second block fits eigenvalues drawn from the theory's own law at d = 100
 (``eta ReLU(eig(S0 + delta Z) - eps)``, 4 GOE draws) to separate estimator error from the
 finite-d / optimisation gap between students and the state evolution.
 
-Usage::
-
-    python validation/inspect_ground_truth.py [--seeds 8] [--cases mp_a0.5,mp_a4,pl_g2_a0.5] [--out DIR]
-
-Students are cached as ``OUT/<case>_d100_s<seed>.npz``. Cost on one core: about 10 s per
-seed at alpha = 0.5, 60-90 s per seed at alpha = 4 (n = 40000); the fits take ~2 min.
-
-Measured (seeds pooled, mu0 shape fixed at the truth; fit vs SE; z = gap in standard errors of
-the pooled fit, from the per-seed spread):
-
-* MP, alpha = 0.5, 8 seeds: eta +0.1%, delta -1.8%, eps +8.9% (z +0.2/-0.5/+1.4);
-  0 outliers in every seed (theory 0);
-* power law gamma = 2, alpha = 0.5, 8 seeds: eta -3.0%, delta -2.8%, eps +8.8%
-  (z -6.9/-4.1/+0.9: the students' outliers sit ~3% below the SE's); 3 outliers in every seed
-  (theory 3), at 8.83-9.24 / 2.31-2.49 / 1.10-1.25 vs SE 9.37 / 2.40 / 1.22;
-* MP, alpha = 4, 4 seeds: eta +0.3%, delta -2.7%, eps 0.000 vs 0.0042 (z -0.9: the SE's eps is
-  below the per-seed spread 0.010 of its estimate, so 10% on eps is out of reach at d = 100);
-  0 outliers (theory 0).
-
-With 4 seeds the alpha = 0.5 cases give eps +10.2% (MP) and +18.5% (power law), within 1.3
-standard errors. On eigenvalues drawn from the theory's own law at d = 100 the fit is within
-1.4% for eta and delta; at alpha = 4 (delta = 0.17) even that law gives delta +12% and eps
-0.021 vs 0.004 (the d = 100 fluctuations of the MP target's spectrum are then comparable to the
-smearing delta). Fitting the shape kappa0 / gamma as well trades off against delta and eps:
-eps then moves by 14-50%.
+Students are cached in the result cache (``runs/studies/inspect_ground_truth``), one record per
+seed. ``--quick``: the case ``mp_a0.5`` with 2 seeds.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from singlehead import MPTarget, PowerLawTarget, Problem, simulate, theory
 from singlehead.analysis import learned_spectrum
-from singlehead.simulation import TrainOptions
-from singlehead.inspect.fit import LawCache, fit_spectrum, outlier_margin
-from singlehead.problem import MPTarget, PowerLawTarget, Problem
-from singlehead.simulation import simulate
-from singlehead.state_evolution import theory
 from singlehead.data import sample_target
+from singlehead.experiments import Cache, cached
+from singlehead.inspect.fit import LawCache, fit_spectrum, outlier_margin
+from singlehead.simulation import TrainOptions
+
+HERE = Path(__file__).resolve().parent
 
 CASES = {
     "mp_a0.5": (Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)), "mp", 0.5),
@@ -67,15 +45,19 @@ CASES = {
 }
 
 
-def student_eigenvalues(label: str, problem: Problem, seeds: int, out: str) -> list[np.ndarray]:
+def student_eigenvalues(label: str, problem: Problem, seeds: int, cache: Cache) -> list[np.ndarray]:
+    """Eigenvalues of the S trained by ``simulate(problem, seed)`` for each seed (cached)."""
     evs = []
     for seed in range(seeds):
-        path = os.path.join(out, f"{label}_d{problem.d}_s{seed}.npz")
-        if not os.path.exists(path):
+        def fit() -> dict:
             r = simulate(problem, seed, options=TrainOptions(n_test=2000))
-            np.savez(path, eigenvalues=r.extras["eigenvalues"], runtime_s=r.runtime_s, steps=r.iterations)
             print(f"  simulated {label} seed {seed}: {r.runtime_s:.0f} s", flush=True)
-        evs.append(np.load(path)["eigenvalues"])
+            return {"eigenvalues": np.asarray(r.extras["eigenvalues"]).tolist(), "runtime_s": r.runtime_s,
+                    "steps": r.iterations}
+
+        rec = cached(cache, {"stage": "inspect-student", "problem": problem.to_dict(), "seed": seed, "n_test": 2000},
+                     fit)
+        evs.append(np.asarray(rec["eigenvalues"]))
     return evs
 
 
@@ -105,22 +87,24 @@ def rel(a: float, b: float) -> float:
     return (a - b) / b if b else float("nan")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=int, default=8)
-    ap.add_argument("--out", default="runs/validation/inspect_gt")
-    ap.add_argument("--cases", default=",".join(CASES))
-    args = ap.parse_args()
+def main(quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(CASES),
+         cache: str | Path | None = None) -> int:
+    """Fit every case's pooled and per-seed spectra and print the tables; 0."""
+    if quick:
+        seeds, cases = 2, ("mp_a0.5",)
+    bad = [c for c in cases if c not in CASES]
+    if bad:
+        raise ValueError(f"cases must be among {list(CASES)} (got {bad})")
+    store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
     torch.set_num_threads(1)
-    os.makedirs(args.out, exist_ok=True)
     rows = []
-    for label in args.cases.split(","):
+    for label in cases:
         problem, prior, shape = CASES[label]
         th = theory(problem)
         se = {k: float(th.extras[k]) for k in ("eta", "delta", "eps")}
         n_th, pos_th = theory_outliers(problem, th, prior, shape)
-        sources = {"students": student_eigenvalues(label, problem, args.seeds, args.out),
-                   "theory law (finite d)": law_samples(problem, se["eta"], se["delta"], se["eps"], args.seeds)}
+        sources = {"students": student_eigenvalues(label, problem, seeds, store),
+                   "theory law (finite d)": law_samples(problem, se["eta"], se["delta"], se["eps"], seeds)}
         for src, evs in sources.items():
             for fixed in (True, False):
                 t0 = time.perf_counter()
@@ -154,5 +138,19 @@ def main() -> None:
                   f"{pred}; measured (pooled) {meas}")
 
 
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="the case mp_a0.5 with 2 seeds")
+    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--cache", default=None, help="result cache (default runs/studies/inspect_ground_truth)")
+    a = ap.parse_args(argv)
+    return main(a.quick, seeds=a.seeds, cases=tuple(a.cases.split(",")), cache=a.cache)
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from singlehead import Problem
+from singlehead import Problem, Result
+from singlehead.experiments import Cache, cached
 from singlehead.state_evolution import (OutputQuadrature, PriorModel, SEOptions, channel_test_errors, output_side,
-                                        prior_model, prior_side)
+                                        prior_model, prior_side, stability)
 
 __all__ = ["BRANCHES", "branch_output", "solve_branch", "replicon_terms", "per_seed_theory"]
 
@@ -144,7 +145,7 @@ def summarize(problem: Problem, x: np.ndarray, branch: str, prior: PriorModel, q
     out = branch_output(x, problem, Q0, quad, branch, jacobian=True)
     pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
     te = channel_test_errors(float(x[0]), float(x[1]), problem=problem, Q0=Q0, quad=quad)
-    rt = replicon_terms(problem, out, pr)
+    rt = replicon_terms(problem, out, pr, x, Q0)
     return {"branch": branch, "q": float(x[0]), "m": float(x[1]), "Sigma": float(x[2]), "qhat": out.qhat,
             "mhat": out.mhat, "Sigmahat": out.Sigmahat, "test_error": te["test_error"],
             "test_error_err": te["test_error_err"], "train_error": out.train_error,
@@ -152,18 +153,20 @@ def summarize(problem: Problem, x: np.ndarray, branch: str, prior: PriorModel, q
             **rt}
 
 
-def replicon_terms(problem: Problem, out, pr) -> dict[str, float]:
+def replicon_terms(problem: Problem, out, pr, x: np.ndarray, Q0: float) -> dict[str, float]:
     """Smooth replicon ``AT = [2 alpha E||H (I + Sigma H)^{-1}||_F^2] * [P / Sigmahat^2]`` and the jump share.
 
-    ``P = int int ((f(x) - f(y))/(x - y))^2 mu_delta(dx) mu_delta(dy)`` with ``f(x) = (x - eps)_+`` (the
-    library's :mod:`singlehead.state_evolution.stability` prior factor, evaluated here through a
-    ``Result``-like dict); ``jump_weight = 1 - Sigmahat / (2 alpha E tr H (I + Sigma H)^{-1})``.
+    ``P = int int ((f(x) - f(y))/(x - y))^2 mu_delta(dx) mu_delta(dy)`` with ``f(x) = (x - eps)_+``: the
+    prior factor of :func:`singlehead.state_evolution.stability`, applied to a :class:`~singlehead.Result`
+    holding the point ``x = (q, m, Sigma)`` (the prior factor depends on ``Sigmahat, eps, delta`` and the
+    rank cap only; the check's own output factor, on the global branch, is not used); the output factor and ``jump_weight = 1 - Sigmahat / (2 alpha E tr H (I + Sigma H)^{-1})``
+    from ``out``, the output side on the branch.
     """
-    from singlehead.state_evolution.stability import _prior_factor
-
-    ex = {"Sigmahat": out.Sigmahat, "eps": pr.eps, "delta": pr.delta, "cap_binds": bool(getattr(pr, "cap_binds", False)),
-          "Sigma": pr.Sigma}
-    prior_f, _ = _prior_factor(problem, ex)
+    q, m, Sigma = map(float, x)
+    point = Result(source="theory", problem=problem.to_dict(), extras={
+        "q": q, "m": m, "Sigma": Sigma, "Q0": Q0, "Sigmahat": out.Sigmahat, "eps": pr.eps, "delta": pr.delta,
+        "cap_binds": bool(getattr(pr, "cap_binds", False))})
+    prior_f = stability(problem, point).prior_factor
     if out.scramble_jacobian is None:
         return {"replicon": math.nan, "output_factor": math.nan, "prior_factor": prior_f, "jump_weight": math.nan}
     per = 2 * problem.alpha * out.scramble_jacobian
@@ -172,7 +175,7 @@ def replicon_terms(problem: Problem, out, pr) -> dict[str, float]:
             "jump_weight": 1.0 - out.Sigmahat / sh_pw}
 
 
-def per_seed_theory(cache, make, d: int, seed: int) -> dict:
+def per_seed_theory(cache: Cache, make, d: int, seed: int) -> dict:
     """SE test error of ``make(d)`` with the target replaced by the spectrum of data seed ``seed``'s own draw.
 
     Separates the finite-size effect of the target's spectrum (a rank ``kappa0 d`` target at small d) from the
@@ -190,4 +193,4 @@ def per_seed_theory(cache, make, d: int, seed: int) -> dict:
         r = theory(prob.replace(target=CustomTarget(tuple(float(x) for x in eig))))
         return {"test_error": r.test_error, "train_error": r.train_error, "converged": bool(r.converged)}
 
-    return cache.get_or_run({"stage": "seed-theory", "problem": prob.to_dict(), "data_seed": seed}, run)
+    return cached(cache, {"stage": "seed-theory", "problem": prob.to_dict(), "data_seed": seed}, run)

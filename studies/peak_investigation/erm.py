@@ -11,51 +11,20 @@ Precision: float32 fit, then a float64 L-BFGS polish (``TrainOptions(precision="
 default of the library); Adam (the paper's protocol, lr 0.1) is polished the same way, so both
 optimizers are compared on the same float64 objective.
 
-Results are plain JSON records cached one file per job (:class:`JsonCache`), so an interrupted run
-resumes where it stopped.
+The study caches each fit's record in the library's result cache
+(:func:`singlehead.experiments.cached`), so an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from singlehead import Problem
 
-__all__ = ["JsonCache", "fit_instance", "pair_distances"]
-
-
-class JsonCache:
-    """One JSON file per key under ``root`` (created on first write)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-
-    def _path(self, key: dict[str, Any]) -> Path:
-        h = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        return self.root / f"{key.get('stage', 'job')}-{h}.json"
-
-    def get(self, key: dict[str, Any]) -> dict[str, Any] | None:
-        """The cached record of ``key``, or ``None``."""
-        p = self._path(key)
-        return json.loads(p.read_text())["record"] if p.exists() else None
-
-    def get_or_run(self, key: dict[str, Any], fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """The cached record of ``key``, or ``fn()`` written to the cache and returned."""
-        p = self._path(key)
-        if p.exists():
-            return json.loads(p.read_text())["record"]
-        rec = fn()
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": key, "record": rec}, default=float))
-        tmp.replace(p)  # atomic: a killed run never leaves a half-written record
-        return rec
+__all__ = ["fit_instance", "pair_distances"]
 
 
 def _init_seed(s_init: int, k: int) -> int:
@@ -65,7 +34,7 @@ def _init_seed(s_init: int, k: int) -> int:
 
 
 def pair_distances(mats: list[np.ndarray], d: int) -> list[float]:
-    """``||S_i - S_j||_F^2 / d`` for every pair ``i < j`` (the THEORY §1 matrix-error normalisation)."""
+    """``||S_i - S_j||_F^2 / d`` for every pair ``i < j`` (the matrix error's normalisation)."""
     return [float(np.sum((mats[i] - mats[j]) ** 2) / d) for i in range(len(mats)) for j in range(i + 1, len(mats))]
 
 

@@ -1,6 +1,7 @@
 """Unconverged SE points on fresh random grids of valid problems, and what they are.
 
-``random_problems(n, seed)`` (with seeds the test suite does not use) is solved by :func:`singlehead.theory`
+``random_problems(n, seed)`` (:func:`singlehead.experiments.random_problems`, with seeds the test suite does
+not use) is solved by :func:`singlehead.theory`
 with one thread. For each unconverged point the fixed point is followed by continuation in ``lam`` from
 ``1e-2`` (where the SE converges) down to the point's ``lam`` (:func:`theory_curve` over ``lam``), with the
 RS check (:func:`stability`: smooth replicon, prox-jump share, binding rank cap) along the path:
@@ -14,17 +15,13 @@ RS check (:func:`stability`: smooth replicon, prox-jump share, binding rank cap)
 from __future__ import annotations
 
 import math
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from singlehead import Problem
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from problem_grids import random_problems  # noqa: E402  (the test suite's fixture grid)
+from singlehead.experiments import Cache, cached, random_problems
 
 __all__ = ["solve_grid_point", "classify", "run_grid", "grid_section"]
 
@@ -82,19 +79,19 @@ def classify(p: Problem, points: int = 9) -> dict[str, Any]:
     return {"path": path, "verdict": verdict}
 
 
-def run_grid(cache, seeds: tuple[int, ...], n: int, cached_only: bool = False) -> list[dict]:
+def run_grid(cache: Cache, seeds: tuple[int, ...], n: int, cached_only: bool = False) -> list[dict]:
     """SE on each grid problem; continuation + RS check on the unconverged ones. Returns the unconverged rows."""
     rows = []
     for seed in seeds:
         for i, p in enumerate(random_problems(n, seed)):
             key = {"stage": "grid", "seed": seed, "i": i, "problem": p.to_dict()}
-            rec = cache.get(key) if cached_only else cache.get_or_run(key, lambda: solve_grid_point(p))
+            rec = cached(cache, key, None if cached_only else lambda: solve_grid_point(p))
             if rec is None:
                 continue
             row = {"seed": seed, "i": i, "problem": p, **rec}
             if not rec["converged"]:
                 ckey = {"stage": "grid-classify", "problem": p.to_dict()}
-                row["class"] = cache.get(ckey) if cached_only else cache.get_or_run(ckey, lambda: classify(p))
+                row["class"] = cached(cache, ckey, None if cached_only else lambda: classify(p))
                 if not cached_only:
                     print(f"grid {seed}/{i}: unconverged (residual {rec['residual']:.1e}): {row['class']['verdict']}",
                           flush=True)
@@ -102,7 +99,7 @@ def run_grid(cache, seeds: tuple[int, ...], n: int, cached_only: bool = False) -
     return rows
 
 
-def grid_section(cache, seeds: tuple[int, ...], n: int) -> list[str]:
+def grid_section(cache: Cache, seeds: tuple[int, ...], n: int) -> list[str]:
     """Markdown: the unconverged rate and each unconverged point's verdict (from the cache)."""
     rows = run_grid(cache, seeds, n, cached_only=True)
     if not rows:

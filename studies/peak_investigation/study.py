@@ -1,7 +1,7 @@
-"""Validation: why ERM and the replica-symmetric SE part at the lam = 1e-5 interpolation peak.
+"""Why ERM and the replica-symmetric SE part at the lam = 1e-5 interpolation peak (README.md).
 
-Run: ``python validation/peak_investigation.py STAGE [--cache DIR]``, one thread
-(``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1``), with STAGE one of:
+Run ``python -m studies peak_investigation STAGE [--cache DIR]`` with one thread per process
+(``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1``), STAGE one of:
 
 * ``erm``: the finite-size ladder at alpha = 0.3, with two inits on the first data sets;
 * ``optim``: Adam vs L-BFGS at d = 100;
@@ -10,17 +10,16 @@ Run: ``python validation/peak_investigation.py STAGE [--cache DIR]``, one thread
 * ``se``: the SE on each prox branch along alpha, the replicon, and the linear-channel check;
 * ``direct``: the direct student (SE, ERM, and the SE with each seed's own target spectrum);
 * ``grid``: unconverged SE on fresh random grids, with continuation in lam;
-* ``report``: the tables, written to ``validation/results/peak.md``.
+* ``report``: the tables, written to ``results/peak.md`` (the default stage);
+* ``figure``: the documentation's figure ``docs/findings/peak_finite_size.png``.
 
-Every fit and SE point is cached under ``DIR`` (default ``runs/validation/peak_investigation``), so a
-killed run resumes. ``report`` reads the cache; only a missing SE point (seconds) is computed. Measured
-on a shared 2-core machine under load (one thread, 2026-12): all stages took about 70 min of wall time,
-of which d = 200 alone took 30 min (16 fits of 90-220 s); d = 300 (16 seeds, two threads, quiet
-machine) took 27 min (46-152 s per fit). The reading of the numbers is in
-``validation/results/peak_findings.md``.
+Every fit and SE point is cached in the result cache (default ``runs/studies/peak_investigation``), so a
+killed run resumes. ``report`` reads the cache; only a missing SE point is computed. The reading of the
+numbers is in ``results/peak_findings.md``. ``--quick``: the SE on the three prox branches at alpha = 0.2
+and 0.3 (d = 100), printed, nothing written to ``results/``.
 
-The point (issue 28 (a)): seq2lab, T = 2, MP(0.5) target, kappa = 1 (factorized student), label
-noise Delta = 0.5, lam = 1e-5, alpha = 0.3 (alpha = 0.2 the control). The candidates tested:
+The point: seq2lab, T = 2, MP(0.5) target, kappa = 1 (factorized student), label noise Delta = 0.5,
+lam = 1e-5, alpha = 0.3 (alpha = 0.2 the control). The candidates tested:
 
 1. finite size: L-BFGS (float32 then float64 polish) at growing d, extrapolated with
    ``a + b d^-c`` for c = 1, 1/2, 2/3 (chi^2/dof, residuals, the d = inf interval);
@@ -35,28 +34,27 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from singlehead import MPTarget, Problem, theory, theory_curve
+from singlehead.experiments import Cache, cached
+from singlehead.state_evolution import stability
+from studies.peak_investigation import tables as rep
+from studies.peak_investigation.branches import per_seed_theory, solve_branch
+from studies.peak_investigation.erm import fit_instance
+from studies.peak_investigation.grid import grid_section, run_grid
 
-import _peak_report as rep  # noqa: E402
-from _peak_erm import JsonCache, fit_instance  # noqa: E402
-from _peak_grid import grid_section, run_grid  # noqa: E402
-from _peak_se import per_seed_theory  # noqa: E402
-
-from singlehead import MPTarget, Problem  # noqa: E402
+HERE = Path(__file__).resolve().parent
+STAGES = ("erm", "optim", "overlap", "path", "se", "direct", "grid", "report", "figure")
 
 BASE = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, noise=0.5, lam=1e-5)
 ALPHA = 0.3
 #: finite-size ladder at alpha = 0.3: d -> data seeds (each fitted from init 0); the first
 #: ``OVERLAP_SEEDS`` data seeds are also fitted from init 1 for the overlap. Run in this order
-#: (d = 140 last, as the cut-able filler). Per fit on an idle core: 7 s, 29 s, 51 s at d = 100, 150,
-#: 200 (about 280, 410, 490 L-BFGS iterations); d = 300 would take ~200-330 s per fit, i.e. ~1.5 h for
-#: 16 seeds, beyond the ~75 min budget of the whole investigation.
+#: (small d first: the largest sizes cost the most and can be cut).
 SIZES = {60: 16, 80: 16, 100: 16, 200: 16, 140: 8, 300: 16}
 OVERLAP_SEEDS = 2
 #: optimizer study at d = 100: data seeds x initialisations, both optimizers
@@ -71,7 +69,7 @@ GRID_SEEDS, GRID_N = (2026, 2027), 100
 SE_ALPHAS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
 BRANCH_ALPHAS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 LINEAR_ALPHAS = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
-#: issue item 2: the direct (Frobenius) student of the factorized-vs-direct figure (MP(0.05) target,
+#: the direct (Frobenius) student of the factorized-vs-direct figure (MP(0.05) target,
 #: Delta = 0.05) at its smallest lam, alpha = 0.1-0.2
 DIRECT_BASE = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab", student="direct", noise=0.05,
                    lam=1e-3)
@@ -88,7 +86,7 @@ def direct_problem(d: int, alpha: float) -> Problem:
     return Problem(d=d, alpha=alpha, **DIRECT_BASE)
 
 
-def run_erm(cache: JsonCache, sizes: dict[int, int], make, tag: str, only: list[int] | None = None,
+def run_erm(cache: Cache, sizes: dict[int, int], make, tag: str, only: list[int] | None = None,
             cached_only: bool = False) -> dict[int, list[dict]]:
     """L-BFGS fits of ``make(d)`` per size (data seeds ``range(sizes[d])``, the first ``OVERLAP_SEEDS``
     also from init 1), small sizes first so that the largest can be cut; returns the records by d."""
@@ -102,12 +100,12 @@ def run_erm(cache: JsonCache, sizes: dict[int, int], make, tag: str, only: list[
             # the alpha = 0.3 ladder keeps the stage name "erm" of its first runs (the cache key)
             key = {"stage": "erm" if tag == "peak" else f"erm-{tag}", "problem": prob.to_dict(), "data_seed": s, "inits": inits, "opt": "lbfgs"}
             if cached_only:
-                rec = cache.get(key)
+                rec = cached(cache, key)
                 if rec is not None:
                     out.setdefault(d, []).append(rec)
                 continue
             t0 = time.perf_counter()
-            rec = cache.get_or_run(key, lambda: fit_instance(prob, s, inits))
+            rec = cached(cache, key, lambda: fit_instance(prob, s, inits))
             out.setdefault(d, []).append(rec)
             if time.perf_counter() - t0 > 1:
                 f = rec["fits"][0]
@@ -116,20 +114,20 @@ def run_erm(cache: JsonCache, sizes: dict[int, int], make, tag: str, only: list[
     return out
 
 
-def run_overlap(cache: JsonCache, cached_only: bool = False) -> dict[int, list[dict]]:
+def run_overlap(cache: Cache, cached_only: bool = False) -> dict[int, list[dict]]:
     """L-BFGS from ``OVERLAP_INITS`` initialisations on each of ``OVERLAP_DATA`` data sets per d."""
     out: dict[int, list[dict]] = {}
     inits = list(range(OVERLAP_INITS))
     for d in OVERLAP_DS:
         for s in range(OVERLAP_DATA):
             key = {"stage": "overlap", "problem": problem(d).to_dict(), "data_seed": s, "inits": inits, "opt": "lbfgs"}
-            rec = cache.get(key) if cached_only else cache.get_or_run(key, lambda: fit_instance(problem(d), s, inits))
+            rec = cached(cache, key, None if cached_only else lambda: fit_instance(problem(d), s, inits))
             if rec is not None:
                 out.setdefault(d, []).append(rec)
     return out
 
 
-def run_optim(cache: JsonCache, cached_only: bool = False) -> dict[tuple[str, int], dict]:
+def run_optim(cache: Cache, cached_only: bool = False) -> dict[tuple[str, int], dict]:
     out = {}
     inits = list(range(OPTIM_INITS))
     for s in OPTIM_DATA:
@@ -137,11 +135,11 @@ def run_optim(cache: JsonCache, cached_only: bool = False) -> dict[tuple[str, in
             key = {"stage": "optim", "problem": problem(OPTIM_D).to_dict(), "data_seed": s, "inits": inits,
                    "opt": opt}
             if cached_only:
-                if (rec := cache.get(key)) is not None:
+                if (rec := cached(cache, key)) is not None:
                     out[(opt, s)] = rec
                 continue
             t0 = time.perf_counter()
-            out[(opt, s)] = cache.get_or_run(key, lambda: fit_instance(problem(OPTIM_D), s, inits, optimizer=opt))
+            out[(opt, s)] = cached(cache, key, lambda: fit_instance(problem(OPTIM_D), s, inits, optimizer=opt))
             print(f"optim {opt} seed={s}: objectives "
                   f"{[round(f['objective'], 6) for f in out[(opt, s)]['fits']]} ({time.perf_counter() - t0:.0f} s)",
                   flush=True)
@@ -158,25 +156,21 @@ def _result_row(r, st=None) -> dict:
     return row
 
 
-def run_se_path(cache: JsonCache, base: Problem, alphas: tuple[float, ...], branch_alphas: tuple[float, ...],
+def run_se_path(cache: Cache, base: Problem, alphas: tuple[float, ...], branch_alphas: tuple[float, ...],
                 tag: str) -> dict:
     """Global-branch SE chain over ``alphas`` (with the RS check) and the local-branch fixed points."""
-    from _peak_se import solve_branch
-
-    from singlehead.state_evolution import stability, theory_curve
-
     def chain() -> dict:
         res = theory_curve(base.replace(alpha=alphas[0]), list(alphas))
         return {str(a): _result_row(r, stability(base.replace(alpha=a), r)) for a, r in zip(alphas, res)}
 
-    glob = cache.get_or_run({"stage": f"se-{tag}", "problem": base.to_dict(), "alphas": list(alphas)}, chain)
+    glob = cached(cache, {"stage": f"se-{tag}", "problem": base.to_dict(), "alphas": list(alphas)}, chain)
     out = {"global": glob, "z": {}, "teacher": {}}
     for a in branch_alphas:
         g = glob[str(a)]
         for b in ("z", "teacher"):
             key = {"stage": f"branch-{tag}", "problem": base.replace(alpha=a).to_dict(), "branch": b}
             t0 = time.perf_counter()
-            out[b][str(a)] = cache.get_or_run(key, lambda: solve_branch(base.replace(alpha=a),
+            out[b][str(a)] = cached(cache, key, lambda: solve_branch(base.replace(alpha=a),
                                                                           np.array([g["q"], g["m"], g["Sigma"]]), b))
             r = out[b][str(a)]
             if time.perf_counter() - t0 > 1:
@@ -186,10 +180,8 @@ def run_se_path(cache: JsonCache, base: Problem, alphas: tuple[float, ...], bran
     return out
 
 
-def linear_replicon(cache: JsonCache) -> dict:
+def linear_replicon(cache: Cache) -> dict:
     """The replicon where RS is exact (linear channel, convex: kappa = 1) and where the rank cap binds."""
-    from singlehead.state_evolution import stability, theory
-
     def run() -> dict:
         rows = []
         for lam in (1e-5, 1e-3):
@@ -202,7 +194,7 @@ def linear_replicon(cache: JsonCache) -> dict:
                                  "converged": bool(r.converged), "cap_binds": bool(r.extras.get("cap_binds"))})
         return {"rows": rows}
 
-    return cache.get_or_run({"stage": "linear-replicon", "alphas": list(LINEAR_ALPHAS)}, run)
+    return cached(cache, {"stage": "linear-replicon", "alphas": list(LINEAR_ALPHAS)}, run)
 
 
 REPLICON_FORMULA = """The replicon (de Almeida–Thouless) factor of an SE fixed point, in the normalisation of the SE
@@ -220,7 +212,7 @@ not: the jump share `1 - Sigmahat_Stein / Sigmahat_pointwise` is reported beside
 AT is then only a lower bound of the formal replicon)."""
 
 
-def _finite_size_section(cache: JsonCache, se: dict) -> list[str]:
+def _finite_size_section(cache: Cache, se: dict) -> list[str]:
     erm = run_erm(cache, SIZES, problem, "peak", cached_only=True)
     a = str(ALPHA)
     rows = []
@@ -239,7 +231,7 @@ def _finite_size_section(cache: JsonCache, se: dict) -> list[str]:
                                              for b in ("global", "teacher", "z")), ""]
 
 
-def _overlap_section(cache: JsonCache) -> list[str]:
+def _overlap_section(cache: Cache) -> list[str]:
     erm = run_erm(cache, SIZES, problem, "peak", cached_only=True)
     ov = run_overlap(cache, cached_only=True)
     optim = run_optim(cache, cached_only=True)
@@ -255,11 +247,11 @@ def _overlap_section(cache: JsonCache) -> list[str]:
             *rep.overlap_table(erm), ""]
 
 
-def report(cache: JsonCache, out: Path) -> None:
+def report(cache: Cache, out: Path) -> None:
     """Print the tables and write the markdown summary ``out`` from the cache (SE points are solved if missing)."""
     se = run_se_path(cache, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
-    lines = ["# The interpolation peak at lam = 1e-5: numbers for issue 28, item 1 and 2", "",
-             "Generated by `validation/peak_investigation.py report` from the cached runs (stages `erm`, `optim`, "
+    lines = ["# The interpolation peak at lam = 1e-5", "",
+             "Generated by `python -m studies peak_investigation report` from the cached runs (stages `erm`, `optim`, "
              "`se`, `direct`). Point: seq2lab, T = 2, MP(0.5) target, kappa = 1, Delta = 0.5, lam = 1e-5.", ""]
     lines += _finite_size_section(cache, se) + _overlap_section(cache)
     optim = run_optim(cache, cached_only=True)
@@ -293,11 +285,11 @@ def report(cache: JsonCache, out: Path) -> None:
     out.write_text(text)
 
 
-def _direct_section(cache: JsonCache) -> list[str]:
+def _direct_section(cache: Cache) -> list[str]:
     se = run_se_path(cache, direct_problem(100, 0.1), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,), "direct")
     se_peak = run_se_path(cache, problem(100, 0.1, student="direct"), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,),
                           "direct-peak")
-    lines = ["## Item 2: the direct student (MP(0.05) target, Delta = 0.05, lam = 1e-3)", "",
+    lines = ["## The direct student (MP(0.05) target, Delta = 0.05, lam = 1e-3)", "",
              *rep.branch_table(se, DIRECT_SE_ALPHAS), "",
              "The direct student on the peak problem (MP(0.5), Delta = 0.5, lam = 1e-5), SE only:", "",
              *rep.branch_table(se_peak, DIRECT_SE_ALPHAS), ""]
@@ -327,46 +319,63 @@ def _direct_section(cache: JsonCache) -> list[str]:
     return lines
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("stage", choices=("erm", "optim", "overlap", "path", "se", "direct", "grid", "report", "figure"))
-    ap.add_argument("--cache", default="runs/validation/peak_investigation", help="result cache (resumable)")
-    ap.add_argument("--sizes", type=int, nargs="*", default=None, help="erm: only these d")
-    args = ap.parse_args()
+def main(quick: bool = False, *, stage: str = "report", cache: str | Path | None = None,
+         sizes: list[int] | None = None) -> int:
+    """Run ``stage`` (see the module docstring); with ``quick``, the SE on the three prox branches at
+    alpha = 0.2 and 0.3 instead, printed. 0."""
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {STAGES} (got {stage!r})")
     if os.environ.get("OMP_NUM_THREADS") != "1":
-        print("note: set OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 (the timings and budget assume one thread)")
-    cache = JsonCache(Path(args.cache))
-    if args.stage == "erm":
-        run_erm(cache, SIZES, problem, "peak", args.sizes)
-    elif args.stage == "optim":
-        run_optim(cache)
-    elif args.stage == "path":
+        print("note: set OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 (the stages are sized for one thread per process)")
+    store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
+    if quick:
+        alphas = (0.2, 0.3)
+        se = run_se_path(store, problem(100, alphas[0]), alphas, alphas[1:], "peak-quick")
+        print("\n".join(rep.branch_table(se, alphas)))
+        return 0
+    if stage == "erm":
+        run_erm(store, SIZES, problem, "peak", sizes)
+    elif stage == "optim":
+        run_optim(store)
+    elif stage == "path":
         for a in PATH_ALPHAS:
-            run_erm(cache, PATH_SIZES, lambda d: problem(d, a), f"path{a}")
-    elif args.stage == "overlap":
-        run_overlap(cache)
-    elif args.stage == "se":
-        linear_replicon(cache)
-        run_se_path(cache, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
-    elif args.stage == "figure":
-        se = run_se_path(cache, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
-        rep.finding_figure(run_erm(cache, SIZES, problem, "peak", cached_only=True),
+            run_erm(store, PATH_SIZES, lambda d: problem(d, a), f"path{a}")
+    elif stage == "overlap":
+        run_overlap(store)
+    elif stage == "se":
+        linear_replicon(store)
+        run_se_path(store, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
+    elif stage == "figure":
+        se = run_se_path(store, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
+        rep.finding_figure(run_erm(store, SIZES, problem, "peak", cached_only=True),
                            {b: se[b][str(ALPHA)]["test_error"] for b in ("global", "teacher")},
-                           Path("docs/findings/peak_finite_size.png"))
-    elif args.stage == "direct":
-        run_se_path(cache, direct_problem(100, 0.1), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,), "direct")
-        run_se_path(cache, problem(100, 0.1, student="direct"), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,),
+                           HERE.parents[1] / "docs" / "findings" / "peak_finite_size.png")
+    elif stage == "direct":
+        run_se_path(store, direct_problem(100, 0.1), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,), "direct")
+        run_se_path(store, problem(100, 0.1, student="direct"), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,),
                     "direct-peak")
         for a in DIRECT_ALPHAS:
-            run_erm(cache, DIRECT_SIZES, lambda d: direct_problem(d, a), f"direct{a}")
+            run_erm(store, DIRECT_SIZES, lambda d: direct_problem(d, a), f"direct{a}")
             for d, k in DIRECT_SIZES.items():
                 for s in range(k):
-                    per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, s)
-    elif args.stage == "grid":
-        run_grid(cache, GRID_SEEDS, GRID_N)
-    elif args.stage == "report":
-        report(cache, Path(__file__).resolve().parent / "results" / "peak.md")
+                    per_seed_theory(store, lambda dd: direct_problem(dd, a), d, s)
+    elif stage == "grid":
+        run_grid(store, GRID_SEEDS, GRID_N)
+    elif stage == "report":
+        report(store, HERE / "results" / "peak.md")
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("stage", nargs="?", default="report", choices=STAGES)
+    ap.add_argument("--quick", action="store_true", help="the SE on the prox branches at alpha = 0.2, 0.3 only")
+    ap.add_argument("--cache", default=None, help="result cache (default runs/studies/peak_investigation)")
+    ap.add_argument("--sizes", type=int, nargs="*", default=None, help="erm: only these d")
+    a = ap.parse_args(argv)
+    return main(a.quick, stage=a.stage, cache=a.cache, sizes=a.sizes)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -1,6 +1,6 @@
 """Tables of the interpolation-peak investigation (finite-size fits, optimizer spread, overlaps).
 
-Every function takes cached records (plain dicts, see :mod:`_peak_erm`) and returns markdown lines;
+Every function takes cached records (plain dicts, see :mod:`.erm`) and returns markdown lines;
 nothing here runs a fit or an SE solve.
 """
 

@@ -1,30 +1,27 @@
-"""Validation (issues 6, 12): exponents of the excess test error in n for power-law targets (THEORY §7).
+"""Exponents of the excess test error in n for power-law targets, from the state evolution (README.md).
 
 Theory curves only (state evolution, normalisation A = sqrt(d), large-d spiked prior: modes
 s_i = sqrt(d) i^-gamma above a floor are spikes of mass 1/d over a null bulk, Q0 counts all d
 modes). Every point is labelled by the scale that sets the last recovered mode
-(``singlehead.analysis.scaling``): the threshold eps, the label noise, or the noise of the
+(:mod:`singlehead.analysis.scaling`): the threshold eps, the label noise, or the noise of the
 unrecovered modes themselves.
 
 1. Threshold-limited curves (default d = 10^5, lam = 10 sqrt(alpha), n in [100 d, 10^4 d]),
    with Delta = 0 and Delta = 4. The cut-off sits above the noise bulk (c > 2 delta), so the
    threshold, not the label noise, sets the last mode: error ~ (lam d^{3/2}/n)^{2 - 1/gamma}, and
-   with lam ∝ sqrt(n)/d this is (n/d)^{-(1 - 1/(2 gamma))}. The label noise is not needed: the
-   two columns agree (the old docstrings attributed this exponent to Delta dominating the noise).
+   with lam ∝ sqrt(n)/d this is (n/d)^{-(1 - 1/(2 gamma))}.
    Acceptance: |fitted - (1 - 1/(2 gamma))| < 0.05 and |fit(Delta=0) - fit(Delta=4)| < 0.03.
 2. The same with the softmax channel (T = 2, seq2lab), Delta = 0, lam = sqrt(alpha).
 3. ``--map``: the (n/d, lam) phase diagram at fixed lam (``regime_map``): per regime, the
    number of points, the predicted exponent, the K -> infinity exponent, the median measured local
    exponent and the fraction of points within 0.05 of the prediction. The noise-limited laws
    (tail noise: 2 gamma - 1; label noise: 1 - 1/(2 gamma)) are limits K -> infinity, K/d -> 0 of
-   discrete sums (``singlehead.analysis.finite_k``): at the cell's K the exponent is
+   discrete sums (:mod:`singlehead.analysis.finite_k`): at the cell's K the exponent is
    2 gamma - 1 - 1.9/K (gamma = 1.25), and that is the prediction shown; a noise-limited cell whose
    error departs from the large-d law at its own delta by more than 5 % (finite d: the cut-off
-   sinks into the noise bulk, c/delta = 1.1-1.6 at d = 1000) is a crossover. Before this, the asymptotic 1.5 was
-   compared with measured 1.42 -> 2.03 (d = 1000) and 1.43-1.90 (d = 10^5): 1/4 cells within 0.05.
+   sinks into the noise bulk) is a crossover.
 
-Usage: python validation/scaling_exponents.py [--d 100000] [--C 10] [--points 9] [--lo 100]
-       [--hi 10000] [--gammas 0.75,1.25,2] [--softmax-C 1] [--map] [--map-d 100000]
+``--quick``: section 1 only, gamma = 1.25, d = 10^4, n/d in [100, 1000], 5 points.
 """
 
 from __future__ import annotations
@@ -32,11 +29,14 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 
 from singlehead.analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 from singlehead.analysis.scaling import regime_map, scaling_curve
+
+HERE = Path(__file__).resolve().parent
 
 
 def _row(label: str, g: float, res: dict, t: float) -> tuple[str, float]:
@@ -51,8 +51,10 @@ def _row(label: str, g: float, res: dict, t: float) -> tuple[str, float]:
     return line, f.exponent
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="section 1 only, gamma = 1.25, d = 10^4, n/d up to 1000, 5 points")
     ap.add_argument("--d", type=int, default=SL["d"])
     ap.add_argument("--C", type=float, default=SL["lam_prefactor"], help="lam = C sqrt(alpha)")
     ap.add_argument("--points", type=int, default=9)
@@ -64,10 +66,24 @@ def main() -> None:
     ap.add_argument("--map-d", type=int, default=100_000)
     ap.add_argument("--map-gamma", type=float, default=1.25)
     ap.add_argument("--map-noise", type=float, default=0.0)
-    args = ap.parse_args()
-    d = args.d
+    a = ap.parse_args(argv)
+    return main(a.quick, d=a.d, C=a.C, points=a.points, lo=a.lo, hi=a.hi,
+                gammas=tuple(float(x) for x in a.gammas.split(",")), softmax_C=a.softmax_C, phase_map=a.map,
+                map_d=a.map_d, map_gamma=a.map_gamma, map_noise=a.map_noise)
+
+
+def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"], points: int = 9,
+         lo: float = SL["n_over_d"][0], hi: float = SL["n_over_d"][1], gammas: tuple[float, ...] = (0.75, 1.25, 2.0),
+         softmax_C: float = 1.0, phase_map: bool = False, map_d: int = 100_000, map_gamma: float = 1.25,
+         map_noise: float = 0.0) -> int:
+    """Print the tables of sections 1-3 (section 3 with ``phase_map``); 0 when every section-1 fit passes."""
+    if quick:
+        d, points, gammas, phase_map, hi = 10_000, 5, (1.25,), False, min(hi, 1000.0)
+    args = argparse.Namespace(C=C, points=points, lo=lo, hi=hi, gammas=",".join(map(str, gammas)),
+                              softmax_C=softmax_C, map=phase_map, map_d=map_d, map_gamma=map_gamma,
+                              map_noise=map_noise)
     if args.hi * d > d * d / 10:
-        raise SystemExit(f"error: hi*d = {args.hi * d:g} must be <= d^2/10 = {d * d / 10:g} (n << d^2)")
+        raise ValueError(f"hi*d = {args.hi * d:g} must be <= d^2/10 = {d * d / 10:g} (n << d^2)")
     ns = np.geomspace(args.lo * d, args.hi * d, args.points)
     print(f"## 1. Threshold-limited curves: d={d}, lam={args.C} sqrt(alpha), linear T=1, spiked prior, "
           f"{args.points} points\n")
@@ -76,16 +92,20 @@ def main() -> None:
     print(hdr)
     print("|---" * 11 + "|")
     fits: dict[tuple[float, float], float] = {}
+    ok = True
     for g in [float(x) for x in args.gammas.split(",")]:
         for noise in (0.0, 4.0):
             t0 = time.perf_counter()
             res = scaling_curve(g, d, ns, lam=lambda a: args.C * math.sqrt(a), noise=noise, prior="spiked", tol=1e-7)
             line, fits[(g, noise)] = _row(f"{noise:g}", g, res, time.perf_counter() - t0)
+            ok &= abs(fits[(g, noise)] - (1.0 - 1.0 / (2.0 * g))) < 0.05
             print(line, flush=True)
     print("\n| gamma | fit Delta=0 | fit Delta=4 | |difference| | pass (< 0.03) |\n|---|---|---|---|---|")
     for g in sorted({k[0] for k in fits}):
         a, b = fits[(g, 0.0)], fits[(g, 4.0)]
         print(f"| {g} | {a:.4f} | {b:.4f} | {abs(a - b):.4f} | {'yes' if abs(a - b) < 0.03 else 'NO'} |")
+    if quick:
+        return 0 if ok else 1
 
     print(f"\n## 2. Softmax channel (seq2lab, T=2): d={d}, Delta=0, lam={args.softmax_C} sqrt(alpha)\n")
     print(hdr)
@@ -120,5 +140,8 @@ def main() -> None:
                   f"{r['finite_d_exponent_shift']:.3f}, departure {r['finite_d_mismatch']:+.3f}")
 
 
+    return 0 if ok else 1
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

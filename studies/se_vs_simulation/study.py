@@ -1,21 +1,16 @@
-"""State evolution vs ERM simulations (prints a table).
+"""State evolution against ERM simulations: test and matrix errors, three students (README.md).
 
-Default setting (issue 4): T = 2, MP target kappa0 = 0.5, Delta = 0.5, lam = 0.01,
-beta = beta0 = 1, seq2lab, alpha in {0.1, 0.25, 0.5, 1, 2}, d = 100, 8 seeds, for three
-students: factorized kappa = 1, factorized kappa = 0.75 and direct. A row passes when
-``|simulation mean - theory| <= 2 standard errors + rel_tol * |theory|`` (rel_tol = 3%) for the
-test error and for the matrix error.
-
-Usage::
-
-    python validation/se_vs_simulation.py                 # the full check (slow)
-    python validation/se_vs_simulation.py --d 40 --seeds 3 --alphas 0.25,1
+T = 2, MP target kappa0 = 0.5, Delta = 0.5, lam = 0.01, beta = beta0 = 1, seq2lab, alpha in
+{0.1, 0.25, 0.5, 1, 2}, d = 100, 8 seeds, for the factorized student with kappa = 1 and 0.75 and
+the direct student. A row passes when ``|simulation mean - theory| <= 2 standard errors + rel_tol
+* |theory|`` (rel_tol = 3 %) for the test error and for the matrix error. ``--quick``: d = 40,
+3 seeds, alpha in {0.25, 1}, the kappa = 1 student.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -57,45 +52,60 @@ def compare(problems: list[Problem], seeds: int, rel_tol: float, optimizer: str,
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+def main(quick: bool = False, *, d: int = 100, seeds: int = 8, alphas: tuple[float, ...] = (0.1, 0.25, 0.5, 1, 2),
+         students: tuple[str, ...] = tuple(STUDENTS), T: int = 2, kappa0: float = 0.5, noise: float = 0.5,
+         lam: float = 0.01, channel: str = "seq2lab", rel_tol: float = 0.03, optimizer: str = "lbfgs", jobs: int = 2,
+         cache: str | Path | None = None) -> int:
+    """Run the comparison, print the table (written to ``results/table.md`` unless ``quick``); 0 if every row
+    passes."""
+    if quick:
+        d, seeds, alphas, students = 40, 3, (0.25, 1.0), ("kappa=1",)
+    bad = [s for s in students if s not in STUDENTS]
+    if bad:
+        raise ValueError(f"students must be among {list(STUDENTS)} (got {bad})")
+    store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
+    lines = [f"SE vs simulation: T={T} channel={channel} kappa0={kappa0} Delta={noise} "
+             f"lam={lam} d={d} seeds={seeds} (pass: |sim - th| <= 2 se + {rel_tol:.0%})", ""]
+    lines += ["| student | alpha | test th | test sim | ± se | matrix th | matrix sim | ± se | train th | train sim | "
+              "rank th | rank sim | pass |", "|---" * 13 + "|"]
+    print("\n".join(lines), flush=True)
+    all_ok = True
+    for name in students:
+        problems = [Problem(d=d, T=T, alpha=a, channel=channel, noise=noise, lam=lam,
+                            target=MPTarget(kappa0), **STUDENTS[name]) for a in alphas]
+        for a, row in zip(alphas, compare(problems, seeds, rel_tol, optimizer, store, jobs)):
+            te, me = row["test_error"], row["matrix_error"]
+            all_ok &= row["ok"]
+            lines.append(f"| {name} | {a:.3g} | {te[0]:.4f} | {te[1]:.4f} | {te[2]:.4f} | {me[0]:.4f} | {me[1]:.4f} | "
+                         f"{me[2]:.4f} | {row['train'][0]:.4f} | {row['train'][1]:.4f} | {row['rank'][0]:.3f} | "
+                         f"{row['rank'][1]:.3f} | {'yes' if row['ok'] else 'NO'} |")
+            print(lines[-1], flush=True)
+    lines += ["", "ALL PASS" if all_ok else "SOME ROWS FAIL"]
+    print(lines[-1])
+    if not quick:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "table.md").write_text("\n".join(lines) + "\n")
+    return 0 if all_ok else 1
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="d = 40, 3 seeds, two alphas, one student; writes no results")
     ap.add_argument("--d", type=int, default=100)
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--alphas", default="0.1,0.25,0.5,1,2")
     ap.add_argument("--students", default=",".join(STUDENTS), help=f"subset of {list(STUDENTS)}")
-    ap.add_argument("--T", type=int, default=2)
-    ap.add_argument("--kappa0", type=float, default=0.5)
-    ap.add_argument("--noise", type=float, default=0.5)
-    ap.add_argument("--lam", type=float, default=0.01)
-    ap.add_argument("--channel", default="seq2lab")
-    ap.add_argument("--rel-tol", type=float, default=0.03)
-    ap.add_argument("--optimizer", default="lbfgs")
     ap.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
-    ap.add_argument("--cache", default="runs/validation/se_vs_simulation", help="result cache (resumable)")
-    args = ap.parse_args(argv)
-    cache = Cache(args.cache)
-    alphas = [float(a) for a in args.alphas.split(",")]
-    print(f"SE vs simulation: T={args.T} channel={args.channel} kappa0={args.kappa0} Delta={args.noise} "
-          f"lam={args.lam} d={args.d} seeds={args.seeds} (pass: |sim - th| <= 2 se + {args.rel_tol:.0%})")
-    hdr = (f"{'student':>10} {'alpha':>6} | {'test th':>8} {'test sim':>8} {'± se':>7} | "
-           f"{'mat th':>8} {'mat sim':>8} {'± se':>7} | {'train th':>8} {'train sim':>9} | "
-           f"{'rank th':>7} {'rank sim':>8} | ok")
-    print(hdr)
-    print("-" * len(hdr))
-    all_ok = True
-    for name in args.students.split(","):
-        problems = [Problem(d=args.d, T=args.T, alpha=a, channel=args.channel, noise=args.noise, lam=args.lam,
-                            target=MPTarget(args.kappa0), **STUDENTS[name]) for a in alphas]
-        for a, row in zip(alphas, compare(problems, args.seeds, args.rel_tol, args.optimizer, cache, args.jobs)):
-            te, me = row["test_error"], row["matrix_error"]
-            all_ok &= row["ok"]
-            print(f"{name:>10} {a:6.3g} | {te[0]:8.4f} {te[1]:8.4f} {te[2]:7.4f} | {me[0]:8.4f} {me[1]:8.4f} "
-                  f"{me[2]:7.4f} | {row['train'][0]:8.4f} {row['train'][1]:9.4f} | {row['rank'][0]:7.3f} "
-                  f"{row['rank'][1]:8.3f} | {'yes' if row['ok'] else 'NO'}  ({row['runtime']:.0f} s of fits)",
-                  flush=True)
-    print("ALL PASS" if all_ok else "SOME ROWS FAIL")
-    return 0 if all_ok else 1
+    ap.add_argument("--cache", default=None, help="result cache (default runs/studies/se_vs_simulation)")
+    a = ap.parse_args(argv)
+    return main(a.quick, d=a.d, seeds=a.seeds, alphas=tuple(float(x) for x in a.alphas.split(",")),
+                students=tuple(a.students.split(",")), jobs=a.jobs, cache=a.cache)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(cli())

@@ -1,24 +1,24 @@
-"""Untied state evolution against ERM: the validation of issue 27 (item 3).
+"""Untied state evolution against ERM (README.md).
 
 Twelve points at ``T = 2`` (MP teachers ``kappa0 = 0.5``, noise ``Delta = 0.5``, ``kappa = 1``):
 ``alpha`` below and above the untied interpolation threshold ``1/(T(T-1)) = 0.5``,
 ``lam in {1e-4, 1e-2, 1}``, seq2lab and seq2seq, tied and untied teachers. Per point:
 
-* theory: :func:`singlehead.theory` with ``student="untied"`` (the untied SE, sampled prior, with
-  its quadrature + draw error bar);
+* theory: the untied SE (:func:`singlehead.state_evolution.untied.untied_theory`, what
+  :func:`singlehead.theory` runs for ``student="untied"``; sampled prior, with its quadrature + draw
+  error bar, and the singular values of the prior's instances);
 * ERM by L-BFGS (float64) at ``d = 60`` (3 seeds) and ``d = 100`` (2 seeds), and by Adam at
   ``d = 100`` (1 seed, on the first three points: the two optimisers must land on the same minimum), and
-  one ``d = 150`` run on two points (a finite-size diagnostic: a run costs minutes on 2 cores);
-* the finite-size extrapolation ``v(d) = v_inf + b/d`` (weighted least squares over every seed);
+  one ``d = 150`` run on one point (a finite-size diagnostic);
+* the finite-size extrapolation ``v(d) = v_inf + b/d`` (least squares over every seed);
 * the singular values of the learned ``M`` at ``d = 100`` (pooled) against the theory's law (the
   prior's instances) by a two-sample KS test, on the points with ``lam >= 1e-2``.
 
 The checks (extrapolated test error vs theory, t-test with the fit's degrees of freedom; KS) form
-one family, judged by Holm at family-wise 5 %; raw p-values are shown. Results are cached row by
-row in ``validation/results/untied.json`` (an interrupted run resumes), the table goes to
-``validation/results/untied.md`` and the figure to ``validation/results/untied.png``.
-
-Usage: ``python validation/untied_validation.py [--quick]`` (full: about 45 minutes on 2 cores).
+one family, judged by Holm at family-wise 5 %; raw p-values are shown. Each point is cached in the
+result cache (an interrupted run resumes); the rows go to ``results/untied.json``, the table to
+``results/untied.md`` and the figure to ``results/untied.png``. ``--quick``: d = 40/60, 2 seeds
+each, the first 2 points, written to the cache directory.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from singlehead import MPTarget, Problem, simulate
+from singlehead import MPTarget, Problem, UntiedMPTarget, simulate
+from singlehead.experiments import Cache, cached
 from singlehead.experiments.verdict import gap_p_value, holm
 from singlehead.simulation import TrainOptions
 from singlehead.state_evolution.untied import untied_theory
-from singlehead.targets import UntiedMPTarget
 
-OUT = Path(__file__).parent / "results"
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
 POINTS = [  # (channel, teacher, alpha, lam)
     ("seq2lab", "tied", 0.3, 1e-2), ("seq2lab", "tied", 1.0, 1e-2), ("seq2lab", "tied", 2.0, 1e-2),
     ("seq2lab", "tied", 0.3, 1e-4), ("seq2lab", "tied", 1.0, 1.0),
@@ -48,7 +49,7 @@ POINTS = [  # (channel, teacher, alpha, lam)
 ]
 SIZES = {60: 3, 100: 2}
 ADAM_POINTS = 3
-D150_POINTS = (1,)  # one d = 150 run: a finite-size diagnostic (about 4 min per run on 2 cores)
+D150_POINTS = (1,)  # one d = 150 run: a finite-size diagnostic (the costliest fit of the study)
 
 
 def problem_for(channel: str, teacher: str, alpha: float, lam: float, d: int) -> Problem:
@@ -115,9 +116,9 @@ def checks(rows: list[dict], d_ks: int) -> list[dict]:
     return out
 
 
-def write(rows: list[dict], family: list[dict], seconds: float) -> None:
+def write(rows: list[dict], family: list[dict], out: Path) -> None:
     sizes = sorted({s["d"] for r in rows for s in r["sims"]})
-    lines = ["# Untied state evolution against ERM (issue 27)", "",
+    lines = ["# Untied state evolution against ERM", "",
              "T = 2, MP teachers kappa0 = 0.5 (tied S0 or untied M0), noise 0.5, kappa = 1, untied student. "
              "ERM: L-BFGS float64 at d = 60 (3 seeds) and 100 (2 seeds), d = inf by v = v_inf + b/d; "
              "Adam (d = 100, 1 seed) on 3 points and one d = 150 L-BFGS run on 2 points as diagnostics. "
@@ -139,11 +140,11 @@ def write(rows: list[dict], family: list[dict], seconds: float) -> None:
     n_pass = sum(c["pass"] for c in family)
     lines += ["", f"{n_pass}/{len(family)} checks pass under Holm (FWER 5 %).", "",
               "Tied vs untied (theory, test error): see the figure untied.png."]
-    (OUT / "untied.md").write_text("\n".join(lines) + "\n")
+    (out / "untied.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
-def figure(rows: list[dict]) -> None:
+def figure(rows: list[dict], out: Path) -> None:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 3.2))
@@ -159,48 +160,40 @@ def figure(rows: list[dict]) -> None:
     ax.set_ylabel("ERM, d = inf extrapolation")
     ax.set_title("untied student: theory vs ERM (o tied teacher, s untied; blue seq2lab, orange seq2seq)", fontsize=8)
     fig.tight_layout()
-    fig.savefig(OUT / "untied.png", dpi=120)
+    fig.savefig(out / "untied.png", dpi=120)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="d = 40/60, 2 seeds each, the first 5 points")
-    ap.add_argument("--worker", type=str, default=None,
-                    help="'k/n': compute every n-th point from the k-th, in its own cache file (run n of them "
-                         "side by side, then once without --worker to write the table)")
-    args = ap.parse_args()
-    sizes = {40: 2, 60: 2} if args.quick else SIZES
-    points = POINTS[:5] if args.quick else POINTS
-    stem = "untied_quick" if args.quick else "untied"
+def main(quick: bool = False, *, cache: str | Path | None = None) -> int:
+    """Compute every point (cached), write the rows, the table and the figure into ``results/`` (the cache
+    directory with ``quick``); 0 when every check passes under Holm."""
+    sizes = {40: 2, 60: 2} if quick else SIZES
+    points = POINTS[:2] if quick else POINTS
+    root = Path(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
+    store = Cache(root)
+    out = root if quick else RESULTS
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for f in [OUT / f"{stem}.json", *sorted(OUT.glob(f"{stem}.worker*.json"))]:  # the main cache, every worker's
-        if not f.exists():
-            continue
-        rows += [r for r in json.loads(f.read_text()) if r not in rows]
-    cache = OUT / f"{stem}.json"
-    if args.worker:
-        k, n = (int(v) for v in args.worker.split("/"))
-        points = points[k::n]
-        cache = OUT / f"{stem}.worker{k}.json"
-    t0 = time.perf_counter()
     for i, pt in enumerate(points):
-        if any((r["channel"], r["teacher"], r["alpha"], r["lam"]) == pt for r in rows):
-            continue
-        i = POINTS.index(pt) if pt in POINTS else i
-        rows.append(run_point(pt, sizes, adam=i < ADAM_POINTS and not args.quick,
-                              d150=i in D150_POINTS and not args.quick))
-        cache.write_text(json.dumps([r for r in rows if (r["channel"], r["teacher"], r["alpha"], r["lam"]) in points]))
+        adam, d150 = i < ADAM_POINTS and not quick, i in D150_POINTS and not quick
+        spec = {"stage": "untied-point", "point": list(pt), "sizes": sizes, "adam": adam, "d150": d150}
+        rows.append(cached(store, spec, lambda: run_point(pt, sizes, adam=adam, d150=d150)))
         print(f"{pt}: theory {rows[-1]['theory']:.4f}, sims {[round(s['test'], 4) for s in rows[-1]['sims']]}, "
               f"{rows[-1]['seconds']:.0f} s", flush=True)
-    if args.worker:
-        return
-    rows = [r for r in rows if (r["channel"], r["teacher"], r["alpha"], r["lam"]) in points]
-    missing = [pt for pt in points if not any((r["channel"], r["teacher"], r["alpha"], r["lam"]) == pt for r in rows)]
-    if missing:
-        print(f"not computed yet: {missing}")
-    write(rows, checks(rows, max(sizes)), time.perf_counter() - t0)
-    figure(rows)
+    (out / "untied.json").write_text(json.dumps(rows))
+    family = checks(rows, max(sizes))
+    write(rows, family, out)
+    figure(rows, out)
+    return 0 if all(c["pass"] for c in family) else 1
+
+
+def cli(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="d = 40/60, 2 seeds each, the first 2 points; writes no results")
+    ap.add_argument("--cache", default=None, help="result cache (default runs/studies/untied_se_vs_erm)")
+    a = ap.parse_args(argv)
+    return main(a.quick, cache=a.cache)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())
