@@ -33,11 +33,18 @@ def rel(a: float, b: float) -> float:
 
 def main(quick: bool = False, *, seed: int = 0) -> int:
     """Print the comparisons; 0 when every relative error is below 5 %."""
+    lines: list[str] = []
+
+    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
+        text = " ".join(map(str, parts))
+        print(text, flush=True)
+        lines.append(text)
+
     d = 100 if quick else 150
     torch.set_num_threads(1)
     ok = True
 
-    print(f"== ERM-GAMP vs state evolution: seq2lab, T = 2, d = {d}, lam = 0.01, kappa0 = 0.5 ==")
+    say(f"== ERM-GAMP vs state evolution: seq2lab, T = 2, d = {d}, lam = 0.01, kappa0 = 0.5 ==")
     cases = [(0.1, 0.0), (0.2, 0.0), (0.3, 0.5)] if not quick else [(0.2, 0.0)]
     rows = []
     for alpha, noise in cases:
@@ -50,33 +57,36 @@ def main(quick: bool = False, *, seed: int = 0) -> int:
         n_und = next((i for i, dmp in enumerate(h["damping"]) if dmp < 1), len(h["q"]) - 1)
         n_se = min(n_und, 15)
         se = se_iterates(p, h["q"][0], h["m"][0], h["Sigma"][0], n_se)
-        print(f"\nalpha = {alpha}, Delta = {noise}: {r['iterations']} iterations ({t_amp:.0f} s), "
+        say(f"\nalpha = {alpha}, Delta = {noise}: {r['iterations']} iterations ({t_amp:.0f} s), "
               f"converged = {r['converged']}, undamped for {n_und}")
-        print("   t |   q_AMP    q_SE  |   m_AMP    m_SE  | Sigma_AMP Sigma_SE")
+        say("   t |   q_AMP    q_SE  |   m_AMP    m_SE  | Sigma_AMP Sigma_SE")
         for t in range(n_se + 1):
-            print(f"  {t:2d} | {h['q'][t]:7.4f} {se['q'][t]:7.4f} | {h['m'][t]:7.4f} {se['m'][t]:7.4f} | "
+            say(f"  {t:2d} | {h['q'][t]:7.4f} {se['q'][t]:7.4f} | {h['m'][t]:7.4f} {se['m'][t]:7.4f} | "
                   f"{h['Sigma'][t]:8.4f} {se['Sigma'][t]:8.4f}")
         rows.append((alpha, noise, r, th))
-    print("\n alpha Delta | matrix_err AMP    SE   rel  | test_err AMP    SE    rel  | train AMP    SE   "
+    say("\n alpha Delta | matrix_err AMP    SE   rel  | test_err AMP    SE    rel  | train AMP    SE   "
           "| q AMP   SE    | m AMP   SE")
     for alpha, noise, r, th in rows:
         em, et = rel(r.matrix_error, th.matrix_error), rel(r.test_error, th.test_error)
         ok &= em < 0.05 and et < 0.05
-        print(f" {alpha:5.2f} {noise:4.1f}  |  {r.matrix_error:8.4f} {th.matrix_error:8.4f} {em:5.1%} | "
+        say(f" {alpha:5.2f} {noise:4.1f}  |  {r.matrix_error:8.4f} {th.matrix_error:8.4f} {em:5.1%} | "
               f"{r.test_error:8.5f} {th.test_error:8.5f} {et:5.1%} | {r.train_error:7.5f} {th.train_error:7.5f} | "
               f"{r['q']:.4f} {th['q']:.4f} | {r['m']:.4f} {th['m']:.4f}")
 
-    print(f"\n== Bayes-GAMP (GAMP-RIE) vs Bayes-optimal SE: noiseless seq2lab, T = 2, kappa0 = 0.5, d = {d} ==")
-    print(" alpha | MSE AMP   MMSE SE   rel   | iterations | Q0 sample")
+    say(f"\n== Bayes-GAMP (GAMP-RIE) vs Bayes-optimal SE: noiseless seq2lab, T = 2, kappa0 = 0.5, d = {d} ==")
+    say(" alpha | MSE AMP   MMSE SE   rel   | iterations | Q0 sample")
     for alpha in ([0.05, 0.1, 0.15] if not quick else [0.1]):
         p = Problem(d=d, T=2, alpha=alpha, noise=0.0, target=MPTarget(0.5))
         r = amp(p, seed, options=AMPOptions(bayes=True, max_iter=200, tol=1e-6, n_test=2000))
         bo = bayes_overlap(p)
         e = rel(r.matrix_error, bo["mmse"])
         ok &= e < 0.05
-        print(f" {alpha:5.2f} | {r.matrix_error:8.4f} {bo['mmse']:8.4f}  {e:5.1%} | {r['iterations']:4d} "
+        say(f" {alpha:5.2f} | {r.matrix_error:8.4f} {bo['mmse']:8.4f}  {e:5.1%} | {r['iterations']:4d} "
               f"({'conv' if r['converged'] else 'not conv'}) | {r['Q0']:.4f}")
-    print("\nPASS" if ok else "\nFAIL (some relative error >= 5%)")
+    say("\nPASS" if ok else "\nFAIL (some relative error >= 5%)")
+    if not quick:
+        (HERE / "results").mkdir(exist_ok=True)
+        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
     return 0 if ok else 1
 
 

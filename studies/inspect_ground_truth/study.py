@@ -90,6 +90,13 @@ def rel(a: float, b: float) -> float:
 def main(quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(CASES),
          cache: str | Path | None = None) -> int:
     """Fit every case's pooled and per-seed spectra and print the tables; 0."""
+    lines: list[str] = []
+
+    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
+        text = " ".join(map(str, parts))
+        print(text, flush=True)
+        lines.append(text)
+
     if quick:
         seeds, cases = 2, ("mp_a0.5",)
     bad = [c for c in cases if c not in CASES]
@@ -114,30 +121,33 @@ def main(quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(
                 spread = {k: float(np.std([getattr(p, k) for p in per], ddof=1)) for k in ("eta", "delta", "eps")}
                 n_out = [p.n_outliers for p in per]
                 rows.append((label, src, "fixed" if fixed else "fitted", f, se, spread, n_out, n_th, pos_th, t_fit))
-    print()
-    print("| case | eigenvalues | mu0 shape | eta fit (SE) | delta fit (SE) | eps fit (SE) | shape fit | "
+    say()
+    say("| case | eigenvalues | mu0 shape | eta fit (SE) | delta fit (SE) | eps fit (SE) | shape fit | "
           "per-seed sd eta/delta/eps | z eta/delta/eps | outliers per seed (theory) | KS | all within 10% |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    say("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label, src, mode, f, se, sp, n_out, n_th, pos_th, t_fit in rows:
         r = {k: rel(getattr(f, k), se[k]) for k in ("eta", "delta", "eps")}
         ok = all(abs(v) <= 0.10 for v in r.values()) and all(n == n_th for n in n_out)
         # z: (pooled fit - SE) / (per-seed sd / sqrt(seeds)), the gap in standard errors of the pooled fit
         z = [(getattr(f, k) - se[k]) / (sp[k] / np.sqrt(len(n_out))) if sp[k] > 0 else float("nan")
              for k in ("eta", "delta", "eps")]
-        print(f"| {label} | {src} | {mode} | {f.eta:.4f} ({se['eta']:.4f}, {r['eta']:+.1%}) | "
+        say(f"| {label} | {src} | {mode} | {f.eta:.4f} ({se['eta']:.4f}, {r['eta']:+.1%}) | "
               f"{f.delta:.4f} ({se['delta']:.4f}, {r['delta']:+.1%}) | {f.eps:.4f} ({se['eps']:.4f}, {r['eps']:+.1%}) | "
               f"{f.shape:.3f} | {sp['eta']:.3f}/{sp['delta']:.3f}/{sp['eps']:.4f} | "
               f"{z[0]:+.1f}/{z[1]:+.1f}/{z[2]:+.1f} | {n_out} ({n_th}) | "
               f"{f.ks:.3f} | {'yes' if ok else 'NO'} |")
-    print()
+    say()
     for label, src, mode, f, se, sp, n_out, n_th, pos_th, t_fit in rows:
         if src == "students" and mode == "fixed" and n_th:
             meas = [round(o["position"], 3) for o in f.outliers]
             pred = [round(p, 3) for p in f.extras["predicted_outliers"]]
-            print(f"{label}: theory (SE) outlier positions {np.round(pos_th, 3).tolist()}; fitted law's "
+            say(f"{label}: theory (SE) outlier positions {np.round(pos_th, 3).tolist()}; fitted law's "
                   f"{pred}; measured (pooled) {meas}")
 
 
+    if not quick:
+        (HERE / "results").mkdir(exist_ok=True)
+        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

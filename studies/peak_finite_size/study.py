@@ -36,6 +36,13 @@ BASE = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", k
 
 def main(quick: bool = False, *, jobs: int = 2, cache: str | Path | None = None) -> int:
     """Fit, extrapolate and print, per alpha and error, whether the SE lies inside the d = inf interval; 0."""
+    lines: list[str] = []
+
+    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
+        text = " ".join(map(str, parts))
+        print(text, flush=True)
+        lines.append(text)
+
     sizes = {30: 3, 40: 3, 50: 3} if quick else SIZES
     store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
     t0 = time.perf_counter()
@@ -46,10 +53,10 @@ def main(quick: bool = False, *, jobs: int = 2, cache: str | Path | None = None)
     for j, r in zip(fit_jobs, recs):
         sim.setdefault((j.problem.alpha, j.problem.d), []).append((r["test_error"], r["train_error"]))
     chain = theory_curve(Problem(d=100, alpha=0.1, **BASE), [0.1, *ALPHAS])
-    print(f"fits and SE: {time.perf_counter() - t0:.0f} s")
+    say(f"fits and SE: {time.perf_counter() - t0:.0f} s")
     for a, res in zip(ALPHAS, chain[1:]):
         st = stability(Problem(d=100, alpha=a, **BASE), res)
-        print(f"\nalpha = {a}: SE test {res.test_error:.5f}, train {res.train_error:.5f} "
+        say(f"\nalpha = {a}: SE test {res.test_error:.5f}, train {res.train_error:.5f} "
               f"(converged {res.converged}); {st.describe()}")
         for qi, (name, th) in enumerate((("test error", res.test_error), ("train error", res.train_error))):
             ds, mean, se = [], [], []
@@ -58,13 +65,16 @@ def main(quick: bool = False, *, jobs: int = 2, cache: str | Path | None = None)
                 ds.append(d)
                 mean.append(v.mean())
                 se.append(v.std(ddof=1) / np.sqrt(v.size))
-                print(f"  {name:<11} d = {d:3d} ({v.size:2d} seeds): {mean[-1]:.5f} +- {se[-1]:.5f}")
+                say(f"  {name:<11} d = {d:3d} ({v.size:2d} seeds): {mean[-1]:.5f} +- {se[-1]:.5f}")
             e = extrapolate_to_infinite_d(ds, mean, se)
             inside = e.ci[0] <= th <= e.ci[1]
-            print(f"  {name:<11} d = inf (a + b/d): {e.intercept:.5f}, 95 % [{e.ci[0]:.5f}, {e.ci[1]:.5f}]; "
+            say(f"  {name:<11} d = inf (a + b/d): {e.intercept:.5f}, 95 % [{e.ci[0]:.5f}, {e.ci[1]:.5f}]; "
                   f"SE {th:.5f}: {'inside' if inside else 'OUTSIDE'}")
 
 
+    if not quick:
+        (HERE / "results").mkdir(exist_ok=True)
+        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

@@ -148,7 +148,7 @@ def summarize(problem: Problem, x: np.ndarray, branch: str, prior: PriorModel, q
     rt = replicon_terms(problem, out, pr, x, Q0)
     return {"branch": branch, "q": float(x[0]), "m": float(x[1]), "Sigma": float(x[2]), "qhat": out.qhat,
             "mhat": out.mhat, "Sigmahat": out.Sigmahat, "test_error": te["test_error"],
-            "test_error_err": te["test_error_err"], "train_error": out.train_error,
+            "test_error_err": te["test_error_se"], "train_error": out.train_error,
             "train_error_err": out.err.get("train_error", math.nan), "matrix_error": Q0 - 2 * float(x[1]) + float(x[0]),
             **rt}
 

@@ -77,6 +77,13 @@ def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"
          softmax_C: float = 1.0, phase_map: bool = False, map_d: int = 100_000, map_gamma: float = 1.25,
          map_noise: float = 0.0) -> int:
     """Print the tables of sections 1-3 (section 3 with ``phase_map``); 0 when every section-1 fit passes."""
+    lines: list[str] = []
+
+    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
+        text = " ".join(map(str, parts))
+        print(text, flush=True)
+        lines.append(text)
+
     if quick:
         d, points, gammas, phase_map, hi = 10_000, 5, (1.25,), False, min(hi, 1000.0)
     args = argparse.Namespace(C=C, points=points, lo=lo, hi=hi, gammas=",".join(map(str, gammas)),
@@ -85,12 +92,12 @@ def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"
     if args.hi * d > d * d / 10:
         raise ValueError(f"hi*d = {args.hi * d:g} must be <= d^2/10 = {d * d / 10:g} (n << d^2)")
     ns = np.geomspace(args.lo * d, args.hi * d, args.points)
-    print(f"## 1. Threshold-limited curves: d={d}, lam={args.C} sqrt(alpha), linear T=1, spiked prior, "
+    say(f"## 1. Threshold-limited curves: d={d}, lam={args.C} sqrt(alpha), linear T=1, spiked prior, "
           f"{args.points} points\n")
     hdr = ("| Delta | gamma | fitted exponent [95% CI] | 1 - 1/(2 gamma) | |diff| | K(n) | c/delta | regimes | "
            "local exponent first→last | runtime s | pass |")
-    print(hdr)
-    print("|---" * 11 + "|")
+    say(hdr)
+    say("|---" * 11 + "|")
     fits: dict[tuple[float, float], float] = {}
     ok = True
     for g in [float(x) for x in args.gammas.split(",")]:
@@ -99,47 +106,50 @@ def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"
             res = scaling_curve(g, d, ns, lam=lambda a: args.C * math.sqrt(a), noise=noise, prior="spiked", tol=1e-7)
             line, fits[(g, noise)] = _row(f"{noise:g}", g, res, time.perf_counter() - t0)
             ok &= abs(fits[(g, noise)] - (1.0 - 1.0 / (2.0 * g))) < 0.05
-            print(line, flush=True)
-    print("\n| gamma | fit Delta=0 | fit Delta=4 | |difference| | pass (< 0.03) |\n|---|---|---|---|---|")
+            say(line, flush=True)
+    say("\n| gamma | fit Delta=0 | fit Delta=4 | |difference| | pass (< 0.03) |\n|---|---|---|---|---|")
     for g in sorted({k[0] for k in fits}):
         a, b = fits[(g, 0.0)], fits[(g, 4.0)]
-        print(f"| {g} | {a:.4f} | {b:.4f} | {abs(a - b):.4f} | {'yes' if abs(a - b) < 0.03 else 'NO'} |")
+        say(f"| {g} | {a:.4f} | {b:.4f} | {abs(a - b):.4f} | {'yes' if abs(a - b) < 0.03 else 'NO'} |")
     if quick:
         return 0 if ok else 1
 
-    print(f"\n## 2. Softmax channel (seq2lab, T=2): d={d}, Delta=0, lam={args.softmax_C} sqrt(alpha)\n")
-    print(hdr)
-    print("|---" * 11 + "|")
+    say(f"\n## 2. Softmax channel (seq2lab, T=2): d={d}, Delta=0, lam={args.softmax_C} sqrt(alpha)\n")
+    say(hdr)
+    say("|---" * 11 + "|")
     t0 = time.perf_counter()
     res = scaling_curve(1.25, d, np.geomspace(args.lo * d, args.hi * d, 7), lam=lambda a: args.softmax_C * math.sqrt(a),
                         noise=0.0, prior="spiked", tol=1e-7, channel="seq2lab", T=2)
-    print(_row("0 (T=2)", 1.25, res, time.perf_counter() - t0)[0])
+    say(_row("0 (T=2)", 1.25, res, time.perf_counter() - t0)[0])
 
     if args.map:
         md = args.map_d
         t0 = time.perf_counter()
         rm = regime_map(args.map_gamma, md, np.geomspace(10 * md, min(1e4 * md, md * md / 10), 13),
                         np.geomspace(1e-4, 10, 11), noise=args.map_noise, prior="spiked", tol=1e-7)
-        print(f"\n## 3. Phase diagram: gamma={args.map_gamma}, d={md}, Delta={args.map_noise}, fixed lam per row "
+        say(f"\n## 3. Phase diagram: gamma={args.map_gamma}, d={md}, Delta={args.map_noise}, fixed lam per row "
               f"({time.perf_counter() - t0:.0f} s)\n")
-        print("| regime | points | predicted (median) | K -> inf | median measured | median |gap| | within 0.05 |"
+        say("| regime | points | predicted (median) | K -> inf | median measured | median |gap| | within 0.05 |"
               "\n|---|---|---|---|---|---|---|")
         for rg, s in rm.groupby("regime"):
             gap = (s["local_exponent_n"] - s["predicted_exponent"]).abs()
             ok = gap < 0.05
             pred = s["predicted_exponent"].median()
-            print(f"| {rg} | {len(s)} | {pred:.3f} | {s['asymptotic_exponent'].median():.3f} | "
+            say(f"| {rg} | {len(s)} | {pred:.3f} | {s['asymptotic_exponent'].median():.3f} | "
                   f"{s['local_exponent_n'].median():.3f} | {gap.median():.3f} | {int(ok.sum())}/{int(gap.notna().sum())} |")
         fd = rm[rm["finite_d_mismatch"].abs() > 0.05]
-        print(f"\nnoise-limited points made crossovers by finite d (|E/E_law - 1| > 0.05): {len(fd)}")
+        say(f"\nnoise-limited points made crossovers by finite d (|E/E_law - 1| > 0.05): {len(fd)}")
         miss = rm[rm["predicted_exponent"].notna() & (rm["exponent_gap"].abs() >= 0.05)]
-        print(f"labelled points off their prediction by 0.05 or more: {len(miss)}")
+        say(f"labelled points off their prediction by 0.05 or more: {len(miss)}")
         for _, r in miss.iterrows():  # the finite-d shift is the part of the gap the departure's change along n explains
-            print(f"  n/d={r['n'] / md:.4g} lam={r['lam']:.3g} K={int(r['K'])} {r['regime']}: measured "
+            say(f"  n/d={r['n'] / md:.4g} lam={r['lam']:.3g} K={int(r['K'])} {r['regime']}: measured "
                   f"{r['local_exponent_n']:.3f}, predicted {r['predicted_exponent']:.3f}, finite-d shift "
                   f"{r['finite_d_exponent_shift']:.3f}, departure {r['finite_d_mismatch']:+.3f}")
 
 
+    if not quick:
+        (HERE / "results").mkdir(exist_ok=True)
+        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
     return 0 if ok else 1
 
 

@@ -84,7 +84,7 @@ class SEOptions:
         branches are deterministic maps with no jumps; where the prox has one minimum all three
         agree. At the interpolation peak (seq2lab, lam = 1e-5, alpha = 0.3) ERM extrapolated to
         d = inf gives 0.2347 [0.2314, 0.2379]; the global branch 0.2623, the teacher branch 0.2399
-        (``validation/results/peak.md``): closer, not exact.
+        (``studies/peak_investigation/results/peak.md``): closer, not exact.
     prox_screen : int or None
         With ``"global"``, the extra Newton starts of the prox (cold starts beside the first one, or
         beside the tracked branches) run only on the first ``1/prox_screen`` of each scramble's nodes
