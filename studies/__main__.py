@@ -1,4 +1,4 @@
-"""``python -m studies [NAME [--quick] [study options]]``: list the studies, or run one.
+"""usage: python -m studies [NAME [--quick] [study options]]  (without NAME: list the studies)
 
 Without a name, lists every study with the first line of its README. With a name, runs
 ``studies/<name>/study.py``'s command line with the remaining arguments (``--quick`` for a small

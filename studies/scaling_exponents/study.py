@@ -86,24 +86,21 @@ def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"
 
     if quick:
         d, points, gammas, phase_map, hi = 10_000, 5, (1.25,), False, min(hi, 1000.0)
-    args = argparse.Namespace(C=C, points=points, lo=lo, hi=hi, gammas=",".join(map(str, gammas)),
-                              softmax_C=softmax_C, map=phase_map, map_d=map_d, map_gamma=map_gamma,
-                              map_noise=map_noise)
-    if args.hi * d > d * d / 10:
-        raise ValueError(f"hi*d = {args.hi * d:g} must be <= d^2/10 = {d * d / 10:g} (n << d^2)")
-    ns = np.geomspace(args.lo * d, args.hi * d, args.points)
-    say(f"## 1. Threshold-limited curves: d={d}, lam={args.C} sqrt(alpha), linear T=1, spiked prior, "
-          f"{args.points} points\n")
+    if hi * d > d * d / 10:
+        raise ValueError(f"hi*d = {hi * d:g} must be <= d^2/10 = {d * d / 10:g} (n << d^2)")
+    ns = np.geomspace(lo * d, hi * d, points)
+    say(f"## 1. Threshold-limited curves: d={d}, lam={C} sqrt(alpha), linear T=1, spiked prior, "
+          f"{points} points\n")
     hdr = ("| Delta | gamma | fitted exponent [95% CI] | 1 - 1/(2 gamma) | |diff| | K(n) | c/delta | regimes | "
            "local exponent first→last | runtime s | pass |")
     say(hdr)
     say("|---" * 11 + "|")
     fits: dict[tuple[float, float], float] = {}
     ok = True
-    for g in [float(x) for x in args.gammas.split(",")]:
+    for g in gammas:
         for noise in (0.0, 4.0):
             t0 = time.perf_counter()
-            res = scaling_curve(g, d, ns, lam=lambda a: args.C * math.sqrt(a), noise=noise, prior="spiked", tol=1e-7)
+            res = scaling_curve(g, d, ns, lam=lambda a: C * math.sqrt(a), noise=noise, prior="spiked", tol=1e-7)
             line, fits[(g, noise)] = _row(f"{noise:g}", g, res, time.perf_counter() - t0)
             ok &= abs(fits[(g, noise)] - (1.0 - 1.0 / (2.0 * g))) < 0.05
             say(line, flush=True)
@@ -114,20 +111,20 @@ def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"
     if quick:
         return 0 if ok else 1
 
-    say(f"\n## 2. Softmax channel (seq2lab, T=2): d={d}, Delta=0, lam={args.softmax_C} sqrt(alpha)\n")
+    say(f"\n## 2. Softmax channel (seq2lab, T=2): d={d}, Delta=0, lam={softmax_C} sqrt(alpha)\n")
     say(hdr)
     say("|---" * 11 + "|")
     t0 = time.perf_counter()
-    res = scaling_curve(1.25, d, np.geomspace(args.lo * d, args.hi * d, 7), lam=lambda a: args.softmax_C * math.sqrt(a),
+    res = scaling_curve(1.25, d, np.geomspace(lo * d, hi * d, 7), lam=lambda a: softmax_C * math.sqrt(a),
                         noise=0.0, prior="spiked", tol=1e-7, channel="seq2lab", T=2)
     say(_row("0 (T=2)", 1.25, res, time.perf_counter() - t0)[0])
 
-    if args.map:
-        md = args.map_d
+    if phase_map:
+        md = map_d
         t0 = time.perf_counter()
-        rm = regime_map(args.map_gamma, md, np.geomspace(10 * md, min(1e4 * md, md * md / 10), 13),
-                        np.geomspace(1e-4, 10, 11), noise=args.map_noise, prior="spiked", tol=1e-7)
-        say(f"\n## 3. Phase diagram: gamma={args.map_gamma}, d={md}, Delta={args.map_noise}, fixed lam per row "
+        rm = regime_map(map_gamma, md, np.geomspace(10 * md, min(1e4 * md, md * md / 10), 13),
+                        np.geomspace(1e-4, 10, 11), noise=map_noise, prior="spiked", tol=1e-7)
+        say(f"\n## 3. Phase diagram: gamma={map_gamma}, d={md}, Delta={map_noise}, fixed lam per row "
               f"({time.perf_counter() - t0:.0f} s)\n")
         say("| regime | points | predicted (median) | K -> inf | median measured | median |gap| | within 0.05 |"
               "\n|---|---|---|---|---|---|---|")
