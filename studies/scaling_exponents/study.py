@@ -130,10 +130,10 @@ def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"
               "\n|---|---|---|---|---|---|---|")
         for rg, s in rm.groupby("regime"):
             gap = (s["local_exponent_n"] - s["predicted_exponent"]).abs()
-            ok = gap < 0.05
+            within = gap < 0.05
             pred = s["predicted_exponent"].median()
             say(f"| {rg} | {len(s)} | {pred:.3f} | {s['asymptotic_exponent'].median():.3f} | "
-                  f"{s['local_exponent_n'].median():.3f} | {gap.median():.3f} | {int(ok.sum())}/{int(gap.notna().sum())} |")
+                  f"{s['local_exponent_n'].median():.3f} | {gap.median():.3f} | {int(within.sum())}/{int(gap.notna().sum())} |")
         fd = rm[rm["finite_d_mismatch"].abs() > 0.05]
         say(f"\nnoise-limited points made crossovers by finite d (|E/E_law - 1| > 0.05): {len(fd)}")
         miss = rm[rm["predicted_exponent"].notna() & (rm["exponent_gap"].abs() >= 0.05)]
