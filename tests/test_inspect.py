@@ -163,7 +163,7 @@ def test_fit_on_trained_students_slow(case):
     """Power-law target (three outliers) and MP at alpha = 4: eta, delta within 10%, outlier count exact.
 
     eps is not asserted at alpha = 4: the SE value 0.0042 is below its per-seed spread at d = 100
-    (validation/inspect_ground_truth.py).
+    (studies/inspect_ground_truth).
     """
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)

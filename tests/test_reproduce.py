@@ -87,7 +87,7 @@ def test_reproduce_cli_validation(args, name, usage_error):
 
 
 def _render_module():
-    spec = importlib.util.spec_from_file_location("render_report", ROOT / "validation" / "render_report.py")
+    spec = importlib.util.spec_from_file_location("render_report", ROOT / "tests" / "render_report.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     if mod.find_browser() is None:
@@ -286,7 +286,7 @@ def test_peak_rows_carry_the_replica_symmetry_check(smoke):
     sc = Preset.named("smoke").spec("interpolation_peak")
     assert all(f"lam = {l:g}: the RS diagnostic" in o.caption for l in sc.sim_lams)
     assert len(o.diagnostics) == len(sc.sim_lams) and all(t in o.caption for t in o.diagnostics)
-    assert "validation/peak_finite_size.py" not in " ".join(o.notes) + o.caption
+    assert "peak_finite_size" not in " ".join(o.notes) + o.caption
 
 
 def test_failing_ranges_and_the_declared_criterion():

@@ -190,7 +190,7 @@ def test_a_floor_too_large_to_determine_a_fixed_point_certifies_none():
     """Problem 10 of the benchmark's random grid (seed 7101) at alpha = 0.9178: started at (q, m, Sigma) = (20, 5, 20)
     the solve used to stop at q = 360, test error 0.515, "converged to the quadrature floor" 4.9e-2 (one step's
     quadrature s.e. 49 %; under a 16x finer quadrature its residual is 0.38). ERM gives 0.1125 +- 0.0007 at d = 100
-    (validation/results/se_fixed_points.md), the default start's fixed point (residual 1e-8) 0.1124. A floor above
+    (studies/se_fixed_points/results/se_fixed_points.md), the default start's fixed point (residual 1e-8) 0.1124. A floor above
     MAX_FLOOR no longer ends a solve or certifies a point, and the solve from there goes on to that fixed point."""
     from singlehead.state_evolution import SEState
     from singlehead.state_evolution.se_map import MAX_FLOOR, below_floor

@@ -153,7 +153,7 @@ def test_local_and_global_prox_branches_agree_where_the_prox_has_one_minimum():
     """SEOptions.prox_branch: away from the interpolation peak (alpha = 2, no prox jumps) and on the
     convex linear channel, the SE on the teacher's or z's local branch is the global-branch SE; at the
     peak (lam = 1e-5, alpha = 0.3, jump share 5.6 %) the teacher branch differs by far more than
-    the quadrature error (validation/results/peak.md: 0.2399 against 0.2623)."""
+    the quadrature error (studies/peak_investigation/results/peak.md: 0.2399 against 0.2623)."""
     from singlehead.state_evolution import SEOptions
 
     p = Problem(T=2, alpha=2.0, lam=0.01, noise=0.5, target=MPTarget(0.5))

@@ -132,7 +132,7 @@ def test_linear_channel_theory_is_fast_and_exact():
 
 @pytest.mark.parametrize("student,alpha", [("factorized", 0.25), ("factorized", 1.0), ("direct", 1.0)])
 def test_theory_matches_simulation_at_small_d(student, alpha):
-    """Default-suite version of validation/se_vs_simulation.py: d = 40, 4 seeds.
+    """Default-suite version of studies/se_vs_simulation: d = 40, 4 seeds.
 
     Tolerance: 3 standard errors of the seed mean plus a finite-size allowance (10% for the
     test and train errors, 15% for the matrix error; at d = 100 the measured gaps are <= 5%).

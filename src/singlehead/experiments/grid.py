@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import yaml
 
 from ..problem import Problem, target_from_dict
 from ..results import stable_hash
+from ..targets import MPTarget
 
 DETERMINISTIC_ROUTES = ("theory", "bayes", "thresholds")
 
@@ -149,3 +152,56 @@ def expand_grid(spec: Mapping[str, Any]) -> list[Job]:
         for seed in seeds:
             jobs.append(Job(route, problem, seed, settings, tags))
     return jobs
+
+
+# the order of the draws of random_problems: changing these tuples changes every grid
+_GRID_CHANNELS = ("seq2lab", "seq2seq", "linear")
+_GRID_STUDENTS = ("factorized", "direct")
+
+
+def random_problems(n: int, seed: int = 0) -> list[Problem]:
+    """``n`` random valid problems spanning the state evolution's domain (robustness grids).
+
+    Channel (``seq2lab``, ``seq2seq``, ``linear``) x ``T`` in {1, 2, 3} (softmax channels need
+    ``T >= 2``) x student (factorized with rank cap ``kappa`` in {1, 0.5, 0.2}, or direct) x
+    ``beta0/beta`` in {1, 2, 1/2} x ``lam`` log-uniform in ``[1e-5, 5]`` x ``alpha`` log-uniform
+    in ``[3e-3, 20]`` x label noise ``Delta`` in {0, 0.1, 0.5, 1}, Marchenko--Pastur targets
+    ``kappa0`` in {0.25, 0.5, 1}; ``d`` is the :class:`Problem` default.
+
+    Parameters
+    ----------
+    n : int
+        Number of problems (>= 0).
+    seed : int
+        Seed of the draws. The grid is a deterministic function of ``(n, seed)``, and the first
+        ``n`` problems of a longer grid with the same seed are this grid: tests, benchmarks and
+        studies pin their grids by seed, so the order of the draws must not change.
+
+    Returns
+    -------
+    list of Problem
+
+    Examples
+    --------
+    >>> from singlehead.experiments import random_problems
+    >>> grid = random_problems(3, seed=0)
+    >>> len(grid), grid == random_problems(3, seed=0), grid[:2] == random_problems(2, seed=0)
+    (3, True, True)
+    """
+    if int(n) < 0:
+        raise ValueError(f"n must be >= 0 (got {n})")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(int(n)):
+        channel = str(rng.choice(_GRID_CHANNELS))
+        T = int(rng.choice([1, 2, 3])) if channel == "linear" else int(rng.choice([2, 3]))
+        student = str(rng.choice(_GRID_STUDENTS))
+        kappa = float(rng.choice([1.0, 0.5, 0.2])) if student == "factorized" else 1.0
+        ratio = float(rng.choice([1.0, 2.0, 0.5]))
+        beta0, beta = (1.0, 1.0) if channel == "linear" else (1.0, 1.0 / ratio)
+        out.append(Problem(
+            T=T, channel=channel, student=student, kappa=kappa, beta=beta, beta0=beta0,
+            lam=float(10 ** rng.uniform(-5, math.log10(5))), alpha=float(10 ** rng.uniform(math.log10(3e-3), math.log10(20))),
+            noise=float(rng.choice([0.0, 0.1, 0.5, 1.0])), target=MPTarget(float(rng.choice([0.25, 0.5, 1.0]))),
+        ))
+    return out

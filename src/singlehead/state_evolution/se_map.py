@@ -197,7 +197,7 @@ _FLOOR_FRACTION = 0.1
 
 
 #: the largest floor that can certify a fixed point: above it one SE step's quadrature standard error exceeds 10 %
-#: and a residual below the floor says little (validation/results/se_fixed_points.md: a point accepted at floor
+#: and a residual below the floor says little (studies/se_fixed_points/results/se_fixed_points.md: a point accepted at floor
 #: 4.9e-2 had residual 0.38 under a 16x finer quadrature, test error 0.515 against ERM's 0.1125 +- 0.0007)
 MAX_FLOOR = 1e-2
 

@@ -50,7 +50,7 @@ Measured on the interpolation-peak problems of the report (``T = 2``, seq2lab, M
 ``lam = 1e-5, alpha = 0.3``, where the SE's test error, 0.262, is above the ERM value extrapolated
 to d = inf, 0.2347 [0.2314, 0.2379] (d = 60-300, 16 seeds per d, 1/d fit), and the SE on the
 teacher's local prox branch (``SEOptions(prox_branch="teacher")``) gives 0.2399
-(``validation/peak_investigation.py``, ``validation/results/peak.md``). The SE points that need
+(``studies/peak_investigation``, ``studies/peak_investigation/results/peak.md``). The SE points that need
 hundreds of map evaluations are those with a jump weight of several percent or a binding rank
 cap (``benchmarks/bench_se_random_grid.py`` prints the check for each).
 """

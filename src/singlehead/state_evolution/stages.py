@@ -267,7 +267,7 @@ def _objective(train_error: float, penalty: float, alpha: float) -> float:
     ``L = sum_mu ||yhat_mu - y_mu||^2 + lam d pen(S)`` and ``n = alpha d^2``, so ``L/n = train_error + penalty/alpha``
     with ``penalty = lam pen(S)/d``. At a fixed point of the replica-symmetric equations this is the energy of that
     solution: where the equations have several fixed points, the ERM minimiser is the one with the lowest
-    (``validation/results/se_fixed_points.md``).
+    (``studies/se_fixed_points/results/se_fixed_points.md``).
     """
     return float(train_error + penalty / alpha)
 
