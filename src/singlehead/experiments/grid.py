@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
-
-import yaml
 
 from ..problem import Problem, target_from_dict
 from ..results import stable_hash
@@ -91,10 +88,10 @@ def load_grid(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"grid file {str(path)!r} does not exist")
     text = path.read_text()
     if path.suffix == ".toml":
-
+        import tomllib  # imported here, like yaml: most runs read no grid file
         return tomllib.loads(text)
     if path.suffix in (".yaml", ".yml"):
-
+        import yaml  # only YAML grids need it
         return yaml.safe_load(text)
     if path.suffix == ".json":
         return json.loads(text)

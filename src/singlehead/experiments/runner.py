@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -19,8 +20,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
-from joblib import Parallel, delayed
-from tqdm.auto import tqdm
 
 from ..results import jsonable, stable_hash
 from ..threads import available_cores, configure
@@ -205,7 +204,7 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     todo = [j for j in jobs if cache.get(j.key) is None]
     failed: dict[str, dict[str, Any]] = {}
 
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress, leave=False,
+    bar = _progress_bar()(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress, leave=False,
                dynamic_ncols=True)
 
     def store(rec: dict[str, Any]) -> None:
@@ -225,6 +224,8 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         if todo and (scheduler or client is not None):
             _run_dask(todo, store, bar, scheduler, client)
         elif todo and n_jobs != 1:
+            from joblib import Parallel, delayed  # only local parallel runs need it
+
             workers = n_jobs if n_jobs > 0 else available_cores()
             # one thread policy: threads per worker x workers <= cores (the workers inherit it)
             configure(workers=workers)
@@ -255,6 +256,16 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "
                       f"first: {first['error']} at {first['problem']}", RuntimeWarning, stacklevel=2)
     return [failed[j.key] if j.key in failed else cache.get(j.key) for j in jobs]
+
+
+def _progress_bar() -> type:
+    """tqdm's notebook-aware bar under IPython, its plain bar elsewhere (which spares the command line the
+    import of asyncio that ``tqdm.auto`` brings)."""
+    if "IPython" in sys.modules:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm
 
 
 def _run_dask(todo: list[Job], store: Callable[[dict[str, Any]], None], bar: Any, scheduler: str | None,
