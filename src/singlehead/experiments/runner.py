@@ -156,8 +156,11 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     todo = [j for j in jobs if cache.get(j.key) is None]
     failed: dict[str, dict[str, Any]] = {}
 
-    bar = _progress_bar()(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress, leave=False,
-               dynamic_ncols=True)
+    if progress and len(todo) > 1:
+        bar = _progress_bar()(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, leave=False,
+                              dynamic_ncols=True)
+    else:  # nothing to follow (one run at most, or no progress asked): no bar, and no import of tqdm
+        bar = _NoBar()
 
     def store(rec: dict[str, Any]) -> None:
         if "error" in rec:
@@ -208,6 +211,19 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "
                       f"first: {first['error']} at {first['problem']}", RuntimeWarning, stacklevel=2)
     return [failed[j.key] if j.key in failed else cache.get(j.key) for j in jobs]
+
+
+class _NoBar:
+    """What ``on_record`` gets as its bar when none is shown: ``write`` prints the line, the rest does nothing."""
+
+    def write(self, s: str, file: Any = None, end: str = "\n") -> None:
+        print(s, file=sys.stdout if file is None else file, end=end)
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _progress_bar() -> type:
