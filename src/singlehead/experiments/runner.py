@@ -139,9 +139,11 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         Address of a Dask distributed scheduler (``tcp://host:8786``); jobs are submitted
         there and gathered as they complete. ``client`` may pass an existing
         ``distributed.Client`` instead.
+    progress : bool
+        Show a progress bar (tqdm, on stderr) while more than one job is left to compute.
     on_record : callable, optional
         ``on_record(record, bar)`` for every finished job (cached ones first), e.g. to print it
-        through the progress bar ``bar``.
+        through the progress bar ``bar`` (``bar.write(line, file=...)``; without a bar it prints).
 
     Examples
     --------
