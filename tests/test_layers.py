@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,26 @@ def test_one_theory_point_loads_no_heavy_scipy_module():
     subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)  # fills the node cache
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_cli_theory_point_loads_no_heavy_module(tmp_path):
+    """Start-up of the command line: ``singlehead theory`` for one tied point goes through the CLI,
+    the runner and its route table without importing SciPy's stats, optimize or integrate, torch,
+    pandas or matplotlib (the Bayes, threshold, simulation and figure code they serve is imported
+    by the routes and commands that run it). Structural, not timed; the first run fills the
+    quadrature-node cache (a miss imports scipy.stats to draw the nodes)."""
+    heavy = ("scipy.stats", "scipy.optimize", "scipy.integrate", "torch", "pandas", "matplotlib")
+    code = ("import sys\nfrom singlehead.cli import main\nmain(['theory', '--alpha', '1', '--T', '2'])\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+            "print(sorted(m for m in sys.modules if m.startswith('singlehead.')))")
+    env = {**os.environ, "SINGLEHEAD_CACHE_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    *_, theory_line, loaded, modules = out.stdout.strip().splitlines()
+    assert theory_line.startswith("alpha=1: test_error=") and "converged=True" in theory_line
+    assert loaded == "[]", f"a CLI theory point imported {loaded}"
+    for lazy in ("singlehead.bayes", "singlehead.thresholds", "singlehead.simulation", "singlehead.amp"):
+        assert f"'{lazy}'" not in modules, f"a CLI theory point imported {lazy}"
 
 
 def test_no_import_cycle():

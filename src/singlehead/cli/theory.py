@@ -15,11 +15,6 @@ import click
 from ..experiments import Job, cache_for_export, run_jobs
 from ..results import Result, jsonable
 from ..state_evolution import SEOptions, stability
-from ..thresholds import (
-    bayes_perfect_recovery_threshold,
-    interpolation_threshold,
-    perfect_recovery_threshold,
-)
 from .common import (
     STUDENT_OPTIONS,
     dumps,
@@ -109,6 +104,9 @@ def bayes(**kwargs: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def thresholds(**kwargs: Any) -> None:
     """Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."""
+    # imported here: SciPy's optimize and integrate would slow the start of `singlehead theory`
+    from ..thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
+
     problem = problems_from_options(**pop_problem_options(kwargs))[0]
 
     def safe(f):

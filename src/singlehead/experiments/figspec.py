@@ -30,12 +30,13 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from ..problem import MPTarget, PowerLawTarget, Problem
-from ..results import Result, stable_hash
+from ..results import Result
+from ..runs.cache import Cache, value_key
 from ..simulation import TrainOptions
 from ..threads import available_cores, configure
 from .grid import Job
 from .report import THEORY_SIMULATION, FigureOutput
-from .runner import Cache, run_jobs
+from .runner import run_jobs
 from .spec import PRESETS, FigureSpec
 from .verdict import judge
 
@@ -82,7 +83,7 @@ class Context:
 
     def _value_key(self, name: str) -> str:
         # the name carries every parameter of the value (the figures build it from their spec's fields)
-        return "value-" + stable_hash({"name": name})
+        return value_key(name)
 
     def cached_many(self, tasks: dict[str, Callable[[], Any]], desc: str = "in-process curves") -> dict[str, Any]:
         """:meth:`cached` for several values; the missing ones are computed on the local workers.

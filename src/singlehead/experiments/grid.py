@@ -14,8 +14,9 @@ A grid is a mapping (Python dict, TOML or YAML file)::
     [settings]                      # route options (optimizer, n_test, device, ...)
     optimizer = "lbfgs"
 
-Each job's ``key`` hashes the route, the full Problem, the seed and the settings, so a
-cache indexed by it survives interruption and reordering.
+Each job's ``key`` hashes the numerics version, the route, the full Problem, the seed and the
+settings (:func:`singlehead.runs.cache.result_key`), so a cache indexed by it survives
+interruption and reordering, and no upgrade that changes the numbers reads an old entry.
 """
 
 from __future__ import annotations
@@ -23,16 +24,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import yaml
 
 from ..problem import Problem, target_from_dict
-from ..results import stable_hash
+from ..runs.cache import result_key
 from ..targets import MPTarget
 
 DETERMINISTIC_ROUTES = ("theory", "bayes", "thresholds")
@@ -62,10 +61,10 @@ class Job:
 
     @property
     def key(self) -> str:
-        """Hash (``singlehead.results.stable_hash``) of everything that changes the result:
-        the route, the full problem, the seed and the route's settings (device and dtype included)."""
-        return stable_hash({"route": self.route, "problem": self.problem.to_dict(), "seed": self.seed,
-                            "settings": dict(self.settings)})
+        """Hash (:func:`singlehead.runs.cache.result_key`) of everything that changes the result: the
+        numerics version, the route, the full problem, the seed and the route's settings (device and dtype
+        included)."""
+        return result_key(self.route, self.problem, self.seed, self.settings)
 
     def describe(self) -> dict[str, Any]:
         return {"route": self.route, "seed": self.seed, **dict(self.settings), **dict(self.tags)}
@@ -94,10 +93,10 @@ def load_grid(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"grid file {str(path)!r} does not exist")
     text = path.read_text()
     if path.suffix == ".toml":
-
+        import tomllib  # imported here, like yaml: most runs read no grid file
         return tomllib.loads(text)
     if path.suffix in (".yaml", ".yml"):
-
+        import yaml  # only YAML grids need it
         return yaml.safe_load(text)
     if path.suffix == ".json":
         return json.loads(text)

@@ -3,7 +3,7 @@
 :func:`run_jobs` caches the records of the library's routes (simulation, theory, ...). A study
 that computes something else (a fit from several initialisations, an SE point on a chosen prox
 branch, a table of eigenvalues) stores it in the same :class:`Cache` through :func:`cached`: the
-record's key is :func:`~singlehead.results.stable_hash` of a JSON-able ``spec`` that names
+record's key hashes the numerics version (:data:`singlehead.runs.cache.NUMERICS_VERSION`) and a JSON-able ``spec`` that names
 everything the result depends on, so a rerun with the same ``spec`` reads the record back and an
 interrupted study resumes.
 """
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..runs import cache as cache_module  # the version is read at call time, so a bump applies at once
+from ..runs.cache import Cache
 from ..results import stable_hash
-from .runner import Cache
 
 __all__ = ["cached"]
 
@@ -52,7 +53,7 @@ def cached(cache: Cache, spec: dict[str, Any],
     >>> len(calls), cached(cache, {"stage": "square", "x": 4})   # computed once; a lookup that misses
     (1, None)
     """
-    key = "memo-" + stable_hash(spec)
+    key = "memo-" + stable_hash({"numerics": cache_module.NUMERICS_VERSION, "spec": spec})
     hit = cache.get(key)
     if hit is not None:
         return hit["record"]

@@ -34,7 +34,7 @@ from .compare import DEFAULT_ALLOWANCE
 from .figspec import FIGURES, Context, FigureDef, FigureRun, Preset, build, register
 from .inspect_report import register_inspect
 from .report import FigureOutput, save_figure, write_report
-from .runner import Cache
+from ..runs.cache import Cache
 from .spec import FigureSpec
 
 __all__ = ["FIGURES", "FigureDef", "FigureRun", "FigureSpec", "Preset", "register", "Reproduction", "reproduce"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..bayes import bayes_optimal
 from ..problem import Problem
-from ..state_evolution import SEOptions, theory, theory_curve
-from ..thresholds import interpolation_threshold, perfect_recovery_threshold
+
+# Each route imports its engine when it runs: a theory point never loads the Bayes, threshold (SciPy's
+# stats and optimize), simulation (torch) or AMP code, which keeps `singlehead theory` quick to start.
 
 
 def run_simulation(problem: Problem, seed: int | None, *, device: str = "cpu", **options: Any) -> dict[str, Any]:
@@ -20,6 +20,8 @@ def run_simulation(problem: Problem, seed: int | None, *, device: str = "cpu", *
 
 def run_theory(problem: Problem, seed: int | None = None, *, prior: str = "auto", **settings: Any) -> dict[str, Any]:
     """``theory(problem, prior=prior, options=SEOptions(**settings))`` as a record."""
+    from ..state_evolution import SEOptions, theory
+
     return theory(problem, prior=prior, options=SEOptions(**settings)).to_dict()
 
 
@@ -31,17 +33,23 @@ def run_theory_curve(problems: list[Problem], param: str, *, prior: str = "auto"
     Each point is the same fixed point a cold :func:`run_theory` finds, to the solver tolerance
     (``SEOptions.tol``, relative change of ``(q, m, Sigma)`` per SE step), at a fraction of the cost.
     """
+    from ..state_evolution import SEOptions, theory_curve
+
     values = [getattr(p, param) for p in problems]
     return [r.to_dict() for r in theory_curve(problems[0], values, param=param, prior=prior,
                                               options=SEOptions(**settings))]
 
 
 def run_bayes(problem: Problem, seed: int | None = None, **settings: Any) -> dict[str, Any]:
+    """``bayes_optimal(problem, **settings)`` as a record."""
+    from ..bayes import bayes_optimal
 
     return bayes_optimal(problem, **settings).to_dict()
 
 
 def run_thresholds(problem: Problem, seed: int | None = None, **settings: Any) -> dict[str, Any]:
+    """The interpolation and perfect-recovery thresholds of ``problem`` as a record."""
+    from ..thresholds import interpolation_threshold, perfect_recovery_threshold
 
     return {"source": "thresholds", "alpha_interp": interpolation_threshold(problem),
             "alpha_perfect": perfect_recovery_threshold(problem)}

@@ -1,31 +1,29 @@
 """Run jobs with the library's one result cache, locally (joblib/loky) or on Dask, with progress bars.
 
-The cache is a directory of JSON files named by :attr:`Job.key` (route, full problem, seed and
-settings, hashed by ``singlehead.results.stable_hash``), each written atomically
-(temporary file + rename) the moment its job finishes: an interrupted sweep loses only the jobs
-in flight, and rerunning it recomputes nothing that is already there. The CLI's ``--out
-FILE.jsonl`` is an export of the records of one sweep (:func:`export_jsonl`), backed by the cache
-directory ``FILE.jsonl.cache``.
+The cache (:class:`singlehead.runs.cache.Cache`) is a directory of JSON files named by
+:attr:`Job.key` (the numerics version, route, full problem, seed and settings:
+:func:`singlehead.runs.cache.result_key`), each written atomically the moment its job finishes:
+an interrupted sweep loses only the jobs in flight, and rerunning it recomputes nothing that is
+already there. The CLI's ``--out FILE.jsonl`` is an export of the records of one sweep
+(:func:`export_jsonl`), backed by the cache directory ``FILE.jsonl.cache``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
+import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
-from joblib import Parallel, delayed
-from tqdm.auto import tqdm
 
-from ..results import jsonable, stable_hash
+from ..results import stable_hash
+from ..runs.cache import Cache, cache_for_export, export_jsonl
 from ..threads import available_cores, configure
 from . import routes
 from .grid import Job
+
+__all__ = ["ROUTES", "Cache", "cache_for_export", "export_jsonl", "execute", "execute_chain", "run_jobs"]
 
 # route name -> function; each takes (problem, seed, **settings) and returns a JSON-able dict (the route
 # modules defer torch to the call, so importing them here costs nothing)
@@ -127,53 +125,6 @@ def execute_chain(param: str, jobs: list[Job]) -> list[dict[str, Any]]:
     return [_job_record(rec, j, per_point) for j, rec in zip(jobs, recs)]
 
 
-class Cache:
-    """Directory of ``<key>.json`` records; ``root=None`` keeps them in memory only.
-
-    Each record is a JSON object with a ``key`` (:attr:`Job.key`); writes are atomic, so an
-    interrupted run never leaves a half-written record.
-
-    Examples
-    --------
-    >>> from singlehead.experiments import Cache
-    >>> cache = Cache(None)                             # in memory
-    >>> cache.put({"key": "abc", "test_error": 0.1})
-    >>> cache.get("abc")["test_error"], cache.get("missing")
-    (0.1, None)
-    """
-
-    def __init__(self, root: str | os.PathLike | None) -> None:
-        self.root = None if root is None else Path(root)
-        self._memory: dict[str, dict[str, Any]] = {}
-        if self.root is not None:
-            self.root.mkdir(parents=True, exist_ok=True)
-
-    def path(self, key: str) -> Path:
-        if self.root is None:
-            raise ValueError("an in-memory cache has no paths")
-        return self.root / f"{key}.json"
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        if self.root is None:
-            return self._memory.get(key)
-        p = self.path(key)
-        if not p.exists():
-            return None
-        try:
-            return json.loads(p.read_text())
-        except json.JSONDecodeError:  # a torn write from a killed process: recompute
-            return None
-
-    def put(self, record: dict[str, Any]) -> None:
-        if self.root is None:
-            self._memory[record["key"]] = jsonable(record)
-            return
-        fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(jsonable(record), fh)
-        os.replace(tmp, self.path(record["key"]))
-
-
 def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: str | None = None,
              progress: bool = True, desc: str = "runs", client: Any = None,
              on_record: Callable[[dict[str, Any], Any], None] | None = None) -> list[dict[str, Any]]:
@@ -187,9 +138,11 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         Address of a Dask distributed scheduler (``tcp://host:8786``); jobs are submitted
         there and gathered as they complete. ``client`` may pass an existing
         ``distributed.Client`` instead.
+    progress : bool
+        Show a progress bar (tqdm, on stderr) while more than one job is left to compute.
     on_record : callable, optional
         ``on_record(record, bar)`` for every finished job (cached ones first), e.g. to print it
-        through the progress bar ``bar``.
+        through the progress bar ``bar`` (``bar.write(line, file=...)``; without a bar it prints).
 
     Examples
     --------
@@ -204,8 +157,11 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     todo = [j for j in jobs if cache.get(j.key) is None]
     failed: dict[str, dict[str, Any]] = {}
 
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress, leave=False,
-               dynamic_ncols=True)
+    if progress and len(todo) > 1:
+        bar = _progress_bar()(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, leave=False,
+                              dynamic_ncols=True)
+    else:  # nothing to follow (one run at most, or no progress asked): no bar, and no import of tqdm
+        bar = _NoBar()
 
     def store(rec: dict[str, Any]) -> None:
         if "error" in rec:
@@ -224,6 +180,8 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         if todo and (scheduler or client is not None):
             _run_dask(todo, store, bar, scheduler, client)
         elif todo and n_jobs != 1:
+            from joblib import Parallel, delayed  # only local parallel runs need it
+
             workers = n_jobs if n_jobs > 0 else available_cores()
             # one thread policy: threads per worker x workers <= cores (the workers inherit it)
             configure(workers=workers)
@@ -256,6 +214,29 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     return [failed[j.key] if j.key in failed else cache.get(j.key) for j in jobs]
 
 
+class _NoBar:
+    """What ``on_record`` gets as its bar when none is shown: ``write`` prints the line, the rest does nothing."""
+
+    def write(self, s: str, file: Any = None, end: str = "\n") -> None:
+        print(s, file=sys.stdout if file is None else file, end=end)
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar() -> type:
+    """tqdm's notebook-aware bar under IPython, its plain bar elsewhere (which spares the command line the
+    import of asyncio that ``tqdm.auto`` brings)."""
+    if "IPython" in sys.modules:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm
+
+
 def _run_dask(todo: list[Job], store: Callable[[dict[str, Any]], None], bar: Any, scheduler: str | None,
               client: Any) -> None:
     from distributed import Client, as_completed
@@ -271,42 +252,3 @@ def _run_dask(todo: list[Job], store: Callable[[dict[str, Any]], None], bar: Any
     finally:
         if own:
             client.close()
-
-
-def export_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> None:
-    """Write ``records`` as JSON lines (strict JSON: non-finite numbers become null), atomically.
-
-    Examples
-    --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> from singlehead.experiments import export_jsonl
-    >>> path = Path(tempfile.mkdtemp()) / "runs.jsonl"
-    >>> export_jsonl([{"key": "a", "x": float("nan")}], path)
-    >>> json.loads(path.read_text())
-    {'key': 'a', 'x': None}
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        for rec in records:
-            fh.write(json.dumps(jsonable(rec), allow_nan=False) + "\n")
-    os.replace(tmp, path)
-
-
-def cache_for_export(path: str | os.PathLike | None) -> Cache:
-    """The cache backing a JSON-lines export ``path`` (``<path>.cache``; in memory without a path).
-
-    Records are cached one file each in ``<path>.cache/``, so rerunning the same export resumes.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from singlehead.experiments import cache_for_export
-    >>> cache = cache_for_export(Path(tempfile.mkdtemp()) / "runs.jsonl")   # runs.jsonl.cache/
-    >>> cache.root.name
-    'runs.jsonl.cache'
-    """
-    return Cache(None if path is None else Path(str(path) + ".cache"))

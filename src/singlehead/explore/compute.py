@@ -17,11 +17,11 @@ With ``workers >= 1`` the sweeps and the Bayes-optimal points run in that many w
 (:mod:`.parallel`; the grid is cut into segments, one warm-started chain each); by default
 everything runs in the server process.
 
-Results are cached under the library's keys (:class:`singlehead.experiments.Job` keys, the ones
-``singlehead theory`` and ``singlehead bayes`` use, built on ``singlehead.results.stable_hash``)
-in memory and, unless ``SINGLEHEAD_CACHE_DIR=off``, in ``<cache dir>/explore`` (the cache
-directory of the quadrature nodes: ``$SINGLEHEAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/singlehead``
-or ``~/.cache/singlehead``).
+Results are kept in the library's one result cache (:class:`singlehead.runs.cache.Cache`), under
+the keys ``singlehead theory`` and ``singlehead bayes`` use (:func:`singlehead.runs.cache.result_key`,
+which carries the numerics version), in memory and, unless ``SINGLEHEAD_CACHE_DIR=off``, in
+``<cache dir>/explore`` (:func:`singlehead.runs.cache.library_cache_dir`: ``$SINGLEHEAD_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/singlehead`` or ``~/.cache/singlehead``).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ import pandas as pd
 from ..analysis import decompose, learned_spectrum
 from ..analysis.scaling import local_exponents
 from ..bayes import bayes_optimal
-from ..experiments import Cache, Job
 from ..problem import Problem
 from ..results import Result
+from ..runs.cache import Cache, library_cache_dir, result_key
 from ..state_evolution import SEOptions, iter_theory_curve, prior_model, theory
 from ..thresholds import interpolation_threshold, perfect_recovery_threshold
 from .parallel import WorkerPool
@@ -59,13 +59,7 @@ _PANEL_ERRORS = (ValueError, ArithmeticError, NotImplementedError, RuntimeError)
 
 def cache_root() -> Path | None:
     """``<cache dir>/explore``, or ``None`` when ``SINGLEHEAD_CACHE_DIR`` is ``off`` (or empty, 0, none)."""
-    root = os.environ.get("SINGLEHEAD_CACHE_DIR")
-    if root is not None and root.strip().lower() in ("", "off", "0", "none"):
-        return None
-    if root is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "singlehead")
-    return Path(root) / "explore"
+    return library_cache_dir("explore")
 
 
 def _finite(x: Any) -> float | None:
@@ -110,11 +104,10 @@ class Engine:
         if not (isinstance(workers, int) and workers >= 0):
             raise ValueError(f"workers must be an integer >= 0 (got {workers!r})")
         root = None if memory_only else (Path(cache_dir) if cache_dir is not None else cache_root())
-        self._memory: dict[str, dict[str, Any]] = {}
-        try:
-            self._disk = Cache(root) if root is not None else None
+        try:  # the one result cache, with a copy in memory of every point read or written
+            self._cache = Cache(root, memory=True)
         except OSError:  # read-only home: memory only
-            self._disk = None
+            self._cache = Cache(None)
         self._lock = threading.Lock()
         self._generation = 0
         self._gen_lock = threading.Lock()
@@ -140,26 +133,19 @@ class Engine:
 
     # ------------------------------------------------------------------ cache
     def _get(self, key: str) -> dict[str, Any] | None:
-        rec = self._memory.get(key)
-        if rec is None and self._disk is not None:
-            rec = self._disk.get(key)
-            if rec is not None:
-                self._memory[key] = rec
-        return rec
+        return self._cache.get(key)
 
     def _put(self, key: str, rec: dict[str, Any]) -> dict[str, Any]:
         rec = {**rec, "key": key}
-        self._memory[key] = rec
-        if self._disk is not None:
-            try:
-                self._disk.put(rec)
-            except OSError:
-                self._disk = None
+        try:
+            self._cache.put(rec)  # in memory first, then on disk
+        except OSError:  # the disk became read-only or full: keep what is in memory, write no more
+            self._cache.root = None
         return rec
 
     def _cached(self, route: str, problem: Problem, settings: tuple, compute: Callable[[], dict[str, Any]]
                 ) -> dict[str, Any]:
-        key = Job(route, problem, None, settings).key
+        key = result_key(route, problem, None, settings)
         rec = self._get(key)
         if rec is None:
             with self._lock:
@@ -171,7 +157,7 @@ class Engine:
         """``(index, SE record)`` along the grid: cached ones at once, the rest warm-started (in this
         process, in grid order, one point at a time, or by the worker pool, segment by segment)."""
         problems = [view.problem.replace(alpha=a) for a in view.alphas]
-        keys = [Job("theory", p, None, _SE_SETTINGS).key for p in problems]
+        keys = [result_key("theory", p, None, _SE_SETTINGS) for p in problems]
         if self._pool is None:
             yield from self._theory_points_here(view, problems, keys, alive)
             return
@@ -219,7 +205,7 @@ class Engine:
     def bayes_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
         """``(index, Bayes-optimal record)`` along the grid (worker pool: in parallel, as they finish)."""
         problems = [_bayes_problem(view.problem.replace(alpha=a)) for a in view.alphas]
-        keys = [Job("bayes", p, None, _BAYES_SETTINGS).key for p in problems]
+        keys = [result_key("bayes", p, None, _BAYES_SETTINGS) for p in problems]
         todo = []
         for i, k in enumerate(keys):
             if not alive():

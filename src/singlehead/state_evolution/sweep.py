@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from ..problem import Problem
 from ..results import Result
@@ -80,7 +79,7 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
     out: list[Result] = []
     warm = init
     hist: list[tuple[float, np.ndarray]] = []  # converged points (value, u) for the secant predictor
-    it = tqdm(values, desc=f"theory over {param}") if progress else values
+    it = _bar(values, param) if progress else values
     Q0 = prior.Q0 if isinstance(prior, PriorModel) else None
     tangents: list[tuple[float, np.ndarray]] = []  # (log alpha, du/dlog alpha) at the converged points
     col = None  # along alpha the collapse point's conjugates are rescaled from the previous point's
@@ -146,10 +145,17 @@ def _tangent_prediction(param: str, v: object, hist: list, tangents: list, Q0: f
     return u
 
 
+def _bar(values: list, param: str) -> Any:
+    """``values`` through a tqdm bar (imported here: a theory point from the command line starts without tqdm)."""
+    from tqdm import tqdm
+
+    return tqdm(values, desc=f"theory over {param}")
+
+
 def _untied_curve(problem: Problem, values: list, param: str, init: object, progress: bool) -> Iterator[Result]:
     """:func:`~singlehead.state_evolution.iter_theory_curve` for an untied student (``options``, ``prior`` and ``quad`` do not apply)."""
     prev = init
-    for v in (tqdm(values, desc=f"theory over {param}") if progress else values):
+    for v in (_bar(values, param) if progress else values):
         r = untied_result(problem.replace(**{param: v}), init=prev)
         yield r
         prev = r if r.converged else prev
