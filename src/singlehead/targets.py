@@ -155,6 +155,8 @@ class Target(abc.ABC):
 
     #: Registered name (the ``kind`` of :meth:`to_dict`, the CLI's ``--target``).
     name: ClassVar[str] = ""
+    #: Human-readable name (the explorer's menu; default: ``name``).
+    label: ClassVar[str] = ""
     #: ``S0`` is symmetric (every target but the untied teacher).
     symmetric: ClassVar[bool] = True
     #: Parameters offered by the CLI and the explorer.
@@ -328,6 +330,7 @@ class MPTarget(Target):
 
     kappa0: float = 0.5
     name: ClassVar[str] = "mp"
+    label: ClassVar[str] = "Marchenko–Pastur"
     params: ClassVar[tuple[TargetParam, ...]] = (
         TargetParam("kappa0", help="Rank ratio p0/d of the (untied) MP target, in (0, 1] (default 0.5).", label="κ0"),)
     law_depends_on_d: ClassVar[bool] = False
@@ -383,6 +386,7 @@ class PowerLawTarget(SpectralTarget):
     gamma: float = 1.25
     normalisation: str = "sqrt_d"
     name: ClassVar[str] = "power_law"
+    label: ClassVar[str] = "power law"
     params: ClassVar[tuple[TargetParam, ...]] = (
         TargetParam("gamma", help="Power-law target exponent (> 0.5); selects a power-law target.", label="γ"),
         TargetParam("normalisation", "choice", "Power-law normalisation: A = sqrt(d) or Q0 = 1 (default sqrt_d).",
