@@ -151,6 +151,15 @@ class Target(abc.ABC):
     :class:`SpectralTarget` provides :meth:`sample` and :meth:`spectral_law` for a target with a
     deterministic spectrum (``S0 = O diag(s) O^T``, ``O`` Haar): such a subclass implements only
     :meth:`spectrum`.
+
+    Examples
+    --------
+    >>> from singlehead.targets import PowerLawTarget, target_from_dict
+    >>> t = PowerLawTarget(gamma=1.5)
+    >>> t.name, t.to_dict()
+    ('power_law', {'gamma': 1.5, 'normalisation': 'sqrt_d', 'kind': 'power_law'})
+    >>> target_from_dict(t.to_dict()) == t, t.cli_args()
+    (True, ['--target', 'power_law', '--gamma', '1.5', '--normalisation', 'sqrt_d'])
     """
 
     #: Registered name (the ``kind`` of :meth:`to_dict`, the CLI's ``--target``).
@@ -288,6 +297,24 @@ def register_target(cls: type[Target]) -> type[Target]:
     builds the default instance), by :meth:`Problem.from_dict`, by the CLI's ``--target`` (its
     parameters through ``--target-param NAME=VALUE``) and, for an :attr:`~Target.explorable`
     target, by the explorer.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> from typing import ClassVar
+    >>> import numpy as np
+    >>> from singlehead import Problem
+    >>> from singlehead.targets import SpectralTarget, TargetParam, register_target
+    >>> @register_target
+    ... @dataclass(frozen=True)
+    ... class Flat(SpectralTarget):
+    ...     level: float = 1.0
+    ...     name: ClassVar[str] = "flat_example"
+    ...     params: ClassVar[tuple] = (TargetParam("level"),)
+    ...     def spectrum(self, d):
+    ...         return np.full(d, self.level)
+    >>> Problem(d=10, target="flat_example").to_dict()["target"]
+    {'level': 1.0, 'kind': 'flat_example'}
     """
     if not dataclasses.is_dataclass(cls):
         raise ValueError(f"target must be a dataclass Target subclass (got {cls!r})")
