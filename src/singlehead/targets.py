@@ -1,7 +1,6 @@
-"""Targets ``S0`` of the attention-indexed model as objects: a base class, a registry, their spectral laws (THEORY §1).
+"""Targets ``S0`` of the attention-indexed model and their spectral laws (THEORY §1).
 
-A target is a subclass of :class:`Target` registered with :func:`register_target` (like channels
-and students). Each target class is the one place that turns a target into
+Each target class is the one place that turns a target into
 
 * its spectral law ``mu_{S0}`` at a given ``d`` and model, :meth:`spectral_law`, returning a
   :class:`~singlehead.spectra.PriorModel` (the law, ``Q0 = Tr S0^2/d`` and the transforms the
@@ -27,7 +26,8 @@ Spectral-law models (``model=``):
 
 For MP targets every model but ``"finite"`` is the MP law.
 
-Everything else that depends on the target reads it from the object: its name and parameters
+Targets are objects: subclasses of :class:`Target` registered with :func:`register_target`, like
+channels and students. Everything else that depends on the target reads it from the object: its name and parameters
 (the CLI's ``--target`` and target options, the explorer's controls, figure captions), its
 plain-JSON form (:meth:`Target.to_dict`, part of :meth:`Problem.to_dict` and of every cache key)
 and the closed-form threshold data (:attr:`Target.rank_ratio`). A new target is one class in one
@@ -46,10 +46,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ._registry import Registry
-
 import numpy as np
 
+from ._registry import Registry
 from ._validate import check as _check
 from ._validate import finite as _finite
 from .spectra import DiscreteLaw, MarchenkoPastur, SpikedLaw
@@ -133,7 +132,7 @@ class Target(abc.ABC):
       ``--target`` value;
     * its dataclass fields are its parameters, validated in ``__post_init__`` (a bad value raises
       ``ValueError`` naming the field); ``params`` lists the ones the CLI and the explorer offer
-      (:class:`TargetParam`), every field that has no usable default among them;
+      (:class:`TargetParam`; a field not listed keeps its default there);
     * :meth:`sample` draws ``S0`` (``d x d``, float64, CPU torch tensor) from ``seed`` alone;
       symmetric targets (``symmetric = True``) draw a symmetric ``S0``;
     * :meth:`spectral_law` returns the law ``mu_{S0}`` of the eigenvalues of ``S0`` at dimension
