@@ -320,3 +320,24 @@ def test_cli_builds_the_registered_target(capsys):
     with pytest.raises(SystemExit):
         main(["theory", "--target", "two_level", "--target-param", "gamma=1", "--alpha", "0.5"])
     assert "target 'two_level' does not take --gamma" in capsys.readouterr().err
+
+
+def test_explorer_offers_the_registered_target(capsys):
+    pytest.importorskip("starlette", reason="explore needs the 'explore' extra")
+    import shlex
+
+    from singlehead.explore import parse_view
+    from singlehead.explore.server import _target_controls, _target_options
+
+    view = parse_view({"target": "two_level", "share": "0.3", "d": "40", "noise": "0.5", "lam": "0.05",
+                       "alpha_min": "0.5", "alpha_max": "1", "n_alpha": "2"})
+    assert view.problem.target == TwoLevel(share=0.3)
+    assert 'value="two_level"' in _target_options() and 'name="share"' in _target_controls()
+    # the copied command line rebuilds the target (with options of its own, or --target-param when the
+    # command line was built before the target was registered) and prints the view's curve
+    argv = shlex.split(view.cli())
+    main(argv[1:])
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    assert out[0]["problem"]["target"] == TwoLevel(share=0.3).to_dict()
+    assert [o["test_error"] for o in out] == pytest.approx([r.test_error for r in theory_curve(view.problem,
+                                                                                               view.alphas)], rel=1e-9)

@@ -44,7 +44,7 @@ import abc
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Collection, Literal
 
 import numpy as np
 
@@ -232,11 +232,15 @@ class Target(abc.ABC):
         """The values of :attr:`params`, by name."""
         return {p.name: getattr(self, p.name) for p in self.params}
 
-    def cli_args(self) -> list[str]:
-        """Command-line options that rebuild this target (``--target NAME --param value ...``)."""
+    def cli_args(self, options: "Collection[str] | None" = None) -> list[str]:
+        """Command-line options that rebuild this target: ``--target NAME``, then ``--param value`` for
+        each parameter in ``options`` (the parameters with an option of their own; ``None``: all) and
+        ``--target-param param=value`` for the others."""
         out = ["--target", self.name]
         for p in self.params:
-            out += [f"--{p.name}", p.format(getattr(self, p.name))]
+            text = p.format(getattr(self, p.name))
+            out += [f"--{p.name}", text] if options is None or p.name in options else ["--target-param",
+                                                                                       f"{p.name}={text}"]
         return out
 
     def caption(self) -> dict[str, Any]:

@@ -132,11 +132,13 @@ class View:
     # ------------------------------------------------------------------ reproduction
     def cli(self) -> str:
         """The ``singlehead theory`` command that prints this view's error curve (one JSON line per alpha)."""
+        from ..cli.common import TARGET_PARAMS  # the target options the command line has
+
         p = self.problem
         args = ["singlehead", "theory", "--task", p.channel.name, "--T", str(p.T), "--d", str(p.d),
                 "--alpha", f"log:{self.alpha_min!r}:{self.alpha_max!r}:{self.n_alpha}", "--student", p.student.name,
                 "--kappa", repr(p.kappa), "--noise", repr(p.noise), "--lam", repr(p.lam), "--beta", repr(p.beta),
-                "--beta0", repr(p.beta0), *p.target.cli_args()]
+                "--beta0", repr(p.beta0), *p.target.cli_args(TARGET_PARAMS)]
         return shlex.join([*args, "--json"])
 
     def python(self) -> str:
