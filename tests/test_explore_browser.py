@@ -187,3 +187,14 @@ def test_the_page_needs_no_outside_url(page, server):
         outside = [u for u in URL_RE.findall(text) if not u.startswith(("http://127.0.0.1", "http://localhost"))]
         assert outside == [], asset
     assert urllib.request.urlopen(server + "static/plotly.min.js").read() == plotly_bundle().read_bytes()
+
+
+def test_the_target_menu_shows_the_selected_targets_controls(page):
+    """The target menu and its controls come from the registry; the page shows the selected target's."""
+    assert page.is_visible("[name=kappa0]") and not page.is_visible("[name=gamma]") and not page.is_visible("[name=d]")
+    page.select_option("[name=target]", "power_law")
+    page.wait_for_function(DONE + " && window.__explorer.data.view.problem.target.kind === 'power_law'",
+                           timeout=60_000)
+    assert page.is_visible("[name=gamma]") and page.is_visible("[name=normalisation]") and page.is_visible("[name=d]")
+    assert not page.is_visible("[name=kappa0]")
+    assert _data(page)["view"]["problem"]["target"] == {"gamma": 1.0, "normalisation": "sqrt_d", "kind": "power_law"}

@@ -28,6 +28,12 @@ class Registry(Generic[T]):
         """The registered names, in registration order."""
         return tuple(self._classes)
 
+    def cls(self, name: str) -> type[T]:
+        """The class registered under ``name``; an unknown name raises ``ValueError`` naming the kind."""
+        if isinstance(name, str) and name in self._classes:
+            return self._classes[name]
+        raise ValueError(f"{self.kind} must be one of {self.names()} (got {name!r})")
+
     def get(self, spec: str | T) -> T:
         """The object for a registered name; an unknown name raises ``ValueError`` naming the kind."""
         if isinstance(spec, self.base):

@@ -26,13 +26,13 @@ from ._validate import finite as _finite
 from .channels import Channel, get_channel
 from .results import stable_hash
 from .students import Student, get_student
-from .targets import (  # noqa: F401  (PowerLawTarget, UntiedMPTarget: re-exported, older imports use them)
-    TARGET_KINDS,
+from .targets import (  # noqa: F401  (PowerLawTarget, CustomTarget, UntiedMPTarget: re-exported, older imports use them)
     CustomTarget,
     MPTarget,
     PowerLawTarget,
     Target,
     UntiedMPTarget,
+    get_target,
     target_from_dict,
 )
 
@@ -57,8 +57,11 @@ class Problem:
         Inverse temperatures of the student and of the target softmax (> 0).
     noise : float
         Logit-noise variance ``Delta >= 0``.
-    target : MPTarget | PowerLawTarget | CustomTarget | UntiedMPTarget
-        Target ``S0`` specification (``UntiedMPTarget``: a non-symmetric untied teacher ``M0``).
+    target : str or Target
+        Target ``S0``: a :class:`~singlehead.targets.Target` (``MPTarget``, ``PowerLawTarget``,
+        ``CustomTarget``, ``UntiedMPTarget`` for a non-symmetric untied teacher ``M0``, or one
+        added with :func:`singlehead.targets.register_target`) or a registered name (its default
+        instance); stored as the object.
     student : str or Student
         ``"factorized"``: tied attention ``S = W W^T/sqrt(p d)`` (nuclear-norm penalty);
         ``"direct"``: a symmetric ``S`` trained entry-wise (Frobenius penalty); ``"untied"``: untied
@@ -106,13 +109,13 @@ class Problem:
         _check(_finite(self.beta) and self.beta > 0, "beta", "> 0", self.beta)
         _check(_finite(self.beta0) and self.beta0 > 0, "beta0", "> 0", self.beta0)
         _check(_finite(self.noise) and self.noise >= 0, "noise", ">= 0", self.noise)
-        _check(isinstance(self.target, tuple(TARGET_KINDS.values())), "target",
-               "an MPTarget, PowerLawTarget, CustomTarget or UntiedMPTarget", self.target)
+        if isinstance(self.target, str):
+            object.__setattr__(self, "target", get_target(self.target))
+        _check(isinstance(self.target, Target), "target", "a Target (MPTarget, PowerLawTarget, ...) or a registered "
+               "target name", self.target)
         _check(_finite(self.kappa) and 0 < self.kappa <= 1, "kappa", "in (0, 1]", self.kappa)
         _check(_finite(self.lam) and self.lam >= 0, "lam", ">= 0", self.lam)
-        if isinstance(self.target, CustomTarget):
-            _check(len(self.target.eigenvalues) == self.d, "eigenvalues",
-                   f"a list of length d = {self.d}", len(self.target.eigenvalues))
+        self.target.validate(self.d)
         self.channel.validate(self.T, self.beta, self.beta0)
         self.student.validate(self.kappa)
 
@@ -139,10 +142,8 @@ class Problem:
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form; ``Problem.from_dict(p.to_dict()) == p``."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["target"] = dataclasses.asdict(self.target)
+        out["target"] = self.target.to_dict()
         out["channel"], out["student"] = self.channel.to_spec(), self.student.to_spec()
-        if isinstance(self.target, CustomTarget):
-            out["target"]["eigenvalues"] = list(self.target.eigenvalues)
         return out
 
     @classmethod

@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 from scipy import integrate, optimize
 
-from .problem import MPTarget, Problem
+from .problem import Problem
 from .spectra.finite_d import DEFAULT_DRAWS
 from .state_evolution import prior_model
 
@@ -77,9 +77,12 @@ def semicircle_tail_moments(u: float) -> tuple[float, float, float]:
 
 
 def _mp_kappa0(problem: Problem) -> float:
-    if not isinstance(problem.target, MPTarget):
-        raise NotImplementedError("closed-form perfect-recovery thresholds exist for MP targets only")
-    return float(problem.target.kappa0)
+    """The target's rank ratio (:attr:`~singlehead.targets.Target.rank_ratio`) for the tied closed forms."""
+    k0 = problem.target.rank_ratio
+    if k0 is None or not problem.target.symmetric:
+        raise NotImplementedError("closed-form perfect-recovery thresholds exist only for symmetric targets with a "
+                                  "rank ratio (MP targets)")
+    return float(k0)
 
 
 def perfect_recovery_threshold(problem: Problem) -> float:
@@ -209,7 +212,7 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     e, _ = problem.channel.untied_label_equations(problem.T)
     if e <= 0:
         raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
-    k0 = getattr(problem.target, "kappa0", None)  # MPTarget and UntiedMPTarget: rank ratio kappa0
+    k0 = problem.target.rank_ratio  # MPTarget and UntiedMPTarget: rank ratio kappa0
     if k0 is None:
         raise NotImplementedError("the untied perfect-recovery anchor needs an MP teacher (rank ratio kappa0)")
     if problem.kappa < k0:

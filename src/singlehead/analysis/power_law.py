@@ -97,7 +97,7 @@ def spiked_prior(problem: Problem, *, spike_floor: float = 0.0, max_spikes: int 
     >>> prior.Q0 > 0.0
     True
     """
-    if not isinstance(problem.target, PowerLawTarget):
+    if not problem.target.scaling_law:  # Target.scaling_law: a power-law spectrum
         raise ValueError("spiked_prior needs a power-law target")
     return problem.target.spectral_law(problem.d, "spiked_null", spike_floor=spike_floor, max_spikes=max_spikes)
 

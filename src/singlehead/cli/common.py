@@ -18,10 +18,10 @@ import numpy as np
 
 from ..channels import channel_names
 from ..experiments import cache_for_export, export_jsonl, run_jobs
-from ..problem import CustomTarget, MPTarget, PowerLawTarget, Problem
+from ..problem import Problem
 from ..results import jsonable
 from ..students import student_names
-from ..targets import TARGET_KINDS, UntiedMPTarget
+from ..targets import TargetParam, target_class, target_names
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -84,8 +84,30 @@ class RegisteredName(click.ParamType):
 
 
 CHANNEL = RegisteredName("channel", channel_names)
-TARGET_CHOICES = tuple(TARGET_KINDS)
+TARGET = RegisteredName("target", target_names)
 STUDENT = RegisteredName("student", student_names)
+DEFAULT_TARGET = "mp"
+
+
+def _target_params() -> dict[str, TargetParam]:
+    """The parameters of the registered targets, by name (the first target to declare a name gives its help)."""
+    out: dict[str, TargetParam] = {}
+    for name in target_names():
+        for prm in target_class(name).params:
+            out.setdefault(prm.name, prm)
+    return out
+
+
+def _target_option(prm: TargetParam) -> Callable:
+    takers = [n for n in target_names() if any(q.name == prm.name for q in target_class(n).params)]
+    kind = click.Choice(list(prm.choices)) if prm.kind == "choice" else float if prm.kind == "float" else str
+    return click.option(f"--{prm.name}", prm.name, type=kind, default=None,
+                        help=f"{prm.help} Target: {', '.join(takers)}.")
+
+
+# the options of the targets registered when the CLI is built; any target's parameters, also of
+# one registered later, are accepted through --target-param NAME=VALUE
+TARGET_PARAMS = _target_params()
 
 _PROBLEM_OPTIONS: dict[str, Callable] = {
     "channel": click.option("--task", "channel", type=CHANNEL, default="seq2lab", show_default=True,
@@ -96,15 +118,13 @@ _PROBLEM_OPTIONS: dict[str, Callable] = {
                           help="n/d^2: a number, 'a,b,c', 'start:stop:num' or 'log:start:stop:num'."),
     "kappa": click.option("--kappa", type=float, default=1.0, show_default=True,
                           help="Student width ratio p/d in (0, 1]."),
-    "kappa0": click.option("--kappa0", type=float, default=None, help="MP target rank ratio p0/d in (0, 1] (default 0.5)."),
-    "target": click.option("--target", "target", type=click.Choice(TARGET_CHOICES), default=None,
-                           help="Target family (default: mp, or the one --gamma / --eigenvalues select); "
-                                "untied_mp: the untied teacher M0 = W0Q W0K^T/sqrt(p0 d) of rank ratio --kappa0."),
-    "gamma": click.option("--gamma", type=float, default=None,
-                          help="Power-law target exponent (> 0.5); selects a power-law target."),
-    "normalisation": click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d",
-                                  show_default=True, help="Power-law normalisation: A = sqrt(d) or Q0 = 1."),
-    "eigenvalues": click.option("--eigenvalues", default=None, help="Custom target spectrum: comma list of d eigenvalues."),
+    "target": click.option("--target", "target", type=TARGET, default=None,
+                           help=f"Target family (default: {DEFAULT_TARGET}, or the first registered target that takes "
+                                "the target options given); untied_mp: the untied teacher M0 = W0Q W0K^T/sqrt(p0 d) "
+                                "of rank ratio --kappa0."),
+    **{name: _target_option(prm) for name, prm in TARGET_PARAMS.items()},
+    "target_param": click.option("--target-param", "target_param", multiple=True, metavar="NAME=VALUE",
+                                 help="A parameter of the target (repeatable), for any registered target."),
     "noise": click.option("--noise", type=float, default=0.0, show_default=True, help="Logit noise variance Delta (>= 0)."),
     "lam": click.option("--lam", type=float, default=0.01, show_default=True, help="Regularisation lambda (>= 0)."),
     "beta": click.option("--beta", type=float, default=1.0, show_default=True, help="Student inverse temperature (> 0)."),
@@ -151,7 +171,7 @@ def instance_seeds(kwargs: dict[str, Any]) -> list[int]:
     return parse_seeds(kwargs["seeds"])
 
 
-PROBLEM_OPTION_NAMES = ("channel", "T", "d", "alpha", "kappa", "kappa0", "target", "gamma", "normalisation", "eigenvalues",
+PROBLEM_OPTION_NAMES = ("channel", "T", "d", "alpha", "kappa", "target", *TARGET_PARAMS, "target_param",
                         "noise", "lam", "beta", "beta0", "student")
 
 
@@ -159,29 +179,58 @@ def pop_problem_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The problem options of ``kwargs`` (removed from it); omitted ones take the Problem defaults."""
     defaults = {f.name: f.default for f in dataclasses.fields(Problem) if f.name in PROBLEM_OPTION_NAMES}
     defaults["alpha"] = str(defaults["alpha"])
-    defaults["target"] = None  # a kind name here; Problem.target is the object built from it
+    defaults["target"] = None  # a registered name here; Problem.target is the object built from it
+    defaults.update({k: None for k in TARGET_PARAMS}, target_param=())
     return {k: kwargs.pop(k) if k in kwargs else defaults[k] for k in PROBLEM_OPTION_NAMES}
 
 
-def problems_from_options(channel: str, T: int, d: int, alpha: str, kappa: float, kappa0: float | None,
-                          gamma: float | None, normalisation: str, eigenvalues: str | None, noise: float,
-                          lam: float, beta: float, beta0: float, student: str,
-                          target: str | None = None) -> list[Problem]:
-    """One validated Problem per alpha value (``target``: a target kind, else inferred from the options)."""
-    given = [x is not None for x in (kappa0, gamma, eigenvalues)]
-    if sum(given) > 1:
-        raise ValueError("target: give at most one of --kappa0 (MP), --gamma (power law), --eigenvalues (custom)")
-    inferred = "power_law" if gamma is not None else "custom" if eigenvalues is not None else "mp"
-    if target is not None and target != inferred and not (inferred == "mp" and target in ("mp", "untied_mp")):
-        raise ValueError(f"target {target!r} does not take the options given (they select {inferred!r})")
-    if target == "untied_mp":
-        target_obj: Any = UntiedMPTarget(kappa0=0.5 if kappa0 is None else kappa0)
-    elif gamma is not None:
-        target_obj = PowerLawTarget(gamma=gamma, normalisation=normalisation)
-    elif eigenvalues is not None:
-        target_obj = CustomTarget(tuple(parse_floats(eigenvalues, "eigenvalues")))
-    else:
-        target_obj = MPTarget(kappa0=0.5 if kappa0 is None else kappa0)
+def target_from_options(target: str | None, given: dict[str, Any]) -> Any:
+    """The target object of ``--target`` and the target options given (``None`` values: not given).
+
+    Without ``--target``, the first registered target that takes every option given and is selected
+    by one of them (its :attr:`~singlehead.targets.TargetParam.selects`); with none given,
+    ``DEFAULT_TARGET``. Each option's text is read by the target's :class:`~singlehead.targets.TargetParam`.
+    """
+    given = {k: v for k, v in given.items() if v is not None}
+    takes = {n: {q.name: q for q in target_class(n).params} for n in target_names()}
+    opts = ", ".join(f"--{k}" for k in given)
+    if target is None:
+        fits = [n for n, ps in takes.items() if set(given) <= set(ps) and any(ps[k].selects for k in given)]
+        if not given:
+            target = DEFAULT_TARGET
+        elif not fits:
+            offered = "; ".join(f"{n}: {', '.join('--' + q for q in ps) or 'no options'}" for n, ps in takes.items())
+            raise ValueError(f"target: no registered target takes {opts} together ({offered})")
+        else:
+            target = fits[0]
+    cls = target_class(target)
+    bad = [k for k in given if k not in takes[target]]
+    if bad:
+        raise ValueError(f"target {target!r} does not take --{', --'.join(bad)} "
+                         f"(it takes: {', '.join('--' + q for q in takes[target]) or 'no options'})")
+    # comma lists also take the ranges of parse_floats ('start:stop:num', 'log:start:stop:num')
+    given = {k: tuple(parse_floats(v, k)) if takes[target][k].kind == "floats" and isinstance(v, str) else v
+             for k, v in given.items()}
+    return cls.from_params(given)
+
+
+def _target_param_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for text in pairs:
+        name, sep, value = str(text).partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"target-param must be NAME=VALUE (got {text!r})")
+        out[name.strip()] = value
+    return out
+
+
+def problems_from_options(channel: str, T: int, d: int, alpha: str, kappa: float, noise: float,
+                          lam: float, beta: float, beta0: float, student: str, target: str | None = None,
+                          target_param: tuple[str, ...] = (), **target_options: Any) -> list[Problem]:
+    """One validated Problem per alpha value (``target``: a registered name, else inferred from the
+    target options: ``target_options`` by name, ``None`` when not given, plus ``--target-param`` pairs)."""
+    given = {**{k: v for k, v in target_options.items() if v is not None}, **_target_param_pairs(target_param)}
+    target_obj = target_from_options(target, given)
     return [Problem(d=d, T=T, alpha=a, channel=channel, beta=beta, beta0=beta0, noise=noise, target=target_obj,
                     student=student, kappa=kappa, lam=lam) for a in parse_floats(alpha, "alpha")]
 

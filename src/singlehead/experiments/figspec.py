@@ -29,7 +29,7 @@ from joblib import Parallel, delayed
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from ..problem import MPTarget, PowerLawTarget, Problem
+from ..problem import MPTarget, Problem
 from ..results import Result
 from ..runs.cache import Cache, value_key
 from ..simulation import TrainOptions
@@ -227,10 +227,7 @@ def _params_text(params: dict[str, Any]) -> str:
 
 def problem_params(problem: Problem, *extra: tuple[str, Any]) -> dict[str, Any]:
     """The parameters a figure states, read off its ``Problem`` (names of docs: Theory, :ref:`theory-sizes`), plus ``extra`` pairs."""
-    t = problem.target
-    tgt = {"kappa0": t.kappa0} if isinstance(t, MPTarget) else (
-        {"gamma": t.gamma} if isinstance(t, PowerLawTarget) else {"target": "custom"})
-    out = {"channel": problem.channel, "T": problem.T, **tgt, "Delta": problem.noise, "lam": problem.lam,
+    out = {"channel": problem.channel, "T": problem.T, **problem.target.caption(), "Delta": problem.noise, "lam": problem.lam,
            "beta": problem.beta, "beta0": problem.beta0}
     out.update(dict(extra))
     return out

@@ -37,7 +37,8 @@ from ..channels import channel_names
 from ..students import student_names
 from .compute import Engine
 from .overlay import load_overlay
-from .view import DEFAULTS, MAX_POINTS, ViewError, parse_view
+from ..targets import target_class
+from .view import MAX_POINTS, ViewError, explorer_targets, parse_view, target_controls, view_defaults
 
 __all__ = ["create_app", "plotly_bundle", "serve"]
 
@@ -57,6 +58,34 @@ def plotly_bundle() -> Path:
 def _options(names: tuple[str, ...]) -> str:
     """``<option>`` elements of the registered names (channels or students: new ones appear too)."""
     return "".join(f"<option>{html.escape(n)}</option>" for n in names)
+
+
+def _target_options() -> str:
+    """``<option>`` elements of the targets the explorer offers (registered ones appear too)."""
+    return "".join(f'<option value="{html.escape(n)}">{html.escape(target_class(n).label or n)}</option>'
+                   for n in explorer_targets())
+
+
+def _target_controls() -> str:
+    """One control per parameter of the offered targets, tagged with the targets that take it
+    (``data-targets``; the page shows the selected target's controls)."""
+    out = []
+    for name, prm in target_controls().items():
+        takers = " ".join(n for n in explorer_targets() if any(q.name == name for q in target_class(n).params))
+        if prm.kind == "choice":
+            field = f'<select name="{name}">' + "".join(f"<option>{html.escape(c)}</option>" for c in prm.choices) \
+                + "</select>"
+        else:
+            field = f'<input name="{name}" type="{"number" if prm.kind == "float" else "text"}" step="any">'
+        out.append(f'<label data-targets="{takers}">{html.escape(prm.label or name)} {field}</label>'
+                   f'<div class="err" data-targets="{takers}" data-err="{name}"></div>')
+    return "\n    ".join(out)
+
+
+def _page_defaults() -> dict[str, Any]:
+    """The controls' defaults and what the page needs to show the selected target's controls."""
+    return {**view_defaults(), "max_points": MAX_POINTS, "target_params": list(target_controls()),
+            "d_targets": [n for n in explorer_targets() if target_class(n).law_depends_on_d]}
 
 
 def _asset(name: str) -> str:
@@ -96,7 +125,8 @@ def create_app(engine: Engine | None = None):
     bundle = plotly_bundle()
 
     async def index(request: Request) -> Response:
-        page = (_asset("index.html").replace("{{DEFAULTS}}", json.dumps({**DEFAULTS, "max_points": MAX_POINTS}))
+        page = (_asset("index.html").replace("{{DEFAULTS}}", json.dumps(_page_defaults()))
+                .replace("{{TARGET_OPTIONS}}", _target_options()).replace("{{TARGET_CONTROLS}}", _target_controls())
                 .replace("{{CHANNEL_OPTIONS}}", _options(channel_names()))
                 .replace("{{STUDENT_OPTIONS}}", _options(student_names())))
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})

@@ -12,6 +12,7 @@ grid is ``numpy.geomspace(alpha_min, alpha_max, n_alpha)``, the same grid as the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shlex
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..problem import MPTarget, PowerLawTarget, Problem
+from ..problem import Problem
 from ..results import stable_hash
+from ..targets import TargetParam, target_class, target_names
 
-__all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS"]
+__all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults"]
 
 # Upper bound on the curve's points: one SE point costs ~0.1-0.5 s, so 200 is already a minute.
 MAX_POINTS = 200
@@ -34,6 +36,31 @@ DEFAULTS: dict[str, str] = {
 }
 
 
+def explorer_targets() -> tuple[str, ...]:
+    """The registered targets the explorer offers (:attr:`~singlehead.targets.Target.explorable`)."""
+    return tuple(n for n in target_names() if target_class(n).explorable)
+
+
+def target_controls() -> dict[str, TargetParam]:
+    """The controls of the offered targets' parameters, by name (the first target to declare a name gives it)."""
+    out: dict[str, TargetParam] = {}
+    for n in explorer_targets():
+        for prm in target_class(n).params:
+            out.setdefault(prm.name, prm)
+    return out
+
+
+def view_defaults() -> dict[str, str]:
+    """:data:`DEFAULTS` plus the default of every offered target's parameter (its dataclass default)."""
+    out = dict(DEFAULTS)
+    for n in explorer_targets():
+        fields = {f.name: f.default for f in dataclasses.fields(target_class(n))}  # type: ignore[arg-type]
+        for prm in target_class(n).params:
+            if prm.name not in out and fields.get(prm.name, dataclasses.MISSING) is not dataclasses.MISSING:
+                out[prm.name] = prm.format(fields[prm.name])
+    return out
+
+
 class ViewError(ValueError):
     """A bad control value: ``field`` names the control, the message is the library's."""
 
@@ -43,7 +70,7 @@ class ViewError(ValueError):
 
 
 def _number(params: Mapping[str, Any], name: str, kind: type = float) -> Any:
-    text = str(params.get(name, DEFAULTS[name])).strip()
+    text = str(params.get(name, view_defaults()[name])).strip()
     try:
         value = kind(text)
     except ValueError:
@@ -89,7 +116,8 @@ class View:
 
     @property
     def power_law(self) -> bool:
-        return isinstance(self.problem.target, PowerLawTarget)
+        """The target has a power-law spectrum (:attr:`~singlehead.targets.Target.scaling_law`): the scaling panel is drawn."""
+        return bool(self.problem.target.scaling_law)
 
     def key(self) -> str:
         """Stable hash of the view (``singlehead.results.stable_hash``)."""
@@ -104,27 +132,27 @@ class View:
     # ------------------------------------------------------------------ reproduction
     def cli(self) -> str:
         """The ``singlehead theory`` command that prints this view's error curve (one JSON line per alpha)."""
+        from ..cli.common import TARGET_PARAMS  # the target options the command line has
+
         p = self.problem
         args = ["singlehead", "theory", "--task", p.channel.name, "--T", str(p.T), "--d", str(p.d),
                 "--alpha", f"log:{self.alpha_min!r}:{self.alpha_max!r}:{self.n_alpha}", "--student", p.student.name,
                 "--kappa", repr(p.kappa), "--noise", repr(p.noise), "--lam", repr(p.lam), "--beta", repr(p.beta),
-                "--beta0", repr(p.beta0)]
-        if self.power_law:
-            args += ["--gamma", repr(p.target.gamma), "--normalisation", p.target.normalisation]
-        else:
-            args += ["--kappa0", repr(p.target.kappa0)]
+                "--beta0", repr(p.beta0), *p.target.cli_args(TARGET_PARAMS)]
         return shlex.join([*args, "--json"])
 
     def python(self) -> str:
         """Python code computing every panel of this view through the public API."""
         p = self.problem
-        if self.power_law:
-            cls, target = "PowerLawTarget", f"PowerLawTarget(gamma={p.target.gamma!r}, normalisation={p.target.normalisation!r})"
-        else:
-            cls, target = "MPTarget", f"MPTarget(kappa0={p.target.kappa0!r})"
+        cls, target = type(p.target).__name__, repr(p.target)
+        import singlehead
+
+        home = "singlehead" if getattr(singlehead, cls, None) is type(p.target) else type(p.target).__module__
+        first = f"from singlehead import {cls}, Problem" if home == "singlehead" else \
+            f"from {home} import {cls}\nfrom singlehead import Problem"
         lines = [
             "import numpy as np",
-            f"from singlehead import {cls}, Problem, bayes_optimal, interpolation_threshold, theory",
+            f"{first}, bayes_optimal, interpolation_threshold, theory",
             "from singlehead.analysis import decompose, learned_spectrum",
             "from singlehead.state_evolution import theory_curve",
             "",
@@ -155,25 +183,26 @@ def parse_view(params: Mapping[str, Any]) -> View:
         every problem field; the explorer checks only its own grid controls).
     """
     target_kind = str(params.get("target", DEFAULTS["target"]))
-    if target_kind not in ("mp", "power_law"):
-        raise ViewError("target", f"target must be 'mp' or 'power_law' (got {target_kind!r})")
+    offered = explorer_targets()
+    if target_kind not in offered:
+        raise ViewError("target", f"target must be one of {', '.join(map(repr, offered))} (got {target_kind!r})")
+    tparams = target_class(target_kind).params
     fields = {"T": _number(params, "T", int), "d": _number(params, "d", int), "kappa": _number(params, "kappa"),
               "noise": _number(params, "noise"), "lam": _number(params, "lam"), "beta": _number(params, "beta"),
               "beta0": _number(params, "beta0")}
     a_min, a_max = _number(params, "alpha_min"), _number(params, "alpha_max")
     n_alpha, a_at = _number(params, "n_alpha", int), _number(params, "alpha_at")
+    values = {prm.name: _number(params, prm.name) if prm.kind == "float" else
+              str(params.get(prm.name, view_defaults()[prm.name])).strip() for prm in tparams}
     try:
-        if target_kind == "mp":
-            target: Any = MPTarget(kappa0=_number(params, "kappa0"))
-        else:
-            target = PowerLawTarget(gamma=_number(params, "gamma"))
+        target: Any = target_class(target_kind).from_params(values)
         problem = Problem(alpha=a_min, channel=str(params.get("channel", DEFAULTS["channel"])),
                           student=str(params.get("student", DEFAULTS["student"])), target=target, **fields)
     except ViewError:
         raise
     except ValueError as exc:
         msg = str(exc)
-        field = _field_of(msg, ("channel", "student", "kappa0", "gamma", *fields))
+        field = _field_of(msg, ("channel", "student", *(prm.name for prm in tparams), *fields))
         raise ViewError(field or ("alpha_min" if msg.startswith("alpha") else "target"), msg) from None
     if not a_max > a_min:
         raise ViewError("alpha_max", f"alpha_max must be > alpha_min = {a_min!r} (got {a_max!r})")

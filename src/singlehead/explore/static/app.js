@@ -3,8 +3,9 @@
 "use strict";
 const DEFAULTS = window.__DEFAULTS__;
 const form = document.getElementById("controls");
-const PARAMS = ["channel", "student", "T", "d", "kappa", "noise", "lam", "beta", "beta0", "target", "kappa0",
-                "gamma", "alpha_min", "alpha_max", "n_alpha", "alpha_at"];
+// the target's parameters come from the registry (DEFAULTS.target_params)
+const PARAMS = ["channel", "student", "T", "d", "kappa", "noise", "lam", "beta", "beta0", "target",
+                ...DEFAULTS.target_params, "alpha_min", "alpha_max", "n_alpha", "alpha_at"];
 const explorer = window.__explorer = {
   data: null,          // the view being drawn: {view, points, bayes, thresholds, spectrum, decomposition, scaling}
   overlay: null,       // loaded simulation series
@@ -20,6 +21,13 @@ function params() {
   const out = {};
   for (const name of PARAMS) out[name] = form.elements[name].value.trim();
   return out;
+}
+
+// show the controls of the selected target (data-targets lists the targets that take each one)
+function showTargetControls() {
+  const t = form.elements.target.value;
+  for (const el of form.querySelectorAll("[data-targets]")) el.classList.toggle("off", !el.dataset.targets.split(" ").includes(t));
+  for (const el of form.querySelectorAll(".needs-d")) el.classList.toggle("off", !DEFAULTS.d_targets.includes(t));
 }
 
 function setStatus(text) { document.getElementById("status").textContent = text; }
@@ -233,12 +241,13 @@ function init() {
   // a view can be linked: /?lam=0.1&n_alpha=10 (the address follows the controls)
   const query = new URLSearchParams(location.search);
   for (const name of PARAMS) form.elements[name].value = query.has(name) ? query.get(name) : DEFAULTS[name];
+  showTargetControls();
   const lamLog = document.getElementById("lam_log");
   const syncSlider = () => { const v = parseFloat(form.elements.lam.value); if (v > 0) lamLog.value = Math.log10(v); };
   syncSlider();
   lamLog.addEventListener("input", () => { form.elements.lam.value = (10 ** parseFloat(lamLog.value)).toPrecision(3); changed(150); });
   form.addEventListener("input", (e) => { if (e.target.name) { if (e.target.name === "lam") syncSlider(); changed(300); } });
-  form.addEventListener("change", (e) => { if (e.target.name) changed(0); });
+  form.addEventListener("change", (e) => { if (e.target.name === "target") showTargetControls(); if (e.target.name) changed(0); });
   document.getElementById("logy").addEventListener("change", drawErrors);
   document.getElementById("csv").addEventListener("change", (e) => { if (e.target.files[0]) loadFile(e.target.files[0]); });
   document.getElementById("clear-csv").addEventListener("click", () => {
