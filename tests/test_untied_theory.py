@@ -36,7 +36,7 @@ from singlehead.students import Factorized
 def test_tied_limit_T1_large_lam_reproduces_the_tied_state_evolution():
     p = Problem(d=100, T=1, channel="linear", alpha=1.0, noise=0.2, lam=4.0)
     tied = theory(p, options=SEOptions(tol=1e-13))
-    u = untied_theory(p, options=UntiedSEOptions(tol=1e-13))
+    u = untied_theory(p.replace(student="untied"), options=UntiedSEOptions(tol=1e-13))
     assert u.converged and u.prior == "exact (tied prior)"
     assert u.hats["qhat_s"] <= p.lam**2  # the regime where the two priors coincide
     e = tied.extras
@@ -114,7 +114,7 @@ def test_linear_closed_form_matches_the_quadrature_route():
 
 def test_large_lam_collapses_to_the_null_predictor():
     p = Problem(T=2, channel="seq2lab", alpha=1.0, noise=0.5, lam=50.0)
-    u = untied_theory(p, options=UntiedSEOptions(D=60, draws=1))
+    u = untied_theory(p.replace(student="untied"), options=UntiedSEOptions(D=60, draws=1))
     assert u.overlaps["q_s"] == 0.0 and u.overlaps["q_a"] == 0.0 and u.rank_fraction == 0.0
     tied = theory(p)
     assert u.test_error == pytest.approx(tied.test_error, rel=1e-3)
@@ -192,7 +192,7 @@ def test_large_alpha_limit_untied_approaches_tied():
     asym, ratio = [], []
     for a in (4.0, 16.0, 64.0):
         p = Problem(d=100, T=2, channel="seq2lab", alpha=a, noise=0.5, lam=1e-2)
-        u = untied_theory(p, options=o)
+        u = untied_theory(p.replace(student="untied"), options=o)
         assert u.converged
         asym.append(u.asymmetry)
         ratio.append(u.test_error / theory(p).test_error)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ...spectra import singular_value_threshold
+from ...students import BlockPriorSide
 
 __all__ = ["UntiedPriorSample", "UntiedPriorSide", "weighted_nuclear_prox", "untied_prior_side"]
 
@@ -150,26 +151,16 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
 
 
 @dataclass
-class UntiedPriorSide:
+class UntiedPriorSide(BlockPriorSide):
     """``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)`` of the weighted nuclear-norm denoiser, with their draw spread.
 
     ``values``: the six averages over draws; ``per_draw``: ``(R, 6)``; ``rank_fraction``: mean
     fraction of non-zero singular values; ``solutions``: the draws' minimisers (warm starts of the
-    next call); ``singular_values``: ``(R, D)`` singular values of ``Mhat`` (the learned spectrum).
+    next call); ``singular_values``: ``(R, D)`` singular values of ``Mhat`` (the learned spectrum);
+    ``iterations``: of the proximal gradient.
     """
 
-    values: np.ndarray
-    per_draw: np.ndarray
-    rank_fraction: float
-    solutions: np.ndarray
-    singular_values: np.ndarray
-    iterations: int
-
-    @property
-    def draw_se(self) -> np.ndarray:
-        """Standard error of :attr:`values` over draws (``nan`` with one draw)."""
-        R = self.per_draw.shape[0]
-        return self.per_draw.std(axis=0, ddof=1) / math.sqrt(R) if R > 1 else np.full(6, np.nan)
+    iterations: int = 0
 
 
 def untied_prior_side(hats: np.ndarray, *, lam: float, kappa: float, sample: UntiedPriorSample,
@@ -203,4 +194,5 @@ def untied_prior_side(hats: np.ndarray, *, lam: float, kappa: float, sample: Unt
     m_s, m_a = dot(Ms, M0s), dot(Ma, M0a)
     per = np.stack([dot(Ms, Ms), m_s, divergence(Ms, M0s, sample.Zs, qs, m_s),
                     dot(Ma, Ma), m_a, divergence(Ma, M0a, sample.Za, qa, m_a)], axis=1)
-    return UntiedPriorSide(per.mean(axis=0), per, float(np.mean(s > 0)), M, s, iters)
+    return UntiedPriorSide(values=per.mean(axis=0), rank_fraction=float(np.mean(s > 0)), per_draw=per, solutions=M,
+                           singular_values=s, iterations=iters)
