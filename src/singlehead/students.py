@@ -86,6 +86,13 @@ class FieldBlock:
     ``name``: ``"s"`` (the symmetric part ``M_s = (M + M^T)/2``) or ``"a"`` (the antisymmetric part
     ``M_a = (M - M^T)/2``); ``size(T)``: fields per sequence, ``T(T+1)/2`` and ``T(T-1)/2``. The
     blocks are uncorrelated (``<M_s, M_a> = 0``), each with its own ``(q_B, m_B, Sigma_B)``.
+
+    Examples
+    --------
+    >>> [(b.name, b.size(3)) for b in get_student("untied").field_blocks()]
+    [('s', 6), ('a', 3)]
+    >>> [b.name for b in get_student("factorized").field_blocks()]
+    ['s']
     """
 
     name: str
@@ -108,6 +115,13 @@ class BlockPriorSide:
     also sets ``per_draw`` (``(R, 6)``, one row per instance: the solver then reports the draws'
     jackknife error), ``solutions`` (its warm start for the next call) and ``singular_values``
     (``(R, D)``: the learned-spectrum law).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> side = BlockPriorSide(np.array([1.0, 0.8, 0.5, 0.2, 0.1, 0.6]), rank_fraction=1.0)
+    >>> side.sampled, side.draw_se.shape
+    (False, (6,))
     """
 
     values: np.ndarray

@@ -189,7 +189,7 @@ class Engine:
                             ) -> Iterator[tuple[int, dict[str, Any]]]:
 
         options = SEOptions()
-        quad, prior, prev, i = None, None, None, 0
+        quad, prior, prev, i = None, "auto", None, 0
         while i < len(problems):
             if not alive():
                 return

@@ -36,7 +36,7 @@ class SEOptions:
     n_points, n_scrambles : int
         Output quadrature: ``n_scrambles`` scrambled Sobol sets of ``n_points`` nodes in twice as
         many dimensions as the student's fields (fixed nodes: a deterministic map).
-        ``n_points >= 16`` or ``None`` (the default: the student's :attr:`~singlehead.students.Student.quadrature_points`,
+        ``n_points >= 16`` or ``None`` (the default: the student's ``Student.quadrature_points``,
         2048 for a symmetric student's ``K`` fields, 4096 for the untied student's ``T^2``; see
         :meth:`points`), ``n_scrambles >= 1``.
     node_seed : int
@@ -263,7 +263,17 @@ _SAMPLED_PRIOR_OPTIONS = ("sample_dim", "sample_draws", "draw_errors")
 
 def check_symmetric_options(options: SEOptions, student: Any) -> None:
     """Raise ``ValueError`` naming an option of the sampled prior side set away from its default for a
-    symmetric student, whose prior side is exact (free probability or a finite-``d`` spectrum)."""
+    symmetric student, whose prior side is exact (free probability or a finite-``d`` spectrum).
+
+    Examples
+    --------
+    >>> from singlehead.students import get_student
+    >>> check_symmetric_options(SEOptions(), get_student("factorized"))  # defaults: nothing to refuse
+    >>> check_symmetric_options(SEOptions(sample_dim=50), get_student("factorized"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: options.sample_dim does not apply to the factorized student: ...
+    """
     defaults = SEOptions()
     for name in _SAMPLED_PRIOR_OPTIONS:
         if getattr(options, name) != getattr(defaults, name):
