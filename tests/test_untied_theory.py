@@ -29,7 +29,7 @@ from singlehead.state_evolution.untied import (
     untied_theory,
     weighted_nuclear_prox,
 )
-from singlehead.state_evolution.untied.prior import _anti, _sym
+from singlehead.spectra.untied_prior import _anti, _sym
 from singlehead.students import Factorized
 
 
@@ -99,7 +99,7 @@ def test_linear_closed_form_matches_the_quadrature_route():
     from singlehead.channels.linear import Linear
 
     class QuadratureLinear(Linear):
-        def untied_closed_form_block(self, *args, **kwargs):
+        def closed_form_block(self, *args, **kwargs):
             return None
 
     p = Problem(T=2, channel="linear", alpha=0.7, noise=0.3)
@@ -214,3 +214,25 @@ def test_untied_perfect_recovery_anchor():
     assert perfect_recovery_threshold(Problem(T=2, student="untied", kappa=0.3)) == math.inf
     with pytest.raises(ValueError, match="rho"):
         nuclear_statistical_dimension(1.5)
+
+
+@pytest.mark.parametrize("channel", ["linear", "seq2lab"])
+def test_block_interface_of_the_channel(channel):
+    """One symmetric block is the tied fit loss; two blocks are the T^2 untied fields (P(h), P^T P = 2 I)."""
+    from singlehead.attention_maps import untied_embedding
+    from singlehead.channels import Channel, get_channel
+    from singlehead.students import get_student
+
+    ch, T, beta = get_channel(channel), 2, 1.3
+    rng = np.random.default_rng(0)
+    tied, untied = get_student("factorized").field_blocks(), get_student("untied").field_blocks()
+    h = rng.standard_normal((5, 3))
+    labels = ch.block_labels(rng.standard_normal((5, 3)), T, 0.8, tied)
+    for a, b in zip(ch.block_fit_loss(h, labels, beta, blocks=tied), ch.fit_loss(h, labels, beta)):
+        assert np.array_equal(a, b)
+    y, hu = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+    labels_u = ch.block_labels(y, T, 0.8, untied)
+    direct = ((ch.attention(np.einsum("abk,nk->nab", untied_embedding(T), hu), beta) - labels_u) ** 2).sum(axis=(1, 2))
+    assert np.allclose(ch.block_fit_loss(hu, labels_u, beta, 0, blocks=untied)[0], direct)
+    with pytest.raises(NotImplementedError, match="block_fit_loss"):
+        Channel.block_fit_loss(ch, hu, labels_u, beta, blocks=untied)

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ._registry import Registry
+from .spectra.untied_prior import BlockPriorSide, untied_prior_side
 
 __all__ = ["PriorSide", "BlockPriorSide", "FieldBlock", "Student", "Factorized", "Direct", "Untied", "register_student", "get_student", "student_names",
            "init_student"]
@@ -104,43 +105,6 @@ class FieldBlock:
 
 SYMMETRIC_BLOCK = FieldBlock("s")
 ANTISYMMETRIC_BLOCK = FieldBlock("a")
-
-
-@dataclass
-class BlockPriorSide:
-    """The prior side on the blocks ``(s, a)``: ``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)`` from the conjugates.
-
-    ``values``: the six order parameters; ``rank_fraction``: fraction of non-zero singular values of
-    the estimator; ``penalty``: the penalty ``lam pen(M)/d`` at this estimator. A sampled prior side
-    also sets ``per_draw`` (``(R, 6)``, one row per instance: the solver then reports the draws'
-    jackknife error), ``solutions`` (its warm start for the next call) and ``singular_values``
-    (``(R, D)``: the learned-spectrum law).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> side = BlockPriorSide(np.array([1.0, 0.8, 0.5, 0.2, 0.1, 0.6]), rank_fraction=1.0)
-    >>> side.sampled, side.draw_se.shape
-    (False, (6,))
-    """
-
-    values: np.ndarray
-    rank_fraction: float
-    penalty: float = math.nan
-    per_draw: np.ndarray | None = None
-    solutions: Any = None
-    singular_values: np.ndarray | None = None
-
-    @property
-    def sampled(self) -> bool:
-        """Whether the values are averages over sampled instances."""
-        return self.per_draw is not None
-
-    @property
-    def draw_se(self) -> np.ndarray:
-        """Standard error of :attr:`values` over draws (``nan`` with one draw or none)."""
-        R = 0 if self.per_draw is None else self.per_draw.shape[0]
-        return self.per_draw.std(axis=0, ddof=1) / math.sqrt(R) if R > 1 else np.full(6, np.nan)
 
 
 @dataclass(frozen=True)
@@ -422,8 +386,6 @@ class Untied(Student):
         return np.maximum(nu - t, 0.0), (nu > t).astype(float)
 
     def block_prior_side(self, hats, *, lam, kappa, sample, warm=None, tol=1e-11):
-        from .state_evolution.untied.prior import untied_prior_side
-
         side = untied_prior_side(hats, lam=lam, kappa=kappa, sample=sample, warm=warm, tol=tol)
         # lam ||Mhat||_*/D on the instances
         side.penalty = float(lam * np.mean(np.sum(side.singular_values, axis=-1)) / side.singular_values.shape[-1])
