@@ -34,7 +34,7 @@ def main() -> None:
     cache = OUT / "untied_prior_convergence.json"
     done = json.loads(cache.read_text()) if cache.exists() else []
     for pt in POINTS:
-        p = Problem(d=100, T=2, channel="seq2lab", noise=0.5, **pt)
+        p = Problem(d=100, T=2, channel="seq2lab", noise=0.5, student="untied", **pt)
         for D, draws in SIZES:
             key = f"{pt}-{D}"
             hit = [r for r in done if r["key"] == key]
