@@ -110,12 +110,14 @@ def test_a_new_view_cancels_the_stream_in_flight():
 
 def test_points_are_cached_on_disk_under_the_library_keys(tmp_path, monkeypatch):
     from singlehead.experiments import Job
-    from singlehead.explore import compute
+    from singlehead.state_evolution import SEOptions
+    from singlehead.state_evolution.options import result_settings
 
     view = parse_view(SMALL)
     first = [e for e in _events(Engine(tmp_path), SMALL) if e["event"] in ("point", "bayes")]
     for a in view.alphas:  # the key `singlehead theory` gives the same point with its default settings
-        key = Job("theory", view.problem.replace(alpha=a), None, compute._SE_SETTINGS).key
+        p = view.problem.replace(alpha=a)
+        key = Job("theory", p, None, result_settings(p, SEOptions())).key
         assert (tmp_path / f"{key}.json").is_file()
 
     def fail(*args, **kwargs):

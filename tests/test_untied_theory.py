@@ -29,14 +29,14 @@ from singlehead.state_evolution.untied import (
     untied_theory,
     weighted_nuclear_prox,
 )
-from singlehead.state_evolution.untied.prior import _anti, _sym
+from singlehead.spectra.untied_prior import _anti, _sym
 from singlehead.students import Factorized
 
 
 def test_tied_limit_T1_large_lam_reproduces_the_tied_state_evolution():
     p = Problem(d=100, T=1, channel="linear", alpha=1.0, noise=0.2, lam=4.0)
     tied = theory(p, options=SEOptions(tol=1e-13))
-    u = untied_theory(p, options=UntiedSEOptions(tol=1e-13))
+    u = untied_theory(p.replace(student="untied"), options=UntiedSEOptions(tol=1e-13))
     assert u.converged and u.prior == "exact (tied prior)"
     assert u.hats["qhat_s"] <= p.lam**2  # the regime where the two priors coincide
     e = tied.extras
@@ -99,7 +99,7 @@ def test_linear_closed_form_matches_the_quadrature_route():
     from singlehead.channels.linear import Linear
 
     class QuadratureLinear(Linear):
-        def untied_closed_form_block(self, *args, **kwargs):
+        def closed_form_block(self, *args, **kwargs):
             return None
 
     p = Problem(T=2, channel="linear", alpha=0.7, noise=0.3)
@@ -114,7 +114,7 @@ def test_linear_closed_form_matches_the_quadrature_route():
 
 def test_large_lam_collapses_to_the_null_predictor():
     p = Problem(T=2, channel="seq2lab", alpha=1.0, noise=0.5, lam=50.0)
-    u = untied_theory(p, options=UntiedSEOptions(D=60, draws=1))
+    u = untied_theory(p.replace(student="untied"), options=UntiedSEOptions(D=60, draws=1))
     assert u.overlaps["q_s"] == 0.0 and u.overlaps["q_a"] == 0.0 and u.rank_fraction == 0.0
     tied = theory(p)
     assert u.test_error == pytest.approx(tied.test_error, rel=1e-3)
@@ -192,7 +192,7 @@ def test_large_alpha_limit_untied_approaches_tied():
     asym, ratio = [], []
     for a in (4.0, 16.0, 64.0):
         p = Problem(d=100, T=2, channel="seq2lab", alpha=a, noise=0.5, lam=1e-2)
-        u = untied_theory(p, options=o)
+        u = untied_theory(p.replace(student="untied"), options=o)
         assert u.converged
         asym.append(u.asymmetry)
         ratio.append(u.test_error / theory(p).test_error)
@@ -214,3 +214,25 @@ def test_untied_perfect_recovery_anchor():
     assert perfect_recovery_threshold(Problem(T=2, student="untied", kappa=0.3)) == math.inf
     with pytest.raises(ValueError, match="rho"):
         nuclear_statistical_dimension(1.5)
+
+
+@pytest.mark.parametrize("channel", ["linear", "seq2lab"])
+def test_block_interface_of_the_channel(channel):
+    """One symmetric block is the tied fit loss; two blocks are the T^2 untied fields (P(h), P^T P = 2 I)."""
+    from singlehead.attention_maps import untied_embedding
+    from singlehead.channels import Channel, get_channel
+    from singlehead.students import get_student
+
+    ch, T, beta = get_channel(channel), 2, 1.3
+    rng = np.random.default_rng(0)
+    tied, untied = get_student("factorized").field_blocks(), get_student("untied").field_blocks()
+    h = rng.standard_normal((5, 3))
+    labels = ch.block_labels(rng.standard_normal((5, 3)), T, 0.8, tied)
+    for a, b in zip(ch.block_fit_loss(h, labels, beta, blocks=tied), ch.fit_loss(h, labels, beta)):
+        assert np.array_equal(a, b)
+    y, hu = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+    labels_u = ch.block_labels(y, T, 0.8, untied)
+    direct = ((ch.attention(np.einsum("abk,nk->nab", untied_embedding(T), hu), beta) - labels_u) ** 2).sum(axis=(1, 2))
+    assert np.allclose(ch.block_fit_loss(hu, labels_u, beta, 0, blocks=untied)[0], direct)
+    with pytest.raises(NotImplementedError, match="block_fit_loss"):
+        Channel.block_fit_loss(ch, hu, labels_u, beta, blocks=untied)

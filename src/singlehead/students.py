@@ -32,8 +32,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ._registry import Registry
+from .spectra.untied_prior import BlockPriorSide, untied_prior_side
 
-__all__ = ["PriorSide", "Student", "Factorized", "Direct", "Untied", "register_student", "get_student", "student_names",
+__all__ = ["PriorSide", "BlockPriorSide", "FieldBlock", "Student", "Factorized", "Direct", "Untied", "register_student", "get_student", "student_names",
            "init_student"]
 
 
@@ -80,6 +81,33 @@ class PriorSide:
 
 
 @dataclass(frozen=True)
+class FieldBlock:
+    """One block of the state evolution's fields: the part ``B`` of the learned matrix it sees.
+
+    ``name``: ``"s"`` (the symmetric part ``M_s = (M + M^T)/2``) or ``"a"`` (the antisymmetric part
+    ``M_a = (M - M^T)/2``); ``size(T)``: fields per sequence, ``T(T+1)/2`` and ``T(T-1)/2``. The
+    blocks are uncorrelated (``<M_s, M_a> = 0``), each with its own ``(q_B, m_B, Sigma_B)``.
+
+    Examples
+    --------
+    >>> [(b.name, b.size(3)) for b in get_student("untied").field_blocks()]
+    [('s', 6), ('a', 3)]
+    >>> [b.name for b in get_student("factorized").field_blocks()]
+    ['s']
+    """
+
+    name: str
+
+    def size(self, T: int) -> int:
+        """Fields per sequence of this block."""
+        return T * (T + 1) // 2 if self.name == "s" else T * (T - 1) // 2
+
+
+SYMMETRIC_BLOCK = FieldBlock("s")
+ANTISYMMETRIC_BLOCK = FieldBlock("a")
+
+
+@dataclass(frozen=True)
 class Student:
     """Base class of students (see the module docstring for what a student owns).
 
@@ -100,6 +128,8 @@ class Student:
     thresholded: ClassVar[bool] = False
     #: The learned matrix is symmetric (its spectrum: eigenvalues; otherwise singular values).
     symmetric: ClassVar[bool] = True
+    #: Default Sobol nodes per scramble of the state evolution's output quadrature (``SEOptions.n_points=None``).
+    quadrature_points: ClassVar[int] = 2048
 
     def __str__(self) -> str:
         return self.name
@@ -164,6 +194,39 @@ class Student:
 
     def fixed_threshold(self, c_T: int) -> float | None:
         """Interpolation / perfect-recovery threshold when it is a parameter count (``None``: spectral)."""
+        return None
+
+    # ---------------------------------------------------------------- state evolution: field blocks
+    def field_blocks(self) -> tuple[FieldBlock, ...]:
+        """The blocks of fields the state evolution tracks: a symmetric student's logits see ``S`` through
+        one symmetric block; a non-symmetric student's through a symmetric and an antisymmetric one."""
+        return (SYMMETRIC_BLOCK,) if self.symmetric else (SYMMETRIC_BLOCK, ANTISYMMETRIC_BLOCK)
+
+    def block_prior_side(self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any, warm: Any = None,
+                         tol: float = 1e-11) -> BlockPriorSide:
+        """``(qhat_s, mhat_s, Sigmahat_s, qhat_a, mhat_a, Sigmahat_a) -> (q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)``.
+
+        The prior side of a student with a symmetric and an antisymmetric block: the estimator
+        ``Mhat = argmin_M sum_B [(Sigmahat_B/2) ||M_B||_F^2 - <M_B, A_B>] + 2 lam pen(M)``,
+        ``A_B = mhat_B M0_B + sqrt(qhat_B) Z_B`` (``Z_s`` GOE, ``Z_a`` antisymmetric Gaussian, both
+        with off-diagonal variance ``1/D``), and ``q_B = ||Mhat_B||_F^2/D``, ``m_B = <Mhat_B, M0_B>/D``,
+        ``Sigma_B = <Mhat_B, Z_B>/(D sqrt(qhat_B))``. ``sample``: fixed instances ``(M0, Z_s, Z_a)``
+        (:class:`~singlehead.state_evolution.untied.UntiedPriorSample`, with ``M0`` normalised to the
+        teacher's ``Q0_B``), for a student that samples; ``warm``: the previous call's
+        ``solutions``; ``tol``: the accuracy an iterative estimator is asked for.
+        """
+        raise NotImplementedError(
+            f"student {self.name!r}: no prior side for symmetric and antisymmetric field blocks "
+            "(Student.block_prior_side), which the state evolution of a non-symmetric student needs")
+
+    def block_collapsed(self, hats: np.ndarray, *, lam: float, sample: Any) -> bool:
+        """Whether ``M = 0`` is the prior side's estimator on every instance at the collapse conjugates
+        ``hats`` (``qhat_s, mhat_s, -, qhat_a, mhat_a, -``); default ``False`` (no complete collapse)."""
+        return False
+
+    def tied_counterpart(self, qhat_s: float, lam: float) -> "Student | None":
+        """A symmetric student whose prior side is this one's when the antisymmetric block is absent
+        (``T = 1``) and the teacher symmetric, at the conjugate ``qhat_s`` (``None``: none known)."""
         return None
 
 
@@ -282,7 +345,9 @@ class Untied(Student):
     (``2 ||A||_F ||B||_F >= 2 ||A B^T||_*`` with ``A B^T = sqrt(p d) M``), with equality at the
     balanced factorisations ``W_Q = U sqrt(s) R, W_K = V sqrt(s) R`` of the SVD ``sqrt(p d) M = U s V^T``
     (``R`` orthogonal), which exist when ``rank M <= p``. The proximal map soft-thresholds the
-    singular values. The state evolution's prior side is not implemented here.
+    singular values. The state evolution's prior side (:meth:`block_prior_side`) is the weighted
+    nuclear-norm denoiser on sampled instances
+    (:func:`~singlehead.state_evolution.untied.untied_prior_side`).
 
     Examples
     --------
@@ -297,6 +362,7 @@ class Untied(Student):
     name: ClassVar[str] = "untied"
     thresholded: ClassVar[bool] = True
     symmetric: ClassVar[bool] = False
+    quadrature_points: ClassVar[int] = 4096  # T^2 fields in two blocks
 
     def width(self, d: int, p: int) -> int:
         return 2 * p  # two d x p factors
@@ -318,6 +384,24 @@ class Untied(Student):
     def penalty_prox(self, nu, t):
         # nu are the singular values of R (>= 0): soft thresholding at t
         return np.maximum(nu - t, 0.0), (nu > t).astype(float)
+
+    def block_prior_side(self, hats, *, lam, kappa, sample, warm=None, tol=1e-11):
+        side = untied_prior_side(hats, lam=lam, kappa=kappa, sample=sample, warm=warm, tol=tol)
+        # lam ||Mhat||_*/D on the instances
+        side.penalty = float(lam * np.mean(np.sum(side.singular_values, axis=-1)) / side.singular_values.shape[-1])
+        return side
+
+    def block_collapsed(self, hats, *, lam, sample):
+        # 0 is the nuclear-norm estimator iff the spectral norm of sum_B A_B is at most 2 lam
+        M0t = np.swapaxes(sample.M0, -1, -2)
+        A = (hats[1] * 0.5 * (sample.M0 + M0t) + hats[4] * 0.5 * (sample.M0 - M0t)
+             + math.sqrt(hats[0]) * sample.Zs + math.sqrt(hats[3]) * sample.Za)
+        return bool(np.all(np.linalg.norm(A, ord=2, axis=(-2, -1)) <= 2.0 * lam))
+
+    def tied_counterpart(self, qhat_s, lam):
+        # for a PSD teacher no eigenvalue of S0 + delta Z lies below -eps when qhat_s <= lam^2: the
+        # two-sided eigenvalue threshold of the nuclear norm is then the tied one-sided one
+        return Factorized() if qhat_s <= lam**2 else None
 
 
 _REGISTRY: Registry[Student] = Registry("student", Student)

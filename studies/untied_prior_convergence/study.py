@@ -41,7 +41,7 @@ def main(quick: bool = False, *, cache: str | Path | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for pt in points:
-        p = Problem(d=100, T=2, channel="seq2lab", noise=0.5, **pt)
+        p = Problem(d=100, T=2, channel="seq2lab", noise=0.5, student="untied", **pt)
         for D, draws in sizes:
             def solve() -> dict:
                 t = time.perf_counter()

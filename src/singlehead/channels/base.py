@@ -191,29 +191,41 @@ class Channel:
         """``c`` when the fit loss's Hessian is ``c I`` everywhere (closed-form replicon), else ``None``."""
         return None
 
-    # ---------------------------------------------------------------- untied students (T^2 fields)
-    def untied_labels(self, y: np.ndarray, T: int, beta0: float) -> np.ndarray:
-        """``T x T`` labels ``chan_beta0(P(y))`` of untied teacher fields ``y`` (``(N, T^2)``, the
-        coordinates of ``singlehead.attention_maps.untied_embedding``)."""
+    # ---------------------------------------------------------------- field blocks (any student)
+    def closed_form_block(self, alpha: float, K: int, Q0: float, q: float, m: float, Sigma: float,
+                          noise: float) -> dict[str, float] | None:
+        """Closed forms of one block of ``K`` independent fields (``qhat, mhat, Sigmahat, train_error,
+        test_error, test_error_noisy``; ``noise`` the teacher fields' variance ``2 x`` their noise), or
+        ``None`` (quadrature). A symmetric student has one block (``K = T(T+1)/2``), a non-symmetric
+        one a symmetric and an antisymmetric block."""
+        return None
+
+    def block_labels(self, y: np.ndarray, T: int, beta0: float, blocks: Sequence[Any]) -> np.ndarray:
+        """Labels of teacher fields ``y`` laid out in the student's ``blocks``
+        (:meth:`~singlehead.students.Student.field_blocks`), in :meth:`block_fit_loss`'s form.
+
+        One symmetric block: :meth:`labels`. A symmetric and an antisymmetric block (``T^2``
+        fields, the coordinates of :func:`singlehead.attention_maps.untied_embedding` ``P``): the
+        ``T x T`` labels ``chan_beta0(P(y))``."""
+        if len(blocks) == 1:
+            return self.labels(y, T, beta0)
         return self.attention(np.einsum("abk,nk->nab", untied_embedding(T), y), beta0)
 
+    def block_fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2, *,
+                       blocks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """``||labels - chan_beta(h)||_F^2`` per node for fields ``h`` laid out in ``blocks``, with gradient
+        and Hessian up to ``order``. One symmetric block: :meth:`fit_loss`; a channel that supports
+        non-symmetric students overrides the two-block case (``P(h)``, see :meth:`block_labels`)."""
+        if len(blocks) == 1:
+            return self.fit_loss(h, labels, beta, order)
+        raise NotImplementedError(f"the {self.name!r} channel has no fit loss on a symmetric and an antisymmetric "
+                                  "block of fields (Channel.block_fit_loss), which a non-symmetric student needs")
+
     def untied_label_equations(self, T: int) -> tuple[int, bool]:
-        """Generic equations the labels of one sequence put on an untied student's logits, and whether
-        they reach the antisymmetric part of ``M`` (default: all ``T^2`` logits, no: with the library's
-        symmetric label noise the antisymmetric equations are homogeneous, met by ``M_a = 0``)."""
+        """Generic equations the labels of one sequence put on a non-symmetric student's logits, and whether
+        they reach the antisymmetric part of ``M`` (default: all ``T(T+1)/2`` symmetric ones, no: with the
+        library's symmetric label noise the antisymmetric equations are homogeneous, met by ``M_a = 0``)."""
         return T * (T + 1) // 2, False
-
-    def untied_fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2
-                        ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """``||labels - chan_beta(P(h))||_F^2`` in the untied field coordinates, with gradient and Hessian."""
-        raise NotImplementedError(f"the {self.name!r} channel has no fit loss in untied field coordinates "
-                                  "(Channel.untied_fit_loss), which the untied state evolution needs")
-
-    def untied_closed_form_block(self, alpha: float, K: int, Q0: float, q: float, m: float, Sigma: float,
-                                 noise: float) -> dict[str, float] | None:
-        """Closed forms of one block of ``K`` independent fields (``qhat, mhat, Sigmahat, train_error,
-        test_error, test_error_noisy``; ``noise`` the teacher fields' variance ``2 x`` their noise), or ``None``."""
-        return None
 
     # ---------------------------------------------------------------- AMP and Bayes
     def label_logits(self, labels: np.ndarray, beta: float) -> np.ndarray | None:

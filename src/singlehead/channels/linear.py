@@ -63,10 +63,10 @@ class Linear(Channel):
         return prox_linear(z, labels, Sigma)
 
     def closed_form_output_side(self, alpha, T, Q0, q, m, Sigma, noise):
-        b = self.untied_closed_form_block(alpha, T * (T + 1) // 2, Q0, q, m, Sigma, noise)
+        b = self.closed_form_block(alpha, T * (T + 1) // 2, Q0, q, m, Sigma, noise)
         return b["qhat"], b["mhat"], b["Sigmahat"], b["train_error"]
 
-    def untied_closed_form_block(self, alpha, K, Q0, q, m, Sigma, noise):
+    def closed_form_block(self, alpha, K, Q0, q, m, Sigma, noise):
         # fit loss 2 ||y - h||^2 on each of the K fields (noise: the teacher field's variance Delta/2)
         S4 = Sigma + 0.25
         E = Q0 - 2 * m + q + noise / 2.0
@@ -74,7 +74,9 @@ class Linear(Channel):
                 "train_error": K * E / (8 * S4**2), "test_error": 2 * K * (Q0 - 2 * m + q),
                 "test_error_noisy": 2 * K * (Q0 + noise / 2.0 - 2 * m + q)}
 
-    def untied_fit_loss(self, h, labels, beta, order=2):
+    def block_fit_loss(self, h, labels, beta, order=2, *, blocks):
+        if len(blocks) == 1:
+            return self.fit_loss(h, labels, beta, order)
         # ||Y - P(h)||_F^2 with P^T P = 2 I (untied_embedding)
         N, K = h.shape
         T = labels.shape[-1]

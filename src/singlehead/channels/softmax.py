@@ -88,7 +88,9 @@ class Seq2Lab(Channel):
         # h_ab and h_ba (generic even for a symmetric teacher: the rows are normalised separately)
         return T * (T - 1), T >= 2
 
-    def untied_fit_loss(self, h, labels, beta, order=2):
+    def block_fit_loss(self, h, labels, beta, order=2, *, blocks):
+        if len(blocks) == 1:
+            return self.fit_loss(h, labels, beta, order)
         return softmax_fit_loss(h, labels, beta, order=order, untied=True)
 
     def prox_starts(self, z, y, *, T, beta, beta0):

@@ -15,6 +15,7 @@ import click
 from ..experiments import Job, cache_for_export, run_jobs
 from ..results import Result, jsonable
 from ..state_evolution import SEOptions, stability
+from ..state_evolution.options import result_settings
 from .common import (
     STUDENT_OPTIONS,
     dumps,
@@ -30,7 +31,8 @@ from .common import (
 @click.option("--prior", type=click.Choice(["auto", "asymptotic", "finite"]), default="auto", show_default=True,
               help="Target side: auto = asymptotic law (MP, or the discrete law of the d eigenvalues), or the finite-d spectrum with GOE draws.")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Fixed-point residual target.")
-@click.option("--n-points", type=int, default=2048, show_default=True, help="Sobol nodes per scramble (4 scrambles).")
+@click.option("--n-points", type=int, default=None,
+              help="Sobol nodes per scramble (4 scrambles); default 2048, 4096 for the untied student.")
 @click.option("--node-seed", type=int, default=0, show_default=True,
               help="Seed of the quadrature nodes and of the finite-d prior's GOE draws.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
@@ -43,9 +45,8 @@ def theory(**kwargs: Any) -> None:
     """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."""
     problems = problems_from_options(**pop_problem_options(kwargs))
     options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
-    settings = {"prior": kwargs["prior"], "tol": options.tol, "n_points": options.n_points,
-                "node_seed": options.node_seed}
-    jobs = [Job("theory", p, None, tuple(sorted(settings.items()))) for p in problems]
+    # the key holds the settings that change each point's result
+    jobs = [Job("theory", p, None, result_settings(p, options, kwargs["prior"])) for p in problems]
     cache = cache_for_export(kwargs["out"])
     resumed = sum(cache.get(j.key) is not None for j in jobs)
     # the runner's path, as for reproduce: the points not yet cached run as one warm-started sweep along alpha

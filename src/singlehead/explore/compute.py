@@ -43,6 +43,7 @@ from ..problem import Problem
 from ..results import Result
 from ..runs.cache import Cache, library_cache_dir, result_key
 from ..state_evolution import SEOptions, iter_theory_curve, prior_model, theory
+from ..state_evolution.options import result_settings
 from ..thresholds import interpolation_threshold, perfect_recovery_threshold
 from .parallel import WorkerPool
 from .view import View
@@ -50,8 +51,7 @@ from .view import View
 __all__ = ["Engine", "cache_root"]
 
 _METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank_fraction", "penalty")
-# the settings `singlehead theory` / `singlehead bayes` put in their cache keys (their defaults)
-_SE_SETTINGS = (("n_points", 2048), ("node_seed", 0), ("prior", "auto"), ("tol", 1e-6))
+# the settings `singlehead bayes` puts in its cache keys (its defaults; theory's: result_settings)
 _BAYES_SETTINGS = (("n_inner", 128), ("n_outer", 2048), ("node_seed", 0))
 # what the library raises for a problem outside a method's reach (not a bug of the explorer)
 _PANEL_ERRORS = (ValueError, ArithmeticError, NotImplementedError, RuntimeError)
@@ -157,7 +157,7 @@ class Engine:
         """``(index, SE record)`` along the grid: cached ones at once, the rest warm-started (in this
         process, in grid order, one point at a time, or by the worker pool, segment by segment)."""
         problems = [view.problem.replace(alpha=a) for a in view.alphas]
-        keys = [result_key("theory", p, None, _SE_SETTINGS) for p in problems]
+        keys = [result_key("theory", p, None, result_settings(p, SEOptions())) for p in problems]
         if self._pool is None:
             yield from self._theory_points_here(view, problems, keys, alive)
             return
@@ -175,7 +175,7 @@ class Engine:
                             ) -> Iterator[tuple[int, dict[str, Any]]]:
 
         options = SEOptions()
-        quad, prior, prev, i = None, None, None, 0
+        quad, prior, prev, i = None, "auto", None, 0
         while i < len(problems):
             if not alive():
                 return
@@ -223,7 +223,7 @@ class Engine:
 
     def theory_at(self, problem: Problem) -> dict[str, Any]:
         """One cold SE point (the record ``singlehead theory`` caches for it)."""
-        return self._cached("theory", problem, _SE_SETTINGS, lambda: theory(problem).to_dict())
+        return self._cached("theory", problem, result_settings(problem, SEOptions()), lambda: theory(problem).to_dict())
 
     def bayes_at(self, problem: Problem) -> dict[str, Any]:
         """Bayes-optimal point; keyed on the problem without student fields (they do not enter)."""

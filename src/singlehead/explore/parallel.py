@@ -36,7 +36,9 @@ def _solver_inputs(problem: Any) -> tuple[Any, Any, Any]:
         if len(_WORKER_MEMO) > 32:
             _WORKER_MEMO.clear()
         o = SEOptions()
-        _WORKER_MEMO[key] = (o, o.quadrature(problem), prior_model(problem, "auto", draws=o.draws, seed=o.node_seed))
+        # a non-symmetric student samples its prior side: it takes the "auto" prior, not a model
+        prior = prior_model(problem, "auto", draws=o.draws, seed=o.node_seed) if problem.student.symmetric else "auto"
+        _WORKER_MEMO[key] = (o, o.quadrature(problem), prior)
     return _WORKER_MEMO[key]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..problem import Problem
 from ..results import Result
 from ._fixed_point import _du_dx, _dx_du, _to_u
-from .options import SEOptions, WarmStart
+from .options import SEOptions, WarmStart, check_symmetric_options
 from .prior import PriorModel, _CollapsePoint, collapse_point, prior_model
 from .quadrature import OutputQuadrature
 from .se_map import SEMap
@@ -35,10 +35,13 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     ----------
     problem : Problem
         Channels ``seq2lab``/``seq2seq`` (same theory) or ``linear``; students ``factorized``
-        (nuclear norm, rank cap ``kappa``) or ``direct`` (Frobenius). ``d`` only matters in the
-        finite-``d`` prior mode.
+        (nuclear norm, rank cap ``kappa``) or ``direct`` (Frobenius), and non-symmetric students
+        (``untied``), whose fields form a symmetric and an antisymmetric block
+        (:func:`~singlehead.state_evolution.untied.untied_result`; ``options``, ``prior`` and
+        ``quad`` apply to them as described there). ``d`` only matters in the finite-``d`` prior mode.
     options : SEOptions, optional
-        Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``.
+        Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``. An option
+        that does not apply to the problem's student raises ``ValueError`` naming it.
     prior : {"auto", "asymptotic", "finite"} or PriorModel
         Target-side model, see :func:`~singlehead.state_evolution.prior_model`.
     init : SEState, WarmStart, (q, m, Sigma), Result or None
@@ -92,8 +95,9 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     :func:`~singlehead.state_evolution.collapse_point` when the caller has it (a sweep rescales the previous point's).
     """
     if not problem.student.symmetric:
-        # an untied student: the state evolution with a symmetric and an antisymmetric block
-        return untied_result(problem, init=init), None
+        # a non-symmetric student: the state evolution with a symmetric and an antisymmetric block
+        return untied_result(problem, options=options, prior=prior, quad=quad, init=init), None
+    check_symmetric_options(options, problem.student)
     t0 = time.perf_counter()
     o = options
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)

@@ -15,7 +15,7 @@ from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
 from .quadrature import OutputQuadrature
 
-__all__ = ["SEOptions", "WarmStart", "SE_METHODS"]
+__all__ = ["SEOptions", "WarmStart", "SE_METHODS", "check_symmetric_options", "result_settings"]
 
 SE_METHODS = ("broyden", "hybr", "iterate")
 PROX_BRANCHES = ("global", "teacher", "z")
@@ -34,13 +34,22 @@ class SEOptions:
     damping : float
         Fallback iteration ``x <- (1 - damping) x + damping F(x)``, in ``(0, 1]``.
     n_points, n_scrambles : int
-        Output quadrature: ``n_scrambles`` scrambled Sobol sets of ``n_points`` nodes in ``2K``
-        dimensions (fixed nodes: a deterministic map). ``n_points >= 16``, ``n_scrambles >= 1``.
+        Output quadrature: ``n_scrambles`` scrambled Sobol sets of ``n_points`` nodes in twice as
+        many dimensions as the student's fields (fixed nodes: a deterministic map).
+        ``n_points >= 16`` or ``None`` (the default: the student's ``Student.quadrature_points``,
+        2048 for a symmetric student's ``K`` fields, 4096 for the untied student's ``T^2``; see
+        :meth:`points`), ``n_scrambles >= 1``.
     node_seed : int
         Seed of the quadrature nodes and of the finite-``d`` prior's GOE draws (not a data seed).
     draws : int
         GOE draws of the finite-``d`` prior mode (an integer >= 1; default 3): the prior-side
         map is averaged over them inside the iteration.
+    sample_dim, sample_draws : int
+        A sampled prior side (non-symmetric students): ``sample_draws`` instances of dimension
+        ``sample_dim``, drawn with ``node_seed`` (defaults 100 and 4; ``>= 4`` and ``>= 1``).
+    draw_errors : bool
+        With a sampled prior side, also solve the fixed point leaving each instance out, for the
+        jackknife sampling error of every reported metric (``extras["<metric>_draws_se"]``).
     method : {"broyden", "hybr", "iterate"}
         ``"broyden"``/``"hybr"``: damped iteration on
         ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
@@ -150,10 +159,13 @@ class SEOptions:
     tol: float = 1e-6
     max_iter: int = 150
     damping: float = 0.5
-    n_points: int = 2048
+    n_points: int | None = None
     n_scrambles: int = 4
     node_seed: int = 0
     draws: int = DEFAULT_DRAWS
+    sample_dim: int = 100
+    sample_draws: int = 4
+    draw_errors: bool = True
     method: str = "broyden"
     switch: float = 3e-2
     coarse: bool = True
@@ -181,7 +193,12 @@ class SEOptions:
         _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
         _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter", "an integer >= 1", self.max_iter)
         _check(_finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
-        _check(_is_int(self.n_points) and self.n_points >= 16, "n_points", "an integer >= 16", self.n_points)
+        _check(self.n_points is None or (_is_int(self.n_points) and self.n_points >= 16), "n_points",
+               "an integer >= 16 or None", self.n_points)
+        _check(_is_int(self.sample_dim) and self.sample_dim >= 4, "sample_dim", "an integer >= 4", self.sample_dim)
+        _check(_is_int(self.sample_draws) and self.sample_draws >= 1, "sample_draws", "an integer >= 1",
+               self.sample_draws)
+        _check(isinstance(self.draw_errors, bool), "draw_errors", "True or False", self.draw_errors)
         _check(_is_int(self.n_scrambles) and self.n_scrambles >= 1, "n_scrambles", "an integer >= 1",
                self.n_scrambles)
         _check(_is_int(self.node_seed) and self.node_seed >= 0, "node_seed", "an integer >= 0", self.node_seed)
@@ -221,11 +238,75 @@ class SEOptions:
             return None
         return OutputQuadrature(quad.nodes[:, : max(1, quad.nodes.shape[1] // self.thin_factor)], quad.seed)
 
+    def points(self, problem: Problem) -> int:
+        """Sobol nodes per scramble for ``problem``: ``n_points``, or the student's default when it is ``None``."""
+        return self.points_for(problem.student)
+
+    def points_for(self, student: Any) -> int:
+        """Sobol nodes per scramble for ``student``: ``n_points``, or the student's ``quadrature_points``."""
+        return int(self.n_points) if self.n_points is not None else int(student.quadrature_points)
+
     def quadrature(self, problem: Problem) -> OutputQuadrature | None:
-        """The output-side node set for ``problem`` (``None`` for the closed-form linear channel)."""
+        """The output-side node set for ``problem`` (``None`` for the closed-form linear channel).
+
+        Its dimension is twice the student's fields per sequence (teacher and student field of each)."""
         if not problem.channel.needs_quadrature:
             return None
-        return OutputQuadrature.sobol(2 * problem.n_pairs, self.n_points, self.n_scrambles, self.node_seed)
+        fields = sum(b.size(problem.T) for b in problem.student.field_blocks())
+        return OutputQuadrature.sobol(2 * fields, self.points(problem), self.n_scrambles, self.node_seed)
+
+
+#: options of a sampled prior side (non-symmetric students only)
+_SAMPLED_PRIOR_OPTIONS = ("sample_dim", "sample_draws", "draw_errors")
+
+
+def check_symmetric_options(options: SEOptions, student: Any) -> None:
+    """Raise ``ValueError`` naming an option of the sampled prior side set away from its default for a
+    symmetric student, whose prior side is exact (free probability or a finite-``d`` spectrum).
+
+    Examples
+    --------
+    >>> from singlehead.students import get_student
+    >>> check_symmetric_options(SEOptions(), get_student("factorized"))  # defaults: nothing to refuse
+    >>> check_symmetric_options(SEOptions(sample_dim=50), get_student("factorized"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: options.sample_dim does not apply to the factorized student: ...
+    """
+    defaults = SEOptions()
+    for name in _SAMPLED_PRIOR_OPTIONS:
+        if getattr(options, name) != getattr(defaults, name):
+            raise ValueError(f"options.{name} does not apply to the {student.name} student: its prior side is "
+                             f"computed from the target's spectral law, not from sampled instances "
+                             f"(got {getattr(options, name)!r})")
+
+
+def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -> tuple[tuple[str, Any], ...]:
+    """The settings among ``prior`` and ``options.(tol, n_points, node_seed)`` that change ``theory(problem)``,
+    as a sorted tuple of ``(name, value)`` (what a cache key of the result holds besides the problem).
+
+    ``prior``: ``"asymptotic"`` is ``"auto"``. ``tol`` always; ``n_points`` (resolved, see
+    :meth:`SEOptions.points`) where nodes are used: a channel without closed forms, or a
+    non-symmetric student (its collapse test integrates on nodes); ``node_seed`` where nodes are
+    used or something is drawn: ``prior="finite"``'s GOE draws, a non-symmetric student's prior
+    instances.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> result_settings(Problem(channel="linear"), SEOptions())
+    (('prior', 'auto'), ('tol', 1e-06))
+    >>> dict(result_settings(Problem(channel="seq2lab", student="untied"), SEOptions()))["n_points"]
+    4096
+    """
+    prior = "auto" if prior == "asymptotic" else str(prior)
+    nodes = problem.channel.needs_quadrature or not problem.student.symmetric
+    out: dict[str, Any] = {"prior": prior, "tol": options.tol}
+    if nodes:
+        out["n_points"] = options.points(problem)
+    if nodes or prior == "finite":
+        out["node_seed"] = options.node_seed
+    return tuple(sorted(out.items()))
 
 
 @dataclass(frozen=True)

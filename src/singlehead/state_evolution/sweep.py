@@ -11,7 +11,7 @@ from ..problem import Problem
 from ..results import Result
 from ._fixed_point import _from_u, _to_u
 from .driver import _theory
-from .options import SEOptions, WarmStart
+from .options import SEOptions, WarmStart, check_symmetric_options
 from .prior import PriorModel, collapse_point, prior_model
 from .quadrature import OutputQuadrature
 from .stages import SEState
@@ -68,9 +68,11 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
     """
     o = options or SEOptions()
     values = list(values)
-    if not problem.student.symmetric:
-        # an untied student: its own solver, each point started from the previous one's overlaps
-        yield from _untied_curve(problem, values, param, init, progress)
+    if problem.student.symmetric:
+        check_symmetric_options(o, problem.student)
+    else:
+        # a non-symmetric student: each point started from the previous one's overlaps
+        yield from _untied_curve(problem, values, param, o, prior, init, quad, progress)
         return
     if quad is None:
         quad = o.quadrature(problem)
@@ -152,10 +154,11 @@ def _bar(values: list, param: str) -> Any:
     return tqdm(values, desc=f"theory over {param}")
 
 
-def _untied_curve(problem: Problem, values: list, param: str, init: object, progress: bool) -> Iterator[Result]:
-    """:func:`~singlehead.state_evolution.iter_theory_curve` for an untied student (``options``, ``prior`` and ``quad`` do not apply)."""
+def _untied_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
+                  init: object, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
+    """:func:`iter_theory_curve` for a non-symmetric student (:func:`~.untied.untied_result` per point)."""
     prev = init
     for v in (_bar(values, param) if progress else values):
-        r = untied_result(problem.replace(**{param: v}), init=prev)
+        r = untied_result(problem.replace(**{param: v}), options=options, prior=prior, quad=quad, init=prev)
         yield r
         prev = r if r.converged else prev

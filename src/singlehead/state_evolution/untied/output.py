@@ -29,11 +29,14 @@ import numpy as np
 
 from ...attention_maps import untied_embedding
 from ...prox import prox_newton
+from ...students import ANTISYMMETRIC_BLOCK, SYMMETRIC_BLOCK
 from ..output import gauss_pair
 from ..quadrature import OutputQuadrature
 
 __all__ = ["block_sizes", "UntiedOutput", "untied_output_side", "untied_test_errors", "collapse_hats"]
 
+#: the fields of this module: a symmetric and an antisymmetric block
+_BLOCKS = (SYMMETRIC_BLOCK, ANTISYMMETRIC_BLOCK)
 _NAMES = ("qhat_s", "mhat_s", "Sigmahat_s", "qhat_a", "mhat_a", "Sigmahat_a")
 
 
@@ -86,7 +89,7 @@ def _scaled_loss(channel: Any, beta: float, scale: np.ndarray):
     outer = np.outer(scale, scale)
 
     def loss(hp: np.ndarray, labels: np.ndarray, order: int):
-        val, grad, hess = channel.untied_fit_loss(hp * scale, labels, beta, order)
+        val, grad, hess = channel.block_fit_loss(hp * scale, labels, beta, order, blocks=_BLOCKS)
         return val, None if grad is None else grad * scale, None if hess is None else hess * outer
 
     return loss
@@ -117,12 +120,12 @@ def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, q
     alpha, T, ch, noise = problem.alpha, problem.T, problem.channel, problem.noise
     K, Ka = block_sizes(T)
     qs, ms, Ss, qa, ma, Sa = (float(v) for v in x)
-    closed_s = ch.untied_closed_form_block(alpha, K, Q0s, qs, ms, Ss, noise)
+    closed_s = ch.closed_form_block(alpha, K, Q0s, qs, ms, Ss, noise)
     if closed_s is not None:
         hats = [closed_s["qhat"], closed_s["mhat"], closed_s["Sigmahat"]]
         train = closed_s["train_error"]
         if Ka:
-            closed_a = ch.untied_closed_form_block(alpha, Ka, Q0a, qa, ma, Sa, 0.0)
+            closed_a = ch.closed_form_block(alpha, Ka, Q0a, qa, ma, Sa, 0.0)
             hats += [closed_a["qhat"], closed_a["mhat"] if Q0a > 0 else 0.0, closed_a["Sigmahat"]]
             train += closed_a["train_error"]
         else:
@@ -131,7 +134,7 @@ def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, q
     quad = quad if quad is not None else OutputQuadrature.sobol(2 * (K + Ka))
     y, z, z0 = _fields(quad.flat, np.array([qs, ms, Ss, qa, ma, Sa]), Q0s, Q0a, noise, T)
     scale = np.sqrt(np.array([Ss] * K + [Sa] * Ka))
-    labels = ch.untied_labels(y, T, problem.beta0)
+    labels = ch.block_labels(y, T, problem.beta0, _BLOCKS)
     ratio = ch.logit_scale(problem.beta, problem.beta0)
     if warm is None:
         starts = [z, ratio * y, _interpolating_start(z, y, ratio, T, scale)]
@@ -154,11 +157,11 @@ def untied_test_errors(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float,
     T, ch, noise = problem.T, problem.channel, problem.noise
     K, Ka = block_sizes(T)
     qs, ms, Ss, qa, ma, Sa = (float(v) for v in x)
-    closed_s = ch.untied_closed_form_block(problem.alpha, K, Q0s, qs, ms, Ss, noise)
+    closed_s = ch.closed_form_block(problem.alpha, K, Q0s, qs, ms, Ss, noise)
     if closed_s is not None:
         out = {k: closed_s[k] for k in ("test_error", "test_error_noisy")}
         if Ka:
-            closed_a = ch.untied_closed_form_block(problem.alpha, Ka, Q0a, qa, ma, Sa, 0.0)
+            closed_a = ch.closed_form_block(problem.alpha, Ka, Q0a, qa, ma, Sa, 0.0)
             out = {k: out[k] + closed_a[k] for k in out}
         return {**out, "test_error_se": 0.0, "test_error_noisy_se": 0.0}
     quad = quad if quad is not None else OutputQuadrature.sobol(2 * (K + Ka))
@@ -190,8 +193,8 @@ def collapse_hats(*, problem: Any, Q0s: float, Q0a: float, quad: OutputQuadratur
     K, Ka = block_sizes(T)
     quad = quad if quad is not None else OutputQuadrature.sobol(2 * (K + Ka))
     y, _, z0 = _fields(quad.flat, np.array([0.0, 0.0, 1.0, 0.0, 0.0, 1.0]), Q0s, Q0a, problem.noise, T)
-    labels = ch.untied_labels(y, T, problem.beta0)
-    r = -ch.untied_fit_loss(np.zeros_like(y), labels, problem.beta, 1)[1]
+    labels = ch.block_labels(y, T, problem.beta0, _BLOCKS)
+    r = -ch.block_fit_loss(np.zeros_like(y), labels, problem.beta, 1, blocks=_BLOCKS)[1]
     a = 2 * problem.alpha
     cols = [a * np.einsum("nk,nk->n", r[:, :K], r[:, :K]), a * np.einsum("nk,nk->n", r[:, :K], z0[:, :K]) / Q0s,
             a * np.einsum("nk,nk->n", r[:, K:], r[:, K:]),

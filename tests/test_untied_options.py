@@ -1,0 +1,122 @@
+"""Every state-evolution option reaches a non-symmetric (untied) student, or is refused by name.
+
+``theory(problem, options=..., prior=..., quad=...)`` and :func:`theory_curve` hand a
+non-symmetric student to the block solver (:mod:`singlehead.state_evolution.untied`); these tests
+check that the budget, the sample and quadrature settings and a given node set change what it
+does, that options it has no counterpart for raise ``ValueError`` naming them, that a
+non-symmetric student without a block prior side is refused (not given nuclear-norm theory), and
+that cache keys hold exactly the settings that change a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+from singlehead import Problem, theory, theory_curve
+from singlehead.state_evolution import SEOptions, prior_model
+from singlehead.state_evolution.options import result_settings
+from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.students import Student
+
+# cheap settings: closed-form output side, small prior instances
+LINEAR = Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.5, student="untied")
+SMALL = SEOptions(sample_dim=24, sample_draws=2, draw_errors=False)
+
+
+def test_max_iter_one_cannot_report_converged():
+    r = theory(LINEAR, options=SMALL.replace(max_iter=1))
+    assert not r.converged and r.iterations <= 1
+    assert "not converged" in r.message
+    assert theory(LINEAR, options=SMALL).converged  # the same point converges with the default budget
+
+
+def test_max_evals_bounds_the_solve():
+    r = theory(LINEAR, options=SMALL.replace(max_evals=3))
+    assert not r.converged
+    assert r.extras["evaluations"] <= 3 + 1  # the budget, plus the evaluation that reports the returned point
+
+
+def test_tol_and_sample_settings_are_applied():
+    loose = theory(LINEAR, options=SMALL.replace(tol=1e-2))
+    tight = theory(LINEAR, options=SMALL.replace(tol=1e-7))
+    assert loose.converged and tight.converged
+    assert 1e-7 < loose.extras["residual"] < 1e-2 and tight.extras["residual"] < 1e-7
+    assert loose.iterations < tight.iterations
+    assert tight.extras["prior"] == "sampled D=24 x 2"
+    other_seed = theory(LINEAR, options=SMALL.replace(tol=1e-7, node_seed=1))
+    assert other_seed.test_error != tight.test_error  # node_seed draws the prior's instances
+
+
+def test_a_given_node_set_is_used():
+    p = LINEAR.replace(channel="seq2lab", alpha=0.5, lam=0.05)
+    o = SMALL.replace(n_points=64, n_scrambles=2)
+    quad = OutputQuadrature.sobol(8, 64, 2, 0)  # 2 T^2 dimensions, the nodes o describes
+    assert theory(p, options=o, quad=quad).test_error == theory(p, options=o).test_error
+    other = theory(p, options=o, quad=OutputQuadrature.sobol(8, 64, 2, 5))
+    assert other.test_error != theory(p, options=o).test_error
+    with pytest.raises(ValueError, match="quad has 6 dimensions"):
+        theory(p, options=o, quad=OutputQuadrature.sobol(6, 64, 2, 0))
+
+
+@pytest.mark.parametrize("change", [dict(prox_branch="teacher"), dict(floor_after=3), dict(method="hybr"),
+                                    dict(switch=0.1), dict(thin_factor=4), dict(union_max_evals=5),
+                                    dict(draws=5)])
+def test_options_without_a_counterpart_raise_naming_them(change):
+    name = next(iter(change))
+    with pytest.raises(ValueError, match=f"options.{name} does not apply to the untied student"):
+        theory(LINEAR, options=SEOptions(**change))
+    with pytest.raises(ValueError, match=f"options.{name}"):
+        theory_curve(LINEAR, [0.5, 1.0], options=SEOptions(**change))
+
+
+def test_options_that_describe_the_solver_are_accepted():
+    r = theory(LINEAR, options=SMALL.replace(coarse=False, exact_jacobian=False, prox_screen=None, method="iterate"))
+    assert r.converged
+
+
+@pytest.mark.parametrize("prior", ["finite", "priormodel"])
+def test_a_prior_that_does_not_apply_raises(prior):
+    arg = prior_model(LINEAR.replace(student="factorized")) if prior == "priormodel" else prior
+    with pytest.raises(ValueError, match="does not apply to the untied student"):
+        theory(LINEAR, prior=arg, options=SMALL)
+
+
+def test_asymptotic_prior_is_auto():
+    assert theory(LINEAR, prior="asymptotic", options=SMALL).test_error == theory(LINEAR, options=SMALL).test_error
+
+
+def test_sample_options_do_not_apply_to_a_symmetric_student():
+    with pytest.raises(ValueError, match="options.sample_dim does not apply to the factorized student"):
+        theory(LINEAR.replace(student="factorized"), options=SEOptions(sample_dim=50))
+    with pytest.raises(ValueError, match="options.draw_errors does not apply to the direct student"):
+        theory_curve(LINEAR.replace(student="direct"), [1.0], options=SEOptions(draw_errors=False))
+
+
+@dataclass(frozen=True)
+class _NoBlockPrior(Student):
+    """A non-symmetric student that implements no prior side on field blocks."""
+
+    name: ClassVar[str] = "no_block_prior_example"
+    symmetric: ClassVar[bool] = False
+
+
+def test_a_non_symmetric_student_without_a_block_prior_side_is_refused():
+    with pytest.raises(NotImplementedError, match="block_prior_side"):
+        theory(LINEAR.replace(student=_NoBlockPrior()), options=SMALL)
+
+
+def test_cache_settings_hold_what_changes_the_result():
+    tied_linear, tied_soft = LINEAR.replace(student="factorized"), LINEAR.replace(student="factorized", channel="seq2lab")
+    untied_linear = LINEAR
+    # closed forms, asymptotic prior: no nodes, nothing drawn
+    assert result_settings(tied_linear, SEOptions(n_points=512, node_seed=3)) == (("prior", "auto"), ("tol", 1e-6))
+    assert result_settings(tied_linear, SEOptions(), "asymptotic") == result_settings(tied_linear, SEOptions())
+    assert dict(result_settings(tied_linear, SEOptions(node_seed=3), "finite"))["node_seed"] == 3
+    # the resolved node count: None and the student's default give one key
+    assert result_settings(tied_soft, SEOptions()) == result_settings(tied_soft, SEOptions(n_points=2048))
+    assert result_settings(untied_linear, SEOptions()) == result_settings(untied_linear, SEOptions(n_points=4096))
+    assert result_settings(untied_linear, SEOptions()) != result_settings(untied_linear, SEOptions(n_points=2048))
+    assert dict(result_settings(untied_linear, SEOptions(node_seed=2)))["node_seed"] == 2
