@@ -529,6 +529,11 @@ class UntiedMPTarget(Target):
 for _cls in (MPTarget, PowerLawTarget, CustomTarget, UntiedMPTarget):
     register_target(_cls)
 
+#: Parameter names of the built-in targets: the command line always has an option of its own for each
+#: (a target registered later passes its other parameters through ``--target-param``).
+BUILTIN_TARGET_PARAMS: frozenset[str] = frozenset(
+    prm.name for cls in (MPTarget, PowerLawTarget, CustomTarget, UntiedMPTarget) for prm in cls.params)
+
 
 def target_from_dict(spec: dict[str, Any]) -> Target:
     """Rebuild a target from :meth:`Target.to_dict` output (cached configs, :meth:`Problem.from_dict`).

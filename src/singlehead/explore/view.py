@@ -22,7 +22,7 @@ import numpy as np
 
 from ..problem import Problem
 from ..results import stable_hash
-from ..targets import TargetParam, target_class, target_names
+from ..targets import BUILTIN_TARGET_PARAMS, TargetParam, target_class, target_names
 
 __all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults"]
 
@@ -132,13 +132,11 @@ class View:
     # ------------------------------------------------------------------ reproduction
     def cli(self) -> str:
         """The ``singlehead theory`` command that prints this view's error curve (one JSON line per alpha)."""
-        from ..cli.common import TARGET_PARAMS  # the target options the command line has
-
         p = self.problem
         args = ["singlehead", "theory", "--task", p.channel.name, "--T", str(p.T), "--d", str(p.d),
                 "--alpha", f"log:{self.alpha_min!r}:{self.alpha_max!r}:{self.n_alpha}", "--student", p.student.name,
                 "--kappa", repr(p.kappa), "--noise", repr(p.noise), "--lam", repr(p.lam), "--beta", repr(p.beta),
-                "--beta0", repr(p.beta0), *p.target.cli_args(TARGET_PARAMS)]
+                "--beta0", repr(p.beta0), *p.target.cli_args(BUILTIN_TARGET_PARAMS)]
         return shlex.join([*args, "--json"])
 
     def python(self) -> str:
