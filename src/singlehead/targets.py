@@ -3,9 +3,9 @@
 Each target class is the one place that turns a target into
 
 * its spectral law ``mu_{S0}`` at a given ``d`` and model, :meth:`spectral_law`, returning a
-  :class:`~singlehead.spectra.PriorModel` (the law, ``Q0 = Tr S0^2/d`` and the transforms the
+  ``singlehead.spectra.PriorModel`` (the law, ``Q0 = Tr S0^2/d`` and the transforms the
   state evolution, AMP and the analysis need), and
-* a sample of ``S0``, :meth:`sample` (torch and :mod:`singlehead.rng` are imported inside it:
+* a sample of ``S0``, ``sample`` (torch and :mod:`singlehead.rng` are imported inside it:
   this module and everything theory-only stay free of torch).
 
 Spectral-law models (``model=``):
@@ -29,7 +29,7 @@ For MP targets every model but ``"finite"`` is the MP law.
 Targets are objects: subclasses of :class:`Target` registered with :func:`register_target`, like
 channels and students. Everything else that depends on the target reads it from the object: its name and parameters
 (the CLI's ``--target`` and target options, the explorer's controls, figure captions), its
-plain-JSON form (:meth:`Target.to_dict`, part of :meth:`Problem.to_dict` and of every cache key)
+plain-JSON form (:meth:`Target.to_dict`, part of ``Problem.to_dict`` and of every cache key)
 and the closed-form threshold data (:attr:`Target.rank_ratio`). A new target is one class in one
 file (see the how-to "Add a target").
 
@@ -128,17 +128,17 @@ class Target(abc.ABC):
 
     Contract of a subclass:
 
-    * ``name`` (class attribute): the registered name, the ``kind`` of :meth:`to_dict`, the CLI's
+    * ``name`` (class attribute): the registered name, the ``kind`` of ``to_dict``, the CLI's
       ``--target`` value;
     * its dataclass fields are its parameters, validated in ``__post_init__`` (a bad value raises
       ``ValueError`` naming the field); ``params`` lists the ones the CLI and the explorer offer
       (:class:`TargetParam`; a field not listed keeps its default there);
-    * :meth:`sample` draws ``S0`` (``d x d``, float64, CPU torch tensor) from ``seed`` alone;
+    * ``sample`` draws ``S0`` (``d x d``, float64, CPU torch tensor) from ``seed`` alone;
       symmetric targets (``symmetric = True``) draw a symmetric ``S0``;
     * :meth:`spectral_law` returns the law ``mu_{S0}`` of the eigenvalues of ``S0`` at dimension
-      ``d`` as a :class:`~singlehead.spectra.PriorModel`. Normalisation: ``PriorModel.Q0`` is
+      ``d`` as a ``singlehead.spectra.PriorModel``. Normalisation: ``PriorModel.Q0`` is
       ``Tr S0^2/d`` (its limit, or its value at this ``d`` for a deterministic spectrum), and a
-      sample of :meth:`sample` must have ``Tr S0^2/d -> Q0`` and an empirical spectral law
+      sample of ``sample`` must have ``Tr S0^2/d -> Q0`` and an empirical spectral law
       converging to the law: the state evolution sees the target only through this law. Logits
       are ``h_ab(S0) = (x_a^T S0 x_b - delta_ab Tr S0)/sqrt(d)``, so ``S0`` is taken at the
       scale where ``Q0`` is of order one. Non-symmetric targets may raise
@@ -147,7 +147,7 @@ class Target(abc.ABC):
       when ``S0`` is random;
     * :meth:`validate` checks the target against the problem's ``d``.
 
-    :class:`SpectralTarget` provides :meth:`sample` and :meth:`spectral_law` for a target with a
+    :class:`SpectralTarget` provides ``sample`` and :meth:`spectral_law` for a target with a
     deterministic spectrum (``S0 = O diag(s) O^T``, ``O`` Haar): such a subclass implements only
     :meth:`spectrum`.
 
@@ -161,7 +161,7 @@ class Target(abc.ABC):
     (True, ['--target', 'power_law', '--gamma', '1.5', '--normalisation', 'sqrt_d'])
     """
 
-    #: Registered name (the ``kind`` of :meth:`to_dict`, the CLI's ``--target``).
+    #: Registered name (the ``kind`` of ``to_dict``, the CLI's ``--target``).
     name: ClassVar[str] = ""
     #: Human-readable name (the explorer's menu; default: ``name``).
     label: ClassVar[str] = ""
@@ -179,7 +179,7 @@ class Target(abc.ABC):
 
     @property
     def kind(self) -> str:
-        """The registered name (the ``"kind"`` key of :meth:`to_dict`)."""
+        """The registered name (the ``"kind"`` key of ``to_dict``)."""
         return self.name
 
     @property
@@ -207,7 +207,7 @@ class Target(abc.ABC):
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: the dataclass fields (tuples as lists) and ``"kind": name``.
 
-        This dict is part of :meth:`Problem.to_dict` and so of every cache key: a target that
+        This dict is part of ``Problem.to_dict`` and so of every cache key: a target that
         changes its fields changes the keys of its problems.
         """
         out: dict[str, Any] = {}
@@ -297,7 +297,7 @@ def register_target(cls: type[Target]) -> type[Target]:
     """Register a :class:`Target` subclass under its ``name`` (usable as a class decorator).
 
     Once registered, the name is accepted by :class:`~singlehead.problem.Problem` (``target="name"``
-    builds the default instance), by :meth:`Problem.from_dict`, by the CLI's ``--target`` (its
+    builds the default instance), by ``Problem.from_dict``, by the CLI's ``--target`` (its
     parameters through ``--target-param NAME=VALUE``) and, for an :attr:`~Target.explorable`
     target, by the explorer.
 
@@ -536,7 +536,7 @@ BUILTIN_TARGET_PARAMS: frozenset[str] = frozenset(
 
 
 def target_from_dict(spec: dict[str, Any]) -> Target:
-    """Rebuild a target from :meth:`Target.to_dict` output (cached configs, :meth:`Problem.from_dict`).
+    """Rebuild a target from :meth:`Target.to_dict` output (cached configs, ``Problem.from_dict``).
 
     ``spec["kind"]`` is a registered name; an unknown one raises ``ValueError`` listing the registered names.
     """

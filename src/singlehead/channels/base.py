@@ -205,7 +205,7 @@ class Channel:
         (:meth:`~singlehead.students.Student.field_blocks`), in :meth:`block_fit_loss`'s form.
 
         One symmetric block: :meth:`labels`. A symmetric and an antisymmetric block (``T^2``
-        fields, the coordinates of :func:`singlehead.attention_maps.untied_embedding` ``P``): the
+        fields, the coordinates of ``singlehead.attention_maps.untied_embedding`` ``P``): the
         ``T x T`` labels ``chan_beta0(P(y))``."""
         if len(blocks) == 1:
             return self.labels(y, T, beta0)
@@ -215,7 +215,7 @@ class Channel:
                        blocks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """``||labels - chan_beta(h)||_F^2`` per node for fields ``h`` laid out in ``blocks``, with gradient
         and Hessian up to ``order``. One symmetric block: :meth:`fit_loss`; a channel that supports
-        non-symmetric students overrides the two-block case (``P(h)``, see :meth:`block_labels`)."""
+        non-symmetric students overrides the two-block case (``P(h)``, see ``block_labels``)."""
         if len(blocks) == 1:
             return self.fit_loss(h, labels, beta, order)
         raise NotImplementedError(f"the {self.name!r} channel has no fit loss on a symmetric and an antisymmetric "

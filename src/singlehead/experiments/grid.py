@@ -15,7 +15,7 @@ A grid is a mapping (Python dict, TOML or YAML file)::
     optimizer = "lbfgs"
 
 Each job's ``key`` hashes the numerics version, the route, the full Problem, the seed and the
-settings (:func:`singlehead.runs.cache.result_key`), so a cache indexed by it survives
+settings (``singlehead.runs.cache.result_key``), so a cache indexed by it survives
 interruption and reordering, and no upgrade that changes the numbers reads an old entry.
 """
 
@@ -61,7 +61,7 @@ class Job:
 
     @property
     def key(self) -> str:
-        """Hash (:func:`singlehead.runs.cache.result_key`) of everything that changes the result: the
+        """Hash (``singlehead.runs.cache.result_key``) of everything that changes the result: the
         numerics version, the route, the full problem, the seed and the route's settings (device and dtype
         included)."""
         return result_key(self.route, self.problem, self.seed, self.settings)
@@ -165,7 +165,7 @@ def random_problems(n: int, seed: int = 0) -> list[Problem]:
     ``T >= 2``) x student (factorized with rank cap ``kappa`` in {1, 0.5, 0.2}, or direct) x
     ``beta0/beta`` in {1, 2, 1/2} x ``lam`` log-uniform in ``[1e-5, 5]`` x ``alpha`` log-uniform
     in ``[3e-3, 20]`` x label noise ``Delta`` in {0, 0.1, 0.5, 1}, Marchenko--Pastur targets
-    ``kappa0`` in {0.25, 0.5, 1}; ``d`` is the :class:`Problem` default.
+    ``kappa0`` in {0.25, 0.5, 1}; ``d`` is the ``Problem`` default.
 
     Parameters
     ----------

@@ -10,15 +10,15 @@ nothing that is already there. ``Cache(None)`` keeps the records in memory only.
 Keys
 ----
 A key is :func:`singlehead.results.stable_hash` of everything that changes the result and of
-:data:`NUMERICS_VERSION`:
+``NUMERICS_VERSION``:
 
-* :func:`result_key`: a run of a route (``"theory"``, ``"simulation"``, ``"bayes"``, ...) on a
+* ``result_key``: a run of a route (``"theory"``, ``"simulation"``, ``"bayes"``, ...) on a
   full :class:`~singlehead.problem.Problem`, with its seed (``None`` for deterministic routes)
   and the route's settings (solver and quadrature settings, training options, device, dtype);
-* :func:`value_key`: a value computed in-process, under a name that carries every parameter it
+* ``value_key``: a value computed in-process, under a name that carries every parameter it
   depends on (the figures build the name from their spec's fields).
 
-:data:`NUMERICS_VERSION` is the version of the library's numbers. **Bump it in any change that
+``NUMERICS_VERSION`` is the version of the library's numbers. **Bump it in any change that
 alters a number a route returns** (a new default, a different quadrature, a fixed bug in a
 formula); a change that only moves code around leaves it. After a bump every key changes, so no
 cache serves a result the new code would not compute; the old files stay on disk, unread.
@@ -51,7 +51,7 @@ def result_key(route: str, problem: Any, seed: int | None = None,
     route : str
         The route's name (``"theory"``, ``"simulation"``, ``"bayes"``, ``"thresholds"``, ``"amp"``, ...).
     problem : Problem or dict
-        The full problem (:meth:`~singlehead.problem.Problem.to_dict` is taken of a ``Problem``).
+        The full problem (``singlehead.problem.Problem.to_dict`` is taken of a ``Problem``).
     seed : int or None
         The data seed of a random route; ``None`` for a deterministic one.
     settings : mapping or pairs
@@ -61,7 +61,7 @@ def result_key(route: str, problem: Any, seed: int | None = None,
     -------
     str
         24 hex digits; equal keys mean the same computation by the same numerics
-        (:data:`NUMERICS_VERSION`).
+        (``NUMERICS_VERSION``).
 
     Examples
     --------
@@ -79,7 +79,7 @@ def result_key(route: str, problem: Any, seed: int | None = None,
 
 def value_key(name: str) -> str:
     """The cache key of a value computed in-process under ``name`` (which must name every parameter it
-    depends on); it carries :data:`NUMERICS_VERSION` like :func:`result_key`.
+    depends on); it carries ``NUMERICS_VERSION`` like ``result_key``.
 
     Examples
     --------
@@ -93,7 +93,7 @@ def value_key(name: str) -> str:
 class Cache:
     """Directory of ``<key>.json`` records; ``root=None`` keeps them in memory only.
 
-    Each record is a JSON object with a ``key`` (:func:`result_key` or :func:`value_key`);
+    Each record is a JSON object with a ``key`` (``result_key`` or ``value_key``);
     writes are atomic, so an interrupted run never leaves a half-written record, and a record
     that cannot be read (a torn write of a killed process) counts as missing.
 

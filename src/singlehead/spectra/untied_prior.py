@@ -76,7 +76,7 @@ class BlockPriorSide:
 
     @property
     def draw_se(self) -> np.ndarray:
-        """Standard error of :attr:`values` over draws (``nan`` with one draw or none)."""
+        """Standard error of ``values`` over draws (``nan`` with one draw or none)."""
         R = 0 if self.per_draw is None else self.per_draw.shape[0]
         return self.per_draw.std(axis=0, ddof=1) / math.sqrt(R) if R > 1 else np.full(6, np.nan)
 
