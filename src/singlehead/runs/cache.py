@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from ..cache_dir import library_cache_dir
 from ..results import jsonable, stable_hash
 
 __all__ = ["NUMERICS_VERSION", "Cache", "result_key", "value_key", "cache_for_export", "export_jsonl",
@@ -165,34 +166,6 @@ class Cache:
             self.put({**compute(), "key": key})
             rec = self.get(key)
         return rec
-
-
-def library_cache_dir(*parts: str) -> Path | None:
-    """The library's cache directory (joined with ``parts``), or ``None`` when caching is off.
-
-    ``$SINGLEHEAD_CACHE_DIR`` when set (``off``, ``none``, ``0`` or empty: off), else
-    ``$XDG_CACHE_HOME/singlehead``, else ``~/.cache/singlehead``; the quadrature nodes of the state
-    evolution are kept in the same directory.
-
-    Examples
-    --------
-    >>> import os
-    >>> from unittest import mock
-    >>> from singlehead.runs.cache import library_cache_dir
-    >>> with mock.patch.dict(os.environ, {"SINGLEHEAD_CACHE_DIR": "/tmp/singlehead-cache"}):
-    ...     str(library_cache_dir("explore"))
-    '/tmp/singlehead-cache/explore'
-    >>> with mock.patch.dict(os.environ, {"SINGLEHEAD_CACHE_DIR": "off"}):
-    ...     library_cache_dir("explore") is None
-    True
-    """
-    root = os.environ.get("SINGLEHEAD_CACHE_DIR")
-    if root is not None and root.strip().lower() in ("", "off", "0", "none"):
-        return None
-    if root is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "singlehead")
-    return Path(root).joinpath(*parts)
 
 
 def export_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import scipy  # the package alone is cheap; its version pins the Sobol implementation
 
+from ..cache_dir import library_cache_dir
+
 __all__ = ["OutputQuadrature"]
 
 # Sobol points are clipped away from 0 and 1 before the normal quantile (|z| <= 7.03).
@@ -31,14 +33,10 @@ _UNIT_CLIP = 1e-12
 
 def _cache_file(dim: int, mexp: int, n_scrambles: int, seed: int) -> Path | None:
     """Where the node set is cached, or ``None`` when caching is off."""
-    root = os.environ.get("SINGLEHEAD_CACHE_DIR")
-    if root is not None and root.strip().lower() in ("", "off", "0", "none"):
-        return None
+    root = library_cache_dir("quadrature")
     if root is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "singlehead")
-    name = f"sobol-normal-dim{dim}-m{mexp}-r{n_scrambles}-seed{seed}-scipy{scipy.__version__}.npy"
-    return Path(root) / "quadrature" / name
+        return None
+    return root / f"sobol-normal-dim{dim}-m{mexp}-r{n_scrambles}-seed{seed}-scipy{scipy.__version__}.npy"
 
 
 def _sobol_normal_nodes(dim: int, mexp: int, n_scrambles: int, seed: int) -> np.ndarray:
