@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from singlehead.amp import AMPOptions, amp, se_iterates
 from singlehead.bayes import bayes_overlap
 from singlehead.problem import MPTarget, Problem
 from singlehead.state_evolution import theory
+from studies import study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -85,14 +85,12 @@ def main(quick: bool = False, *, seed: int = 0) -> int:
               f"({'conv' if r['converged'] else 'not conv'}) | {r['Q0']:.4f}")
     say("\nPASS" if ok else "\nFAIL (some relative error >= 5%)")
     if not quick:
-        (HERE / "results").mkdir(exist_ok=True)
-        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
+        write_table(HERE, lines)
     return 0 if ok else 1
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="d = 100, fewer points")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)

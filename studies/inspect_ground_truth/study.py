@@ -22,7 +22,6 @@ seed. ``--quick``: the case ``mp_a0.5`` with 2 seeds.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from singlehead.data import sample_target
 from singlehead.experiments import Cache, cached
 from singlehead.inspect.fit import LawCache, fit_spectrum, outlier_margin
 from singlehead.simulation import TrainOptions
+from studies import study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -146,14 +146,12 @@ def main(quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(
 
 
     if not quick:
-        (HERE / "results").mkdir(exist_ok=True)
-        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
+        write_table(HERE, lines)
     return 0
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="the case mp_a0.5 with 2 seeds")
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--cases", default=",".join(CASES))

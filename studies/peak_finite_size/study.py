@@ -16,7 +16,6 @@ of its rows miss the tolerance. This study measures how much of the gap is finit
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from singlehead.analysis.finite_size import extrapolate_to_infinite_d
 from singlehead import MPTarget, Problem, theory_curve
 from singlehead.experiments import Cache, Job, run_jobs
 from singlehead.state_evolution import stability
+from studies import study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -73,14 +73,12 @@ def main(quick: bool = False, *, jobs: int = 2, cache: str | Path | None = None)
 
 
     if not quick:
-        (HERE / "results").mkdir(exist_ok=True)
-        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
+        write_table(HERE, lines)
     return 0
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="d = 30, 40, 50 with 3 seeds each")
     ap.add_argument("--jobs", type=int, default=2, help="local worker processes (one thread each)")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/peak_finite_size)")

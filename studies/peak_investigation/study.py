@@ -32,7 +32,6 @@ lam = 1e-5, alpha = 0.3 (alpha = 0.2 the control). The candidates tested:
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ import numpy as np
 from singlehead import MPTarget, Problem, theory, theory_curve
 from singlehead.experiments import Cache, cached
 from singlehead.state_evolution import stability
+from studies import study_parser
 from studies.peak_investigation import tables as rep
 from studies.peak_investigation.branches import per_seed_theory, solve_branch
 from studies.peak_investigation.erm import fit_instance
@@ -367,8 +367,7 @@ def main(quick: bool = False, *, stage: str = "report", cache: str | Path | None
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("stage", nargs="?", default="report", choices=STAGES)
     ap.add_argument("--quick", action="store_true", help="the SE on the prox branches at alpha = 0.2, 0.3 only")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/peak_investigation)")

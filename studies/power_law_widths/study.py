@@ -21,7 +21,6 @@ the finite-d prior (``--prior finite``: exact eigendecompositions of diag(s) + d
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import torch
 
 from singlehead.experiments import Cache, Job, run_jobs
 from singlehead.problem import PowerLawTarget, Problem
+from studies import study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 WIDTHS_400 = (1, 4, 14, 35, 86, 400)
@@ -90,14 +90,12 @@ def main(quick: bool = False, *, d: int = 400, seeds: tuple[int, ...] = (0, 1, 2
         say(f"| {prob.n} | {prob.p} | {th['test_error']:.5f} | {m:.5f} ± {se:.5f} | {st.mean():.5f} | {rel:.2%} | "
               f"{te.size} | {sum(r['runtime_s'] for r in mine):.0f} | {'yes' if rel < 0.03 else 'NO'} |", flush=True)
     if not quick:
-        (HERE / "results").mkdir(exist_ok=True)
-        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
+        write_table(HERE, lines)
     return 0 if ok else 1
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="d = 100, widths 1 and 400, seed 0")
     ap.add_argument("--d", type=int, default=400)
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")

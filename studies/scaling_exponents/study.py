@@ -26,7 +26,6 @@ unrecovered modes themselves.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 
 from singlehead.analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 from singlehead.analysis.scaling import regime_map, scaling_curve
+from studies import study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -52,8 +52,7 @@ def _row(label: str, g: float, res: dict, t: float) -> tuple[str, float]:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="section 1 only, gamma = 1.25, d = 10^4, n/d up to 1000, 5 points")
     ap.add_argument("--d", type=int, default=SL["d"])
     ap.add_argument("--C", type=float, default=SL["lam_prefactor"], help="lam = C sqrt(alpha)")
@@ -145,8 +144,7 @@ def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"
 
 
     if not quick:
-        (HERE / "results").mkdir(exist_ok=True)
-        (HERE / "results" / "table.md").write_text("\n".join(lines) + "\n")
+        write_table(HERE, lines)
     return 0 if ok else 1
 
 

@@ -18,7 +18,6 @@ written to ``runs/studies/se_fixed_points-quick``.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import numpy as np
 from singlehead import MPTarget, Problem, simulate
 from singlehead.state_evolution import SEOptions, SEState, channel_test_errors, prior_model, theory
 from singlehead.state_evolution.se_map import SEMap, residual_floor
+from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
 
@@ -147,8 +147,7 @@ def main(quick: bool = False, *, seeds: int = 4) -> int:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="the default node set only, 1 seed; writes no results")
     ap.add_argument("--seeds", type=int, default=4)
     a = ap.parse_args(argv)

@@ -9,7 +9,6 @@ the direct student. A row passes when ``|simulation mean - theory| <= 2 standard
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import numpy as np
 from singlehead import MPTarget, Problem
 from singlehead.experiments import Cache, Job, run_jobs
 from singlehead.experiments.compare import agreement, records_to_frame
+from studies import study_parser, write_table
 
 METRICS = ("test_error", "matrix_error")
 STUDENTS = {
@@ -53,7 +53,6 @@ def compare(problems: list[Problem], seeds: int, rel_tol: float, optimizer: str,
 
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 
 
 def main(quick: bool = False, *, d: int = 100, seeds: int = 8, alphas: tuple[float, ...] = (0.1, 0.25, 0.5, 1, 2),
@@ -87,14 +86,12 @@ def main(quick: bool = False, *, d: int = 100, seeds: int = 8, alphas: tuple[flo
     lines += ["", "ALL PASS" if all_ok else "SOME ROWS FAIL"]
     print(lines[-1])
     if not quick:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "table.md").write_text("\n".join(lines) + "\n")
+        write_table(HERE, lines)
     return 0 if all_ok else 1
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="d = 40, 3 seeds, two alphas, one student; writes no results")
     ap.add_argument("--d", type=int, default=100)
     ap.add_argument("--seeds", type=int, default=8)

@@ -10,7 +10,6 @@ rerun only redoes the comparison. ``--quick``: alpha = 0.5 at d = 60, 2 seeds.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from singlehead import MPTarget, Problem, simulate, theory
 from singlehead.analysis import compare_spectrum, learned_spectrum, plot_spectrum_comparison, spectrum_table
 from singlehead.experiments import Cache, cached
 from singlehead.simulation import TrainOptions
+from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -82,8 +82,7 @@ def main(quick: bool = False, *, runs: tuple[str, ...] = RUNS, threads: int = 1,
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="alpha = 0.5, d = 60, 2 seeds; writes no results")
     ap.add_argument("--runs", action="append", default=None, help="ALPHA:D:SEEDS (repeatable; default 0.5:200:8, 4:200:8)")
     ap.add_argument("--threads", type=int, default=1)

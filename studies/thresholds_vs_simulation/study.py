@@ -8,16 +8,15 @@ threshold. ``--quick``: d = 30, 2 seeds.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
 from singlehead import MPTarget, Problem, interpolation_threshold, perfect_recovery_threshold
 from singlehead.experiments import Cache, Job, run_jobs
+from studies import study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 RATIOS = (0.5, 0.8, 1.25, 2.0)
 
 
@@ -56,14 +55,12 @@ def main(quick: bool = False, *, d: int = 60, seeds: int = 3, lam: float = 1e-4,
     lines += ["", f"train error vanishes below alpha_interp, test error vanishes past alpha_perfect: {'yes' if ok else 'NO'}"]
     print(lines[-1])
     if not quick:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "table.md").write_text("\n".join(lines) + "\n")
+        write_table(HERE, lines)
     return 0 if ok else 1
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="d = 30, 2 seeds; writes no results")
     ap.add_argument("--d", type=int, default=60)
     ap.add_argument("--seeds", type=int, default=3)

@@ -12,7 +12,6 @@ with 2 draws, written to the cache directory.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 from singlehead import Problem
 from singlehead.experiments import Cache, cached
 from singlehead.state_evolution.untied import UntiedSEOptions, untied_theory
+from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
 
@@ -79,8 +79,7 @@ def main(quick: bool = False, *, cache: str | Path | None = None) -> int:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="one point at D = 20, 30, 40 with 2 draws; writes no results")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/untied_prior_convergence)")
     a = ap.parse_args(argv)

@@ -23,7 +23,6 @@ each, the first 2 points, written to the cache directory.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -37,6 +36,7 @@ from singlehead.experiments import Cache, cached
 from singlehead.experiments.verdict import gap_p_value, holm
 from singlehead.simulation import TrainOptions
 from singlehead.state_evolution.untied import untied_theory
+from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -187,8 +187,7 @@ def main(quick: bool = False, *, cache: str | Path | None = None) -> int:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="d = 40/60, 2 seeds each, the first 2 points; writes no results")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/untied_se_vs_erm)")
     a = ap.parse_args(argv)

@@ -13,7 +13,6 @@ split ``q_s, q_a, m_s`` of :func:`singlehead.overlaps.overlaps`. Results go to
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from singlehead import MPTarget, Problem, UntiedMPTarget, simulate
 from singlehead.simulation import TrainOptions
+from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
 POINTS = [(1.0, 1e-2), (0.5, 1e-2), (2.0, 1e-2), (1.0, 1e-4), (1.0, 1.0)]
@@ -82,8 +82,7 @@ def main(quick: bool = False, *, seeds: int = 4, d: int = 40, optimizer: str = "
 
 
 def cli(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m studies {HERE.name}", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="d = 20, 2 seeds, two points; writes no results")
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--d", type=int, default=40)
