@@ -44,7 +44,7 @@ import abc
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Collection, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Collection, Iterable, Literal
 
 import numpy as np
 
@@ -529,10 +529,24 @@ class UntiedMPTarget(Target):
 for _cls in (MPTarget, PowerLawTarget, CustomTarget, UntiedMPTarget):
     register_target(_cls)
 
+
+
+def params_by_name(names: Iterable[str] | None = None) -> dict[str, TargetParam]:
+    """The parameters of the registered targets ``names`` (default: every one), by parameter name.
+
+    Where several targets declare a name, the first of ``names`` gives its :class:`TargetParam`
+    (help text, type); the command line and the explorer build one option or control per name.
+    """
+    out: dict[str, TargetParam] = {}
+    for name in target_names() if names is None else names:
+        for prm in target_class(name).params:
+            out.setdefault(prm.name, prm)
+    return out
+
+
 #: Parameter names of the built-in targets: the command line always has an option of its own for each
 #: (a target registered later passes its other parameters through ``--target-param``).
-BUILTIN_TARGET_PARAMS: frozenset[str] = frozenset(
-    prm.name for cls in (MPTarget, PowerLawTarget, CustomTarget, UntiedMPTarget) for prm in cls.params)
+BUILTIN_TARGET_PARAMS: frozenset[str] = frozenset(params_by_name(("mp", "power_law", "custom", "untied_mp")))
 
 
 def target_from_dict(spec: dict[str, Any]) -> Target:

@@ -21,7 +21,7 @@ from ..experiments import cache_for_export, export_jsonl, run_jobs
 from ..problem import Problem
 from ..results import jsonable
 from ..students import student_names
-from ..targets import TargetParam, target_class, target_names
+from ..targets import TargetParam, params_by_name, target_class, target_names
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -89,15 +89,6 @@ STUDENT = RegisteredName("student", student_names)
 DEFAULT_TARGET = "mp"
 
 
-def _target_params() -> dict[str, TargetParam]:
-    """The parameters of the registered targets, by name (the first target to declare a name gives its help)."""
-    out: dict[str, TargetParam] = {}
-    for name in target_names():
-        for prm in target_class(name).params:
-            out.setdefault(prm.name, prm)
-    return out
-
-
 def _target_option(prm: TargetParam) -> Callable:
     takers = [n for n in target_names() if any(q.name == prm.name for q in target_class(n).params)]
     kind = click.Choice(list(prm.choices)) if prm.kind == "choice" else float if prm.kind == "float" else str
@@ -107,7 +98,7 @@ def _target_option(prm: TargetParam) -> Callable:
 
 # the options of the targets registered when the CLI is built; any target's parameters, also of
 # one registered later, are accepted through --target-param NAME=VALUE
-TARGET_PARAMS = _target_params()
+TARGET_PARAMS = params_by_name()
 
 _PROBLEM_OPTIONS: dict[str, Callable] = {
     "channel": click.option("--task", "channel", type=CHANNEL, default="seq2lab", show_default=True,

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..problem import Problem
 from ..results import stable_hash
-from ..targets import BUILTIN_TARGET_PARAMS, TargetParam, target_class, target_names
+from ..targets import BUILTIN_TARGET_PARAMS, TargetParam, params_by_name, target_class, target_names
 
 __all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults"]
 
@@ -43,11 +43,7 @@ def explorer_targets() -> tuple[str, ...]:
 
 def target_controls() -> dict[str, TargetParam]:
     """The controls of the offered targets' parameters, by name (the first target to declare a name gives it)."""
-    out: dict[str, TargetParam] = {}
-    for n in explorer_targets():
-        for prm in target_class(n).params:
-            out.setdefault(prm.name, prm)
-    return out
+    return params_by_name(explorer_targets())
 
 
 def view_defaults() -> dict[str, str]:
