@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Callable
 
-__all__ = ["ROOT", "names", "study_parser", "write_table"]
+__all__ = ["ROOT", "names", "study_parser", "echo_into", "write_table"]
 
 ROOT = Path(__file__).resolve().parent
 
@@ -26,6 +27,19 @@ def study_parser(here: Path, doc: str | None) -> argparse.ArgumentParser:
     """The command line of the study in folder ``here``: ``python -m studies <name>``, its docstring as help."""
     return argparse.ArgumentParser(prog=f"python -m studies {here.name}", description=doc,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def echo_into(lines: list[str]) -> Callable[..., None]:
+    """A ``print`` that also appends each printed line to ``lines`` (the table a study writes).
+
+    Keyword arguments (``flush=...``) are accepted and ignored: the line is always flushed.
+    """
+    def say(*parts: object, **_: object) -> None:
+        text = " ".join(map(str, parts))
+        print(text, flush=True)
+        lines.append(text)
+
+    return say
 
 
 def write_table(here: Path, lines: list[str]) -> None:

@@ -22,7 +22,7 @@ from singlehead.amp import AMPOptions, amp, se_iterates
 from singlehead.bayes import bayes_overlap
 from singlehead.problem import MPTarget, Problem
 from singlehead.state_evolution import theory
-from studies import study_parser, write_table
+from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -35,10 +35,7 @@ def main(quick: bool = False, *, seed: int = 0) -> int:
     """Print the comparisons; 0 when every relative error is below 5 %."""
     lines: list[str] = []
 
-    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
-        text = " ".join(map(str, parts))
-        print(text, flush=True)
-        lines.append(text)
+    say = echo_into(lines)
 
     d = 100 if quick else 150
     torch.set_num_threads(1)

@@ -34,7 +34,7 @@ from singlehead.data import sample_target
 from singlehead.experiments import Cache, cached
 from singlehead.inspect.fit import LawCache, fit_spectrum, outlier_margin
 from singlehead.simulation import TrainOptions
-from studies import study_parser, write_table
+from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -92,10 +92,7 @@ def main(quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(
     """Fit every case's pooled and per-seed spectra and print the tables; 0."""
     lines: list[str] = []
 
-    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
-        text = " ".join(map(str, parts))
-        print(text, flush=True)
-        lines.append(text)
+    say = echo_into(lines)
 
     if quick:
         seeds, cases = 2, ("mp_a0.5",)

@@ -25,7 +25,7 @@ from singlehead.analysis.finite_size import extrapolate_to_infinite_d
 from singlehead import MPTarget, Problem, theory_curve
 from singlehead.experiments import Cache, Job, run_jobs
 from singlehead.state_evolution import stability
-from studies import study_parser, write_table
+from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,10 +38,7 @@ def main(quick: bool = False, *, jobs: int = 2, cache: str | Path | None = None)
     """Fit, extrapolate and print, per alpha and error, whether the SE lies inside the d = inf interval; 0."""
     lines: list[str] = []
 
-    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
-        text = " ".join(map(str, parts))
-        print(text, flush=True)
-        lines.append(text)
+    say = echo_into(lines)
 
     sizes = {30: 3, 40: 3, 50: 3} if quick else SIZES
     store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))

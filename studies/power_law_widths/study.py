@@ -29,7 +29,7 @@ import torch
 
 from singlehead.experiments import Cache, Job, run_jobs
 from singlehead.problem import PowerLawTarget, Problem
-from studies import study_parser, write_table
+from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 WIDTHS_400 = (1, 4, 14, 35, 86, 400)
@@ -50,10 +50,7 @@ def main(quick: bool = False, *, d: int = 400, seeds: tuple[int, ...] = (0, 1, 2
     """Run the fits and the theory (cached), print the table; 0 when every row is within 3 %."""
     lines: list[str] = []
 
-    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
-        text = " ".join(map(str, parts))
-        print(text, flush=True)
-        lines.append(text)
+    say = echo_into(lines)
 
     if prior not in ("finite", "asymptotic"):
         raise ValueError(f"prior must be 'finite' or 'asymptotic' (got {prior!r})")

@@ -34,7 +34,7 @@ import numpy as np
 
 from singlehead.analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 from singlehead.analysis.scaling import regime_map, scaling_curve
-from studies import study_parser, write_table
+from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -78,10 +78,7 @@ def main(quick: bool = False, *, d: int = SL["d"], C: float = SL["lam_prefactor"
     """Print the tables of sections 1-3 (section 3 with ``phase_map``); 0 when every section-1 fit passes."""
     lines: list[str] = []
 
-    def say(*parts: object, **_: object) -> None:  # print, and keep the line for results/table.md
-        text = " ".join(map(str, parts))
-        print(text, flush=True)
-        lines.append(text)
+    say = echo_into(lines)
 
     if quick:
         d, points, gammas, phase_map, hi = 10_000, 5, (1.25,), False, min(hi, 1000.0)
