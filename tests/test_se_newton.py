@@ -16,9 +16,9 @@ from singlehead import MPTarget, Problem
 from singlehead.channels import get_channel
 from singlehead.channels.base import Channel
 from singlehead.state_evolution import SEOptions, iter_theory_curve, output_side, prior_model, theory, theory_curve
-from singlehead.state_evolution._fixed_point import _to_u
+from singlehead.state_evolution._fixed_point import to_u
 from singlehead.state_evolution.output import _Q_CV
-from singlehead.state_evolution.se_map import SEMap
+from singlehead.state_evolution.se_map import MapSettings, SEMap
 
 PROBLEMS = [Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)),
             Problem(T=3, alpha=2.0, noise=0.1, lam=0.1, beta=2.0),
@@ -76,8 +76,7 @@ def test_se_map_jacobian_is_the_derivative_of_the_map():
     p = PROBLEMS[0]
     x = _fixed_point(p)
     pm = prior_model(p)
-    F = SEMap(p, pm, SEOptions().quadrature(p))
-    F.branch, F.tangent = "z", True
+    F = SEMap(p, pm, SEOptions().quadrature(p), MapSettings(branch="z", tangent=True))
     F(x)
     J = F.jacobian_at(x)
     fd = np.empty((3, 3))
@@ -125,15 +124,15 @@ def test_alpha_tangent_predicts_the_next_fixed_point():
     """The warm start's du/dlog alpha against the difference of two converged neighbours, and the sweep's
     predictor lands closer than the previous point (the secant of the Broyden solver's sweeps)."""
     base = Problem(T=2, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    from singlehead.state_evolution.driver import _theory
+    from singlehead.state_evolution.driver import solve_point
 
     o = SEOptions()
     quad, pm = o.quadrature(base), prior_model(base)
-    r, warm = _theory(base.replace(alpha=1.0), o, pm, None, quad, alpha_tangent=True)
+    warm = solve_point(base.replace(alpha=1.0), o, pm, None, quad, alpha_tangent=True).warm_start
     assert warm is not None and warm.du_dlog_alpha is not None
     h = 1e-3
     up, um = (theory(base.replace(alpha=float(np.exp(s * h)))) for s in (1, -1))
-    fd = (_to_u(np.array([up["q"], up["m"], up["Sigma"]]), pm.Q0) - _to_u(np.array([um["q"], um["m"], um["Sigma"]]), pm.Q0)) / (2 * h)
+    fd = (to_u(np.array([up["q"], up["m"], up["Sigma"]]), pm.Q0) - to_u(np.array([um["q"], um["m"], um["Sigma"]]), pm.Q0)) / (2 * h)
     assert np.abs(warm.du_dlog_alpha - fd).max() < 2e-3 * np.abs(fd).max(), (warm.du_dlog_alpha, fd)
 
 

@@ -227,9 +227,9 @@ def test_output_side_degenerate_limits_are_continuous():
     d = output_side(1e-7, 1e-7, 0.5, problem=p, Q0=1.05, quad=quad)
     for name in ("qhat", "mhat", "Sigmahat", "train_error"):
         assert getattr(d, name) == pytest.approx(getattr(c, name), rel=3e-3), name
-    from singlehead.state_evolution._fixed_point import _to_u
+    from singlehead.state_evolution._fixed_point import to_u
 
-    assert np.all(np.isfinite(_to_u(np.zeros(3), 1.05)))
+    assert np.all(np.isfinite(to_u(np.zeros(3), 1.05)))
 
 
 def test_lam_sweep_all_alphas_both_students():

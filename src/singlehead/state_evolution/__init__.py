@@ -63,16 +63,17 @@ seq2seq has the same theory as seq2lab (docs: Theory, :ref:`theory-channels`): t
 
 Layout: :mod:`.quadrature` (the Sobol nodes and their error estimate), :mod:`.output` (the
 channel side, its degenerate limit and the channel test errors), :mod:`.prior` (the target's
-prior model, the matrix side, the collapse point), :mod:`._fixed_point` (private: the
-u-transform, Broyden, the damped iteration), :mod:`.stability` (the replicon and prox-jump test of
-replica symmetry at a fixed point) and :mod:`.driver` (:func:`theory`,
-:func:`theory_curve`).
+prior model, the matrix side, the collapse point), :mod:`._fixed_point` (the u-transform of each
+block of overlaps, Newton/Broyden, the damped iteration), :mod:`.se_map` (the map of one problem
+and its :class:`~.se_map.MapSettings`), :mod:`.stages` (one solve attempt), :mod:`.stability` (the
+replicon and prox-jump test of replica symmetry at a fixed point), :mod:`.driver` (:func:`theory`)
+and :mod:`.sweep` (:func:`theory_curve`).
 """
 
 from __future__ import annotations
 
 from .driver import theory
-from .options import SEOptions, WarmStart
+from .options import SEOptions, Tuning, WarmStart
 from .output import OutputSide, channel_test_errors, output_side
 from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
 from .quadrature import OutputQuadrature
@@ -82,6 +83,7 @@ from .sweep import iter_theory_curve, theory_curve
 
 __all__ = [
     "SEOptions",
+    "Tuning",
     "WarmStart",
     "OutputQuadrature",
     "PriorModel",

@@ -1,7 +1,8 @@
-"""Generic fixed-point machinery of the state evolution (private).
+"""Generic fixed-point machinery of the state evolution.
 
-The SE is a map ``F: (q, m, Sigma) -> (q', m', Sigma')``. It is solved in the unconstrained
-coordinates ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` (the u-transform) by a damped
+The SE is a map ``F: (q, m, Sigma) -> (q', m', Sigma')`` on each block of fields (``3 B``
+overlaps for ``B`` blocks). It is solved in the unconstrained coordinates
+``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` of each block (the u-transform) by a damped
 iteration that brings a poor start into the basin of a root finder on
 ``G(u) = u(F(x(u))) - u`` (Broyden's method or MINPACK's hybrid method), with the damped
 iteration again as a fallback. Nothing here knows about channels or targets.
@@ -10,7 +11,7 @@ iteration again as a fallback. Nothing here knows about channels or targets.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -43,49 +44,87 @@ _HYBR_EPS = 1e-9
 _INVALID_RESIDUAL = 1e3
 
 
-def _to_u(x: np.ndarray, Q0: float) -> np.ndarray:
-    """Unconstrained coordinates: ``(log q, atanh(m/sqrt(Q0 q)), log Sigma)``."""
-    q, m, S = map(float, x)
-    if not q > 0:  # complete rank collapse (q = m = 0): the floor of the coordinates
-        q, m = _U_FLOOR, 0.0
-    if not S > 0:
-        S = _U_FLOOR
-    r = np.clip(m / math.sqrt(Q0 * q), -1 + _R_MARGIN, 1 - _R_MARGIN)
-    return np.array([math.log(q), math.atanh(r), math.log(S)])
+def _block_norms(Q0: float | Sequence[float]) -> tuple[float, ...]:
+    """The teacher norm of each block of three overlaps (a single ``Q0``: one block)."""
+    return (float(Q0),) if np.ndim(Q0) == 0 else tuple(float(v) for v in Q0)
 
 
-def _from_u(u: np.ndarray, Q0: float) -> np.ndarray:
-    q = math.exp(np.clip(u[0], -_EXP_CLIP, _EXP_CLIP))
-    return np.array([q, math.tanh(u[1]) * math.sqrt(Q0 * q), math.exp(np.clip(u[2], -_EXP_CLIP, _EXP_CLIP))])
+def to_u(x: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
+    """Unconstrained coordinates: ``(log q, atanh(m/sqrt(Q0 q)), log Sigma)`` of each block of ``x``.
+
+    ``x`` holds ``3 B`` overlaps, block ``b`` being ``x[3b:3b+3] = (q, m, Sigma)`` with teacher norm
+    ``Q0[b]`` (a single ``Q0``: one block)."""
+    out = []
+    for b, Qb in enumerate(_block_norms(Q0)):
+        q, m, S = map(float, x[3 * b:3 * b + 3])
+        if not q > 0:  # complete rank collapse (q = m = 0): the floor of the coordinates
+            q, m = _U_FLOOR, 0.0
+        if not S > 0:
+            S = _U_FLOOR
+        r = np.clip(m / math.sqrt(Qb * q), -1 + _R_MARGIN, 1 - _R_MARGIN)
+        out += [math.log(q), math.atanh(r), math.log(S)]
+    return np.array(out)
 
 
-def _du_dx(x: np.ndarray, Q0: float) -> np.ndarray:
-    """Jacobian of the u-transform at ``x`` (``q, Sigma > 0``, ``|m| < sqrt(Q0 q)``)."""
-    q, m, S = map(float, x)
-    sq = math.sqrt(Q0 * q)
-    r = m / sq
-    c = 1.0 / max(1.0 - r * r, 1e-300)
-    return np.array([[1.0 / q, 0.0, 0.0], [-0.5 * r / q * c, c / sq, 0.0], [0.0, 0.0, 1.0 / S]])
+def from_u(u: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
+    """The inverse of :func:`to_u`."""
+    out = []
+    for b, Qb in enumerate(_block_norms(Q0)):
+        ub = u[3 * b:3 * b + 3]
+        q = math.exp(np.clip(ub[0], -_EXP_CLIP, _EXP_CLIP))
+        out += [q, math.tanh(ub[1]) * math.sqrt(Qb * q), math.exp(np.clip(ub[2], -_EXP_CLIP, _EXP_CLIP))]
+    return np.array(out)
 
 
-def _dx_du(u: np.ndarray, Q0: float) -> np.ndarray:
-    """Jacobian of the inverse u-transform at ``u``."""
-    q, m, S = _from_u(u, Q0)
-    t = math.tanh(u[1])
-    return np.array([[q, 0.0, 0.0], [0.5 * m, (1.0 - t * t) * math.sqrt(Q0 * q), 0.0], [0.0, 0.0, S]])
+def du_dx(x: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
+    """Jacobian of the u-transform at ``x`` (``q, Sigma > 0``, ``|m| < sqrt(Q0 q)`` in each block; block diagonal)."""
+    Qs = _block_norms(Q0)
+    J = np.zeros((3 * len(Qs), 3 * len(Qs)))
+    for b, Qb in enumerate(Qs):
+        q, m, S = map(float, x[3 * b:3 * b + 3])
+        sq = math.sqrt(Qb * q)
+        r = m / sq
+        c = 1.0 / max(1.0 - r * r, 1e-300)
+        J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[1.0 / q, 0.0, 0.0], [-0.5 * r / q * c, c / sq, 0.0], [0.0, 0.0, 1.0 / S]]
+    return J
 
 
-def _residual(x: np.ndarray, fx: np.ndarray, Q0: float) -> float:
-    """``max(|dq|, |dm|)/Q0`` and ``|dSigma|/Sigma`` (relative change under one SE step)."""
+def dx_du(u: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
+    """Jacobian of the inverse u-transform at ``u`` (block diagonal)."""
+    Qs = _block_norms(Q0)
+    x = from_u(u, Q0)
+    J = np.zeros((3 * len(Qs), 3 * len(Qs)))
+    for b, Qb in enumerate(Qs):
+        q, m, S = x[3 * b:3 * b + 3]
+        t = math.tanh(u[3 * b + 1])
+        J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[q, 0.0, 0.0], [0.5 * m, (1.0 - t * t) * math.sqrt(Qb * q), 0.0],
+                                                [0.0, 0.0, S]]
+    return J
+
+
+def step_residual(x: np.ndarray, fx: np.ndarray, Q0: float | Sequence[float]) -> float:
+    """``max(|dq|, |dm|)/Q0`` and ``|dSigma|/Sigma`` over the blocks (relative change under one SE step)."""
     d = np.abs(fx - x)
-    return float(max(d[0] / Q0, d[1] / Q0, d[2] / max(abs(x[2]), 1e-300)))
+    terms = []
+    for b, Qb in enumerate(_block_norms(Q0)):
+        i = 3 * b
+        terms += [d[i] / Qb, d[i + 1] / Qb, d[i + 2] / max(abs(x[i + 2]), 1e-300)]
+    return float(max(terms))
+
+
+def in_domain(x: np.ndarray, Q0: float | Sequence[float]) -> bool:
+    """Whether ``x`` is a finite point with ``q > 0``, ``Sigma > 0`` and ``m^2 < Q0 q`` in every block."""
+    if not np.all(np.isfinite(x)):
+        return False
+    return all(x[3 * b] > 0 and x[3 * b + 2] > 0 and x[3 * b + 1] ** 2 < Qb * x[3 * b]
+               for b, Qb in enumerate(_block_norms(Q0)))
 
 
 def _broyden(G, u0: np.ndarray, J0: np.ndarray | None, *, g0: np.ndarray | None = None, max_eval: int = _ROOT_MAX_EVAL,
              fd_step: float = 1e-5, store: list | None = None,
              exact: Callable[[np.ndarray], np.ndarray | None] | None = None,
              predict_below: float | None = None) -> np.ndarray:
-    """Root of ``G`` (3-dim) by Broyden's method with a finite-difference initial Jacobian.
+    """Root of ``G`` (``n``-dim, ``n = len(u0)``) by Broyden's method with a finite-difference initial Jacobian.
 
     ``J0`` (e.g. the Jacobian at the previous point of a sweep) skips the finite differences.
     Steps are backtracked on ``||G||``; on failure the Jacobian is recomputed. ``G`` raises to
@@ -104,9 +143,10 @@ def _broyden(G, u0: np.ndarray, J0: np.ndarray | None, *, g0: np.ndarray | None 
 
     def fd(u, g):
         nonlocal n_eval
-        J = np.empty((3, 3))
-        for k in range(3):
-            e = np.zeros(3)
+        n = len(u)
+        J = np.empty((n, n))
+        for k in range(n):
+            e = np.zeros(n)
             e[k] = fd_step
             J[:, k] = (G(u + e) - g) / fd_step
             n_eval += 1
@@ -159,7 +199,7 @@ def _broyden(G, u0: np.ndarray, J0: np.ndarray | None, *, g0: np.ndarray | None 
     return J
 
 
-def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float, *, damping: float,
+def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float | Sequence[float], *, damping: float,
                       max_steps: int, stop: float, best: tuple[float, np.ndarray], fx0: np.ndarray | None = None
                       ) -> tuple[tuple[float, np.ndarray], int, tuple[np.ndarray, np.ndarray] | None]:
     """Damped iteration ``u <- u + damping (u(F(x(u))) - u)`` until the residual is below ``stop``.
@@ -169,15 +209,15 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
     evaluations and the last evaluated pair ``(x, F(x))``. ``fx0``: ``F(x)`` when the caller has it
     (not counted as an evaluation).
     """
-    u, dmp, prev, last, steps = _to_u(x, Q0), damping, math.inf, None, 0
+    u, dmp, prev, last, steps = to_u(x, Q0), damping, math.inf, None, 0
     x0 = x
     for i in range(max_steps):
         known = i == 0 and fx0 is not None
-        x = x0 if known else _from_u(u, Q0)
+        x = x0 if known else from_u(u, Q0)
         fx = np.asarray(fx0, float) if known else F(x)
         last = (x, fx)
         steps += 0 if known else 1
-        r = _residual(x, fx, Q0)
+        r = step_residual(x, fx, Q0)
         if r < best[0]:
             best = (r, x)
         if r < stop:
@@ -185,7 +225,7 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
         if r > prev:
             dmp = max(_MIN_DAMPING, _BACKOFF * dmp)
         prev = r
-        u = u + dmp * (_to_u(fx, Q0) - u)
+        u = u + dmp * (to_u(fx, Q0) - u)
     return best, steps, last
 
 
@@ -201,7 +241,7 @@ class _Predicted(Exception):
         self.u, self.norm = u, norm
 
 
-def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float, *, tol: float,
+def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float | Sequence[float], *, tol: float,
                       switch: float, method: str, jacobian: np.ndarray | None, damping: float, max_iter: int,
                       jacobian_of: Callable[[np.ndarray], np.ndarray | None] | None = None,
                       exact_switch: float | None = None, fx0: np.ndarray | None = None
@@ -234,47 +274,47 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
         def exact(u: np.ndarray) -> np.ndarray | None:
             if jacobian_of is None or seen[0] is None or not np.array_equal(seen[0][0], u):
                 return None
-            JF = jacobian_of(_from_u(u, Q0))
+            JF = jacobian_of(from_u(u, Q0))
             if JF is None:
                 return None
-            Jg = _du_dx(seen[0][1], Q0) @ JF @ _dx_du(u, Q0) - np.eye(3)
+            Jg = du_dx(seen[0][1], Q0) @ JF @ dx_du(u, Q0) - np.eye(len(u))
             return Jg if np.all(np.isfinite(Jg)) else None
 
         def G(u: np.ndarray) -> np.ndarray:
             nonlocal best, iterations
-            xx = _from_u(u, Q0)
+            xx = from_u(u, Q0)
             iterations += 1
             try:
                 fx = F(xx)
             except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
-                return np.full(3, _INVALID_RESIDUAL)
-            if not np.all(np.isfinite(fx)) or fx[0] <= 0 or fx[2] <= 0 or fx[1] ** 2 >= Q0 * fx[0]:
-                return np.full(3, _INVALID_RESIDUAL)
-            r = _residual(xx, fx, Q0)
+                return np.full(len(u), _INVALID_RESIDUAL)
+            if not in_domain(fx, Q0):
+                return np.full(len(u), _INVALID_RESIDUAL)
+            r = step_residual(xx, fx, Q0)
             seen[0] = (np.array(u, float), fx)
             if r < best[0]:
                 best = (r, xx)
             if r < 0.1 * tol:
                 raise _Converged
-            return _to_u(fx, Q0) - u
+            return to_u(fx, Q0) - u
 
         x = best[1]
         try:
             if method == "hybr":
                 from scipy import optimize  # imported here: it costs ~0.2 s at start-up
 
-                optimize.root(G, _to_u(x, Q0), method="hybr",
+                optimize.root(G, to_u(x, Q0), method="hybr",
                               options={"xtol": tol * 1e-2, "maxfev": _HYBR_MAXFEV, "eps": _HYBR_EPS})
             else:
-                ux = _to_u(x, Q0)
-                g0 = _to_u(last[1], Q0) - ux if last is not None and np.array_equal(last[0], x) else None
+                ux = to_u(x, Q0)
+                g0 = to_u(last[1], Q0) - ux if last is not None and np.array_equal(last[0], x) else None
                 if g0 is not None:  # the pre-iteration's last evaluation was at x: its Jacobian is the map's last
                     seen[0] = (ux, np.asarray(last[1], float))
                 _broyden(G, ux, jacobian, g0=g0, store=jac_store, exact=exact,
                          predict_below=_PREDICT_FRACTION * tol if jacobian_of is not None else None)
         except _Predicted as p:
             # the step is evaluated by the caller (the reporting evaluation), which measures its residual
-            xp = _from_u(p.u, Q0)
+            xp = from_u(p.u, Q0)
             if np.all(np.isfinite(xp)):
                 best = (p.norm, xp)
         except (_Converged, ValueError, FloatingPointError, np.linalg.LinAlgError):

@@ -9,21 +9,22 @@ point of arXiv 2509.24914 (Sec. 3). See the package docstring for the equations;
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..problem import Problem
 from ..results import Result
-from ._fixed_point import _du_dx, _dx_du, _to_u
+from ._fixed_point import du_dx, dx_du, to_u
 from .options import SEOptions, WarmStart, check_symmetric_options
-from .prior import PriorModel, _CollapsePoint, collapse_point, prior_model
+from .prior import CollapsePoint, PriorModel, collapse_point, prior_model
 from .quadrature import OutputQuadrature
-from .se_map import SEMap
-from .stages import SEState, collapsed_result, solve_attempt
+from .se_map import MapSettings, ProxBranches, SEMap
+from .stages import Attempt, SEState, collapsed_result, solve_attempt
 from .untied import untied_result
 
-__all__ = ["theory"]
+__all__ = ["theory", "solve_point", "PointSolution"]
 
 
 def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
@@ -81,22 +82,33 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     >>> sorted(k for k in ("delta", "eps", "eta") if k in result.extras)   # learned-spectrum law
     ['delta', 'eps', 'eta']
     """
-    return _theory(problem, options or SEOptions(), prior, init, quad)[0]
+    return solve_point(problem, options or SEOptions(), prior, init, quad).result
 
 
-def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
-            quad: OutputQuadrature | None, cold_first: bool = False, alpha_tangent: bool = False,
-            collapse: _CollapsePoint | None = None) -> tuple[Result, WarmStart | None]:
-    """:func:`theory`, also returning the warm start its solution offers to a next point.
+@dataclass
+class PointSolution:
+    """What :func:`solve_point` returns: the point's ``result``, the ``warm_start`` its solution offers to a
+    next point of a sweep (``None`` when it is unconverged or collapsed, or the student is not symmetric), and
+    ``warm_start_retried``: whether a warm attempt failed (also ``result.extras["warm_start_retried"]``)."""
 
-    ``cold_first``: try the default start before the warm one (see the comment on ``plan``).
+    result: Result
+    warm_start: WarmStart | None = None
+    warm_start_retried: bool = False
+
+
+def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
+                quad: OutputQuadrature | None, cold_first: bool = False, alpha_tangent: bool = False,
+                collapse: CollapsePoint | None = None) -> PointSolution:
+    """:func:`theory`, also returning the warm start its solution offers to a next point (for sweeps).
+
+    ``cold_first``: try the default start before the warm one (see :func:`_attempt_plan`).
     ``alpha_tangent``: include the fixed point's tangent along ``log alpha`` in the warm start (one more
     Jacobian; an ``alpha`` sweep's predictor uses it). ``collapse``: this problem's
     :func:`~singlehead.state_evolution.collapse_point` when the caller has it (a sweep rescales the previous point's).
     """
     if not problem.student.symmetric:
         # a non-symmetric student: the state evolution with a symmetric and an antisymmetric block
-        return untied_result(problem, options=options, prior=prior, quad=quad, init=init), None
+        return PointSolution(untied_result(problem, options=options, prior=prior, quad=quad, init=init))
     check_symmetric_options(options, problem.student)
     t0 = time.perf_counter()
     o = options
@@ -108,42 +120,40 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, (init.branches, init.branches_cv)
         # tracked on another node set: dropped
         branches = tuple(None if b is None or quad is None or any(a.shape[0] != quad.flat.shape[0] for a in b)
-                         else list(b) for b in branches)
+                         else tuple(b) for b in branches)
     col = collapse if collapse is not None else collapse_point(problem, pm, quad)
     if col.holds and problem.channel.convex_prox:
         # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
         r = collapsed_result(problem, pm, quad, col, t0, 0)
         r.extras["warm_start_retried"] = False
         r.extras["evaluations_all_attempts"] = 0
-        return r, None
+        return PointSolution(r)
 
-    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True
-              ) -> tuple[Result, np.ndarray | None]:
+    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True) -> Attempt:
         oa = o if escalate else o.quick_attempt()
-        F = SEMap(problem, pm, quad, [0], oa.max_evals)  # each attempt has its own budget
-        F.warm, F.warm_cv = (None, None) if branches_ is None else (None if b is None else list(b) for b in branches_)
-        F.floor_after, F.branch, F.screen = oa.floor_after, oa.prox_branch, oa.prox_screen
-        F.tangent = oa.exact_jacobian and quad is not None  # closed-form output sides keep Broyden
-        maps.append(F)
-        # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
-        # (or fails) the collapsed solution is returned
-        F.stop_on_collapse = col.holds
-        return solve_attempt(problem, pm, quad, F, col, t0, oa, init=init_, jacobian=jacobian_)
+        # each attempt has its own budget; closed-form output sides (no nodes) keep Broyden; with softmax
+        # (non-convex) the non-trivial solve is still tried when S = 0 is a fixed point, and if it reaches
+        # S = 0 (or fails) the collapsed solution is returned
+        settings = MapSettings.from_options(oa, tangent=quad is not None, stop_on_collapse=col.holds)
+        tracked = ProxBranches() if branches_ is None else ProxBranches(*(None if b is None else list(b) for b in branches_))
+        return solve_attempt(problem, pm, quad, SEMap(problem, pm, quad, settings, branches=tracked), col, t0, oa,
+                             init=init_, jacobian=jacobian_)
 
-    maps: list[SEMap] = []  # the map of each solve (the kept one's tracked prox branches are passed on)
     plan = _attempt_plan(init, jacobian, branches, cold_first)
-    attempts, warm_failed = [], False
+    attempts: list[Attempt] = []
+    warm_failed = False
     for init_, jac_, br_, escalate in plan:
-        attempts.append((*solve(init_, jac_, br_, escalate=escalate), maps[-1]))
-        if attempts[-1][0].converged:
+        attempts.append(solve(init_, jac_, br_, escalate=escalate))
+        if attempts[-1].converged:
             break
         warm_failed = warm_failed or init_ is not None or jac_ is not None
-    r, jac, kept = min(attempts, key=lambda a: (not a[0].converged, a[0].extras["residual"]))
+    kept = min(attempts, key=lambda a: (not a.converged, a.residual))
+    r = kept.result
     r.extras["warm_start_retried"] = warm_failed
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
-    r.extras["evaluations_all_attempts"] = int(sum(m.evaluations for m in maps))
+    r.extras["evaluations_all_attempts"] = int(sum(a.map.evaluations for a in attempts))
     r.runtime_s = time.perf_counter() - t0
-    return r, _next_warm_start(r, jac, kept, alpha_tangent)
+    return PointSolution(r, _next_warm_start(kept, pm.Q0, alpha_tangent), warm_failed)
 
 
 def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool) -> list[tuple]:
@@ -164,15 +174,15 @@ def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_fi
     return [cold, warm_quick, warm_full] if cold_first else [warm_quick, cold, warm_full]
 
 
-def _next_warm_start(r: Result, jac: np.ndarray | None, kept: SEMap, alpha_tangent: bool) -> WarmStart | None:
+def _next_warm_start(kept: Attempt, Q0: float, alpha_tangent: bool) -> WarmStart | None:
     """The warm start a converged, non-collapsed solution offers to the next point of a sweep."""
-    if not r.converged or r.extras["collapsed"]:
+    if not kept.converged or kept.x is None:
         return None
-    tracked, tracked_cv = kept.warm, kept.warm_cv  # the prox branches tracked by the kept solve
-    x = np.array([r.extras["q"], r.extras["m"], r.extras["Sigma"]])
-    return WarmStart(tuple(map(float, x)), jac, None if tracked is None else tuple(tracked),
-                     _alpha_tangent(kept, x, r.extras["Q0"]) if alpha_tangent else None,
-                     None if tracked_cv is None else tuple(tracked_cv))
+    tracked = kept.map.branches  # the prox branches tracked by the kept solve
+    x = kept.x
+    return WarmStart(tuple(map(float, x)), kept.jacobian, None if tracked.main is None else tuple(tracked.main),
+                     _alpha_tangent(kept.map, x, Q0) if alpha_tangent else None,
+                     None if tracked.cv is None else tuple(tracked.cv))
 
 
 _TANGENT_RTOL = 1e-4
@@ -193,8 +203,8 @@ def _alpha_tangent(F: SEMap, x: np.ndarray, Q0: float) -> np.ndarray | None:
         lj = F.last_jacobian
     _, JF, dF_dlog_alpha = lj
     try:
-        Dx = _du_dx(x, Q0)
-        t = -np.linalg.solve(Dx @ JF @ _dx_du(_to_u(x, Q0), Q0) - np.eye(3), Dx @ dF_dlog_alpha)
+        Dx = du_dx(x, Q0)
+        t = -np.linalg.solve(Dx @ JF @ dx_du(to_u(x, Q0), Q0) - np.eye(len(x)), Dx @ dF_dlog_alpha)
     except np.linalg.LinAlgError:
         return None
     return t if np.all(np.isfinite(t)) else None

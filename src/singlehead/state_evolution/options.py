@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,15 +15,125 @@ from ..problem import Problem
 from ..spectra.finite_d import DEFAULT_DRAWS
 from .quadrature import OutputQuadrature
 
-__all__ = ["SEOptions", "WarmStart", "SE_METHODS", "check_symmetric_options", "result_settings"]
+__all__ = ["SEOptions", "Tuning", "WarmStart", "SE_METHODS", "check_symmetric_options", "result_settings"]
 
 SE_METHODS = ("broyden", "hybr", "iterate")
 PROX_BRANCHES = ("global", "teacher", "z")
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """The state-evolution solver's tuning constants (frozen, validated on construction).
+
+    The defaults are the measured ones; changing them changes which stage finds a hard point and what
+    it costs, not the fixed point a converged solve reports. :class:`SEOptions` holds one
+    (``SEOptions.tuning``) and accepts each field as a keyword of its own.
+
+    Parameters
+    ----------
+    switch : float
+        Residual at which the damped pre-iteration hands over to the root solver (> 0).
+    coarse : bool
+        Without a warm start, first solve on the node set thinned 8x (to ``max(tol, 1e-4)``),
+        then polish on the full set from there.
+    floor_after : int or None
+        From this many map evaluations of a solve attempt on, a residual below the map's own
+        quadrature error (``residual_floor``: the standard error of one SE step over the node
+        scrambles, in the residual's units) ends the attempt, reported as converged at the
+        quadrature floor; ``None``: never. Points that reach ``tol`` sooner are unaffected. Near
+        ``alpha_interp`` at ``lam = 1e-5`` the prox's quadrature error (relative 1e-3 at
+        ``Sigma ~ 1e2-1e4``) keeps the residual at 1e-5 to 7e-4 for hundreds of evaluations
+        (often ending unconverged at the budget); iterating below that floor
+        moves the point by less than the quadrature leaves it undetermined.
+    prox_screen : int or None
+        With ``"global"``, the extra Newton starts of the prox (cold starts beside the first one, or
+        beside the tracked branches) run only on the first ``1/prox_screen`` of each scramble's nodes
+        and where the prox objective is not convex between the first start's minimum and them; on
+        every node only when they reach a minimum on those first nodes that the others missed
+        (``prox_screen.screened_prox``; default 8: the output side
+        is the unscreened one to 1e-9 at the tested points). ``None``: every start on every node.
+    exact_switch : float
+        With exact Jacobians, the damped pre-iteration hands over to Newton's method at this
+        residual (0.3; handing over at once, far from the fixed point, lets Newton's method lose
+        hard problems that the damped iteration brings into its basin).
+    thin_factor, thin_min_nodes : int
+        Coarse stage node set: the first ``1/thin_factor`` of each scramble's nodes (a Sobol prefix
+        is itself balanced), used when a scramble has at least ``thin_min_nodes`` nodes (8, 64).
+    coarse_tol, coarse_max_iter : float, int
+        The coarse stage (and each continuation point) solves to ``max(tol, coarse_tol)`` within
+        ``min(max_iter, coarse_max_iter)`` steps (1e-4, 60).
+    accept_coarse : float
+        A coarse (or continuation) point with residual below this is accepted as a start; the
+        re-solve with every prox start runs only where the stages reached it (1e-3; elsewhere
+        the re-solve costs time without changing which points converge).
+    continuation_from, continuation_per_decade, continuation_max_iter : float, int, int
+        The continuation in ``lam`` starts at ``continuation_from`` (1e-2), takes
+        ``continuation_per_decade`` points per decade (4), each within ``continuation_max_iter``
+        steps (200); for ``lam = 0`` it goes down to ``1e-6 continuation_from`` and polishes at 0.
+    union_max_evals : int
+        Map evaluations of the re-solve with every prox start (cold and tracked; the dearest
+        evaluations; 40, which bounds the cost of a point that stays unconverged).
+    quick_max_evals, quick_max_iter, quick_union_max_evals : int
+        The quick attempt from a warm start (:meth:`SEOptions.quick_attempt`): at most ``quick_max_evals``
+        map evaluations (100), its fallback iteration ``quick_max_iter`` steps (30), its re-solve
+        with every prox start ``quick_union_max_evals`` evaluations (6; each costs about ten
+        ordinary ones), no continuation. (A smaller quick budget makes chains through hard
+        points, such as the interpolation peak at very small ``lam``, fail their quick attempts
+        and pay for the cold solve.)
+
+    Examples
+    --------
+    >>> from singlehead.state_evolution import SEOptions, Tuning
+    >>> SEOptions(tuning=Tuning(union_max_evals=10)) == SEOptions(union_max_evals=10)
+    True
+    """
+
+    switch: float = 3e-2
+    coarse: bool = True
+    floor_after: int | None = 150
+    prox_screen: int | None = 8
+    exact_switch: float = 0.3
+    thin_factor: int = 8
+    thin_min_nodes: int = 64
+    coarse_tol: float = 1e-4
+    coarse_max_iter: int = 60
+    accept_coarse: float = 1e-3
+    continuation_from: float = 1e-2
+    continuation_per_decade: int = 4
+    continuation_max_iter: int = 200
+    union_max_evals: int = 40
+    quick_max_evals: int = 100
+    quick_max_iter: int = 30
+    quick_union_max_evals: int = 6
+
+    def __post_init__(self) -> None:
+        _check(self.prox_screen is None or (_is_int(self.prox_screen) and self.prox_screen >= 2), "prox_screen",
+               "an integer >= 2 or None", self.prox_screen)
+        _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
+        _check(_finite(self.exact_switch) and self.exact_switch > 0, "exact_switch", "> 0", self.exact_switch)
+        _check(isinstance(self.coarse, bool), "coarse", "True or False", self.coarse)
+        _check(self.floor_after is None or (_is_int(self.floor_after) and self.floor_after >= 1), "floor_after",
+               "an integer >= 1 or None", self.floor_after)
+        for name in ("thin_factor", "thin_min_nodes", "coarse_max_iter", "continuation_per_decade",
+                     "continuation_max_iter", "union_max_evals", "quick_max_evals", "quick_max_iter",
+                     "quick_union_max_evals"):
+            _check(_is_int(getattr(self, name)) and getattr(self, name) >= 1, name, "an integer >= 1",
+                   getattr(self, name))
+        for name in ("coarse_tol", "accept_coarse", "continuation_from"):
+            _check(_finite(getattr(self, name)) and getattr(self, name) > 0, name, "> 0", getattr(self, name))
+
+
+#: the keyword names of :class:`Tuning` (also accepted by :class:`SEOptions`)
+TUNING_FIELDS = tuple(f.name for f in dataclasses.fields(Tuning))
+
+
+@dataclass(frozen=True, init=False)
 class SEOptions:
-    """Solver settings of the state evolution (frozen, validated on construction).
+    """Solver settings of the state evolution (frozen, validated on construction): the user's options and,
+    in ``tuning``, the solver's :class:`Tuning` constants.
+
+    Every field of :class:`Tuning` is also accepted as a keyword (``SEOptions(thin_factor=16)`` is
+    ``SEOptions(tuning=Tuning(thin_factor=16))``) and read as an attribute (``options.thin_factor``).
 
     Parameters
     ----------
@@ -52,15 +162,10 @@ class SEOptions:
         jackknife sampling error of every reported metric (``extras["<metric>_draws_se"]``).
     method : {"broyden", "hybr", "iterate"}
         ``"broyden"``/``"hybr"``: damped iteration on
-        ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``switch``,
+        ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``Tuning.switch``,
         then a root finder on ``G(u) = u(F(x(u))) - u`` — Broyden's method with a
         finite-difference (or given) initial Jacobian, or MINPACK's hybrid method — with damped
         iteration as fallback; ``"iterate"``: damped iteration only (at most ``max_iter`` steps).
-    switch : float
-        Residual at which the damped pre-iteration hands over to the root solver (> 0).
-    coarse : bool
-        Without a warm start, first solve on the node set thinned 8x (to ``max(tol, 1e-4)``),
-        then polish on the full set from there.
     max_evals : int
         Budget of SE map evaluations of one solve attempt (>= 1; a warm-started attempt that
         fails is redone from the default start with a budget of its own), counted over all its
@@ -70,20 +175,10 @@ class SEOptions:
         depend on the machine's speed. The default leaves room for the hardest points that do
         converge (near perfect recovery at very small lam, noiseless, where the continuation in
         lam needs several hundred evaluations).
-    floor_after : int or None
-        From this many map evaluations of a solve attempt on, a residual below the map's own
-        quadrature error (``residual_floor``: the standard error of one SE step over the node
-        scrambles, in the residual's units) ends the attempt, reported as converged at the
-        quadrature floor; ``None``: never. Points that reach ``tol`` sooner are unaffected. Near
-        ``alpha_interp`` at ``lam = 1e-5`` the prox's quadrature error (relative 1e-3 at
-        ``Sigma ~ 1e2-1e4``) keeps the residual at 1e-5 to 7e-4 for hundreds of evaluations
-        (often ending unconverged at the budget); iterating below that floor
-        moves the point by less than the quadrature leaves it undetermined.
     continuation : bool
-        If the solve fails and ``lam < continuation_from``, follow the fixed point from
+        If the solve fails and ``lam < Tuning.continuation_from``, follow the fixed point from
         ``continuation_from`` down to ``problem.lam`` and polish from there (small ``lam`` gives
         ``Sigma ~ 1/lam`` in the interpolation regime, far from any generic initial guess).
-
     prox_branch : {"global", "teacher", "z"}
         Which minimum of the (non-convex) output prox the SE uses. ``"global"`` (default): the
         lowest of the Newton runs from ``z``, the interpolating point and their midpoint, tracked
@@ -93,14 +188,6 @@ class SEOptions:
         branches are deterministic maps with no jumps; where the prox has one minimum all three
         agree. At the interpolation peak at very small lam, where replica symmetry fails, neither
         branch reproduces ERM extrapolated to d = inf; the teacher branch is the closer one.
-    prox_screen : int or None
-        With ``"global"``, the extra Newton starts of the prox (cold starts beside the first one, or
-        beside the tracked branches) run only on the first ``1/prox_screen`` of each scramble's nodes
-        and where the prox objective is not convex between the first start's minimum and them; on
-        every node only when they reach a minimum on those first nodes that the others missed
-        (``prox_screen.screened_prox``; default 8: the output side
-        is the unscreened one to 1e-9 at the tested points). ``None``: every start on every node.
-
     exact_jacobian : bool
         Solve with Newton's method on the exact Jacobian of the SE map (default ``True``) instead of
         Broyden's rank-one updates. The output side is differentiated on its fixed nodes by the
@@ -111,45 +198,16 @@ class SEOptions:
         reporting evaluation measures the residual there), and an ``alpha`` sweep predicts each point
         from the previous ones' tangents ``du/dlog alpha``. Closed-form output sides (the linear
         channel) and the small-``q`` control-variate regime keep Broyden's method.
-    exact_switch : float
-        With exact Jacobians, the damped pre-iteration hands over to Newton's method at this
-        residual (0.3; handing over at once, far from the fixed point, lets Newton's method lose
-        hard problems that the damped iteration brings into its basin).
-
-    The stages' tuning constants (the defaults are the measured ones; changing them changes which
-    stage finds a hard point, not the fixed point a converged solve reports):
-
-    thin_factor, thin_min_nodes : int
-        Coarse stage node set: the first ``1/thin_factor`` of each scramble's nodes (a Sobol prefix
-        is itself balanced), used when a scramble has at least ``thin_min_nodes`` nodes (8, 64).
-    coarse_tol, coarse_max_iter : float, int
-        The coarse stage (and each continuation point) solves to ``max(tol, coarse_tol)`` within
-        ``min(max_iter, coarse_max_iter)`` steps (1e-4, 60).
-    accept_coarse : float
-        A coarse (or continuation) point with residual below this is accepted as a start; the
-        re-solve with every prox start runs only where the stages reached it (1e-3; elsewhere
-        the re-solve costs time without changing which points converge).
-    continuation_from, continuation_per_decade, continuation_max_iter : float, int, int
-        The continuation in ``lam`` starts at ``continuation_from`` (1e-2), takes
-        ``continuation_per_decade`` points per decade (4), each within ``continuation_max_iter``
-        steps (200); for ``lam = 0`` it goes down to ``1e-6 continuation_from`` and polishes at 0.
-    union_max_evals : int
-        Map evaluations of the re-solve with every prox start (cold and tracked; the dearest
-        evaluations; 40, which bounds the cost of a point that stays unconverged).
-    quick_max_evals, quick_max_iter, quick_union_max_evals : int
-        The quick attempt from a warm start (:meth:`quick_attempt`): at most ``quick_max_evals``
-        map evaluations (100), its fallback iteration ``quick_max_iter`` steps (30), its re-solve
-        with every prox start ``quick_union_max_evals`` evaluations (6; each costs about ten
-        ordinary ones), no continuation. (A smaller quick budget makes chains through hard
-        points, such as the interpolation peak at very small ``lam``, fail their quick attempts
-        and pay for the cold solve.)
-
+    tuning : Tuning
+        The stages' tuning constants (default ``Tuning()``).
     Examples
     --------
     >>> from singlehead.state_evolution import SEOptions
     >>> options = SEOptions(tol=1e-8, max_evals=500)
     >>> options.tol, options.method
     (1e-08, 'broyden')
+    >>> SEOptions(thin_factor=16).tuning.thin_factor, SEOptions(thin_factor=16).thin_factor
+    (16, 16)
     >>> SEOptions(damping=0.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
@@ -167,27 +225,38 @@ class SEOptions:
     sample_draws: int = 4
     draw_errors: bool = True
     method: str = "broyden"
-    switch: float = 3e-2
-    coarse: bool = True
     continuation: bool = True
     max_evals: int = 1000
-    floor_after: int | None = 150
     prox_branch: str = "global"
-    prox_screen: int | None = 8
     exact_jacobian: bool = True
-    exact_switch: float = 0.3
-    thin_factor: int = 8
-    thin_min_nodes: int = 64
-    coarse_tol: float = 1e-4
-    coarse_max_iter: int = 60
-    accept_coarse: float = 1e-3
-    continuation_from: float = 1e-2
-    continuation_per_decade: int = 4
-    continuation_max_iter: int = 200
-    union_max_evals: int = 40
-    quick_max_evals: int = 100
-    quick_max_iter: int = 30
-    quick_union_max_evals: int = 6
+    tuning: Tuning = field(default_factory=lambda: Tuning())
+
+    def __init__(self, tol: float = 1e-6, max_iter: int = 150, damping: float = 0.5, n_points: int | None = None,
+                 n_scrambles: int = 4, node_seed: int = 0, draws: int = DEFAULT_DRAWS, sample_dim: int = 100,
+                 sample_draws: int = 4, draw_errors: bool = True, method: str = "broyden", continuation: bool = True,
+                 max_evals: int = 1000, prox_branch: str = "global", exact_jacobian: bool = True,
+                 tuning: "Tuning | None" = None, **tuning_changes: Any) -> None:
+        unknown = sorted(set(tuning_changes) - set(TUNING_FIELDS))
+        if unknown:
+            raise TypeError(f"SEOptions got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
+        if tuning is not None and not isinstance(tuning, Tuning):
+            raise ValueError(f"tuning must be a Tuning or None (got {tuning!r})")
+        tuning = tuning if tuning is not None else Tuning()
+        if tuning_changes:
+            tuning = dataclasses.replace(tuning, **tuning_changes)
+        values = dict(tol=tol, max_iter=max_iter, damping=damping, n_points=n_points, n_scrambles=n_scrambles,
+                      node_seed=node_seed, draws=draws, sample_dim=sample_dim, sample_draws=sample_draws,
+                      draw_errors=draw_errors, method=method, continuation=continuation, max_evals=max_evals,
+                      prox_branch=prox_branch, exact_jacobian=exact_jacobian, tuning=tuning)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
+    def __getattr__(self, name: str) -> Any:
+        # the tuning constants read as options too (``options.thin_factor`` is ``options.tuning.thin_factor``)
+        if name in TUNING_FIELDS:
+            return getattr(object.__getattribute__(self, "tuning"), name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __post_init__(self) -> None:
         _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
@@ -205,38 +274,31 @@ class SEOptions:
         _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
         _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
         _check(self.prox_branch in PROX_BRANCHES, "prox_branch", f"one of {PROX_BRANCHES}", self.prox_branch)
-        _check(self.prox_screen is None or (_is_int(self.prox_screen) and self.prox_screen >= 2), "prox_screen",
-               "an integer >= 2 or None", self.prox_screen)
-        _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
         _check(isinstance(self.exact_jacobian, bool), "exact_jacobian", "True or False", self.exact_jacobian)
-        _check(_finite(self.exact_switch) and self.exact_switch > 0, "exact_switch", "> 0", self.exact_switch)
         _check(_is_int(self.max_evals) and self.max_evals >= 1, "max_evals", "an integer >= 1", self.max_evals)
-        _check(self.floor_after is None or (_is_int(self.floor_after) and self.floor_after >= 1), "floor_after",
-               "an integer >= 1 or None", self.floor_after)
 
-        for name in ("thin_factor", "thin_min_nodes", "coarse_max_iter", "continuation_per_decade",
-                     "continuation_max_iter", "union_max_evals", "quick_max_evals", "quick_max_iter",
-                     "quick_union_max_evals"):
-            _check(_is_int(getattr(self, name)) and getattr(self, name) >= 1, name, "an integer >= 1",
-                   getattr(self, name))
-        for name in ("coarse_tol", "accept_coarse", "continuation_from"):
-            _check(_finite(getattr(self, name)) and getattr(self, name) > 0, name, "> 0", getattr(self, name))
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its keyword name, the tuning constants included (``SEOptions(**o.flat()) == o``)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "tuning"}
+        out.update({name: getattr(self.tuning, name) for name in TUNING_FIELDS})
+        return out
 
     def replace(self, **changes: Any) -> "SEOptions":
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
     def quick_attempt(self) -> "SEOptions":
-        """The settings of the quick first attempt from a warm start (see ``quick_*``)."""
-        return self.replace(max_evals=min(self.max_evals, self.quick_max_evals),
-                            max_iter=min(self.max_iter, self.quick_max_iter), continuation=False,
-                            union_max_evals=self.quick_union_max_evals)
+        """The settings of the quick first attempt from a warm start (see ``Tuning.quick_*``)."""
+        t = self.tuning
+        return self.replace(max_evals=min(self.max_evals, t.quick_max_evals),
+                            max_iter=min(self.max_iter, t.quick_max_iter), continuation=False,
+                            union_max_evals=t.quick_union_max_evals)
 
     def thinned(self, quad: OutputQuadrature | None) -> OutputQuadrature | None:
         """``quad`` thinned by ``thin_factor``: the first nodes of each scramble (at least one)."""
         if quad is None:
             return None
-        return OutputQuadrature(quad.nodes[:, : max(1, quad.nodes.shape[1] // self.thin_factor)], quad.seed)
+        return OutputQuadrature(quad.nodes[:, : max(1, quad.nodes.shape[1] // self.tuning.thin_factor)], quad.seed)
 
     def points(self, problem: Problem) -> int:
         """Sobol nodes per scramble for ``problem``: ``n_points``, or the student's default when it is ``None``."""

@@ -33,7 +33,7 @@ from .quadrature import OutputQuadrature
 __all__ = ["OutputSide", "output_side", "channel_test_errors"]
 
 # below these, ``q`` is treated as 0 (z = 0: S = 0) and ``Sigma`` by its first-order limit
-_Q_FLOOR = 1e-14
+Q_FLOOR = 1e-14
 _SIGMA_FLOOR = 1e-10
 # below this q/Q0 the Sigmahat estimator uses a control variate (see output_side)
 _Q_CV = 1e-2
@@ -153,7 +153,7 @@ def output_side(
         return OutputSide(*closed, err={"qhat": 0.0, "mhat": 0.0, "Sigmahat": 0.0, "train_error": 0.0})
     if quad is None:
         quad = OutputQuadrature.sobol(2 * K)
-    if not (q > _Q_FLOOR * Q0 and Sigma > _SIGMA_FLOOR):
+    if not (q > Q_FLOOR * Q0 and Sigma > _SIGMA_FLOOR):
         return _output_side_degenerate(q, m, Sigma, problem=problem, Q0=Q0, quad=quad)
     y, z, z0c = _fields(quad, q, m, Q0 + Dh, Q0)
     lab = ch.labels(y, T, problem.beta0) if labels is None else labels
@@ -393,7 +393,7 @@ def _output_side_degenerate(
     alpha, K = problem.alpha, problem.n_pairs
     Vy = Q0 + problem.noise / 2.0
     X = quad.flat
-    zero_q = not q > _Q_FLOOR * Q0
+    zero_q = not q > Q_FLOOR * Q0
     Sigma = max(float(Sigma), 0.0)
     if zero_q:
         y = math.sqrt(Vy) * X[:, :K]

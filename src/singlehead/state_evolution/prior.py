@@ -22,7 +22,7 @@ from .options import SEOptions
 from .output import OutputSide, output_side
 from .quadrature import OutputQuadrature
 
-__all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "collapse_point"]
+__all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "collapse_point", "CollapsePoint"]
 
 
 
@@ -97,7 +97,7 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
 
 
 @dataclass
-class _CollapsePoint:
+class CollapsePoint:
     """The SE at ``S = 0`` (``q = m = Sigma = 0``): conjugates, prior side, collapse threshold."""
 
     out: OutputSide
@@ -110,7 +110,7 @@ class _CollapsePoint:
 
 
 def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature | None = None,
-                   like: _CollapsePoint | None = None) -> _CollapsePoint:
+                   like: CollapsePoint | None = None) -> CollapsePoint:
     """Complete rank collapse test: is ``S = 0`` a fixed point of the SE?
 
     At ``q = m = 0`` the student logits vanish and the prox parameter ``Sigma`` of the collapsed
@@ -146,7 +146,7 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
     pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
     st = problem.student
     lam_c = st.collapse_lam(out.mhat, prior.top_edge(pr.delta)) if st.thresholded else math.inf
-    return _CollapsePoint(out, pr, bool(st.thresholded and not pr.q > 0), float(lam_c), float(problem.alpha))
+    return CollapsePoint(out, pr, bool(st.thresholded and not pr.q > 0), float(lam_c), float(problem.alpha))
 
 
 def _rescaled(out: OutputSide, factor: float) -> OutputSide:

@@ -9,14 +9,70 @@ The structured starting points of a solve live here too.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from ..problem import Problem
-from ._fixed_point import _residual
+from ._fixed_point import step_residual
 from .output import OutputSide, node_labels, output_side
 from .prior import PriorModel, PriorSide, prior_side
 from .quadrature import OutputQuadrature
+
+
+@dataclass
+class EvalCounter:
+    """Map evaluations of one solve attempt, shared by every map of it (coarse, full, continuation,
+    re-solve); the budget ``SEOptions.max_evals`` counts these."""
+
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class MapSettings:
+    """How a :class:`SEMap` evaluates and when it stops a solve (fixed for the map's life).
+
+    Attributes
+    ----------
+    branch : {"global", "teacher", "z"}
+        Which prox minimum the output side takes (``SEOptions.prox_branch``).
+    screen : int or None
+        Screening of the prox's extra starts (``Tuning.prox_screen``).
+    tangent : bool
+        Each evaluation also returns the output side's exact tangent (``SEOptions.exact_jacobian``,
+        where the output side is not closed form).
+    floor_after : int or None
+        The quadrature floor (:func:`residual_floor`) is measured once the attempt's evaluations reach
+        this count; from then on a residual below it ends the solve (:class:`AtQuadratureFloor`); ``None``: never.
+    stop_on_collapse : bool
+        Raise :class:`DrivenToCollapse` when the map lands on ``S = 0``.
+    budget : int or None
+        Evaluations of the attempt past which :class:`BudgetExhausted` is raised (``SEOptions.max_evals``).
+    """
+
+    branch: str = "global"
+    screen: int | None = None
+    tangent: bool = False
+    floor_after: int | None = None
+    stop_on_collapse: bool = False
+    budget: int | None = None
+
+    @classmethod
+    def from_options(cls, options: Any, *, tangent: bool, stop_on_collapse: bool) -> "MapSettings":
+        """The settings an attempt with ``options`` (:class:`~.options.SEOptions`) gives its map."""
+        return cls(branch=options.prox_branch, screen=options.tuning.prox_screen,
+                   tangent=options.exact_jacobian and tangent, floor_after=options.tuning.floor_after,
+                   stop_on_collapse=stop_on_collapse, budget=options.max_evals)
+
+
+@dataclass
+class ProxBranches:
+    """The output side's prox branches tracked from one evaluation to the next (each start's end points on the
+    nodes; ``cv``: those of the control variate's prox at small ``q``); ``None``: none yet."""
+
+    main: list | None = None
+    cv: list | None = None
 
 
 class SEMap:
@@ -29,35 +85,38 @@ class SEMap:
     * ``"cold"``: the starts ``z``, interpolating point, midpoint (history-free);
     * ``"union"``: both, node-wise best objective. Used for the reported point: it is the best
       available approximation of the global minimiser.
+
+    ``settings`` (:class:`MapSettings`) say how it evaluates and when it stops a solve; ``counter``
+    (:class:`EvalCounter`) is shared with the other maps of the solve attempt (default: its own);
+    ``branches`` (:class:`ProxBranches`) are the tracked prox branches it starts from and updates.
     """
 
     def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None,
-                 counter: list[int] | None = None, budget: int | None = None) -> None:
+                 settings: MapSettings | None = None, *, counter: EvalCounter | None = None,
+                 branches: ProxBranches | None = None) -> None:
         self.problem, self.prior, self.quad = problem, prior, quad
-        self.warm: list | None = None
-        self.warm_cv: list | None = None  # the control variate's prox branches at small q (output_side)
+        self.settings = settings if settings is not None else MapSettings()
+        self.branches = branches if branches is not None else ProxBranches()
         self._labels: np.ndarray | None = None  # the channel's labels on the nodes (fixed: node_labels)
         self.mode = "warm"
         self.n_calls = 0
-        # evaluations of every map of one solve attempt (coarse, full, continuation maps share it;
-        # the budget SEOptions.max_evals counts these)
-        self.counter = counter if counter is not None else [0]
-        self.budget, self.exempt = budget, False  # raise BudgetExhausted past the budget
-        self._saved_budget = budget  # the attempt's budget while a union re-solve has its own
+        self.counter = counter if counter is not None else EvalCounter()
+        # the budget in force: the settings' own, or a union re-solve's (start_union_resolve)
+        self.budget, self.exempt = self.settings.budget, False  # raise BudgetExhausted past the budget
+        self._saved_budget = self.budget  # the attempt's budget while a union re-solve has its own
         self.best: tuple[float, np.ndarray | None] = (math.inf, None)  # smallest residual seen, its x
-        self.stop_on_collapse = False  # raise DrivenToCollapse when the map lands on S = 0
-        # quadrature floor (see residual_floor): measured once the shared counter reaches floor_after (None: never);
-        # from then on a residual below it ends the solve (AtQuadratureFloor)
-        self.floor_after: int | None = None
+        # the floor is measured once the counter reaches floor_after; report() and the union re-solve change it
+        self.floor_after = self.settings.floor_after
         self.floor = math.nan
-        self.branch = "global"  # SEOptions.prox_branch
-        self.screen: int | None = None  # SEOptions.prox_screen
-        # exact Jacobians (SEOptions.exact_jacobian): each evaluation also returns dF/dx, kept with its x
-        self.tangent = False
         # the last evaluation (mode, x, (F(x), output side, prior side)), kept even when it ended the solve (its
         # Jacobian is computed from it on demand), and the last Jacobian computed
         self._last_eval: tuple[str, np.ndarray, tuple] | None = None
         self.last_jacobian: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (x, dF/dx, dF/dlog alpha)
+
+    @property
+    def tangent(self) -> bool:
+        """Whether evaluations compute the exact Jacobian (``MapSettings.tangent``)."""
+        return self.settings.tangent
 
     def jacobian_at(self, x: np.ndarray) -> np.ndarray | None:
         """``dF/dx`` at ``x`` if the last evaluation was at ``x`` and computed it (``tangent``), else ``None``."""
@@ -86,21 +145,21 @@ class SEMap:
         return self(x)[0]
 
     # ---- the controls a solve attempt uses ---------------------------------------------
-    def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None) -> "SEMap":
-        """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget."""
-        other = SEMap(self.problem if problem is None else problem, self.prior, quad, self.counter, self.budget)
-        other.stop_on_collapse, other.branch, other.screen = self.stop_on_collapse, self.branch, self.screen
-        other.tangent = self.tangent
-        return other
+    def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None,
+                **changes: Any) -> "SEMap":
+        """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget,
+        its settings changed by ``changes`` (:class:`MapSettings` fields), without floor and tracked branches."""
+        settings = replace(self.settings, budget=self.budget, floor_after=None, **changes)
+        return SEMap(self.problem if problem is None else problem, self.prior, quad, settings, counter=self.counter)
 
     @property
     def evaluations(self) -> int:
         """Map evaluations of the solve attempt so far (every map sharing the counter)."""
-        return self.counter[0]
+        return self.counter.count
 
     def has_budget(self) -> bool:
         """Whether evaluations remain in the attempt's budget."""
-        return self.budget is None or self.counter[0] < self.budget
+        return self.budget is None or self.counter.count < self.budget
 
     def best_point(self) -> tuple[float, np.ndarray | None]:
         """The smallest residual seen by this map and its point (``(inf, None)`` before any)."""
@@ -115,7 +174,7 @@ class SEMap:
         self.mode = "union"
         self.best, self.floor, self.floor_after = (math.inf, None), floor, 0
         self._saved_budget, self.exempt = self.budget, False
-        self.budget = self.counter[0] + max_evals
+        self.budget = self.counter.count + max_evals
 
     def end_union_resolve(self) -> None:
         """Back to reporting, with the attempt's budget restored."""
@@ -124,30 +183,31 @@ class SEMap:
     def __call__(self, x: np.ndarray, *, mode: str | None = None) -> tuple[np.ndarray, OutputSide, PriorSide]:
         q, m, Sigma = map(float, x)
         mode = mode or self.mode
-        if self.budget is not None and self.counter[0] >= self.budget and not self.exempt:
+        if self.budget is not None and self.counter.count >= self.budget and not self.exempt:
             raise BudgetExhausted
         self.n_calls += 1
-        self.counter[0] += 1
+        self.counter.count += 1
         if self._labels is None and self.quad is not None:
             self._labels = node_labels(self.problem, self.quad, self.prior.Q0)
+        st, tracked = self.settings, self.branches
         out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
-                          warm=None if mode == "cold" else self.warm, union=mode == "union", branch=self.branch,
-                          screen=self.screen, tangent=self.tangent, warm_cv=None if mode == "cold" else self.warm_cv,
+                          warm=None if mode == "cold" else tracked.main, union=mode == "union", branch=st.branch,
+                          screen=st.screen, tangent=st.tangent, warm_cv=None if mode == "cold" else tracked.cv,
                           labels=self._labels)
         if out.branches is not None and not self.problem.channel.convex_prox:
-            self.warm = out.branches
+            tracked.main = out.branches
         if out.branches_cv is not None:
-            self.warm_cv = out.branches_cv
+            tracked.cv = out.branches_cv
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
-        if self.stop_on_collapse and not pr.q > 0:
+        if st.stop_on_collapse and not pr.q > 0:
             raise DrivenToCollapse
         fx = np.array([pr.q, pr.m, pr.Sigma])
         self._last_eval = (mode, np.array(x, float), (fx, out, pr))
         if np.all(np.isfinite(fx)):
-            res = _residual(np.asarray(x, float), fx, self.prior.Q0)
+            res = step_residual(np.asarray(x, float), fx, self.prior.Q0)
             if res < self.best[0]:
                 self.best = (res, np.array(x, float))
-            if self.floor_after is not None and self.counter[0] >= self.floor_after:
+            if self.floor_after is not None and self.counter.count >= self.floor_after:
                 if math.isnan(self.floor):
                     self.floor = residual_floor(np.asarray(x, float), out, self.problem, self.prior)
                 if below_floor(self.best[0], self.floor):
@@ -213,7 +273,7 @@ class AtQuadratureFloor(Exception):
 
 
 def residual_floor(x: np.ndarray, out: OutputSide, problem: Problem, prior: PriorModel) -> float:
-    """The quadrature error of one SE step, in the units of the residual (``_residual``).
+    """The quadrature error of one SE step, in the units of the residual (:func:`~._fixed_point.step_residual`).
 
     The output side is an average over ``R`` scrambled node sets; the prior side applied to each
     scramble's ``(qhat, mhat, Sigmahat)`` gives ``R`` versions of ``F(x)``, and their standard error

@@ -26,11 +26,11 @@ import numpy as np
 
 from ..problem import Problem
 from ..results import Result
-from ._fixed_point import _residual, solve_fixed_point
+from ._fixed_point import solve_fixed_point, step_residual
 from .draw_spread import prior_draw_spread
 from .options import SEOptions
-from .output import _Q_FLOOR, OutputSide, channel_test_errors
-from .prior import PriorModel, PriorSide, _CollapsePoint
+from .output import Q_FLOOR, OutputSide, channel_test_errors
+from .prior import CollapsePoint, PriorModel, PriorSide
 from .quadrature import OutputQuadrature
 from .se_map import (
     MAX_FLOOR,
@@ -44,7 +44,7 @@ from .se_map import (
     residual_floor,
 )
 
-__all__ = ["SEState", "solve_attempt", "collapsed_result"]
+__all__ = ["SEState", "Attempt", "solve_attempt", "collapsed_result"]
 
 _SOLVER_ERRORS = (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError)
 
@@ -84,9 +84,10 @@ class _Solve:
 
 def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol: float, max_iter: int,
            fx0: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray | None, int]:
-    return solve_fixed_point(F.values, x, F.prior.Q0, tol=tol, switch=o.switch, method=o.method, jacobian=jac,
+    t = o.tuning
+    return solve_fixed_point(F.values, x, F.prior.Q0, tol=tol, switch=t.switch, method=o.method, jacobian=jac,
                              damping=o.damping, max_iter=max_iter,
-                             jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=o.exact_switch, fx0=fx0)
+                             jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=t.exact_switch, fx0=fx0)
 
 
 # ------------------------------------------------------------------------------------------ set-up
@@ -110,7 +111,7 @@ def coarse_stage(F: SEMap, s: _Solve, o: SEOptions, *, warm: bool) -> None:
     """Bring a poor start close to the fixed point on the thinned node set (ranking the structured
     starts by their one-step residual when there is no warm start)."""
     quad = F.quad
-    thin = quad is not None and o.coarse and quad.nodes.shape[1] >= o.thin_min_nodes
+    thin = quad is not None and o.tuning.coarse and quad.nodes.shape[1] >= o.tuning.thin_min_nodes
     Fc = F.sibling(quad=o.thinned(quad)) if thin else F
     Q0 = F.prior.Q0
     cands = [s.x] if warm else initial_guesses(F.problem, Q0)
@@ -118,7 +119,7 @@ def coarse_stage(F: SEMap, s: _Solve, o: SEOptions, *, warm: bool) -> None:
         res = []
         for c in cands:
             try:
-                res.append(_residual(c, Fc(c)[0], Q0))
+                res.append(step_residual(c, Fc(c)[0], Q0))
             except _SOLVER_ERRORS:
                 res.append(math.inf)
             s.iterations += 1
@@ -126,10 +127,10 @@ def coarse_stage(F: SEMap, s: _Solve, o: SEOptions, *, warm: bool) -> None:
     if not (thin or len(cands) > 1):
         return
     for c in cands:
-        rc, xc, jc, itc = _solve(Fc, c, o, s.jac, tol=max(o.tol, o.coarse_tol),
-                                 max_iter=min(o.max_iter, o.coarse_max_iter))
+        rc, xc, jc, itc = _solve(Fc, c, o, s.jac, tol=max(o.tol, o.tuning.coarse_tol),
+                                 max_iter=min(o.max_iter, o.tuning.coarse_max_iter))
         s.iterations += itc
-        if rc < o.accept_coarse:
+        if rc < o.tuning.accept_coarse:
             s.x = xc
             s.jac = jc if jc is not None else s.jac
             return
@@ -145,21 +146,20 @@ def full_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
 def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
     """Follow the fixed point in ``lam`` from ``continuation_from`` down (thinned nodes), then polish."""
     lam = F.problem.lam
-    if s.r < o.tol or below_floor(s.r, F.floor) or not o.continuation or lam >= o.continuation_from or not F.has_budget():
+    if s.r < o.tol or below_floor(s.r, F.floor) or not o.continuation or lam >= o.tuning.continuation_from or not F.has_budget():
         return
     Q0 = F.prior.Q0
     # lam = 0 (no penalty) is reached from lam = 1e-6 continuation_from, then polished at lam = 0
-    lam_end = lam if lam > 0 else 1e-6 * o.continuation_from
-    n_lams = int(math.ceil(o.continuation_per_decade * math.log10(o.continuation_from / lam_end))) + 1
+    lam_end = lam if lam > 0 else 1e-6 * o.tuning.continuation_from
+    n_lams = int(math.ceil(o.tuning.continuation_per_decade * math.log10(o.tuning.continuation_from / lam_end))) + 1
     xs, js = default_init(Q0), None
-    for lv in np.geomspace(o.continuation_from, lam_end, n_lams):
+    for lv in np.geomspace(o.tuning.continuation_from, lam_end, n_lams):
         if not F.has_budget():
             return
-        Fl = F.sibling(problem=F.problem.replace(lam=float(lv)), quad=o.thinned(F.quad))
-        Fl.stop_on_collapse = False
-        rl, xl, jl, itl = _solve(Fl, xs, o, js, tol=max(o.tol, o.coarse_tol), max_iter=o.continuation_max_iter)
+        Fl = F.sibling(problem=F.problem.replace(lam=float(lv)), quad=o.thinned(F.quad), stop_on_collapse=False)
+        rl, xl, jl, itl = _solve(Fl, xs, o, js, tol=max(o.tol, o.tuning.coarse_tol), max_iter=o.tuning.continuation_max_iter)
         s.iterations += itl
-        if not rl < o.accept_coarse:
+        if not rl < o.tuning.accept_coarse:
             return
         xs, js = xl, (jl if jl is not None else js)
     r2, x2, j2, it2 = _solve(F, xs, o, js, tol=o.tol, max_iter=o.max_iter)
@@ -204,22 +204,22 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
     Q0, problem = F.prior.Q0, F.problem
     x = s.x
     fx, out, pr = F(x, mode="union")
-    residual = _residual(x, fx, Q0)
+    residual = step_residual(x, fx, Q0)
     floor = residual_floor(x, out, problem, F.prior) if residual >= o.tol else math.nan
-    if s.r < o.accept_coarse and residual >= o.tol and not below_floor(residual, floor) and not problem.channel.convex_prox \
+    if s.r < o.tuning.accept_coarse and residual >= o.tol and not below_floor(residual, floor) and not problem.channel.convex_prox \
             and math.isfinite(residual) and F.has_budget():
-        F.start_union_resolve(floor, o.union_max_evals)
+        F.start_union_resolve(floor, o.tuning.union_max_evals)
         n0 = F.evaluations
         try:
             # the union map was just evaluated at x (its value and Jacobian there are known)
-            _, x3, j3, _ = _solve(F, x, o, s.jac, tol=o.tol, max_iter=min(o.max_iter, o.union_max_evals), fx0=fx)
+            _, x3, j3, _ = _solve(F, x, o, s.jac, tol=o.tol, max_iter=min(o.max_iter, o.tuning.union_max_evals), fx0=fx)
         except (AtQuadratureFloor, BudgetExhausted):
             best = F.best_point()[1]
             x3, j3 = (best if best is not None else x), None
         F.end_union_resolve()
         s.iterations += F.evaluations - n0
         fx3, out3, pr3 = F.at(x3)  # (mostly the re-solve's last point, evaluated with every start already)
-        r3 = _residual(x3, fx3, Q0)
+        r3 = step_residual(x3, fx3, Q0)
         if r3 < residual:
             x, out, pr, residual = x3, out3, pr3, r3
             s.jac = j3 if j3 is not None else s.jac
@@ -232,7 +232,7 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
 
 # ------------------------------------------------------------------------------------------ result
 def theory_extras(*, x: np.ndarray, Q0: float, out: OutputSide, pr: PriorSide, residual: float, floor: float,
-                  qerr: dict[str, float], pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
+                  qerr: dict[str, float], pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint,
                   collapsed: bool) -> dict[str, Any]:
     """``Result.extras`` of a state-evolution result (the keys are documented in :func:`~.driver.theory`)."""
     q, m, Sigma = map(float, x)
@@ -272,7 +272,7 @@ def _objective(train_error: float, penalty: float, alpha: float) -> float:
     return float(train_error + penalty / alpha)
 
 
-def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
+def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint,
                  dg: _Diagnosis, iterations: int, t0: float, o: SEOptions) -> Result:
     """The :class:`Result` of a non-trivial fixed point."""
     Q0 = pm.Q0
@@ -294,7 +294,7 @@ def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None
     )
 
 
-def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: _CollapsePoint,
+def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint,
                      t0: float, iterations: int) -> Result:
     """The SE solution ``S = 0`` (complete rank collapse): ``q = m = Sigma = 0``.
 
@@ -319,17 +319,37 @@ def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | 
     )
 
 
-def solve_attempt(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: SEMap, col: _CollapsePoint,
-                  t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None
-                  ) -> tuple[Result, np.ndarray | None]:
+@dataclass
+class Attempt:
+    """One solve attempt's outcome, as the driver compares and continues from it.
+
+    ``result``: its :class:`Result`; ``residual``: the reported point's residual (0 when collapsed);
+    ``x``: the reported ``(q, m, Sigma)`` (``None`` when collapsed); ``jacobian``: the root finder's last
+    Jacobian (in u-coordinates); ``map``: the attempt's map (its tracked prox branches and last Jacobian).
+    """
+
+    result: Result
+    residual: float
+    x: np.ndarray | None
+    jacobian: np.ndarray | None
+    map: SEMap
+
+    @property
+    def converged(self) -> bool:
+        return self.result.converged
+
+
+def solve_attempt(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: SEMap, col: CollapsePoint,
+                  t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None) -> Attempt:
     """One solve attempt: set-up -> fixed point -> diagnostics -> result (the collapsed result when
     ``S = 0`` is a fixed point and no non-trivial one was found)."""
     try:
         x = start_point(init, pm.Q0)
         s = fixed_point_stage(F, x, jacobian, o, warm=init is not None)
         dg = diagnostics_stage(F, s, o)
-        if col.holds and not (dg.converged and dg.x[0] > _Q_FLOOR * pm.Q0):
+        if col.holds and not (dg.converged and dg.x[0] > Q_FLOOR * pm.Q0):
             raise DrivenToCollapse
     except DrivenToCollapse:
-        return collapsed_result(problem, pm, quad, col, t0, F.n_calls), None
-    return result_stage(problem, pm, quad, col, dg, s.iterations, t0, o), (None if s.jac is None else np.asarray(s.jac))
+        return Attempt(collapsed_result(problem, pm, quad, col, t0, F.n_calls), 0.0, None, None, F)
+    r = result_stage(problem, pm, quad, col, dg, s.iterations, t0, o)
+    return Attempt(r, dg.residual, np.array(dg.x, float), None if s.jac is None else np.asarray(s.jac), F)

@@ -9,8 +9,8 @@ import numpy as np
 
 from ..problem import Problem
 from ..results import Result
-from ._fixed_point import _from_u, _to_u
-from .driver import _theory
+from ._fixed_point import from_u, to_u
+from .driver import solve_point
 from .options import SEOptions, WarmStart, check_symmetric_options
 from .prior import PriorModel, collapse_point, prior_model
 from .quadrature import OutputQuadrature
@@ -78,37 +78,37 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
         quad = o.quadrature(problem)
     if not isinstance(prior, PriorModel) and param not in ("d", "target"):
         prior = prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
-    out: list[Result] = []
     warm = init
     hist: list[tuple[float, np.ndarray]] = []  # converged points (value, u) for the secant predictor
     it = _bar(values, param) if progress else values
     Q0 = prior.Q0 if isinstance(prior, PriorModel) else None
     tangents: list[tuple[float, np.ndarray]] = []  # (log alpha, du/dlog alpha) at the converged points
     col = None  # along alpha the collapse point's conjugates are rescaled from the previous point's
+    retried = False  # whether the previous point's warm start failed
     for v in it:
         p = problem.replace(**{param: v})
         if param == "alpha" and isinstance(prior, PriorModel):  # (an untied student returned above)
             col = collapse_point(p, prior, quad, like=col)
         predicted = _tangent_prediction(param, v, hist, tangents, Q0, warm)
         if predicted is not None:
-            warm = replace(warm, x=tuple(_from_u(predicted, Q0)))
+            warm = replace(warm, x=tuple(from_u(predicted, Q0)))
         elif len(hist) >= 2 and Q0 is not None and isinstance(v, (int, float)) and isinstance(warm, WarmStart):
             (v0, u0), (v1, u1) = hist[-2], hist[-1]
             if v1 != v0:
                 w = np.clip((float(v) - v1) / (v1 - v0), -2.0, 2.0)
-                warm = replace(warm, x=tuple(_from_u(u1 + w * (u1 - u0), Q0)))
+                warm = replace(warm, x=tuple(from_u(u1 + w * (u1 - u0), Q0)))
         # the previous warm start failed (the fixed point changes fast here): start this point cold first
-        cold_first = bool(out) and bool(out[-1].extras.get("warm_start_retried", False))
-        r, new_warm = _theory(p, o, prior, warm, quad, cold_first=cold_first, alpha_tangent=param == "alpha",
-                              collapse=col)
-        out.append(r)
+        cold_first = retried
+        sol = solve_point(p, o, prior, warm, quad, cold_first=cold_first, alpha_tangent=param == "alpha",
+                          collapse=col)
+        r, new_warm, retried = sol.result, sol.warm_start, sol.warm_start_retried
         yield r
         if new_warm is not None:
             # keep the last known Jacobian when this solve did not produce one
             jac = new_warm.jacobian if new_warm.jacobian is not None else getattr(warm, "jacobian", None)
             warm = replace(new_warm, jacobian=jac)
             if Q0 is not None and isinstance(v, (int, float)):
-                hist.append((float(v), _to_u(np.array(new_warm.x), Q0)))
+                hist.append((float(v), to_u(np.array(new_warm.x), Q0)))
                 if param == "alpha" and new_warm.du_dlog_alpha is not None:
                     tangents.append((float(np.log(v)), np.asarray(new_warm.du_dlog_alpha)))
                 else:

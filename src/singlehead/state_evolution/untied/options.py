@@ -81,14 +81,13 @@ class UntiedSEOptions:
         naming it unless it holds its default value (or the value that describes this solver:
         ``coarse=False``, ``exact_jacobian=False``, ``prox_screen=None``).
         """
-        defaults = SEOptions()
-        for f in dataclasses.fields(SEOptions):
-            name, value = f.name, getattr(options, f.name)
-            if name in _APPLIED or value == getattr(defaults, name) or _MATCHES.get(name, _NO) == value:
+        defaults = SEOptions().flat()
+        for name, value in options.flat().items():
+            if name in _APPLIED or value == defaults[name] or _MATCHES.get(name, _NO) == value:
                 continue
             raise ValueError(f"options.{name} does not apply to the {student.name} student: its state evolution is "
                              f"an Anderson-accelerated iteration with a sampled prior side, which has no "
-                             f"{name} (got {value!r}; leave it at {getattr(defaults, name)!r})")
+                             f"{name} (got {value!r}; leave it at {defaults[name]!r})")
         if options.method not in ("broyden", "iterate"):
             raise ValueError(f"options.method does not apply to the {student.name} student: its state evolution "
                              f"supports 'broyden' (Anderson acceleration) or 'iterate' (got {options.method!r})")
