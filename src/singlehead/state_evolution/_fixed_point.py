@@ -53,14 +53,20 @@ def to_u(x: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
     """Unconstrained coordinates: ``(log q, atanh(m/sqrt(Q0 q)), log Sigma)`` of each block of ``x``.
 
     ``x`` holds ``3 B`` overlaps, block ``b`` being ``x[3b:3b+3] = (q, m, Sigma)`` with teacher norm
-    ``Q0[b]`` (a single ``Q0``: one block)."""
+    ``Q0[b]`` (a single ``Q0``: one block). A block without teacher (``Q0[b] = 0``) has ``m = 0`` (its
+    second coordinate is 0) and keeps ``q`` itself as first coordinate: its ``q`` may decay to (nearly) 0
+    at the fixed point (labels that carry nothing of the block), where ``log q`` would have no root
+    for a root finder to reach (``G = log(F(q)/q)`` tends to a constant)."""
     out = []
     for b, Qb in enumerate(_block_norms(Q0)):
         q, m, S = map(float, x[3 * b:3 * b + 3])
-        if not q > 0:  # complete rank collapse (q = m = 0): the floor of the coordinates
-            q, m = _U_FLOOR, 0.0
         if not S > 0:
             S = _U_FLOOR
+        if not Qb > 0:
+            out += [q, 0.0, math.log(S)]
+            continue
+        if not q > 0:  # complete rank collapse (q = m = 0): the floor of the coordinates
+            q, m = _U_FLOOR, 0.0
         r = np.clip(m / math.sqrt(Qb * q), -1 + _R_MARGIN, 1 - _R_MARGIN)
         out += [math.log(q), math.atanh(r), math.log(S)]
     return np.array(out)
@@ -71,6 +77,9 @@ def from_u(u: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
     out = []
     for b, Qb in enumerate(_block_norms(Q0)):
         ub = u[3 * b:3 * b + 3]
+        if not Qb > 0:
+            out += [float(ub[0]), 0.0, math.exp(np.clip(ub[2], -_EXP_CLIP, _EXP_CLIP))]
+            continue
         q = math.exp(np.clip(ub[0], -_EXP_CLIP, _EXP_CLIP))
         out += [q, math.tanh(ub[1]) * math.sqrt(Qb * q), math.exp(np.clip(ub[2], -_EXP_CLIP, _EXP_CLIP))]
     return np.array(out)
@@ -82,6 +91,9 @@ def du_dx(x: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
     J = np.zeros((3 * len(Qs), 3 * len(Qs)))
     for b, Qb in enumerate(Qs):
         q, m, S = map(float, x[3 * b:3 * b + 3])
+        if not Qb > 0:  # no teacher in this block: q itself, m = 0 is not a coordinate
+            J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0 / S]]
+            continue
         sq = math.sqrt(Qb * q)
         r = m / sq
         c = 1.0 / max(1.0 - r * r, 1e-300)
@@ -96,6 +108,9 @@ def dx_du(u: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
     J = np.zeros((3 * len(Qs), 3 * len(Qs)))
     for b, Qb in enumerate(Qs):
         q, m, S = x[3 * b:3 * b + 3]
+        if not Qb > 0:
+            J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, S]]
+            continue
         t = math.tanh(u[3 * b + 1])
         J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[q, 0.0, 0.0], [0.5 * m, (1.0 - t * t) * math.sqrt(Qb * q), 0.0],
                                                 [0.0, 0.0, S]]
@@ -103,20 +118,27 @@ def dx_du(u: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
 
 
 def step_residual(x: np.ndarray, fx: np.ndarray, Q0: float | Sequence[float]) -> float:
-    """``max(|dq|, |dm|)/Q0`` and ``|dSigma|/Sigma`` over the blocks (relative change under one SE step)."""
+    """The relative change under one SE step: ``max(|dq|, |dm|)/Q0`` and ``|dSigma|/Sigma`` over the blocks.
+
+    ``q`` and ``m`` of every block are measured against the teacher's whole norm ``Q0 = sum_b Q0[b]``
+    (the blocks' overlaps add up: ``q = sum_b q_b``), so a block whose overlaps are small (or whose
+    teacher part is 0) is held to the same absolute accuracy as the others."""
     d = np.abs(fx - x)
+    norms = _block_norms(Q0)
+    Qt = norms[0] if len(norms) == 1 else sum(norms)
     terms = []
-    for b, Qb in enumerate(_block_norms(Q0)):
+    for b in range(len(norms)):
         i = 3 * b
-        terms += [d[i] / Qb, d[i + 1] / Qb, d[i + 2] / max(abs(x[i + 2]), 1e-300)]
+        terms += [d[i] / Qt, d[i + 1] / Qt, d[i + 2] / max(abs(x[i + 2]), 1e-300)]
     return float(max(terms))
 
 
 def in_domain(x: np.ndarray, Q0: float | Sequence[float]) -> bool:
-    """Whether ``x`` is a finite point with ``q > 0``, ``Sigma > 0`` and ``m^2 < Q0 q`` in every block."""
+    """Whether ``x`` is a finite point with ``q > 0``, ``Sigma > 0`` and ``m^2 < Q0 q`` in every block (``m = 0``
+    in a block without teacher)."""
     if not np.all(np.isfinite(x)):
         return False
-    return all(x[3 * b] > 0 and x[3 * b + 2] > 0 and x[3 * b + 1] ** 2 < Qb * x[3 * b]
+    return all(x[3 * b] > 0 and x[3 * b + 2] > 0 and (x[3 * b + 1] ** 2 < Qb * x[3 * b] if Qb > 0 else x[3 * b + 1] == 0)
                for b, Qb in enumerate(_block_norms(Q0)))
 
 

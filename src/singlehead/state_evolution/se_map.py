@@ -49,6 +49,9 @@ class MapSettings:
         Raise :class:`DrivenToCollapse` when the map lands on ``S = 0``.
     budget : int or None
         Evaluations of the attempt past which :class:`BudgetExhausted` is raised (``SEOptions.max_evals``).
+    tol : float
+        The solve's target residual (``SEOptions.tol``): a map whose own accuracy can follow the residual (an
+        iterative prior side) refines it down to ``1e-3 tol``.
     """
 
     branch: str = "global"
@@ -57,13 +60,14 @@ class MapSettings:
     floor_after: int | None = None
     stop_on_collapse: bool = False
     budget: int | None = None
+    tol: float = 1e-6
 
     @classmethod
     def from_options(cls, options: Any, *, tangent: bool, stop_on_collapse: bool) -> "MapSettings":
         """The settings an attempt with ``options`` (:class:`~.options.SEOptions`) gives its map."""
         return cls(branch=options.prox_branch, screen=options.tuning.prox_screen,
                    tangent=options.exact_jacobian and tangent, floor_after=options.tuning.floor_after,
-                   stop_on_collapse=stop_on_collapse, budget=options.max_evals)
+                   stop_on_collapse=stop_on_collapse, budget=options.max_evals, tol=options.tol)
 
 
 @dataclass
@@ -75,29 +79,26 @@ class ProxBranches:
     cv: list | None = None
 
 
-class SEMap:
-    """The SE map ``(q, m, Sigma) -> (q', m', Sigma')`` for one problem, with prox warm starts.
-
-    The prox is non-convex for large ``Sigma``; its global minimiser is searched node by node
-    from several starts. ``mode``:
-
-    * ``"warm"``: each start's branch restarts from its previous end point (cheap);
-    * ``"cold"``: the starts ``z``, interpolating point, midpoint (history-free);
-    * ``"union"``: both, node-wise best objective. Used for the reported point: it is the best
-      available approximation of the global minimiser.
+class MapCore:
+    """What every state-evolution map shares, whatever its blocks of fields: the attempt's evaluation
+    count and budget, the best point seen, the quadrature floor, the modes of the prox starts, the last
+    evaluation. A map implements :meth:`_evaluate` (one evaluation, ``x -> (F(x), output side, prior
+    side)``) and the problem-specific pieces the stages use: ``Q0`` (the teacher norm of each block),
+    :meth:`default_start`, :meth:`starts`, :meth:`floor_at`, :meth:`jacobian_at` and :meth:`sibling`.
 
     ``settings`` (:class:`MapSettings`) say how it evaluates and when it stops a solve; ``counter``
     (:class:`EvalCounter`) is shared with the other maps of the solve attempt (default: its own);
     ``branches`` (:class:`ProxBranches`) are the tracked prox branches it starts from and updates.
+    ``mode``: ``"warm"`` (each prox start restarts from its tracked branch), ``"cold"`` (the prox's
+    own starts, history-free) or ``"union"`` (both, node-wise best objective: the reported point's).
     """
 
-    def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None,
+    def __init__(self, problem: Problem, prior: Any, quad: OutputQuadrature | None,
                  settings: MapSettings | None = None, *, counter: EvalCounter | None = None,
                  branches: ProxBranches | None = None) -> None:
         self.problem, self.prior, self.quad = problem, prior, quad
         self.settings = settings if settings is not None else MapSettings()
         self.branches = branches if branches is not None else ProxBranches()
-        self._labels: np.ndarray | None = None  # the channel's labels on the nodes (fixed: node_labels)
         self.mode = "warm"
         self.n_calls = 0
         self.counter = counter if counter is not None else EvalCounter()
@@ -114,25 +115,44 @@ class SEMap:
         self.last_jacobian: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (x, dF/dx, dF/dlog alpha)
 
     @property
-    def tangent(self) -> bool:
-        """Whether evaluations compute the exact Jacobian (``MapSettings.tangent``)."""
-        return self.settings.tangent
+    def Q0(self) -> Any:
+        raise NotImplementedError
+
+    def _evaluate(self, x: np.ndarray, mode: str) -> tuple[np.ndarray, Any, Any]:
+        raise NotImplementedError
+
+    def floor_at(self, x: np.ndarray, out: Any) -> float:
+        """The quadrature floor of the residual at ``x`` (``nan``: not measurable, the floor does not apply)."""
+        return math.nan
 
     def jacobian_at(self, x: np.ndarray) -> np.ndarray | None:
-        """``dF/dx`` at ``x`` if the last evaluation was at ``x`` and computed it (``tangent``), else ``None``."""
-        lj = self.last_jacobian
-        if lj is not None and np.allclose(lj[0], x, rtol=1e-13, atol=0.0):
-            return lj[1]
-        last = self._last_eval
-        if last is None or not np.allclose(last[1], x, rtol=1e-13, atol=0.0):
-            return None
-        fx, out, pr = last[2]
-        if out.tangent is None or not pr.q > 0:
-            return None
-        self.last_jacobian = self._chain(last[1], out, fx)
-        return None if self.last_jacobian is None else self.last_jacobian[1]
+        """``dF/dx`` at ``x`` when the map computed it with its last evaluation (``None``: it does not)."""
+        return None
 
-    def at(self, x: np.ndarray) -> tuple[np.ndarray, OutputSide, PriorSide]:
+    def __call__(self, x: np.ndarray, *, mode: str | None = None) -> tuple[np.ndarray, Any, Any]:
+        mode = mode or self.mode
+        if self.budget is not None and self.counter.count >= self.budget and not self.exempt:
+            raise BudgetExhausted
+        self.n_calls += 1
+        self.counter.count += 1
+        fx, out, pr = self._evaluate(x, mode)
+        self._last_eval = (mode, np.array(x, float), (fx, out, pr))
+        if np.all(np.isfinite(fx)):
+            res = step_residual(np.asarray(x, float), fx, self.Q0)
+            self._evaluated(res)
+            if res < self.best[0]:
+                self.best = (res, np.array(x, float))
+            if self.floor_after is not None and self.counter.count >= self.floor_after:
+                if math.isnan(self.floor):
+                    self.floor = self.floor_at(np.asarray(x, float), out)
+                if below_floor(self.best[0], self.floor):
+                    raise AtQuadratureFloor
+        return fx, out, pr
+
+    def _evaluated(self, residual: float) -> None:
+        """Told the residual of each finite evaluation (a map whose own accuracy follows it adapts here)."""
+
+    def at(self, x: np.ndarray) -> tuple[np.ndarray, Any, Any]:
         """``self(x)``, reusing the last evaluation when it was at ``x`` in the current mode (a solve that the
         floor or the budget ended at its last point has just evaluated the map there)."""
         last = self._last_eval
@@ -144,13 +164,10 @@ class SEMap:
         """``F(x)`` alone (what the fixed-point solver needs)."""
         return self(x)[0]
 
-    # ---- the controls a solve attempt uses ---------------------------------------------
-    def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None,
-                **changes: Any) -> "SEMap":
-        """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget,
-        its settings changed by ``changes`` (:class:`MapSettings` fields), without floor and tracked branches."""
-        settings = replace(self.settings, budget=self.budget, floor_after=None, **changes)
-        return SEMap(self.problem if problem is None else problem, self.prior, quad, settings, counter=self.counter)
+    @property
+    def tangent(self) -> bool:
+        """Whether evaluations compute the exact Jacobian (``MapSettings.tangent``)."""
+        return self.settings.tangent
 
     @property
     def evaluations(self) -> int:
@@ -180,13 +197,65 @@ class SEMap:
         """Back to reporting, with the attempt's budget restored."""
         self.exempt, self.budget, self.floor_after = True, self._saved_budget, None
 
-    def __call__(self, x: np.ndarray, *, mode: str | None = None) -> tuple[np.ndarray, OutputSide, PriorSide]:
+
+class SEMap(MapCore):
+    """The SE map ``(q, m, Sigma) -> (q', m', Sigma')`` of a symmetric student (one block of fields), with
+    prox warm starts (see :class:`MapCore` for the settings, counter, branches and modes).
+
+    The prox is non-convex for large ``Sigma``; its global minimiser is searched node by node
+    from several starts (``z``, the interpolating point, their midpoint), tracked along the solve.
+    With ``settings.tangent`` each evaluation also returns the output side's exact tangent, and
+    :meth:`jacobian_at` the map's Jacobian.
+    """
+
+    def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None,
+                 settings: MapSettings | None = None, *, counter: EvalCounter | None = None,
+                 branches: ProxBranches | None = None) -> None:
+        super().__init__(problem, prior, quad, settings, counter=counter, branches=branches)
+        self._labels: np.ndarray | None = None  # the channel's labels on the nodes (fixed: node_labels)
+
+    # ---- the problem-specific pieces the stages use (the map protocol, see :mod:`.stages`) ----
+    @property
+    def Q0(self) -> float:
+        """The teacher norm of the map's one block of overlaps (the u-transform's and the residual's scale)."""
+        return self.prior.Q0
+
+    def default_start(self) -> np.ndarray:
+        """The generic start (:func:`default_init`)."""
+        return default_init(self.Q0)
+
+    def starts(self) -> list[np.ndarray]:
+        """The structured starts a solve without a warm start ranks (:func:`initial_guesses`)."""
+        return initial_guesses(self.problem, self.Q0)
+
+    def floor_at(self, x: np.ndarray, out: OutputSide) -> float:
+        """The quadrature floor of the residual at ``x`` (:func:`residual_floor`)."""
+        return residual_floor(x, out, self.problem, self.prior)
+
+    def jacobian_at(self, x: np.ndarray) -> np.ndarray | None:
+        """``dF/dx`` at ``x`` if the last evaluation was at ``x`` and computed it (``tangent``), else ``None``."""
+        lj = self.last_jacobian
+        if lj is not None and np.allclose(lj[0], x, rtol=1e-13, atol=0.0):
+            return lj[1]
+        last = self._last_eval
+        if last is None or not np.allclose(last[1], x, rtol=1e-13, atol=0.0):
+            return None
+        fx, out, pr = last[2]
+        if out.tangent is None or not pr.q > 0:
+            return None
+        self.last_jacobian = self._chain(last[1], out, fx)
+        return None if self.last_jacobian is None else self.last_jacobian[1]
+
+    # ---- the controls a solve attempt uses ---------------------------------------------
+    def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None,
+                **changes: Any) -> "SEMap":
+        """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget,
+        its settings changed by ``changes`` (:class:`MapSettings` fields), without floor and tracked branches."""
+        settings = replace(self.settings, budget=self.budget, floor_after=None, **changes)
+        return SEMap(self.problem if problem is None else problem, self.prior, quad, settings, counter=self.counter)
+
+    def _evaluate(self, x: np.ndarray, mode: str) -> tuple[np.ndarray, OutputSide, PriorSide]:
         q, m, Sigma = map(float, x)
-        mode = mode or self.mode
-        if self.budget is not None and self.counter.count >= self.budget and not self.exempt:
-            raise BudgetExhausted
-        self.n_calls += 1
-        self.counter.count += 1
         if self._labels is None and self.quad is not None:
             self._labels = node_labels(self.problem, self.quad, self.prior.Q0)
         st, tracked = self.settings, self.branches
@@ -201,19 +270,7 @@ class SEMap:
         pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=self.problem, prior=self.prior)
         if st.stop_on_collapse and not pr.q > 0:
             raise DrivenToCollapse
-        fx = np.array([pr.q, pr.m, pr.Sigma])
-        self._last_eval = (mode, np.array(x, float), (fx, out, pr))
-        if np.all(np.isfinite(fx)):
-            res = step_residual(np.asarray(x, float), fx, self.prior.Q0)
-            if res < self.best[0]:
-                self.best = (res, np.array(x, float))
-            if self.floor_after is not None and self.counter.count >= self.floor_after:
-                if math.isnan(self.floor):
-                    self.floor = residual_floor(np.asarray(x, float), out, self.problem, self.prior)
-                if below_floor(self.best[0], self.floor):
-                    raise AtQuadratureFloor
-        return fx, out, pr
-
+        return np.array([pr.q, pr.m, pr.Sigma]), out, pr
 
     def _chain(self, x: np.ndarray, out: OutputSide, fx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """``(x, dF/dx, dF/dlog alpha)``: the output side's exact tangent times the prior side's

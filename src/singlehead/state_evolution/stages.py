@@ -26,7 +26,7 @@ import numpy as np
 
 from ..problem import Problem
 from ..results import Result
-from ._fixed_point import solve_fixed_point, step_residual
+from ._fixed_point import in_domain, solve_fixed_point, step_residual
 from .draw_spread import prior_draw_spread
 from .options import SEOptions
 from .output import Q_FLOOR, OutputSide, channel_test_errors
@@ -40,8 +40,6 @@ from .se_map import (
     SEMap,
     below_floor,
     default_init,
-    initial_guesses,
-    residual_floor,
 )
 
 __all__ = ["SEState", "Attempt", "solve_attempt", "collapsed_result"]
@@ -85,7 +83,7 @@ class _Solve:
 def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol: float, max_iter: int,
            fx0: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     t = o.tuning
-    return solve_fixed_point(F.values, x, F.prior.Q0, tol=tol, switch=t.switch, method=o.method, jacobian=jac,
+    return solve_fixed_point(F.values, x, F.Q0, tol=tol, switch=t.switch, method=o.method, jacobian=jac,
                              damping=o.damping, max_iter=max_iter,
                              jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=t.exact_switch, fx0=fx0)
 
@@ -101,7 +99,7 @@ def start_point(init: Any, Q0: float) -> np.ndarray:
         x = init.as_array()
     else:
         x = np.asarray(init, dtype=float)
-    if not (x[0] > 0 and x[2] > 0 and x[1] ** 2 < Q0 * x[0]):
+    if not in_domain(x, Q0):
         x = default_init(Q0)
     return x
 
@@ -113,8 +111,8 @@ def coarse_stage(F: SEMap, s: _Solve, o: SEOptions, *, warm: bool) -> None:
     quad = F.quad
     thin = quad is not None and o.tuning.coarse and quad.nodes.shape[1] >= o.tuning.thin_min_nodes
     Fc = F.sibling(quad=o.thinned(quad)) if thin else F
-    Q0 = F.prior.Q0
-    cands = [s.x] if warm else initial_guesses(F.problem, Q0)
+    Q0 = F.Q0
+    cands = [s.x] if warm else F.starts()
     if len(cands) > 1:
         res = []
         for c in cands:
@@ -148,11 +146,10 @@ def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
     lam = F.problem.lam
     if s.r < o.tol or below_floor(s.r, F.floor) or not o.continuation or lam >= o.tuning.continuation_from or not F.has_budget():
         return
-    Q0 = F.prior.Q0
     # lam = 0 (no penalty) is reached from lam = 1e-6 continuation_from, then polished at lam = 0
     lam_end = lam if lam > 0 else 1e-6 * o.tuning.continuation_from
     n_lams = int(math.ceil(o.tuning.continuation_per_decade * math.log10(o.tuning.continuation_from / lam_end))) + 1
-    xs, js = default_init(Q0), None
+    xs, js = F.default_start(), None
     for lv in np.geomspace(o.tuning.continuation_from, lam_end, n_lams):
         if not F.has_budget():
             return
@@ -201,11 +198,11 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
     tracked-branch map (and the stages had found a fixed point of that one), a bounded re-solve
     with it; then the quadrature floor and the convergence verdict."""
     F.report()
-    Q0, problem = F.prior.Q0, F.problem
+    Q0, problem = F.Q0, F.problem
     x = s.x
     fx, out, pr = F(x, mode="union")
     residual = step_residual(x, fx, Q0)
-    floor = residual_floor(x, out, problem, F.prior) if residual >= o.tol else math.nan
+    floor = F.floor_at(x, out) if residual >= o.tol else math.nan
     if s.r < o.tuning.accept_coarse and residual >= o.tol and not below_floor(residual, floor) and not problem.channel.convex_prox \
             and math.isfinite(residual) and F.has_budget():
         F.start_union_resolve(floor, o.tuning.union_max_evals)
@@ -223,7 +220,7 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
         if r3 < residual:
             x, out, pr, residual = x3, out3, pr3, r3
             s.jac = j3 if j3 is not None else s.jac
-            floor = residual_floor(x, out, problem, F.prior) if residual >= o.tol else math.nan
+            floor = F.floor_at(x, out) if residual >= o.tol else math.nan
     # at the quadrature floor, one more SE step moves the point by less than the map's own quadrature error
     at_floor = residual >= 10 * o.tol and below_floor(residual, floor)
     converged = bool((residual < 10 * o.tol or at_floor) and out.prox_converged)
@@ -332,7 +329,8 @@ class Attempt:
     residual: float
     x: np.ndarray | None
     jacobian: np.ndarray | None
-    map: SEMap
+    map: Any
+    side: Any = None  # the prior side at the reported point (where a caller needs more than the result holds)
 
     @property
     def converged(self) -> bool:
