@@ -143,7 +143,7 @@ def untied_interpolation_threshold(problem: Problem) -> float:
     """Interpolation threshold of the untied student at ``lam -> 0+``: a dimension count.
 
     The labels of a sequence fix ``e`` linear combinations of the student's logits
-    (:meth:`~singlehead.channels.Channel.untied_label_equations`: ``T(T-1)`` row differences for
+    (:meth:`~singlehead.channels.Channel.block_label_equations`: ``T(T-1)`` row differences for
     the softmax channels; for the linear channel only the ``K = T(T+1)/2`` symmetric ones are
     non-trivial, since the symmetric label noise leaves the antisymmetric equations homogeneous).
     The logits are linear in ``M``, with no sign constraint (unlike the tied student's PSD ``S``),
@@ -164,7 +164,7 @@ def untied_interpolation_threshold(problem: Problem) -> float:
     """
     if problem.noise == 0:
         return math.inf
-    e, antisymmetric = problem.channel.untied_label_equations(problem.T)
+    e, antisymmetric = problem.channel.block_label_equations(problem.T, problem.student.field_blocks())
     if e <= 0:
         raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
     k = problem.kappa
@@ -195,7 +195,7 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     """Perfect-recovery threshold of the untied student (noiseless, ``lam -> 0+``), MP teachers: an anchor.
 
     ``nuclear_statistical_dimension(kappa0) / e`` with ``e`` the label equations per sequence
-    (:meth:`~singlehead.channels.Channel.untied_label_equations`): the value for isotropic Gaussian
+    (:meth:`~singlehead.channels.Channel.block_label_equations`): the value for isotropic Gaussian
     measurements of a rank-``kappa0 d`` matrix. The untied student's equations are Gaussian but not
     isotropic (at ``T = 2`` they weigh the symmetric part of ``M`` three times the antisymmetric
     part), so this is the isotropic anchor, not a derived result. The state evolution (sampled prior,
@@ -209,7 +209,7 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     >>> round(untied_perfect_recovery_threshold(Problem(T=2, student="untied", target=MPTarget(0.5))), 4)
     0.4527
     """
-    e, _ = problem.channel.untied_label_equations(problem.T)
+    e, _ = problem.channel.block_label_equations(problem.T, problem.student.field_blocks())
     if e <= 0:
         raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
     k0 = problem.target.rank_ratio  # MPTarget and UntiedMPTarget: rank ratio kappa0

@@ -221,10 +221,12 @@ class Channel:
         raise NotImplementedError(f"the {self.name!r} channel has no fit loss on a symmetric and an antisymmetric "
                                   "block of fields (Channel.block_fit_loss), which a non-symmetric student needs")
 
-    def untied_label_equations(self, T: int) -> tuple[int, bool]:
-        """Generic equations the labels of one sequence put on a non-symmetric student's logits, and whether
-        they reach the antisymmetric part of ``M`` (default: all ``T(T+1)/2`` symmetric ones, no: with the
-        library's symmetric label noise the antisymmetric equations are homogeneous, met by ``M_a = 0``)."""
+    def block_label_equations(self, T: int, blocks: Sequence[Any]) -> tuple[int, bool]:
+        """Generic equations the labels of one sequence put on a student's logits laid out in ``blocks``
+        (:meth:`~singlehead.students.Student.field_blocks`), and whether they reach a block beyond the
+        first (for a non-symmetric student: the antisymmetric part of ``M``). Default: all ``T(T+1)/2``
+        symmetric ones, no (with the library's symmetric label noise the antisymmetric equations are
+        homogeneous, met by ``M_a = 0``)."""
         return T * (T + 1) // 2, False
 
     # ---------------------------------------------------------------- AMP and Bayes

@@ -83,7 +83,9 @@ class Seq2Lab(Channel):
         Q = softmax_t2_prox_forms(h, labels, beta, Sigma, V)  # rank-two Hessian: Woodbury quadratic forms
         return Q if Q is not None else super().prox_tangent_forms(h, labels, beta, Sigma, V)
 
-    def untied_label_equations(self, T: int) -> tuple[int, bool]:
+    def block_label_equations(self, T, blocks):
+        if len(blocks) == 1:
+            return super().block_label_equations(T, blocks)
         # each row of labels fixes its logits up to a shift of the row: T(T-1) differences, which mix
         # h_ab and h_ba (generic even for a symmetric teacher: the rows are normalised separately)
         return T * (T - 1), T >= 2

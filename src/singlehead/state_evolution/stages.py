@@ -1,8 +1,9 @@
 """The stages of one solve attempt of the state evolution: set-up -> fixed point -> diagnostics -> result.
 
-Every stage takes the attempt's frozen :class:`~.options.SEOptions` (which holds every tuning
-constant) and the attempt's :class:`~.se_map.SEMap`, and talks to the map only through its public
-methods. The fixed-point stage is itself a short pipeline:
+Every stage takes the attempt's frozen :class:`~.options.SEOptions` (its ``tuning`` holds every tuning
+constant) and the attempt's map, and talks to the map only through the protocol of
+:class:`~.se_map.MapCore` (evaluation, budget, floor, starts, ``Q0`` of each block of overlaps), so a
+map on several blocks of fields runs the same stages. The fixed-point stage is itself a short pipeline:
 
 1. *coarse*: without a warm Jacobian, solve on the node set thinned ``thin_factor`` times (cheap)
    from the best of the structured starts, to get close and to get a Jacobian;
