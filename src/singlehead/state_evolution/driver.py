@@ -16,12 +16,13 @@ import numpy as np
 from ..problem import Problem
 from ..results import Result
 from ._fixed_point import _du_dx, _dx_du, _to_u
+from .diagnosis import diagnose, diagnose_untied, record_attempt
 from .options import SEOptions, WarmStart, check_symmetric_options
 from .prior import PriorModel, _CollapsePoint, collapse_point, prior_model
 from .quadrature import OutputQuadrature
 from .se_map import SEMap
 from .stages import SEState, collapsed_result, solve_attempt
-from .untied import untied_result
+from .untied import UntiedSEOptions, untied_result
 
 __all__ = ["theory"]
 
@@ -96,7 +97,10 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     """
     if not problem.student.symmetric:
         # a non-symmetric student: the state evolution with a symmetric and an antisymmetric block
-        return untied_result(problem, options=options, prior=prior, quad=quad, init=init), None
+        r = untied_result(problem, options=options, prior=prior, quad=quad, init=init)
+        diagnose_untied(problem, r, options if isinstance(options, UntiedSEOptions)
+                        else UntiedSEOptions.from_options(options, problem.student))
+        return r, None
     check_symmetric_options(options, problem.student)
     t0 = time.perf_counter()
     o = options
@@ -117,9 +121,10 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         r.extras["evaluations_all_attempts"] = 0
         return r, None
 
-    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True
-              ) -> tuple[Result, np.ndarray | None]:
+    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True,
+              secant: bool = False) -> tuple[Result, np.ndarray | None, dict[str, Any]]:
         oa = o if escalate else o.quick_attempt()
+        oa = oa.replace(exact_jacobian=False) if secant else oa
         F = SEMap(problem, pm, quad, [0], oa.max_evals)  # each attempt has its own budget
         F.warm, F.warm_cv = (None, None) if branches_ is None else (None if b is None else list(b) for b in branches_)
         F.floor_after, F.branch, F.screen = oa.floor_after, oa.prox_branch, oa.prox_screen
@@ -128,17 +133,22 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
         # with softmax (non-convex) the non-trivial solve is still tried; if it reaches S = 0
         # (or fails) the collapsed solution is returned
         F.stop_on_collapse = col.holds
-        return solve_attempt(problem, pm, quad, F, col, t0, oa, init=init_, jacobian=jacobian_)
+        trace: dict[str, Any] = {"budget": oa.max_evals}
+        return (*solve_attempt(problem, pm, quad, F, col, t0, oa, init=init_, jacobian=jacobian_, trace=trace), trace)
 
     maps: list[SEMap] = []  # the map of each solve (the kept one's tracked prox branches are passed on)
-    plan = _attempt_plan(init, jacobian, branches, cold_first)
-    attempts, warm_failed = [], False
-    for init_, jac_, br_, escalate in plan:
-        attempts.append((*solve(init_, jac_, br_, escalate=escalate), maps[-1]))
+    plan = _attempt_plan(init, jacobian, branches, cold_first, secant_fallback=o.exact_jacobian and quad is not None)
+    attempts, warm_failed, records = [], False, []
+    for init_, jac_, br_, escalate, secant in plan:
+        ra, ja, trace = solve(init_, jac_, br_, escalate=escalate, secant=secant)
+        attempts.append((ra, ja, maps[-1]))
+        records.append(record_attempt(warm=init_ is not None or jac_ is not None, quick=not escalate, secant=secant,
+                                      result=ra, evaluations=maps[-1].evaluations, budget=trace["budget"], trace=trace))
         if attempts[-1][0].converged:
             break
         warm_failed = warm_failed or init_ is not None or jac_ is not None
     r, jac, kept = min(attempts, key=lambda a: (not a[0].converged, a[0].extras["residual"]))
+    diagnose(problem, r, records, o, quad)  # an unconverged result says why
     r.extras["warm_start_retried"] = warm_failed
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
     r.extras["evaluations_all_attempts"] = int(sum(m.evaluations for m in maps))
@@ -146,8 +156,9 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     return r, _next_warm_start(r, jac, kept, alpha_tangent)
 
 
-def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool) -> list[tuple]:
-    """The solve attempts ``(init, jacobian, branches, escalate)`` in the order they are tried.
+def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool, *,
+                  secant_fallback: bool = False) -> list[tuple]:
+    """The solve attempts ``(init, jacobian, branches, escalate, secant)`` in the order they are tried.
 
     A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly
     (``SEOptions.quick_attempt``: no continuation in lam, a short re-solve with every prox start).
@@ -157,11 +168,21 @@ def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_fi
     default start runs the full pipeline, and if that fails too, the warm start does; the first
     converged solve is kept, else the smallest residual. ``cold_first`` (a sweep whose previous
     warm start failed) puts the default start first.
+
+    ``secant_fallback`` (the exact-Jacobian Newton solver on a quadrature output side): when every
+    attempt above fails, the default start once more with Broyden's secant updates instead of exact
+    Jacobians (``exact_jacobian=False``). Where the SE equations have several fixed points, the exact
+    Newton steps can lead into the basin of an unstable one (replicon above 1) that the quadrature
+    noise keeps them from reaching, while the secant solver, whose first steps are damped SE
+    iterations, is drawn to the attracting one. It runs only after every other attempt failed, so
+    no converged result changes.
     """
+    fallback = [(None, None, None, True, True)] if secant_fallback else []
     if init is None and jacobian is None:
-        return [(None, None, None, True)]
-    cold, warm_quick, warm_full = (None, None, None, True), (init, jacobian, branches, False), (init, jacobian, branches, True)
-    return [cold, warm_quick, warm_full] if cold_first else [warm_quick, cold, warm_full]
+        return [(None, None, None, True, False), *fallback]
+    cold, warm_quick = (None, None, None, True, False), (init, jacobian, branches, False, False)
+    warm_full = (init, jacobian, branches, True, False)
+    return [cold, warm_quick, warm_full, *fallback] if cold_first else [warm_quick, cold, warm_full, *fallback]
 
 
 def _next_warm_start(r: Result, jac: np.ndarray | None, kept: SEMap, alpha_tangent: bool) -> WarmStart | None:
