@@ -69,7 +69,7 @@ class Result:
       above 1, a binding rank cap, or a large prox-jump share) and ``"solver_miss"`` (the root
       finder missed a point that looks stable); ``None`` otherwise. ``extras["diagnosis_details"]``
       holds the checks behind it and what each solve attempt tried
-      (:mod:`singlehead.state_evolution.diagnosis`); ``message`` says it in words. Written by
+      (module ``singlehead.state_evolution.diagnosis``); ``message`` says it in words. Written by
       :meth:`to_dict` only when set, so records without it read back as ``None``.
 
     ``extras`` holds route-specific fields (eigenvalues, order parameters, diagnostics, ...).

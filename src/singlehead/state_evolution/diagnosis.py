@@ -3,15 +3,17 @@
 :func:`~singlehead.theory` keeps the best of its solve attempts. When none converged, this module
 names the cause, from what the same run computed, in one of three kinds (``Result.diagnosis``):
 
-* ``"rs_unstable"``: **no stable replica-symmetric fixed point** near the best point found. The
-  replica-symmetry checks of :func:`~singlehead.state_evolution.stability` are evaluated there:
+* ``"rs_unstable"``: **no stable replica-symmetric fixed point** near the best point found (a
+  point within ``_NEAR``, residual 0.1, of a fixed point: farther away the checks say nothing about
+  the fixed point). The replica-symmetry checks of :func:`~singlehead.state_evolution.stability` are
+  evaluated there:
   the smooth replicon ``AT`` (``> 1``: unstable; ``inf`` where the rank cap binds, the formal
   replicon of the rank-constrained problem) and the prox-jump share of ``Sigmahat`` (the part of
   the response carried by jumps of the channel prox between its minima: the SE map is
   discontinuous there and the replica-symmetric description is at best approximate).
 * ``"quadrature_floor"``: the residual **stalled at the map's own quadrature error**. One SE
   step's quadrature standard error is ``10 residual_floor`` (:func:`~.se_map.residual_floor`);
-  a residual within ``_FLOOR_BAND`` of those standard errors cannot be lowered without more nodes,
+  a residual below that standard error cannot be lowered reliably without more nodes,
   and a floor above :data:`~.se_map.MAX_FLOOR` cannot certify a fixed point at all.
 * ``"solver_miss"``: neither: the replica-symmetric fixed point looks stable and the residual is
   above the quadrature noise, so the root finder missed it. The details list what every attempt
@@ -45,7 +47,10 @@ __all__ = ["CAUSES", "AttemptRecord", "record_attempt", "diagnose", "diagnose_un
 CAUSES = ("rs_unstable", "quadrature_floor", "solver_miss")
 
 #: a residual below this many of one SE step's quadrature standard errors is at the quadrature noise
-_FLOOR_BAND = 3.0
+_FLOOR_BAND = 1.0
+#: the replica-symmetry checks name the cause only at a best point this close to a fixed point (residual):
+#: far from one (a spent budget, a diverging start) the replicon there says nothing about the fixed point
+_NEAR = 0.1
 #: the floor is this fraction of one step's standard error (se_map.residual_floor)
 _FLOOR_FRACTION = 0.1
 #: a prox-jump share above this (and significant at 3 standard errors) makes the SE map discontinuous
@@ -145,7 +150,7 @@ def _cause(ch: _Checks) -> str:
     # and no number of nodes makes such a point a reliable fixed point
     jumps = (math.isfinite(ch.prox_jump_share) and ch.prox_jump_share > _JUMP_SHARE
              and not ch.prox_jump_share < 3 * ch.prox_jump_share_se)
-    if ch.replicon > 1 or ch.cap_binds or jumps:  # inf > 1: a binding cap's replicon
+    if ch.residual < _NEAR and (ch.replicon > 1 or ch.cap_binds or jumps):  # inf > 1: a binding cap's replicon
         return "rs_unstable"
     floor = ch.residual_floor
     if math.isfinite(floor) and floor > 0 and (floor > MAX_FLOOR or ch.residual < _FLOOR_BAND * ch.quadrature_se):

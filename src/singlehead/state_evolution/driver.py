@@ -48,8 +48,9 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     init : SEState, WarmStart, (q, m, Sigma), Result or None
         Starting point (e.g. the previous point of a sweep); default ``(Q0/2, 0.4 Q0, 1)``.
         A solve from ``init`` is tried first without the continuation in ``lam``; if it does not
-        converge, the default start runs every stage, then (if still unconverged) ``init`` does, and
-        the first converged solve (else the smallest residual) is kept; ``extras["warm_start_retried"]``
+        converge, the default start runs every stage, then (if still unconverged) ``init`` does, then
+        the default start with secant updates (see ``_attempt_plan``), and the first converged solve
+        (else the smallest residual) is kept; ``extras["warm_start_retried"]``
         says whether a warm attempt failed, ``extras["evaluations_all_attempts"]`` counts the map
         evaluations of every attempt (``iterations``: those of the kept one).
     quad : OutputQuadrature, optional
@@ -70,7 +71,10 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         :func:`~singlehead.state_evolution.collapse_point`; ``inf`` for direct students), ``collapse_fixed_point``
         (whether it is one at this ``lam``), ``objective`` (the training objective per sample ``L/n = train_error +
         penalty/alpha`` predicted at this fixed point, as ``simulate`` measures it; where several fixed points
-        exist, the ERM minimiser's is the lowest).
+        exist, the ERM minimiser's is the lowest). An unconverged result says why: ``diagnosis``
+        (``"rs_unstable"``, ``"quadrature_floor"`` or ``"solver_miss"``), the cause and remedy in
+        ``message``, and ``extras["diagnosis_details"]`` (the replicon, prox-jump share and floor at the
+        best point, and what each solve attempt tried; module ``singlehead.state_evolution.diagnosis``).
 
     Examples
     --------
