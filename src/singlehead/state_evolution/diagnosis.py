@@ -179,8 +179,13 @@ def _message(cause: str, ch: _Checks, attempts: list[AttemptRecord]) -> str:
         return f"{head}: no stable replica-symmetric fixed point near the best point ({'; '.join(parts)})"
     tried = "; ".join(a.describe() for a in attempts)
     prox = "" if ch.prox_converged else " (the channel prox did not converge at some nodes)"
-    return (f"{head}: solver miss{prox}: the replica-symmetric point looks stable "
-            f"(replicon {ch.replicon:.2f}) and the residual is above the quadrature noise; tried: {tried}")
+    if ch.residual < _NEAR:
+        where = (f"the replica-symmetric point looks stable (replicon {ch.replicon:.2f}) and the residual is above "
+                 "the quadrature noise")
+    else:
+        where = f"the best point is far from any fixed point (residual >= {_NEAR:g})"
+    budget = "; raise SEOptions.max_evals" if any(a.budget_exhausted for a in attempts) else ""
+    return f"{head}: solver miss{prox}: {where}; tried: {tried}{budget}"
 
 
 def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], options: SEOptions,
