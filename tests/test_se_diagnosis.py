@@ -46,12 +46,20 @@ def test_rs_unstable_point_names_the_replicon():
 
 def test_quadrature_floor_names_the_quadrature_error():
     """At the peak, 20 evaluations without the floor stop bring the residual to ~3e-3: above the floor (a tenth
-    of one step's quadrature error, ~7e-4), below the quadrature error itself (~7e-3)."""
-    r = theory(PEAK, options=SEOptions(max_evals=20, floor_after=None))
+    of one step's quadrature error, ~7e-4), below the quadrature error itself (~7e-3). (``n_points`` given: the
+    node set is the caller's, so the solver does not refine it.)"""
+    r = theory(PEAK, options=SEOptions(n_points=2048, max_evals=20, floor_after=None))
     d = _check_common(r, "quadrature_floor")
     assert d["residual_floor"] < d["residual"] < d["quadrature_se"]
     assert d["replicon"] < 1  # the point itself is stable
     assert "quadrature error" in r.message and "n_points" in r.message
+    assert "refined" not in d and "quadrature_refined" not in r.extras
+    # with the default node set the point is solved again on 4x the nodes (the budget of 20 is too small there
+    # too: the diagnosis records the refined solve)
+    r = theory(PEAK, options=SEOptions(max_evals=20, floor_after=None))
+    d = _check_common(r, "quadrature_floor")
+    assert d["refined"]["n_points"] == 4 * 2048 and not d["refined"]["residual"] < 1e-5
+    assert "solved again on 8192 nodes" in r.message
 
 
 def test_solver_miss_lists_what_each_attempt_tried():
@@ -116,6 +124,20 @@ def test_binding_rank_cap_is_named():
     r = theory(p)
     d = _check_common(r, "rs_unstable")
     assert d["cap_binds"] and "rank cap binds" in r.message
+
+
+@pytest.mark.slow
+def test_a_floor_stall_is_solved_again_on_finer_nodes():
+    """Point 198 of ``random_problems_wide(200, seed=35003)`` (T = 3 seq2seq, noiseless, alpha = 13): on the
+    default 2048 nodes per scramble the residual stalls at 4.9e-3 against one step's quadrature error of 3.7e-2;
+    on 4 times the nodes it converges (residual ~7e-7)."""
+    p = Problem(d=100, T=3, alpha=13.265183032146036, channel="seq2seq", beta=4.0, beta0=2.0, noise=0.0,
+                target=PowerLawTarget(2.0), student="direct", lam=0.0009996980248566626)
+    coarse = theory(p, options=SEOptions(n_points=2048))
+    assert coarse.diagnosis == "quadrature_floor"
+    r = theory(p)
+    assert r.converged and r.extras["quadrature_refined"] and r["residual"] < 1e-5
+    assert r.extras["n_nodes"] == 4 * 2048 * SEOptions().n_scrambles
 
 
 @pytest.mark.slow

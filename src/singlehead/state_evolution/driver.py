@@ -50,7 +50,10 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         A solve from ``init`` is tried first without the continuation in ``lam``; if it does not
         converge, the default start runs every stage, then (if still unconverged) ``init`` does, then
         the default start with secant updates (see ``_attempt_plan``), and the first converged solve
-        (else the smallest residual) is kept; ``extras["warm_start_retried"]``
+        (else the smallest residual) is kept. If the kept one stalled at the map's quadrature error
+        (``diagnosis == "quadrature_floor"``) and neither ``quad`` nor ``SEOptions.n_points`` fixed the
+        node set, the point is solved once more on 4 times the nodes per scramble, kept if it converges
+        (``extras["quadrature_refined"]``, and ``extras["n_nodes"]`` counts the nodes used); ``extras["warm_start_retried"]``
         says whether a warm attempt failed, ``extras["evaluations_all_attempts"]`` counts the map
         evaluations of every attempt (``iterations``: those of the kept one).
     quad : OutputQuadrature, optional
@@ -109,6 +112,8 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     t0 = time.perf_counter()
     o = options
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
+    # the node set is the solver's choice (neither given nor set by n_points): a floor stall may refine it
+    refine = quad is None and o.n_points is None
     if quad is None:
         quad = o.quadrature(problem)
     jacobian, branches = None, None
@@ -157,7 +162,27 @@ def _theory(problem: Problem, options: SEOptions, prior: str | PriorModel, init:
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
     r.extras["evaluations_all_attempts"] = int(sum(m.evaluations for m in maps))
     r.runtime_s = time.perf_counter() - t0
+    if refine and r.diagnosis == "quadrature_floor":
+        # the residual stalled at the map's quadrature error: once more on _REFINE times the nodes per scramble
+        finer = o.replace(n_points=_REFINE * o.points(problem))
+        r2, warm2 = _theory(problem, finer, pm, init, None, cold_first, alpha_tangent, collapse=None)
+        r2.extras["evaluations_all_attempts"] += r.extras["evaluations_all_attempts"]
+        r2.extras["warm_start_retried"] = r2.extras["warm_start_retried"] or warm_failed
+        r2.runtime_s = time.perf_counter() - t0
+        if r2.converged:
+            r2.extras["quadrature_refined"] = True
+            return r2, warm2
+        r.extras["diagnosis_details"]["refined"] = {"n_points": finer.n_points, "residual": r2.extras["residual"],
+                                                    "diagnosis": r2.diagnosis}
+        r.message += f"; solved again on {finer.n_points} nodes per scramble: residual {r2.extras['residual']:.1e}"
+        r.extras["evaluations_all_attempts"] = r2.extras["evaluations_all_attempts"]
+        r.runtime_s = r2.runtime_s
     return r, _next_warm_start(r, jac, kept, alpha_tangent)
+
+
+#: a solve whose residual stalled at the quadrature floor is redone once on this many times the nodes (the
+#: quadrature error falls like 1/sqrt(nodes) or faster for scrambled Sobol nodes: by 2 or more)
+_REFINE = 4
 
 
 def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool, *,
