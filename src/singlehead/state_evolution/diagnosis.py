@@ -3,27 +3,29 @@
 :func:`~singlehead.theory` keeps the best of its solve attempts. When none converged, this module
 names the cause, from what the same run computed, in one of three kinds (``Result.diagnosis``):
 
-* ``"rs_unstable"``: **no stable replica-symmetric fixed point** near the best point found (a
-  point within ``_NEAR``, residual 0.1, of a fixed point: farther away the checks say nothing about
-  the fixed point). The replica-symmetry checks of :func:`~singlehead.state_evolution.stability` are
-  evaluated there:
-  the smooth replicon ``AT`` (``> 1``: unstable; ``inf`` where the rank cap binds, the formal
+* ``"rs_unstable"``: **no stable replica-symmetric fixed point** near the best point found (one
+  with a residual below ``_NEAR`` = 0.1: farther from a fixed point the checks say nothing about
+  it). The replica-symmetry checks of :func:`~singlehead.state_evolution.stability` are evaluated
+  there: the smooth replicon ``AT`` (``> 1``: unstable; ``inf`` where the rank cap binds, the formal
   replicon of the rank-constrained problem) and the prox-jump share of ``Sigmahat`` (the part of
-  the response carried by jumps of the channel prox between its minima: the SE map is
-  discontinuous there and the replica-symmetric description is at best approximate).
+  the response carried by jumps of the channel prox between its minima: above ``_JUMP_SHARE`` =
+  5 % the SE map is discontinuous enough that the replica-symmetric description is not reliable).
 * ``"quadrature_floor"``: the residual **stalled at the map's own quadrature error**. One SE
   step's quadrature standard error is ``10 residual_floor`` (:func:`~.se_map.residual_floor`);
   a residual below that standard error cannot be lowered reliably without more nodes,
   and a floor above :data:`~.se_map.MAX_FLOOR` cannot certify a fixed point at all.
 * ``"solver_miss"``: neither: the replica-symmetric fixed point looks stable and the residual is
   above the quadrature noise, so the root finder missed it. The details list what every attempt
-  tried: its start (``"warm"`` or ``"cold"``), whether it was the quick warm attempt, the
-  continuation in ``lam`` (from where to where, how far it got), whether the evaluation budget
-  was spent, and the residual it reached.
+  tried: its start (``"warm"`` or ``"cold"``), whether it was the quick warm attempt or the
+  secant fallback, the continuation in ``lam`` (from where to where, how far it got), whether the
+  evaluation budget was spent, and the residual it reached.
 
 The same checks are always all recorded in ``Result.extras["diagnosis_details"]`` (a JSON-ready
 dict: ``cause``, ``residual``, ``tol``, ``residual_floor``, ``quadrature_se``, ``replicon``,
-``prox_jump_share``, ``prox_jump_share_se``, ``cap_binds``, ``prox_converged``, ``attempts``);
+``prox_jump_share``, ``prox_jump_share_se``, ``cap_binds``, ``prox_converged``,
+``stability_error`` (why the replicon could not be evaluated, else ``None``), ``attempts`` (one
+:class:`AttemptRecord` each, as a dict) and, where the driver solved the point again on finer
+nodes, ``refined``);
 the message names the cause and the remedy. A non-symmetric student's state evolution
 (:mod:`.untied`) has no replicon or floor: its diagnosis is a solver miss with its iteration and
 evaluation budget and its continuation.
@@ -47,6 +49,7 @@ __all__ = ["CAUSES", "AttemptRecord", "record_attempt", "diagnose", "diagnose_un
 CAUSES = ("rs_unstable", "quadrature_floor", "solver_miss")
 
 #: a residual below this many of one SE step's quadrature standard errors is at the quadrature noise
+#: (the solver's own stopping rule certifies a point below a tenth of one, the floor)
 _FLOOR_BAND = 1.0
 #: the replica-symmetry checks name the cause only at a best point this close to a fixed point (residual):
 #: far from one (a spent budget, a diverging start) the replicon there says nothing about the fixed point
