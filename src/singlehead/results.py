@@ -62,7 +62,15 @@ class Result:
     * ``converged``: the route's stopping rule fired (optimiser / fixed point / AMP);
     * ``iterations``: optimiser steps, fixed-point map evaluations or AMP iterations;
     * ``runtime_s``: wall-clock seconds of the run;
-    * ``message``: why it stopped, or what went wrong, in words ("" when nothing to say).
+    * ``message``: why it stopped, or what went wrong, in words ("" when nothing to say);
+    * ``diagnosis``: for an unconverged state-evolution result, the cause, one of
+      ``"quadrature_floor"`` (the residual stalled at the SE map's own quadrature error),
+      ``"rs_unstable"`` (no stable replica-symmetric fixed point near the best point: replicon
+      above 1, a binding rank cap, or a large prox-jump share) and ``"solver_miss"`` (the root
+      finder missed a point that looks stable); ``None`` otherwise. ``extras["diagnosis_details"]``
+      holds the checks behind it and what each solve attempt tried
+      (module ``singlehead.state_evolution.diagnosis``); ``message`` says it in words. Written by
+      :meth:`to_dict` only when set, so records without it read back as ``None``.
 
     ``extras`` holds route-specific fields (eigenvalues, order parameters, diagnostics, ...).
 
@@ -91,17 +99,20 @@ class Result:
     runtime_s: float = math.nan
     message: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+    diagnosis: str | None = None
 
     def metrics(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in METRIC_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat JSON-friendly dict: ``source``, ``problem``, metrics, standard fields, then the extras.
+        """Flat JSON-friendly dict: ``source``, ``problem``, metrics, standard fields, ``diagnosis`` (when set), then the extras.
 
         Non-finite floats become ``None`` (JSON ``null``), so the output is strict JSON.
         """
         out: dict[str, Any] = {"source": self.source, "problem": self.problem, **self.metrics(),
                                **{k: getattr(self, k) for k in STANDARD_FIELDS}}
+        if self.diagnosis is not None:  # only unconverged theory results have one (older records: absent)
+            out["diagnosis"] = self.diagnosis
         out.update(self.extras)
         return jsonable(out)
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..problem import Problem, target_from_dict
 from ..runs.cache import result_key
-from ..targets import MPTarget
+from ..targets import MPTarget, PowerLawTarget, UntiedMPTarget
 
 DETERMINISTIC_ROUTES = ("theory", "bayes", "thresholds")
 
@@ -204,3 +204,74 @@ def random_problems(n: int, seed: int = 0) -> list[Problem]:
             noise=float(rng.choice([0.0, 0.1, 0.5, 1.0])), target=MPTarget(float(rng.choice([0.25, 0.5, 1.0]))),
         ))
     return out
+
+
+def random_problems_wide(n: int, seed: int = 0, *, untied_share: float = 0.04) -> list[Problem]:
+    """``n`` random valid problems over a wider domain than :func:`random_problems` (robustness grids).
+
+    Channel (``seq2lab``, ``seq2seq``, ``linear``) x ``T`` in {1, 2, 3} (softmax channels need
+    ``T >= 2``) x student (factorized with rank cap ``kappa`` in {1, 0.5, 0.3}, or direct; a share
+    ``untied_share`` of the softmax problems has the ``untied`` student at ``T = 2`` instead) x
+    ``beta0`` in {1, 2} with ``beta0/beta`` in {1, 2, 1/2} (softmax channels) x ``lam`` log-uniform
+    in ``[1e-5, 5]`` x ``alpha`` log-uniform in ``[3e-3, 20]`` x label noise ``Delta`` in
+    {0, 0.1, 0.5, 1, 2} x target: Marchenko--Pastur (``kappa0`` in {0.25, 0.5, 1}) or power law
+    (``gamma`` in {0.75, 1.25, 2}), half each; an untied student's target is an MP or an untied MP
+    teacher. ``d`` is the ``Problem`` default.
+
+    Parameters
+    ----------
+    n : int
+        Number of problems (>= 0).
+    seed : int
+        Seed of the draws; as for :func:`random_problems`, the grid is a deterministic function of
+        ``(n, seed, untied_share)`` and a shorter grid is a prefix of a longer one.
+    untied_share : float
+        Probability, in ``[0, 1]``, that a softmax problem has the untied student.
+
+    Returns
+    -------
+    list of Problem
+
+    Examples
+    --------
+    >>> from singlehead.experiments.grid import random_problems_wide
+    >>> grid = random_problems_wide(4, seed=1)
+    >>> len(grid), grid[:3] == random_problems_wide(3, seed=1)
+    (4, True)
+    """
+    if int(n) < 0:
+        raise ValueError(f"n must be >= 0 (got {n})")
+    if not 0.0 <= untied_share <= 1.0:
+        raise ValueError(f"untied_share must be in [0, 1] (got {untied_share})")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(int(n)):
+        # every draw is made whatever the branch, so one problem's draws never shift the next one's
+        channel = str(rng.choice(_GRID_CHANNELS))
+        T_draw = int(rng.choice([1, 2, 3]))
+        student = str(rng.choice(_GRID_STUDENTS))
+        kappa = float(rng.choice([1.0, 0.5, 0.3]))
+        beta0 = float(rng.choice([1.0, 2.0]))
+        ratio = float(rng.choice([1.0, 2.0, 0.5]))
+        lam = float(10 ** rng.uniform(-5, math.log10(5)))
+        alpha = float(10 ** rng.uniform(math.log10(3e-3), math.log10(20)))
+        noise = float(rng.choice([0.0, 0.1, 0.5, 1.0, 2.0]))
+        power_law = bool(rng.random() < 0.5)
+        kappa0 = float(rng.choice([0.25, 0.5, 1.0]))
+        gamma = float(rng.choice([0.75, 1.25, 2.0]))
+        untied = bool(rng.random() < untied_share) and channel != "linear"
+        untied_teacher = bool(rng.random() < 0.5)
+        T = T_draw if channel == "linear" else max(T_draw, 2)
+        beta, beta0 = (1.0, 1.0) if channel == "linear" else (beta0 / ratio, beta0)
+        if untied:
+            target = UntiedMPTarget(kappa0) if untied_teacher else MPTarget(kappa0)
+            out.append(Problem(T=2, channel=channel, student="untied", kappa=1.0, beta=beta, beta0=beta0, lam=lam,
+                               alpha=alpha, noise=noise, target=target))
+            continue
+        if student != "factorized":
+            kappa = 1.0
+        target = PowerLawTarget(gamma) if power_law else MPTarget(kappa0)
+        out.append(Problem(T=T, channel=channel, student=student, kappa=kappa, beta=beta, beta0=beta0, lam=lam,
+                           alpha=alpha, noise=noise, target=target))
+    return out
+

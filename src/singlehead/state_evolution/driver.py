@@ -17,12 +17,13 @@ import numpy as np
 from ..problem import Problem
 from ..results import Result
 from ._fixed_point import du_dx, dx_du, to_u
+from .diagnosis import diagnose, diagnose_untied, record_attempt
 from .options import SEOptions, WarmStart, check_symmetric_options
 from .prior import CollapsePoint, PriorModel, collapse_point, prior_model
 from .quadrature import OutputQuadrature
 from .se_map import MapSettings, ProxBranches, SEMap
 from .stages import Attempt, SEState, collapsed_result, solve_attempt
-from .untied import untied_result
+from .untied import UntiedSEOptions, untied_result
 
 __all__ = ["theory", "solve_point", "PointSolution"]
 
@@ -48,8 +49,12 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     init : SEState, WarmStart, (q, m, Sigma), Result or None
         Starting point (e.g. the previous point of a sweep); default ``(Q0/2, 0.4 Q0, 1)``.
         A solve from ``init`` is tried first without the continuation in ``lam``; if it does not
-        converge, the default start runs every stage, then (if still unconverged) ``init`` does, and
-        the first converged solve (else the smallest residual) is kept; ``extras["warm_start_retried"]``
+        converge, the default start runs every stage, then (if still unconverged) ``init`` does, then
+        the default start with secant updates (see ``_attempt_plan``), and the first converged solve
+        (else the smallest residual) is kept. If the kept one stalled at the map's quadrature error
+        (``diagnosis == "quadrature_floor"``) and neither ``quad`` nor ``SEOptions.n_points`` fixed the
+        node set, the point is solved once more on 4 times the nodes per scramble, kept if it converges
+        (``extras["quadrature_refined"]``, and ``extras["n_nodes"]`` counts the nodes used); ``extras["warm_start_retried"]``
         says whether a warm attempt failed, ``extras["evaluations_all_attempts"]`` counts the map
         evaluations of every attempt (``iterations``: those of the kept one).
     quad : OutputQuadrature, optional
@@ -70,7 +75,10 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         :func:`~singlehead.state_evolution.collapse_point`; ``inf`` for direct students), ``collapse_fixed_point``
         (whether it is one at this ``lam``), ``objective`` (the training objective per sample ``L/n = train_error +
         penalty/alpha`` predicted at this fixed point, as ``simulate`` measures it; where several fixed points
-        exist, the ERM minimiser's is the lowest).
+        exist, the ERM minimiser's is the lowest). An unconverged result says why: ``diagnosis``
+        (``"rs_unstable"``, ``"quadrature_floor"`` or ``"solver_miss"``), the cause and remedy in
+        ``message``, and ``extras["diagnosis_details"]`` (the replicon, prox-jump share and floor at the
+        best point, and what each solve attempt tried; module ``singlehead.state_evolution.diagnosis``).
 
     Examples
     --------
@@ -108,11 +116,16 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     """
     if not problem.student.symmetric:
         # a non-symmetric student: the state evolution with a symmetric and an antisymmetric block
-        return PointSolution(untied_result(problem, options=options, prior=prior, quad=quad, init=init))
+        r = untied_result(problem, options=options, prior=prior, quad=quad, init=init)
+        diagnose_untied(problem, r, options if isinstance(options, UntiedSEOptions)
+                        else UntiedSEOptions.from_options(options, problem.student))
+        return PointSolution(r)
     check_symmetric_options(options, problem.student)
     t0 = time.perf_counter()
     o = options
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
+    # the node set is the solver's choice (neither given nor set by n_points): a floor stall may refine it
+    refine = quad is None and o.n_points is None
     if quad is None:
         quad = o.quadrature(problem)
     jacobian, branches = None, None
@@ -129,35 +142,66 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
         r.extras["evaluations_all_attempts"] = 0
         return PointSolution(r)
 
-    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True) -> Attempt:
+    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True,
+              secant: bool = False) -> tuple[Attempt, dict[str, Any]]:
         oa = o if escalate else o.quick_attempt()
+        oa = oa.replace(exact_jacobian=False) if secant else oa
         # each attempt has its own budget; closed-form output sides (no nodes) keep Broyden; with softmax
         # (non-convex) the non-trivial solve is still tried when S = 0 is a fixed point, and if it reaches
         # S = 0 (or fails) the collapsed solution is returned
         settings = MapSettings.from_options(oa, tangent=quad is not None, stop_on_collapse=col.holds)
         tracked = ProxBranches() if branches_ is None else ProxBranches(*(None if b is None else list(b) for b in branches_))
-        return solve_attempt(problem, pm, quad, SEMap(problem, pm, quad, settings, branches=tracked), col, t0, oa,
-                             init=init_, jacobian=jacobian_)
+        trace: dict[str, Any] = {"budget": oa.max_evals}
+        a = solve_attempt(problem, pm, quad, SEMap(problem, pm, quad, settings, branches=tracked), col, t0, oa,
+                          init=init_, jacobian=jacobian_, trace=trace)
+        return a, trace
 
-    plan = _attempt_plan(init, jacobian, branches, cold_first)
+    plan = _attempt_plan(init, jacobian, branches, cold_first, secant_fallback=o.exact_jacobian and quad is not None)
     attempts: list[Attempt] = []
-    warm_failed = False
-    for init_, jac_, br_, escalate in plan:
-        attempts.append(solve(init_, jac_, br_, escalate=escalate))
-        if attempts[-1].converged:
+    warm_failed, records = False, []
+    for init_, jac_, br_, escalate, secant in plan:
+        a, trace = solve(init_, jac_, br_, escalate=escalate, secant=secant)
+        attempts.append(a)
+        records.append(record_attempt(warm=init_ is not None or jac_ is not None, quick=not escalate, secant=secant,
+                                      result=a.result, evaluations=a.map.evaluations, budget=trace["budget"],
+                                      trace=trace))
+        if a.converged:
             break
         warm_failed = warm_failed or init_ is not None or jac_ is not None
     kept = min(attempts, key=lambda a: (not a.converged, a.residual))
     r = kept.result
+    diagnose(problem, r, records, o, quad)  # an unconverged result says why
     r.extras["warm_start_retried"] = warm_failed
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
     r.extras["evaluations_all_attempts"] = int(sum(a.map.evaluations for a in attempts))
     r.runtime_s = time.perf_counter() - t0
+    if refine and r.diagnosis == "quadrature_floor":
+        # the residual stalled at the map's quadrature error: once more on _REFINE times the nodes per scramble
+        finer = o.replace(n_points=_REFINE * o.points(problem))
+        sol2 = solve_point(problem, finer, pm, init, None, cold_first, alpha_tangent, collapse=None)
+        r2 = sol2.result
+        r2.extras["evaluations_all_attempts"] += r.extras["evaluations_all_attempts"]
+        r2.extras["warm_start_retried"] = r2.extras["warm_start_retried"] or warm_failed
+        r2.runtime_s = time.perf_counter() - t0
+        if r2.converged:
+            r2.extras["quadrature_refined"] = True
+            return PointSolution(r2, sol2.warm_start, r2.extras["warm_start_retried"])
+        r.extras["diagnosis_details"]["refined"] = {"n_points": finer.n_points, "residual": r2.extras["residual"],
+                                                    "diagnosis": r2.diagnosis}
+        r.message += f"; solved again on {finer.n_points} nodes per scramble: residual {r2.extras['residual']:.1e}"
+        r.extras["evaluations_all_attempts"] = r2.extras["evaluations_all_attempts"]
+        r.runtime_s = r2.runtime_s
     return PointSolution(r, _next_warm_start(kept, pm.Q0, alpha_tangent), warm_failed)
 
 
-def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool) -> list[tuple]:
-    """The solve attempts ``(init, jacobian, branches, escalate)`` in the order they are tried.
+#: a solve whose residual stalled at the quadrature floor is redone once on this many times the nodes (the
+#: quadrature error falls like 1/sqrt(nodes) or faster for scrambled Sobol nodes: by 2 or more)
+_REFINE = 4
+
+
+def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool, *,
+                  secant_fallback: bool = False) -> list[tuple]:
+    """The solve attempts ``(init, jacobian, branches, escalate, secant)`` in the order they are tried.
 
     A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly
     (``SEOptions.quick_attempt``: no continuation in lam, a short re-solve with every prox start).
@@ -167,11 +211,21 @@ def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_fi
     default start runs the full pipeline, and if that fails too, the warm start does; the first
     converged solve is kept, else the smallest residual. ``cold_first`` (a sweep whose previous
     warm start failed) puts the default start first.
+
+    ``secant_fallback`` (the exact-Jacobian Newton solver on a quadrature output side): when every
+    attempt above fails, the default start once more with Broyden's secant updates instead of exact
+    Jacobians (``exact_jacobian=False``). Where the SE equations have several fixed points, the exact
+    Newton steps can lead into the basin of an unstable one (replicon above 1) that the quadrature
+    noise keeps them from reaching, while the secant solver, whose first steps are damped SE
+    iterations, is drawn to the attracting one. It runs only after every other attempt failed, so
+    no converged result changes.
     """
+    fallback = [(None, None, None, True, True)] if secant_fallback else []
     if init is None and jacobian is None:
-        return [(None, None, None, True)]
-    cold, warm_quick, warm_full = (None, None, None, True), (init, jacobian, branches, False), (init, jacobian, branches, True)
-    return [cold, warm_quick, warm_full] if cold_first else [warm_quick, cold, warm_full]
+        return [(None, None, None, True, False), *fallback]
+    cold, warm_quick = (None, None, None, True, False), (init, jacobian, branches, False, False)
+    warm_full = (init, jacobian, branches, True, False)
+    return [cold, warm_quick, warm_full, *fallback] if cold_first else [warm_quick, cold, warm_full, *fallback]
 
 
 def _next_warm_start(kept: Attempt, Q0: float, alpha_tangent: bool) -> WarmStart | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -79,6 +79,10 @@ class _Solve:
     x: np.ndarray
     jac: np.ndarray | None
     iterations: int = 0
+    # what the stages tried, for the diagnosis of an unconverged result (diagnosis.record_attempt):
+    # "stopped_by" ("budget" / "floor"), "continuation" ({"from", "to", "reached", "completed"} in lam),
+    # "tracked_residual" and "union_resolve_from" (the re-solve with every prox start, from that residual)
+    trace: dict[str, Any] = field(default_factory=dict)
 
 
 def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol: float, max_iter: int,
@@ -151,6 +155,8 @@ def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
     lam_end = lam if lam > 0 else 1e-6 * o.tuning.continuation_from
     n_lams = int(math.ceil(o.tuning.continuation_per_decade * math.log10(o.tuning.continuation_from / lam_end))) + 1
     xs, js = F.default_start(), None
+    s.trace["continuation"] = trace = {"from": o.tuning.continuation_from, "to": lam_end, "reached": None,
+                                       "completed": False}
     for lv in np.geomspace(o.tuning.continuation_from, lam_end, n_lams):
         if not F.has_budget():
             return
@@ -160,21 +166,26 @@ def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
         if not rl < o.tuning.accept_coarse:
             return
         xs, js = xl, (jl if jl is not None else js)
+        trace["reached"] = float(lv)
+    trace["completed"] = True
     r2, x2, j2, it2 = _solve(F, xs, o, js, tol=o.tol, max_iter=o.max_iter)
     s.iterations += it2
     if r2 < s.r:
         s.r, s.x, s.jac = r2, x2, (j2 if j2 is not None else js)
 
 
-def fixed_point_stage(F: SEMap, x: np.ndarray, jacobian: np.ndarray | None, o: SEOptions, *, warm: bool) -> _Solve:
-    """Coarse -> full -> continuation; on a spent budget or at the quadrature floor, the best point seen."""
-    s = _Solve(math.inf, x, jacobian)
+def fixed_point_stage(F: SEMap, x: np.ndarray, jacobian: np.ndarray | None, o: SEOptions, *, warm: bool,
+                      trace: dict[str, Any] | None = None) -> _Solve:
+    """Coarse -> full -> continuation; on a spent budget or at the quadrature floor, the best point seen.
+    ``trace``: a dict the stages fill with what they tried (``_Solve.trace``)."""
+    s = _Solve(math.inf, x, jacobian, trace=trace if trace is not None else {})
     try:
         if not warm or jacobian is None:
             coarse_stage(F, s, o, warm=warm)
         full_stage(F, s, o)
         continuation_stage(F, s, o)
-    except (BudgetExhausted, AtQuadratureFloor):
+    except (BudgetExhausted, AtQuadratureFloor) as stop:
+        s.trace["stopped_by"] = "budget" if isinstance(stop, BudgetExhausted) else "floor"
         r, xb = F.best_point()
         if xb is not None:
             s.r, s.x = r, xb
@@ -204,8 +215,10 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
     fx, out, pr = F(x, mode="union")
     residual = step_residual(x, fx, Q0)
     floor = F.floor_at(x, out) if residual >= o.tol else math.nan
+    s.trace["tracked_residual"] = float(s.r)  # the stages' residual, on the tracked prox branches
     if s.r < o.tuning.accept_coarse and residual >= o.tol and not below_floor(residual, floor) and not problem.channel.convex_prox \
             and math.isfinite(residual) and F.has_budget():
+        s.trace["union_resolve_from"] = float(residual)
         F.start_union_resolve(floor, o.tuning.union_max_evals)
         n0 = F.evaluations
         try:
@@ -339,12 +352,14 @@ class Attempt:
 
 
 def solve_attempt(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: SEMap, col: CollapsePoint,
-                  t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None) -> Attempt:
+                  t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None,
+                  trace: dict[str, Any] | None = None) -> Attempt:
     """One solve attempt: set-up -> fixed point -> diagnostics -> result (the collapsed result when
-    ``S = 0`` is a fixed point and no non-trivial one was found)."""
+    ``S = 0`` is a fixed point and no non-trivial one was found). ``trace``: filled with what the
+    fixed-point stages tried (for :mod:`.diagnosis`)."""
     try:
         x = start_point(init, pm.Q0)
-        s = fixed_point_stage(F, x, jacobian, o, warm=init is not None)
+        s = fixed_point_stage(F, x, jacobian, o, warm=init is not None, trace=trace)
         dg = diagnostics_stage(F, s, o)
         if col.holds and not (dg.converged and dg.x[0] > Q_FLOOR * pm.Q0):
             raise DrivenToCollapse
