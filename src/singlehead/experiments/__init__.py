@@ -1,4 +1,5 @@
-"""Experiments: declarative grids, cached and parallel execution, figures and the HTML report.
+"""Experiments: declarative grids, the figures of the reproduction and the HTML report (their jobs run
+through the one runner, :mod:`singlehead.runs`).
 
 Nothing below this package knows about files, progress bars or the CLI.
 """

@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 
 from ..analysis.finite_size import FiniteSizeGaps, finite_size_gaps
 from ..problem import Problem
+from ..runs import Job
 from .compare import extrapolation_p_value, records_to_frame
 from .figspec import BASE, Context, FigureDef, FigureRun, _params_text, new_figure, problem_params, register
-from .grid import Job
 from .spec import FigureSpec, check_same_length
 
 POOR_FIT_P = 0.01  # a fit with chi2 p-value below this is called poor in the agreement rows

@@ -13,10 +13,10 @@ from matplotlib.figure import Figure
 
 from ..problem import MPTarget, Problem
 from ..results import stable_hash
+from ..runs import Job
 from ..thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
 from .compare import agreement, records_to_frame
 from .figspec import Context, FigureDef, FigureRun, _mean_se, _params_text, new_figure, problem_params, register
-from .grid import Job
 from .rs_diagnostic import (
     RSPoint,
     criterion_text,
