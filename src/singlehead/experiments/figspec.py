@@ -216,7 +216,8 @@ def new_figure(nrows: int, ncols: int, *, figsize: tuple[float, float], **kwargs
 BASE = dict(T=2, noise=0.5, lam=0.01, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab")
 
 
-def _params_text(params: dict[str, Any]) -> str:
+def params_text(params: dict[str, Any]) -> str:
+    """``"k1=v1, k2=v2"``: a figure's stated parameters in one line (captions and titles)."""
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
@@ -228,13 +229,13 @@ def problem_params(problem: Problem, *extra: tuple[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and standard error over seeds per ``by`` value (failed runs, with NaN metrics, are left out)."""
     g = df.dropna(subset=[qty]).groupby(by)[qty]
     m, s, k = g.mean(), g.std(ddof=1), g.size()
     return m.index.values, m.values, (s / np.sqrt(k)).fillna(0.0).values
 
 
-def _result_from_record(rec: dict[str, Any]):
+def result_from_record(rec: dict[str, Any]):
     """Rebuild a theory :class:`Result` from its cached record (for analysis functions)."""
     return Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})
