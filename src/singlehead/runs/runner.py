@@ -253,6 +253,15 @@ class Workers:
     ----------
     workers : int
         Number of processes, ``>= 1``; ``-1`` (or any value ``< 1`` other than 0): every core.
+
+    Examples
+    --------
+    >>> from singlehead.runs import Workers
+    >>> from singlehead.threads import available_cores
+    >>> pool = Workers(2)                       # nothing starts before the first task
+    >>> pool.workers, Workers(-1).workers == available_cores()
+    (2, True)
+    >>> pool.close()
     """
 
     def __init__(self, workers: int) -> None:
@@ -472,7 +481,15 @@ def run_calls(tasks: dict[str, Callable[[], Any]], *, workers: int | Workers = 1
     order, one task per dispatch in the caller's order, so callers put the dearest first).
 
     For in-process values that are not routes (curves, phase diagrams); the callables must be
-    picklable for workers (``functools.partial`` of module-level functions).
+    picklable for workers (``functools.partial`` of module-level functions). ``workers`` as in
+    :func:`stream`; local workers never outnumber the tasks.
+
+    Examples
+    --------
+    >>> import functools
+    >>> from singlehead.runs import run_calls
+    >>> dict(run_calls({"a": functools.partial(pow, 2, 3), "b": functools.partial(pow, 3, 2)}))
+    {'a': 8, 'b': 9}
     """
     if not isinstance(workers, Workers) and (workers == 1 or len(tasks) < 2):
         for name, f in tasks.items():
