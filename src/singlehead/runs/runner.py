@@ -26,7 +26,6 @@ Local workers are :class:`Workers` (loky processes, reused between calls, starte
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import sys
 import time
 import warnings
@@ -284,7 +283,8 @@ class Workers:
         self._executor = get_reusable_executor(max_workers=self.workers, env=self._env, timeout=600)
         return self._executor
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on a worker: a ``concurrent.futures.Future``."""
         return self.executor.submit(fn, *args)
 
     def close(self) -> None:
@@ -304,6 +304,8 @@ class _Local:
         return self.workers.submit(fn, *args)
 
     def wait(self, pending: set[Any]) -> set[Any]:
+        import concurrent.futures as cf  # only parallel runs need it (spares a command-line point the import)
+
         done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
         return done
 
@@ -500,6 +502,8 @@ def run_calls(tasks: dict[str, Callable[[], Any]], *, workers: int | Workers = 1
     else:  # no more processes than tasks
         pool = Workers(min(workers if workers > 0 else available_cores(), len(tasks)))
         configure(workers=pool.workers)
+    import concurrent.futures as cf
+
     futs = {pool.submit(_named_call, name, f): name for name, f in tasks.items()}
     pending = set(futs)
     try:
