@@ -188,3 +188,41 @@ def test_phase_diagram_hatches_unconverged_cells():
     assert hatched[0].get_y() < 1e-3 < hatched[0].get_y() + hatched[0].get_height()
     assert "SE unconverged (1)" in [t.get_text() for t in a.get_legend().get_texts()]
     assert sorted(t.get_text().split("\n")[0] for t in b.texts) == ["0.60", "0.70", "0.80"]
+
+
+def test_stream_yields_as_it_goes_and_stops_between_points(tmp_path):
+    """The runner's stream: the cached records first, then a warm-started chain point by point; once ``alive``
+    turns false no further point is solved (and what was computed is cached); a rerun completes the chain from
+    the cached neighbour, at the fixed points of the uninterrupted chain (solver tolerance)."""
+    from singlehead.runs import Job, stream
+
+    jobs = [Job("theory", Problem(T=2, noise=0.5, lam=0.01, alpha=a)) for a in (0.3, 0.5, 0.8, 1.2)]
+    cache = Cache(tmp_path)
+    got = []
+    for rec in stream(jobs, cache, alive=lambda: len(got) < 2):
+        got.append(rec)
+    assert [r["problem"]["alpha"] for r in got] == [0.3, 0.5]
+    assert [cache.get(j.key) is not None for j in jobs] == [True, True, False, False]
+    rest = list(stream(jobs, cache))
+    assert [r["problem"]["alpha"] for r in rest] == [0.3, 0.5, 0.8, 1.2]
+    full = list(stream(jobs, Cache(None)))
+    for a, b in zip(rest, full):
+        assert a["test_error"] == pytest.approx(b["test_error"], rel=1e-5)
+
+
+def test_stream_refuses_bad_chunks():
+    from singlehead.runs import Job, stream
+
+    with pytest.raises(ValueError, match="chunks"):
+        list(stream([Job("theory", Problem(alpha=a)) for a in (0.5, 1.0)], Cache(None), workers=2, chunks=[0]))
+
+
+def test_dask_runs_theory_chains(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    jobs = expand_grid({"route": "theory", "base": {"T": 2, "noise": 0.5}, "sweep": {"alpha": [0.3, 0.6, 1.0]}})
+    serial = run_jobs(jobs, Cache(tmp_path / "a"), progress=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        recs = run_jobs(jobs, Cache(tmp_path / "b"), scheduler=cluster.scheduler_address, progress=False)
+    assert [r["key"] for r in recs] == [j.key for j in jobs]
+    assert [r["test_error"] for r in recs] == pytest.approx([r["test_error"] for r in serial], rel=1e-9)

@@ -382,6 +382,7 @@ def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, sch
     """
     jobs = list(jobs)
     alive = alive or (lambda: True)
+    size = _chunk_sizes(chunks)  # validated before anything runs
     todo: set[str] = set()
     for j in jobs:
         rec = cache.get(j.key)
@@ -405,7 +406,7 @@ def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, sch
         if pool is not workers:  # a run of its own: this process idles meanwhile, under the same policy
             configure(workers=parts)
     try:
-        yield from _stream_futures(backend, jobs, todo, cache, alive, parts, _chunk_sizes(chunks), min_piece)
+        yield from _stream_futures(backend, jobs, todo, cache, alive, parts, size, min_piece)
     finally:
         backend.close()
 
