@@ -21,7 +21,7 @@ from _reference import reference_seconds  # benchmarks/ is on sys.path when run 
 
 from singlehead.experiments import figspec
 from singlehead.experiments.figspec import FIGURES, Context, Preset, build
-from singlehead.experiments.runner import Cache
+from singlehead.runs import Cache
 
 
 class _Timed(Exception):

@@ -4,7 +4,7 @@ Each ``studies/<name>/`` holds ``study.py`` (``main(quick)`` and a command line)
 (the question, the method, how to run it, the conclusion) and ``results/`` (the committed
 outputs). Run one from the repository root with ``python -m studies <name> [--quick]``; list them
 with ``python -m studies``. Studies use only the public API of ``singlehead`` and cache their runs
-in the library's result cache (:class:`singlehead.experiments.Cache`) under ``runs/studies/<name>``.
+in the library's result cache (:class:`singlehead.runs.Cache`) under ``runs/studies/<name>``.
 """
 
 from __future__ import annotations

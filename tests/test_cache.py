@@ -16,7 +16,7 @@ import pytest
 import singlehead.runs.cache as cache_module
 from singlehead import Problem
 from singlehead.experiments import Job, expand_grid, run_jobs
-from singlehead.experiments import runner
+from singlehead.runs import runner
 from singlehead.experiments.figspec import Context
 from singlehead.runs import Cache, result_key, value_key
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from singlehead.experiments import Cache, expand_grid, load_grid, run_jobs
-from singlehead.experiments import runner
+from singlehead.runs import runner
 from singlehead.problem import MPTarget, Problem
 
 GRID = {
@@ -103,8 +103,8 @@ def test_dask_local_cluster_path(tmp_path):
 
 def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
     jobs = expand_grid({**GRID, "sweep": {"alpha": [0.5]}, "seeds": [0, 1]})
-    import singlehead.experiments.routes as routes
-    import singlehead.experiments.runner as runner
+    import singlehead.runs.routes as routes
+    import singlehead.runs.runner as runner
 
     real = routes.run_simulation
 
@@ -124,7 +124,7 @@ def test_cached_many_runs_missing_values_on_workers_and_caches_each(tmp_path):
     import functools
 
     from singlehead.experiments.figspec import Context
-    from singlehead.experiments.runner import Cache
+    from singlehead.runs import Cache
 
     ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
     ctx.cached("a", functools.partial(pow, 2, 3))  # already cached: not recomputed
@@ -146,7 +146,7 @@ def test_cached_many_keeps_what_finished_when_another_task_fails(tmp_path):
     import functools
 
     from singlehead.experiments.figspec import Context
-    from singlehead.experiments.runner import Cache
+    from singlehead.runs import Cache
 
     ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
     with pytest.raises(RuntimeError, match="interrupted"):
@@ -156,19 +156,19 @@ def test_cached_many_keeps_what_finished_when_another_task_fails(tmp_path):
 
 
 def test_dearest_jobs_are_dispatched_first():
-    """The dispatch order (runner._cost_estimate) ranks fits by n T^2 d^2 per evaluation, more iterations at small
+    """The dispatch order (runner.cost_estimate) ranks fits by n T^2 d^2 per evaluation, more iterations at small
     lam and for Adam; theory points last. The order never changes a record (cache keys are the jobs')."""
-    from singlehead.experiments.grid import Job
-    from singlehead.experiments.runner import _cost_estimate
+    from singlehead.runs import Job
+    from singlehead.runs.runner import cost_estimate
 
     base = dict(T=2, noise=0.5)
     lbfgs, adam = (("optimizer", "lbfgs"),), (("optimizer", "adam"),)
     peak = Job("simulation", Problem(d=100, alpha=0.2, lam=1e-5, **base), 0, lbfgs)
     easy = Job("simulation", Problem(d=100, alpha=1.0, lam=1e-2, **base), 0, lbfgs)
     small = Job("simulation", Problem(d=40, alpha=1.0, lam=1e-2, **base), 0, lbfgs)
-    assert _cost_estimate(peak) > _cost_estimate(easy) > _cost_estimate(small) > 0
-    assert _cost_estimate(Job("simulation", easy.problem, 0, adam)) > _cost_estimate(easy)
-    assert _cost_estimate(Job("theory", easy.problem)) == 0.0
+    assert cost_estimate(peak) > cost_estimate(easy) > cost_estimate(small) > 0
+    assert cost_estimate(Job("simulation", easy.problem, 0, adam)) > cost_estimate(easy)
+    assert cost_estimate(Job("theory", easy.problem)) == 0.0
 
 
 def test_phase_diagram_hatches_unconverged_cells():
@@ -188,3 +188,41 @@ def test_phase_diagram_hatches_unconverged_cells():
     assert hatched[0].get_y() < 1e-3 < hatched[0].get_y() + hatched[0].get_height()
     assert "SE unconverged (1)" in [t.get_text() for t in a.get_legend().get_texts()]
     assert sorted(t.get_text().split("\n")[0] for t in b.texts) == ["0.60", "0.70", "0.80"]
+
+
+def test_stream_yields_as_it_goes_and_stops_between_points(tmp_path):
+    """The runner's stream: the cached records first, then a warm-started chain point by point; once ``alive``
+    turns false no further point is solved (and what was computed is cached); a rerun completes the chain from
+    the cached neighbour, at the fixed points of the uninterrupted chain (solver tolerance)."""
+    from singlehead.runs import Job, stream
+
+    jobs = [Job("theory", Problem(T=2, noise=0.5, lam=0.01, alpha=a)) for a in (0.3, 0.5, 0.8, 1.2)]
+    cache = Cache(tmp_path)
+    got = []
+    for rec in stream(jobs, cache, alive=lambda: len(got) < 2):
+        got.append(rec)
+    assert [r["problem"]["alpha"] for r in got] == [0.3, 0.5]
+    assert [cache.get(j.key) is not None for j in jobs] == [True, True, False, False]
+    rest = list(stream(jobs, cache))
+    assert [r["problem"]["alpha"] for r in rest] == [0.3, 0.5, 0.8, 1.2]
+    full = list(stream(jobs, Cache(None)))
+    for a, b in zip(rest, full):
+        assert a["test_error"] == pytest.approx(b["test_error"], rel=1e-5)
+
+
+def test_stream_refuses_bad_chunks():
+    from singlehead.runs import Job, stream
+
+    with pytest.raises(ValueError, match="chunks"):
+        list(stream([Job("theory", Problem(alpha=a)) for a in (0.5, 1.0)], Cache(None), workers=2, chunks=[0]))
+
+
+def test_dask_runs_theory_chains(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    jobs = expand_grid({"route": "theory", "base": {"T": 2, "noise": 0.5}, "sweep": {"alpha": [0.3, 0.6, 1.0]}})
+    serial = run_jobs(jobs, Cache(tmp_path / "a"), progress=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        recs = run_jobs(jobs, Cache(tmp_path / "b"), scheduler=cluster.scheduler_address, progress=False)
+    assert [r["key"] for r in recs] == [j.key for j in jobs]
+    assert [r["test_error"] for r in recs] == pytest.approx([r["test_error"] for r in serial], rel=1e-9)

@@ -202,11 +202,22 @@ def test_mp_default_target_matches_problem_default():
 
 
 def test_worker_processes_give_the_same_points_and_bayes_curve():
-    from singlehead.explore.parallel import segments
+    from singlehead.runs import Cache, Job
+    from singlehead.runs.runner import theory_chains
 
-    assert segments([0, 1, 2, 3, 4, 5, 6], 2) == [[0, 1, 2, 3], [4, 5, 6]]
-    assert segments([0, 1, 4, 5, 6], 3) == [[0, 1], [4, 5], [6]]
-    assert segments([3], 4) == [[3]]
+    jobs = [Job("theory", Problem(alpha=0.1 * (k + 1))) for k in range(7)]
+
+    def cut(todo, parts, cache=None):  # the runner's segments of the grid points to compute, as indices
+        chains, rest = theory_chains(jobs, {jobs[k].key for k in todo}, parts, min_piece=1, cache=cache)
+        return [[jobs.index(j) for j in seg] for _, seg, _ in chains], [jobs.index(j) for j in rest]
+
+    assert cut(range(7), 2) == ([[0, 1, 2, 3], [4, 5, 6]], [])
+    cache = Cache(None)
+    cache.put({"key": jobs[3].key, "test_error": 0.5})  # a cached point starts the segment after it
+    assert cut([0, 1, 4, 5, 6], 3, cache) == ([[0, 1], [4, 5], [6]], [])
+    assert [init for *_, init in theory_chains(jobs, {jobs[k].key for k in (0, 1, 4, 5, 6)}, 3, 1, cache)[0]] == [
+        None, cache.get(jobs[3].key), None]
+    assert cut([3], 4) == ([], [3])  # one point: a cold solve, no chain
     from singlehead import bayes_optimal
 
     view = parse_view(SMALL)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from singlehead.spectra import MarchenkoPastur, free_convolve_semicircle
-from singlehead.spectra._mp_engines import _MPEngine, _quartic_discriminant, _quartic_roots
+from singlehead.spectra._mp_engines import MPEngine, _quartic_discriminant, _quartic_roots
 from singlehead.spectra._mp_reference import _quartic_polynomial, reference_routes
 from singlehead.spectra._numerics import cubic_roots, cubic_roots_fast
 from singlehead.spectra.prior_model import PriorModel
@@ -76,9 +76,9 @@ def test_bulks_identical_to_reference(kappa0):
     """Edges, panel breaks and the bulk decisions at the mid-points are bit-identical."""
     law = MarchenkoPastur(kappa0)
     for v in np.geomspace(1e-9, 1e4, 40):
-        new = _MPEngine(law, v, 64)
+        new = MPEngine(law, v, 64)
         with reference_routes():
-            ref = _MPEngine(law, v, 64)
+            ref = MPEngine(law, v, 64)
         assert len(new.bulks) == len(ref.bulks)
         for a, b in zip(new.bulks, ref.bulks):
             assert (a.t_lo, a.t_hi) == (b.t_lo, b.t_hi)

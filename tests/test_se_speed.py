@@ -89,13 +89,13 @@ def test_evaluation_budget_bounds_the_work():
 
 
 def test_theory_chains_in_the_runner_match_single_jobs(tmp_path):
-    from singlehead.experiments.grid import Job
-    from singlehead.experiments.runner import Cache, _theory_chains, run_jobs
+    from singlehead.runs import Cache, Job, run_jobs
+    from singlehead.runs.runner import theory_chains
 
     st = (("n_points", 256),)
     ps = [Problem(T=2, alpha=a, noise=0.5, lam=0.01, target=MPTarget(0.5)) for a in (0.5, 0.2, 0.3)]
     jobs = [Job("theory", p, None, st) for p in ps] + [Job("theory", ps[0].replace(lam=0.1), None, st)]
-    chains, rest = _theory_chains(jobs, 1)
+    chains, rest = theory_chains(jobs, {j.key for j in jobs})
     assert len(chains) == 1 and [j.problem.alpha for j in chains[0][1]] == [0.2, 0.3, 0.5] and len(rest) == 1
     cache = Cache(tmp_path / "c")
     recs = run_jobs(jobs, cache, progress=False)

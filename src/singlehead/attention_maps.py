@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 __all__ = ["pair_embedding", "untied_embedding", "vec_to_mat", "mat_to_vec", "shift_direction", "softmax_rows",
-           "softmax_fit_loss"]
+           "softmax_fit_loss", "SQRT2", "t2_rows"]
 
 
 @lru_cache(maxsize=None)
@@ -222,7 +222,8 @@ def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: 
     return val, grad, hess
 
 
-_SQRT2 = math.sqrt(2.0)
+#: ``sqrt(2)``: the diagonal weight of the ``T = 2`` pair embedding, shared with :mod:`singlehead.prox_t2`.
+SQRT2 = math.sqrt(2.0)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -231,7 +232,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-def _t2_rows(D0: np.ndarray, D1: np.ndarray, y0: np.ndarray, y0o: np.ndarray, y1: np.ndarray, y1o: np.ndarray,
+def t2_rows(D0: np.ndarray, D1: np.ndarray, y0: np.ndarray, y0o: np.ndarray, y1: np.ndarray, y1o: np.ndarray,
              beta: float, order: int) -> tuple:
     """The two row losses of the ``T = 2`` softmax fit at row differences ``D0, D1`` (:func:`_softmax_fit_loss_t2`):
     ``(value, f'_0, f'_1, f''_0, f''_1)`` per node, the derivatives in ``D_a`` up to ``order`` (``None`` above it);
@@ -265,29 +266,29 @@ def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
     ``g_1 = (0, -1, sqrt2)`` (the gradients of ``D_a``). All operations act on ``(N,)`` vectors.
     """
     N = h.shape[0]
-    val, f0, f1, ff0, ff1 = _t2_rows(_SQRT2 * h[:, 0] - h[:, 1], _SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1],
+    val, f0, f1, ff0, ff1 = t2_rows(SQRT2 * h[:, 0] - h[:, 1], SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1],
                                      Y[:, 1, 1], Y[:, 1, 0], beta, order)
     if order == 0:
         return val, None, None
     grad = np.empty((N, 3))
-    grad[:, 0] = _SQRT2 * f0
+    grad[:, 0] = SQRT2 * f0
     grad[:, 1] = -(f0 + f1)
-    grad[:, 2] = _SQRT2 * f1
+    grad[:, 2] = SQRT2 * f1
     if order == 1:
         return val, grad, None
     hess = np.empty((N, 3, 3))
     hess[:, 0, 0] = 2.0 * ff0
-    hess[:, 0, 1] = hess[:, 1, 0] = -_SQRT2 * ff0
+    hess[:, 0, 1] = hess[:, 1, 0] = -SQRT2 * ff0
     hess[:, 0, 2] = hess[:, 2, 0] = 0.0
     hess[:, 1, 1] = ff0 + ff1
-    hess[:, 1, 2] = hess[:, 2, 1] = -_SQRT2 * ff1
+    hess[:, 1, 2] = hess[:, 2, 1] = -SQRT2 * ff1
     hess[:, 2, 2] = 2.0 * ff1
     return val, grad, hess
 
 
 def _t2_row_curvatures(h: np.ndarray, Y: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
     """The second derivatives ``f''_a`` of the two row losses along ``D_a`` (:func:`_softmax_fit_loss_t2`)."""
-    return _t2_rows(_SQRT2 * h[:, 0] - h[:, 1], _SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1],
+    return t2_rows(SQRT2 * h[:, 0] - h[:, 1], SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1],
                     Y[:, 1, 0], beta, 2)[3:]
 
 
@@ -304,7 +305,7 @@ def softmax_t2_prox_convex(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: flo
 
 
 #: ``c* = -min f''_a / beta^2`` over every row state and label at ``T = 2``: with labels ``y' = 1 - y`` (rows of a
-#: softmax), ``f''/beta^2 = 4 s (1 - s) (1 - 2 s) (s - y) + 4 s^2 (1 - s)^2`` (:func:`_t2_rows`), linear in ``y``, so
+#: softmax), ``f''/beta^2 = 4 s (1 - s) (1 - 2 s) (s - y) + 4 s^2 (1 - s)^2`` (:func:`t2_rows`), linear in ``y``, so
 #: its minimum over ``y in [0, 1]`` sits at ``y = 0`` or ``1``; both give ``-0.2404088069094`` (at ``s = 0.8644``
 #: and ``0.1356``; bounded scalar minimisation to 1e-14). Rounded up.
 T2_ROW_CURVATURE_BOUND = 0.240408807
@@ -339,8 +340,8 @@ def softmax_t2_prox_forms(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: floa
     if not np.all(np.abs(det) > 1e-12 * (np.abs(a00 * a11) + np.abs(d0 * d1))):
         return None
     k00, k01, k11 = d0 * a11 / det, -d0 * d1 / det, d1 * a00 / det
-    C0 = _SQRT2 * V[:, :, 0] - V[:, :, 1]  # (N, k): c_0 of every field
-    C1 = _SQRT2 * V[:, :, 2] - V[:, :, 1]
+    C0 = SQRT2 * V[:, :, 0] - V[:, :, 1]  # (N, k): c_0 of every field
+    C1 = SQRT2 * V[:, :, 2] - V[:, :, 1]
     N = h.shape[0]
     plain = np.tensordot(V, V, axes=([0, 2], [0, 2]))
     KC0 = k00[:, None] * C0 + k01[:, None] * C1  # K c, row by row
@@ -356,7 +357,7 @@ def _softmax_fit_loss_t2_untied(h: np.ndarray, Y: np.ndarray, beta: float, order
     ``D_0 = sqrt2 s_00 - s_01 - w`` and ``D_1 = sqrt2 s_11 - s_01 + w``, with gradients
     ``g_0 = (sqrt2, -1, 0, -1)``, ``g_1 = (0, -1, sqrt2, 1)``; the rest is :func:`_softmax_fit_loss_t2`'s.
     """
-    g = np.array([[_SQRT2, -1.0, 0.0, -1.0], [0.0, -1.0, _SQRT2, 1.0]])
+    g = np.array([[SQRT2, -1.0, 0.0, -1.0], [0.0, -1.0, SQRT2, 1.0]])
     Dm = h @ g.T
     s0, s1 = _sigmoid(beta * Dm[:, 0]), _sigmoid(beta * Dm[:, 1])
     a0, b0, a1, b1 = s0 - Y[:, 0, 0], 1.0 - s0 - Y[:, 0, 1], s1 - Y[:, 1, 1], 1.0 - s1 - Y[:, 1, 0]

@@ -27,13 +27,13 @@ from typing import Callable
 import numpy as np
 
 from ._newton_steps import rowdot, run_newton, saddle_free_step
-from .attention_maps import _SQRT2, _t2_rows
+from .attention_maps import SQRT2, t2_rows
 
 __all__ = ["newton_t2"]
 
 # rows e_1, e_2 of the basis of the plane the loss depends on, and the shift direction u
-_PLANE = np.array([[1.0 / _SQRT2, 0.0, -1.0 / _SQRT2], [0.5, -0.5 * _SQRT2, 0.5]])
-_SHIFT = np.array([0.5, 0.5 * _SQRT2, 0.5])
+_PLANE = np.array([[1.0 / SQRT2, 0.0, -1.0 / SQRT2], [0.5, -0.5 * SQRT2, 0.5]])
+_SHIFT = np.array([0.5, 0.5 * SQRT2, 0.5])
 # Cholesky pivot floor of the 2 x 2 Newton system, relative to the prox curvature 1/Sigma (as the
 # generic Newton's)
 _PD_FLOOR = 1e-8
@@ -41,13 +41,13 @@ _PD_FLOOR = 1e-8
 
 def _row_derivs(c: np.ndarray, Yc: np.ndarray, beta: float, order: int):
     """Fit loss per node at plane coordinates ``c`` (``(n, 2)``): value, with ``order >= 1`` the row
-    derivatives ``f'_0, f'_1`` and with ``order 2`` the curvatures ``f''_0, f''_1`` in ``D_0, D_1`` (:func:`_t2_rows`).
+    derivatives ``f'_0, f'_1`` and with ``order 2`` the curvatures ``f''_0, f''_1`` in ``D_0, D_1`` (:func:`t2_rows`).
 
     ``Yc`` holds each node's labels ``(Y_00, Y_01, Y_11, Y_10)`` as ``(n, 4)``; the formulas are those of
     :func:`~singlehead.attention_maps._softmax_fit_loss_t2`.
     """
-    c2 = _SQRT2 * c[:, 1]
-    return _t2_rows(c2 + c[:, 0], c2 - c[:, 0], Yc[:, 0], Yc[:, 1], Yc[:, 2], Yc[:, 3], beta, order)
+    c2 = SQRT2 * c[:, 1]
+    return t2_rows(c2 + c[:, 0], c2 - c[:, 0], Yc[:, 0], Yc[:, 1], Yc[:, 2], Yc[:, 3], beta, order)
 
 
 def _direction(g: np.ndarray, ff0: np.ndarray, ff1: np.ndarray, inv: np.ndarray) -> np.ndarray:
@@ -55,7 +55,7 @@ def _direction(g: np.ndarray, ff0: np.ndarray, ff1: np.ndarray, inv: np.ndarray)
     ``A = f''_0 + f''_1``, ``B = f''_0 - f''_1``: by Cramer's rule where it is positive definite (pivots above
     ``1e-8 inv``), else the saddle-free step of the generic Newton (``|eigenvalues|`` floored at ``1e-3 inv``)."""
     A, B = ff0 + ff1, ff0 - ff1
-    m11, m22, m12 = inv + A, inv + 2.0 * A, _SQRT2 * B
+    m11, m22, m12 = inv + A, inv + 2.0 * A, SQRT2 * B
     det = m11 * m22 - m12 * m12
     floor = _PD_FLOOR * inv
     pd = (m11 > floor) & (det > floor * m11)
@@ -83,7 +83,7 @@ def newton_t2(beta: float) -> Callable:
         fit, f0, f1, ff0, ff1 = _row_derivs(c, Yc, beta, 2)
         grad = np.empty_like(c)
         grad[:, 0] = f0 - f1
-        grad[:, 1] = _SQRT2 * (f0 + f1)
+        grad[:, 1] = SQRT2 * (f0 + f1)
         return fit, grad, (ff0, ff1)
 
     def run(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, tol: float, max_iter: int):

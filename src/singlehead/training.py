@@ -14,6 +14,8 @@ from typing import Callable
 
 import torch
 from torch import nn
+# kept private: torch's strong-Wolfe line search (the one its L-BFGS uses) has no public name, and the
+# full-batch L-BFGS below drives it itself
 from torch.optim.lbfgs import _strong_wolfe
 
 from .data import Sequences

@@ -23,7 +23,7 @@ import numpy as np
 
 from singlehead.analysis.finite_size import extrapolate_to_infinite_d
 from singlehead import MPTarget, Problem, theory_curve
-from singlehead.experiments import Cache, Job, run_jobs
+from singlehead.runs import Cache, Job, run_jobs
 from singlehead.state_evolution import stability
 from studies import echo_into, study_parser, write_table
 

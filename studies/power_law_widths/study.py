@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from singlehead.experiments import Cache, Job, run_jobs
+from singlehead.runs import Cache, Job, run_jobs
 from singlehead.problem import PowerLawTarget, Problem
 from studies import echo_into, study_parser, write_table
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from singlehead import MPTarget, Problem
-from singlehead.experiments import Cache, Job, run_jobs
+from singlehead.runs import Cache, Job, run_jobs
 from singlehead.experiments.compare import agreement, records_to_frame
 from studies import study_parser, write_table
 

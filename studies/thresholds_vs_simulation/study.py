@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from singlehead import MPTarget, Problem, interpolation_threshold, perfect_recovery_threshold
-from singlehead.experiments import Cache, Job, run_jobs
+from singlehead.runs import Cache, Job, run_jobs
 from studies import study_parser, write_table
 
 HERE = Path(__file__).resolve().parent

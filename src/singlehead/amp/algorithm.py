@@ -20,12 +20,12 @@ from ..problem import Problem
 from ..prox import mat_to_vec
 from ..results import Result
 from ..simulation import measure_estimate
-from .denoisers import _RIE, _penalty_denoiser
+from .denoisers import RIE, penalty_denoiser
 from .operator import SensingOperator
 from .output import (
-    _attention_labels,
-    _BayesOutput,
-    _ErmOutput,
+    attention_labels,
+    BayesOutput,
+    ErmOutput,
     erm_objective,
 )
 
@@ -210,7 +210,7 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
     X = data.X.detach().cpu().numpy().astype(np.float64)
     Yraw = data.y.detach().cpu().numpy().astype(np.float64)
     op = SensingOperator(X)
-    Ylab = _attention_labels(problem, data)
+    Ylab = attention_labels(problem, data)
     S0n = None if S0 is None else np.asarray(S0.numpy() if isinstance(S0, torch.Tensor) else S0, dtype=float)
     if bayes:
         law = problem.target.spectral_law(problem.d).engine
@@ -219,14 +219,14 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
             init_scale = mean0
         if init_sigma is None:
             init_sigma = max(Q0l - mean0**2, 1e-6)
-        out_step: Any = _BayesOutput(problem, Ylab)
-        rie = _RIE(law)
+        out_step: Any = BayesOutput(problem, Ylab)
+        rie = RIE(law)
     else:
         if init_scale is None:
             init_scale = 0.5
         if init_sigma is None:
             init_sigma = 1.0
-        out_step = _ErmOutput(problem, Ylab)
+        out_step = ErmOutput(problem, Ylab)
     S = _init_matrix(problem, init, init_scale)
     V = float(init_sigma)
     g = np.zeros((n, problem.n_pairs))
@@ -249,7 +249,7 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
         if bayes:
             den = rie(R, d * tau / 2.0)
         else:
-            den = _penalty_denoiser(R, problem.student, problem.lam * d * tau, cap)
+            den = penalty_denoiser(R, problem.student, problem.lam * d * tau, cap)
         V_new = tau * den.div / d
         S_new = den.S if damping == 1 else (1 - damping) * S + damping * den.S
         V_new = V_new if damping == 1 else (1 - damping) * V + damping * V_new

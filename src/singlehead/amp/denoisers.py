@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..spectra import divided_differences, free_convolve_semicircle
-from .operator import _eigh
+from .operator import sym_eigh
 
 
 def spectral_divergence(nu: np.ndarray, f: np.ndarray, fp: np.ndarray) -> float:
@@ -41,10 +41,10 @@ class _Denoised:
     eigenvalues: np.ndarray  # of S, ascending
 
 
-def _penalty_denoiser(R: np.ndarray, student: Any, t: float, cap: int | None) -> _Denoised:
+def penalty_denoiser(R: np.ndarray, student: Any, t: float, cap: int | None) -> _Denoised:
     """``argmin_S t pen(S) + ||S - R||_F^2/2`` (rank ``<= cap``) for the student's spectral penalty:
     ``f(nu)`` eigenvalue-wise (``ReLU(nu - t)`` for the nuclear norm, ``nu/(1 + 2t)`` for Frobenius)."""
-    nu, U = _eigh(R)
+    nu, U = sym_eigh(R)
     f, fp = student.penalty_prox(nu, t)
     if cap is not None and cap < nu.size:
         f[: nu.size - cap] = 0.0  # ascending: keep the top `cap`
@@ -53,7 +53,7 @@ def _penalty_denoiser(R: np.ndarray, student: Any, t: float, cap: int | None) ->
     return _Denoised(0.5 * (S + S.T), spectral_divergence(nu, f, fp), f)
 
 
-class _RIE:
+class RIE:
     """Rotation-invariant posterior mean of ``S0`` from ``R = S0 + sqrt(v) Z`` (Z GOE, SC on [-2, 2]).
 
     ``xi(x) = x - 2 v H_v(x)``, ``H_v`` the Hilbert transform ``p.v. int mu_v(dy)/(x - y)`` of
@@ -66,7 +66,7 @@ class _RIE:
 
     def __call__(self, R: np.ndarray, v: float) -> _Denoised:
 
-        nu, U = _eigh(R)
+        nu, U = sym_eigh(R)
         cl = free_convolve_semicircle(self.law, v)
         f = nu - 2.0 * v * cl.hilbert(nu)
         h = 1e-5 * max(1.0, math.sqrt(v))

@@ -74,7 +74,7 @@ class SensingOperator:
         return out / math.sqrt(self.d)
 
 
-def _eigh(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sym_eigh(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric eigendecomposition (ascending), in torch for the thread-pool reason above."""
     nu, U = torch.linalg.eigh(torch.as_tensor(0.5 * (R + R.T), dtype=torch.float64))
     return nu.numpy(), U.numpy()

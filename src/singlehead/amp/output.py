@@ -13,7 +13,7 @@ from ..prox import interpolating_start
 from .operator import SensingOperator
 
 
-def _attention_labels(problem: Problem, data: Sequences) -> np.ndarray:
+def attention_labels(problem: Problem, data: Sequences) -> np.ndarray:
     """``T x T`` labels of the output step (the channel inverts its value map, e.g. seq2seq's ``X/sqrt(d)``)."""
     X = data.X.detach().cpu().numpy().astype(np.float64)
     y = data.y.detach().cpu().numpy().astype(np.float64)
@@ -28,7 +28,7 @@ class _OutputStep:
     h: np.ndarray  # prox point / posterior mean
 
 
-class _ErmOutput:
+class ErmOutput:
     """``g = (prox(omega) - omega)/V`` and ``Gamma = sum_mu Tr[I - (I + V Hess)^{-1}]/V``."""
 
     def __init__(self, problem: Problem, Ylab: np.ndarray, hysteresis: float = 5e-2) -> None:
@@ -85,7 +85,7 @@ class _ErmOutput:
         return _OutputStep((h - omega) / V, gamma, fit, h)
 
 
-class _BayesOutput:
+class BayesOutput:
     """Posterior mean of the logits given the labels and the message ``N(omega, V I_K)``.
 
     The labels reveal ``w = P(z0 + xi)`` (``P`` projects out the shift for softmax channels;

@@ -1,7 +1,7 @@
 """Channel side of the error decomposition: test error as a function of ``(m, q)`` and its sensitivities.
 
 ``TE(rho, r)`` is the test error of a student with ``m = rho Q0`` and ``q = rho^2 Q0 + r``
-(``r`` the orthogonal error, see :mod:`singlehead.analysis.decomposition`). :func:`_te` uses the
+(``r`` the orthogonal error, see :mod:`singlehead.analysis.decomposition`). :func:`se_test_error` uses the
 state evolution's own quadrature (so the decomposition's identity holds to rounding);
 :func:`channel_test_error` and :func:`channel_sensitivities` use independent Sobol nodes (a
 cross-check of that quadrature).
@@ -19,7 +19,7 @@ from ..attention_maps import vec_to_mat
 from ..problem import Problem
 from ..state_evolution import SEOptions, channel_test_errors
 
-__all__ = ["channel_test_error", "channel_sensitivities"]
+__all__ = ["channel_test_error", "channel_sensitivities", "default_quadrature", "se_test_error"]
 
 
 def _nodes(K: int, n_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,12 +110,12 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
     return {"c_r": c_r, "c_s": c_s, "c_r_rho": c_r_rho, "rho0": rho0, "e0_noisy": e0n}
 
 
-def _default_quad(problem: Problem):
+def default_quadrature(problem: Problem):
     """The state evolution's default node set (``None`` for a closed-form channel)."""
     return SEOptions().quadrature(problem)
 
 
-def _te(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:
+def se_test_error(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:
     """``TE(rho, r)`` with the state evolution's test-error function (vectorised over ``rho``)."""
     rho = np.atleast_1d(np.asarray(rho, dtype=float))
     return np.array([channel_test_errors(float(x * x * Q0 + r), float(x * Q0), problem=problem, Q0=Q0,

@@ -115,9 +115,9 @@ from scipy import optimize
 from ..problem import Problem
 from ..results import Result
 from ..state_evolution import theory
-from .channel_side import _default_quad, _te, channel_sensitivities, channel_test_error
+from .channel_side import default_quadrature, se_test_error, channel_sensitivities, channel_test_error
 from .learned_spectrum import target_law
-from .matrix_parts import _matrix_parts
+from .matrix_parts import matrix_error_parts
 
 __all__ = ["ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error", "scale_profile"]
 
@@ -246,14 +246,14 @@ def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: 
     if hc is not None:  # a linear channel: TE is quadratic in rho with its minimum at the logit scale
         return {"rho_best": problem.channel.logit_scale(problem.beta, problem.beta0),
                 "test_error_best_scale": 0.5 * hc * problem.n_pairs * r}
-    quad = _default_quad(problem) if quad is None else quad
+    quad = default_quadrature(problem) if quad is None else quad
     rho0 = problem.channel.logit_scale(problem.beta, problem.beta0)
     hi = 4.0 * rho0 if rho_max is None else float(rho_max)
     grid = np.linspace(0.0, hi, 33)
-    vals = _te(problem, Q0, grid, r, quad)
+    vals = se_test_error(problem, Q0, grid, r, quad)
     k = int(np.argmin(vals))
     lo_b, hi_b = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
-    res = optimize.minimize_scalar(lambda x: float(_te(problem, Q0, x, r, quad)[0]), bounds=(lo_b, hi_b),
+    res = optimize.minimize_scalar(lambda x: float(se_test_error(problem, Q0, x, r, quad)[0]), bounds=(lo_b, hi_b),
                                    method="bounded", options={"xatol": xatol})
     if res.fun <= vals[k]:
         return {"rho_best": float(res.x), "test_error_best_scale": float(res.fun)}
@@ -307,16 +307,16 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
     eta, delta, eps = float(ex["eta"]), float(ex["delta"]), float(ex["eps"])
     law = target_law(problem, model=model, delta=delta, n_spikes=n_spikes)
     cap = problem.student.rank_cap(problem.kappa)
-    parts = _matrix_parts(law, delta * delta, eta, eps, cap)
+    parts = matrix_error_parts(law, delta * delta, eta, eps, cap)
     Q0 = float(ex.get("Q0", parts["Q0"]))
     m, q = float(ex["m"]), float(ex["q"])
     rho, r = m / Q0, max(q - m * m / Q0, 0.0)
     E_approx = parts["E_approx_shrinkage"] + parts["E_approx_misalignment"] + parts["E_approx_self"]
     orth = parts["E_over"] + parts["E_under"] + E_approx
     rho0 = problem.channel.logit_scale(problem.beta, problem.beta0)
-    quad = _default_quad(problem)
+    quad = default_quadrature(problem)
     te = float(theory_result.test_error)
-    te_re = float(_te(problem, Q0, rho, r, quad)[0])
+    te_re = float(se_test_error(problem, Q0, rho, r, quad)[0])
     prof = scale_profile(problem, Q0, r, quad=quad)
     te_min = min(prof["test_error_best_scale"], te)
     e0 = 0.0

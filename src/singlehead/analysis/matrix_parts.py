@@ -80,7 +80,7 @@ def _outlier_parts(law: Any, cl: Any, pos: np.ndarray, amass: np.ndarray, c: flo
     return E_over, xi2_B, E_sh, E_mis, rec_energy, E_self, modes
 
 
-def _matrix_parts(law, v: float, eta: float, eps: float, cap: float | None) -> dict[str, Any]:
+def matrix_error_parts(law, v: float, eta: float, eps: float, cap: float | None) -> dict[str, Any]:
     """Identity-1 parts of ``r = ||Shat - rho S0||^2`` at ``rho = m/Q0`` (``m`` from the law)."""
     cl = free_convolve_semicircle(law, v)
     ti = soft_threshold_integrals(cl, math.sqrt(v), eps, rank_cap=cap)

@@ -20,7 +20,8 @@ def _is_torch(x: Array) -> bool:
     return type(x).__module__.startswith("torch")
 
 
-def _softmax(z: Array) -> Array:
+def stable_softmax(z: Array) -> Array:
+    """Row softmax over the last axis of ``z`` (numpy or torch), shifted by the row maximum for stability."""
     return z.softmax(dim=-1) if _is_torch(z) else softmax_rows(z)
 
 

@@ -20,7 +20,7 @@ from ..attention_maps import (
 )
 from ..prox import interpolating_start, prox_newton
 from ..prox_t2 import newton_t2
-from .base import Array, Channel, _softmax
+from .base import Array, Channel, stable_softmax
 
 __all__ = ["Seq2Lab", "Seq2Seq"]
 
@@ -43,7 +43,7 @@ class Seq2Lab(Channel):
     name: ClassVar[str] = "seq2lab"
 
     def attention(self, h: Array, beta: float) -> Array:
-        return _softmax(beta * h)
+        return stable_softmax(beta * h)
 
     def loss_and_logit_grad(self, h: Any, target: Any, M: Any, beta: float) -> tuple[Any, Any]:
         A = (beta * h).softmax(dim=-1)

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ..amp import AMPOptions
-from ..experiments import Job
+from ..runs import Job
 from .common import (
     instance_run_options,
     instance_seeds,

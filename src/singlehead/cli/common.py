@@ -17,9 +17,9 @@ import click
 import numpy as np
 
 from ..channels import channel_names
-from ..experiments import cache_for_export, export_jsonl, run_jobs
 from ..problem import Problem
 from ..results import jsonable
+from ..runs import cache_for_export, export_jsonl, run_jobs
 from ..students import student_names
 from ..targets import TargetParam, params_by_name, target_class, target_names
 
@@ -241,7 +241,7 @@ def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[di
               desc: str, *, cache: Any = None, resumed: int | None = None) -> list[dict[str, Any]]:
     """Run ``jobs`` through the result cache behind ``out`` and export the sweep to ``out`` (JSON lines).
 
-    The cache (default :func:`singlehead.experiments.cache_for_export`, ``<out>.cache``) holds one file per
+    The cache (default :func:`singlehead.runs.cache_for_export`, ``<out>.cache``) holds one file per
     finished run, so an interrupted sweep resumes where it stopped; ``out`` is rewritten with
     the records of this sweep in grid order. Each record is printed as it finishes (strict JSON
     with ``--json``, else ``describe(record)``), through the progress bar on stderr. ``resumed``

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ..experiments import Job
+from ..runs import Job
 from ..simulation import TrainOptions, resolve_device
 from ..threads import configure
 from .common import (

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from ..experiments import Job, cache_for_export, run_jobs
 from ..results import Result, jsonable
+from ..runs import Job, cache_for_export, run_jobs
 from ..state_evolution import SEOptions, stability
 from ..state_evolution.options import result_settings
 from .common import (

@@ -25,18 +25,16 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 import torch
-from joblib import Parallel, delayed
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from ..problem import MPTarget, Problem
 from ..results import Result
+from ..runs import Job, run_calls, run_jobs
 from ..runs.cache import Cache, value_key
 from ..simulation import TrainOptions
-from ..threads import available_cores, configure
-from .grid import Job
+from ..threads import configure
 from .report import THEORY_SIMULATION, FigureOutput
-from .runner import run_jobs
 from .spec import PRESETS, FigureSpec
 from .verdict import judge
 
@@ -46,7 +44,7 @@ class Context:
     """Where a figure's computations run: the result cache, the workers and the simulation device.
 
     Every result is cached under a key computed from frozen objects: a job's key from its
-    :class:`~.grid.Job` (route, full problem, seed, every :class:`~singlehead.simulation.TrainOptions`
+    :class:`~singlehead.runs.Job` (route, full problem, seed, every :class:`~singlehead.simulation.TrainOptions`
     field and the device), an in-process value's from its name, which the figure builds from its
     spec's fields (:meth:`cached`).
     """
@@ -96,14 +94,11 @@ class Context:
         keys = {n: self._value_key(n) for n in tasks}
         missing = [n for n in tasks if self.cache.get(keys[n]) is None]
         if len(missing) > 1 and self.n_jobs != 1 and self.scheduler is None and self.client is None:
-            workers = self.n_jobs if self.n_jobs > 0 else available_cores()
-            configure(workers=workers)  # one thread policy: threads x workers <= cores
-            # one task per dispatch, in the caller's order (callers put the dearest first)
-            results = Parallel(n_jobs=min(workers, len(missing)), backend="loky", batch_size=1, pre_dispatch="all",
-                               return_as="generator_unordered")(delayed(_named_call)(n, tasks[n]) for n in missing)
+            # on the runner's local workers, one task per dispatch, in the caller's order (callers put the
+            # dearest first)
             with tqdm(total=len(tasks), initial=len(tasks) - len(missing), desc=desc, disable=not self.progress,
                       leave=False, mininterval=1.0) as bar:
-                for n, v in results:
+                for n, v in run_calls({n: tasks[n] for n in missing}, workers=self.n_jobs):
                     self.cache.put({"key": keys[n], "value": v})
                     bar.update(1)
         return {n: self.cached(n, f) for n, f in tasks.items()}
@@ -221,7 +216,8 @@ def new_figure(nrows: int, ncols: int, *, figsize: tuple[float, float], **kwargs
 BASE = dict(T=2, noise=0.5, lam=0.01, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab")
 
 
-def _params_text(params: dict[str, Any]) -> str:
+def params_text(params: dict[str, Any]) -> str:
+    """``"k1=v1, k2=v2"``: a figure's stated parameters in one line (captions and titles)."""
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
@@ -233,18 +229,13 @@ def problem_params(problem: Problem, *extra: tuple[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and standard error over seeds per ``by`` value (failed runs, with NaN metrics, are left out)."""
     g = df.dropna(subset=[qty]).groupby(by)[qty]
     m, s, k = g.mean(), g.std(ddof=1), g.size()
     return m.index.values, m.values, (s / np.sqrt(k)).fillna(0.0).values
 
 
-def _result_from_record(rec: dict[str, Any]):
+def result_from_record(rec: dict[str, Any]):
     """Rebuild a theory :class:`Result` from its cached record (for analysis functions)."""
     return Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})
-
-
-def _named_call(name: str, compute: Callable[[], Any]) -> tuple[str, Any]:
-    """``(name, compute())``: lets :meth:`Context.cached_many` cache results in the order they finish."""
-    return name, compute()

@@ -21,8 +21,8 @@ from .figspec import (
     Context,
     FigureDef,
     FigureRun,
-    _params_text,
-    _result_from_record,
+    params_text,
+    result_from_record,
     new_figure,
     problem_params,
     register,
@@ -110,7 +110,7 @@ def decomposition_run(ctx: Context, spec: DecompositionSpec, grid: dict[str, Any
     th = ctx.run(ctx.theory_jobs(problems), "theory: decomposition")
     rows = []
     for p, rec in zip(problems, th):
-        dec = decompose(p, _result_from_record(rec))
+        dec = decompose(p, result_from_record(rec))
         rows.append({"cfg_alpha": p.alpha, "e0": dec.e0, "c_r": dec.c_r, "E_over": dec.E_over, "E_under": dec.E_under,
                      "E_approx": dec.E_approx, "E_mismatch": dec.E_mismatch, "test_error": dec.test_error,
                      "test_error_sum": dec.test_error_sum, "rho": dec.rho, "rho_best": dec.rho_best, "r": dec.r,
@@ -125,7 +125,7 @@ def decomposition_run(ctx: Context, spec: DecompositionSpec, grid: dict[str, Any
                                "simulations: decomposition parts")
     sdf = pd.DataFrame([{"cfg_alpha": p.alpha, "E_over_theory": dec.E_over, "r_theory": dec.r, **measured[name]}
                         for p, rec, name in zip(sim_problems, th_sim, names)
-                        for dec in [decompose(p, _result_from_record(rec))]])
+                        for dec in [decompose(p, result_from_record(rec))]])
     params = problem_params(problems[0], ("kappa", problems[0].kappa), ("d(sims)", spec.sim_d), ("seeds", spec.seeds))
     table = pd.concat([df.assign(panel="theory"), sdf.assign(panel="simulation")], ignore_index=True)
     return FigureRun(table, _decomposition_agreement(spec, df, sdf), params, {"df": df, "sdf": sdf})
@@ -185,7 +185,7 @@ def decomposition_plot(spec: DecompositionSpec, grid: dict[str, Any], res: Figur
     axes[2].set_title("E_over (fitted-noise directions of the learned S)", fontsize=8)
     axes[2].legend(fontsize=6)
     fig.subplots_adjust(wspace=0.45)
-    fig.suptitle(f"Error decomposition (docs page Theory, section '11. Error decomposition') — {_params_text(res.params)}", fontsize=9)
+    fig.suptitle(f"Error decomposition (docs page Theory, section '11. Error decomposition') — {params_text(res.params)}", fontsize=9)
     return fig
 
 

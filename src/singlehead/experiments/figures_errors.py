@@ -16,8 +16,8 @@ from .figspec import (
     Context,
     FigureDef,
     FigureRun,
-    _mean_se,
-    _params_text,
+    mean_se,
+    params_text,
     new_figure,
     problem_params,
     register,
@@ -108,7 +108,7 @@ def errors_plot(spec: ErrorsSpec, grid: dict[str, Any], res: FigureRun) -> Figur
     axes[1].set(xscale="log", yscale="log", xlabel="alpha", ylabel="||S - S0||_F^2 / d", title="matrix error")
     axes[2].set(xscale="log", xlabel="alpha", ylabel="rank / d", title="predicted vs measured rank")
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"Tied attention ERM vs theory — {_params_text(res.params)}", fontsize=9)
+    fig.suptitle(f"Tied attention ERM vs theory — {params_text(res.params)}", fontsize=9)
     return fig
 
 
@@ -191,7 +191,7 @@ def fvd_plot(spec: FactorizedVsDirectSpec, grid: dict[str, Any], res: FigureRun)
     for s, c in (("factorized", "tab:blue"), ("direct", "tab:red")):
         b = best[best.cfg_student == s].sort_values("cfg_alpha")
         axes[0].plot(b.cfg_alpha, b.test_error, "-", color=c, label=f"theory, {s} (best lam)")
-        x, m, e = _mean_se(sim[sim.cfg_student == s], "cfg_alpha", "test_error")
+        x, m, e = mean_se(sim[sim.cfg_student == s], "cfg_alpha", "test_error")
         axes[0].errorbar(x, m, yerr=e, fmt="o", mfc="none", color=c, capsize=2, label=f"simulation, {s}")
         axes[1].plot(b.cfg_alpha, b.cfg_lam, "o-", color=c, label=s)
     axes[0].set(xscale="log", yscale="log", xlabel="alpha", ylabel="test error", title="test error at tuned lam")
@@ -199,7 +199,7 @@ def fvd_plot(spec: FactorizedVsDirectSpec, grid: dict[str, Any], res: FigureRun)
                 title="lam minimising the predicted test error")
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7)
-    fig.suptitle(f"Nuclear (tied attention) vs Frobenius (direct) regularisation — {_params_text(res.params)}",
+    fig.suptitle(f"Nuclear (tied attention) vs Frobenius (direct) regularisation — {params_text(res.params)}",
                  fontsize=9)
     return fig
 

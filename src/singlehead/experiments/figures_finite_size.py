@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 
 from ..analysis.finite_size import FiniteSizeGaps, finite_size_gaps
 from ..problem import Problem
+from ..runs import Job
 from .compare import extrapolation_p_value, records_to_frame
-from .figspec import BASE, Context, FigureDef, FigureRun, _params_text, new_figure, problem_params, register
-from .grid import Job
+from .figspec import BASE, Context, FigureDef, FigureRun, params_text, new_figure, problem_params, register
 from .spec import FigureSpec, check_same_length
 
 POOR_FIT_P = 0.01  # a fit with chi2 p-value below this is called poor in the agreement rows
@@ -155,7 +155,7 @@ def finite_size_plot(spec: FiniteSizeSpec, grid: dict[str, Any], res: FigureRun)
         ax.set_title(f"alpha={a:g}: theory {t:.4f}; gap(inf) = {e.intercept:+.1e} ± {e.ci[1] - e.intercept:.1e} "
                      f"({verdict}); chi2/dof {e.chi2_per_dof:.2f}", fontsize=7.5)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"Finite size measured: test-error gap vs 1/d, extrapolated to d = inf\n{_params_text(res.params)}",
+    fig.suptitle(f"Finite size measured: test-error gap vs 1/d, extrapolated to d = inf\n{params_text(res.params)}",
                  fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig

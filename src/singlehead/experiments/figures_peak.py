@@ -13,10 +13,10 @@ from matplotlib.figure import Figure
 
 from ..problem import MPTarget, Problem
 from ..results import stable_hash
+from ..runs import Job
 from ..thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
 from .compare import agreement, records_to_frame
-from .figspec import Context, FigureDef, FigureRun, _mean_se, _params_text, new_figure, problem_params, register
-from .grid import Job
+from .figspec import Context, FigureDef, FigureRun, mean_se, params_text, new_figure, problem_params, register
 from .rs_diagnostic import (
     RSPoint,
     criterion_text,
@@ -125,7 +125,7 @@ def peak_plot(spec: PeakSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
         t = th[(th.cfg_lam == l) & (th.cfg_noise == PEAK_NOISE)].sort_values("cfg_alpha")
         axes[0].plot(t.cfg_alpha, t.test_error, color=cmap(i / len(lams)), label=f"lam={l:g}")
     for l in spec.sim_lams:
-        x, m, e = _mean_se(sim[sim.cfg_lam == l], "cfg_alpha", "test_error")
+        x, m, e = mean_se(sim[sim.cfg_lam == l], "cfg_alpha", "test_error")
         color = cmap((lams.index(l) if l in lams else 0) / len(lams))
         axes[0].errorbar(x, m, yerr=e, fmt="o", mfc="none", color=color, capsize=2, label=f"simulation, lam={l:g}")
         alphas_l, pts_l = rs_curves[l]
@@ -144,7 +144,7 @@ def peak_plot(spec: PeakSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
     axes[1].set(ylabel="error", title="Delta = 0, lam = 1e-5: interpolation and perfect recovery")
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7)
-    fig.suptitle(f"Interpolation peak and perfect recovery — {_params_text(res.params)}", fontsize=9)
+    fig.suptitle(f"Interpolation peak and perfect recovery — {params_text(res.params)}", fontsize=9)
     return fig
 
 
@@ -256,7 +256,7 @@ def bayes_plot(spec: BayesSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
     b = bay.sort_values("cfg_alpha")
     axes[0].plot(b.cfg_alpha, b.matrix_error, "k-", lw=2, label="Bayes-optimal MMSE")
     axes[1].plot(b.cfg_alpha, b.test_error, "k-", lw=2, label="Bayes-optimal")
-    x, m, e = _mean_se(amp, "cfg_alpha", "matrix_error")
+    x, m, e = mean_se(amp, "cfg_alpha", "matrix_error")
     axes[0].errorbar(x, m, yerr=e, fmt="s", color="k", mfc="none", capsize=2, label=f"Bayes-AMP, d={spec.amp_d}")
     for ax in axes:
         ax.axvline(res.data["a_bayes"], color="k", ls=":", lw=1)
@@ -265,7 +265,7 @@ def bayes_plot(spec: BayesSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
         ax.legend(fontsize=7)
     axes[0].set(ylabel="||S - S0||_F^2 / d", title="matrix error (dotted: perfect recovery, Bayes / ERM)")
     axes[1].set(ylabel="test error", yscale="log", title="test error", ylim=(1e-6, 2))
-    fig.suptitle(f"ERM vs Bayes-optimal — {_params_text(res.params)}", fontsize=9)
+    fig.suptitle(f"ERM vs Bayes-optimal — {params_text(res.params)}", fontsize=9)
     return fig
 
 

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from ..analysis import learned_spectrum, power_law_curve, regime_map, scaling_curve
 from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 from ..problem import PowerLawTarget, Problem
-from .figspec import Context, FigureDef, FigureRun, _params_text, _result_from_record, new_figure, register
+from .figspec import Context, FigureDef, FigureRun, params_text, result_from_record, new_figure, register
 from .figures_power_law_plot import phase_diagram, scaling_panel, sequential_panel, spectrum_panel, tail_panel
 from .spec import FigureSpec
 
@@ -108,7 +108,7 @@ def power_law_run(ctx: Context, spec: PowerLawSpec, grid: dict[str, Any]) -> Fig
     th_a = ctx.run(ctx.theory_jobs([pa]), "theory: power-law spectrum")[0]
     sims = ctx.run(ctx.sim_jobs([pa], seeds=spec.seeds, n_test=spec.n_test), "simulations: power-law spectrum")
     values = ctx.cached_many(grid["tasks"], "theory: power-law curves")
-    data = {"pred": learned_spectrum(pa, _result_from_record(th_a)),
+    data = {"pred": learned_spectrum(pa, result_from_record(th_a)),
             "eig": np.concatenate([np.asarray(r["eigenvalues"]) for r in sims]),
             "curves": {k: values[n] for k, n in grid["scaling"].items()}, "tail": values[grid["tail"]],
             "seq": _joined_frame([values[nm] for nm in grid["sequential"]]),
@@ -158,7 +158,7 @@ def power_law_plot(spec: PowerLawSpec, grid: dict[str, Any], res: FigureRun) -> 
     tail_panel(axes[3], pd.DataFrame(res.data["tail"]["curve"]), res.data["tail"]["fit"], spec.gamma,
                 spec.scaling_d, spec.tail_lam)
     phase_diagram(axes[4], axes[5], res.data["rmap"], spec.phase_d, spec.gamma, PHASE_NOISE)
-    fig.suptitle(f"Power-law targets — {_params_text(res.params)}", fontsize=9, y=1.06)
+    fig.suptitle(f"Power-law targets — {params_text(res.params)}", fontsize=9, y=1.06)
     return fig
 
 

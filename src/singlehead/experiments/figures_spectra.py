@@ -19,8 +19,8 @@ from .figspec import (
     Context,
     FigureDef,
     FigureRun,
-    _params_text,
-    _result_from_record,
+    params_text,
+    result_from_record,
     new_figure,
     problem_params,
     register,
@@ -69,7 +69,7 @@ def spectra_run(ctx: Context, spec: LearnedSpectraSpec, grid: dict[str, Any]) ->
     sims = ctx.run(ctx.sim_jobs(problems, seeds=spec.seeds, n_test=spec.n_test), "simulations: learned spectra")
     rows, tables, panels = [], [], []
     for p, rec in zip(problems, th):
-        pred = learned_spectrum(p, _result_from_record(rec))
+        pred = learned_spectrum(p, result_from_record(rec))
         sims_p = [r for r in sims if r["problem"]["alpha"] == p.alpha]
         eig = np.concatenate([np.asarray(r["eigenvalues"]) for r in sims_p])
         cmp = compare_spectrum(p, eig, prediction=pred)
@@ -108,7 +108,7 @@ def spectra_plot(spec: LearnedSpectraSpec, grid: dict[str, Any], res: FigureRun)
         ax.set(xlabel="eigenvalue of S", ylim=(0, None))
     axes[0][0].set_ylabel("density (non-zero part)")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"Spectrum of the learned query–key map — {_params_text(res.params)}", fontsize=9)
+    fig.suptitle(f"Spectrum of the learned query–key map — {params_text(res.params)}", fontsize=9)
     return fig
 
 

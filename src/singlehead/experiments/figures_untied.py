@@ -25,7 +25,7 @@ from .figspec import (
     Context,
     FigureDef,
     FigureRun,
-    _params_text,
+    params_text,
     new_figure,
     problem_params,
     register,
@@ -140,7 +140,7 @@ def untied_plot(spec: UntiedSpec, grid: dict[str, Any], res: FigureRun) -> Figur
         a.xaxis.set_minor_formatter(NullFormatter())
         a.set_xticks([0.2, 0.5, 1.0, 2.0], ["0.2", "0.5", "1", "2"])
     ax2.legend(fontsize=7)
-    fig.suptitle(f"Tied vs untied student\n{_params_text(res.params)}", fontsize=9)
+    fig.suptitle(f"Tied vs untied student\n{params_text(res.params)}", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
 

@@ -2,7 +2,7 @@
 
 A grid is a mapping (Python dict, TOML or YAML file)::
 
-    route = "simulation"            # or "theory", "bayes", ... (see runner.ROUTES)
+    route = "simulation"            # or "theory", "bayes", ... (see singlehead.runs.runner.ROUTES)
     seeds = [0, 1, 2, 3]            # simulations only; ignored by deterministic routes
     [base]                          # Problem fields shared by every job
     T = 2
@@ -24,50 +24,16 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..problem import Problem, target_from_dict
-from ..runs.cache import result_key
+from ..runs import Job
 from ..targets import MPTarget, PowerLawTarget, UntiedMPTarget
 
 DETERMINISTIC_ROUTES = ("theory", "bayes", "thresholds")
-
-
-@dataclass(frozen=True)
-class Job:
-    """One unit of work: a route applied to a Problem (and a seed for random routes).
-
-    ``key`` hashes the route, the full problem, the seed and the settings: equal keys mean the
-    same computation, which is what the result cache relies on.
-
-    Examples
-    --------
-    >>> from singlehead import Problem
-    >>> from singlehead.experiments import Job
-    >>> job = Job("theory", Problem(alpha=0.5))
-    >>> job.key == Job("theory", Problem(alpha=0.5)).key != Job("theory", Problem(alpha=1.0)).key
-    True
-    """
-
-    route: str
-    problem: Problem
-    seed: int | None = None
-    settings: tuple[tuple[str, Any], ...] = ()
-    tags: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
-
-    @property
-    def key(self) -> str:
-        """Hash (``singlehead.runs.cache.result_key``) of everything that changes the result: the
-        numerics version, the route, the full problem, the seed and the route's settings (device and dtype
-        included)."""
-        return result_key(self.route, self.problem, self.seed, self.settings)
-
-    def describe(self) -> dict[str, Any]:
-        return {"route": self.route, "seed": self.seed, **dict(self.settings), **dict(self.tags)}
 
 
 def load_grid(path: str | Path) -> dict[str, Any]:

@@ -3,9 +3,11 @@
 :meth:`Engine.events` yields one JSON-ready event per computed piece, the error curve first:
 
 * ``view`` (the validated view and its reproduction code), then ``point`` per alpha of the
-  warm-started state evolution (:func:`singlehead.state_evolution.iter_theory_curve`, one
-  sweep over the points not cached yet, solved and sent point by point: the first point is on
-  screen after one solve, and a new view stops this one between points);
+  warm-started state evolution (the theory jobs of the grid through the library's runner,
+  :func:`singlehead.runs.stream`: the points not cached yet form warm-started chains, solved and
+  sent point by point here, or cut into segments run in chunks of 1, 2, 3, then 4 points on the
+  workers: the first point is on screen after one solve, and a new view stops this one between
+  points, or between chunks);
 * ``thresholds`` (``alpha_interp``, ``alpha_perf``; lam -> 0+), ``spectrum`` and
   ``decomposition`` at ``alpha_at`` (:func:`singlehead.analysis.learned_spectrum`,
   :func:`singlehead.analysis.decompose`), ``scaling`` for power-law targets (excess error vs
@@ -14,12 +16,13 @@
   (:func:`singlehead.bayes_optimal`), and ``done``.
 
 With ``workers >= 1`` the sweeps and the Bayes-optimal points run in that many worker processes
-(:mod:`.parallel`; the grid is cut into segments, one warm-started chain each); by default
+(:class:`singlehead.runs.Workers`, started with the engine and kept warm); by default
 everything runs in the server process.
 
-Results are kept in the library's one result cache (:class:`singlehead.runs.cache.Cache`), under
-the keys ``singlehead theory`` and ``singlehead bayes`` use (:func:`singlehead.runs.cache.result_key`,
-which carries the numerics version), in memory and, unless ``SINGLEHEAD_CACHE_DIR=off``, in
+Results are kept in the library's one result cache (:class:`singlehead.runs.cache.Cache`), as the
+records and under the keys ``singlehead theory`` and ``singlehead bayes`` use
+(:func:`singlehead.runs.cache.result_key`, which carries the numerics version), in memory and,
+unless ``SINGLEHEAD_CACHE_DIR=off``, in
 ``<cache dir>/explore`` (:func:`singlehead.runs.cache.library_cache_dir`: ``$SINGLEHEAD_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/singlehead`` or ``~/.cache/singlehead``).
 """
@@ -38,14 +41,13 @@ import pandas as pd
 
 from ..analysis import decompose, learned_spectrum
 from ..analysis.scaling import local_exponents
-from ..bayes import bayes_optimal
 from ..problem import Problem
 from ..results import Result
+from ..runs import Job, Workers, stream
 from ..runs.cache import Cache, library_cache_dir, result_key
-from ..state_evolution import SEOptions, iter_theory_curve, prior_model, theory
+from ..state_evolution import SEOptions
 from ..state_evolution.options import result_settings
 from ..thresholds import interpolation_threshold, perfect_recovery_threshold
-from .parallel import WorkerPool
 from .view import View
 
 __all__ = ["Engine", "cache_root"]
@@ -53,6 +55,9 @@ __all__ = ["Engine", "cache_root"]
 _METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank_fraction", "penalty")
 # the settings `singlehead bayes` puts in its cache keys (its defaults; theory's: result_settings)
 _BAYES_SETTINGS = (("n_inner", 128), ("n_outer", 2048), ("node_seed", 0))
+# sizes of the successive chunks of a chain segment on the workers: the first point after one solve, then
+# chunks long enough to keep the warm starts, short enough that a new view stops the old one soon
+_CHUNKS = (1, 2, 3, 4)
 # what the library raises for a problem outside a method's reach (not a bug of the explorer)
 _PANEL_ERRORS = (ValueError, ArithmeticError, NotImplementedError, RuntimeError)
 
@@ -96,7 +101,7 @@ class Engine:
         Do not touch the disk.
     workers : int
         ``0``: compute in this process; ``>= 1``: SE sweeps and Bayes points in that many
-        spawned worker processes (:class:`~singlehead.explore.parallel.WorkerPool`).
+        worker processes (:class:`singlehead.runs.Workers`, started here and kept warm).
     """
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, *, memory_only: bool = False,
@@ -105,15 +110,17 @@ class Engine:
             raise ValueError(f"workers must be an integer >= 0 (got {workers!r})")
         root = None if memory_only else (Path(cache_dir) if cache_dir is not None else cache_root())
         try:  # the one result cache, with a copy in memory of every point read or written
-            self._cache = Cache(root, memory=True)
+            self._cache: Cache = _KeepingCache(root, memory=True)
         except OSError:  # read-only home: memory only
-            self._cache = Cache(None)
+            self._cache = _KeepingCache(None)
         self._lock = threading.Lock()
         self._generation = 0
         self._gen_lock = threading.Lock()
-        self._pool = None
+        self._pool: Workers | None = None
         if workers:
-            self._pool = WorkerPool(workers)
+            self._pool = Workers(workers)
+            for _ in range(workers):  # the imports and the node set of the default view, before a request
+                self._pool.submit(_warm_up)
 
     def close(self) -> None:
         """Stop the worker processes (if any)."""
@@ -137,10 +144,7 @@ class Engine:
 
     def _put(self, key: str, rec: dict[str, Any]) -> dict[str, Any]:
         rec = {**rec, "key": key}
-        try:
-            self._cache.put(rec)  # in memory first, then on disk
-        except OSError:  # the disk became read-only or full: keep what is in memory, write no more
-            self._cache.root = None
+        self._cache.put(rec)
         return rec
 
     def _cached(self, route: str, problem: Problem, settings: tuple, compute: Callable[[], dict[str, Any]]
@@ -153,82 +157,50 @@ class Engine:
         return rec
 
     # ------------------------------------------------------------------ pieces
-    def theory_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """``(index, SE record)`` along the grid: cached ones at once, the rest warm-started (in this
-        process, in grid order, one point at a time, or by the worker pool, segment by segment)."""
-        problems = [view.problem.replace(alpha=a) for a in view.alphas]
-        keys = [result_key("theory", p, None, result_settings(p, SEOptions())) for p in problems]
-        if self._pool is None:
-            yield from self._theory_points_here(view, problems, keys, alive)
-            return
-        recs = {i: self._get(k) for i, k in enumerate(keys)}
-        for i, rec in recs.items():
-            if rec is not None:
-                yield i, rec
-        todo = [i for i, rec in recs.items() if rec is None]
-        first = {i: recs.get(i - 1) for i in todo}
-        store = lambda i, rec: self._put(keys[i], rec)  # noqa: E731
-        for i, rec in self._pool.sweep(view.problem, view.alphas, todo, first, alive, store):
-            yield i, {**rec, "key": keys[i]}
-
-    def _theory_points_here(self, view: View, problems: list[Problem], keys: list[str], alive: Callable[[], bool]
-                            ) -> Iterator[tuple[int, dict[str, Any]]]:
-
-        options = SEOptions()
-        quad, prior, prev, i = None, "auto", None, 0
-        while i < len(problems):
-            if not alive():
+    def _stream(self, jobs: list[Job], alive: Callable[[], bool], *, here: bool = False
+                ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(index in jobs, record)`` through the runner: cached ones at once, the rest as they finish (on the
+        workers, unless there are none or ``here``)."""
+        index: dict[str, list[int]] = {}
+        for i, j in enumerate(jobs):
+            index.setdefault(j.key, []).append(i)
+        pool = None if here else self._pool
+        records = stream(jobs, self._cache, workers=pool or 1, alive=alive, chunks=_CHUNKS, min_piece=1)
+        while True:
+            if pool is None:  # in this process: one computation at a time (the views' threads share the solver)
+                with self._lock:
+                    rec = next(records, None)
+            else:
+                rec = next(records, None)
+            if rec is None:
                 return
-            rec = self._get(keys[i])
-            if rec is not None:
-                prev, i = rec, i + 1
-                yield i - 1, rec
-                continue
-            j = i  # the run of points not cached yet: one warm-started sweep, solved point by point
-            while j < len(problems) and self._get(keys[j]) is None:
-                j += 1
-            if quad is None and view.problem.student.symmetric:  # built once per view: nodes and the target's law
-                with self._lock:
-                    quad = options.quadrature(view.problem)
-                    prior = prior_model(view.problem, "auto", draws=options.draws, seed=options.node_seed)
-            init = Result.from_dict(prev) if prev is not None else None
-            points = iter_theory_curve(problems[i], [p.alpha for p in problems[i:j]], options=options, quad=quad,
-                                       prior=prior, init=init)
-            for k in range(i, j):
-                if not alive():  # a cancel waits for the point in flight only
-                    return
-                with self._lock:
-                    rec = self._put(keys[k], next(points).to_dict())
-                yield k, rec
-            prev, i = rec, j
+            if "error" in rec:  # a point outside the method's reach: the panel says why
+                raise ValueError(rec["error"])
+            for i in index.pop(rec["key"], []):
+                yield i, rec
+
+    def theory_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(index, SE record)`` along the grid: cached ones at once, the rest one warm-started chain (in this
+        process, in grid order, one point at a time, or on the workers, segment by segment)."""
+        yield from self._stream(_theory_jobs([view.problem.replace(alpha=a) for a in view.alphas]), alive)
 
     def bayes_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """``(index, Bayes-optimal record)`` along the grid (worker pool: in parallel, as they finish)."""
-        problems = [_bayes_problem(view.problem.replace(alpha=a)) for a in view.alphas]
-        keys = [result_key("bayes", p, None, _BAYES_SETTINGS) for p in problems]
-        todo = []
-        for i, k in enumerate(keys):
-            if not alive():
-                return
-            rec = self._get(k)
-            if rec is not None:
-                yield i, rec
-            elif self._pool is None:
-                yield i, self.bayes_at(view.problem.replace(alpha=view.alphas[i]))
-            else:
-                todo.append(i)
-        if todo:
-            for j, rec in self._pool.bayes([problems[i] for i in todo], alive):
-                yield todo[j], self._put(keys[todo[j]], rec)
+        """``(index, Bayes-optimal record)`` along the grid (on the workers: in parallel, as they finish)."""
+        jobs = [_bayes_job(view.problem.replace(alpha=a)) for a in view.alphas]
+        yield from self._stream(jobs, alive)
 
     def theory_at(self, problem: Problem) -> dict[str, Any]:
         """One cold SE point (the record ``singlehead theory`` caches for it)."""
-        return self._cached("theory", problem, result_settings(problem, SEOptions()), lambda: theory(problem).to_dict())
+        return self._one(_theory_jobs([problem])[0])
 
     def bayes_at(self, problem: Problem) -> dict[str, Any]:
         """Bayes-optimal point; keyed on the problem without student fields (they do not enter)."""
-        base = _bayes_problem(problem)
-        return self._cached("bayes", base, _BAYES_SETTINGS, lambda: bayes_optimal(base).to_dict())
+        return self._one(_bayes_job(problem))
+
+    def _one(self, job: Job) -> dict[str, Any]:
+        for _, rec in self._stream([job], lambda: True, here=True):
+            return rec
+        raise AssertionError("the runner returned no record")
 
     def thresholds(self, problem: Problem) -> dict[str, Any]:
         """``alpha_interp`` and ``alpha_perf`` (``None`` where no closed form exists)."""
@@ -311,6 +283,17 @@ class Engine:
             yield {"event": "decomposition", "alpha": view.alpha_at, **_public(self.decomposition(at, th))}
 
 
+class _KeepingCache(Cache):
+    """The explorer's cache: when the disk becomes read-only or full it keeps what is in memory and writes no
+    more (a server must not fail over its cache)."""
+
+    def put(self, record: dict[str, Any]) -> None:
+        try:
+            super().put(record)  # in memory first, then on disk
+        except OSError:
+            self.root = None
+
+
 def _untied_spectrum(th: dict[str, Any]) -> dict[str, Any]:
     """The spectrum panel of an untied student: its singular-value law (histogram of the SE prior's
     instances, zero mass as the atom); no outlier theory for the untied student."""
@@ -324,9 +307,24 @@ def _untied_spectrum(th: dict[str, Any]) -> dict[str, Any]:
             "eta": None, "delta": None, "eps": None, "law": "singular values (untied)"}
 
 
-def _bayes_problem(problem: Problem) -> Problem:
-    """The problem a Bayes-optimal point is keyed on: student fields at the CLI's defaults (they do not enter)."""
-    return problem.replace(kappa=1.0, lam=0.0, beta=1.0, student="factorized")
+def _bayes_job(problem: Problem) -> Job:
+    """The Bayes-optimal job of ``problem``, as ``singlehead bayes`` runs it: student fields at the CLI's
+    defaults (they do not enter), the CLI's settings."""
+    return Job("bayes", problem.replace(kappa=1.0, lam=0.0, beta=1.0, student="factorized"), None, _BAYES_SETTINGS)
+
+
+def _theory_jobs(problems: list[Problem]) -> list[Job]:
+    """The theory jobs of ``problems`` at the default settings, as ``singlehead theory`` runs them."""
+    return [Job("theory", p, None, result_settings(p, SEOptions())) for p in problems]
+
+
+def _warm_up() -> None:
+    """The imports, the node set and the prior model of the default view (run once on each worker)."""
+    from ..runs.routes import solver_inputs
+
+    p = Problem()
+    settings = dict(result_settings(p, SEOptions()))
+    solver_inputs(p, "alpha", settings.pop("prior"), settings)
 
 
 def _scaling(view: View, points: list[dict[str, Any]]) -> dict[str, Any]:

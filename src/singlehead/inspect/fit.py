@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..spectra import learned_spectrum_law
-from .fit_search import _DELTA_RANGE, _objective, _search
+from .fit_search import DELTA_RANGE, w2_objective, search_fit
 from .laws import (
     PRIORS,
     LawCache,
@@ -139,7 +139,7 @@ class SpectralFit:
     def delta_at_bound(self) -> bool:
         """``delta`` at the top of its search range: a noise-dominated bulk (semicircle edge), where
         only ``eta delta`` and ``eps/delta`` are identified, not ``mu0``."""
-        return self.delta >= 0.999 * _DELTA_RANGE[1]
+        return self.delta >= 0.999 * DELTA_RANGE[1]
 
     def law(self, grid_size: int = 400):
         """The fitted law as a :class:`singlehead.spectra.LearnedSpectrum` (density, atoms, edges)."""
@@ -295,9 +295,9 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
         else:
             x, u, bulk_only = x_all[: n - k], (np.arange(n - k) + 0.5) / (n - k), True
         sx2 = float(x @ x)
-        delta, shp = _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=bulk_only,
+        delta, shp = search_fit(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=bulk_only,
                              delta_grid=delta_grid)
-        w2, eta, eps = _objective(x, u, prior, shp, delta, d, cap, cache, sx2, bulk_only=bulk_only)
+        w2, eta, eps = w2_objective(x, u, prior, shp, delta, d, cap, cache, sx2, bulk_only=bulk_only)
         tab = cache.table(prior, shp, delta, d)
         edge = eta * (tab.edge - eps)
         margin = outlier_margin(eta, tab.sigma, d)

@@ -10,12 +10,13 @@ from scipy.optimize import minimize, minimize_scalar
 
 from .laws import table_quantile
 
-_DELTA_RANGE = (0.01, 4.0)
+#: Bounds of the fitted noise variance ``delta`` (the search and the fit's reports share them).
+DELTA_RANGE = (0.01, 4.0)
 _SHAPE_RANGE = {"mp": (0.02, 1.0), "power_law": (0.55, 3.0)}
 _SHAPE_GRID = {"mp": (0.05, 0.15, 0.3, 0.5, 0.75, 1.0), "power_law": (0.6, 0.8, 1.0, 1.3, 1.7, 2.2)}
 
 
-def _inner(x: np.ndarray, q: np.ndarray, qcap: float, sx2: float) -> tuple[float, float, float]:
+def best_eta_eps(x: np.ndarray, q: np.ndarray, qcap: float, sx2: float) -> tuple[float, float, float]:
     """Best ``(loss, eta, eps)`` for sorted data ``x`` against ``Y``-quantiles ``q`` (cap cut ``qcap``)."""
     def loss_at(eps):
         c = max(eps, qcap)
@@ -44,27 +45,27 @@ def _inner(x: np.ndarray, q: np.ndarray, qcap: float, sx2: float) -> tuple[float
     return L / sx2, eta, eps
 
 
-def _objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only=True):
+def w2_objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only=True):
     """Relative W2 loss, ``eta``, ``eps``: data ``x`` against the bulk (or the whole law)."""
     tab = cache.table(prior, shape, delta, d)
     q = table_quantile(tab, u * tab.bulk_mass if bulk_only else u)
     qcap = float(table_quantile(tab, np.array([1.0 - cap]))[0]) if cap is not None and cap < 1 else -math.inf
-    return _inner(x, q, qcap, sx2)
+    return best_eta_eps(x, q, qcap, sx2)
 
 
-def _search(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk_only=True, delta_grid=None):
+def search_fit(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, bulk_only=True, delta_grid=None):
     """Minimise the relative W2 loss over ``delta`` (and the shape when ``fit_shape``).
 
     With ``delta_grid`` (shape fixed) the loss is evaluated on the grid (cached laws, shared
     between fits) and refined by one parabolic step in ``log delta``.
     """
-    lo_d, hi_d = _DELTA_RANGE
+    lo_d, hi_d = DELTA_RANGE
     lo_s, hi_s = _SHAPE_RANGE[prior]
 
     def f(z):
         delta = float(np.exp(np.clip(z[0], math.log(lo_d), math.log(hi_d))))
         shape = float(np.clip(z[1], lo_s, hi_s)) if fit_shape else shape0
-        return _objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only)[0]
+        return w2_objective(x, u, prior, shape, delta, d, cap, cache, sx2, bulk_only)[0]
 
     if delta_grid is not None and not fit_shape:
         t = np.unique(np.log(np.clip(np.asarray(delta_grid, dtype=float), lo_d, hi_d)))

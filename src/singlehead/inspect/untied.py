@@ -48,13 +48,13 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from .fit_search import _inner
+from .fit_search import best_eta_eps
 from .untied_law import (
     TEACHERS,
     UntiedLawCache,
-    _check_cap,
-    _check_params,
-    _check_sizes,
+    check_cap,
+    check_params,
+    check_sizes,
     model_asymmetry,
     sample_singular_values,
     sample_untied_head,
@@ -174,7 +174,7 @@ def better_fit(ks_untied: float, ks_tied: float, n: int) -> str:
 def _prepared(singular_values: np.ndarray, d: int, rank_cap: float | None, zero_tol: float) -> np.ndarray:
     if int(d) != d or d < 4:
         raise ValueError(f"d must be an integer >= 4 (got {d!r})")
-    _check_cap(rank_cap)
+    check_cap(rank_cap)
     s = np.asarray(singular_values, dtype=float).ravel()
     if s.size < 4 or s.size > d or not np.all(np.isfinite(s)) or np.any(s < 0):
         raise ValueError(f"singular_values must be between 4 and d={d} finite numbers >= 0 (got {s.size})")
@@ -202,7 +202,7 @@ class _Objective:
         lev = (np.arange(v.size) + 0.5) / v.size
         q = np.interp(self.u, lev, v)
         qcap = float(np.interp(1.0 - self.cap, lev, v)) if self.cap is not None else -math.inf
-        w2, eta, eps = _inner(self.x, q, qcap, self.sx2)
+        w2, eta, eps = best_eta_eps(self.x, q, qcap, self.sx2)
         if not (math.isfinite(eta) and eta > 0):
             return 1.0, w2, math.nan, math.nan
         c = max(eps, qcap)
@@ -274,12 +274,12 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
     if not teachers:
         raise ValueError("teachers must name at least one of ('untied', 'tied')")
     for t in teachers:
-        _check_params(0.5, 0.0, 0.0, t)
+        check_params(0.5, 0.0, 0.0, t)
     if asymmetry is not None and not 0 <= asymmetry <= 2:
         raise ValueError(f"asymmetry must be in [0, 2] (got {asymmetry!r})")
     x = _prepared(singular_values, d, rank_cap, zero_tol)
     dp = int(d_prior) if d_prior is not None else min(int(d), 128)
-    _check_sizes(dp, n_samples)
+    check_sizes(dp, n_samples)
     cache = cache if cache is not None else UntiedLawCache(seed)
     n0 = cache.evaluations
     cap = None if rank_cap is None or rank_cap >= 1 else float(rank_cap)

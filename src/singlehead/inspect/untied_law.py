@@ -23,12 +23,14 @@ import numpy as np
 from ..spectra import singular_value_threshold
 
 __all__ = ["TEACHERS", "UntiedLawCache", "sample_singular_values", "sample_untied_map", "sample_untied_head",
-           "model_asymmetry"]
+           "model_asymmetry", "check_params", "check_sizes", "check_cap"]
 
 TEACHERS = ("untied", "tied")
 
 
-def _check_params(kappa0: float, sigma_s: float, sigma_a: float, teacher: str) -> None:
+def check_params(kappa0: float, sigma_s: float, sigma_a: float, teacher: str) -> None:
+    """Validate a teacher's parameters: ``teacher`` in :data:`TEACHERS`, ``0 < kappa0 <= 1``, finite
+    ``sigma_s, sigma_a >= 0``; ``ValueError`` naming the parameter otherwise."""
     if teacher not in TEACHERS:
         raise ValueError(f"teacher must be one of {TEACHERS} (got {teacher!r})")
     if not 0 < kappa0 <= 1:
@@ -38,7 +40,8 @@ def _check_params(kappa0: float, sigma_s: float, sigma_a: float, teacher: str) -
             raise ValueError(f"{name} must be a finite number >= 0 (got {s!r})")
 
 
-def _check_sizes(d_prior: int, n_samples: int) -> None:
+def check_sizes(d_prior: int, n_samples: int) -> None:
+    """Validate the sampling sizes: integers ``d_prior >= 4`` and ``n_samples >= 1`` (``ValueError`` otherwise)."""
     if int(d_prior) != d_prior or d_prior < 4:
         raise ValueError(f"d_prior must be an integer >= 4 (got {d_prior!r})")
     if int(n_samples) != n_samples or n_samples < 1:
@@ -119,8 +122,8 @@ def sample_singular_values(kappa0: float, sigma_s: float, sigma_a: float, *, tea
     >>> s.size, round(float((s**2).mean()), 1)          # ||M0||_F^2/d -> 1
     (400, 1.0)
     """
-    _check_params(kappa0, sigma_s, sigma_a, teacher)
-    _check_sizes(d_prior, n_samples)
+    check_params(kappa0, sigma_s, sigma_a, teacher)
+    check_sizes(d_prior, n_samples)
     cache = cache if cache is not None else UntiedLawCache(seed)
     return cache.law(teacher, kappa0, sigma_s, sigma_a, int(d_prior), int(n_samples)).copy()
 
@@ -139,12 +142,12 @@ def sample_untied_map(d: int, kappa0: float, sigma_s: float, sigma_a: float, *, 
     >>> sample_untied_map(64, 0.5, 0.2, 0.2, eps=0.1, rank_cap=0.25).shape
     (64, 64)
     """
-    _check_params(kappa0, sigma_s, sigma_a, teacher)
+    check_params(kappa0, sigma_s, sigma_a, teacher)
     if not (math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0 (got {eps!r})")
     if not (math.isfinite(eta) and eta > 0):
         raise ValueError(f"eta must be a finite number > 0 (got {eta!r})")
-    _check_cap(rank_cap)
+    check_cap(rank_cap)
     d = int(d)
     cache = UntiedLawCache(seed + 7919)
     zs, za = cache.draws(d, 0)[2:]
@@ -157,7 +160,8 @@ def sample_untied_head(d: int, kappa0: float, sigma_s: float, sigma_a: float, **
     return np.linalg.svd(sample_untied_map(d, kappa0, sigma_s, sigma_a, **kw), compute_uv=False)
 
 
-def _check_cap(rank_cap: float | None) -> None:
+def check_cap(rank_cap: float | None) -> None:
+    """Validate a rank cap: ``None`` or in ``(0, 1]`` (``ValueError`` otherwise)."""
     if rank_cap is not None and not 0 < rank_cap <= 1:
         raise ValueError(f"rank_cap must be in (0, 1] (got {rank_cap!r})")
 

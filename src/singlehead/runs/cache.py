@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -154,6 +153,8 @@ class Cache:
             self._memory[record["key"]] = rec
         if self.root is None:
             return
+        import tempfile  # only writes to disk need it (a command-line point in memory does not)
+
         fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
             json.dump(rec, fh)
@@ -183,6 +184,8 @@ def export_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> 
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
         for rec in records:

@@ -15,15 +15,15 @@ from ._numerics import cubic_roots, cubic_roots_monic
 from .laws import DiscreteLaw, MarchenkoPastur
 
 #: Nodes per panel for the small panels around isolated atoms of a discrete law.
-_PANEL_NODES_SINGLE = 24
+PANEL_NODES_SINGLE = 24
 
 
 #: Ratio ``y/gap`` below which the Biane curve of a discrete law ripples near each atom.
-_RIPPLE_RATIO = 3.0
+RIPPLE_RATIO = 3.0
 
 
 @dataclass
-class _Bulk:
+class Bulk:
     """A bulk of the continuous part, parametrised by ``t`` (``t = x`` or ``t = u``)."""
 
     t_lo: float
@@ -37,7 +37,7 @@ class _Bulk:
 
 class _Engine(Protocol):  # pragma: no cover - typing only
     v: float
-    bulks: list[_Bulk]
+    bulks: list[Bulk]
     atom_pos: np.ndarray
     atom_mass: np.ndarray
 
@@ -48,8 +48,8 @@ class _Engine(Protocol):  # pragma: no cover - typing only
     def cont_stieltjes(self, z: np.ndarray) -> np.ndarray: ...
 
 
-def _simple_bulk(t_lo: float, t_hi: float, x_lo: float, x_hi: float, n: int) -> _Bulk:
-    return _Bulk(t_lo, t_hi, x_lo, x_hi, np.array([t_lo, t_hi]), np.array([n]))
+def _simple_bulk(t_lo: float, t_hi: float, x_lo: float, x_hi: float, n: int) -> Bulk:
+    return Bulk(t_lo, t_hi, x_lo, x_hi, np.array([t_lo, t_hi]), np.array([n]))
 
 
 def _horner(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -80,7 +80,7 @@ def _quartic_roots(k: np.ndarray) -> np.ndarray:
 def _quartic_discriminant(sa: float, v: float) -> np.ndarray:
     """Coefficients (increasing powers of ``x``) of the discriminant of the MP ⊞ SC cubic in ``g``.
 
-    The cubic ``a g^3 + b g^2 + c g + d`` of :meth:`_MPEngine.g` has ``a = sa v``, ``b = -v - sa x``,
+    The cubic ``a g^3 + b g^2 + c g + d`` of :meth:`MPEngine.g` has ``a = sa v``, ``b = -v - sa x``,
     ``c = sa - 1/sa + x``, ``d = -1`` (``sa = 1/sqrt(kappa0)``); its discriminant
     ``18abcd - 4b^3 d + b^2 c^2 - 4ac^3 - 27a^2 d^2`` is a quartic in ``x`` whose real roots are the
     bulk edges. The products are formed with ``np.convolve`` on coefficient arrays, factor by factor
@@ -113,7 +113,7 @@ def _sorted_distinct(x: np.ndarray) -> np.ndarray:
     return x[np.concatenate([[True], x[1:] != x[:-1]])]
 
 
-class _MPEngine:
+class MPEngine:
     """``MarchenkoPastur(kappa0) ⊞ SC(v)``, ``v > 0``, through the cubic of docs: Theory, :ref:`theory-free-probability`."""
 
     t_is_x = True  # the bulks are parametrised by x itself
@@ -130,7 +130,7 @@ class _MPEngine:
             cr = self._complex_disc_roots
             near = cr[(cr.real > a) & (cr.real < b) & (np.abs(cr.imag) < 0.25 * (b - a))].real
             breaks = _sorted_distinct(np.concatenate([[a], near, [b]])) if near.size else np.array([a, b])
-            self.bulks.append(_Bulk(a, b, a, b, breaks, np.full(breaks.size - 1, self.n)))
+            self.bulks.append(Bulk(a, b, a, b, breaks, np.full(breaks.size - 1, self.n)))
 
     # -- the cubic ---------------------------------------------------------------------
     def _coeffs(self, z: np.ndarray) -> tuple:
@@ -238,7 +238,7 @@ class _MPEngine:
         return np.where(lower, np.conj(g), g)
 
 
-class _MPZeroEngine:
+class MPZeroEngine:
     """``v = 0``: the MP law itself (continuous part plus the atom at 0)."""
 
     def __init__(self, law: MarchenkoPastur, n: int) -> None:
@@ -269,12 +269,12 @@ class _MPZeroEngine:
             return self.law.stieltjes(z) - self.law.atom_mass / z
 
 
-class _DiscreteZeroEngine:
+class DiscreteZeroEngine:
     """``v = 0`` for a discrete law: atoms only."""
 
     def __init__(self, law: DiscreteLaw) -> None:
         self.v = 0.0
-        self.bulks: list[_Bulk] = []
+        self.bulks: list[Bulk] = []
         self.atom_pos, self.atom_mass = law.atoms()
 
     def eval_t(self, k, t):  # pragma: no cover - no bulks

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._mp_engines import (
-    _PANEL_NODES_SINGLE,
-    _RIPPLE_RATIO,
-    _Bulk,
-    _DiscreteZeroEngine,
-    _MPEngine,
-    _MPZeroEngine,
+    PANEL_NODES_SINGLE,
+    RIPPLE_RATIO,
+    Bulk,
+    DiscreteZeroEngine,
+    MPEngine,
+    MPZeroEngine,
 )
 from ._numerics import bisect_increasing, cos_gauss, newton_bracketed
 from .laws import SPIKE_CHUNK, DiscreteLaw, MarchenkoPastur, SpikedLaw
@@ -119,7 +119,7 @@ class _BianeEngine:
         return u + self.v * (r @ self.w), 1.0 - self.v * ((r * r) @ self.w)
 
     # -- bulks -------------------------------------------------------------------------
-    def _make_bulks(self) -> list[_Bulk]:
+    def _make_bulks(self) -> list[Bulk]:
         t, w, v = self.t, self.w, self.v
         sv = math.sqrt(v)
         uL = bisect_increasing(self._F, np.array([t[0] - sv]), np.array([t[0]]))[0]
@@ -152,12 +152,12 @@ class _BianeEngine:
                 mids = 0.5 * (tk[:-1] + tk[1:])
                 gap = np.diff(tk)
                 y = np.sqrt(self._solve_s(mids)[0])
-                bumpy = y < _RIPPLE_RATIO * gap
+                bumpy = y < RIPPLE_RATIO * gap
                 if np.any(bumpy):
                     breaks = np.concatenate([[ua], mids[bumpy], [ub]])
                     count = np.histogram(tk, bins=breaks)[0]
-                    nodes = np.where(count > 1, self.n, _PANEL_NODES_SINGLE)
-            bulks.append(_Bulk(float(ua), float(ub), float(xa), float(xb), breaks, nodes))
+                    nodes = np.where(count > 1, self.n, PANEL_NODES_SINGLE)
+            bulks.append(Bulk(float(ua), float(ub), float(xa), float(xb), breaks, nodes))
         return bulks
 
     # -- engine interface --------------------------------------------------------------
@@ -277,7 +277,7 @@ class _SpikedEngine:
 
     def __init__(self, law: SpikedLaw, v: float, n: int) -> None:
         self.law, self.v = law, float(v)
-        self.inner = _make_engine(law.bulk, v, n)
+        self.inner = make_engine(law.bulk, v, n)
         w = law.spike_weight
         spikes = np.asarray(law.spikes, dtype=float)
         if v == 0:
@@ -329,11 +329,13 @@ class _SpikedEngine:
         return self.factor * self.inner.cont_stieltjes(z)
 
 
-def _make_engine(law, v: float, n: int):
+def make_engine(law, v: float, n: int):
+    """The engine of ``law ⊞ SC(v)`` on ``n`` nodes per panel, chosen by the kind of ``law`` (spiked,
+    Marchenko--Pastur or discrete; ``TypeError`` for any other law)."""
     if isinstance(law, SpikedLaw):
         return _SpikedEngine(law, v, n)
     if isinstance(law, MarchenkoPastur):
-        return _MPEngine(law, v, n) if v > 0 else _MPZeroEngine(law, n)
+        return MPEngine(law, v, n) if v > 0 else MPZeroEngine(law, n)
     if isinstance(law, DiscreteLaw):
-        return _BianeEngine(law, v, n) if v > 0 else _DiscreteZeroEngine(law)
+        return _BianeEngine(law, v, n) if v > 0 else DiscreteZeroEngine(law)
     raise TypeError(f"unsupported law {type(law).__name__}; use MarchenkoPastur, DiscreteLaw or SpikedLaw")

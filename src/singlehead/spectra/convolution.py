@@ -46,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 from ._numerics import cos_gauss, newton_bracketed
-from ._subordination import Outlier, _make_engine
+from ._subordination import Outlier, make_engine
 
 __all__ = ["ConvolvedLaw", "Outlier", "free_convolve_semicircle"]
 
@@ -102,7 +102,7 @@ class ConvolvedLaw:
         self.law = law
         self.variance = v
         self.n_nodes = int(n_nodes)
-        self._eng = _make_engine(law, v, self.n_nodes)
+        self._eng = make_engine(law, v, self.n_nodes)
 
     # -- structure ---------------------------------------------------------------------
     def edges(self) -> list[tuple[float, float]]:
