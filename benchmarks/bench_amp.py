@@ -13,9 +13,9 @@ import time
 import torch
 
 from singlehead.amp import AMPOptions, run_amp
-from singlehead.data import child_seeds, sample_sequences
-from singlehead.problem import Problem
-from singlehead.data import sample_target
+from singlehead.sim.data import child_seeds, sample_sequences
+from singlehead.model.problem import Problem
+from singlehead.sim.data import sample_target
 
 
 def time_per_iteration(d: int, bayes: bool, iters: int, threads: int) -> float:

@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
-from singlehead.problem import Problem
+from singlehead.model.problem import Problem
 from singlehead.state_evolution import SEOptions, theory, theory_curve
-from singlehead.targets import PowerLawTarget
+from singlehead.model.targets import PowerLawTarget
 
 D = 400
 WIDTHS = (1, 4, 14, 55, 400)

@@ -19,8 +19,8 @@ from typing import Any
 
 from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
 
-from singlehead.experiments import figspec
-from singlehead.experiments.figspec import FIGURES, Context, Preset, build
+from singlehead.figures import figspec
+from singlehead.figures.figspec import FIGURES, Context, Preset, build
 from singlehead.runs import Cache
 
 
@@ -32,7 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", default="quick", choices=["quick", "smoke"])
     args = ap.parse_args()
-    import singlehead.experiments.reproduce  # noqa: F401  (registers the figures)
+    import singlehead.figures.reproduce  # noqa: F401  (registers the figures)
 
     r0 = reference_seconds()
     print(f"reference workload: {r0:.3f} s", flush=True)

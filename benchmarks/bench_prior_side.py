@@ -3,7 +3,7 @@
 The calls are those the SE makes: the ``(qhat, mhat, Sigmahat)`` of every ``prior_side`` call of 24
 cold ``theory()`` points of ``Problem(T=2, alpha=a, noise=0.5, lam=0.01, target=MPTarget(0.5))``,
 ``a`` in ``geomspace(0.05, 4, 24)``, replayed without a rank cap and with ``kappa = 0.5`` and ``0.1``
-(binding). "before" runs the reference routes (:func:`singlehead.spectra._mp_reference.reference_routes`:
+(binding). "before" runs the reference routes (:func:`singlehead.numerics.spectra._mp_reference.reference_routes`:
 eigenvalue cubics, ``Polynomial`` quartic, density at the mid-points between edges, Newton cut-off
 from mid-bulk; the rest of this change, which is bit-identical, stays on, so the code before the
 change was slower still), "after" the default ones;
@@ -23,9 +23,9 @@ import numpy as np
 
 from _reference import reference_seconds
 from singlehead import MPTarget, Problem
-from singlehead.spectra._mp_reference import reference_routes
+from singlehead.numerics.spectra._mp_reference import reference_routes
 from singlehead.state_evolution import prior_model, theory
-from singlehead.students import Factorized
+from singlehead.model.students import Factorized
 
 FIELDS = ("q", "m", "Sigma", "eta", "delta", "eps", "cutoff", "rank_fraction", "first_moment")
 

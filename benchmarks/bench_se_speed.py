@@ -95,7 +95,7 @@ def main() -> None:
     s, c, bad = sweep_time(REPORT_BASE, alphas, args.repeats)
     row(f"warm sweep lam=0.01 ({len(alphas)} points): per point", s, c, ref0, "<= 0.05 s", f"unconverged {bad}")
     if not args.quick:
-        for lam in (1e-3, 1e-5):  # the interpolation-peak figure's grid (figures_peak: 24 alphas in [0.05, 2])
+        for lam in (1e-3, 1e-5):  # the interpolation-peak figure's grid (singlehead.figures.peak: 24 alphas in [0.05, 2])
             s, c, bad = sweep_time(REPORT_BASE.replace(lam=lam), np.geomspace(0.05, 2.0, 24), args.repeats)
             row(f"warm peak sweep lam={lam:g} (24 points): per point", s, c, ref0, "<= 0.05 s", f"unconverged {bad}")
         per = [sweep_time(p, np.geomspace(p.alpha / 4, p.alpha * 4, 12), 1) for p in grid]

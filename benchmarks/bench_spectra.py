@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from singlehead.spectra import (
+from singlehead.numerics.spectra import (
     DiscreteLaw,
     FiniteDSpectrum,
     MarchenkoPastur,

@@ -5,8 +5,8 @@ Run: ``python benchmarks/bench_training.py [--quick] [--threads N] [--oversubscr
 1. **GEMM rate** of this machine, measured in the same run as the steps: a 1000 x 1000
    GEMM and the two GEMM shapes of a step (``X W`` and ``X^T dZ``, ``n T x d`` by ``d x p``),
    float64 and float32.
-2. **Step**: one full-batch objective + gradient (:class:`singlehead.training.Objective`),
-   its FLOP count (:func:`singlehead.training.step_flops`) and achieved FLOP rate, next to
+2. **Step**: one full-batch objective + gradient (:class:`singlehead.sim.training.Objective`),
+   its FLOP count (:func:`singlehead.sim.training.step_flops`) and achieved FLOP rate, next to
    the autograd evaluation of the same objective (the implementation before issue 13).
    Timings interleave the reference GEMMs and the steps and keep the minimum of each, so
    that other load on a shared machine affects both alike; CPU time (``process_time``)
@@ -17,7 +17,7 @@ Run: ``python benchmarks/bench_training.py [--quick] [--threads N] [--oversubscr
    resident memory is reported (minus the size right after ``import torch``).
 4. ``--oversubscription``: two worker processes doing small linear algebra (d = 100
    eigendecompositions and tall GEMMs) with 1 thread each vs 2 threads each, the
-   penalty that :mod:`singlehead.threads` prevents.
+   penalty that :mod:`singlehead.runs.threads` prevents.
 
 Targets (issue 13, 2 cores): float64 step within 2x of the float64 GEMM rate, float32 within
 2x of the float32 rate; converged L-BFGS fit <= 2 s with the objective within 1e-6 of the
@@ -36,7 +36,7 @@ SETTING = {"d": 100, "T": 2, "alpha": 1.0}
 
 
 def _problem(cfg: dict):
-    from singlehead.problem import Problem
+    from singlehead.model.problem import Problem
 
     return Problem(d=cfg["d"], T=cfg["T"], alpha=cfg["alpha"], noise=0.5, lam=0.01)
 
@@ -57,10 +57,10 @@ def _step_worker(cfg: dict, queue) -> None:
     import torch
 
     torch.set_num_threads(cfg["threads"])
-    from singlehead.data import generator, sample_sequences
-    from singlehead.students import init_student
-    from singlehead.data import sample_target
-    from singlehead.training import Objective, reference_objective_and_grad, step_flops
+    from singlehead.sim.data import generator, sample_sequences
+    from singlehead.model.students import init_student
+    from singlehead.sim.data import sample_target
+    from singlehead.sim.training import Objective, reference_objective_and_grad, step_flops
 
     p = _problem(cfg)
     S0 = sample_target(p.target, p.d, 0)
@@ -92,7 +92,7 @@ def _fit_worker(cfg: dict, queue) -> None:
     import torch
 
     torch.set_num_threads(cfg["threads"])
-    from singlehead.simulation import TrainOptions, simulate
+    from singlehead.sim.simulation import TrainOptions, simulate
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     p = _problem(cfg)

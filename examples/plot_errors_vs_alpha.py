@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from singlehead import MPTarget, Problem, simulate, theory_curve
-from singlehead.simulation import TrainOptions
+from singlehead.sim.simulation import TrainOptions
 
 base = Problem(d=30, T=2, noise=0.5, target=MPTarget(kappa0=0.5))
 alphas_theory = np.geomspace(0.1, 3.0, 14)

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from singlehead import MPTarget, Problem, simulate, theory_curve
-from singlehead.simulation import TrainOptions
+from singlehead.sim.simulation import TrainOptions
 
 base = Problem(d=40, T=2, noise=0.5, lam=0.05, target=MPTarget(kappa0=0.25))
 alphas = np.geomspace(0.1, 3.0, 12)

@@ -29,7 +29,7 @@ from safetensors.numpy import save_file
 
 from singlehead import MPTarget
 from singlehead.inspect import inspect_model
-from singlehead.spectra import MarchenkoPastur, goe, learned_spectrum_law
+from singlehead.numerics.spectra import MarchenkoPastur, goe, learned_spectrum_law
 
 
 def synthetic_checkpoint(folder: Path, *, d_model: int = 256, n_heads: int = 1, layers: int = 2,

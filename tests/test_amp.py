@@ -12,11 +12,11 @@ import torch
 
 from singlehead.amp import (AMPOptions, SensingOperator, amp, bayes_se_iterates, erm_objective, instance_prior, run_amp, se_iterates,
                             spectral_divergence)
-from singlehead.convex import solve_reference
-from singlehead.data import child_seeds, sample_sequences
-from singlehead.problem import MPTarget, Problem
-from singlehead.results import METRIC_FIELDS
-from singlehead.data import sample_target
+from singlehead.sim.convex import solve_reference
+from singlehead.sim.data import child_seeds, sample_sequences
+from singlehead.model.problem import MPTarget, Problem
+from singlehead.model.results import METRIC_FIELDS
+from singlehead.sim.data import sample_target
 
 
 @pytest.fixture(autouse=True)

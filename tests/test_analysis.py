@@ -21,8 +21,8 @@ from singlehead.analysis import (
     spectrum_table,
     switch_on_sample_sizes,
 )
-from singlehead.problem import MPTarget, PowerLawTarget, Problem
-from singlehead.spectra import goe
+from singlehead.model.problem import MPTarget, PowerLawTarget, Problem
+from singlehead.numerics.spectra import goe
 from singlehead.state_evolution import SEOptions, theory
 
 
@@ -119,7 +119,7 @@ def test_matrix_parts_against_random_matrices(alpha):
     E_approx = r - E_over - E_under (R: eigenvalues above the gap of the split law). Finite-d bias
     measured at d = 40/80/400: 0.0134/0.0116/0.0105 against 0.0100 (alpha = 1), so 10% tolerance.
     """
-    from singlehead.spectra import MarchenkoPastur, free_convolve_semicircle
+    from singlehead.numerics.spectra import MarchenkoPastur, free_convolve_semicircle
 
     p = Problem(d=200, T=2, alpha=alpha, noise=0.5, lam=0.01, target=MPTarget(0.5))
     th = theory(p, options=SEOptions(tol=1e-9))

@@ -15,9 +15,9 @@ import pytest
 
 import singlehead.runs.cache as cache_module
 from singlehead import Problem
-from singlehead.experiments import Job, expand_grid, run_jobs
+from singlehead.runs import Job, expand_grid, run_jobs
 from singlehead.runs import runner
-from singlehead.experiments.figspec import Context
+from singlehead.figures.figspec import Context
 from singlehead.runs import Cache, result_key, value_key
 
 

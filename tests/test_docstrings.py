@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("singlehead", "singlehead.state_evolution", "singlehead.channels", "singlehead.students",
-            "singlehead.analysis", "singlehead.spectra",
-            "singlehead.amp", "singlehead.inspect", "singlehead.runs", "singlehead.experiments")
+PACKAGES = ("singlehead", "singlehead.state_evolution", "singlehead.model.channels", "singlehead.model.students",
+            "singlehead.analysis", "singlehead.numerics.spectra",
+            "singlehead.amp", "singlehead.inspect", "singlehead.runs")
 # Examples that take more than about a second (training, AMP, whole curves): run under -m slow.
 SLOW = {"simulate", "compare_spectrum", "power_law_curve", "classify_regime", "scaling_curve", "amp",
         "run_amp", "AMPRun", "erm_objective", "instance_prior", "SensingOperator", "bayes_optimal",

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from singlehead.experiments import Cache, expand_grid, load_grid, run_jobs
+from singlehead.runs import Cache, expand_grid, load_grid, run_jobs
 from singlehead.runs import runner
-from singlehead.problem import MPTarget, Problem
+from singlehead.model.problem import MPTarget, Problem
 
 GRID = {
     "route": "simulation",
@@ -123,7 +123,7 @@ def test_failed_jobs_are_reported_not_cached(tmp_path, monkeypatch):
 def test_cached_many_runs_missing_values_on_workers_and_caches_each(tmp_path):
     import functools
 
-    from singlehead.experiments.figspec import Context
+    from singlehead.figures.figspec import Context
     from singlehead.runs import Cache
 
     ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
@@ -145,7 +145,7 @@ def test_cached_many_keeps_what_finished_when_another_task_fails(tmp_path):
     """Values are cached as they come back, so an interrupted (here: failing) batch keeps the finished ones."""
     import functools
 
-    from singlehead.experiments.figspec import Context
+    from singlehead.figures.figspec import Context
     from singlehead.runs import Cache
 
     ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
@@ -175,8 +175,8 @@ def test_phase_diagram_hatches_unconverged_cells():
     """An unconverged SE cell is hatched over (its regime label is not trusted) and left without an exponent."""
     import pandas as pd
 
-    from singlehead.experiments.figspec import new_figure
-    from singlehead.experiments.figures_power_law_plot import phase_diagram
+    from singlehead.figures.figspec import new_figure
+    from singlehead.figures.power_law_plot import phase_diagram
 
     rmap = pd.DataFrame({"n": [1e3, 1e4, 1e3, 1e4], "lam": [1e-3, 1e-3, 1.0, 1.0],
                          "local_exponent_n": [0.5, 0.6, 0.7, 0.8], "predicted_exponent": [0.5, 0.6, 0.7, 0.8],

@@ -109,7 +109,7 @@ def test_a_new_view_cancels_the_stream_in_flight():
 
 
 def test_points_are_cached_on_disk_under_the_library_keys(tmp_path, monkeypatch):
-    from singlehead.experiments import Job
+    from singlehead.runs import Job
     from singlehead.state_evolution import SEOptions
     from singlehead.state_evolution.options import result_settings
 
@@ -143,7 +143,7 @@ def test_power_law_views_stream_the_scaling_curve():
 def sim_files(tmp_path_factory):
     """A ``simulate --out`` JSON-lines file and the reproduce-style CSV of the same runs."""
     from singlehead.cli import main
-    from singlehead.experiments.compare import records_to_frame
+    from singlehead.report.compare import records_to_frame
 
     root = tmp_path_factory.mktemp("sims")
     jsonl = root / "runs.jsonl"

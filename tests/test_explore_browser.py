@@ -143,7 +143,7 @@ def test_a_bad_value_shows_the_library_message_and_keeps_the_plot(page):
 
 def test_a_simulation_file_is_drawn_with_error_bars(page, tmp_path):
     from singlehead.cli import main
-    from singlehead.experiments.compare import records_to_frame
+    from singlehead.report.compare import records_to_frame
 
     jsonl = tmp_path / "runs.jsonl"
     main(["simulate", "--T", "2", "--d", "12", "--alpha", "0.2,0.5", "--seeds", "3", "--noise", "0.5", "--lam", "0.02",

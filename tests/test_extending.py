@@ -23,7 +23,7 @@
 
 * **Target ``two_level``** — ``S0 = O diag(s) O^T``, ``O`` Haar, with ``s = base + bump`` on a
   share ``share`` of the directions and ``s = base`` on the others: a scaled identity plus a
-  low-rank block. It subclasses :class:`~singlehead.targets.Target` directly: its own sampler and
+  low-rank block. It subclasses :class:`~singlehead.model.targets.Target` directly: its own sampler and
   its spectral law (the discrete law of the ``d`` eigenvalues, ``Q0 = mean(s^2)``).
 
 The test registers all three, then runs ``simulate``, ``theory``, AMP and the CLI through the public
@@ -47,15 +47,15 @@ from torch import nn
 
 from singlehead import MPTarget, Problem, simulate, theory, theory_curve
 from singlehead.amp import amp
-from singlehead.attention_maps import vec_to_mat
-from singlehead.channels import Channel, register_channel
+from singlehead.numerics.attention_maps import vec_to_mat
+from singlehead.model.channels import Channel, register_channel
 from singlehead.cli import main
-from singlehead.simulation import TrainOptions
-from singlehead.spectra import DiscreteLaw, PriorModel
-from singlehead.students import Factorized, register_student
-from singlehead.targets import Target, TargetParam, register_target
-from singlehead.students import BlockPriorSide, Factorized, Student, register_student
-from singlehead.targets import UntiedMPTarget
+from singlehead.sim.simulation import TrainOptions
+from singlehead.numerics.spectra import DiscreteLaw, PriorModel
+from singlehead.model.students import Factorized, register_student
+from singlehead.model.targets import Target, TargetParam, register_target
+from singlehead.model.students import BlockPriorSide, Factorized, Student, register_student
+from singlehead.model.targets import UntiedMPTarget
 
 _SQRT2 = math.sqrt(2.0)
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from singlehead.experiments.figspec import FigureDef, FigureRun, build, new_figure
-from singlehead.experiments.reproduce import FIGURES, Preset
-from singlehead.experiments.spec import FigureSpec
+from singlehead.figures.figspec import FigureDef, FigureRun, build, new_figure
+from singlehead.figures.reproduce import FIGURES, Preset
+from singlehead.figures.spec import FigureSpec
 
 
 @pytest.mark.parametrize("name", list(FIGURES))

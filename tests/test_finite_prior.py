@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from singlehead import Problem
-from singlehead.spectra import FiniteDSpectrum
-from singlehead.spectra.finite_d import _divergence
+from singlehead.numerics.spectra import FiniteDSpectrum
+from singlehead.numerics.spectra.finite_d import _divergence
 from singlehead.state_evolution import SEOptions, prior_model, theory
-from singlehead.targets import PowerLawTarget
+from singlehead.model.targets import PowerLawTarget
 
 # the quadratic-network setting of the issue (linear T = 1, power law gamma = 1.25, Q0 = 1)
 D = 400

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.attention_layers import DirectStudent, FactorizedStudent
-from singlehead.simulation import TrainOptions
-from singlehead.channels import get_channel, squared_error
-from singlehead.convex import solve_reference
-from singlehead.data import generator, logits, sample_sequences
-from singlehead.problem import CustomTarget, MPTarget, PowerLawTarget, Problem
-from singlehead.simulation import simulate
-from singlehead.students import init_student
-from singlehead.data import sample_target
-from singlehead.targets import power_law_eigenvalues
-from singlehead.training import fit_adam, fit_lbfgs, objective_and_grad
+from singlehead.model.attention_layers import DirectStudent, FactorizedStudent
+from singlehead.sim.simulation import TrainOptions
+from singlehead.model.channels import get_channel, squared_error
+from singlehead.sim.convex import solve_reference
+from singlehead.sim.data import generator, logits, sample_sequences
+from singlehead.model.problem import CustomTarget, MPTarget, PowerLawTarget, Problem
+from singlehead.sim.simulation import simulate
+from singlehead.model.students import init_student
+from singlehead.sim.data import sample_target
+from singlehead.model.targets import power_law_eigenvalues
+from singlehead.sim.training import fit_adam, fit_lbfgs, objective_and_grad
 
 
 def test_problem_roundtrip_and_key():
@@ -207,7 +207,7 @@ def _two_loop_reference(g, mem):
 def test_lbfgs_direction_matches_the_two_loop_recursion(dtype, tol):
     """The triangular-solve form of the L-BFGS direction equals the two loops (pairs from a convex quadratic,
     so that s . y > 0 as in the optimiser), for 0, 1 and 50 stored pairs."""
-    from singlehead.training import _lbfgs_direction
+    from singlehead.sim.training import _lbfgs_direction
 
     gen = torch.Generator().manual_seed(0)
     n = 300

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights
-from singlehead.simulation import TrainOptions
+from singlehead.sim.simulation import TrainOptions
 from singlehead.inspect.esd import esd_power_law
 from singlehead.inspect.fit import bbp_inverse, bbp_position, fit_spectrum, power_law_values
 from singlehead.inspect.heads import head_spectrum
-from singlehead.spectra import MarchenkoPastur
+from singlehead.numerics.spectra import MarchenkoPastur
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "src")
 
@@ -143,8 +143,8 @@ def test_fit_on_trained_students_matches_state_evolution():
     """Students of ``simulate`` (d = 100, T = 2, MP kappa0 = 0.5, Delta = 0.5, lam = 0.01, alpha = 0.5)."""
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    from singlehead.problem import MPTarget, Problem
-    from singlehead.simulation import simulate
+    from singlehead.model.problem import MPTarget, Problem
+    from singlehead.sim.simulation import simulate
     from singlehead.state_evolution import theory
 
     problem = Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
@@ -167,8 +167,8 @@ def test_fit_on_trained_students_slow(case):
     """
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    from singlehead.problem import MPTarget, PowerLawTarget, Problem
-    from singlehead.simulation import simulate
+    from singlehead.model.problem import MPTarget, PowerLawTarget, Problem
+    from singlehead.sim.simulation import simulate
     from singlehead.state_evolution import theory
 
     if case == "power_law":

@@ -60,7 +60,7 @@ def test_ginibre_noise_matches_the_free_convolution_and_elliptic_noise_does_not(
     alone (the Monte-Carlo floor); the tied teacher with purely symmetric / antisymmetric noise is
     off by 0.019 / 0.039, while the untied teacher's law does not see the split (0.0044 / 0.0061).
     """
-    from singlehead.spectra import DiscreteLaw, free_convolve_semicircle
+    from singlehead.numerics.spectra import DiscreteLaw, free_convolve_semicircle
 
     d, n, sigma = 128, 16, 0.5
     cache = UntiedLawCache(0)
@@ -100,7 +100,7 @@ def test_fit_recovers_a_head_drawn_from_the_untied_law(teacher, kappa0, sigma_s,
 def test_psd_head_is_fitted_at_least_as_well_by_the_tied_law():
     from singlehead import MPTarget
     from singlehead.inspect.fit import fit_spectrum
-    from singlehead.spectra import goe
+    from singlehead.numerics.spectra import goe
 
     d, cap = 192, 0.25
     S0 = MPTarget(0.5).sample(d, seed=1).numpy()

@@ -24,7 +24,7 @@ def test_import_layers_contract():
 
 
 def test_theory_imports_no_torch_or_matplotlib():
-    code = ("import sys, singlehead.state_evolution, singlehead.analysis, singlehead.spectra, singlehead.bayes, "
+    code = ("import sys, singlehead.state_evolution, singlehead.analysis, singlehead.numerics.spectra, singlehead.bayes, "
             "singlehead.thresholds; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -58,7 +58,7 @@ def test_cli_theory_point_loads_no_heavy_module(tmp_path):
     *_, theory_line, loaded, modules = out.stdout.strip().splitlines()
     assert theory_line.startswith("alpha=1: test_error=") and "converged=True" in theory_line
     assert loaded == "[]", f"a CLI theory point imported {loaded}"
-    for lazy in ("singlehead.bayes", "singlehead.thresholds", "singlehead.simulation", "singlehead.amp"):
+    for lazy in ("singlehead.bayes", "singlehead.thresholds", "singlehead.sim.simulation", "singlehead.amp"):
         assert f"'{lazy}'" not in modules, f"a CLI theory point imported {lazy}"
 
 

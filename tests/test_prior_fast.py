@@ -1,6 +1,6 @@
 """The fast routes of the Marchenko-Pastur prior side give the numbers of the reference routes.
 
-:mod:`singlehead.spectra._mp_reference` switches the MP ⊞ SC engine back to companion-matrix
+:mod:`singlehead.numerics.spectra._mp_reference` switches the MP ⊞ SC engine back to companion-matrix
 eigenvalues for its cubic, ``Polynomial`` arithmetic for its discriminant quartic and a mid-bulk
 start for the rank-cap Newton solve. On a fixed-seed random set of prior-side inputs (small and
 large ``delta``, ``eps`` close to the top edge, binding and slack rank caps) every field of
@@ -14,12 +14,12 @@ import math
 import numpy as np
 import pytest
 
-from singlehead.spectra import MarchenkoPastur, free_convolve_semicircle
-from singlehead.spectra._mp_engines import MPEngine, _quartic_discriminant, _quartic_roots
-from singlehead.spectra._mp_reference import _quartic_polynomial, reference_routes
-from singlehead.spectra._numerics import cubic_roots, cubic_roots_fast
-from singlehead.spectra.prior_model import PriorModel
-from singlehead.students import Factorized
+from singlehead.numerics.spectra import MarchenkoPastur, free_convolve_semicircle
+from singlehead.numerics.spectra.mp_engines import MPEngine, _quartic_discriminant, _quartic_roots
+from singlehead.numerics.spectra._mp_reference import _quartic_polynomial, reference_routes
+from singlehead.numerics.spectra.primitives import cubic_roots, cubic_roots_fast
+from singlehead.numerics.spectra.prior_model import PriorModel
+from singlehead.model.students import Factorized
 
 FIELDS = ("q", "m", "Sigma", "eta", "delta", "eps", "cutoff", "rank_fraction", "first_moment")
 RTOL = 1e-10

@@ -1,4 +1,4 @@
-"""Tests of the batched proximal step (singlehead.prox)."""
+"""Tests of the batched proximal step (singlehead.numerics.prox)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.channels import get_channel
-from singlehead.prox import (
+from singlehead.model.channels import get_channel
+from singlehead.numerics.prox import (
     interpolating_start,
     mat_to_vec,
     prox_objective,
@@ -113,7 +113,7 @@ def test_nonconvex_case_picks_lower_branch():
 def test_newton_prox_accepts_read_only_loss_derivatives():
     # a loss may hand back read-only arrays (here a broadcast constant Hessian); Newton updates its own
     # state in place, so it must copy those rather than write into them
-    from singlehead.prox import prox_linear, prox_newton
+    from singlehead.numerics.prox import prox_linear, prox_newton
 
     rng = np.random.default_rng(6)
     z, y = rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
@@ -133,10 +133,10 @@ def test_t2_newton_reaches_the_generic_newtons_minima():
     """The T = 2 Newton (in the plane of the row differences, 2 x 2 Newton systems) against the generic Newton
     from the same starts (z, the interpolating point, their midpoint) across Sigma and beta: the same local
     minimum at every node (end points within 1e-9), the same objective and node-wise best start."""
-    from singlehead.attention_maps import softmax_fit_loss
-    from singlehead.channels import get_channel
-    from singlehead.prox import prox_newton
-    from singlehead.prox_t2 import newton_t2
+    from singlehead.numerics.attention_maps import softmax_fit_loss
+    from singlehead.model.channels import get_channel
+    from singlehead.numerics.prox import prox_newton
+    from singlehead.numerics.prox_t2 import newton_t2
 
     ch = get_channel("seq2lab")
     rng = np.random.default_rng(3)

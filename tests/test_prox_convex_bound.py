@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem
-from singlehead.attention_maps import (
+from singlehead.numerics.attention_maps import (
     T2_ROW_CURVATURE_BOUND,
     softmax_t2_prox_convex,
     softmax_t2_prox_convex_everywhere,
 )
-from singlehead.channels import Seq2Lab
+from singlehead.model.channels import Seq2Lab
 from singlehead.state_evolution import SEOptions
 from singlehead.state_evolution.output import _fields, node_labels, output_side
 

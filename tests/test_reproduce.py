@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from singlehead.experiments.reproduce import FIGURES, Preset, reproduce
+from singlehead.figures.reproduce import FIGURES, Preset, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,7 +100,7 @@ def test_report_renders_in_headless_browser(smoke, tmp_path, width):
     """The smoke report in headless Chromium at a desktop and a phone width: a non-blank screenshot, no
     horizontal scroll of the page body, every figure loaded and inside the viewport's width, and the
     contents still on screen after scrolling to the end."""
-    from singlehead.experiments.report import write_report
+    from singlehead.report.write import write_report
 
     mod = _render_module()
     # written again from the smoke outputs: a cached rerun of this module rewrites the shared report with one figure
@@ -136,8 +136,8 @@ def test_report_table_is_compact_and_marks_explained_rows(tmp_path):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from singlehead.experiments.report import FigureOutput, write_report
-    from singlehead.experiments.verdict import judge
+    from singlehead.report.write import FigureOutput, write_report
+    from singlehead.report.verdict import judge
 
     agr = judge(pd.DataFrame({
         "cfg_lam": [1e-5, 1e-5], "cfg_alpha": [0.2, 0.3], "quantity": ["test_error", "test_error"],
@@ -185,7 +185,7 @@ def test_agreement_spread_from_more_seeds_replaces_a_small_sample_spread():
     import numpy as np
     import pandas as pd
 
-    from singlehead.experiments.compare import agreement
+    from singlehead.report.compare import agreement
 
     few = pd.DataFrame({"cfg_alpha": [1.0] * 3, "test_error": [0.100, 0.101, 0.102]})
     many = pd.DataFrame({"cfg_alpha": [1.0] * 8, "test_error": [0.09, 0.11, 0.10, 0.12, 0.08, 0.10, 0.095, 0.105]})
@@ -202,7 +202,7 @@ def test_agreement_p_value_uses_the_allowance_and_the_seed_count():
     import pandas as pd
     from scipy import stats
 
-    from singlehead.experiments.compare import agreement
+    from singlehead.report.compare import agreement
 
     sim = pd.DataFrame({"cfg_alpha": [1.0] * 4, "test_error": [0.100, 0.104, 0.108, 0.112]})
     theory = pd.DataFrame({"cfg_alpha": [1.0], "test_error": [0.100]})
@@ -217,7 +217,7 @@ def test_agreement_p_value_uses_the_allowance_and_the_seed_count():
 def test_agreement_refuses_an_unconverged_theory_point():
     import pandas as pd
 
-    from singlehead.experiments.compare import agreement
+    from singlehead.report.compare import agreement
 
     sim = pd.DataFrame({"cfg_alpha": [1.0, 1.0, 2.0, 2.0], "test_error": [0.10, 0.10, 0.05, 0.05]})
     theory = pd.DataFrame({"cfg_alpha": [1.0, 2.0], "test_error": [0.10, 0.05], "converged": [True, False]})
@@ -246,13 +246,13 @@ def test_summary_names_what_each_figure_checks(smoke, tmp_path):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from singlehead.experiments.report import FigureOutput, write_report
+    from singlehead.report.write import FigureOutput, write_report
 
     _, res = smoke
     for o in res.outputs:
         if o.agreement is not None and len(o.agreement):
             assert ("a pretrained network measured" if o.name == "inspect_minilm" else "theory-simulation") in o.checks
-    from singlehead.experiments.verdict import judge
+    from singlehead.report.verdict import judge
 
     agr = judge(pd.DataFrame({"quantity": ["x"], "theory": [1.0], "simulation": [1.0], "se": [0.1], "gap": [0.0],
                               "p_value": [1.0]}))
@@ -271,7 +271,7 @@ def test_peak_rows_carry_the_replica_symmetry_check(smoke):
     number, below 1 on these convergent points), its prox-jump share (a percentage) and the diagnostic's
     verdict under the declared criterion; the notes state the criterion and the caption is computed
     from the run (no fixed text about points the run did not make)."""
-    from singlehead.experiments.rs_diagnostic import JUMP_SHARE_LIMIT, REPLICON_LIMIT
+    from singlehead.figures.rs_diagnostic import JUMP_SHARE_LIMIT, REPLICON_LIMIT
 
     _, res = smoke
     o = next(o for o in res.outputs if o.name == "interpolation_peak")
@@ -290,7 +290,7 @@ def test_peak_rows_carry_the_replica_symmetry_check(smoke):
 
 
 def test_failing_ranges_and_the_declared_criterion():
-    from singlehead.experiments.rs_diagnostic import RSPoint, failing_ranges
+    from singlehead.figures.rs_diagnostic import RSPoint, failing_ranges
 
     a = np.array([0.1, 0.2, 0.4, 0.8, 1.6])
     np.testing.assert_allclose(failing_ranges(a, [False, True, True, False, True]),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from singlehead import MPTarget, PowerLawTarget, Problem, Result, theory
-from singlehead.experiments.grid import random_problems_wide
+from singlehead.runs.grid import random_problems_wide
 from singlehead.state_evolution import SEOptions
 from singlehead.state_evolution.diagnosis import CAUSES
 

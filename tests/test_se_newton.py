@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem
-from singlehead.channels import get_channel
-from singlehead.channels.base import Channel
+from singlehead.model.channels import get_channel
+from singlehead.model.channels.base import Channel
 from singlehead.state_evolution import SEOptions, iter_theory_curve, output_side, prior_model, theory, theory_curve
-from singlehead.state_evolution._fixed_point import to_u
+from singlehead.state_evolution.fixed_point import to_u
 from singlehead.state_evolution.output import _Q_CV
 from singlehead.state_evolution.se_map import MapSettings, SEMap
 

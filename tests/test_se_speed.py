@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem
-from singlehead.attention_maps import _softmax_fit_loss_general, _softmax_fit_loss_t2, softmax_rows
+from singlehead.numerics.attention_maps import _softmax_fit_loss_general, _softmax_fit_loss_t2, softmax_rows
 from problem_grids import random_problems  # tests/ is on sys.path under pytest
-from singlehead.prox import interpolating_start, pair_embedding, prox_softmax
+from singlehead.numerics.prox import interpolating_start, pair_embedding, prox_softmax
 from singlehead.state_evolution import SEOptions, theory, theory_curve
 from singlehead.state_evolution import quadrature as quad_mod
 from singlehead.state_evolution.quadrature import OutputQuadrature

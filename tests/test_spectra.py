@@ -1,4 +1,4 @@
-"""Tests of the free-probability engine ``singlehead.spectra``.
+"""Tests of the free-probability engine ``singlehead.numerics.spectra``.
 
 Monte Carlo checks use fixed seeds; tolerances are the brief's (KS < 0.02, 1 %, 2 %) and sit
 well above the measured spread (quoted next to each check), so they fail on a wrong formula
@@ -15,7 +15,7 @@ import pytest
 import scipy.integrate
 import scipy.sparse.linalg
 
-from singlehead.spectra import (
+from singlehead.numerics.spectra import (
     ConvolvedLaw,
     DiscreteLaw,
     FiniteDSpectrum,

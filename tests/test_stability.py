@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem
-from singlehead.results import Result
+from singlehead.model.results import Result
 from singlehead.state_evolution import stability, theory, theory_curve
 from singlehead.state_evolution.stability import _prior_factor
-from singlehead.targets import PowerLawTarget
+from singlehead.model.targets import PowerLawTarget
 
 _PEAK = dict(d=100, T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, noise=0.5)
 
@@ -126,7 +126,7 @@ def test_output_jacobian_is_the_finite_difference_of_the_prox():
     """The output factor uses dh*/dz = (I + Sigma H)^{-1} with H the analytic Hessian of the fit loss in the
     K-vector coordinates; checked node by node against central differences of the batched prox itself
     (Sigma large enough that the prox is strongly non-linear; nodes next to a branch jump excluded)."""
-    from singlehead.prox import interpolating_start
+    from singlehead.numerics.prox import interpolating_start
     from singlehead.state_evolution.output import _fit_derivatives
 
     p = Problem(alpha=0.3, lam=1e-3, **_PEAK)

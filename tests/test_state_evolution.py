@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem
-from singlehead.simulation import TrainOptions
+from singlehead.sim.simulation import TrainOptions
 from singlehead.state_evolution import (
     SEOptions,
     OutputQuadrature,
@@ -137,7 +137,7 @@ def test_theory_matches_simulation_at_small_d(student, alpha):
     Tolerance: 3 standard errors of the seed mean plus a finite-size allowance (10% for the
     test and train errors, 15% for the matrix error; at d = 100 the measured gaps are <= 5%).
     """
-    from singlehead.simulation import simulate
+    from singlehead.sim.simulation import simulate
 
     p = Problem(d=40, T=2, alpha=alpha, noise=0.5, lam=0.01, student=student, target=MPTarget(0.5))
     th = theory(p)
@@ -153,7 +153,7 @@ def test_theory_matches_simulation_at_small_d(student, alpha):
 @pytest.mark.parametrize("student,kappa", [("factorized", 1.0), ("direct", 1.0)])
 def test_theory_vs_simulation_small_d(student, kappa):
     """Small-d simulation check (d = 50, 3 seeds, wide tolerance 20%: finite-size effects)."""
-    from singlehead.simulation import simulate
+    from singlehead.sim.simulation import simulate
 
     p = Problem(d=50, T=2, alpha=1.0, noise=0.5, lam=0.01, student=student, kappa=kappa, target=MPTarget(0.5))
     th = theory(p)
@@ -227,7 +227,7 @@ def test_output_side_degenerate_limits_are_continuous():
     d = output_side(1e-7, 1e-7, 0.5, problem=p, Q0=1.05, quad=quad)
     for name in ("qhat", "mhat", "Sigmahat", "train_error"):
         assert getattr(d, name) == pytest.approx(getattr(c, name), rel=3e-3), name
-    from singlehead.state_evolution._fixed_point import to_u
+    from singlehead.state_evolution.fixed_point import to_u
 
     assert np.all(np.isfinite(to_u(np.zeros(3), 1.05)))
 

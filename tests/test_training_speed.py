@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.data import child_seeds, generator, sample_sequences
-from singlehead.problem import MPTarget, PowerLawTarget, Problem
-from singlehead.simulation import TrainOptions, simulate
-from singlehead.students import init_student
-from singlehead.data import sample_target
-from singlehead.training import Objective, fit_lbfgs, reference_objective_and_grad, step_flops
+from singlehead.sim.data import child_seeds, generator, sample_sequences
+from singlehead.model.problem import MPTarget, PowerLawTarget, Problem
+from singlehead.sim.simulation import TrainOptions, simulate
+from singlehead.model.students import init_student
+from singlehead.sim.data import sample_target
+from singlehead.sim.training import Objective, fit_lbfgs, reference_objective_and_grad, step_flops
 
 
 CASES = list(itertools.product(["seq2lab", "seq2seq", "linear"], [1, 2, 3], ["factorized", "direct"]))
@@ -161,7 +161,7 @@ def test_lbfgs_trajectory_counts_iterations():
 
 
 def test_thread_policy():
-    from singlehead import threads
+    from singlehead.runs import threads
 
     assert threads.threads_per_worker(2, cores=2) == 1
     assert threads.threads_per_worker(1, cores=2) == 2
@@ -196,7 +196,7 @@ def test_thread_policy():
 
 
 def test_emergence_data_and_figure(tmp_path):
-    from singlehead.experiments.emergence import emergence_data, plot_emergence
+    from singlehead.figures.emergence import emergence_data, plot_emergence
 
     p = Problem(d=12, T=1, alpha=2.0, channel="linear", noise=0.1, lam=0.05, target=PowerLawTarget(1.5))
     o = TrainOptions(optimizer="adam", lr=0.02, init_scale=1e-3, max_steps=60, n_test=300, record_every=10,
@@ -239,8 +239,8 @@ def test_fig_emergence_for_the_reproduction():
     """The reproduction figure (smoke preset): figure, tidy table and agreement rows."""
     from types import SimpleNamespace
 
-    from singlehead.experiments.emergence import EmergenceSpec
-    from singlehead.experiments.figspec import FIGURES, build
+    from singlehead.figures.emergence import EmergenceSpec
+    from singlehead.figures.figspec import FIGURES, build
 
     store: dict = {}
     ctx = SimpleNamespace(cached=lambda name, compute: store.setdefault(name, compute()))

@@ -19,7 +19,7 @@ from singlehead import Problem, theory, theory_curve
 from singlehead.state_evolution import SEOptions, prior_model
 from singlehead.state_evolution.options import result_settings
 from singlehead.state_evolution.quadrature import OutputQuadrature
-from singlehead.students import Student
+from singlehead.model.students import Student
 
 # cheap settings: closed-form output side, small prior instances
 LINEAR = Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.5, student="untied")

@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from singlehead import Problem, UntiedMPTarget, simulate, solve_reference
-from singlehead.attention_layers import FactorizedStudent, UntiedStudent
-from singlehead.data import sample_sequences
-from singlehead.overlaps import overlaps
-from singlehead.simulation import TrainOptions
-from singlehead.students import Untied, get_student
-from singlehead.training import Objective, fit_lbfgs, reference_objective_and_grad
+from singlehead.model.attention_layers import FactorizedStudent, UntiedStudent
+from singlehead.sim.data import sample_sequences
+from singlehead.sim.overlaps import overlaps
+from singlehead.sim.simulation import TrainOptions
+from singlehead.model.students import Untied, get_student
+from singlehead.sim.training import Objective, fit_lbfgs, reference_objective_and_grad
 
 
 def _balanced(M: np.ndarray, p: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,7 +128,7 @@ def test_convex_reference_equals_gradient_erm_linear():
     problem = Problem(d=20, T=2, alpha=1.0, channel="linear", noise=0.5, lam=0.05, student="untied",
                       target=UntiedMPTarget(0.5))
     run = simulate(problem, seed=3, options=TrainOptions(precision="float64", n_test=200), return_matrices=True)
-    from singlehead.data import child_seeds, sample_target
+    from singlehead.sim.data import child_seeds, sample_target
 
     s_target, s_train, _, _ = child_seeds(3, 4)
     M0 = sample_target(problem.target, problem.d, s_target)
@@ -189,7 +189,7 @@ def test_cli_simulate_untied(capsys, usage_error):
 def test_fixed_matrix_predictions_and_trajectory():
     """``measure_estimate`` without a module predicts with the non-symmetric ``M`` itself (not its
     symmetric part), and a recorded trajectory holds the top singular values."""
-    from singlehead.simulation import measure_estimate
+    from singlehead.sim.simulation import measure_estimate
 
     problem = Problem(d=8, T=3, alpha=0.5, noise=0.2, student="untied", target=UntiedMPTarget(0.5))
     M0 = problem.target.sample(problem.d, 0)

@@ -29,8 +29,8 @@ from singlehead.state_evolution.untied import (
     untied_theory,
     weighted_nuclear_prox,
 )
-from singlehead.spectra.untied_prior import _anti, _sym
-from singlehead.students import Factorized
+from singlehead.numerics.spectra.untied_prior import _anti, _sym
+from singlehead.model.students import Factorized
 
 
 def test_tied_limit_T1_large_lam_reproduces_the_tied_state_evolution():
@@ -96,7 +96,7 @@ def test_weighted_prox_exact_cases():
 
 def test_linear_closed_form_matches_the_quadrature_route():
     """The per-block closed form of the linear channel against the generic prox + quadrature."""
-    from singlehead.channels.linear import Linear
+    from singlehead.model.channels.linear import Linear
 
     class QuadratureLinear(Linear):
         def closed_form_block(self, *args, **kwargs):
@@ -131,7 +131,7 @@ def test_options_validate():
 def test_untied_fit_loss_derivatives(T):
     """The untied softmax fit loss: gradient and Hessian against central differences; T = 2 closed form
     against the general formula."""
-    from singlehead.attention_maps import (
+    from singlehead.numerics.attention_maps import (
         _softmax_fit_loss_general,
         softmax_fit_loss,
         softmax_rows,
@@ -157,7 +157,7 @@ def test_untied_fit_loss_derivatives(T):
 
 def test_untied_embedding_covariances():
     """Fields of a random M: symmetric block variance ||M_s||^2/d, antisymmetric ||M_a||^2/d (diag 2 q_s)."""
-    from singlehead.attention_maps import untied_embedding
+    from singlehead.numerics.attention_maps import untied_embedding
 
     P = untied_embedding(3)
     P2 = P.reshape(9, 9)
@@ -170,7 +170,7 @@ def test_theory_routes_an_untied_student_and_thresholds():
     """``singlehead.theory`` runs the untied SE for ``student="untied"`` (a Result with both blocks);
     the interpolation threshold is the dimension count (softmax T = 2: 1/2, against the tied 0.153)."""
     from singlehead import interpolation_threshold
-    from singlehead.targets import UntiedMPTarget
+    from singlehead.model.targets import UntiedMPTarget
 
     p = Problem(d=100, T=2, channel="seq2lab", alpha=2.0, noise=0.5, lam=0.1, student="untied",
                 target=UntiedMPTarget(kappa0=0.5))
@@ -219,9 +219,9 @@ def test_untied_perfect_recovery_anchor():
 @pytest.mark.parametrize("channel", ["linear", "seq2lab"])
 def test_block_interface_of_the_channel(channel):
     """One symmetric block is the tied fit loss; two blocks are the T^2 untied fields (P(h), P^T P = 2 I)."""
-    from singlehead.attention_maps import untied_embedding
-    from singlehead.channels import Channel, get_channel
-    from singlehead.students import get_student
+    from singlehead.numerics.attention_maps import untied_embedding
+    from singlehead.model.channels import Channel, get_channel
+    from singlehead.model.students import get_student
 
     ch, T, beta = get_channel(channel), 2, 1.3
     rng = np.random.default_rng(0)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from singlehead.experiments.verdict import gap_p_value, holm, holm_adjusted, judge, tally
+from singlehead.report.verdict import gap_p_value, holm, holm_adjusted, judge, tally
 
 
 def test_holm_on_a_hand_computed_example():

@@ -22,12 +22,12 @@ __version__ = "0.1.0"
 from importlib import import_module
 from typing import Any
 
-from .problem import CustomTarget, MPTarget, PowerLawTarget, Problem  # noqa: E402
-from .results import Result  # noqa: E402
-from .targets import UntiedMPTarget  # noqa: E402
+from singlehead.model.problem import CustomTarget, MPTarget, PowerLawTarget, Problem  # noqa: E402
+from singlehead.model.results import Result  # noqa: E402
+from singlehead.model.targets import UntiedMPTarget  # noqa: E402
 
 _LAZY = {
-    "simulate": "singlehead.simulation",
+    "simulate": "singlehead.sim.simulation",
     "theory": "singlehead.state_evolution",
     "theory_curve": "singlehead.state_evolution",
     "amp": "singlehead.amp",
@@ -37,8 +37,8 @@ _LAZY = {
     "untied_perfect_recovery_threshold": "singlehead.thresholds",
     "perfect_recovery_threshold": "singlehead.thresholds",
     "bayes_perfect_recovery_threshold": "singlehead.thresholds",
-    "solve_reference": "singlehead.convex",
-    "reproduce": "singlehead.experiments.reproduce",
+    "solve_reference": "singlehead.sim.convex",
+    "reproduce": "singlehead.figures.reproduce",
 }
 
 __all__ = ["Problem", "MPTarget", "PowerLawTarget", "CustomTarget", "UntiedMPTarget", "Result", "__version__", *_LAZY]

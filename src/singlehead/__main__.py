@@ -1,3 +1,3 @@
-from .cli import main
+from singlehead.cli import main
 
 main()

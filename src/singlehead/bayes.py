@@ -3,7 +3,7 @@
 Source: the Bayes-optimal analysis of the attention-indexed model, arXiv 2506.01582, with the
 rotation-invariant denoising MMSE of Bun, Allez, Bouchaud & Potters (2016). Conventions as in
 the docs (Theory, :ref:`theory-logits`, :ref:`theory-targets`; ``Q0 = Tr S0^2/d``; ``K = T(T+1)/2`` logits per sequence, the diagonal
-ones with doubled variance, see :mod:`singlehead.prox`).
+ones with doubled variance, see :mod:`singlehead.numerics.prox`).
 
 **Fixed point** (single overlap ``q = E Tr(<S> S0)/d``, Nishimori ``m = q``)::
 
@@ -45,11 +45,11 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.stats import qmc
 
-from .attention_maps import vec_to_mat
-from .problem import Problem
-from .results import Result
-from .state_evolution import PriorModel, prior_model
-from .thresholds import informative_directions
+from singlehead.numerics.attention_maps import vec_to_mat
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution import PriorModel, prior_model
+from singlehead.thresholds import informative_directions
 
 __all__ = ["denoising_mmse", "bayes_overlap", "bayes_test_errors", "bayes_optimal"]
 
@@ -150,7 +150,7 @@ def bayes_optimal(
 ) -> Result:
     """Bayes-optimal curve point for ``problem`` (student fields are ignored).
 
-    Returns a :class:`~singlehead.results.Result` with ``source="bayes"``: ``test_error``
+    Returns a :class:`~singlehead.model.results.Result` with ``source="bayes"``: ``test_error``
     (posterior-mean prediction, noiseless labels), ``test_error_noisy``, ``matrix_error``
     ``= mmse = Q0 - q``; ``train_error``, ``penalty``, ``rank_fraction`` are nan. ``extras``:
     ``q, qhat, mmse, Q0, test_error_plugin, c_T``.

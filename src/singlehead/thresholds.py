@@ -38,9 +38,9 @@ import warnings
 import numpy as np
 from scipy import integrate, optimize
 
-from .problem import Problem
-from .spectra.finite_d import DEFAULT_DRAWS
-from .state_evolution import prior_model
+from singlehead.model.problem import Problem
+from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
+from singlehead.state_evolution import prior_model
 
 __all__ = [
     "informative_directions",
@@ -77,7 +77,7 @@ def semicircle_tail_moments(u: float) -> tuple[float, float, float]:
 
 
 def _mp_kappa0(problem: Problem) -> float:
-    """The target's rank ratio (:attr:`~singlehead.targets.Target.rank_ratio`) for the tied closed forms."""
+    """The target's rank ratio (:attr:`~singlehead.model.targets.Target.rank_ratio`) for the tied closed forms."""
     k0 = problem.target.rank_ratio
     if k0 is None or not problem.target.symmetric:
         raise NotImplementedError("closed-form perfect-recovery thresholds exist only for symmetric targets with a "
@@ -143,7 +143,7 @@ def untied_interpolation_threshold(problem: Problem) -> float:
     """Interpolation threshold of the untied student at ``lam -> 0+``: a dimension count.
 
     The labels of a sequence fix ``e`` linear combinations of the student's logits
-    (:meth:`~singlehead.channels.Channel.block_label_equations`: ``T(T-1)`` row differences for
+    (:meth:`~singlehead.model.channels.Channel.block_label_equations`: ``T(T-1)`` row differences for
     the softmax channels; for the linear channel only the ``K = T(T+1)/2`` symmetric ones are
     non-trivial, since the symmetric label noise leaves the antisymmetric equations homogeneous).
     The logits are linear in ``M``, with no sign constraint (unlike the tied student's PSD ``S``),
@@ -195,7 +195,7 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     """Perfect-recovery threshold of the untied student (noiseless, ``lam -> 0+``), MP teachers: an anchor.
 
     ``nuclear_statistical_dimension(kappa0) / e`` with ``e`` the label equations per sequence
-    (:meth:`~singlehead.channels.Channel.block_label_equations`): the value for isotropic Gaussian
+    (:meth:`~singlehead.model.channels.Channel.block_label_equations`): the value for isotropic Gaussian
     measurements of a rank-``kappa0 d`` matrix. The untied student's equations are Gaussian but not
     isotropic (at ``T = 2`` they weigh the symmetric part of ``M`` three times the antisymmetric
     part), so this is the isotropic anchor, not a derived result. The state evolution (sampled prior,

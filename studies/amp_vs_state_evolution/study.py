@@ -20,7 +20,7 @@ import torch
 
 from singlehead.amp import AMPOptions, amp, se_iterates
 from singlehead.bayes import bayes_overlap
-from singlehead.problem import MPTarget, Problem
+from singlehead.model.problem import MPTarget, Problem
 from singlehead.state_evolution import theory
 from studies import echo_into, study_parser, write_table
 

@@ -1,6 +1,6 @@
 """Does the ``inspect`` fit give back the state evolution's parameters? (README.md)
 
-Ground truth: students trained by :func:`singlehead.simulation.simulate` (seq2lab, T = 2,
+Ground truth: students trained by :func:`singlehead.sim.simulation.simulate` (seq2lab, T = 2,
 Delta = 0.5, lam = 0.01, factorized kappa = 1, L-BFGS) at d = 100 on
 
 * an MP target, kappa0 = 0.5, alpha in {0.5, 4};
@@ -30,10 +30,10 @@ import torch
 
 from singlehead import MPTarget, PowerLawTarget, Problem, simulate, theory
 from singlehead.analysis import learned_spectrum
-from singlehead.data import sample_target
-from singlehead.experiments import Cache, cached
+from singlehead.sim.data import sample_target
+from singlehead.runs import Cache, cached
 from singlehead.inspect.fit import LawCache, fit_spectrum, outlier_margin
-from singlehead.simulation import TrainOptions
+from singlehead.sim.simulation import TrainOptions
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from singlehead import Problem, Result
-from singlehead.experiments import Cache, cached
+from singlehead.runs import Cache, cached
 from singlehead.state_evolution import (OutputQuadrature, PriorModel, SEOptions, channel_test_errors, output_side,
                                         prior_model, prior_side, stability)
 
@@ -68,7 +68,7 @@ def branch_output(x: np.ndarray, problem: Problem, Q0: float, quad: OutputQuadra
 def check_nodes(problem: Problem, x: np.ndarray, Q0: float, quad: OutputQuadrature) -> float:
     """Largest relative difference of ``(qhat, mhat, Sigmahat)`` between the library's cold map and the
     same three starts built here (0 up to round-off when the node construction matches)."""
-    from singlehead.prox import interpolating_start
+    from singlehead.numerics.prox import interpolating_start
 
     q, m, Sigma = map(float, x)
     y, z = _nodes(q, m, Q0, problem, quad)
@@ -182,8 +182,8 @@ def per_seed_theory(cache: Cache, make, d: int, seed: int) -> dict:
     rest: the SE with a :class:`~singlehead.CustomTarget` holding the ``d`` eigenvalues that ``simulate`` drew.
     """
     from singlehead import CustomTarget, theory
-    from singlehead.data import sample_target
-    from singlehead.rng import child_seeds
+    from singlehead.sim.data import sample_target
+    from singlehead.numerics.rng import child_seeds
 
     prob = make(d)
 

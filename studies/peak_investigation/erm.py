@@ -12,7 +12,7 @@ default of the library); Adam (the paper's protocol, lr 0.1) is polished the sam
 optimizers are compared on the same float64 objective.
 
 The study caches each fit's record in the library's result cache
-(:func:`singlehead.experiments.cached`), so an interrupted run resumes where it stopped.
+(:func:`singlehead.runs.cached`), so an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["fit_instance", "pair_distances"]
 
 
 def _init_seed(s_init: int, k: int) -> int:
-    from singlehead.rng import child_seeds
+    from singlehead.numerics.rng import child_seeds
 
     return s_init if k == 0 else child_seeds(s_init, k)[k - 1]
 
@@ -66,11 +66,11 @@ def fit_instance(problem: Problem, data_seed: int, inits: list[int], optimizer: 
     """
     import torch
 
-    from singlehead.data import sample_sequences, sample_target
-    from singlehead.rng import child_seeds, generator
-    from singlehead.simulation import measure_estimate
-    from singlehead.students import init_student
-    from singlehead.training import Objective, fit_adam, fit_lbfgs
+    from singlehead.sim.data import sample_sequences, sample_target
+    from singlehead.numerics.rng import child_seeds, generator
+    from singlehead.sim.simulation import measure_estimate
+    from singlehead.model.students import init_student
+    from singlehead.sim.training import Objective, fit_adam, fit_lbfgs
 
     if optimizer not in ("lbfgs", "adam"):
         raise ValueError(f"optimizer must be 'lbfgs' or 'adam' (got {optimizer!r})")

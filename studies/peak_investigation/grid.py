@@ -1,6 +1,6 @@
 """Unconverged SE points on fresh random grids of valid problems, and what they are.
 
-``random_problems(n, seed)`` (:func:`singlehead.experiments.random_problems`, with seeds the test suite does
+``random_problems(n, seed)`` (:func:`singlehead.runs.random_problems`, with seeds the test suite does
 not use) is solved by :func:`singlehead.theory`
 with one thread. For each unconverged point the fixed point is followed by continuation in ``lam`` from
 ``1e-2`` (where the SE converges) down to the point's ``lam`` (:func:`theory_curve` over ``lam``), with the
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from singlehead import Problem
-from singlehead.experiments import Cache, cached, random_problems
+from singlehead.runs import Cache, cached, random_problems
 
 __all__ = ["solve_grid_point", "classify", "run_grid", "grid_section"]
 

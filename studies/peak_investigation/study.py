@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from singlehead import MPTarget, Problem, theory, theory_curve
-from singlehead.experiments import Cache, cached
+from singlehead.runs import Cache, cached
 from singlehead.state_evolution import stability
 from studies import study_parser
 from studies.peak_investigation import tables as rep

@@ -1,7 +1,7 @@
 """Several state-evolution fixed points at one problem: which one is the ERM's? (README.md)
 
 The problem is problem 10 of the T = 2 softmax problems of the random grid
-``random_problems(64, seed=7101)`` (:func:`singlehead.experiments.random_problems`), written out
+``random_problems(64, seed=7101)`` (:func:`singlehead.runs.random_problems`), written out
 here: seq2lab, ``T = 2``, ``beta = 0.5``, ``beta0 = 1``, noise ``Delta = 1``, MP target
 ``kappa0 = 1``, direct (Frobenius) student, ``lam = 1.365e-5``, at ``alpha = 0.9178`` (just above its
 interpolation peak). Without a cap on the quadrature floor that may certify a fixed point

@@ -15,7 +15,7 @@ import numpy as np
 
 from singlehead import MPTarget, Problem
 from singlehead.runs import Cache, Job, run_jobs
-from singlehead.experiments.compare import agreement, records_to_frame
+from singlehead.report.compare import agreement, records_to_frame
 from studies import study_parser, write_table
 
 METRICS = ("test_error", "matrix_error")
@@ -29,7 +29,7 @@ STUDENTS = {
 def compare(problems: list[Problem], seeds: int, rel_tol: float, optimizer: str, cache: Cache, n_jobs: int) -> list[dict]:
     """Theory and mean/standard error over ``seeds`` simulations, per problem (cached, parallel).
 
-    The pass rule is the fixed-level tolerance ``within`` of :func:`singlehead.experiments.compare.agreement`
+    The pass rule is the fixed-level tolerance ``within`` of :func:`singlehead.report.compare.agreement`
     (2 s.e. + ``rel_tol``); the report judges the same rows' p-values by Holm per figure instead.
     """
     settings = (("n_test", 10000), ("optimizer", optimizer))

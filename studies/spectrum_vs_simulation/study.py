@@ -18,8 +18,8 @@ import torch
 
 from singlehead import MPTarget, Problem, simulate, theory
 from singlehead.analysis import compare_spectrum, learned_spectrum, plot_spectrum_comparison, spectrum_table
-from singlehead.experiments import Cache, cached
-from singlehead.simulation import TrainOptions
+from singlehead.runs import Cache, cached
+from singlehead.sim.simulation import TrainOptions
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

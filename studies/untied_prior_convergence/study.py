@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from singlehead import Problem
-from singlehead.experiments import Cache, cached
+from singlehead.runs import Cache, cached
 from singlehead.state_evolution.untied import UntiedSEOptions, untied_theory
 from studies import study_parser
 

@@ -32,9 +32,9 @@ import numpy as np
 from scipy import stats
 
 from singlehead import MPTarget, Problem, UntiedMPTarget, simulate
-from singlehead.experiments import Cache, cached
-from singlehead.experiments.verdict import gap_p_value, holm
-from singlehead.simulation import TrainOptions
+from singlehead.runs import Cache, cached
+from singlehead.report.verdict import gap_p_value, holm
+from singlehead.sim.simulation import TrainOptions
 from singlehead.state_evolution.untied import untied_theory
 from studies import study_parser
 

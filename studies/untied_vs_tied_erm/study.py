@@ -6,7 +6,7 @@ points ``(alpha, lam)``: ``(1, 1e-2)``, ``(0.5, 1e-2)``, ``(2, 1e-2)``, ``(1, 1e
 Each (point, student) is trained on the same seeds (same teacher and data for both students),
 in float64. Printed per point: mean test error (noiseless labels) with its standard error over
 seeds, the untied/tied ratio, the untied ``M``'s asymmetry ``||M - M^T||_F/||M||_F`` and the
-split ``q_s, q_a, m_s`` of :func:`singlehead.overlaps.overlaps`. Results go to
+split ``q_s, q_a, m_s`` of :func:`singlehead.sim.overlaps.overlaps`. Results go to
 ``results/untied_vs_tied_erm.json`` (``..._untied_teacher.json`` for the untied teacher).
 ``--quick``: d = 20, 2 seeds, the first two points, written to ``runs/studies/untied_vs_tied_erm-quick``.
 """
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from singlehead import MPTarget, Problem, UntiedMPTarget, simulate
-from singlehead.simulation import TrainOptions
+from singlehead.sim.simulation import TrainOptions
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

@@ -104,7 +104,7 @@ def compute() -> dict[str, Any]:
     from singlehead import bayes_optimal, interpolation_threshold, perfect_recovery_threshold, simulate, theory
     from singlehead.amp import amp
     from singlehead.analysis import learned_spectrum
-    from singlehead.simulation import TrainOptions
+    from singlehead.sim.simulation import TrainOptions
 
     out: dict[str, Any] = {"theory": [], "simulation": [], "spectrum": [], "amp": [], "thresholds": [], "bayes": []}
     theory_results = []

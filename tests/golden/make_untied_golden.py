@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from singlehead import Problem, theory
-from singlehead.targets import MPTarget, UntiedMPTarget
+from singlehead.model.targets import MPTarget, UntiedMPTarget
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "untied_golden.json"

@@ -5,7 +5,7 @@ Two algorithms on the equivalent matrix-sensing problem of arXiv 2509.24914 (Sec
 * **ERM-GAMP** (:func:`amp`): generalised AMP (Rangan 2011, "Generalized approximate message
   passing for estimation with random linear mixing"; Bayati & Montanari 2011 for the state
   evolution) whose output step is the ``K``-dimensional proximal step of the channel
-  (:func:`singlehead.prox.prox_channel` / :func:`~singlehead.prox.prox_softmax`) and whose
+  (:func:`singlehead.numerics.prox.prox_channel` / :func:`~singlehead.numerics.prox.prox_softmax`) and whose
   matrix step is the proximal map of the regulariser, i.e. the spectral soft threshold
   ``eta ReLU(Y - eps)`` (nuclear norm, optional rank cap) or a linear shrinkage (Frobenius).
   Its fixed points are stationary points of the ERM objective (shown below) and its
@@ -15,14 +15,14 @@ Two algorithms on the equivalent matrix-sensing problem of arXiv 2509.24914 (Sec
   arXiv 2506.01582: the matrix denoiser is the rotation-invariant estimator (RIE, Bun, Allez,
   Bouchaud & Potters 2016) ``x -> x - 2 v H_{mu_v}(x)`` applied to the eigenvalues, and the
   output denoiser is the posterior mean of the channel. For softmax channels the labels fix the
-  logits up to the global shift ``u`` (:func:`singlehead.prox.shift_direction`), so the posterior
+  logits up to the global shift ``u`` (:func:`singlehead.numerics.prox.shift_direction`), so the posterior
   of the ``K`` logits given the labels and the Gaussian message is Gaussian, of rank ``c_T = K-1``
   (exactly; label noise handled too). Its iterates follow the Bayes state evolution (docs: Theory, :ref:`theory-bayes`).
 
 Sensing operator and normalisations
 -----------------------------------
 Sample ``mu`` has ``K = T(T+1)/2`` logits, stored as a ``K``-vector with the convention of
-:mod:`singlehead.prox` (off-diagonal ``h_ab``, diagonal ``h_aa / sqrt 2``), so that every
+:mod:`singlehead.numerics.prox` (off-diagonal ``h_ab``, diagonal ``h_aa / sqrt 2``), so that every
 component has variance ``q = Tr S^2/d``. Each is a Frobenius inner product
 ``v_{mu k} = <A_{mu k}, S>`` with
 
@@ -32,7 +32,7 @@ component has variance ``q = Tr S^2/d``. Each is a Frobenius inner product
 ``E ||A_{mu k}||_F^2 = (d+1)/2``. In the Frobenius-orthonormal coordinates ``theta`` of the
 ``N = d(d+1)/2``-dimensional space of symmetric matrices, every entry of the sensing matrix has
 variance ``a = 1/d``. The adjoint is ``A^T g = sum_mu (X_mu^T B_mu X_mu - Tr(B_mu) I)/sqrt d``
-with ``B_mu = M(g_mu)/2`` (``M`` = :func:`singlehead.prox.vec_to_mat`).
+with ``B_mu = M(g_mu)/2`` (``M`` = :func:`singlehead.numerics.prox.vec_to_mat`).
 
 One GAMP iteration (scalar variances; ``t`` the iteration index)::
 
@@ -85,11 +85,11 @@ Layout: :mod:`.operator` (sensing operator), :mod:`.denoisers` (matrix step), :m
 
 from __future__ import annotations
 
-from .algorithm import AMPOptions, AMPRun, amp, bayes_amp, run_amp
-from .denoisers import spectral_divergence
-from .operator import SensingOperator
-from .output import erm_objective
-from .se import bayes_se_iterates, instance_prior, se_iterates
+from singlehead.amp.algorithm import AMPOptions, AMPRun, amp, bayes_amp, run_amp
+from singlehead.amp.denoisers import spectral_divergence
+from singlehead.amp.operator import SensingOperator
+from singlehead.amp.output import erm_objective
+from singlehead.amp.se import bayes_se_iterates, instance_prior, se_iterates
 
 __all__ = [
     "SensingOperator",

@@ -11,18 +11,18 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from .. import __version__
-from .._validate import check as _check
-from .._validate import finite as _finite
-from .._validate import is_int as _is_int
-from ..data import Sequences, child_seeds, sample_sequences, sample_target
-from ..problem import Problem
-from ..prox import mat_to_vec
-from ..results import Result
-from ..simulation import measure_estimate
-from .denoisers import RIE, penalty_denoiser
-from .operator import SensingOperator
-from .output import (
+from singlehead import __version__
+from singlehead.model.validation import check as _check
+from singlehead.model.validation import finite as _finite
+from singlehead.model.validation import is_int as _is_int
+from singlehead.sim.data import Sequences, child_seeds, sample_sequences, sample_target
+from singlehead.model.problem import Problem
+from singlehead.numerics.prox import mat_to_vec
+from singlehead.model.results import Result
+from singlehead.sim.simulation import measure_estimate
+from singlehead.amp.denoisers import RIE, penalty_denoiser
+from singlehead.amp.operator import SensingOperator
+from singlehead.amp.output import (
     attention_labels,
     BayesOutput,
     ErmOutput,
@@ -42,7 +42,7 @@ class AMPRun:
     Examples
     --------
     >>> from singlehead import Problem
-    >>> from singlehead.data import sample_sequences
+    >>> from singlehead.sim.data import sample_sequences
     >>> problem = Problem(d=30, T=2, alpha=0.5, noise=0.5, lam=0.01)
     >>> S0 = problem.target.sample(problem.d, seed=0)
     >>> data = sample_sequences(problem, S0, problem.n, seed=1)
@@ -177,7 +177,7 @@ def run_amp(
     Examples
     --------
     >>> from singlehead import Problem
-    >>> from singlehead.data import sample_sequences
+    >>> from singlehead.sim.data import sample_sequences
     >>> problem = Problem(d=30, T=2, alpha=0.5, noise=0.5, lam=0.01)
     >>> S0 = problem.target.sample(problem.d, seed=0)
     >>> data = sample_sequences(problem, S0, problem.n, seed=1)
@@ -301,7 +301,7 @@ def amp(
     -------
     Result
         ``source="amp"``; metrics with the definitions of :class:`~singlehead.Result` (computed by
-        ``singlehead.simulation.evaluate``); standard fields ``converged``, ``iterations``,
+        ``singlehead.sim.simulation.evaluate``); standard fields ``converged``, ``iterations``,
         ``runtime_s``, ``message``; extras ``history``, ``eigenvalues``, ``rank``,
         ``zero_fraction``, ``objective``, ``q``, ``m``, ``Q0``, ``Sigma``, ``tau``, ``bayes``,
         ``test_error_se``, ``seed``, ``version`` (``S``, ``S0`` with ``return_matrices``).

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..spectra import divided_differences, free_convolve_semicircle
-from .operator import sym_eigh
+from singlehead.numerics.spectra import divided_differences, free_convolve_semicircle
+from singlehead.amp.operator import sym_eigh
 
 
 def spectral_divergence(nu: np.ndarray, f: np.ndarray, fp: np.ndarray) -> float:
@@ -18,7 +18,7 @@ def spectral_divergence(nu: np.ndarray, f: np.ndarray, fp: np.ndarray) -> float:
 
     ``sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)`` (derivative in the
     Frobenius-orthonormal coordinates of the ``d(d+1)/2``-dimensional space; ties use the mean of
-    the two ``f'``; :func:`singlehead.spectra.divided_differences`). Divide by ``d(d+1)/2`` for the
+    the two ``f'``; :func:`singlehead.numerics.spectra.divided_differences`). Divide by ``d(d+1)/2`` for the
     per-coordinate divergence of the prior side (docs: Theory, :ref:`theory-prior-side`).
 
     Examples

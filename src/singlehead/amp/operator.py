@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from ..prox import (
+from singlehead.numerics.prox import (
     mat_to_vec,
     vec_to_mat,
 )
@@ -24,14 +24,14 @@ class SensingOperator:
     Notes
     -----
     ``forward(S)[mu] = mat_to_vec(h_mu(S))`` with ``h_ab(S) = (x_a^T S x_b - delta_ab Tr S)/sqrt d``
-    (diagonal divided by ``sqrt 2``, ``singlehead.prox.mat_to_vec``);
+    (diagonal divided by ``sqrt 2``, ``singlehead.numerics.prox.mat_to_vec``);
     ``adjoint(g) = sum_mu (X_mu^T B_mu X_mu - Tr(B_mu) I)/sqrt d`` with ``B_mu = M(g_mu)/2``,
     so that ``<forward(S), g> = <S, adjoint(g)>_F`` for symmetric ``S``.
 
     Examples
     --------
     >>> from singlehead import Problem
-    >>> from singlehead.data import sample_sequences
+    >>> from singlehead.sim.data import sample_sequences
     >>> problem = Problem(d=30, T=2, alpha=0.5, noise=0.5, lam=0.01)
     >>> S0 = problem.target.sample(problem.d, seed=0)
     >>> data = sample_sequences(problem, S0, problem.n, seed=1)

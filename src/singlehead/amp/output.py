@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..channels import squared_error
-from ..data import Sequences
-from ..problem import Problem
-from ..prox import interpolating_start
-from .operator import SensingOperator
+from singlehead.model.channels import squared_error
+from singlehead.sim.data import Sequences
+from singlehead.model.problem import Problem
+from singlehead.numerics.prox import interpolating_start
+from singlehead.amp.operator import SensingOperator
 
 
 def attention_labels(problem: Problem, data: Sequences) -> np.ndarray:
@@ -121,7 +121,7 @@ def erm_objective(problem: Problem, op: SensingOperator, Y: np.ndarray, S: np.nd
     Examples
     --------
     >>> from singlehead import Problem
-    >>> from singlehead.data import sample_sequences
+    >>> from singlehead.sim.data import sample_sequences
     >>> problem = Problem(d=30, T=2, alpha=0.5, noise=0.5, lam=0.01)
     >>> S0 = problem.target.sample(problem.d, seed=0)
     >>> data = sample_sequences(problem, S0, problem.n, seed=1)

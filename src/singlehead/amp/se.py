@@ -7,18 +7,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..bayes import denoising_mmse
-from ..problem import Problem
-from ..spectra.finite_d import DEFAULT_DRAWS
-from ..spectra.prior_model import prior_from_eigenvalues
-from ..state_evolution import (
+from singlehead.bayes import denoising_mmse
+from singlehead.model.problem import Problem
+from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
+from singlehead.numerics.spectra.prior_model import prior_from_eigenvalues
+from singlehead.state_evolution import (
     PriorModel,
     SEOptions,
     output_side,
     prior_model,
     prior_side,
 )
-from ..thresholds import informative_directions
+from singlehead.thresholds import informative_directions
 
 
 def se_iterates(
@@ -91,13 +91,13 @@ def instance_prior(S0: np.ndarray | torch.Tensor, *, draws: int = DEFAULT_DRAWS,
     """Finite-``d`` SE prior model built from the eigenvalues of one sampled target ``S0``.
 
     Comparing AMP on an instance with the SE iterates of *that* instance (same ``Q0`` and
-    spectrum, :class:`singlehead.spectra.FiniteDSpectrum` with ``draws`` fixed GOE draws) removes
+    spectrum, :class:`singlehead.numerics.spectra.FiniteDSpectrum` with ``draws`` fixed GOE draws) removes
     the ``O(1/d)`` target-to-target fluctuation from the comparison.
 
     Examples
     --------
     >>> from singlehead import Problem
-    >>> from singlehead.data import sample_sequences
+    >>> from singlehead.sim.data import sample_sequences
     >>> problem = Problem(d=30, T=2, alpha=0.5, noise=0.5, lam=0.01)
     >>> S0 = problem.target.sample(problem.d, seed=0)
     >>> data = sample_sequences(problem, S0, problem.n, seed=1)

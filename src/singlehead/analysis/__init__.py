@@ -5,8 +5,8 @@ laws and spectra of shallow networks), arXiv 2505.17958 (nuclear route); convent
 docs: Theory, :ref:`theory-logits`, :ref:`theory-se`, :ref:`theory-spectrum`, :ref:`theory-decomposition`, :ref:`theory-scaling`.
 """
 
-from .learned_spectrum import LearnedSpectrum, learned_spectrum, target_law
-from .spectrum_comparison import (
+from singlehead.analysis.learned_spectrum import LearnedSpectrum, learned_spectrum, target_law
+from singlehead.analysis.spectrum_comparison import (
     compare_spectrum,
     ks_distance,
     plot_spectrum_comparison,
@@ -23,22 +23,22 @@ __all__ = [
     "target_law",
 ]
 
-from .decomposition import (  # noqa: E402
+from singlehead.analysis.decomposition import (  # noqa: E402
     ErrorDecomposition,
     channel_sensitivities,
     channel_test_error,
     decompose,
     scale_profile,
 )
-from .finite_k import finite_d_mismatch, noise_limited_law, threshold_switch_on_exponent  # noqa: E402
-from .power_law import (  # noqa: E402
+from singlehead.analysis.finite_k import finite_d_mismatch, noise_limited_law, threshold_switch_on_exponent  # noqa: E402
+from singlehead.analysis.power_law import (  # noqa: E402
     power_law_curve,
     power_law_problem,
     recovered_modes,
     spiked_prior,
     switch_on_sample_sizes,
 )
-from .scaling import (  # noqa: E402
+from singlehead.analysis.scaling import (  # noqa: E402
     ExponentFit,
     classify_regime,
     fit_exponent,
@@ -54,7 +54,7 @@ __all__ += [
     "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
 ]
 
-from .finite_size import (  # noqa: E402
+from singlehead.analysis.finite_size import (  # noqa: E402
     Extrapolation,
     FiniteSizeGaps,
     extrapolate_to_infinite_d,

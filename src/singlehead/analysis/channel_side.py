@@ -15,9 +15,9 @@ import numpy as np
 from scipy import stats
 from scipy.stats import qmc
 
-from ..attention_maps import vec_to_mat
-from ..problem import Problem
-from ..state_evolution import SEOptions, channel_test_errors
+from singlehead.numerics.attention_maps import vec_to_mat
+from singlehead.model.problem import Problem
+from singlehead.state_evolution import SEOptions, channel_test_errors
 
 __all__ = ["channel_test_error", "channel_sensitivities", "default_quadrature", "se_test_error"]
 

@@ -112,12 +112,14 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-from ..problem import Problem
-from ..results import Result
-from ..state_evolution import theory
-from .channel_side import default_quadrature, se_test_error, channel_sensitivities, channel_test_error
-from .learned_spectrum import target_law
-from .matrix_parts import matrix_error_parts
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution import theory
+from singlehead.analysis.channel_side import (
+    default_quadrature, se_test_error, channel_sensitivities, channel_test_error,
+)
+from singlehead.analysis.learned_spectrum import target_law
+from singlehead.analysis.matrix_parts import matrix_error_parts
 
 __all__ = ["ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error", "scale_profile"]
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .._validate import check, finite, is_int
+from singlehead.model.validation import check, finite, is_int
 
 __all__ = ["Extrapolation", "FiniteSizeGaps", "extrapolate_to_infinite_d", "finite_size_gaps"]
 

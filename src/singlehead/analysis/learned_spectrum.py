@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from ..problem import Problem
-from ..results import Result
-from ..spectra import LearnedSpectrum as _LawSpectrum
-from ..spectra import SpikedLaw, free_convolve_semicircle, learned_spectrum_law
-from ..state_evolution import theory
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.numerics.spectra import LearnedSpectrum as _LawSpectrum
+from singlehead.numerics.spectra import SpikedLaw, free_convolve_semicircle, learned_spectrum_law
+from singlehead.state_evolution import theory
 
 __all__ = [
     "LearnedSpectrum",
@@ -64,14 +64,14 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
     problem : Problem
         Its ``target`` and ``d`` are used.
     model : {"auto", "discrete", "spiked"}
-        MP targets always give :class:`~singlehead.spectra.MarchenkoPastur` (``kappa0``).
+        MP targets always give :class:`~singlehead.numerics.spectra.MarchenkoPastur` (``kappa0``).
         Power-law and custom targets (``d`` eigenvalues ``s_i`` from
         ``PowerLawTarget.spectrum``):
 
-        * ``"discrete"``: :class:`~singlehead.spectra.DiscreteLaw` of the ``d`` eigenvalues
+        * ``"discrete"``: :class:`~singlehead.numerics.spectra.DiscreteLaw` of the ``d`` eigenvalues
           (deterministic equivalent at this ``d``; an isolated top eigenvalue becomes a tiny
           bulk of mass ``1/d`` around its outlier position);
-        * ``"spiked"`` (``"auto"``): :class:`~singlehead.spectra.SpikedLaw` with the
+        * ``"spiked"`` (``"auto"``): :class:`~singlehead.numerics.spectra.SpikedLaw` with the
           ``n_spikes`` largest eigenvalues as spikes of mass ``1/d`` over the discrete law of
           the others; this gives outlier positions and eigenvector overlaps.
     delta : float, optional
@@ -125,7 +125,7 @@ class LearnedSpectrum:
         Surviving outliers: ``mode`` (1-based index of the target eigenvalue), ``spike``
         (``s``), ``position_Y`` (``s + v g(s)``), ``position`` (eigenvalue of ``S``),
         ``overlap`` (squared overlap with the target eigenvector), ``mass`` (``1/d``).
-    law : singlehead.spectra.LearnedSpectrum
+    law : singlehead.numerics.spectra.LearnedSpectrum
         The underlying law object (grid, density, point masses).
 
     Examples

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spectra import (
+from singlehead.numerics.spectra import (
     DiscreteLaw,
     MarchenkoPastur,
     SpikedLaw,

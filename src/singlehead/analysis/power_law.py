@@ -6,7 +6,7 @@ a power-law quadratic target), arXiv 2505.17958 (nuclear route). docs: Theory, :
 
 Target ``S0 = O diag(s) O^T`` with ``s_i = A i^{-gamma}``, ``i = 1..d`` (``gamma > 1/2``):
 normalisation ``"sqrt_d"`` (``A = sqrt d``, arXiv 2509.24914) or ``"unit_q0"``
-(``Q0 = Tr S0^2/d = 1``, arXiv 2509.24882), see :class:`singlehead.problem.PowerLawTarget`.
+(``Q0 = Tr S0^2/d = 1``, arXiv 2509.24882), see :class:`singlehead.model.problem.PowerLawTarget`.
 
 **Recovery of mode i** at a state-evolution fixed point ``(delta, eps, c)`` (``c >= eps`` the
 cut-off on the scale of ``Y = S0 + delta Z``): the mode is *detected* when ``s_i > delta``
@@ -19,11 +19,11 @@ cut-off on the scale of ``Y = S0 + delta Z``): the mode is *detected* when ``s_i
 Prior models (``prior`` argument):
 
 * ``"finite"``: exact eigendecompositions of ``diag(s) + delta Z`` for fixed GOE draws
-  (:class:`singlehead.spectra.FiniteDSpectrum`; costly: ``O(draws d^3)`` per SE step);
+  (:class:`singlehead.numerics.spectra.FiniteDSpectrum`; costly: ``O(draws d^3)`` per SE step);
 * ``"asymptotic"``: free convolution of the discrete law of the ``d`` eigenvalues with the
   semicircle (deterministic equivalent at this ``d``);
 * ``"spiked"`` (large-``d`` limit): the ``s_i`` above ``spike_floor`` are spikes of mass
-  ``1/d`` over a null bulk (:class:`singlehead.spectra.SpikedLaw`), ``Q0`` keeps the energy of
+  ``1/d`` over a null bulk (:class:`singlehead.numerics.spectra.SpikedLaw`), ``Q0`` keeps the energy of
   all ``d`` modes (the rest is never recovered and counts as error).
 """
 
@@ -36,10 +36,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..problem import PowerLawTarget, Problem
-from ..results import Result
-from ..state_evolution import SEOptions, prior_model, theory
-from ..targets import power_law_eigenvalues
+from singlehead.model.problem import PowerLawTarget, Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution import SEOptions, prior_model, theory
+from singlehead.model.targets import power_law_eigenvalues
 
 __all__ = [
     "power_law_problem",

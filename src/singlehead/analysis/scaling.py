@@ -74,11 +74,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..channels import get_channel
-from ..targets import power_law_eigenvalues
-from .exponents import ExponentFit, fit_exponent
-from .finite_k import finite_d_mismatch, noise_limited_law
-from .power_law import power_law_curve, switch_on_sample_sizes
+from singlehead.model.channels import get_channel
+from singlehead.model.targets import power_law_eigenvalues
+from singlehead.analysis.exponents import ExponentFit, fit_exponent
+from singlehead.analysis.finite_k import finite_d_mismatch, noise_limited_law
+from singlehead.analysis.power_law import power_law_curve, switch_on_sample_sizes
 
 __all__ = ["ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
            "local_exponents", "fitted_noise_error", "REGIMES", "SAMPLE_LIMITED_SETTING"]

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..problem import Problem
-from ..results import Result
-from .learned_spectrum import LearnedSpectrum, learned_spectrum
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.analysis.learned_spectrum import LearnedSpectrum, learned_spectrum
 
 __all__ = ["ks_distance", "compare_spectrum", "spectrum_table", "plot_spectrum_comparison"]
 

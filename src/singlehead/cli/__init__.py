@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from .. import __version__
+from singlehead import __version__
 
 # name -> (module of singlehead.cli, function, one-line help). A command's module is imported when the
 # command runs (or its --help is asked), so `singlehead --help` and a theory point load no simulation code;

@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
-from ..amp import AMPOptions
-from ..runs import Job
-from .common import (
+from singlehead.amp import AMPOptions
+from singlehead.runs import Job
+from singlehead.cli.common import (
     instance_run_options,
     instance_seeds,
     pop_problem_options,

@@ -11,13 +11,13 @@ from typing import Any
 import click
 import numpy as np
 
-from ..analysis import decompose, learned_spectrum, plot_spectrum_comparison
-from ..analysis.scaling import SAMPLE_LIMITED_SETTING as SL
-from ..analysis.scaling import scaling_curve
-from ..channels import get_channel
-from ..problem import PowerLawTarget
-from ..state_evolution import theory
-from .common import (
+from singlehead.analysis import decompose, learned_spectrum, plot_spectrum_comparison
+from singlehead.analysis.scaling import SAMPLE_LIMITED_SETTING as SL
+from singlehead.analysis.scaling import scaling_curve
+from singlehead.model.channels import get_channel
+from singlehead.model.problem import PowerLawTarget
+from singlehead.state_evolution import theory
+from singlehead.cli.common import (
     CHANNEL,
     dumps,
     parse_floats,

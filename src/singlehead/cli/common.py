@@ -1,6 +1,6 @@
 """Shared pieces of the command line: problem options, list/range parsing, result streaming.
 
-Nothing here does mathematics; it turns options into :class:`~singlehead.problem.Problem`
+Nothing here does mathematics; it turns options into :class:`~singlehead.model.problem.Problem`
 objects and writes results. Any ``ValueError`` raised below the CLI is reported by
 :func:`singlehead.cli.main` as a one-line ``error: ...`` message (exit status 2).
 """
@@ -16,12 +16,12 @@ from typing import Any, Callable
 import click
 import numpy as np
 
-from ..channels import channel_names
-from ..problem import Problem
-from ..results import jsonable
-from ..runs import cache_for_export, export_jsonl, run_jobs
-from ..students import student_names
-from ..targets import TargetParam, params_by_name, target_class, target_names
+from singlehead.model.channels import channel_names
+from singlehead.model.problem import Problem
+from singlehead.model.results import jsonable
+from singlehead.runs import cache_for_export, export_jsonl, run_jobs
+from singlehead.model.students import student_names
+from singlehead.model.targets import TargetParam, params_by_name, target_class, target_names
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -179,8 +179,8 @@ def target_from_options(target: str | None, given: dict[str, Any]) -> Any:
     """The target object of ``--target`` and the target options given (``None`` values: not given).
 
     Without ``--target``, the first registered target that takes every option given and is selected
-    by one of them (its :attr:`~singlehead.targets.TargetParam.selects`); with none given,
-    ``DEFAULT_TARGET``. Each option's text is read by the target's :class:`~singlehead.targets.TargetParam`.
+    by one of them (its :attr:`~singlehead.model.targets.TargetParam.selects`); with none given,
+    ``DEFAULT_TARGET``. Each option's text is read by the target's :class:`~singlehead.model.targets.TargetParam`.
     """
     given = {k: v for k, v in given.items() if v is not None}
     takes = {n: {q.name: q for q in target_class(n).params} for n in target_names()}

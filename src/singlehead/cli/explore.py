@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..explore import Engine, serve
+from singlehead.explore import Engine, serve
 
 
 @click.command()

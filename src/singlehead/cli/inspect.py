@@ -9,9 +9,9 @@ import click
 import numpy as np
 import pandas as pd
 
-from ..inspect import plot_inspection
-from ..inspect.checkpoint import BERT_KEY, BERT_QUERY
-from ..inspect.model import inspect_model
+from singlehead.inspect import plot_inspection
+from singlehead.inspect.checkpoint import BERT_KEY, BERT_QUERY
+from singlehead.inspect.model import inspect_model
 
 
 def _layers(text: str | None) -> list[int] | None:

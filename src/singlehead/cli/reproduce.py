@@ -7,9 +7,9 @@ import os
 
 import click
 
-from ..experiments.reproduce import FIGURES
-from ..experiments.reproduce import reproduce as run
-from ..experiments.verdict import tally
+from singlehead.figures.reproduce import FIGURES
+from singlehead.figures.reproduce import reproduce as run
+from singlehead.report.verdict import tally
 
 
 @click.command()

@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from ..runs import Job
-from ..simulation import TrainOptions, resolve_device
-from ..threads import configure
-from .common import (
+from singlehead.runs import Job
+from singlehead.sim.simulation import TrainOptions, resolve_device
+from singlehead.runs.threads import configure
+from singlehead.cli.common import (
     instance_run_options,
     instance_seeds,
     pop_problem_options,
@@ -36,7 +36,7 @@ from .common import (
               help="Record train/test error and the top eigenvalues of S every this many optimiser steps "
                    "(JSON field 'trajectory').")
 @click.option("--threads", type=int, default=None,
-              help="BLAS/torch threads (default: all cores; see singlehead.threads).")
+              help="BLAS/torch threads (default: all cores; see singlehead.runs.threads).")
 def simulate(**kwargs: Any) -> None:
     """Train students by ERM and print test/train/matrix errors and the learned spectrum."""
     problems = problems_from_options(**pop_problem_options(kwargs))

@@ -6,16 +6,16 @@ import math
 
 import click
 
-from ..problem import MPTarget, PowerLawTarget
-from ..spectra import (
+from singlehead.model.problem import MPTarget, PowerLawTarget
+from singlehead.numerics.spectra import (
     DiscreteLaw,
     MarchenkoPastur,
     SpikedLaw,
     learned_spectrum_law,
     plot_learned_spectrum,
 )
-from ..targets import power_law_eigenvalues
-from .common import dumps, parse_floats
+from singlehead.model.targets import power_law_eigenvalues
+from singlehead.cli.common import dumps, parse_floats
 
 
 def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | None, normalisation: str,

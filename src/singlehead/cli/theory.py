@@ -12,11 +12,11 @@ from typing import Any
 
 import click
 
-from ..results import Result, jsonable
-from ..runs import Job, cache_for_export, run_jobs
-from ..state_evolution import SEOptions, stability
-from ..state_evolution.options import result_settings
-from .common import (
+from singlehead.model.results import Result, jsonable
+from singlehead.runs import Job, cache_for_export, run_jobs
+from singlehead.state_evolution import SEOptions, stability
+from singlehead.state_evolution.options import result_settings
+from singlehead.cli.common import (
     STUDENT_OPTIONS,
     dumps,
     pop_problem_options,
@@ -106,7 +106,9 @@ def bayes(**kwargs: Any) -> None:
 def thresholds(**kwargs: Any) -> None:
     """Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."""
     # imported here: SciPy's optimize and integrate would slow the start of `singlehead theory`
-    from ..thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
+    from singlehead.thresholds import (
+        bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold,
+    )
 
     problem = problems_from_options(**pop_problem_options(kwargs))[0]
 

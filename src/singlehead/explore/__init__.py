@@ -9,8 +9,8 @@ Needs the ``explore`` extra: ``pip install 'singlehead[explore]'``.
 
 from __future__ import annotations
 
-from .compute import Engine
-from .server import create_app, serve
-from .view import View, ViewError, parse_view
+from singlehead.explore.compute import Engine
+from singlehead.explore.server import create_app, serve
+from singlehead.explore.view import View, ViewError, parse_view
 
 __all__ = ["Engine", "View", "ViewError", "parse_view", "create_app", "serve"]

@@ -39,16 +39,16 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from ..analysis import decompose, learned_spectrum
-from ..analysis.scaling import local_exponents
-from ..problem import Problem
-from ..results import Result
-from ..runs import Job, Workers, stream
-from ..runs.cache import Cache, library_cache_dir, result_key
-from ..state_evolution import SEOptions
-from ..state_evolution.options import result_settings
-from ..thresholds import interpolation_threshold, perfect_recovery_threshold
-from .view import View
+from singlehead.analysis import decompose, learned_spectrum
+from singlehead.analysis.scaling import local_exponents
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.runs import Job, Workers, stream
+from singlehead.runs.cache import Cache, library_cache_dir, result_key
+from singlehead.state_evolution import SEOptions
+from singlehead.state_evolution.options import result_settings
+from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
+from singlehead.explore.view import View
 
 __all__ = ["Engine", "cache_root"]
 
@@ -320,7 +320,7 @@ def _theory_jobs(problems: list[Problem]) -> list[Job]:
 
 def _warm_up() -> None:
     """The imports, the node set and the prior model of the default view (run once on each worker)."""
-    from ..runs.routes import solver_inputs
+    from singlehead.runs.routes import solver_inputs
 
     p = Problem()
     settings = dict(result_settings(p, SEOptions()))

@@ -11,7 +11,7 @@ Simulation rows (``route == "simulation"``, or ``kind`` starting with ``simulati
 non-empty ``seed``) are grouped by ``alpha`` and by every other config column that varies in
 the file; each group gives the mean and standard error (``std/sqrt(k)``, ``ddof=1``; 0 for a
 single seed) of ``test_error`` and ``train_error``, as in the report's figures
-(:func:`singlehead.experiments.compare.sim_summary`).
+(:func:`singlehead.report.compare.sim_summary`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..experiments.compare import records_to_frame, sim_summary
+from singlehead.report.compare import records_to_frame, sim_summary
 
 __all__ = ["load_overlay"]
 

@@ -33,12 +33,12 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from ..channels import channel_names
-from ..students import student_names
-from .compute import Engine
-from .overlay import load_overlay
-from ..targets import target_class
-from .view import MAX_POINTS, ViewError, explorer_targets, parse_view, target_controls, view_defaults
+from singlehead.model.channels import channel_names
+from singlehead.model.students import student_names
+from singlehead.explore.compute import Engine
+from singlehead.explore.overlay import load_overlay
+from singlehead.model.targets import target_class
+from singlehead.explore.view import MAX_POINTS, ViewError, explorer_targets, parse_view, target_controls, view_defaults
 
 __all__ = ["create_app", "plotly_bundle", "serve"]
 

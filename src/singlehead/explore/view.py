@@ -1,11 +1,11 @@
 """What the explorer shows: one validated :class:`View` built from the page's controls.
 
-A view is a :class:`~singlehead.problem.Problem` (validated by its own constructor, so a bad
+A view is a :class:`~singlehead.model.problem.Problem` (validated by its own constructor, so a bad
 value raises the library's ``ValueError`` naming the parameter) plus the alpha grid of the
 error curve and the alpha at which the spectrum and the error decomposition are drawn. It
 also writes the Python code and the ``singlehead`` command line that reproduce it.
 
-Conventions are those of :class:`~singlehead.problem.Problem` (docs: Theory, :ref:`theory-sizes`): the
+Conventions are those of :class:`~singlehead.model.problem.Problem` (docs: Theory, :ref:`theory-sizes`): the
 grid is ``numpy.geomspace(alpha_min, alpha_max, n_alpha)``, the same grid as the CLI's
 ``--alpha log:alpha_min:alpha_max:n_alpha``.
 """
@@ -20,9 +20,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..problem import Problem
-from ..results import stable_hash
-from ..targets import BUILTIN_TARGET_PARAMS, TargetParam, params_by_name, target_class, target_names
+from singlehead.model.problem import Problem
+from singlehead.model.results import stable_hash
+from singlehead.model.targets import BUILTIN_TARGET_PARAMS, TargetParam, params_by_name, target_class, target_names
 
 __all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults"]
 
@@ -37,7 +37,7 @@ DEFAULTS: dict[str, str] = {
 
 
 def explorer_targets() -> tuple[str, ...]:
-    """The registered targets the explorer offers (:attr:`~singlehead.targets.Target.explorable`)."""
+    """The registered targets the explorer offers (:attr:`~singlehead.model.targets.Target.explorable`)."""
     return tuple(n for n in target_names() if target_class(n).explorable)
 
 
@@ -112,11 +112,11 @@ class View:
 
     @property
     def power_law(self) -> bool:
-        """The target has a power-law spectrum (:attr:`~singlehead.targets.Target.scaling_law`): the scaling panel is drawn."""
+        """The target has a power-law spectrum (:attr:`~singlehead.model.targets.Target.scaling_law`): the scaling panel is drawn."""
         return bool(self.problem.target.scaling_law)
 
     def key(self) -> str:
-        """Stable hash of the view (``singlehead.results.stable_hash``)."""
+        """Stable hash of the view (``singlehead.model.results.stable_hash``)."""
         return stable_hash({"problem": self.problem.to_dict(), "grid": [self.alpha_min, self.alpha_max, self.n_alpha],
                             "alpha_at": self.alpha_at})
 

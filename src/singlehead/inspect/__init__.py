@@ -11,12 +11,12 @@ Modules (torch-free at import; torch is imported lazily only to read a ``.pt/.bi
 * :mod:`.model` — the per-layer / per-head table; :mod:`.figure` — the figure grid.
 """
 
-from .checkpoint import CheckpointError, load_attention_weights
-from .esd import esd_power_law
-from .fit import SpectralFit, fit_spectrum
-from .heads import head_spectrum
-from .untied import UntiedFit, better_fit, fit_untied, sample_singular_values, sample_untied_map
-from .model import Inspection, inspect_model, inspect_weights
+from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights
+from singlehead.inspect.esd import esd_power_law
+from singlehead.inspect.fit import SpectralFit, fit_spectrum
+from singlehead.inspect.heads import head_spectrum
+from singlehead.inspect.untied import UntiedFit, better_fit, fit_untied, sample_singular_values, sample_untied_map
+from singlehead.inspect.model import Inspection, inspect_model, inspect_weights
 
 __all__ = ["CheckpointError", "load_attention_weights", "esd_power_law", "SpectralFit", "fit_spectrum",
            "UntiedFit", "fit_untied", "better_fit", "sample_singular_values", "sample_untied_map", "head_spectrum", "Inspection", "inspect_model", "inspect_weights", "plot_inspection"]
@@ -42,7 +42,7 @@ def plot_inspection(insp, path: str, **kw) -> None:
     >>> from singlehead.inspect import inspect_model, plot_inspection
     >>> plot_inspection(inspect_model(str(folder / "model.safetensors")), "inspection.png")  # doctest: +SKIP
     """
-    from .figure import plot_inspection as _plot
+    from singlehead.inspect.figure import plot_inspection as _plot
 
     _plot(insp, path, **kw)
 

@@ -49,9 +49,9 @@ from typing import Any
 
 import numpy as np
 
-from ..spectra import learned_spectrum_law
-from .fit_search import DELTA_RANGE, w2_objective, search_fit
-from .laws import (
+from singlehead.numerics.spectra import learned_spectrum_law
+from singlehead.inspect.fit_search import DELTA_RANGE, w2_objective, search_fit
+from singlehead.inspect.laws import (
     PRIORS,
     LawCache,
     bbp_inverse,
@@ -100,7 +100,7 @@ class SpectralFit:
     >>> import numpy as np
     >>> from singlehead import MPTarget
     >>> from singlehead.inspect import fit_spectrum
-    >>> from singlehead.spectra import goe
+    >>> from singlehead.numerics.spectra import goe
     >>> S0 = MPTarget(0.5).sample(256, seed=0).numpy()
     >>> eig = np.maximum(np.linalg.eigvalsh(S0 + 0.3 * goe(256, np.random.default_rng(1))) - 0.3, 0.0)
     >>> fit = fit_spectrum(eig, 256, shape=0.5)
@@ -142,7 +142,7 @@ class SpectralFit:
         return self.delta >= 0.999 * DELTA_RANGE[1]
 
     def law(self, grid_size: int = 400):
-        """The fitted law as a :class:`singlehead.spectra.LearnedSpectrum` (density, atoms, edges)."""
+        """The fitted law as a :class:`singlehead.numerics.spectra.LearnedSpectrum` (density, atoms, edges)."""
         return learned_spectrum_law(prior_law(self.prior, self.shape, self.d), self.delta ** 2, threshold=self.eps,
                                     scale=self.eta, rank_cap=self.rank_cap, grid_size=grid_size)
 
@@ -263,7 +263,7 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
     >>> import numpy as np
     >>> from singlehead import MPTarget
     >>> from singlehead.inspect import fit_spectrum
-    >>> from singlehead.spectra import goe
+    >>> from singlehead.numerics.spectra import goe
     >>> S0 = MPTarget(0.5).sample(256, seed=0).numpy()
     >>> eig = np.maximum(np.linalg.eigvalsh(S0 + 0.3 * goe(256, np.random.default_rng(1))) - 0.3, 0.0)
     >>> fit = fit_spectrum(eig, 256, shape=0.5)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from .laws import table_quantile
+from singlehead.inspect.laws import table_quantile
 
 #: Bounds of the fitted noise variance ``delta`` (the search and the fit's reports share them).
 DELTA_RANGE = (0.01, 4.0)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spectra import DiscreteLaw, MarchenkoPastur, free_convolve_semicircle
+from singlehead.numerics.spectra import DiscreteLaw, MarchenkoPastur, free_convolve_semicircle
 
 __all__ = ["PRIORS", "power_law_values", "prior_law", "outlier_margin", "LawCache", "table_quantile", "table_cdf",
            "bbp_position", "bbp_inverse"]

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .checkpoint import BERT_KEY, BERT_QUERY, AttentionWeights, load_attention_weights
-from .esd import esd_power_law
-from .fit import LawCache, SpectralFit, fit_spectrum
-from .heads import HeadSpectrum, layer_spectra
-from .untied import UntiedFit, UntiedLawCache, better_fit, fit_untied
+from singlehead.inspect.checkpoint import BERT_KEY, BERT_QUERY, AttentionWeights, load_attention_weights
+from singlehead.inspect.esd import esd_power_law
+from singlehead.inspect.fit import LawCache, SpectralFit, fit_spectrum
+from singlehead.inspect.heads import HeadSpectrum, layer_spectra
+from singlehead.inspect.untied import UntiedFit, UntiedLawCache, better_fit, fit_untied
 
 __all__ = ["Inspection", "inspect_weights", "inspect_model", "COLUMNS"]
 

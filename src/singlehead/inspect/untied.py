@@ -48,8 +48,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from .fit_search import best_eta_eps
-from .untied_law import (
+from singlehead.inspect.fit_search import best_eta_eps
+from singlehead.inspect.untied_law import (
     TEACHERS,
     UntiedLawCache,
     check_cap,

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ..spectra import singular_value_threshold
+from singlehead.numerics.spectra import singular_value_threshold
 
 __all__ = ["TEACHERS", "UntiedLawCache", "sample_singular_values", "sample_untied_map", "sample_untied_head",
            "model_asymmetry", "check_params", "check_sizes", "check_cap"]

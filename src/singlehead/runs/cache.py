@@ -9,11 +9,11 @@ nothing that is already there. ``Cache(None)`` keeps the records in memory only.
 
 Keys
 ----
-A key is :func:`singlehead.results.stable_hash` of everything that changes the result and of
+A key is :func:`singlehead.model.results.stable_hash` of everything that changes the result and of
 ``NUMERICS_VERSION``:
 
 * ``result_key``: a run of a route (``"theory"``, ``"simulation"``, ``"bayes"``, ...) on a
-  full :class:`~singlehead.problem.Problem`, with its seed (``None`` for deterministic routes)
+  full :class:`~singlehead.model.problem.Problem`, with its seed (``None`` for deterministic routes)
   and the route's settings (solver and quadrature settings, training options, device, dtype);
 * ``value_key``: a value computed in-process, under a name that carries every parameter it
   depends on (the figures build the name from their spec's fields).
@@ -31,8 +31,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ..cache_dir import library_cache_dir
-from ..results import jsonable, stable_hash
+from singlehead.numerics.cache_dir import library_cache_dir
+from singlehead.model.results import jsonable, stable_hash
 
 __all__ = ["NUMERICS_VERSION", "Cache", "result_key", "value_key", "cache_for_export", "export_jsonl",
            "library_cache_dir"]
@@ -51,7 +51,7 @@ def result_key(route: str, problem: Any, seed: int | None = None,
     route : str
         The route's name (``"theory"``, ``"simulation"``, ``"bayes"``, ``"thresholds"``, ``"amp"``, ...).
     problem : Problem or dict
-        The full problem (``singlehead.problem.Problem.to_dict`` is taken of a ``Problem``).
+        The full problem (``singlehead.model.problem.Problem.to_dict`` is taken of a ``Problem``).
     seed : int or None
         The data seed of a random route; ``None`` for a deterministic one.
     settings : mapping or pairs

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..problem import Problem
-from ..results import stable_hash
+from singlehead.model.problem import Problem
+from singlehead.model.results import stable_hash
 
 # Each route imports its engine when it runs: a theory point never loads the Bayes, threshold (SciPy's
 # stats and optimize), simulation (torch) or AMP code, which keeps `singlehead theory` quick to start.
@@ -18,7 +18,7 @@ from ..results import stable_hash
 
 def run_simulation(problem: Problem, seed: int | None, *, device: str = "cpu", **options: Any) -> dict[str, Any]:
     """``simulate(problem, seed, options=TrainOptions(**options), device=device)`` as a record."""
-    from ..simulation import TrainOptions, simulate
+    from singlehead.sim.simulation import TrainOptions, simulate
 
     return simulate(problem, 0 if seed is None else int(seed), options=TrainOptions(**options),
                     device=device).to_dict()
@@ -26,7 +26,7 @@ def run_simulation(problem: Problem, seed: int | None, *, device: str = "cpu", *
 
 def run_theory(problem: Problem, seed: int | None = None, *, prior: str = "auto", **settings: Any) -> dict[str, Any]:
     """``theory(problem, prior=prior, options=SEOptions(**settings))`` as a record."""
-    from ..state_evolution import SEOptions, theory
+    from singlehead.state_evolution import SEOptions, theory
 
     return theory(problem, prior=prior, options=SEOptions(**settings)).to_dict()
 
@@ -47,8 +47,8 @@ def iter_theory_curve(problems: list[Problem], param: str, *, prior: str = "auto
                       **settings: Any) -> Iterator[dict[str, Any]]:
     """:func:`run_theory_curve`, yielding each record as soon as its point is solved (the next point is
     solved only when asked for)."""
-    from ..results import Result
-    from ..state_evolution import iter_theory_curve as curve
+    from singlehead.model.results import Result
+    from singlehead.state_evolution import iter_theory_curve as curve
 
     options, quad, prior_side = solver_inputs(problems[0], param, prior, settings)
     values = [getattr(p, param) for p in problems]
@@ -70,7 +70,7 @@ def solver_inputs(problem: Problem, param: str, prior: str, settings: dict[str, 
     ``d`` or ``target``) or a non-symmetric student samples its own prior side.
 
     ``settings``: the ``SEOptions`` fields of the theory job (its settings less ``prior``)."""
-    from ..state_evolution import SEOptions, prior_model
+    from singlehead.state_evolution import SEOptions, prior_model
 
     options = SEOptions(**settings)
     if param in ("d", "target") or not problem.student.symmetric:
@@ -86,20 +86,20 @@ def solver_inputs(problem: Problem, param: str, prior: str, settings: dict[str, 
 
 def run_bayes(problem: Problem, seed: int | None = None, **settings: Any) -> dict[str, Any]:
     """``bayes_optimal(problem, **settings)`` as a record."""
-    from ..bayes import bayes_optimal
+    from singlehead.bayes import bayes_optimal
 
     return bayes_optimal(problem, **settings).to_dict()
 
 
 def run_thresholds(problem: Problem, seed: int | None = None, **settings: Any) -> dict[str, Any]:
     """The interpolation and perfect-recovery thresholds of ``problem`` as a record."""
-    from ..thresholds import interpolation_threshold, perfect_recovery_threshold
+    from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
 
     return {"source": "thresholds", "alpha_interp": interpolation_threshold(problem),
             "alpha_perfect": perfect_recovery_threshold(problem)}
 
 
 def run_amp(problem: Problem, seed: int | None, **settings: Any) -> dict[str, Any]:
-    from ..amp import AMPOptions, amp
+    from singlehead.amp import AMPOptions, amp
 
     return amp(problem, 0 if seed is None else int(seed), options=AMPOptions(**settings)).to_dict()

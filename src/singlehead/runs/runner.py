@@ -21,7 +21,7 @@ points are those of a cold :func:`~singlehead.theory` to the solver tolerance, w
 
 Local workers are :class:`Workers` (loky processes, reused between calls, started with
 ``threads_per_worker(workers)`` BLAS/OpenMP threads each: threads x workers <= cores, see
-:mod:`singlehead.threads`).
+:mod:`singlehead.runs.threads`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..problem import Problem
-from ..results import stable_hash
-from ..threads import THREAD_ENV_VARS, USER_LIMIT_VAR, available_cores, configure, threads_per_worker
-from . import routes
-from .cache import Cache, result_key
+from singlehead.model.problem import Problem
+from singlehead.model.results import stable_hash
+from singlehead.runs.threads import THREAD_ENV_VARS, USER_LIMIT_VAR, available_cores, configure, threads_per_worker
+from singlehead.runs import routes
+from singlehead.runs.cache import Cache, result_key
 
 __all__ = ["Job", "ROUTES", "Workers", "execute", "execute_chain", "run_calls", "run_jobs", "stream",
            "theory_chains", "cost_estimate"]
@@ -245,7 +245,7 @@ class Workers:
     """Local worker processes (loky's reusable executor: started once, kept between calls).
 
     Each worker runs ``threads_per_worker(workers)`` BLAS/OpenMP threads (the thread policy of
-    :mod:`singlehead.threads`: threads x workers <= cores); the processes are started by
+    :mod:`singlehead.runs.threads`: threads x workers <= cores); the processes are started by
     fork + exec, so a server running threads may start them.
 
     Parameters
@@ -256,7 +256,7 @@ class Workers:
     Examples
     --------
     >>> from singlehead.runs import Workers
-    >>> from singlehead.threads import available_cores
+    >>> from singlehead.runs.threads import available_cores
     >>> pool = Workers(2)                       # nothing starts before the first task
     >>> pool.workers, Workers(-1).workers == available_cores()
     (2, True)
@@ -542,7 +542,7 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
 
     Examples
     --------
-    >>> from singlehead.experiments import expand_grid
+    >>> from singlehead.runs import expand_grid
     >>> from singlehead.runs import Cache, run_jobs
     >>> jobs = expand_grid({"route": "theory", "base": {"T": 2, "noise": 0.5}, "sweep": {"alpha": [0.5, 1.0]}})
     >>> cache = Cache(None)

@@ -28,7 +28,7 @@ Order parameters (all per ``d``, ``Q0 = Tr S0^2/d``):
 
 **Output (channel) side.** ``K = T(T+1)/2`` iid pairs ``(z0_k, z_k) ~ N(0, [[Q0, m], [m, q]])``,
 teacher logits ``y = z0 + xi`` with ``xi_k ~ N(0, Delta/2)``, prox point ``h*`` of
-:func:`singlehead.prox.prox_channel`, ``g = h* - z``::
+:func:`singlehead.numerics.prox.prox_channel`, ``g = h* - z``::
 
     qhat     =  2 alpha E ||g||^2 / Sigma^2
     mhat     =  2 alpha E <g, q z0 - m z> / (Sigma (Q0 q - m^2))
@@ -63,7 +63,7 @@ seq2seq has the same theory as seq2lab (docs: Theory, :ref:`theory-channels`): t
 
 Layout: :mod:`.quadrature` (the Sobol nodes and their error estimate), :mod:`.output` (the
 channel side, its degenerate limit and the channel test errors), :mod:`.prior` (the target's
-prior model, the matrix side, the collapse point), :mod:`._fixed_point` (the u-transform of each
+prior model, the matrix side, the collapse point), :mod:`singlehead.state_evolution.fixed_point` (the u-transform of each
 block of overlaps, Newton/Broyden, the damped iteration), :mod:`.se_map` (the map of one problem
 and its :class:`~.se_map.MapSettings`), :mod:`.stages` (one solve attempt), :mod:`.stability` (the
 replicon and prox-jump test of replica symmetry at a fixed point), :mod:`.driver` (:func:`theory`)
@@ -72,14 +72,14 @@ and :mod:`.sweep` (:func:`theory_curve`).
 
 from __future__ import annotations
 
-from .driver import theory
-from .options import SEOptions, Tuning, WarmStart
-from .output import OutputSide, channel_test_errors, output_side
-from .prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
-from .quadrature import OutputQuadrature
-from .stability import Stability, stability
-from .stages import SEState
-from .sweep import iter_theory_curve, theory_curve
+from singlehead.state_evolution.driver import theory
+from singlehead.state_evolution.options import SEOptions, Tuning, WarmStart
+from singlehead.state_evolution.output import OutputSide, channel_test_errors, output_side
+from singlehead.state_evolution.prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
+from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.state_evolution.stability import Stability, stability
+from singlehead.state_evolution.stages import SEState
+from singlehead.state_evolution.sweep import iter_theory_curve, theory_curve
 
 __all__ = [
     "SEOptions",

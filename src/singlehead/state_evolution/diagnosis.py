@@ -37,11 +37,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..problem import Problem
-from ..results import Result
-from .options import SEOptions
-from .quadrature import OutputQuadrature
-from .se_map import MAX_FLOOR
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution.options import SEOptions
+from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.state_evolution.se_map import MAX_FLOOR
 
 __all__ = ["CAUSES", "AttemptRecord", "record_attempt", "diagnose", "diagnose_untied"]
 
@@ -138,7 +138,7 @@ class _Checks:
 
 def _stability_checks(problem: Problem, result: Result, options: SEOptions,
                       quad: OutputQuadrature | None, ch: _Checks) -> None:
-    from .stability import stability  # the replicon needs the output side's Jacobians: imported when needed
+    from singlehead.state_evolution.stability import stability  # the replicon needs the output side's Jacobians: imported when needed
 
     try:
         st = stability(problem, result, options=options, quad=quad)

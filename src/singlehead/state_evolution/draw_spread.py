@@ -1,6 +1,6 @@
 """Draw-to-draw spread of the finite-``d`` prior at a solved state-evolution fixed point.
 
-The finite-``d`` prior (:class:`singlehead.spectra.FiniteDSpectrum`) averages the prior-side map
+The finite-``d`` prior (:class:`singlehead.numerics.spectra.FiniteDSpectrum`) averages the prior-side map
 over ``R`` fixed GOE draws, ``F = (1/R) sum_r F_r``. How much does the prediction depend on the
 particular draws? Each draw alone would have its own fixed point ``x_r``; to first order
 ``x_r - x* = (I - J_F)^{-1} (F_r(x*) - F(x*))`` with ``J_F`` the Jacobian of the averaged SE map at
@@ -21,11 +21,11 @@ import math
 
 import numpy as np
 
-from ..problem import Problem
-from ..spectra.prior_model import PriorModel
-from .output import OutputSide, channel_test_errors, output_side
-from .prior import PriorSide
-from .quadrature import OutputQuadrature
+from singlehead.model.problem import Problem
+from singlehead.numerics.spectra.prior_model import PriorModel
+from singlehead.state_evolution.output import OutputSide, channel_test_errors, output_side
+from singlehead.state_evolution.prior import PriorSide
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["prior_draw_spread"]
 

@@ -14,16 +14,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..problem import Problem
-from ..results import Result
-from ._fixed_point import du_dx, dx_du, to_u
-from .diagnosis import diagnose, diagnose_untied, record_attempt
-from .options import SEOptions, WarmStart, check_symmetric_options
-from .prior import CollapsePoint, PriorModel, collapse_point, prior_model
-from .quadrature import OutputQuadrature
-from .se_map import MapSettings, ProxBranches, SEMap
-from .stages import Attempt, SEState, collapsed_result, solve_attempt
-from .untied import UntiedSEOptions, untied_result
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
+from singlehead.state_evolution.diagnosis import diagnose, diagnose_untied, record_attempt
+from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
+from singlehead.state_evolution.prior import CollapsePoint, PriorModel, collapse_point, prior_model
+from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.state_evolution.se_map import MapSettings, ProxBranches, SEMap
+from singlehead.state_evolution.stages import Attempt, SEState, collapsed_result, solve_attempt
+from singlehead.state_evolution.untied import UntiedSEOptions, untied_result
 
 __all__ = ["theory", "solve_point", "PointSolution"]
 

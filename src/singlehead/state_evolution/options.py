@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import check as _check
-from .._validate import finite as _finite
-from .._validate import is_int as _is_int
-from ..problem import Problem
-from ..spectra.finite_d import DEFAULT_DRAWS
-from .quadrature import OutputQuadrature
+from singlehead.model.validation import check as _check
+from singlehead.model.validation import finite as _finite
+from singlehead.model.validation import is_int as _is_int
+from singlehead.model.problem import Problem
+from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["SEOptions", "Tuning", "WarmStart", "SE_METHODS", "check_symmetric_options", "result_settings"]
 
@@ -328,7 +328,7 @@ def check_symmetric_options(options: SEOptions, student: Any) -> None:
 
     Examples
     --------
-    >>> from singlehead.students import get_student
+    >>> from singlehead.model.students import get_student
     >>> check_symmetric_options(SEOptions(), get_student("factorized"))  # defaults: nothing to refuse
     >>> check_symmetric_options(SEOptions(sample_dim=50), get_student("factorized"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):

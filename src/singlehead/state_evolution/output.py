@@ -2,7 +2,7 @@
 
 ``K = T(T+1)/2`` iid pairs ``(z0_k, z_k) ~ N(0, [[Q0, m], [m, q]])``, teacher logits
 ``y = z0 + xi`` with ``xi_k ~ N(0, Delta/2)``, prox point ``h*`` of
-:meth:`Channel.prox <singlehead.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-output-side`)::
+:meth:`Channel.prox <singlehead.model.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-output-side`)::
 
     qhat     =  2 alpha E ||g||^2 / Sigma^2
     mhat     =  2 alpha E <g, q z0 - m z> / (Sigma (Q0 q - m^2))
@@ -25,10 +25,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..attention_maps import vec_to_mat
-from ..problem import Problem
-from .prox_screen import same_minimum, screened_prox, screening_nodes
-from .quadrature import OutputQuadrature
+from singlehead.numerics.attention_maps import vec_to_mat
+from singlehead.model.problem import Problem
+from singlehead.state_evolution.prox_screen import same_minimum, screened_prox, screening_nodes
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["OutputSide", "output_side", "channel_test_errors"]
 

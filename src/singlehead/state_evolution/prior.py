@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..problem import Problem
-from ..spectra.finite_d import DEFAULT_DRAWS
-from ..spectra.prior_model import PriorModel
-from ..students import PriorSide
-from .options import SEOptions
-from .output import OutputSide, output_side
-from .quadrature import OutputQuadrature
+from singlehead.model.problem import Problem
+from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
+from singlehead.numerics.spectra.prior_model import PriorModel
+from singlehead.model.students import PriorSide
+from singlehead.state_evolution.options import SEOptions
+from singlehead.state_evolution.output import OutputSide, output_side
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "collapse_point", "CollapsePoint"]
 
@@ -80,7 +80,7 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     pathwise ``(1/d) Tr f(Y_r) S0`` (``ti.overlap``) instead of Stein's
     ``J - (delta/2) dJ/ddelta - (eps/2) dJ/deps`` (the two agree in expectation; the pathwise one
     cancels the spikes' first-order fluctuation in ``Q0 - 2m + q``, see
-    :class:`~singlehead.spectra.FiniteDSpectrum`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
+    :class:`~singlehead.numerics.spectra.FiniteDSpectrum`), and ``q_draws``/``m_draws``/``Sigma_draws`` hold each
     draw's ``q, m, Sigma`` (same conjugates, for ``draw_spread.prior_draw_spread``).
 
     Examples

@@ -29,9 +29,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..problem import Problem
-from ..prox import ProxResult
-from .quadrature import OutputQuadrature
+from singlehead.model.problem import Problem
+from singlehead.numerics.prox import ProxResult
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["screened_prox", "screening_nodes"]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import scipy  # the package alone is cheap; its version pins the Sobol implementation
 
-from ..cache_dir import library_cache_dir
+from singlehead.numerics.cache_dir import library_cache_dir
 
 __all__ = ["OutputQuadrature"]
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ..problem import Problem
-from ._fixed_point import step_residual
-from .output import OutputSide, node_labels, output_side
-from .prior import PriorModel, PriorSide, prior_side
-from .quadrature import OutputQuadrature
+from singlehead.model.problem import Problem
+from singlehead.state_evolution.fixed_point import step_residual
+from singlehead.state_evolution.output import OutputSide, node_labels, output_side
+from singlehead.state_evolution.prior import PriorModel, PriorSide, prior_side
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 
 @dataclass
@@ -330,7 +330,7 @@ class AtQuadratureFloor(Exception):
 
 
 def residual_floor(x: np.ndarray, out: OutputSide, problem: Problem, prior: PriorModel) -> float:
-    """The quadrature error of one SE step, in the units of the residual (:func:`~._fixed_point.step_residual`).
+    """The quadrature error of one SE step, in the units of the residual (:func:`~singlehead.state_evolution.fixed_point.step_residual`).
 
     The output side is an average over ``R`` scrambled node sets; the prior side applied to each
     scramble's ``(qhat, mhat, Sigmahat)`` gives ``R`` versions of ``F(x)``, and their standard error

@@ -34,7 +34,7 @@ means the RS fixed point is unstable. With a binding rank cap ``f`` jumps at the
 ``P`` diverges (reported as ``inf``).
 
 **Prox jumps.** For large ``Sigma`` the prox of the softmax loss has several local minima and
-the global one jumps between them as ``z`` moves (:mod:`singlehead.prox`). The SE's
+the global one jumps between them as ``z`` moves (:mod:`singlehead.numerics.prox`). The SE's
 ``Sigmahat`` comes from Stein's lemma and counts the jumps; the pointwise trace above does
 not. ``prox_jump_share = 1 - Sigmahat / Sigmahat_pointwise`` is the share of the jumps (the prox is
 the gradient of a convex function, so the jumps point along ``z`` and the share is >= 0). A
@@ -60,13 +60,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..problem import Problem
-from ..results import Result
-from ..spectra.convolution import free_convolve_semicircle
-from .options import SEOptions
-from .output import output_side
-from .prior import prior_model
-from .quadrature import OutputQuadrature
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.numerics.spectra.convolution import free_convolve_semicircle
+from singlehead.state_evolution.options import SEOptions
+from singlehead.state_evolution.output import output_side
+from singlehead.state_evolution.prior import prior_model
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["Stability", "stability"]
 

@@ -25,15 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from ..problem import Problem
-from ..results import Result
-from ._fixed_point import in_domain, solve_fixed_point, step_residual
-from .draw_spread import prior_draw_spread
-from .options import SEOptions
-from .output import Q_FLOOR, OutputSide, channel_test_errors
-from .prior import CollapsePoint, PriorModel, PriorSide
-from .quadrature import OutputQuadrature
-from .se_map import (
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution.fixed_point import in_domain, solve_fixed_point, step_residual
+from singlehead.state_evolution.draw_spread import prior_draw_spread
+from singlehead.state_evolution.options import SEOptions
+from singlehead.state_evolution.output import Q_FLOOR, OutputSide, channel_test_errors
+from singlehead.state_evolution.prior import CollapsePoint, PriorModel, PriorSide
+from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.state_evolution.se_map import (
     MAX_FLOOR,
     AtQuadratureFloor,
     BudgetExhausted,

@@ -7,15 +7,15 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..problem import Problem
-from ..results import Result
-from ._fixed_point import from_u, to_u
-from .driver import solve_point
-from .options import SEOptions, WarmStart, check_symmetric_options
-from .prior import PriorModel, collapse_point, prior_model
-from .quadrature import OutputQuadrature
-from .stages import SEState
-from .untied import untied_result
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution.fixed_point import from_u, to_u
+from singlehead.state_evolution.driver import solve_point
+from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
+from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
+from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.state_evolution.stages import SEState
+from singlehead.state_evolution.untied import untied_result
 
 __all__ = ["theory_curve", "iter_theory_curve"]
 

@@ -5,14 +5,14 @@
 * :mod:`.solver`: the fixed point, :func:`untied_theory`.
 """
 
-from .output import block_sizes, untied_output_side, untied_test_errors
-from .prior import (
+from singlehead.state_evolution.untied.output import block_sizes, untied_output_side, untied_test_errors
+from singlehead.state_evolution.untied.prior import (
            UntiedPriorSample,
            UntiedPriorSide,
            untied_prior_side,
            weighted_nuclear_prox,
 )
-from .solver import (
+from singlehead.state_evolution.untied.solver import (
            UntiedSEOptions,
            UntiedTheory,
            teacher_norms,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..options import SEOptions
+from singlehead.state_evolution.options import SEOptions
 
 __all__ = ["UntiedSEOptions", "UntiedTheory"]
 

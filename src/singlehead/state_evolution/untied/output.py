@@ -9,7 +9,7 @@ variance ``Delta/2`` per symmetric field) only enters the symmetric block. With 
 
     h* = argmin_h  sum_B ||h_B - z_B||^2/(2 Sigma_B) + ||chan_beta0(P y) - chan_beta(P h)||_F^2 ,
 
-``P`` = ``singlehead.attention_maps.untied_embedding``, ``g = h* - z``, each block gets the tied
+``P`` = ``singlehead.numerics.attention_maps.untied_embedding``, ``g = h* - z``, each block gets the tied
 formulas with its own overlaps (docs: Theory, :ref:`theory-output-side`):
 
     qhat_B =  2 alpha E ||g_B||^2 / Sigma_B^2
@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from ...attention_maps import untied_embedding
-from ...prox import prox_newton
-from ...students import ANTISYMMETRIC_BLOCK, SYMMETRIC_BLOCK
-from ..output import gauss_pair
-from ..quadrature import OutputQuadrature
+from singlehead.numerics.attention_maps import untied_embedding
+from singlehead.numerics.prox import prox_newton
+from singlehead.model.students import ANTISYMMETRIC_BLOCK, SYMMETRIC_BLOCK
+from singlehead.state_evolution.output import gauss_pair
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["block_sizes", "UntiedOutput", "untied_output_side", "untied_test_errors", "collapse_hats"]
 

@@ -1,11 +1,11 @@
 """Prior (matrix) side of the untied state evolution: the weighted nuclear-norm denoiser on sampled instances.
 
-The numerics live in :mod:`singlehead.spectra.untied_prior` (below the students, whose
-:meth:`~singlehead.students.Untied.block_prior_side` calls them); this module is their place in the
+The numerics live in :mod:`singlehead.numerics.spectra.untied_prior` (below the students, whose
+:meth:`~singlehead.model.students.Untied.block_prior_side` calls them); this module is their place in the
 state evolution's namespace.
 """
 
-from ...spectra.untied_prior import (
+from singlehead.numerics.spectra.untied_prior import (
     UntiedPriorSample,
     UntiedPriorSide,
     untied_prior_side,

@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from ...results import Result
-from ...students import ANTISYMMETRIC_BLOCK, SYMMETRIC_BLOCK
-from ..options import SEOptions
-from ..prior import PriorModel, prior_model
-from ..quadrature import OutputQuadrature
-from .options import UntiedSEOptions, UntiedTheory
-from .output import block_sizes, collapse_hats, untied_output_side, untied_test_errors
-from .prior import UntiedPriorSample
-from .teachers import teacher_norms, teacher_sampler
+from singlehead.model.results import Result
+from singlehead.model.students import ANTISYMMETRIC_BLOCK, SYMMETRIC_BLOCK
+from singlehead.state_evolution.options import SEOptions
+from singlehead.state_evolution.prior import PriorModel, prior_model
+from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.state_evolution.untied.options import UntiedSEOptions, UntiedTheory
+from singlehead.state_evolution.untied.output import block_sizes, collapse_hats, untied_output_side, untied_test_errors
+from singlehead.state_evolution.untied.prior import UntiedPriorSample
+from singlehead.state_evolution.untied.teachers import teacher_norms, teacher_sampler
 
 __all__ = ["UntiedSEOptions", "UntiedTheory", "untied_theory", "untied_result", "teacher_sampler", "teacher_norms"]
 
@@ -145,8 +145,8 @@ def untied_theory(problem: Any, *, options: SEOptions | UntiedSEOptions | None =
     problem : Problem
         Task, student and regularisation (``alpha, T, channel, beta, beta0, noise, target, kappa,
         lam, student``). The student declares a symmetric and an antisymmetric block of fields
-        (:meth:`~singlehead.students.Student.field_blocks`) and supplies the prior side on them
-        (:meth:`~singlehead.students.Student.block_prior_side`).
+        (:meth:`~singlehead.model.students.Student.field_blocks`) and supplies the prior side on them
+        (:meth:`~singlehead.model.students.Student.block_prior_side`).
     options : SEOptions or UntiedSEOptions
         Solver settings; :class:`~singlehead.state_evolution.SEOptions` are translated by
         :meth:`UntiedSEOptions.from_options`, which raises ``ValueError`` naming an option that
@@ -320,7 +320,7 @@ def _result(problem: Any, F: _Map, x: np.ndarray, converged: bool, it: int, resi
 
 def untied_result(problem: Any, *, options: SEOptions | UntiedSEOptions | None = None, prior: str = "auto",
                   quad: OutputQuadrature | None = None, init: Any = None) -> Result:
-    """:func:`untied_theory` as the library's :class:`~singlehead.results.Result` (``source="theory"``).
+    """:func:`untied_theory` as the library's :class:`~singlehead.model.results.Result` (``source="theory"``).
 
     ``penalty`` is the student's ``lam pen(Mhat)/d`` on the prior's instances; ``extras`` holds the
     twelve order parameters, ``asymmetry``, the standard errors (``*_se``), ``prior`` (how the prior

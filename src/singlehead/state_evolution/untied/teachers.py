@@ -6,13 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from ..prior import prior_model
+from singlehead.state_evolution.prior import prior_model
 
 __all__ = ["teacher_sampler", "teacher_norms", "law_quantiles"]
 
 
 def teacher_sampler(target: Any) -> tuple[Any, bool]:
-    """``(draw(D, rng) -> D x D numpy teacher, symmetric)`` for a target of :mod:`singlehead.targets`.
+    """``(draw(D, rng) -> D x D numpy teacher, symmetric)`` for a target of :mod:`singlehead.model.targets`.
 
     A symmetric teacher is ``diag(s)`` (the prior side is invariant under ``M -> O M O^T``), with
     ``s`` its deterministic spectrum at ``D`` or the ``D`` mid-quantiles of its asymptotic law

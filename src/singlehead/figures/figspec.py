@@ -1,0 +1,241 @@
+"""The reproduction's building blocks: the figure registry, the presets and the run context.
+
+A figure is four small functions and a frozen spec (:class:`~.spec.FigureSpec`), registered as
+one :class:`FigureDef`:
+
+- ``grid(spec)``: what to compute (the :class:`~singlehead.model.problem.Problem` objects, alphas, names);
+- ``run(ctx, spec, grid) -> FigureRun``: the computation through the cached runner
+  (:meth:`Context.run`, :meth:`Context.cached_many`), the tidy table, the agreement rows, the
+  parameters stated on the figure and the ``data`` the plot and caption read;
+- ``plot(spec, grid, run) -> Figure``: matplotlib's object API only (:func:`new_figure`);
+- ``caption(spec, grid, run) -> str``: text computed from the spec and the run's results.
+
+:func:`build` chains them, times the whole and judges the agreement rows (Holm per figure,
+:func:`singlehead.report.verdict.judge`). A :class:`Preset` holds one spec per registered figure (``quick``,
+``full``, ``smoke``: the spec classes' presets); :func:`~.reproduce.reproduce`, the CLI and the
+Python API all build one and run it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
+
+from singlehead.model.problem import MPTarget, Problem
+from singlehead.model.results import Result
+from singlehead.runs import Job, run_calls, run_jobs
+from singlehead.runs.cache import Cache, value_key
+from singlehead.sim.simulation import TrainOptions
+from singlehead.runs.threads import configure
+from singlehead.report.write import THEORY_SIMULATION, FigureOutput
+from singlehead.figures.spec import PRESETS, FigureSpec
+from singlehead.report.verdict import judge
+
+
+@dataclass
+class Context:
+    """Where a figure's computations run: the result cache, the workers and the simulation device.
+
+    Every result is cached under a key computed from frozen objects: a job's key from its
+    :class:`~singlehead.runs.Job` (route, full problem, seed, every :class:`~singlehead.sim.simulation.TrainOptions`
+    field and the device), an in-process value's from its name, which the figure builds from its
+    spec's fields (:meth:`cached`).
+    """
+
+    cache: Cache
+    n_jobs: int = 1
+    scheduler: str | None = None
+    progress: bool = True
+    client: Any = None
+    device: str = "cpu"
+
+    def run(self, jobs: list[Job], desc: str) -> list[dict[str, Any]]:
+        return run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
+                        desc=desc, client=self.client)
+
+    def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", *, seeds: int, n_test: int,
+                 **options: Any) -> list[Job]:
+        """Simulation jobs of seeds ``0 .. seeds - 1`` per problem, ``n_test`` test sequences each."""
+        opts = TrainOptions(optimizer=optimizer, n_test=n_test, **options)
+        st = tuple(sorted({**opts.key_fields(self.device), "device": self.device}.items()))
+        return [Job("simulation", p, s, st) for p in problems for s in range(seeds)]
+
+    def cached(self, name: str, compute: Callable[[], Any]) -> Any:
+        """A JSON-able value computed once and kept in the cache under ``name``."""
+        key = self._value_key(name)
+        rec = self.cache.get(key)
+        if rec is None:
+
+            configure()  # an in-process computation (the workers are idle meanwhile): every core
+            rec = {"key": key, "value": compute()}
+            self.cache.put(rec)
+            rec = self.cache.get(key)
+        return rec["value"]
+
+    def _value_key(self, name: str) -> str:
+        # the name carries every parameter of the value (the figures build it from their spec's fields)
+        return value_key(name)
+
+    def cached_many(self, tasks: dict[str, Callable[[], Any]], desc: str = "in-process curves") -> dict[str, Any]:
+        """:meth:`cached` for several values; the missing ones are computed on the local workers.
+
+        Used for in-process computations (scaling curves, phase diagrams) that would otherwise
+        run one after another on one core. Each value is cached under its own name as soon as
+        it comes back (an interrupted run keeps what finished), with a progress bar named
+        ``desc``; with one worker or a Dask scheduler they run here, in order.
+        """
+        keys = {n: self._value_key(n) for n in tasks}
+        missing = [n for n in tasks if self.cache.get(keys[n]) is None]
+        if len(missing) > 1 and self.n_jobs != 1 and self.scheduler is None and self.client is None:
+            # on the runner's local workers, one task per dispatch, in the caller's order (callers put the
+            # dearest first)
+            with tqdm(total=len(tasks), initial=len(tasks) - len(missing), desc=desc, disable=not self.progress,
+                      leave=False, mininterval=1.0) as bar:
+                for n, v in run_calls({n: tasks[n] for n in missing}, workers=self.n_jobs):
+                    self.cache.put({"key": keys[n], "value": v})
+                    bar.update(1)
+        return {n: self.cached(n, f) for n, f in tasks.items()}
+
+    @staticmethod
+    def theory_jobs(problems: list[Problem], route: str = "theory") -> list[Job]:
+        return [Job(route, p) for p in problems]
+
+
+@dataclass
+class FigureRun:
+    """What a figure's ``run`` returns: its tidy table, agreement rows and parameters, and its ``data``
+    (anything the plot and the caption read: frames, curves, thresholds)."""
+
+    table: pd.DataFrame
+    agreement: pd.DataFrame | None
+    params: dict[str, Any]
+    data: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    diagnostics: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FigureDef:
+    """One registered figure: its name, title, spec class and four functions (module docstring)."""
+
+    name: str
+    title: str
+    spec: type[FigureSpec]
+    grid: Callable[[Any], Any]
+    run: Callable[[Context, Any, Any], FigureRun]
+    plot: Callable[[Any, Any, FigureRun], Figure]
+    caption: Callable[[Any, Any, FigureRun], str]
+    checks: str = THEORY_SIMULATION  # what the agreement rows are (the report names it beside the count)
+
+
+#: The registered figures, in report order (:func:`register`).
+FIGURES: dict[str, FigureDef] = {}
+
+
+def register(fd: FigureDef) -> FigureDef:
+    """Add ``fd`` to :data:`FIGURES` (a later registration under the same name replaces it)."""
+    FIGURES[fd.name] = fd
+    return fd
+
+
+def build(fd: FigureDef, ctx: Context, spec: FigureSpec) -> FigureOutput:
+    """grid -> run -> plot -> caption for one figure; the runtime and the Holm verdicts are added here."""
+    if not isinstance(spec, fd.spec):
+        raise ValueError(f"spec of figure {fd.name!r} must be a {fd.spec.__name__} (got {type(spec).__name__})")
+    t0 = time.perf_counter()
+    grid = fd.grid(spec)
+    res = fd.run(ctx, spec, grid)
+    fig = fd.plot(spec, grid, res)
+    caption = fd.caption(spec, grid, res)
+    agr = res.agreement
+    if agr is not None and len(agr):
+        agr = judge(agr)
+    return FigureOutput(fd.name, fd.title, caption, res.params, fig, res.table, agr,
+                        runtime_s=time.perf_counter() - t0, notes=list(res.notes), checks=fd.checks,
+                        diagnostics=list(res.diagnostics))
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One spec per figure and the simulation device: what a reproduction computes.
+
+    Examples
+    --------
+    >>> from singlehead.figures.reproduce import Preset
+    >>> p = Preset.named("quick")
+    >>> p.spec("finite_size").ds
+    (25, 35, 50, 70, 100)
+    >>> p.with_spec("finite_size", p.spec("finite_size").replace(alphas=(0.5,))).spec("finite_size").alphas
+    (0.5,)
+    """
+
+    name: str
+    specs: tuple[tuple[str, FigureSpec], ...]
+    device: str = "cpu"
+
+    @classmethod
+    def named(cls, name: str, figures: Mapping[str, FigureDef] | None = None) -> "Preset":
+        """The ``quick``, ``full`` or ``smoke`` preset of every figure in ``figures`` (default: :data:`FIGURES`);
+        ``full`` simulates on a GPU when torch sees one."""
+        if name not in PRESETS:
+            raise ValueError(f"mode must be one of {', '.join(map(repr, PRESETS))} (got {name!r})")
+        figs = FIGURES if figures is None else figures
+        dev = "cuda" if name == "full" and torch.cuda.is_available() else "cpu"
+        return cls(name, tuple((n, fd.spec.preset(name)) for n, fd in figs.items()), dev)
+
+    def spec(self, figure: str) -> FigureSpec:
+        """The spec of ``figure``."""
+        for n, s in self.specs:
+            if n == figure:
+                return s
+        raise ValueError(f"figure must be one of {[n for n, _ in self.specs]} (got {figure!r})")
+
+    def with_spec(self, figure: str, spec: FigureSpec) -> "Preset":
+        """A copy with ``figure``'s spec replaced (or added)."""
+        if any(n == figure for n, _ in self.specs):
+            specs = tuple((n, spec if n == figure else s) for n, s in self.specs)
+        else:
+            specs = (*self.specs, (figure, spec))
+        return Preset(self.name, specs, self.device)
+
+
+def new_figure(nrows: int, ncols: int, *, figsize: tuple[float, float], **kwargs: Any) -> tuple[Figure, Any]:
+    """A figure with a grid of axes (``Figure.subplots`` keywords), drawn off-screen through the object
+    API: no pyplot state and no global backend switch."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+BASE = dict(T=2, noise=0.5, lam=0.01, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab")
+
+
+def params_text(params: dict[str, Any]) -> str:
+    """``"k1=v1, k2=v2"``: a figure's stated parameters in one line (captions and titles)."""
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def problem_params(problem: Problem, *extra: tuple[str, Any]) -> dict[str, Any]:
+    """The parameters a figure states, read off its ``Problem`` (names of docs: Theory, :ref:`theory-sizes`), plus ``extra`` pairs."""
+    out = {"channel": problem.channel, "T": problem.T, **problem.target.caption(), "Delta": problem.noise, "lam": problem.lam,
+           "beta": problem.beta, "beta0": problem.beta0}
+    out.update(dict(extra))
+    return out
+
+
+def mean_se(df: pd.DataFrame, by: str, qty: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and standard error over seeds per ``by`` value (failed runs, with NaN metrics, are left out)."""
+    g = df.dropna(subset=[qty]).groupby(by)[qty]
+    m, s, k = g.mean(), g.std(ddof=1), g.size()
+    return m.index.values, m.values, (s / np.sqrt(k)).fillna(0.0).values
+
+
+def result_from_record(rec: dict[str, Any]):
+    """Rebuild a theory :class:`Result` from its cached record (for analysis functions)."""
+    return Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})

@@ -1,0 +1,150 @@
+"""Torch modules of the students: tied and untied attention, the unfactorized symmetric ``S`` (docs: Theory, :ref:`theory-students`).
+
+* :class:`FactorizedStudent`: ``W in R^{d x p}``, ``S = W W^T / sqrt(p d)``; penalty
+  ``(lam/sqrt(kappa)) ||W||_F^2 = lam d Tr S`` (weight decay = nuclear norm on the PSD
+  ``S`` with rank cap ``p``).
+* :class:`UntiedStudent`: ``W_Q, W_K in R^{d x p}``, ``M = W_Q W_K^T / sqrt(p d)`` (not symmetric);
+  penalty ``(lam/sqrt(kappa)) (||W_Q||_F^2 + ||W_K||_F^2)/2``, whose minimum over the
+  factorisations of ``M`` is ``lam d ||M||_*`` (nuclear norm, rank cap ``p``);
+* :class:`DirectStudent`: symmetric ``S`` trained entry-wise, penalty ``lam d ||S||_F^2``;
+* :class:`FixedMatrix`: a given matrix (no trainable use), to predict with an estimate ``M``.
+
+All expose ``logits(X)`` (``h_ab = (x_a^T S x_b - delta_ab Tr S)/sqrt(d)``),
+``matrix()`` and ``regulariser(lam)`` (for a non-symmetric ``M``: ``h_ab = (x_a^T M x_b -
+delta_ab Tr M)/sqrt(d)``, so ``h_ab != h_ba``); the loss is assembled in :mod:`singlehead.sim.training`.
+The student objects of :mod:`singlehead.model.students` build them (``Student.init_module``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class FactorizedStudent(nn.Module):
+    """Tied single-head attention with query = key = ``W``: ``S = W W^T / sqrt(p d)``."""
+
+    def __init__(self, W: torch.Tensor) -> None:
+        super().__init__()
+        self.d, self.p = W.shape
+        self.W = nn.Parameter(W.clone())
+        self._scale = 1.0 / math.sqrt(self.p * self.d)
+
+    def matrix(self) -> torch.Tensor:
+        return (self.W @ self.W.T) * self._scale
+
+    def trace(self) -> torch.Tensor:
+        return (self.W * self.W).sum() * self._scale
+
+    def logits(self, X: torch.Tensor) -> torch.Tensor:
+        # Compute through X W (n T p) rather than S: cost n T d p instead of n T d^2 + d^2 p.
+        # One 2-D GEMM over all tokens is faster than a batched matmul of n small blocks.
+        XW = (X.reshape(-1, self.d) @ self.W).reshape(*X.shape[:-1], self.p)
+        h = (XW @ XW.transpose(-1, -2)) * self._scale
+        eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+        return (h - self.trace() * eye) / math.sqrt(self.d)
+
+    def regulariser(self, lam: float) -> torch.Tensor:
+        """``lam d Tr S`` (= ``(lam/sqrt(kappa)) ||W||_F^2``)."""
+        return lam * self.d * self.trace()
+
+
+class UntiedStudent(nn.Module):
+    """Untied single-head attention: ``M = W_Q W_K^T / sqrt(p d)``.
+
+    One parameter ``W`` of shape ``(2, d, p)`` holds ``W_Q = W[0]`` and ``W_K = W[1]`` (the
+    L-BFGS trainer optimises a single tensor).
+    """
+
+    def __init__(self, WQ: torch.Tensor, WK: torch.Tensor) -> None:
+        super().__init__()
+        if WQ.shape != WK.shape or WQ.dim() != 2:
+            raise ValueError(f"WQ and WK must be d x p matrices of one shape (got {tuple(WQ.shape)}, {tuple(WK.shape)})")
+        self.d, self.p = WQ.shape
+        self.W = nn.Parameter(torch.stack([WQ, WK]).clone())
+        self._scale = 1.0 / math.sqrt(self.p * self.d)
+
+    def matrix(self) -> torch.Tensor:
+        return (self.W[0] @ self.W[1].T) * self._scale
+
+    def trace(self) -> torch.Tensor:
+        return (self.W[0] * self.W[1]).sum() * self._scale
+
+    def logits(self, X: torch.Tensor) -> torch.Tensor:
+        # through X W_Q and X W_K (n T p each) rather than M: cost 2 n T d p instead of n T d^2 + d^2 p
+        X2 = X.reshape(-1, self.d)
+        ZQ = (X2 @ self.W[0]).reshape(*X.shape[:-1], self.p)
+        ZK = (X2 @ self.W[1]).reshape(*X.shape[:-1], self.p)
+        h = (ZQ @ ZK.transpose(-1, -2)) * self._scale
+        eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+        return (h - self.trace() * eye) / math.sqrt(self.d)
+
+    def regulariser(self, lam: float) -> torch.Tensor:
+        """``(lam/sqrt(kappa)) (||W_Q||_F^2 + ||W_K||_F^2)/2`` with ``kappa = p/d`` (``>= lam d ||M||_*``,
+        with equality at the balanced factorisations)."""
+        return lam * math.sqrt(self.d / self.p) * 0.5 * (self.W * self.W).sum()
+
+
+class FixedMatrix(nn.Module):
+    """Predictions of a given matrix ``M`` (any, symmetric or not): ``logits(X)`` and ``matrix()`` only."""
+
+    def __init__(self, M: torch.Tensor) -> None:
+        super().__init__()
+        self.d = M.shape[0]
+        self.M = nn.Parameter(M.clone(), requires_grad=False)
+
+    def matrix(self) -> torch.Tensor:
+        return self.M
+
+    def logits(self, X: torch.Tensor) -> torch.Tensor:
+        h = (X.reshape(-1, self.d) @ self.M).reshape(X.shape) @ X.transpose(-1, -2)
+        eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+        return (h - torch.trace(self.M) * eye) / math.sqrt(self.d)
+
+
+class DirectStudent(nn.Module):
+    """Unfactorized symmetric ``S = (A + A^T)/2`` trained entry-wise."""
+
+    def __init__(self, S: torch.Tensor) -> None:
+        super().__init__()
+        self.d = S.shape[0]
+        self.A = nn.Parameter(0.5 * (S + S.T).clone())
+
+    def matrix(self) -> torch.Tensor:
+        return 0.5 * (self.A + self.A.T)
+
+    def logits(self, X: torch.Tensor) -> torch.Tensor:
+        S = self.matrix()
+        h = (X.reshape(-1, self.d) @ S).reshape(X.shape) @ X.transpose(-1, -2)
+        eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+        return (h - torch.trace(S) * eye) / math.sqrt(self.d)
+
+    def regulariser(self, lam: float) -> torch.Tensor:
+        """``lam d ||S||_F^2``."""
+        S = self.matrix()
+        return lam * self.d * (S * S).sum()
+
+
+def init_factorized(d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str,
+                    scale: float = 1.0) -> FactorizedStudent:
+    """``W`` iid N(0, scale^2), drawn in float64 on the CPU from ``gen`` (so CPU and GPU start equal)."""
+    W = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
+    return FactorizedStudent(W.to(device, dtype))
+
+
+def init_direct(d: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str,
+                scale: float = 1.0) -> DirectStudent:
+    """``S`` a GOE matrix with semicircle on ``[-2 scale, 2 scale]``, drawn in float64 on the CPU from ``gen``."""
+    G = torch.randn(d, d, generator=gen, dtype=torch.float64)
+    S = (G + G.T) * (scale / math.sqrt(2 * d))
+    return DirectStudent(S.to(device, dtype))
+
+
+def init_untied(d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str,
+                scale: float = 1.0) -> UntiedStudent:
+    """``W_Q`` then ``W_K`` iid N(0, scale^2), drawn in float64 on the CPU from ``gen`` (CPU and GPU start equal)."""
+    WQ = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
+    WK = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
+    return UntiedStudent(WQ.to(device, dtype), WK.to(device, dtype))

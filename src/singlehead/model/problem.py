@@ -1,0 +1,158 @@
+"""One frozen, validated parameter object shared by simulation, theory and AMP.
+
+Conventions (normative; docs: :ref:`theory`, sections 1-7, and arXiv 2509.24914 §2):
+
+* token dimension ``d``, tokens per sequence ``T``, samples ``n = round(alpha d^2)``;
+* student width ``p = max(1, round(kappa d))`` for the factorized student;
+* target rank ratio ``kappa0 = p0/d`` for the Marchenko--Pastur target;
+* ``noise`` is the label-noise variance ``Delta`` added to the target logits
+  (``Delta`` on the diagonal, ``Delta/2`` off it);
+* ``lam`` is the library's regularisation ``lambda`` (the paper's "lambda tilde"):
+  factorized loss ``sum_mu ||yhat - y||_F^2 + (lam/sqrt(kappa)) ||W||_F^2``
+  = ``... + lam d Tr S``; direct loss ``... + lam d ||S||_F^2``.
+
+Every field is validated on construction; an invalid value raises
+:class:`ValueError` whose message names the parameter and its valid range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from singlehead.model.validation import check as _check
+from singlehead.model.validation import finite as _finite
+from singlehead.model.channels import Channel, get_channel
+from singlehead.model.results import stable_hash
+from singlehead.model.students import Student, get_student
+from singlehead.model.targets import (  # noqa: F401  (PowerLawTarget, CustomTarget, UntiedMPTarget: re-exported, older imports use them)
+    CustomTarget,
+    MPTarget,
+    PowerLawTarget,
+    Target,
+    UntiedMPTarget,
+    get_target,
+    target_from_dict,
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A complete task + student + regularisation specification.
+
+    Parameters
+    ----------
+    d : int
+        Token dimension, ``d >= 2``.
+    T : int
+        Tokens per sequence, ``T >= 1``.
+    alpha : float
+        Sample ratio ``n/d^2 > 0``.
+    channel : str or Channel
+        Output channel (docs: Theory, :ref:`theory-channels`): a registered name (``"seq2lab"``, ``"seq2seq"``,
+        ``"linear"``, or one added with :func:`singlehead.model.channels.register_channel`) or a
+        :class:`~singlehead.model.channels.Channel`; stored as the object.
+    beta, beta0 : float
+        Inverse temperatures of the student and of the target softmax (> 0).
+    noise : float
+        Logit-noise variance ``Delta >= 0``.
+    target : str or Target
+        Target ``S0``: a :class:`~singlehead.model.targets.Target` (``MPTarget``, ``PowerLawTarget``,
+        ``CustomTarget``, ``UntiedMPTarget`` for a non-symmetric untied teacher ``M0``, or one
+        added with :func:`singlehead.model.targets.register_target`) or a registered name (its default
+        instance); stored as the object.
+    student : str or Student
+        ``"factorized"``: tied attention ``S = W W^T/sqrt(p d)`` (nuclear-norm penalty);
+        ``"direct"``: a symmetric ``S`` trained entry-wise (Frobenius penalty); ``"untied"``: untied
+        attention ``M = W_Q W_K^T/sqrt(p d)`` (nuclear-norm penalty ``lam d ||M||_*``); or a registered
+        name / :class:`~singlehead.model.students.Student`; stored as the object.
+    kappa : float
+        Width ratio ``p/d`` of the factorized and untied students, in ``(0, 1]`` (p > d adds
+        nothing: the rank of S is at most d).
+    lam : float
+        Regularisation ``lambda >= 0``.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem
+    >>> problem = Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(kappa0=0.5))
+    >>> problem.n, problem.p, problem.n_pairs          # n = alpha d^2, p = kappa d, K = T(T+1)/2
+    (5000, 100, 3)
+    >>> problem.replace(alpha=2.0).n
+    20000
+    >>> Problem(alpha=-1.0)
+    Traceback (most recent call last):
+        ...
+    ValueError: alpha must be > 0 (got -1.0)
+    """
+
+    d: int = 100
+    T: int = 2
+    alpha: float = 1.0
+    channel: Channel = "seq2lab"  # type: ignore[assignment]  # a name is resolved in __post_init__
+    beta: float = 1.0
+    beta0: float = 1.0
+    noise: float = 0.0
+    target: Target = field(default_factory=MPTarget)
+    student: Student = "factorized"  # type: ignore[assignment]
+    kappa: float = 1.0
+    lam: float = 0.01
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.d, int) and not isinstance(self.d, bool) and self.d >= 2, "d", "an integer >= 2", self.d)
+        _check(isinstance(self.T, int) and not isinstance(self.T, bool) and self.T >= 1, "T", "an integer >= 1", self.T)
+        _check(_finite(self.alpha) and self.alpha > 0, "alpha", "> 0", self.alpha)
+        # names are resolved here, once: past this point the code holds channel / student objects
+        object.__setattr__(self, "channel", get_channel(self.channel))
+        object.__setattr__(self, "student", get_student(self.student))
+        _check(_finite(self.beta) and self.beta > 0, "beta", "> 0", self.beta)
+        _check(_finite(self.beta0) and self.beta0 > 0, "beta0", "> 0", self.beta0)
+        _check(_finite(self.noise) and self.noise >= 0, "noise", ">= 0", self.noise)
+        if isinstance(self.target, str):
+            object.__setattr__(self, "target", get_target(self.target))
+        _check(isinstance(self.target, Target), "target", "a Target (MPTarget, PowerLawTarget, ...) or a registered "
+               "target name", self.target)
+        _check(_finite(self.kappa) and 0 < self.kappa <= 1, "kappa", "in (0, 1]", self.kappa)
+        _check(_finite(self.lam) and self.lam >= 0, "lam", ">= 0", self.lam)
+        self.target.validate(self.d)
+        self.channel.validate(self.T, self.beta, self.beta0)
+        self.student.validate(self.kappa)
+
+    # ---- derived sizes -------------------------------------------------
+    @property
+    def n(self) -> int:
+        """Number of training sequences ``round(alpha d^2)`` (at least 1)."""
+        return max(1, int(round(self.alpha * self.d * self.d)))
+
+    @property
+    def p(self) -> int:
+        """Student width ``max(1, round(kappa d))``."""
+        return max(1, int(round(self.kappa * self.d)))
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of distinct logits per sequence ``K = T(T+1)/2``."""
+        return self.T * (self.T + 1) // 2
+
+    def replace(self, **changes: Any) -> "Problem":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form; ``Problem.from_dict(p.to_dict()) == p``."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["target"] = self.target.to_dict()
+        out["channel"], out["student"] = self.channel.to_spec(), self.student.to_spec()
+        return out
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any]) -> "Problem":
+        spec = dict(spec)
+        if isinstance(spec.get("target"), dict):
+            spec["target"] = target_from_dict(spec["target"])
+        return cls(**spec)
+
+    def key(self) -> str:
+        """Stable hash of the full configuration (``singlehead.model.results.stable_hash``)."""
+        return stable_hash(self.to_dict())

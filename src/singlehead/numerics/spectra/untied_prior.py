@@ -1,0 +1,235 @@
+"""Prior (matrix) side of the untied state evolution: weighted nuclear-norm denoising, by sampling.
+
+The effective denoising problem of an untied student (derivation: ``docs/untied_theory.rst``) is,
+with the symmetric / antisymmetric split ``M = M_s + M_a`` of a ``D x D`` matrix,
+
+    Mhat = argmin_M  sum_B [ (Sigmahat_B/2) ||M_B||_F^2 - <M_B, A_B> ] + 2 lam ||M||_*   (rank M <= kappa D)
+    A_B  = mhat_B M0_B + sqrt(qhat_B) Z_B ,     B in {s, a},
+
+``Z_s`` GOE (off-diagonal entries of variance ``1/D``, diagonal ``2/D``), ``Z_a`` antisymmetric
+Gaussian (off-diagonal entries of variance ``1/D``), ``||.||_*`` the nuclear norm. Then
+
+    q_B = ||Mhat_B||_F^2 / D,   m_B = <Mhat_B, M0_B> / D,   Sigma_B = <Mhat_B, Z_B> / (D sqrt(qhat_B))
+
+(the last by Stein's lemma: the divergence of ``Mhat`` in the block ``B``, as the tied
+``Sigma = (1/(2 delta Sigmahat)) dJ/ddelta``). With ``Sigmahat_s = Sigmahat_a`` the minimiser is
+singular-value soft thresholding of ``(A_s + A_a)/Sigmahat`` and, for ``qhat_s = qhat_a`` as well,
+its law is given by free probability (Ginibre noise). The state evolution of an ERM fit never
+sits there for ``T >= 2``: the symmetric part is seen by ``T(T+1)/2`` fields per sequence and the
+antisymmetric one by ``T(T-1)/2``, so ``Sigmahat_s != Sigmahat_a`` and the proximal map is no
+longer a function of the singular values alone. It is computed here on ``draws`` sampled
+``D x D`` instances (fixed draws: the map is deterministic), by accelerated proximal gradient
+with singular-value soft thresholding; the spread over draws is its sampling error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from singlehead.numerics.spectra.primitives import singular_value_threshold
+
+__all__ = ["BlockPriorSide", "UntiedPriorSample", "UntiedPriorSide", "weighted_nuclear_prox", "untied_prior_side"]
+
+
+def _sym(M: np.ndarray) -> np.ndarray:
+    return 0.5 * (M + np.swapaxes(M, -1, -2))
+
+
+def _anti(M: np.ndarray) -> np.ndarray:
+    return 0.5 * (M - np.swapaxes(M, -1, -2))
+
+
+@dataclass
+class BlockPriorSide:
+    """The prior side on the blocks ``(s, a)``: ``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)`` from the conjugates.
+
+    ``values``: the six order parameters; ``rank_fraction``: fraction of non-zero singular values of
+    the estimator; ``penalty``: the penalty ``lam pen(M)/d`` at this estimator. A sampled prior side
+    also sets ``per_draw`` (``(R, 6)``, one row per instance: the solver then reports the draws'
+    jackknife error), ``solutions`` (its warm start for the next call) and ``singular_values``
+    (``(R, D)``: the learned-spectrum law).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.model.students import BlockPriorSide
+    >>> side = BlockPriorSide(np.array([1.0, 0.8, 0.5, 0.2, 0.1, 0.6]), rank_fraction=1.0)
+    >>> side.sampled, side.draw_se.shape
+    (False, (6,))
+    """
+
+    values: np.ndarray
+    rank_fraction: float
+    penalty: float = math.nan
+    per_draw: np.ndarray | None = None
+    solutions: Any = None
+    singular_values: np.ndarray | None = None
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the values are averages over sampled instances."""
+        return self.per_draw is not None
+
+    @property
+    def draw_se(self) -> np.ndarray:
+        """Standard error of ``values`` over draws (``nan`` with one draw or none)."""
+        R = 0 if self.per_draw is None else self.per_draw.shape[0]
+        return self.per_draw.std(axis=0, ddof=1) / math.sqrt(R) if R > 1 else np.full(6, np.nan)
+
+
+@dataclass(frozen=True)
+class UntiedPriorSample:
+    """Fixed draws of the prior side: teachers ``M0`` and noises ``Z_s``, ``Z_a``, each ``(R, D, D)``.
+
+    A tied teacher enters by its eigenvalues (``M0 = diag(s)``): the noise laws and the weighted
+    nuclear-norm prox are invariant under ``M -> O M O^T``, so the rotation of ``S0`` is irrelevant.
+    """
+
+    M0: np.ndarray
+    Zs: np.ndarray
+    Za: np.ndarray
+
+    @classmethod
+    def draw(cls, teacher: Any, D: int, draws: int, seed: int) -> "UntiedPriorSample":
+        """``draws`` instances at dimension ``D``; ``teacher(D, rng)`` returns one ``D x D`` teacher."""
+        rng = np.random.default_rng(seed)
+        M0 = np.stack([teacher(D, rng) for _ in range(draws)])
+        G = rng.standard_normal((2, draws, D, D)) / math.sqrt(D)
+        # GOE: off-diagonal variance 1/D, diagonal 2/D; antisymmetric: off-diagonal variance 1/D
+        Zs = (G[0] + np.swapaxes(G[0], -1, -2)) / math.sqrt(2.0)
+        Za = (G[1] - np.swapaxes(G[1], -1, -2)) / math.sqrt(2.0)
+        return cls(M0, Zs, Za)
+
+    def normalised(self, Q0s: float, Q0a: float) -> "UntiedPriorSample":
+        """The same draws with each teacher's symmetric / antisymmetric part rescaled to ``||M0_B||_F^2/D = Q0_B``
+        (removes the teacher-to-teacher fluctuation of the norms, and makes the sample agree with
+        the ``Q0_B`` of the output side)."""
+        parts = []
+        for part, Q0 in ((_sym(self.M0), Q0s), (_anti(self.M0), Q0a)):
+            norm = np.sum(part**2, axis=(-2, -1), keepdims=True) / self.D
+            parts.append(np.where(norm > 0, part * np.sqrt(Q0 / np.where(norm > 0, norm, 1.0)), 0.0))
+        return UntiedPriorSample(parts[0] + parts[1], self.Zs, self.Za)
+
+    @property
+    def D(self) -> int:
+        return self.M0.shape[-1]
+
+    @property
+    def draws(self) -> int:
+        return self.M0.shape[0]
+
+    def teacher_norms(self) -> tuple[float, float]:
+        """``(||M0_s||_F^2/D, ||M0_a||_F^2/D)`` averaged over draws."""
+        return (float(np.mean(np.sum(_sym(self.M0) ** 2, axis=(-2, -1)))) / self.D,
+                float(np.mean(np.sum(_anti(self.M0) ** 2, axis=(-2, -1)))) / self.D)
+
+
+def _symmetric_soft_threshold(A: np.ndarray, tau: float, rank: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalue soft thresholding of symmetric ``A`` on both signs (the nuclear-norm prox of a symmetric matrix)."""
+    w, V = np.linalg.eigh(A)
+    s = np.sign(w) * np.maximum(np.abs(w) - tau, 0.0)
+    if rank is not None and rank < s.shape[-1]:
+        order = np.argsort(-np.abs(s), axis=-1)
+        np.put_along_axis(s, order[..., rank:], 0.0, axis=-1)
+    return (V * s[..., None, :]) @ np.swapaxes(V, -1, -2), np.sort(np.abs(s), axis=-1)[..., ::-1]
+
+
+def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, Sigmahat_a: float, tau: float,
+                          *, rank: int | None = None, warm: np.ndarray | None = None, tol: float = 1e-11,
+                          max_iter: int = 5000) -> tuple[np.ndarray, np.ndarray, int]:
+    """``argmin_M sum_B (Sigmahat_B/2)||M_B||^2 - <M_B, A_B> + tau ||M||_*`` over ``D x D`` matrices.
+
+    Exact in one step when ``Sigmahat_s = Sigmahat_a`` (singular-value soft thresholding of
+    ``(A_s + A_a)/Sigmahat``) or when the antisymmetric block is unobserved (``Sigmahat_a = 0``,
+    ``A_a = 0``: then ``M_a = 0``, since ``||M||_* >= ||M_s||_*``, and ``M`` is the two-sided
+    eigenvalue soft threshold of ``A_s/Sigmahat_s``). Otherwise accelerated proximal gradient
+    (constant momentum for the strongly convex case, step ``1/max Sigmahat``) from ``warm``;
+    stopped when the relative step is below ``tol``. With ``rank`` the top ``rank`` singular values
+    are kept (a heuristic projection: the capped problem is not convex).
+
+    Returns
+    -------
+    M : (R, D, D) array, singular values (R, D), iterations
+    """
+    Ss, Sa = float(Sigmahat_s), float(Sigmahat_a)
+    if not (Ss > 0 and Sa >= 0 and tau >= 0):
+        raise ValueError(f"Sigmahat_s must be > 0, Sigmahat_a >= 0 and tau >= 0 (got {Ss}, {Sa}, {tau})")
+    if np.all(np.linalg.norm(A_s + A_a, ord=2, axis=(-2, -1)) <= tau):
+        # 0 minimises iff A lies in tau times the nuclear norm's subdifferential at 0 (spectral norm <= tau)
+        return np.zeros_like(A_s), np.zeros(A_s.shape[:-1]), 0
+    if Sa == 0.0 and not np.any(A_a):
+        M, s = _symmetric_soft_threshold(A_s / Ss, tau / Ss, rank)
+        return M, s, 1
+    if Sa == 0.0:
+        raise ValueError("Sigmahat_a = 0 with a non-zero antisymmetric input has no minimiser")
+    if abs(Ss - Sa) <= 1e-14 * max(Ss, Sa):
+        M, s = singular_value_threshold((A_s + A_a) / Ss, tau / Ss, rank)
+        return M, s, 1
+    L, mu = max(Ss, Sa), min(Ss, Sa)
+    beta = (math.sqrt(L) - math.sqrt(mu)) / (math.sqrt(L) + math.sqrt(mu))
+    A = A_s + A_a
+    M = singular_value_threshold(A / L, tau / L, rank)[0] if warm is None else warm
+    Y = M
+    s = None
+    for it in range(1, max_iter + 1):
+        grad = Ss * _sym(Y) + Sa * _anti(Y) - A
+        M_new, s = singular_value_threshold(Y - grad / L, tau / L, rank)
+        step = np.sqrt(np.sum((M_new - M) ** 2, axis=(-2, -1)))
+        size = np.sqrt(np.sum(M_new ** 2, axis=(-2, -1)))
+        Y = M_new + beta * (M_new - M)
+        M = M_new
+        if np.all(step <= tol * (size + 1e-300)):
+            return M, s, it
+    return M, s, max_iter
+
+
+@dataclass
+class UntiedPriorSide(BlockPriorSide):
+    """``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)`` of the weighted nuclear-norm denoiser, with their draw spread.
+
+    ``values``: the six averages over draws; ``per_draw``: ``(R, 6)``; ``rank_fraction``: mean
+    fraction of non-zero singular values; ``solutions``: the draws' minimisers (warm starts of the
+    next call); ``singular_values``: ``(R, D)`` singular values of ``Mhat`` (the learned spectrum);
+    ``iterations``: of the proximal gradient.
+    """
+
+    iterations: int = 0
+
+
+def untied_prior_side(hats: np.ndarray, *, lam: float, kappa: float, sample: UntiedPriorSample,
+                      warm: np.ndarray | None = None, tol: float = 1e-11) -> UntiedPriorSide:
+    """``(qhat_s, mhat_s, Sigmahat_s, qhat_a, mhat_a, Sigmahat_a) -> (q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)``.
+
+    See the module docstring for the problem and the normalisations. ``Sigma_a`` is ``nan`` when
+    the antisymmetric block is unobserved (``qhat_a = mhat_a = Sigmahat_a = 0``, ``T = 1``).
+    """
+    qs, ms, Ss, qa, ma, Sa = (float(x) for x in hats)
+    D = sample.D
+    M0s, M0a = _sym(sample.M0), _anti(sample.M0)
+    A_s = ms * M0s + math.sqrt(max(qs, 0.0)) * sample.Zs
+    A_a = ma * M0a + math.sqrt(max(qa, 0.0)) * sample.Za
+    rank = None if kappa >= 1 else max(1, int(round(kappa * D)))
+    M, s, iters = weighted_nuclear_prox(A_s, A_a, Ss, Sa, 2.0 * lam, rank=rank, warm=warm, tol=tol)
+    Ms, Ma = _sym(M), _anti(M)
+
+    def dot(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        return np.einsum("rij,rij->r", X, Y) / D
+
+    def divergence(Mb: np.ndarray, M0b: np.ndarray, Z: np.ndarray, qhat: float, m: np.ndarray) -> np.ndarray:
+        # Stein: E<Mhat_B, Z_B> = sqrt(qhat_B) D Sigma_B. Control variate: Mhat_B's component along
+        # M0_B, (m_B/Q0_B) M0_B, has <., Z_B> of mean exactly 0 but fluctuations ~10x the signal at D = 100
+        if qhat <= 0:
+            return np.full(M.shape[0], np.nan)
+        Q0b = dot(M0b, M0b)
+        c = float(np.mean(m) / np.mean(Q0b)) if np.mean(Q0b) > 0 else 0.0
+        return (dot(Mb, Z) - c * dot(M0b, Z)) / math.sqrt(qhat)
+
+    m_s, m_a = dot(Ms, M0s), dot(Ma, M0a)
+    per = np.stack([dot(Ms, Ms), m_s, divergence(Ms, M0s, sample.Zs, qs, m_s),
+                    dot(Ma, Ma), m_a, divergence(Ma, M0a, sample.Za, qa, m_a)], axis=1)
+    return UntiedPriorSide(values=per.mean(axis=0), rank_fraction=float(np.mean(s > 0)), per_draw=per, solutions=M,
+                           singular_values=s, iterations=iters)
