@@ -69,10 +69,10 @@ def test_no_sys_path_edits_or_private_imports(path):
 
 
 def test_the_import_check_can_fail():
-    bad = ("from singlehead.state_evolution.fixed_point import step\nfrom singlehead.x import _y\n"
+    bad = ("from singlehead.numerics.spectra._mp_reference import step\nfrom singlehead.x import _y\n"
            "import singlehead._registry\nfrom problem_grids import random_problems\n"
            "from singlehead.runs import cached\nimport numpy as np\n")
-    assert private_imports(bad) == ["singlehead.state_evolution.fixed_point.step", "singlehead.x._y",
+    assert private_imports(bad) == ["singlehead.numerics.spectra._mp_reference.step", "singlehead.x._y",
                                     "singlehead._registry", "problem_grids"]
 
 
