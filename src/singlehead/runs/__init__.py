@@ -18,8 +18,7 @@ from singlehead.runs.cache import (
 )
 from singlehead.runs.runner import Job, Workers, run_calls, run_jobs, stream
 
-# The names that came from the dissolved experiments package, imported on first use: a
-# cache lookup needs none of their modules.
+# Grids and the in-process memo, imported on first use: a cache lookup needs none of their modules.
 _LAZY = {
     "expand_grid": "singlehead.runs.grid",
     "load_grid": "singlehead.runs.grid",
