@@ -47,15 +47,13 @@ from torch import nn
 
 from singlehead import MPTarget, Problem, simulate, theory, theory_curve
 from singlehead.amp import amp
-from singlehead.numerics.attention_maps import vec_to_mat
-from singlehead.model.channels import Channel, register_channel
 from singlehead.cli import main
-from singlehead.sim.simulation import TrainOptions
-from singlehead.numerics.spectra import DiscreteLaw, PriorModel
-from singlehead.model.students import Factorized, register_student
-from singlehead.model.targets import Target, TargetParam, register_target
+from singlehead.model.channels import Channel, register_channel
 from singlehead.model.students import BlockPriorSide, Factorized, Student, register_student
-from singlehead.model.targets import UntiedMPTarget
+from singlehead.model.targets import Target, TargetParam, UntiedMPTarget, register_target
+from singlehead.numerics.attention_maps import vec_to_mat
+from singlehead.numerics.spectra import DiscreteLaw, PriorModel
+from singlehead.sim.simulation import TrainOptions
 
 _SQRT2 = math.sqrt(2.0)
 
