@@ -207,7 +207,8 @@ def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], op
                  cap_binds=bool(ex.get("cap_binds", False)),
                  prox_converged="prox did not converge" not in result.message,
                  attempts=[asdict(a) for a in attempts])
-    _stability_checks(problem, result, options, quad, ch)
+    if ch.residual < _NEAR:  # the replicon only speaks about a point near a fixed point (see _cause)
+        _stability_checks(problem, result, options, quad, ch)
     cause = _cause(ch)
     result.diagnosis = cause
     result.message = _message(cause, ch, attempts)

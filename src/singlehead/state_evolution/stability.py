@@ -129,10 +129,22 @@ def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
     above = float(hi.w.sum())
     # f = 0 below eps, f(x) = x - eps above: the divided difference is 1 above-above, 0
     # below-below and (x - eps)/(x - y) across (bounded by 1, smooth away from the corner)
-    across = (hi.x[:, None] - eps) / (hi.x[:, None] - lo.x[None, :])
-    P = above**2 + 2.0 * float(hi.w @ across**2 @ lo.w)
-    D = above**2 + 2.0 * float(hi.w @ across @ lo.w)
+    # the double sums over (above, below) pairs, in blocks of rows: a discrete law (a power-law target at large
+    # d) has as many nodes as atoms, and the full matrix would need (atoms above) x (atoms below) floats
+    rows = max(1, _PAIR_BLOCK // max(1, lo.x.size))
+    s1 = s2 = 0.0
+    for i in range(0, hi.x.size, rows):
+        xh = hi.x[i:i + rows, None]
+        across = (xh - eps) / (xh - lo.x[None, :])
+        s1 += float(hi.w[i:i + rows] @ across @ lo.w)
+        s2 += float(hi.w[i:i + rows] @ across**2 @ lo.w)
+    P = above**2 + 2.0 * s2
+    D = above**2 + 2.0 * s1
     return P / Sh**2, D / Sh
+
+
+#: pairs of nodes per block in :func:`_prior_factor` (32 MiB of float64 per block)
+_PAIR_BLOCK = 1 << 22
 
 
 def stability(problem: Problem, result: Result, *, options: SEOptions | None = None,
