@@ -21,7 +21,7 @@ points are those of a cold :func:`~singlehead.theory` to the solver tolerance, w
 
 Local workers are :class:`Workers` (loky processes, reused between calls, started with
 ``threads_per_worker(workers)`` BLAS/OpenMP threads each: threads x workers <= cores, see
-:mod:`singlehead.runs.threads`).
+``singlehead.runs.threads``).
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ class Workers:
     """Local worker processes (loky's reusable executor: started once, kept between calls).
 
     Each worker runs ``threads_per_worker(workers)`` BLAS/OpenMP threads (the thread policy of
-    :mod:`singlehead.runs.threads`: threads x workers <= cores); the processes are started by
+    ``singlehead.runs.threads``: threads x workers <= cores); the processes are started by
     fork + exec, so a server running threads may start them.
 
     Parameters
