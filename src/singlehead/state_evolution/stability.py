@@ -60,8 +60,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.numerics.spectra.convolution import free_convolve_semicircle
@@ -126,14 +124,8 @@ def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
     if ex.get("cap_binds"):
         return math.inf, float(ex["Sigma"])
     eps = float(ex["eps"])
-    target_law = prior_model(problem, "asymptotic").engine
-    atoms = np.size(getattr(target_law, "eigenvalues", ()))
-    if atoms * atoms * 8 > _MAX_PAIR_BYTES:
-        # the free convolution of a discrete law solves its subordination equation on every (node, atom) pair
-        raise ValueError(f"the replicon of this point needs the free convolution of the target's law of {atoms} atoms "
-                         f"({atoms * atoms * 8 / 2**30:.1f} GiB of pairs, above the {_MAX_PAIR_BYTES / 2**30:.0f} GiB "
-                         "limit); it is not evaluated")
-    law = free_convolve_semicircle(target_law, float(ex["delta"]) ** 2)
+    # a discrete target law too large for its free convolution raises ValueError there (the diagnosis records it)
+    law = free_convolve_semicircle(prior_model(problem, "asymptotic").engine, float(ex["delta"]) ** 2)
     hi, lo = law.rule(eps, math.inf), law.rule(-math.inf, eps)
     above = float(hi.w.sum())
     # f = 0 below eps, f(x) = x - eps above: the divided difference is 1 above-above, 0
@@ -154,8 +146,6 @@ def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
 
 #: pairs of nodes per block in :func:`_prior_factor` (32 MiB of float64 per block)
 _PAIR_BLOCK = 1 << 22
-#: the largest (node, atom) pair array the replicon's free convolution of a discrete target law may need
-_MAX_PAIR_BYTES = 2 * 2**30
 
 
 def stability(problem: Problem, result: Result, *, options: SEOptions | None = None,

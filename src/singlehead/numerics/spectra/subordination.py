@@ -53,11 +53,21 @@ class Outlier:
     mass: float
 
 
+#: the largest (gap, atom) pair array the free convolution of a discrete law may allocate
+MAX_PAIR_BYTES = 2 * 2**30
+
+
 class _BianeEngine:
     """``DiscreteLaw ⊞ SC(v)``, ``v > 0``, through Biane's parametrisation of the subordination."""
 
     def __init__(self, law: DiscreteLaw, v: float, n: int) -> None:
         self.t, self.w = law.atoms()
+        pair_bytes = 8 * self.t.size * self.t.size
+        if pair_bytes > MAX_PAIR_BYTES:
+            # the bulks are found by solving the subordination equation on every (gap, atom) pair at once
+            raise ValueError(f"law: the free convolution of a discrete law of {self.t.size} atoms needs "
+                             f"{pair_bytes / 2**30:.1f} GiB of (gap, atom) pairs, above the "
+                             f"{MAX_PAIR_BYTES / 2**30:.0f} GiB limit (MAX_PAIR_BYTES)")
         self.v, self.n = float(v), int(n)
         self._max_newton = 200
         self.scale = max(float(self.t[-1] - self.t[0]), math.sqrt(self.v))
