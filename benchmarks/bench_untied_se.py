@@ -7,8 +7,7 @@ Points (``T = 2``, noise 0.5, MP teachers ``kappa0 = 0.5``, ``kappa = 1``): seq2
 (continuation in ``lam``). Settings: the default (``D = 100``, 4 draws, per-draw error bars) and
 the light one the explorer could use (``D = 100``, 2 draws, no per-draw error bars). Printed: the
 reference workload (:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before
-and after, and the median wall time per point with its iterations. Goal of issue 27: <= 3 s per
-point on 2 cores.
+and after, and the median wall time per point with its map evaluations.
 """
 
 from __future__ import annotations
@@ -17,9 +16,9 @@ import argparse
 import statistics
 import time
 
-from singlehead import MPTarget, Problem
+from singlehead import MPTarget, Problem, theory
 from singlehead.runs.reference import reference_seconds
-from singlehead.state_evolution.untied import UntiedSEOptions, untied_theory
+from singlehead.state_evolution import SEOptions
 from singlehead.model.targets import UntiedMPTarget
 
 POINTS = {
@@ -28,15 +27,15 @@ POINTS = {
     "seq2lab untied teacher  ": dict(channel="seq2lab", alpha=1.0, lam=1e-2, target=UntiedMPTarget(0.5)),
     "seq2lab alpha=1 lam=1e-4": dict(channel="seq2lab", alpha=1.0, lam=1e-4, target=MPTarget(0.5)),
 }
-SETTINGS = {"default (D=100 x 4, errors)": UntiedSEOptions(),
-            "light (D=100 x 2, no errors)": UntiedSEOptions(draws=2, draw_errors=False)}
+SETTINGS = {"default (D=100 x 4, errors)": SEOptions(),
+            "light (D=100 x 2, no errors)": SEOptions(sample_draws=2, draw_errors=False)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    untied_theory(Problem(T=2, noise=0.5), options=UntiedSEOptions(D=20, draws=1))  # imports, node cache
+    theory(Problem(T=2, noise=0.5, student="untied"), options=SEOptions(sample_dim=20, sample_draws=1))  # imports, nodes
     print(f"reference workload: {reference_seconds():.3f} s")
     for sname, opts in SETTINGS.items():
         for pname, kw in POINTS.items():
@@ -44,7 +43,7 @@ def main() -> None:
             times, its = [], []
             for _ in range(args.repeats):
                 t = time.perf_counter()
-                u = untied_theory(p, options=opts)
+                u = theory(p, options=opts)
                 times.append(time.perf_counter() - t)
                 its.append(u.iterations)
             print(f"{sname:30s} {pname}: {statistics.median(times):6.2f} s  (iterations {its[-1]}, "

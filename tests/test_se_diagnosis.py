@@ -10,6 +10,8 @@ best point found.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from singlehead import MPTarget, PowerLawTarget, Problem, Result, theory
@@ -93,16 +95,19 @@ def test_warm_attempts_are_recorded():
 
 
 def test_untied_solver_miss_gives_the_budget():
-    """The non-symmetric students' solver: ``max_iter = 1`` cannot converge; the diagnosis says the budget."""
+    """A non-symmetric student runs the same attempts: a spent budget is a solver miss that names it, and no replicon
+    is claimed for its blocks of fields."""
     p = Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.5, student="untied")
     small = SEOptions(sample_dim=24, sample_draws=2, draw_errors=False)
-    r = theory(p, options=small.replace(max_iter=1))
-    d = _check_common(r, "solver_miss")
-    assert d["max_iter"] == 1 and d["iterations"] == 1 and d["budget_exhausted"]
-    assert "max_iter reached" in r.message
     r = theory(p, options=small.replace(max_evals=3))
     d = _check_common(r, "solver_miss")
-    assert d["max_evals"] == 3 and d["budget_exhausted"] and "max_evals reached" in r.message
+    [attempt] = d["attempts"]
+    assert attempt["budget"] == 3 and attempt["budget_exhausted"] and "raise SEOptions.max_evals" in r.message
+    r = theory(p, options=small.replace(max_iter=5, method="iterate"))  # near the fixed point, not at it
+    d = _check_common(r, "solver_miss")
+    assert d["residual"] < 0.1 and math.isnan(d["replicon"])
+    assert "no replicon is computed for the untied student" in d["stability_error"]
+    assert "stability not checked" in r.message
     assert theory(p, options=small).diagnosis is None  # converged: no diagnosis, and none written
     assert "diagnosis" not in theory(p, options=small).to_dict()
 

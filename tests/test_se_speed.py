@@ -130,7 +130,7 @@ def test_residual_floor_is_the_scramble_spread_of_one_step_and_stops_the_peak_po
     now stops at a tenth of that error (residual_floor, over the scrambles jointly: propagating the three hat errors
     separately would ignore that mhat and Sigmahat share their nodes). The values stay within the quadrature error of
     a fully converged sweep (HEAD before the floor: alpha = 0.211769 -> 0.39358 at residual 1.4e-9)."""
-    from singlehead.state_evolution.se_map import _FLOOR_FRACTION, residual_floor
+    from singlehead.state_evolution.se_map import FLOOR_FRACTION, residual_floor
     from singlehead.state_evolution.output import output_side
     from singlehead.state_evolution.prior import prior_model
 
@@ -151,7 +151,7 @@ def test_residual_floor_is_the_scramble_spread_of_one_step_and_stops_the_peak_po
     assert out.scramble_hats.shape == (quad.n_scrambles, 3)
     assert np.allclose(out.scramble_hats.mean(axis=0), [out.qhat, out.mhat, out.Sigmahat], rtol=1e-12)
     fl = residual_floor(x, out, p, pm)
-    assert fl == pytest.approx(ex["residual_floor"], rel=0.5) and _FLOOR_FRACTION == 0.1
+    assert fl == pytest.approx(ex["residual_floor"], rel=0.5) and FLOOR_FRACTION == 0.1
     # the linear channel is analytic: no floor
     lin = Problem(alpha=0.5, lam=0.1, T=1, channel="linear", target=MPTarget(0.5), d=100, noise=0.1)
     pl = prior_model(lin, "auto")

@@ -1,4 +1,4 @@
-"""The untied state evolution (singlehead.state_evolution.untied): its limits and its pieces.
+"""The untied state evolution (``theory`` on the untied student's two blocks of fields): its limits and its pieces.
 
 * Tied limit (exact, 1e-8): with ``T = 1`` there are no antisymmetric fields, so ``M_a = 0`` and
   the untied student is the symmetric nuclear-norm student; when no eigenvalue of
@@ -22,11 +22,9 @@ from singlehead import Problem, theory
 from singlehead.state_evolution import SEOptions, prior_model
 from singlehead.state_evolution.untied import (
     UntiedPriorSample,
-    UntiedSEOptions,
     teacher_sampler,
     untied_output_side,
     untied_prior_side,
-    untied_theory,
     weighted_nuclear_prox,
 )
 from singlehead.numerics.spectra.untied_prior import _anti, _sym
@@ -36,14 +34,15 @@ from singlehead.model.students import Factorized
 def test_tied_limit_T1_large_lam_reproduces_the_tied_state_evolution():
     p = Problem(d=100, T=1, channel="linear", alpha=1.0, noise=0.2, lam=4.0)
     tied = theory(p, options=SEOptions(tol=1e-13))
-    u = untied_theory(p.replace(student="untied"), options=UntiedSEOptions(tol=1e-13))
-    assert u.converged and u.prior == "exact (tied prior)"
-    assert u.hats["qhat_s"] <= p.lam**2  # the regime where the two priors coincide
+    u = theory(p.replace(student="untied"), options=SEOptions(tol=1e-13))
+    ux = u.extras
+    assert u.converged and ux["prior"] == "exact (tied prior)"
+    assert ux["qhat_s"] <= p.lam**2  # the regime where the two priors coincide
     e = tied.extras
-    for mine, ref in ((u.overlaps["q_s"], e["q"]), (u.overlaps["m_s"], e["m"]), (u.overlaps["Sigma_s"], e["Sigma"]),
+    for mine, ref in ((ux["q_s"], e["q"]), (ux["m_s"], e["m"]), (ux["Sigma_s"], e["Sigma"]),
                       (u.test_error, tied.test_error), (u.train_error, tied.train_error)):
         assert mine == pytest.approx(ref, rel=1e-8)
-    assert u.overlaps["q_a"] == 0.0 and u.asymmetry == 0.0
+    assert ux["q_a"] == 0.0 and ux["asymmetry"] == 0.0
 
 
 def test_sampled_prior_matches_the_exact_prior_where_they_coincide():
@@ -114,17 +113,20 @@ def test_linear_closed_form_matches_the_quadrature_route():
 
 def test_large_lam_collapses_to_the_null_predictor():
     p = Problem(T=2, channel="seq2lab", alpha=1.0, noise=0.5, lam=50.0)
-    u = untied_theory(p.replace(student="untied"), options=UntiedSEOptions(D=60, draws=1))
-    assert u.overlaps["q_s"] == 0.0 and u.overlaps["q_a"] == 0.0 and u.rank_fraction == 0.0
+    u = theory(p.replace(student="untied"), options=SEOptions(sample_dim=60, sample_draws=1))
+    assert u.extras["q_s"] == 0.0 and u.extras["q_a"] == 0.0 and u.rank_fraction == 0.0
+    assert u.extras["collapsed"] and u.converged
     tied = theory(p)
     assert u.test_error == pytest.approx(tied.test_error, rel=1e-3)
+    # M = 0 fits none of the noisy training labels: the train error is the noisy-label test error
+    assert u.train_error == u.test_error_noisy
 
 
 def test_options_validate():
-    with pytest.raises(ValueError, match="UntiedSEOptions.D"):
-        UntiedSEOptions(D=1)
+    with pytest.raises(ValueError, match="sample_dim"):
+        SEOptions(sample_dim=1)
     with pytest.raises(ValueError, match="damping"):
-        UntiedSEOptions(damping=0.0)
+        SEOptions(damping=0.0)
 
 
 @pytest.mark.parametrize("T", [2, 3])
@@ -188,13 +190,13 @@ def test_large_alpha_limit_untied_approaches_tied():
     """As alpha grows (fixed lam) the antisymmetric part fitted to noise dies out as 1/sqrt(alpha) and the
     untied/tied test-error ratio falls towards 1 (measured: asymmetry 0.41, 0.19, 0.096 at alpha = 4, 16, 64;
     ratio 2.01, 1.46, 1.17)."""
-    o = UntiedSEOptions(D=60, draws=1, draw_errors=False)
+    o = SEOptions(sample_dim=60, sample_draws=1, draw_errors=False)
     asym, ratio = [], []
     for a in (4.0, 16.0, 64.0):
         p = Problem(d=100, T=2, channel="seq2lab", alpha=a, noise=0.5, lam=1e-2)
-        u = untied_theory(p.replace(student="untied"), options=o)
+        u = theory(p.replace(student="untied"), options=o)
         assert u.converged
-        asym.append(u.asymmetry)
+        asym.append(u.extras["asymmetry"])
         ratio.append(u.test_error / theory(p).test_error)
     assert asym[1] / asym[0] == pytest.approx(0.5, rel=0.15) and asym[2] / asym[1] == pytest.approx(0.5, rel=0.15)
     assert ratio[0] > ratio[1] > ratio[2] > 1.0 and ratio[2] < 1.3

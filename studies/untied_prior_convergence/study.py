@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from singlehead import Problem
+from singlehead import Problem, theory
 from singlehead.runs import Cache, cached
-from singlehead.state_evolution.untied import UntiedSEOptions, untied_theory
+from singlehead.state_evolution import SEOptions
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
@@ -45,10 +45,10 @@ def main(quick: bool = False, *, cache: str | Path | None = None) -> int:
         for D, draws in sizes:
             def solve() -> dict:
                 t = time.perf_counter()
-                u = untied_theory(p, options=UntiedSEOptions(D=D, draws=draws))
+                u = theory(p, options=SEOptions(sample_dim=D, sample_draws=draws))
+                value = {m: u.extras[m] if m == "asymmetry" else getattr(u, m) for m in METRICS}
                 row = dict(key=f"{pt}-{D}", **pt, D=D, draws=draws, seconds=time.perf_counter() - t,
-                           converged=u.converged, **{m: getattr(u, m) for m in METRICS},
-                           **{f"{m}_se": u.se.get(m, np.nan) for m in METRICS})
+                           converged=u.converged, **value, **{f"{m}_se": u.extras.get(f"{m}_se", np.nan) for m in METRICS})
                 print(row, flush=True)
                 return row
 

@@ -4,8 +4,7 @@ Twelve points at ``T = 2`` (MP teachers ``kappa0 = 0.5``, noise ``Delta = 0.5``,
 ``alpha`` below and above the untied interpolation threshold ``1/(T(T-1)) = 0.5``,
 ``lam in {1e-4, 1e-2, 1}``, seq2lab and seq2seq, tied and untied teachers. Per point:
 
-* theory: the untied SE (:func:`singlehead.state_evolution.untied.untied_theory`, what
-  :func:`singlehead.theory` runs for ``student="untied"``; sampled prior, with its quadrature + draw
+* theory: the untied SE (:func:`singlehead.theory` for ``student="untied"``; sampled prior, with its quadrature + draw
   error bar, and the singular values of the prior's instances);
 * ERM by L-BFGS (float64) at ``d = 60`` (3 seeds) and ``d = 100`` (2 seeds), and by Adam at
   ``d = 100`` (1 seed, on the first three points: the two optimisers must land on the same minimum), and
@@ -31,11 +30,10 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from singlehead import MPTarget, Problem, UntiedMPTarget, simulate
+from singlehead import MPTarget, Problem, UntiedMPTarget, simulate, theory
 from singlehead.runs import Cache, cached
 from singlehead.report.verdict import gap_p_value, holm
 from singlehead.sim.simulation import TrainOptions
-from singlehead.state_evolution.untied import untied_theory
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
@@ -62,11 +60,11 @@ def run_point(pt: tuple, sizes: dict[int, int], adam: bool, d150: bool) -> dict:
     channel, teacher, alpha, lam = pt
     row: dict = dict(channel=channel, teacher=teacher, alpha=alpha, lam=lam)
     t0 = time.perf_counter()
-    # untied_theory is what singlehead.theory runs for an untied student; it also returns the law
-    th = untied_theory(problem_for(*pt, d=100))
-    row.update(theory=th.test_error, theory_se=th.se.get("test_error", 0.0), theory_train=th.train_error,
-               theory_asym=th.asymmetry, theory_converged=th.converged, theory_seconds=th.seconds,
-               theory_sv=[] if th.singular_values is None else th.singular_values.ravel().tolist())
+    # the result also carries the learned singular-value law of the prior's instances
+    th = theory(problem_for(*pt, d=100))
+    row.update(theory=th.test_error, theory_se=th.extras.get("test_error_se", 0.0), theory_train=th.train_error,
+               theory_asym=th.extras["asymmetry"], theory_converged=th.converged, theory_seconds=th.runtime_s,
+               theory_sv=list(th.extras.get("singular_values", [])))
     sims = []
     for d, seeds in sizes.items():
         for s in range(seeds):

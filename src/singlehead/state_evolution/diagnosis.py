@@ -26,9 +26,9 @@ dict: ``cause``, ``residual``, ``tol``, ``residual_floor``, ``quadrature_se``, `
 ``stability_error`` (why the replicon could not be evaluated, else ``None``), ``attempts`` (one
 :class:`AttemptRecord` each, as a dict) and, where the driver solved the point again on finer
 nodes, ``refined``);
-the message names the cause and the remedy. A non-symmetric student's state evolution
-(:mod:`.untied`) has no replicon or floor: its diagnosis is a solver miss with its iteration and
-evaluation budget and its continuation.
+the message names the cause and the remedy. A non-symmetric student's blocks of fields
+(:mod:`.block_map`) have no replicon yet: for them ``stability_error`` says so, and the cause is a
+quadrature floor or a solver miss.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.options import SEOptions
 from singlehead.state_evolution.quadrature import OutputQuadrature
-from singlehead.state_evolution.se_map import MAX_FLOOR
+from singlehead.state_evolution.se_map import FLOOR_FRACTION, MAX_FLOOR
 
-__all__ = ["CAUSES", "AttemptRecord", "record_attempt", "diagnose", "diagnose_untied"]
+__all__ = ["CAUSES", "AttemptRecord", "record_attempt", "diagnose"]
 
 #: the causes, in the order they are tested (the first that holds is named)
 CAUSES = ("rs_unstable", "quadrature_floor", "solver_miss")
@@ -54,8 +54,6 @@ _FLOOR_BAND = 1.0
 #: the replica-symmetry checks name the cause only at a best point this close to a fixed point (residual):
 #: far from one (a spent budget, a diverging start) the replicon there says nothing about the fixed point
 _NEAR = 0.1
-#: the floor is this fraction of one step's standard error (se_map.residual_floor)
-_FLOOR_FRACTION = 0.1
 #: a prox-jump share above this (and significant at 3 standard errors) makes the SE map discontinuous
 #: enough that the replica-symmetric fixed point is not reliable (converged peak points reach about 5 %)
 _JUMP_SHARE = 0.05
@@ -182,7 +180,10 @@ def _message(cause: str, ch: _Checks, attempts: list[AttemptRecord]) -> str:
         return f"{head}: no stable replica-symmetric fixed point near the best point ({'; '.join(parts)})"
     tried = "; ".join(a.describe() for a in attempts)
     prox = "" if ch.prox_converged else " (the channel prox did not converge at some nodes)"
-    if ch.residual < _NEAR:
+    if ch.residual < _NEAR and not math.isfinite(ch.replicon):
+        where = (f"the residual is above the quadrature noise (replica-symmetric stability not checked: "
+                 f"{ch.stability_error})")
+    elif ch.residual < _NEAR:
         where = (f"the replica-symmetric point looks stable (replicon {ch.replicon:.2f}) and the residual is above "
                  "the quadrature noise")
     else:
@@ -193,7 +194,7 @@ def _message(cause: str, ch: _Checks, attempts: list[AttemptRecord]) -> str:
 
 def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], options: SEOptions,
              quad: OutputQuadrature | None) -> None:
-    """Attach the diagnosis to the unconverged tied-solver ``result`` (in place).
+    """Attach the diagnosis to the unconverged ``result`` (in place).
 
     Sets ``result.diagnosis`` (one of :data:`CAUSES`), ``result.extras["diagnosis_details"]`` and a message
     naming the cause; a converged ``result`` is left as it is.
@@ -203,51 +204,16 @@ def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], op
     ex = result.extras
     floor = float(ex.get("residual_floor", math.nan))
     ch = _Checks(residual=float(ex.get("residual", math.nan)), tol=options.tol, residual_floor=floor,
-                 quadrature_se=floor / _FLOOR_FRACTION if math.isfinite(floor) else math.nan,
+                 quadrature_se=floor / FLOOR_FRACTION if math.isfinite(floor) else math.nan,
                  cap_binds=bool(ex.get("cap_binds", False)),
                  prox_converged="prox did not converge" not in result.message,
                  attempts=[asdict(a) for a in attempts])
-    if ch.residual < _NEAR:  # the replicon only speaks about a point near a fixed point (see _cause)
+    if ch.residual < _NEAR and not problem.student.symmetric:
+        ch.stability_error = (f"no replicon is computed for the {problem.student.name} student's blocks of fields "
+                              "(only a symmetric student's)")
+    elif ch.residual < _NEAR:  # the replicon only speaks about a point near a fixed point (see _cause)
         _stability_checks(problem, result, options, quad, ch)
     cause = _cause(ch)
     result.diagnosis = cause
     result.message = _message(cause, ch, attempts)
     ex["diagnosis_details"] = {"cause": cause, **asdict(ch)}
-
-
-def diagnose_untied(problem: Problem, result: Result, options: Any) -> None:
-    """Attach the diagnosis to the unconverged ``result`` of the non-symmetric students' solver (in place).
-
-    ``options``: the solver's settings (``UntiedSEOptions``: ``tol``, ``max_iter``, ``max_evals``,
-    ``continuation``, ``continuation_from``). The cause is a solver miss; the details give the
-    iterations of the last solve against ``max_iter``, the evaluations (continuation included)
-    against ``max_evals`` and the continuation in ``lam`` that ran.
-    """
-    if result.converged:
-        return
-    ex = result.extras
-    residual = float(ex.get("residual", math.nan))
-    evaluations = int(ex.get("evaluations", result.iterations))
-    lam = problem.lam
-    cont = None
-    if options.continuation and lam < options.continuation_from:
-        # untied_theory continues in decades from continuation_from down to lam (no start given)
-        # (how far each decade got is not recorded by that solver)
-        cont = {"from": float(options.continuation_from), "to": float(lam), "reached": None, "completed": None}
-    iter_spent = result.iterations >= options.max_iter
-    evals_spent = options.max_evals is not None and evaluations >= options.max_evals
-    details = {"cause": "solver_miss", "residual": residual, "tol": float(options.tol),
-               "iterations": int(result.iterations), "max_iter": int(options.max_iter), "evaluations": evaluations,
-               "max_evals": options.max_evals, "budget_exhausted": bool(iter_spent or evals_spent),
-               "continuation": cont, "method": "anderson" if options.anderson else "damped iteration"}
-    words = [f"{details['method']} from the {'continued' if cont else 'generic or given'} start",
-             f"{result.iterations}/{options.max_iter} iterations"
-             + (" (max_iter reached)" if iter_spent else " (stopped: the map left its domain)"),
-             f"{evaluations}{'' if options.max_evals is None else '/' + str(options.max_evals)} evaluations"
-             + (" (max_evals reached)" if evals_spent else "")]
-    if cont:
-        words.append(f"continuation in lam {cont['from']:.1e} -> {cont['to']:.1e} in decades")
-    result.diagnosis = "solver_miss"
-    result.message = (f"not converged (untied SE, residual {residual:.1e} >= tol = {options.tol:.1e}): solver miss: "
-                      + ", ".join(words) + "; raise SEOptions.max_iter or max_evals")
-    ex["diagnosis_details"] = details

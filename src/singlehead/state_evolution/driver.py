@@ -17,13 +17,13 @@ import numpy as np
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
-from singlehead.state_evolution.diagnosis import diagnose, diagnose_untied, record_attempt
+from singlehead.state_evolution.block_map import BlockPoint, BlockSetup, check_block_options
+from singlehead.state_evolution.diagnosis import diagnose, record_attempt
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import CollapsePoint, PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 from singlehead.state_evolution.se_map import MapSettings, ProxBranches, SEMap
-from singlehead.state_evolution.stages import Attempt, SEState, collapsed_result, solve_attempt
-from singlehead.state_evolution.untied import UntiedSEOptions, untied_result
+from singlehead.state_evolution.stages import Attempt, SEState, TiedSetup, solve_attempt
 
 __all__ = ["theory", "solve_point", "PointSolution"]
 
@@ -38,9 +38,11 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     problem : Problem
         Channels ``seq2lab``/``seq2seq`` (same theory) or ``linear``; students ``factorized``
         (nuclear norm, rank cap ``kappa``) or ``direct`` (Frobenius), and non-symmetric students
-        (``untied``), whose fields form a symmetric and an antisymmetric block
-        (:func:`~singlehead.state_evolution.untied.untied_result`; ``options``, ``prior`` and
-        ``quad`` apply to them as described there). ``d`` only matters in the finite-``d`` prior mode.
+        (``untied``), whose fields form a symmetric and an antisymmetric block, solved by the same
+        stages on the map of :mod:`~singlehead.state_evolution.block_map` (options that cannot
+        apply to them raise ``ValueError``, see
+        :func:`~singlehead.state_evolution.block_map.check_block_options`). ``d`` only matters in
+        the finite-``d`` prior mode.
     options : SEOptions, optional
         Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``. An option
         that does not apply to the problem's student raises ``ValueError`` naming it.
@@ -80,6 +82,15 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         ``message``, and ``extras["diagnosis_details"]`` (the replicon, prox-jump share and floor at the
         best point, and what each solve attempt tried; module ``singlehead.state_evolution.diagnosis``).
 
+        A non-symmetric student's ``extras`` hold its six overlaps ``q_s, m_s, Sigma_s, q_a, m_a,
+        Sigma_a`` (``_s``: symmetric part of the learned matrix, ``_a``: antisymmetric part) and their
+        conjugates ``qhat_s, ...``, ``asymmetry = ||M - M^T||_F/||M||_F``, ``prior`` (how the prior side
+        was computed: ``"sampled D=... x ..."``, ``"closed form"``, ``"exact (tied prior)"`` or
+        ``"collapse"``), ``residual``, ``residual_floor``, ``evaluations``, ``objective``, ``collapsed``,
+        standard errors ``<name>_se`` (output quadrature and, with ``SEOptions.draw_errors``, the
+        jackknife over the prior's draws, ``<name>_draws_se``), and for a sampled prior side the learned
+        singular values (``singular_values``, with ``zero_fraction``, ``sv_edges``, ``sv_density``).
+
     Examples
     --------
     >>> from singlehead import MPTarget, Problem, theory
@@ -96,7 +107,7 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
 @dataclass
 class PointSolution:
     """What :func:`solve_point` returns: the point's ``result``, the ``warm_start`` its solution offers to a
-    next point of a sweep (``None`` when it is unconverged or collapsed, or the student is not symmetric), and
+    next point of a sweep (``None`` when it is unconverged or collapsed), and
     ``warm_start_retried``: whether a warm attempt failed (also ``result.extras["warm_start_retried"]``)."""
 
     result: Result
@@ -113,31 +124,43 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     ``alpha_tangent``: include the fixed point's tangent along ``log alpha`` in the warm start (one more
     Jacobian; an ``alpha`` sweep's predictor uses it). ``collapse``: this problem's
     :func:`~singlehead.state_evolution.collapse_point` when the caller has it (a sweep rescales the previous point's).
+
+    Every student runs the same attempts and stages; what differs is the point's setup: a symmetric
+    student's :class:`~.stages.TiedSetup` and :class:`~.se_map.SEMap` (one block of fields), a
+    non-symmetric student's :class:`~.block_map.BlockSetup` and :class:`~.block_map.BlockSEMap`.
     """
-    if not problem.student.symmetric:
-        # a non-symmetric student: the state evolution with a symmetric and an antisymmetric block
-        r = untied_result(problem, options=options, prior=prior, quad=quad, init=init)
-        diagnose_untied(problem, r, options if isinstance(options, UntiedSEOptions)
-                        else UntiedSEOptions.from_options(options, problem.student))
-        return PointSolution(r)
-    check_symmetric_options(options, problem.student)
     t0 = time.perf_counter()
     o = options
-    pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
     # the node set is the solver's choice (neither given nor set by n_points): a floor stall may refine it
     refine = quad is None and o.n_points is None
-    if quad is None:
-        quad = o.quadrature(problem)
+    if problem.student.symmetric:
+        check_symmetric_options(o, problem.student)
+        pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
+        if quad is None:
+            quad = o.quadrature(problem)
+        col = collapse if collapse is not None else collapse_point(problem, pm, quad)
+        setup: Any = TiedSetup(problem, pm, quad, col)
+        prior_again: Any = pm
+
+        def new_map(settings: MapSettings, tracked: ProxBranches) -> Any:
+            return SEMap(problem, pm, quad, settings, branches=tracked)
+        tangent = quad is not None
+    else:
+        check_block_options(o, prior, quad, problem)
+        if quad is None:
+            quad = o.quadrature(problem)
+        point = BlockPoint.build(problem, o)
+        setup = BlockSetup(point, quad, point.collapse_holds(quad))
+        prior_again, new_map, tangent = prior, setup.new_map, False  # the block map has no exact Jacobian
     jacobian, branches = None, None
     if isinstance(init, WarmStart):
         init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, (init.branches, init.branches_cv)
         # tracked on another node set: dropped
         branches = tuple(None if b is None or quad is None or any(a.shape[0] != quad.flat.shape[0] for a in b)
                          else tuple(b) for b in branches)
-    col = collapse if collapse is not None else collapse_point(problem, pm, quad)
-    if col.holds and problem.channel.convex_prox:
-        # convex problem (nuclear norm; the rank cap does not bind at S = 0): S = 0 is the minimiser
-        r = collapsed_result(problem, pm, quad, col, t0, 0)
+    if setup.collapse_holds and problem.channel.convex_prox:
+        # convex problem (the rank cap does not bind at S = 0): complete collapse is the minimiser
+        r = setup.collapsed(_NoMap(), t0)
         r.extras["warm_start_retried"] = False
         r.extras["evaluations_all_attempts"] = 0
         return PointSolution(r)
@@ -147,16 +170,16 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
         oa = o if escalate else o.quick_attempt()
         oa = oa.replace(exact_jacobian=False) if secant else oa
         # each attempt has its own budget; closed-form output sides (no nodes) keep Broyden; with softmax
-        # (non-convex) the non-trivial solve is still tried when S = 0 is a fixed point, and if it reaches
-        # S = 0 (or fails) the collapsed solution is returned
-        settings = MapSettings.from_options(oa, tangent=quad is not None, stop_on_collapse=col.holds)
+        # (non-convex) the non-trivial solve is still tried when collapse is a fixed point, and if it reaches
+        # it (or fails) the collapsed solution is returned
+        settings = MapSettings.from_options(oa, tangent=tangent, stop_on_collapse=setup.collapse_holds)
         tracked = ProxBranches() if branches_ is None else ProxBranches(*(None if b is None else list(b) for b in branches_))
         trace: dict[str, Any] = {"budget": oa.max_evals}
-        a = solve_attempt(problem, pm, quad, SEMap(problem, pm, quad, settings, branches=tracked), col, t0, oa,
-                          init=init_, jacobian=jacobian_, trace=trace)
+        a = solve_attempt(setup, new_map(settings, tracked), t0, oa, init=init_, jacobian=jacobian_, trace=trace)
         return a, trace
 
-    plan = _attempt_plan(init, jacobian, branches, cold_first, secant_fallback=o.exact_jacobian and quad is not None)
+    plan = _attempt_plan(init, jacobian, branches, cold_first,
+                         secant_fallback=o.exact_jacobian and tangent)
     attempts: list[Attempt] = []
     warm_failed, records = False, []
     for init_, jac_, br_, escalate, secant in plan:
@@ -171,6 +194,8 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     kept = min(attempts, key=lambda a: (not a.converged, a.residual))
     r = kept.result
     diagnose(problem, r, records, o, quad)  # an unconverged result says why
+    if isinstance(setup, BlockSetup):
+        setup.finish(r, kept.map, kept.x, o, kept.jacobian)
     r.extras["warm_start_retried"] = warm_failed
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
     r.extras["evaluations_all_attempts"] = int(sum(a.map.evaluations for a in attempts))
@@ -178,7 +203,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     if refine and r.diagnosis == "quadrature_floor":
         # the residual stalled at the map's quadrature error: once more on _REFINE times the nodes per scramble
         finer = o.replace(n_points=_REFINE * o.points(problem))
-        sol2 = solve_point(problem, finer, pm, init, None, cold_first, alpha_tangent, collapse=None)
+        sol2 = solve_point(problem, finer, prior_again, init, None, cold_first, alpha_tangent, collapse=None)
         r2 = sol2.result
         r2.extras["evaluations_all_attempts"] += r.extras["evaluations_all_attempts"]
         r2.extras["warm_start_retried"] = r2.extras["warm_start_retried"] or warm_failed
@@ -191,7 +216,14 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
         r.message += f"; solved again on {finer.n_points} nodes per scramble: residual {r2.extras['residual']:.1e}"
         r.extras["evaluations_all_attempts"] = r2.extras["evaluations_all_attempts"]
         r.runtime_s = r2.runtime_s
-    return PointSolution(r, _next_warm_start(kept, pm.Q0, alpha_tangent), warm_failed)
+    return PointSolution(r, _next_warm_start(kept, setup.Q0 if isinstance(setup, BlockSetup) else setup.pm.Q0,
+                                             alpha_tangent), warm_failed)
+
+
+class _NoMap:
+    """The map of a point decided before any evaluation (complete collapse of a convex problem)."""
+
+    n_calls = 0
 
 
 #: a solve whose residual stalled at the quadrature floor is redone once on this many times the nodes (the

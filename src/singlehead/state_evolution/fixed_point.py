@@ -222,17 +222,21 @@ def _broyden(G, u0: np.ndarray, J0: np.ndarray | None, *, g0: np.ndarray | None 
 
 
 def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float | Sequence[float], *, damping: float,
-                      max_steps: int, stop: float, best: tuple[float, np.ndarray], fx0: np.ndarray | None = None
-                      ) -> tuple[tuple[float, np.ndarray], int, tuple[np.ndarray, np.ndarray] | None]:
+                      max_steps: int, stop: float, best: tuple[float, np.ndarray], fx0: np.ndarray | None = None,
+                      anderson: int = 0) -> tuple[tuple[float, np.ndarray], int, tuple[np.ndarray, np.ndarray] | None]:
     """Damped iteration ``u <- u + damping (u(F(x(u))) - u)`` until the residual is below ``stop``.
 
     The damping is multiplied by ``_BACKOFF`` (down to ``_MIN_DAMPING``) whenever the residual
-    grows. Returns the best ``(residual, x)`` seen (starting from ``best``), the number of map
-    evaluations and the last evaluated pair ``(x, F(x))``. ``fx0``: ``F(x)`` when the caller has it
-    (not counted as an evaluation).
+    grows. ``anderson > 0``: each step is instead Anderson's extrapolation (type II, mixing 1) from
+    the last ``anderson + 1`` iterates and their images in ``u``, falling back to the damped step
+    where the extrapolation is not finite. Returns the best ``(residual, x)`` seen (starting from
+    ``best``), the number of map evaluations and the last evaluated pair ``(x, F(x))``. ``fx0``:
+    ``F(x)`` when the caller has it (not counted as an evaluation).
     """
     u, dmp, prev, last, steps = to_u(x, Q0), damping, math.inf, None, 0
     x0 = x
+    hist_u: list[np.ndarray] = []
+    hist_g: list[np.ndarray] = []
     for i in range(max_steps):
         known = i == 0 and fx0 is not None
         x = x0 if known else from_u(u, Q0)
@@ -247,7 +251,18 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
         if r > prev:
             dmp = max(_MIN_DAMPING, _BACKOFF * dmp)
         prev = r
-        u = u + dmp * (to_u(fx, Q0) - u)
+        g = to_u(fx, Q0) - u
+        step = u + dmp * g
+        if anderson and np.all(np.isfinite(g)):
+            hist_u, hist_g = (hist_u + [u])[-(anderson + 1):], (hist_g + [g])[-(anderson + 1):]
+            if len(hist_u) > 1:
+                dU, dG = np.diff(np.array(hist_u), axis=0), np.diff(np.array(hist_g), axis=0)
+                gamma = np.linalg.lstsq(dG.T, g, rcond=None)[0]
+                cand = u + g - (dU + dG).T @ gamma
+                step = cand if np.all(np.isfinite(cand)) else step
+            else:
+                step = u + g
+        u = step
     return best, steps, last
 
 
@@ -266,7 +281,7 @@ class _Predicted(Exception):
 def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float | Sequence[float], *, tol: float,
                       switch: float, method: str, jacobian: np.ndarray | None, damping: float, max_iter: int,
                       jacobian_of: Callable[[np.ndarray], np.ndarray | None] | None = None,
-                      exact_switch: float | None = None, fx0: np.ndarray | None = None
+                      exact_switch: float | None = None, fx0: np.ndarray | None = None, anderson: int = 0
                       ) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     """Fixed point of ``F`` near ``x``: damped pre-iteration, root finder, damped fallback.
 
@@ -277,6 +292,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
     (else ``None``); with it Broyden becomes Newton's method (see :func:`_broyden`), and the
     pre-iteration hands over at residual ``exact_switch`` (default ``switch``). ``fx0``: ``F(x)`` if the
     caller just evaluated it (the map's last evaluation, so its Jacobian there is known too).
+    ``anderson``: the pre-iteration and the fallback extrapolate from this many previous iterates
+    (Anderson acceleration; 0: damped iteration; see :func:`_damped_iteration`).
     Returns ``(residual, x, jacobian, evaluations)`` of the best point found.
     """
     best: tuple[float, np.ndarray] = (math.inf, x)
@@ -287,7 +304,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
     # phase 1: bring a poor initial guess into the basin of the root finder
     stop = tol if method == "iterate" else max(tol, switch)
     best, iterations, last = _damped_iteration(F, x, Q0, damping=damping, stop=stop, best=best, fx0=fx0,
-                                               max_steps=max_iter if method == "iterate" else _PRE_ITERATIONS)
+                                               max_steps=max_iter if method == "iterate" else _PRE_ITERATIONS,
+                                               anderson=anderson)
     jac_out = None
     if best[0] >= tol and method in ("broyden", "hybr"):
         jac_store: list = [None]
@@ -344,6 +362,6 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
         jac_out = jac_store[0]
     if best[0] >= tol and method != "iterate":  # fallback: damped iteration from the best point
         best, steps, _ = _damped_iteration(F, best[1], Q0, damping=0.5 * damping, stop=tol, best=best,
-                                           max_steps=max_iter)
+                                           max_steps=max_iter, anderson=anderson)
         iterations += steps
     return best[0], best[1], jac_out, iterations

@@ -344,14 +344,16 @@ def check_symmetric_options(options: SEOptions, student: Any) -> None:
 
 
 def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -> tuple[tuple[str, Any], ...]:
-    """The settings among ``prior`` and ``options.(tol, n_points, node_seed)`` that change ``theory(problem)``,
-    as a sorted tuple of ``(name, value)`` (what a cache key of the result holds besides the problem).
+    """The settings among ``prior`` and ``options.(tol, n_points, node_seed, sample_dim, sample_draws,
+    draw_errors)`` that change ``theory(problem)``, as a sorted tuple of ``(name, value)`` (what a cache
+    key of the result holds besides the problem).
 
     ``prior``: ``"asymptotic"`` is ``"auto"``. ``tol`` always; ``n_points`` (resolved, see
     :meth:`SEOptions.points`) where nodes are used: a channel without closed forms, or a
     non-symmetric student (its collapse test integrates on nodes); ``node_seed`` where nodes are
     used or something is drawn: ``prior="finite"``'s GOE draws, a non-symmetric student's prior
-    instances.
+    instances; a non-symmetric student's instances (``sample_dim``, ``sample_draws``) and whether its
+    error bars include their jackknife (``draw_errors``).
 
     Examples
     --------
@@ -368,6 +370,8 @@ def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -
         out["n_points"] = options.points(problem)
     if nodes or prior == "finite":
         out["node_seed"] = options.node_seed
+    if not problem.student.symmetric:
+        out.update(sample_dim=options.sample_dim, sample_draws=options.sample_draws, draw_errors=options.draw_errors)
     return tuple(sorted(out.items()))
 
 

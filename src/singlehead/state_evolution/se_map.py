@@ -91,7 +91,11 @@ class MapCore:
     ``branches`` (:class:`ProxBranches`) are the tracked prox branches it starts from and updates.
     ``mode``: ``"warm"`` (each prox start restarts from its tracked branch), ``"cold"`` (the prox's
     own starts, history-free) or ``"union"`` (both, node-wise best objective: the reported point's).
+    ``pre_iteration_history``: how many previous iterates the solver's pre-iteration extrapolates from
+    (Anderson acceleration; 0: damped iteration), a property of the map's kind.
     """
+
+    pre_iteration_history = 0
 
     def __init__(self, problem: Problem, prior: Any, quad: OutputQuadrature | None,
                  settings: MapSettings | None = None, *, counter: EvalCounter | None = None,
@@ -310,7 +314,7 @@ class BudgetExhausted(Exception):
 
 
 #: the floor as a fraction of one SE step's quadrature standard error (residual_floor)
-_FLOOR_FRACTION = 0.1
+FLOOR_FRACTION = 0.1
 
 
 #: the largest floor that can certify a fixed point: above it one SE step's quadrature standard error exceeds 10 %
@@ -337,7 +341,7 @@ def residual_floor(x: np.ndarray, out: OutputSide, problem: Problem, prior: Prio
     (normalised like the residual: ``q, m`` by ``Q0``, ``Sigma`` by ``Sigma``) is the uncertainty of
     ``F(x)`` itself. Taken over the scrambles, not propagated from the three errors separately:
     they are strongly correlated (``eta = mhat/Sigmahat`` is far better determined than either).
-    The floor is ``_FLOOR_FRACTION`` (0.1) of that error: below it the distance to the fixed point
+    The floor is ``FLOOR_FRACTION`` (0.1) of that error: below it the distance to the fixed point
     (``residual / (1 - rho)``, ``rho`` the map's contraction) is a tenth of the fixed point's own
     quadrature uncertainty (``se / (1 - rho)``, amplified alike), so iterating further refines
     nothing. (At the full error instead of a tenth, near ``alpha_interp`` at ``lam = 1e-5`` the
@@ -358,7 +362,7 @@ def residual_floor(x: np.ndarray, out: OutputSide, problem: Problem, prior: Prio
         return math.nan
     se = fs.std(axis=0, ddof=1) / math.sqrt(per.shape[0])
     Q0 = prior.Q0
-    return _FLOOR_FRACTION * float(max(se[0] / Q0, se[1] / Q0, se[2] / max(abs(float(x[2])), 1e-300)))
+    return FLOOR_FRACTION * float(max(se[0] / Q0, se[1] / Q0, se[2] / max(abs(float(x[2])), 1e-300)))
 
 
 class DrivenToCollapse(Exception):

@@ -43,7 +43,7 @@ from singlehead.state_evolution.se_map import (
     default_init,
 )
 
-__all__ = ["SEState", "Attempt", "solve_attempt", "collapsed_result"]
+__all__ = ["SEState", "Attempt", "ReportedPoint", "TiedSetup", "solve_attempt", "collapsed_result", "stage_message"]
 
 _SOLVER_ERRORS = (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError)
 
@@ -90,7 +90,8 @@ def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol
     t = o.tuning
     return solve_fixed_point(F.values, x, F.Q0, tol=tol, switch=t.switch, method=o.method, jacobian=jac,
                              damping=o.damping, max_iter=max_iter,
-                             jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=t.exact_switch, fx0=fx0)
+                             jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=t.exact_switch, fx0=fx0,
+                             anderson=F.pre_iteration_history)
 
 
 # ------------------------------------------------------------------------------------------ set-up
@@ -195,7 +196,10 @@ def fixed_point_stage(F: SEMap, x: np.ndarray, jacobian: np.ndarray | None, o: S
 
 # ------------------------------------------------------------------------------------ diagnostics
 @dataclass
-class _Diagnosis:
+class ReportedPoint:
+    """The point a solve attempt reports (the diagnostics stage's verdict): overlaps ``x``, the output and
+    prior sides there, its residual and quadrature floor, ``converged`` and whether it converged at the floor."""
+
     x: np.ndarray
     out: OutputSide
     pr: PriorSide
@@ -205,7 +209,7 @@ class _Diagnosis:
     at_floor: bool
 
 
-def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
+def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> ReportedPoint:
     """The reported point: one map evaluation with every prox start; where it disagrees with the
     tracked-branch map (and the stages had found a fixed point of that one), a bounded re-solve
     with it; then the quadrature floor and the convergence verdict."""
@@ -238,7 +242,7 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> _Diagnosis:
     # at the quadrature floor, one more SE step moves the point by less than the map's own quadrature error
     at_floor = residual >= 10 * o.tol and below_floor(residual, floor)
     converged = bool((residual < 10 * o.tol or at_floor) and out.prox_converged)
-    return _Diagnosis(x, out, pr, residual, floor, converged, at_floor)
+    return ReportedPoint(x, out, pr, residual, floor, converged, at_floor)
 
 
 # ------------------------------------------------------------------------------------------ result
@@ -258,7 +262,8 @@ def theory_extras(*, x: np.ndarray, Q0: float, out: OutputSide, pr: PriorSide, r
     }
 
 
-def _message(dg: _Diagnosis, tol: float) -> str:
+def stage_message(dg: Any, tol: float) -> str:
+    """The message of a solve's reported point ``dg`` (converged, at the floor, or why not)."""
     if dg.converged and dg.at_floor:
         return (f"converged to the quadrature floor: residual {dg.residual:.1e} < the map's quadrature error "
                 f"{dg.floor:.1e}")
@@ -284,7 +289,7 @@ def _objective(train_error: float, penalty: float, alpha: float) -> float:
 
 
 def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint,
-                 dg: _Diagnosis, iterations: int, t0: float, o: SEOptions) -> Result:
+                 dg: ReportedPoint, iterations: int, t0: float, o: SEOptions) -> Result:
     """The :class:`Result` of a non-trivial fixed point."""
     Q0 = pm.Q0
     q, m, _ = map(float, dg.x)
@@ -301,7 +306,7 @@ def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None
         test_error_noisy=te["test_error_noisy"], train_error=dg.out.train_error,
         penalty=penalty, matrix_error=Q0 - 2 * m + q,
         rank_fraction=dg.pr.rank_fraction, converged=dg.converged, iterations=iterations,
-        runtime_s=time.perf_counter() - t0, message=_message(dg, o.tol), extras=extras,
+        runtime_s=time.perf_counter() - t0, message=stage_message(dg, o.tol), extras=extras,
     )
 
 
@@ -335,8 +340,9 @@ class Attempt:
     """One solve attempt's outcome, as the driver compares and continues from it.
 
     ``result``: its :class:`Result`; ``residual``: the reported point's residual (0 when collapsed);
-    ``x``: the reported ``(q, m, Sigma)`` (``None`` when collapsed); ``jacobian``: the root finder's last
-    Jacobian (in u-coordinates); ``map``: the attempt's map (its tracked prox branches and last Jacobian).
+    ``x``: the reported point (the overlaps of the iterated blocks; ``None`` when collapsed); ``jacobian``:
+    the root finder's last Jacobian (in u-coordinates); ``map``: the attempt's map (its tracked prox
+    branches and last Jacobian).
     """
 
     result: Result
@@ -351,19 +357,49 @@ class Attempt:
         return self.result.converged
 
 
-def solve_attempt(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, F: SEMap, col: CollapsePoint,
-                  t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None,
+@dataclass
+class TiedSetup:
+    """What the stages need to know of a symmetric student's point beyond its map: the prior model ``pm``,
+    the node set ``quad`` and the collapse test ``col``. A setup turns an ``init`` into a start
+    (:meth:`start_point`), says whether a point is non-trivial (:meth:`nontrivial`), and builds the
+    results (:meth:`result`, :meth:`collapsed`); a non-symmetric student has its own
+    (:class:`~.block_map.BlockSetup`)."""
+
+    problem: Problem
+    pm: PriorModel
+    quad: OutputQuadrature | None
+    col: CollapsePoint
+
+    @property
+    def collapse_holds(self) -> bool:
+        return bool(self.col.holds)
+
+    def start_point(self, init: Any) -> np.ndarray:
+        return start_point(init, self.pm.Q0)
+
+    def nontrivial(self, x: np.ndarray) -> bool:
+        return bool(x[0] > Q_FLOOR * self.pm.Q0)
+
+    def result(self, F: Any, dg: ReportedPoint, iterations: int, t0: float, o: SEOptions) -> Result:
+        return result_stage(self.problem, self.pm, self.quad, self.col, dg, iterations, t0, o)
+
+    def collapsed(self, F: Any, t0: float) -> Result:
+        return collapsed_result(self.problem, self.pm, self.quad, self.col, t0, F.n_calls)
+
+
+def solve_attempt(setup: Any, F: Any, t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None,
                   trace: dict[str, Any] | None = None) -> Attempt:
     """One solve attempt: set-up -> fixed point -> diagnostics -> result (the collapsed result when
-    ``S = 0`` is a fixed point and no non-trivial one was found). ``trace``: filled with what the
-    fixed-point stages tried (for :mod:`.diagnosis`)."""
+    complete collapse is a fixed point and no non-trivial one was found). ``setup``: the point's
+    :class:`TiedSetup` (or a non-symmetric student's :class:`~.block_map.BlockSetup`); ``F`` its map;
+    ``trace``: filled with what the fixed-point stages tried (for :mod:`.diagnosis`)."""
     try:
-        x = start_point(init, pm.Q0)
+        x = setup.start_point(init)
         s = fixed_point_stage(F, x, jacobian, o, warm=init is not None, trace=trace)
         dg = diagnostics_stage(F, s, o)
-        if col.holds and not (dg.converged and dg.x[0] > Q_FLOOR * pm.Q0):
+        if setup.collapse_holds and not (dg.converged and setup.nontrivial(dg.x)):
             raise DrivenToCollapse
     except DrivenToCollapse:
-        return Attempt(collapsed_result(problem, pm, quad, col, t0, F.n_calls), 0.0, None, None, F)
-    r = result_stage(problem, pm, quad, col, dg, s.iterations, t0, o)
-    return Attempt(r, dg.residual, np.array(dg.x, float), None if s.jac is None else np.asarray(s.jac), F)
+        return Attempt(setup.collapsed(F, t0), 0.0, None, None, F)
+    r = setup.result(F, dg, s.iterations, t0, o)
+    return Attempt(r, dg.residual, np.array(dg.x, float), None if s.jac is None else np.asarray(s.jac), F, dg.pr)

@@ -15,7 +15,6 @@ from singlehead.state_evolution.options import SEOptions, WarmStart, check_symme
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 from singlehead.state_evolution.stages import SEState
-from singlehead.state_evolution.untied import untied_result
 
 __all__ = ["theory_curve", "iter_theory_curve"]
 
@@ -72,7 +71,7 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
         check_symmetric_options(o, problem.student)
     else:
         # a non-symmetric student: each point started from the previous one's overlaps
-        yield from _untied_curve(problem, values, param, o, prior, init, quad, progress)
+        yield from _block_curve(problem, values, param, o, prior, init, quad, progress)
         return
     if quad is None:
         quad = o.quadrature(problem)
@@ -154,11 +153,12 @@ def _bar(values: list, param: str) -> Any:
     return tqdm(values, desc=f"theory over {param}")
 
 
-def _untied_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
-                  init: object, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
-    """:func:`iter_theory_curve` for a non-symmetric student (:func:`~.untied.untied_result` per point)."""
-    prev = init
+def _block_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
+                 init: object, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
+    """:func:`iter_theory_curve` for a non-symmetric student: each point from the previous converged one's warm
+    start (its overlaps, Jacobian and prox branches), by :func:`~.driver.solve_point`."""
+    warm = init
     for v in (_bar(values, param) if progress else values):
-        r = untied_result(problem.replace(**{param: v}), options=options, prior=prior, quad=quad, init=prev)
-        yield r
-        prev = r if r.converged else prev
+        sol = solve_point(problem.replace(**{param: v}), options, prior, warm, quad)
+        yield sol.result
+        warm = sol.warm_start if sol.warm_start is not None else warm

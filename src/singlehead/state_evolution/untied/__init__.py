@@ -1,8 +1,11 @@
-"""State evolution of ERM with an untied student ``M = W_Q W_K^T/sqrt(p d)`` (derivation: ``docs/untied_theory.rst``).
+"""The two sides of a non-symmetric (untied) student's state evolution (derivation: ``docs/untied_theory.rst``).
 
 * :mod:`.output`: the channel side on ``T^2`` fields (symmetric and antisymmetric blocks);
 * :mod:`.prior`: weighted nuclear-norm denoising on sampled ``D x D`` instances;
-* :mod:`.solver`: the fixed point, :func:`untied_theory`.
+* :mod:`.teachers`: how a target is drawn at the instances' dimension.
+
+The fixed point is solved by the one state-evolution solver (:func:`singlehead.theory`), on the
+map of :mod:`singlehead.state_evolution.block_map`.
 """
 
 from singlehead.state_evolution.untied.output import block_sizes, untied_output_side, untied_test_errors
@@ -12,15 +15,7 @@ from singlehead.state_evolution.untied.prior import (
            untied_prior_side,
            weighted_nuclear_prox,
 )
-from singlehead.state_evolution.untied.solver import (
-           UntiedSEOptions,
-           UntiedTheory,
-           teacher_norms,
-           teacher_sampler,
-           untied_result,
-           untied_theory,
-)
+from singlehead.state_evolution.untied.teachers import teacher_norms, teacher_sampler
 
 __all__ = ["block_sizes", "untied_output_side", "untied_test_errors", "UntiedPriorSample", "UntiedPriorSide",
-           "untied_prior_side", "weighted_nuclear_prox", "UntiedSEOptions", "UntiedTheory", "teacher_norms", "teacher_sampler",
-           "untied_theory", "untied_result"]
+           "untied_prior_side", "weighted_nuclear_prox", "teacher_norms", "teacher_sampler"]

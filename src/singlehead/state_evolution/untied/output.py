@@ -54,6 +54,8 @@ class UntiedOutput:
     err: dict[str, float] = field(default_factory=dict)
     branches: list | None = None
     prox_converged: bool = True
+    #: the six conjugates on each scramble of the node set (``(R, 6)``; ``None``: closed form), for the floor
+    scramble_hats: np.ndarray | None = None
 
 
 def _fields(X: np.ndarray, x: np.ndarray, Q0s: float, Q0a: float, noise: float, T: int):
@@ -108,14 +110,15 @@ def _interpolating_start(z: np.ndarray, y: np.ndarray, ratio: float, T: int, sca
 
 
 def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, quad: OutputQuadrature | None = None,
-                       warm: list | None = None) -> UntiedOutput:
+                       warm: list | None = None, union: bool = False) -> UntiedOutput:
     """``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a) -> (qhat_s, mhat_s, Sigmahat_s, qhat_a, mhat_a, Sigmahat_a)``.
 
     ``problem`` supplies ``alpha, T, channel, beta, beta0, noise``. A channel with closed forms
     (linear) uses them block by block; otherwise the expectations are taken on fixed scrambled-Sobol
     nodes in ``2 T^2`` dimensions and the prox is the global one over the channel's starts (``z``,
     the teacher's logits at the student's temperature, the interpolating point), tracked from
-    ``warm`` when given.
+    ``warm`` when given (those end points replace the channel's starts; ``union``: both, node-wise
+    lowest objective).
     """
     alpha, T, ch, noise = problem.alpha, problem.T, problem.channel, problem.noise
     K, Ka = block_sizes(T)
@@ -136,19 +139,18 @@ def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, q
     scale = np.sqrt(np.array([Ss] * K + [Sa] * Ka))
     labels = ch.block_labels(y, T, problem.beta0, _BLOCKS)
     ratio = ch.logit_scale(problem.beta, problem.beta0)
-    if warm is None:
-        starts = [z, ratio * y, _interpolating_start(z, y, ratio, T, scale)]
-    else:
-        starts = list(warm)
+    cold = [z, ratio * y, _interpolating_start(z, y, ratio, T, scale)]
+    starts = cold if warm is None else list(warm) + (cold if union else [])
     pr = prox_newton(z / scale, labels, 1.0, _scaled_loss(ch, problem.beta, scale), starts=[s / scale for s in starts])
     g = pr.h * scale - z
     vals = [_block_hats(g[:, :K], z[:, :K], z0[:, :K], qs, ms, Q0s, Ss, alpha)]
     vals.append(_block_hats(g[:, K:], z[:, K:], z0[:, K:], qa, ma, Q0a, Sa, alpha) if Ka else np.zeros_like(vals[0]))
     vals.append(pr.fit[:, None])
-    mean, err = quad.mean_and_error(np.concatenate(vals, axis=1))
-    branches = [b * scale for b in pr.branches]  # unscaled: the next call's Sigma may differ
+    mean, err, per = quad.mean_error_and_scrambles(np.concatenate(vals, axis=1))
+    # unscaled (the next call's Sigma may differ); a union evaluation tracks the branches it started from
+    branches = [b * scale for b in pr.branches][:len(warm) if union and warm is not None else None]
     return UntiedOutput(mean[:6], float(mean[6]), dict(zip(_NAMES + ("train_error",), map(float, err))),
-                        branches=branches, prox_converged=bool(pr.converged))
+                        branches=branches, prox_converged=bool(pr.converged), scramble_hats=per[:, :6])
 
 
 def untied_test_errors(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float,
