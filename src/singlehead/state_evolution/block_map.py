@@ -155,7 +155,7 @@ class BlockPoint:
         return np.array(x)
 
     def start_point(self, init: Any) -> np.ndarray:
-        """The iterated start from ``init`` (a block result, a :class:`WarmStart` or six overlaps) if admissible,
+        """The iterated start from ``init`` (a block result, a ``WarmStart`` or six overlaps) if admissible,
         else :meth:`default_start`."""
         x = None
         extras = getattr(init, "extras", None)
@@ -173,7 +173,7 @@ class BlockPoint:
 
     def collapse_holds(self, quad: OutputQuadrature | None) -> bool:
         """Whether complete collapse (``M = 0``) is a fixed point: the student's prior side maps the collapse
-        conjugates (:func:`.untied.output.collapse_hats`) to 0 on every instance."""
+        conjugates (``untied.output.collapse_hats``) to 0 on every instance."""
         hats = collapse_hats(problem=self.problem, Q0s=self.Q0s, Q0a=self.Q0a, quad=quad)
         return bool(self.problem.student.block_collapsed(hats, lam=self.problem.lam, sample=self.sample))
 
@@ -183,7 +183,7 @@ class BlockSEMap(MapCore):
     output side's prox branches tracked along the solve and the prior side's solutions warm-started.
 
     ``point``: the :class:`BlockPoint`; settings, counter, branches and modes as in
-    :class:`~.se_map.MapCore`. The sampled prior side is an iterative estimator whose accuracy
+    ``se_map.MapCore``. The sampled prior side is an iterative estimator whose accuracy
     follows the residual (``1e-2`` of it, between ``1e-3 tol`` and ``1e-6``): far from the fixed
     point a fully accurate prior side is wasted. Without an exact Jacobian, its damped pre-iteration is
     Anderson-accelerated (``pre_iteration_history = 4``): plain iteration of the two blocks can circle
@@ -227,7 +227,7 @@ class BlockSEMap(MapCore):
     def floor_at(self, x: np.ndarray, out: UntiedOutput) -> float:
         """The quadrature floor of the residual at ``x``: ``0.1`` of the standard error over the node scrambles
         of one SE step (the prior side applied to each scramble's conjugates), in the residual's units
-        (as :func:`~.se_map.residual_floor`); ``0`` for a closed-form output side."""
+        (as ``se_map.residual_floor``); ``0`` for a closed-form output side."""
         per = out.scramble_hats
         if per is None:
             return 0.0
@@ -405,7 +405,7 @@ def _keep_draws(solutions: Any, keep: list[int]) -> Any:
 
 @dataclass
 class BlockSetup:
-    """The stages' view of a non-symmetric point (the counterpart of :class:`~.stages.TiedSetup`): its
+    """The stages' view of a non-symmetric point (the counterpart of ``stages.TiedSetup``): its
     :class:`BlockPoint`, node set ``quad`` and collapse test (``collapse_holds``)."""
 
     point: BlockPoint

@@ -39,7 +39,7 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         Channels ``seq2lab``/``seq2seq`` (same theory) or ``linear``; students ``factorized``
         (nuclear norm, rank cap ``kappa``) or ``direct`` (Frobenius), and non-symmetric students
         (``untied``), whose fields form a symmetric and an antisymmetric block, solved by the same
-        stages on the map of :mod:`~singlehead.state_evolution.block_map` (options that cannot
+        stages on the map of :class:`~singlehead.state_evolution.block_map.BlockSEMap` (options that cannot
         apply to them raise ``ValueError``, see
         :func:`~singlehead.state_evolution.block_map.check_block_options`). ``d`` only matters in
         the finite-``d`` prior mode.
