@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from singlehead.figures.reproduce import FIGURES, Preset, reproduce
+from singlehead.report.verdict import EXPLAINED, VERDICTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,9 +62,12 @@ def test_agreement_tables_are_complete(smoke):
     _, res = smoke
     for o in res.outputs:
         assert o.agreement is not None and len(o.agreement) > 0, o.name
-        for col in ("quantity", "theory", "simulation", "gap", "tolerance", "p_value", "p_holm", "verdict"):
-            assert col in o.agreement.columns
-        assert set(o.agreement.verdict) <= {"pass", "explained", "fail"}, o.name
+        for col in ("quantity", "theory", "simulation", "gap", "tol_rel", "tol_abs", "tol_reason", "tolerance",
+                    "p_diff", "p_diff_holm", "p_equiv", "p_equiv_holm", "verdict"):
+            assert col in o.agreement.columns, (o.name, col)
+        assert set(o.agreement.verdict) <= set(VERDICTS), o.name
+        assert o.agreement.tol_reason.astype(str).str.len().gt(0).all(), o.name
+        assert (o.agreement.tolerance > 0).all(), o.name
         assert np.all(np.isfinite(o.agreement["theory"].astype(float))), o.name
         assert math.isfinite(o.runtime_s)
 
@@ -129,7 +133,8 @@ def test_layout_probe_sees_a_page_wider_than_the_viewport(tmp_path):
 
 def test_report_table_is_compact_and_marks_explained_rows(tmp_path):
     """At most 8 columns per figure table; an explained row has its own class and the diagnostic's value;
-    long notes sit in a collapsed details element; the rule and the summary come before the figures."""
+    long notes sit in a collapsed details element; the rule and the summary come before the figures; the
+    summary gives the four counts and lists each inconclusive row."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -141,8 +146,8 @@ def test_report_table_is_compact_and_marks_explained_rows(tmp_path):
 
     agr = judge(pd.DataFrame({
         "cfg_lam": [1e-5, 1e-5], "cfg_alpha": [0.2, 0.3], "quantity": ["test_error", "test_error"],
-        "theory": [0.40, 0.26], "simulation": [0.40, 0.23], "se": [0.01, 0.002], "gap": [0.0, 0.03],
-        "p_value": [0.9, 1e-8], "n_seeds": [4, 4], "note": ["a long note " * 30, ""],
+        "theory": [0.40, 0.26], "simulation": [0.40, 0.23], "se": [0.01, 0.002], "gap": [0.0, 0.03], "dof": [3, 3],
+        "tol_rel": [0.03, 0.03], "tol_abs": [0.005, 0.005], "n_seeds": [4, 4], "note": ["a long note " * 30, ""],
         "diagnostic": ["replicon 0.80, prox jumps 2.0 ± 0.3 %", "RS fails (jumps > 3 %): prox jumps 5.6 ± 0.3 %"],
         "diagnostic_fails": [False, True]}))
     out = FigureOutput("peak", "Peak", "caption", {"lam": 1e-5}, plt.figure(figsize=(12, 3)), pd.DataFrame(), agr,
@@ -153,12 +158,14 @@ def test_report_table_is_compact_and_marks_explained_rows(tmp_path):
     first_table = fig_part[fig_part.index("<table>"):fig_part.index("</table>")]
     assert first_table.split("</tr>")[0].count("<th") <= 8
     assert "<tr class='explained'>" in first_table and "prox jumps 5.6" in first_table
-    assert "<tr class='pass'>" in first_table
+    assert "<tr class='inconclusive'>" in first_table  # 0 ± 0.01 (t, 3 dof) is not within 0.012
     assert fig_part.index("<details class='more'>") < fig_part.index("a long note")
     assert html.index("id='summary'") < html.index("id='rule'") < html.index("<h2 id='peak'>")
-    assert "1 of 2 checks pass</b>, 1 explained" in html
+    assert "0 of 2 checks agree</b>" in html and "1 deviate, explained" in html and "1 inconclusive" in html
+    summary = html[html.index("id='summary'"):html.index("id='rule'")]
+    assert "lam=1e-05, alpha=0.2 · test_error" in summary  # the inconclusive row, listed
     holds = html[html.index("<h2 id='holds'>"):html.index("<h2 id='peak'>")]
-    assert "fails at 1 of 2 compared points" in holds and "1 failed rows are explained" in holds
+    assert "fails at 1 of 2 compared points" in holds and "1 deviating rows are explained" in holds
     assert "alpha in 0.195-0.371" in holds
 
 
@@ -171,8 +178,10 @@ def test_finite_size_figure_and_extrapolated_spectrum_rows(smoke):
     assert (fs.quantity.str.contains("extrapolated")).all() and (fs.n_seeds == sum(sc.seeds)).all()
     for r in fs.itertuples():
         assert r.ci_low <= r.simulation <= r.ci_high  # d = inf value and its CI (theory + gap)
-        assert (r.p_value >= 0.05) == (r.ci_low <= r.theory <= r.ci_high)  # the normal law of the CI
-        assert r.tolerance == pytest.approx(r.ci_high - r.simulation)
+        assert (r.p_zero >= 0.05) == (r.ci_low <= r.theory <= r.ci_high)  # the normal law of the CI
+        assert r.ci_half == pytest.approx(r.ci_high - r.simulation)
+        assert r.tolerance == pytest.approx(max(0.03 * abs(r.theory), 0.005))
+    assert "dof" not in fs  # an extrapolated gap: the normal law
     fits = out["finite_size"].table.query("kind == 'fit'")
     assert len(fits) == len(sc.alphas) * len(sc.ds)
     sp = out["learned_spectra"].agreement
@@ -198,20 +207,28 @@ def test_agreement_spread_from_more_seeds_replaces_a_small_sample_spread():
     assert not own.within and pooled.within  # the 3-seed spread (2 dof) is 11x too small here
 
 
-def test_agreement_p_value_uses_the_allowance_and_the_seed_count():
+def test_agreement_declares_its_tolerance_and_the_seed_count():
+    """Theory 0.2, 4 seeds: the tolerance is max(3 % x 0.2, 0.005) = 0.006 (0.005 at theory 0.1: the floor);
+    judged, both p-values use Student's t with 3 dof and that tolerance."""
     import pandas as pd
     from scipy import stats
 
     from singlehead.report.compare import agreement
+    from singlehead.report.verdict import judge
 
-    sim = pd.DataFrame({"cfg_alpha": [1.0] * 4, "test_error": [0.100, 0.104, 0.108, 0.112]})
-    theory = pd.DataFrame({"cfg_alpha": [1.0], "test_error": [0.100]})
-    r = agreement(sim, theory, ["cfg_alpha"], ["test_error"]).iloc[0]
-    g, se, a = r.gap, r.se, 0.03 * 0.100
-    assert r.allowance == pytest.approx(a) and r.dof == 3
-    assert r.p_value == pytest.approx(stats.t(3).sf((g - a) / se) + stats.t(3).sf((g + a) / se))
-    exact = agreement(sim, theory, ["cfg_alpha"], ["test_error"], rel=0.0).iloc[0]
-    assert exact.p_value == pytest.approx(2 * stats.t(3).sf(g / se)) and exact.p_value < r.p_value
+    sim = pd.DataFrame({"cfg_alpha": [1.0] * 4 + [2.0] * 4,
+                        "test_error": [0.200, 0.204, 0.208, 0.212, 0.100, 0.101, 0.102, 0.103]})
+    theory = pd.DataFrame({"cfg_alpha": [1.0, 2.0], "test_error": [0.200, 0.100]})
+    agr = agreement(sim, theory, ["cfg_alpha"], ["test_error"], reason="finite size")
+    r = agr.iloc[0]
+    assert (r.tol_rel, r.tol_abs, r.tol_reason, r.dof) == (0.03, 0.005, "finite size", 3)
+    assert r.tolerance == pytest.approx(0.006) and agr.tolerance[1] == pytest.approx(0.005)
+    j = judge(agr).iloc[0]
+    g, se, tol = r.gap, r.se, 0.006
+    assert j.p_diff == pytest.approx(stats.t(3).sf((g - tol) / se) + stats.t(3).sf((g + tol) / se))
+    assert j.p_equiv == pytest.approx(stats.t(3).sf((tol - g) / se))
+    floors = agreement(sim, theory, ["cfg_alpha"], ["test_error"], tol_abs={"test_error": 0.01})
+    assert floors.tolerance.tolist() == pytest.approx([0.01, 0.01])
 
 
 def test_agreement_refuses_an_unconverged_theory_point():
@@ -254,16 +271,17 @@ def test_summary_names_what_each_figure_checks(smoke, tmp_path):
             assert ("a pretrained network measured" if o.name == "inspect_minilm" else "theory-simulation") in o.checks
     from singlehead.report.verdict import judge
 
-    agr = judge(pd.DataFrame({"quantity": ["x"], "theory": [1.0], "simulation": [1.0], "se": [0.1], "gap": [0.0],
-                              "p_value": [1.0]}))
+    agr = judge(pd.DataFrame({"quantity": ["x"], "theory": [1.0], "simulation": [1.0], "se": [0.01], "gap": [0.0],
+                              "tol_rel": [0.05], "tol_abs": [0.005]}))
     outs = [FigureOutput(name, name, "caption", {}, plt.figure(), pd.DataFrame(), agr, **kw)
             for name, kw in (("sim", {}), ("net", {"checks": "layers measured on a network"}))]
     html = write_report(outs, tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0,
                         environment={}).read_text()
     start = html.index("<h2 id='summary'>Summary</h2>")
     summary = html[start:html.index("</table>", start)]
-    assert "1 / 1</span><br><small>theory-simulation checks" in summary
-    assert "1 / 1</span><br><small>layers measured on a network" in summary
+    assert "0 inconclusive</span> of 1<br><small>theory-simulation checks" in summary
+    assert "0 inconclusive</span> of 1<br><small>layers measured on a network" in summary
+    assert "2 of 2 checks agree" in summary
 
 
 def test_peak_rows_carry_the_replica_symmetry_check(smoke):
@@ -281,7 +299,7 @@ def test_peak_rows_carry_the_replica_symmetry_check(smoke):
     assert np.all(np.isfinite(jump)) and np.all((jump > -5) & (jump < 50)), jump.tolist()
     fails = (rep >= REPLICON_LIMIT) | (jump > 100 * JUMP_SHARE_LIMIT + 0.05)  # the table rounds to 0.1 %
     assert (o.agreement["diagnostic_fails"].astype(bool) >= fails).all()
-    assert (o.agreement.verdict != "explained").all() or o.agreement.diagnostic_fails.any()
+    assert (o.agreement.verdict != EXPLAINED).all() or o.agreement.diagnostic_fails.any()
     assert any("de Almeida-Thouless" in n and "3 %" in n for n in o.notes)
     sc = Preset.named("smoke").spec("interpolation_peak")
     assert all(f"lam = {l:g}: the RS diagnostic" in o.caption for l in sc.sim_lams)

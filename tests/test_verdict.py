@@ -1,4 +1,4 @@
-"""The report's rule: raw p-values of the checks, Holm's procedure per figure, the verdicts."""
+"""The report's rule: the difference and equivalence tests of each check, Holm per family, the four verdicts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from singlehead.report.verdict import gap_p_value, holm, holm_adjusted, judge, tally
+from singlehead.report.verdict import (
+    AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE, equivalence_p_value, gap_p_value, holm, holm_adjusted, judge, tally,
+)
 
 
 def test_holm_on_a_hand_computed_example():
@@ -68,20 +70,128 @@ def test_gap_p_value_is_uniform_under_the_null():
     assert np.mean(p <= 0.05) == pytest.approx(0.05, abs=4 * math.sqrt(0.05 * 0.95 / 4000))
 
 
-def test_judge_gives_pass_fail_and_explained():
-    agr = pd.DataFrame({
-        "cfg_alpha": [0.1, 0.2, 0.3, 0.4, 0.5],
-        "quantity": ["e"] * 5, "theory": [1.0] * 5, "simulation": [1.0, 1.5, 1.5, 1.0, 1.0],
-        "se": [0.1, 0.1, 0.1, math.nan, 0.1], "gap": [0.0, 0.5, 0.5, 0.01, 0.0],
-        "p_value": [1.0, 1e-6, 1e-6, math.nan, 0.9],
-        "within": [True, False, False, False, True],
-        "theory_converged": [True, True, True, True, False],
-        "diagnostic_fails": [False, False, True, False, False]})
+def _t3_sf(x: float) -> float:
+    """Survival function of Student's t with 3 degrees of freedom, in closed form:
+    F(t) = 1/2 + (t / (sqrt(3) (1 + t^2/3)) + arctan(t / sqrt(3))) / pi."""
+    return 0.5 - (x / (math.sqrt(3.0) * (1.0 + x * x / 3.0)) + math.atan(x / math.sqrt(3.0))) / math.pi
+
+
+def test_equivalence_p_value_is_the_larger_one_sided_p_by_hand():
+    """gap 0.01, s.e. 0.02, tolerance 0.05: the one-sided tests of delta > -tol and delta < tol have
+    statistics (0.05 + 0.01)/0.02 = 3 and (0.05 - 0.01)/0.02 = 2; p = max(F(3), F(2)) = F(2).
+    t with 3 dof: F(2) = 1/2 - (2/(sqrt3 * 7/3) + atan(2/sqrt3))/pi = 0.0697; normal: 0.02275."""
+    assert _t3_sf(2.0) == pytest.approx(0.069662, abs=1e-6)
+    assert equivalence_p_value(0.01, 0.02, 0.05, dof=3) == pytest.approx(_t3_sf(2.0), rel=1e-9)
+    assert equivalence_p_value(0.01, 0.02, 0.05) == pytest.approx(0.0227501, abs=1e-7)
+    # a gap beyond the tolerance: the near side's statistic is negative, p > 1/2
+    assert equivalence_p_value(0.07, 0.02, 0.05, dof=3) == pytest.approx(1.0 - _t3_sf(1.0), rel=1e-9)
+    # a deterministic value is in (p = 0) or out (p = 1); a zero tolerance is never shown
+    assert equivalence_p_value(0.01, 0.0, 0.05) == 0.0 and equivalence_p_value(0.05, 0.0, 0.05) == 1.0
+    assert equivalence_p_value(0.0, 0.01, 0.0) == pytest.approx(0.5)
+    assert math.isnan(equivalence_p_value(math.nan, 0.1, 0.1))
+    with pytest.raises(ValueError, match="tol"):
+        equivalence_p_value(0.1, 0.1, -1.0)
+    with pytest.raises(ValueError, match="dof"):
+        equivalence_p_value(0.1, 0.1, 0.2, dof=0.5)
+
+
+def test_equivalence_test_holds_its_level_at_the_margin():
+    """Seed means of 4 normal draws (s.d. 0.2) centred at the margin |delta| = tol = 1: P(p_equiv <= 0.05)
+    = 0.05 up to the far side's negligible share; 4000 repetitions, tolerance 4 binomial standard errors."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(1.0, 0.2, size=(4000, 4))
+    m, se = x.mean(axis=1), x.std(axis=1, ddof=1) / 2.0
+    p = np.array([equivalence_p_value(abs(a), s, 1.0, dof=3) for a, s in zip(m, se)])
+    assert np.mean(p <= 0.05) == pytest.approx(0.05, abs=4 * math.sqrt(0.05 * 0.95 / 4000))
+
+
+def _rows(**cols) -> pd.DataFrame:
+    n = len(cols["gap"])
+    base = {"cfg_alpha": np.arange(n) / 10.0, "quantity": ["e"] * n, "theory": [1.0] * n}
+    base.update(cols)
+    base.setdefault("simulation", [1.0 + g for g in cols["gap"]])
+    base.setdefault("tol_rel", [0.03] * n)
+    base.setdefault("tol_abs", [0.005] * n)
+    return pd.DataFrame(base)
+
+
+def test_judge_gives_each_of_the_four_verdicts():
+    """Tolerance 0.03 on theory 1. Rows: within (gap 0.001, s.e. 0.002) -> agrees; far out (0.2, 0.01) ->
+    deviates, and with a failing diagnostic -> deviates, explained; a wide s.e. (0.2, 0.2) -> inconclusive;
+    an exact match whose theory did not converge -> inconclusive (never agrees); tolerance rows (no s.e.):
+    within -> agrees, outside -> deviates, outside with a failing diagnostic -> deviates, explained."""
+    agr = _rows(gap=[0.001, 0.2, 0.2, 0.2, 0.0, 0.01, 0.1, 0.1],
+                se=[0.002, 0.01, 0.01, 0.2, 1e-4, math.nan, math.nan, math.nan],
+                dof=[3.0] * 5 + [math.nan] * 3,
+                theory_converged=[True] * 4 + [False] + [True] * 3,
+                diagnostic_fails=[False, False, True, False, False, False, False, True],
+                p_value=[0.5] * 8, within=[False] * 5 + [True, False, False])
     j = judge(agr)
-    assert j.verdict.tolist() == ["pass", "fail", "explained", "fail", "fail"]
-    assert "within" not in j  # the verdict replaces the per-row check
-    assert math.isnan(j.p_value[4]) and math.isnan(j.p_holm[3])  # unconverged and tolerance rows: outside the family
-    assert j.p_holm[1] == pytest.approx(3e-6)  # a family of three
-    assert j.deviation_se[1] == pytest.approx(5.0)
+    assert j.verdict.tolist() == [AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE, INCONCLUSIVE, AGREES, DEVIATES,
+                                  EXPLAINED]
+    assert not ({"within", "p_value", "allowance"} & set(j.columns))
+    for col in ("tolerance", "p_diff", "p_diff_holm", "p_equiv", "p_equiv_holm", "verdict"):
+        assert col in j
+    np.testing.assert_allclose(j.tolerance, 0.03)
+    # the unconverged row keeps its raw p-values but is outside both families; tolerance rows have none
+    assert np.isfinite(j.p_diff[4]) and math.isnan(j.p_diff_holm[4]) and math.isnan(j.p_equiv_holm[4])
+    assert j.p_diff[5:].isna().all() and j.p_equiv_holm[5:].isna().all()
     t = tally(j)
-    assert (t["n"], t["pass"], t["explained"], t["fail"]) == (5, 1, 1, 3) and t["worst_se"] == pytest.approx(5.0)
+    assert (t["n"], t[AGREES], t[DEVIATES], t["explained"], t[INCONCLUSIVE]) == (8, 2, 2, 2, 2)
+    assert t["inconclusive_rows"] == ["alpha=0.3 · e", "alpha=0.4 · e"]
+    assert t["worst_se"] == pytest.approx(20.0)  # 0.2 / 0.01
+    assert t["worst_rel"] == pytest.approx(0.2)
+
+
+def test_holm_corrects_each_test_over_its_own_family():
+    """Three rows, each alone equivalent (p_equiv = 0.02 <= 0.05), are not together: Holm's adjusted value
+    is 3 x 0.02 = 0.06 for all three. The difference family is corrected the same way, separately."""
+    se, tol = 0.005, 0.03
+    g = tol - se * stats.t(3).isf(0.02)  # p_equiv = 0.02 exactly
+    alone = judge(_rows(gap=[g], se=[se], dof=[3.0]))
+    assert alone.p_equiv[0] == pytest.approx(0.02) and alone.verdict[0] == AGREES
+    three = judge(_rows(gap=[g] * 3, se=[se] * 3, dof=[3.0] * 3))
+    np.testing.assert_allclose(three.p_equiv_holm, 0.06)
+    assert (three.verdict == INCONCLUSIVE).all()
+    # the difference family: raw p_diff ~ 0.01 on two rows, 0.5 on a third -> adjusted ~ 0.03, 0.03, 0.5
+    gd = tol + se * stats.t(3).isf(0.01)  # the far side's share F((gd + tol)/se) is ~2e-4
+    j = judge(_rows(gap=[gd, gd, 0.03], se=[se] * 3, dof=[3.0] * 3))
+    np.testing.assert_allclose(j.p_diff_holm, holm_adjusted(j.p_diff))
+    np.testing.assert_allclose(j.p_equiv_holm, holm_adjusted(j.p_equiv))
+    assert j.verdict.tolist() == [DEVIATES, DEVIATES, INCONCLUSIVE]
+
+
+def test_a_row_more_than_10_percent_off_never_agrees():
+    """Acceptance: any row whose simulation differs from the theory by more than 10 % of it and more than
+    0.005, whatever its s.e. (0 included), degrees of freedom and declared tolerance (tol_rel <= 10 %, the
+    cap, and tol_abs <= 0.005), is not 'agrees'; a larger tol_rel is refused."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    theory = rng.choice([-1.0, 1.0], n) * 10 ** rng.uniform(-4, 1, n)
+    gap = np.maximum(0.1 * np.abs(theory), 0.005) * (1.0 + 10 ** rng.uniform(-6, 1, n))
+    se = np.where(rng.random(n) < 0.1, 0.0, gap * 10 ** rng.uniform(-3, 1, n))
+    agr = pd.DataFrame({"quantity": "e", "theory": theory, "simulation": theory + gap, "gap": gap, "se": se,
+                        "dof": np.where(rng.random(n) < 0.5, np.nan, rng.integers(1, 30, n)),
+                        "tol_rel": rng.uniform(0.0, 0.1, n), "tol_abs": rng.uniform(0.0, 0.005, n)})
+    for fam in np.array_split(np.arange(n), 200):  # families of 10, and each row alone
+        assert (judge(agr.iloc[fam]).verdict != AGREES).all()
+    for i in range(0, n, 50):
+        assert judge(agr.iloc[[i]]).verdict.iloc[0] != AGREES
+    # tolerance rows as well
+    assert (judge(agr.assign(se=np.nan)).verdict != AGREES).all()
+    with pytest.raises(ValueError, match="tol_rel"):
+        judge(agr.assign(tol_rel=0.2))
+    with pytest.raises(ValueError, match="tol_abs"):
+        judge(agr.drop(columns=["tol_abs"]))
+
+
+def test_the_peak_row_of_the_report_is_not_shown_to_agree():
+    """theory 0.2612 vs 4 seeds 0.2237 ± 0.0058 (a 14 % deviation): the tolerance is 3 % (0.0078);
+    alone it deviates (raw p_diff ~ 0.01), with a failing RS diagnostic 'deviates, explained'."""
+    row = _rows(gap=[0.2612 - 0.2237], theory=[0.2612], simulation=[0.2237], se=[0.0058], dof=[3.0],
+                diagnostic_fails=[True])
+    j = judge(row)
+    assert j.tolerance[0] == pytest.approx(0.03 * 0.2612)
+    assert j.p_diff[0] == pytest.approx(_t3_sf((0.0375 - 0.007836) / 0.0058) + _t3_sf((0.0375 + 0.007836) / 0.0058),
+                                        rel=1e-3)
+    assert j.p_equiv[0] > 0.5 and j.verdict[0] == EXPLAINED

@@ -9,7 +9,7 @@ import click
 
 from singlehead.figures.reproduce import FIGURES
 from singlehead.figures.reproduce import reproduce as run
-from singlehead.report.verdict import tally
+from singlehead.report.verdict import tally, tally_text
 
 
 @click.command()
@@ -31,12 +31,18 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
         if importlib.util.find_spec("distributed") is None:
             raise ValueError("scheduler needs Dask: pip install 'singlehead[dask]'")
     res = run(mode, out, n_jobs=n_jobs or (os.cpu_count() or 1), scheduler=scheduler, only=list(only) or None)
-    for o in res.outputs:
-        t = tally(o.agreement)
-        ok = ("" if not t["n"] else f", {t['pass']}/{t['n']} {o.checks} pass (Holm, family-wise 5 %)"
-              + (f", {t['explained']} explained by a failing diagnostic" if t["explained"] else "")
-              + (f", {t['fail']} FAIL" if t["fail"] else ""))
+    tallies = [tally(o.agreement) for o in res.outputs]
+    for o, t in zip(res.outputs, tallies):
+        ok = "" if not t["n"] else (f"; {o.checks}: {tally_text(t)} (Holm, family-wise 5 % per test)"
+                                    + (f"; worst deviation {100 * t['worst_rel']:.1f} % of the theory"
+                                       if t["worst_rel"] == t["worst_rel"] else "")
+                                    + (f", {t['worst_se']:.1f} s.e." if t["worst_se"] == t["worst_se"] else ""))
         click.echo(f"{o.name}: {o.runtime_s:.0f} s{ok}")
+    total = {k: sum(t[k] for t in tallies) for k in ("n", "agrees", "deviates", "explained", "inconclusive")}
+    click.echo(f"checks: {tally_text(total)}")
+    for o, t in zip(res.outputs, tallies):
+        for row in t["inconclusive_rows"]:
+            click.echo(f"  inconclusive: {o.name}: {row}")
     (r0, r1), (f0, f1) = res.reference_s, res.reference_f32_s
     click.echo(f"report: {res.report} (total {res.runtime_s:.0f} s; reference workloads, 5 x 1000^3 matmul: "
                f"float64 {r0:.3f} s at the start, {r1:.3f} s at the end; float32 {f0:.3f} s / {f1:.3f} s)")

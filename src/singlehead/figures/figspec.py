@@ -10,8 +10,8 @@ one :class:`FigureDef`:
 - ``plot(spec, grid, run) -> Figure``: matplotlib's object API only (:func:`new_figure`);
 - ``caption(spec, grid, run) -> str``: text computed from the spec and the run's results.
 
-:func:`build` chains them, times the whole and judges the agreement rows (Holm per figure,
-:func:`singlehead.report.verdict.judge`). A :class:`Preset` holds one spec per registered figure (``quick``,
+:func:`build` chains them, times the whole and judges the agreement rows (declared tolerances, two tests,
+Holm per figure, :func:`singlehead.report.verdict.judge`). A :class:`Preset` holds one spec per registered figure (``quick``,
 ``full``, ``smoke``: the spec classes' presets); :func:`~.reproduce.reproduce`, the CLI and the
 Python API all build one and run it.
 """
@@ -146,7 +146,8 @@ def register(fd: FigureDef) -> FigureDef:
 
 
 def build(fd: FigureDef, ctx: Context, spec: FigureSpec) -> FigureOutput:
-    """grid -> run -> plot -> caption for one figure; the runtime and the Holm verdicts are added here."""
+    """grid -> run -> plot -> caption for one figure; the runtime and the verdicts
+    (:func:`~singlehead.report.verdict.judge`) are added here."""
     if not isinstance(spec, fd.spec):
         raise ValueError(f"spec of figure {fd.name!r} must be a {fd.spec.__name__} (got {type(spec).__name__})")
     t0 = time.perf_counter()

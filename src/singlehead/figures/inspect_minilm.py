@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 
 from singlehead.inspect.figure import inspection_figure
 from singlehead.inspect.model import inspect_model
+from singlehead.report.compare import tol_columns
 from singlehead.figures.figspec import Context, FigureDef, FigureRun, register
 from singlehead.figures.spec import FigureSpec
 
@@ -52,7 +53,9 @@ def inspect_run(ctx: Context, spec: InspectSpec, grid: dict[str, Any]) -> Figure
     """Inspect the model; one row per layer: the KS distance of the fitted law against its critical value."""
     insp = inspect_model(layers=grid["layers"], per_head=spec.per_head, untied=spec.untied)
     rows = [{"cfg_layer": l, "quantity": "KS distance (law vs measured)", "theory": f.ks_critical,
-             "simulation": f.ks, "se": float("nan"), "gap": f.ks, "tolerance": f.ks_critical, "within": bool(f.fits),
+             "simulation": f.ks, "se": float("nan"), "gap": f.ks,
+             **tol_columns(0.0, f.ks_critical, "KS critical value 1.36/sqrt(n)"),
+             "within": bool(f.fits),
              "n_seeds": 0, "n_outliers": f.n_outliers, "eta": f.eta, "delta": f.delta, "eps": f.eps, "kappa0": f.shape}
             for l, f in insp.layer_fits.items()]
     params = {"model": insp.source, "layers": len(insp.layer_fits), "heads": insp.n_heads, "d_model": insp.d_model,

@@ -30,7 +30,7 @@ from singlehead.figures import finite_size  # noqa: F401,I001  (registers its fi
 from singlehead.figures import errors, peak, power_law, spectra  # noqa: F401,I001
 from singlehead.figures import decomposition, emergence  # noqa: F401,I001
 from singlehead.figures import untied  # noqa: F401,I001  (beyond the paper: the untied student)
-from singlehead.report.compare import DEFAULT_ALLOWANCE
+from singlehead.report.compare import DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS
 from singlehead.figures.figspec import FIGURES, Context, FigureDef, FigureRun, Preset, build, register
 from singlehead.figures.inspect_minilm import register_inspect
 from singlehead.report.write import FigureOutput, save_figure, write_report
@@ -81,8 +81,9 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
     ctx = Context(Cache(out / "cache"), n_jobs=n_jobs, scheduler=scheduler, progress=progress, client=client,
                   device=preset.device)
     finite_size = (f"{preset.name} preset (per-figure sizes are stated in each "
-                   f"figure's parameters): a seed-averaged check allows {100 * DEFAULT_ALLOWANCE:g} % of the theory "
-                   "value besides its statistical error (the report's rule). At small d, finite-size corrections — "
+                   f"figure's parameters): a seed-averaged check declares a tolerance of "
+                   f"{100 * DEFAULT_ALLOWANCE:g} % of the theory value (most figures; floor {DEFAULT_TOL_ABS:g}) and "
+                   "agrees when its simulation is shown within it (the report's rule). At small d, finite-size corrections — "
                    "simulations above theory, shrinking as d grows — can exceed it at small alpha; the finite_size "
                    "figure measures these corrections at several d and extrapolates them to d = inf.")
     ref_start, ref32_start = reference_seconds(), reference_seconds_float32()

@@ -9,10 +9,10 @@ formal replicon is infinite and RS is an approximation of unknown quality).
 
 **Declared failure criterion** (:data:`REPLICON_LIMIT`, :data:`JUMP_SHARE_LIMIT`): the
 diagnostic fails at a point when the smooth replicon is ``>= 1`` (the AT instability), or when
-the prox-jump share exceeds the systematic allowance the agreement checks grant the theory
+the prox-jump share exceeds the relative tolerance the agreement checks grant the theory
 (3 % of the predicted value, :data:`~singlehead.report.compare.DEFAULT_ALLOWANCE`): a
-part of ``Sigmahat`` larger than that allowance is outside the RS description's control, so a
-3 % check of RS there has no footing. The level is the checks' allowance, fixed before any
+part of ``Sigmahat`` larger than that tolerance is outside the RS description's control, so a
+3 % check of RS there has no footing. The level is the checks' tolerance, fixed before any
 row is judged; it is not chosen from the rows it explains.
 """
 
@@ -35,7 +35,7 @@ __all__ = ["JUMP_SHARE_LIMIT", "REPLICON_LIMIT", "RSPoint", "criterion_text", "c
 
 #: The smooth replicon at or above which RS is unstable (de Almeida–Thouless).
 REPLICON_LIMIT = 1.0
-#: The prox-jump share of Sigmahat above which the diagnostic fails: the checks' allowance.
+#: The prox-jump share of Sigmahat above which the diagnostic fails: the checks' relative tolerance.
 JUMP_SHARE_LIMIT = DEFAULT_ALLOWANCE
 
 
@@ -67,7 +67,7 @@ def criterion_text() -> str:
     """The declared criterion in one sentence, for notes and the report."""
     return (f"RS diagnostic (singlehead.state_evolution.stability) fails where the smooth replicon is >= "
             f"{REPLICON_LIMIT:g} (de Almeida-Thouless instability) or the prox-jump share of Sigmahat exceeds "
-            f"{100 * JUMP_SHARE_LIMIT:g} % (the allowance the checks grant the theory: a larger share of Sigmahat "
+            f"{100 * JUMP_SHARE_LIMIT:g} % (the relative tolerance the checks grant the theory: a larger share of Sigmahat "
             "lies outside the RS description's control, where the formal replicon is infinite)")
 
 

@@ -13,7 +13,7 @@ from singlehead.analysis import compare_spectrum, learned_spectrum, spectrum_tab
 from singlehead.analysis.finite_size import finite_size_gaps
 from singlehead.model.problem import Problem
 from singlehead.numerics.spectra import MarchenkoPastur
-from singlehead.report.compare import extrapolation_p_value
+from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, tol_columns
 from singlehead.figures.figspec import (
     BASE,
     Context,
@@ -74,15 +74,17 @@ def spectra_run(ctx: Context, spec: LearnedSpectraSpec, grid: dict[str, Any]) ->
         eig = np.concatenate([np.asarray(r["eigenvalues"]) for r in sims_p])
         cmp = compare_spectrum(p, eig, prediction=pred)
         rows.append({"cfg_alpha": p.alpha, "quantity": f"KS distance (d = {p.d})", "theory": 0.0, "simulation": cmp["ks"],
-                     "se": np.nan, "gap": cmp["ks"], "tolerance": 0.05, "within": bool(cmp["ks"] < 0.05),
-                     "n_seeds": spec.seeds})
+                     "se": np.nan, "gap": cmp["ks"], **tol_columns(0.0, 0.05, "KS level of the pooled eigenvalues "
+                                                                     "at finite d"),
+                     "within": bool(cmp["ks"] < 0.05), "n_seeds": spec.seeds})
         if p.alpha == max(spec.alphas):  # the largest alpha: checks extrapolated to d = inf from several d
             rows += _extrapolated_spectrum_rows(ctx, spec, p, rec, cmp["zero_atom_theory"], sims_p)
         else:
             gap = abs(cmp["zero_atom_sim"] - cmp["zero_atom_theory"])
             rows.append({"cfg_alpha": p.alpha, "quantity": f"zero-atom mass (d = {p.d})",
                          "theory": cmp["zero_atom_theory"], "simulation": cmp["zero_atom_sim"], "se": np.nan,
-                         "gap": gap, "tolerance": 0.02, "within": bool(gap <= 0.02), "n_seeds": spec.seeds})
+                         "gap": gap, **tol_columns(0.0, 0.02, "finite d: the zero-atom count's resolution"),
+                         "n_seeds": spec.seeds})
         tables.append(spectrum_table(pred, eig).assign(cfg_alpha=p.alpha))
         panels.append((p, pred, eig, cmp))
     params = problem_params(problems[0], ("kappa", problems[0].kappa),
@@ -132,7 +134,8 @@ def _extrapolated_spectrum_rows(ctx: Context, spec: "LearnedSpectraSpec", proble
     Simulations at ``spec.fs_ds`` (``spec.fs_seeds`` seeds each) join those at
     ``problem.d``; per seed: the zero-atom mass (fraction of ``|eig| <= 1e-3``), ``Tr S/d`` and
     ``Tr S^2/d``; their gaps to the theory (``1 - rank_fraction``, ``first_moment``, ``q``) are
-    fitted as ``a + b/d`` and the rule is "0 in the 95% CI of ``a``". Standard errors use the
+    fitted as ``a + b/d`` and ``a`` is judged against the declared tolerance (``p_zero``: the test of
+    ``a = 0``). Standard errors use the
     pooled per-seed variance ``c^2/d^2`` (:func:`~singlehead.analysis.finite_size.finite_size_gaps`);
     the zero-atom mass is a count over ``d``, so its resolution error ``1/(sqrt(12) d)`` is added.
     """
@@ -147,6 +150,10 @@ def _extrapolated_spectrum_rows(ctx: Context, spec: "LearnedSpectraSpec", proble
         per["m1"].setdefault(d, []).append(float(eig.sum() / d))
         per["m2"].setdefault(d, []).append(float((eig**2).sum() / d))
     d_text = ", ".join(str(d) for d in sorted(per["zero"]))
+    # declared tolerances at d = inf: what a + b/d leaves (1/d^2 terms) and the SE quadrature
+    tols = {"zero": tol_columns(0.0, 0.005, "terms beyond a + b/d (the zero-atom mass of the law is exact)"),
+            "m1": tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and SE quadrature"),
+            "m2": tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and SE quadrature")}
     rows = []
     for key, name, th, extra in (
             ("zero", "zero-atom mass", zero_atom_theory, lambda d: 1.0 / (np.sqrt(12.0) * d)),
@@ -155,8 +162,8 @@ def _extrapolated_spectrum_rows(ctx: Context, spec: "LearnedSpectraSpec", proble
         g = finite_size_gaps(per[key], th, pool=True, extra_se=extra)
         e = g.extrapolation
         rows.append({"cfg_alpha": problem.alpha, "quantity": f"{name} at d = inf, extrapolated (gap = a + b/d fitted on "
-                     f"d = {d_text}; rule: 0 in the 95% CI of a)", "theory": th, "simulation": th + e.intercept,
-                     "se": e.stderr, "gap": abs(e.intercept), "tolerance": e.ci[1] - e.intercept,
-                     "within": bool(g.agrees), "p_value": extrapolation_p_value(e.intercept, e.stderr),
+                     f"d = {d_text})", "theory": th, "simulation": th + e.intercept,
+                     "se": e.stderr, "gap": abs(e.intercept), "ci_half": e.ci[1] - e.intercept,
+                     "p_zero": extrapolation_p_value(e.intercept, e.stderr), **tols[key],
                      "n_seeds": int(g.n_seeds.sum()), "note": fit_note(g)})
     return rows

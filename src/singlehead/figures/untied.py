@@ -19,7 +19,7 @@ from matplotlib.ticker import NullFormatter
 
 from singlehead.model.problem import Problem
 from singlehead.thresholds import interpolation_threshold
-from singlehead.report.compare import extrapolation_p_value, records_to_frame
+from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, records_to_frame, tol_columns
 from singlehead.figures.figspec import (
     BASE,
     Context,
@@ -93,8 +93,8 @@ def untied_run(ctx: Context, spec: UntiedSpec, grid: dict[str, Any]) -> FigureRu
         rows.append({"cfg_alpha": a, "quantity": "untied test error at d = inf (a + b/d on d = "
                      f"{', '.join(str(int(d)) for d in g.d)}; s.e. with the SE's sampling error)",
                      "theory": t, "simulation": t + e.intercept, "se": se, "gap": abs(e.intercept),
-                     "tolerance": 1.96 * se, "within": bool(abs(e.intercept) <= 1.96 * se),
-                     "p_value": extrapolation_p_value(e.intercept, se), "n_seeds": int(g.n_seeds.sum()),
+                     "p_zero": extrapolation_p_value(e.intercept, se), "n_seeds": int(g.n_seeds.sum()),
+                     **tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and the SE's sampling error"),
                      "theory_converged": bool(un.loc[a, "converged"]), "note": fit_note(g)})
     thresholds = {st: interpolation_threshold(ps[0]) for st, ps in grid["theory"].items()}
     params = problem_params(grid["sims"][0], ("kappa", 1.0), ("d", ", ".join(map(str, spec.ds))),

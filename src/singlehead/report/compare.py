@@ -8,11 +8,16 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from singlehead.report.verdict import gap_p_value
+from singlehead.report.verdict import gap_p_value, tolerance
 
-#: Systematic allowance of a seed-averaged check, as a fraction of the theory value (finite size,
-#: quadrature): the check tests ``|E[simulation] - theory| <= DEFAULT_ALLOWANCE |theory|``.
+#: Default relative tolerance of a seed-averaged check, as a fraction of the theory value (finite size,
+#: quadrature): the check's tolerance is ``max(DEFAULT_ALLOWANCE |theory|, tol_abs)``.
 DEFAULT_ALLOWANCE = 0.03
+#: Default absolute floor of a check's tolerance, in the units of a test error (a difference below it is
+#: smaller than the test-set and quadrature resolution of the report's errors).
+DEFAULT_TOL_ABS = 0.005
+#: Default reason of the default tolerance.
+DEFAULT_TOL_REASON = "finite size (d of the simulations) and SE quadrature error"
 
 
 def records_to_frame(records: Iterable[dict[str, Any]], drop: Iterable[str] = ("eigenvalues", "history", "S", "S0")
@@ -50,18 +55,20 @@ def sim_summary(df: pd.DataFrame, by: list[str], quantities: list[str],
 
 
 def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities: list[str],
-              n_se: float = 2.0, rel: float = DEFAULT_ALLOWANCE, spread_from: pd.DataFrame | None = None) -> pd.DataFrame:
+              n_se: float = 2.0, rel: float = DEFAULT_ALLOWANCE, spread_from: pd.DataFrame | None = None,
+              tol_abs: float | dict[str, float] = DEFAULT_TOL_ABS, reason: str = DEFAULT_TOL_REASON) -> pd.DataFrame:
     """Compare seed-averaged simulations with theory at matching ``by`` keys.
 
     Each row has the gap ``|simulation mean - theory|``, its standard error ``se`` (the seed
-    s.d. over ``sqrt(k)``; :func:`sim_summary`), the systematic ``allowance = rel |theory|`` and
-    the raw two-sided ``p_value`` of ``|E[simulation] - theory| <= allowance``
-    (:func:`~singlehead.report.verdict.gap_p_value`, Student's t with ``dof`` = the number
-    of seeds the s.d. is estimated on, minus 1). ``within`` is the fixed-level tolerance check
-    ``gap <= n_se se + allowance`` (validation scripts use it; the report judges ``p_value`` by
-    Holm instead). ``spread_from``: the seed spread is estimated on these runs. A theory row
-    whose state evolution did not converge (``converged`` column False) never counts as
-    agreement: its rows get ``within = False`` and ``theory_converged = False``.
+    s.d. over ``sqrt(k)``; :func:`sim_summary`), ``dof`` (the number of seeds the s.d. is
+    estimated on, minus 1; ``nan`` below 2), and the declared tolerance: ``tol_rel = rel``,
+    ``tol_abs`` (one floor, or one per quantity), ``tol_reason = reason`` and
+    ``tolerance = max(tol_rel |theory|, tol_abs)``. The report judges the rows from these
+    (:func:`~singlehead.report.verdict.judge`). ``within`` is the fixed-level check
+    ``gap <= n_se se + tolerance`` (validation scripts use it; the report replaces it by the verdict).
+    ``spread_from``: the seed spread is estimated on these runs. A theory row whose state
+    evolution did not converge (``converged`` column False) never counts as agreement: its rows
+    get ``within = False`` and ``theory_converged = False``.
     """
     summ = sim_summary(sim, by, quantities, spread_from)
     spread = (sim if spread_from is None else spread_from).groupby(by).size().rename("spread_n").reset_index()
@@ -74,16 +81,15 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
     rows = []
     for _, r in merged.iterrows():
         ok_theory = bool(r["theory_converged"]) if conv else True
-        dof = float(r["spread_n"]) - 1.0 if float(r["spread_n"]) >= 2 else None
+        dof = float(r["spread_n"]) - 1.0 if float(r["spread_n"]) >= 2 else math.nan
         for q in quantities:
             t, m, s = float(r[q]), float(r[f"{q}_mean"]), float(r[f"{q}_se"])
             s = 0.0 if math.isnan(s) else s
-            allow = rel * abs(t)
-            tol = n_se * s + allow
+            floor = float(tol_abs[q] if isinstance(tol_abs, dict) else tol_abs)
+            tol = float(tolerance(t, rel, floor))
             row = {**{b: r[b] for b in by}, "quantity": q, "theory": t, "simulation": m, "se": s,
-                   "gap": abs(m - t), "tolerance": tol, "within": bool(abs(m - t) <= tol) and ok_theory,
-                   "allowance": allow, "dof": dof if dof is not None else math.nan,
-                   "p_value": gap_p_value(abs(m - t), s, allow, dof) if math.isfinite(m) else math.nan,
+                   "gap": abs(m - t), "dof": dof, "tol_rel": rel, "tol_abs": floor, "tol_reason": reason,
+                   "tolerance": tol, "within": bool(abs(m - t) <= n_se * s + tol) and ok_theory,
                    "n_seeds": int(r["n_seeds"])}
             if conv:
                 row["theory_converged"] = ok_theory
@@ -99,3 +105,17 @@ def extrapolation_p_value(intercept: float, stderr: float) -> float:
     inside its 95 % interval.
     """
     return gap_p_value(abs(float(intercept)), float(stderr))
+
+
+def tol_columns(tol_rel: float, tol_abs: float, reason: str) -> dict[str, Any]:
+    """The declared tolerance of a check as agreement-row columns: ``tol_rel``, ``tol_abs`` and ``tol_reason``.
+
+    The tolerance is ``max(tol_rel |theory|, tol_abs)``
+    (:func:`~singlehead.report.verdict.tolerance`); ``reason`` says what it covers (finite size,
+    quadrature, ...).
+    """
+    if not (0.0 <= tol_rel and math.isfinite(tol_rel)):
+        raise ValueError(f"tol_rel must be a finite number >= 0 (got {tol_rel!r})")
+    if not (0.0 <= tol_abs and math.isfinite(tol_abs)):
+        raise ValueError(f"tol_abs must be a finite number >= 0 (got {tol_abs!r})")
+    return {"tol_rel": float(tol_rel), "tol_abs": float(tol_abs), "tol_reason": reason}

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from singlehead.report.verdict import RULE, tally
+from singlehead.report.verdict import AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE, RULE, key_columns, tally
 
 __all__ = ["page", "png_bytes", "web_image", "compact_table"]
 
@@ -46,9 +46,11 @@ figcaption{font-size:.9em;color:#333;margin-top:.4em} .params{font-family:ui-mon
 overflow-wrap:anywhere} .tw{overflow-x:auto;max-width:100%} table{border-collapse:collapse;font-size:.82em;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:right;vertical-align:top} th{background:#f6f6f6}
 td.l,th.l{text-align:left} .ok{color:#1a7f37;font-weight:600} .bad{color:#b42318;font-weight:600}
-.expl{color:#8a5a00;font-weight:600} tr.fail td{background:#fde8e6} tr.explained td{background:#fff4d6}
+.expl{color:#8a5a00;font-weight:600} .inc{color:#5b5b8a;font-weight:600} tr.deviates td{background:#fde8e6}
+tr.explained td{background:#fff4d6} tr.inconclusive td{background:#eeeef7}
 .badge{font-size:.8em;padding:0 .35em;border-radius:.3em;margin-left:.3em;white-space:nowrap}
 .badge.ok{background:#e4f5e8} .badge.bad{background:#fde8e6} .badge.expl{background:#fff4d6}
+.badge.inc{background:#eeeef7}
 details.more{margin:.5em 0} details.more>summary{cursor:pointer;color:#1f4e96}
 code{background:#f4f4f4;padding:0 3px} .rule{font-size:.9em}
 @media (max-width:900px){
@@ -95,34 +97,38 @@ def _num(v: Any, digits: int = 4) -> str:
     return html.escape(str(v))
 
 
-def _key_columns(agr: pd.DataFrame) -> list[str]:
-    cols = list(agr.columns)
-    return cols[:cols.index("quantity")] if "quantity" in cols else []
 
 
 def _point(row: pd.Series, keys: list[str]) -> str:
     return ", ".join(f"{k.removeprefix('cfg_')}={_num(row[k])}" for k in keys)
 
 
+#: CSS class of each verdict (row class and text colour).
+_ROW_CLASS = {AGREES: "agrees", DEVIATES: "deviates", EXPLAINED: "explained", INCONCLUSIVE: "inconclusive"}
+_TEXT_CLASS = {AGREES: "ok", DEVIATES: "bad", EXPLAINED: "expl", INCONCLUSIVE: "inc"}
+
+
 def _verdict_cell(row: pd.Series) -> str:
     v = str(row.get("verdict", ""))
-    if v == "pass":
-        # a failing diagnostic is shown on a passing row too: the theory passed where it is not guaranteed
-        fails = row.get("diagnostic_fails")
-        note = (f'<br><small class="expl">{html.escape(str(row.get("diagnostic", "")))}</small>'
-                if isinstance(fails, (bool, np.bool_)) and fails else "")
-        return '<span class="ok">pass</span>' + note
-    if v == "explained":
-        return f'<span class="expl">explained</span>: {html.escape(str(row.get("diagnostic", "")))}'
-    return '<span class="bad">fail</span>'
+    cell = f'<span class="{_TEXT_CLASS.get(v, "bad")}">{html.escape(v)}</span>'
+    fails = row.get("diagnostic_fails")
+    if isinstance(fails, (bool, np.bool_)) and fails:
+        # the failing diagnostic is shown on every row where it fails: it explains a deviation, and on an agreeing or
+        # inconclusive row it says the theory is not guaranteed there
+        sep = ": " if v == EXPLAINED else "<br><small class='expl'>"
+        end = "" if v == EXPLAINED else "</small>"
+        cell += f"{sep}{html.escape(str(row.get('diagnostic', '')))}{end}"
+    if not bool(row.get("theory_converged", True)):
+        cell += "<br><small>theory did not converge</small>"
+    return cell
 
 
 def compact_table(agr: pd.DataFrame) -> str:
-    """The checks of one figure in at most 8 columns: point, quantity, theory, simulation ± s.e.,
-    deviation in s.e., raw p, Holm p, verdict (with the diagnostic of an explained row)."""
-    keys = _key_columns(agr)
-    head = (["point"] if keys else []) + ["quantity", "theory", "simulation ± s.e.", "dev. (s.e.)", "p",
-                                            "Holm p", "verdict"]
+    """The checks of one figure in at most 8 columns: point, quantity, theory, simulation ± s.e., tolerance,
+    the Holm-adjusted p-values of the difference and equivalence tests, verdict (with a failing diagnostic)."""
+    keys = key_columns(agr)
+    head = (["point"] if keys else []) + ["quantity", "theory", "simulation ± s.e.", "tolerance", "Holm p diff.",
+                                            "Holm p equiv.", "verdict"]
     out = ["<div class='tw'><table><tr>" + "".join(
         f"<th class='{'l' if h in ('point', 'quantity', 'verdict') else ''}'>{h}</th>" for h in head) + "</tr>"]
     for _, r in agr.iterrows():
@@ -132,9 +138,10 @@ def compact_table(agr: pd.DataFrame) -> str:
                                           else f" ± {_num(se, 2)}")
         cells = ([f"<td class='l'>{html.escape(_point(r, keys))}</td>"] if keys else []) + [
             f"<td class='l'>{html.escape(q)}</td>", f"<td>{_num(r.get('theory'))}</td>", f"<td>{sim}</td>",
-            f"<td>{_num(r.get('deviation_se'), 2)}</td>", f"<td>{_num(r.get('p_value'), 2)}</td>",
-            f"<td>{_num(r.get('p_holm'), 2)}</td>", f"<td class='l'>{_verdict_cell(r)}</td>"]
-        out.append(f"<tr class='{html.escape(str(r.get('verdict', '')))}'>" + "".join(cells) + "</tr>")
+            f"<td>{_num(r.get('tolerance'), 2)}</td>", f"<td>{_num(r.get('p_diff_holm'), 2)}</td>",
+            f"<td>{_num(r.get('p_equiv_holm'), 2)}</td>", f"<td class='l'>{_verdict_cell(r)}</td>"]
+        cls = _ROW_CLASS.get(str(r.get("verdict", "")), "")
+        out.append(f"<tr class='{cls}'>" + "".join(cells) + "</tr>")
     return "".join(out) + "</table></div>"
 
 
@@ -151,7 +158,7 @@ def _details(o: FigureOutput) -> str:
     parts = [f"<p>{html.escape(n)}</p>" for n in o.notes]
     agr = o.agreement
     if agr is not None and len(agr):
-        keys = _key_columns(agr)
+        keys = key_columns(agr)
         if "note" in agr:
             items = [f"<li>{html.escape(_point(r, keys))} · {html.escape(str(r['quantity']))}: "
                      f"{html.escape(str(r['note']))}</li>" for _, r in agr.iterrows()
@@ -166,29 +173,35 @@ def _details(o: FigureOutput) -> str:
 def _badge(t: dict[str, Any]) -> str:
     if not t["n"]:
         return ""
-    cls = "bad" if t["fail"] else ("expl" if t["explained"] else "ok")
-    return f"<span class='badge {cls}'>{t['pass'] + t['explained']}/{t['n']}</span>"
+    cls = "bad" if t[DEVIATES] else ("inc" if t[INCONCLUSIVE] else ("expl" if t["explained"] else "ok"))
+    return f"<span class='badge {cls}'>{t[AGREES]}/{t['n']} agree</span>"
+
+
+def _counts(t: dict[str, Any]) -> str:
+    """The four counts of one tally, coloured."""
+    return (f"<span class='ok'>{t[AGREES]} agree</span> · <span class='{'bad' if t[DEVIATES] else 'ok'}'>"
+            f"{t[DEVIATES]} deviate</span> · <span class='expl'>{t['explained']} deviate, explained</span> · "
+            f"<span class='{'inc' if t[INCONCLUSIVE] else 'ok'}'>{t[INCONCLUSIVE]} inconclusive</span>")
 
 
 def _summary(outputs: list[FigureOutput], tallies: list[dict[str, Any]]) -> str:
-    n = sum(t["n"] for t in tallies)
-    npass, nexp, nfail = (sum(t[k] for t in tallies) for k in ("pass", "explained", "fail"))
-    head = (f"<p><b>{npass} of {n} checks pass</b>, {nexp} explained by a failing diagnostic computed in this run, "
-            f"<span class='{'bad' if nfail else 'ok'}'>{nfail} fail</span> (the rule: <a href='#rule'>below</a>).</p>")
+    total = {k: sum(t[k] for t in tallies) for k in ("n", AGREES, DEVIATES, "explained", INCONCLUSIVE)}
+    head = (f"<p><b>{total[AGREES]} of {total['n']} checks agree</b> (equivalence within their declared tolerance "
+            f"shown): {_counts(total)} (the rule: <a href='#rule'>below</a>).</p>")
     rows = []
     for o, t in zip(outputs, tallies):
-        if t["n"]:
-            cls = "bad" if t["fail"] else "ok"
-            cell = (f"<span class='{cls}'>{t['pass']} / {t['n']}</span>"
-                    + (f" · <span class='expl'>{t['explained']} explained</span>" if t["explained"] else "")
-                    + (f" · <span class='bad'>{t['fail']} fail</span>" if t["fail"] else "")
-                    + f"<br><small>{html.escape(o.checks)}</small>")
-        else:
-            cell = "—"
+        cell = (_counts(t) + f" of {t['n']}<br><small>{html.escape(o.checks)}</small>") if t["n"] else "—"
         rows.append(f"<tr><td class='l'><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a></td>"
-                    f"<td class='l'>{cell}</td><td>{_num(t['worst_se'], 2)}</td><td>{o.runtime_s:.1f}</td></tr>")
-    return (head + "<div class='tw'><table><tr><th class='l'>figure</th><th class='l'>checks passed</th>"
-            "<th>worst deviation (s.e.)</th><th>runtime (s)</th></tr>" + "".join(rows) + "</table></div>")
+                    f"<td class='l'>{cell}</td><td>{_num(t['worst_rel'], 2)}</td><td>{_num(t['worst_se'], 2)}</td>"
+                    f"<td>{o.runtime_s:.1f}</td></tr>")
+    table = ("<div class='tw'><table><tr><th class='l'>figure</th><th class='l'>verdicts</th>"
+             "<th>worst |gap|/|theory|</th><th>worst gap (s.e.)</th><th>runtime (s)</th></tr>" + "".join(rows)
+             + "</table></div>")
+    inconclusive = [f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: {html.escape(r)}</li>"
+                    for o, t in zip(outputs, tallies) for r in t["inconclusive_rows"]]
+    listing = ("<p>Inconclusive checks (neither agreement nor a deviation shown at this number of seeds):</p><ul>"
+               + "".join(inconclusive) + "</ul>") if inconclusive else ""
+    return head + table + listing
 
 
 def _where_theory_holds(outputs: list[FigureOutput]) -> str:
@@ -200,14 +213,14 @@ def _where_theory_holds(outputs: list[FigureOutput]) -> str:
             items += [f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: {html.escape(t)}</li>"
                       for t in getattr(o, "diagnostics", [])]
             continue
-        keys = _key_columns(agr)
+        keys = key_columns(agr)
         pts = agr.drop_duplicates(subset=keys) if keys else agr
         bad = pts[pts.diagnostic_fails.astype(bool)]
         listing = "; ".join(f"{_point(r, keys)}: {r['diagnostic']}" for _, r in bad.iterrows())
-        n_exp = int((agr["verdict"] == "explained").sum()) if "verdict" in agr else 0
+        n_exp = int((agr["verdict"] == EXPLAINED).sum()) if "verdict" in agr else 0
         items.append(f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: the diagnostic fails at "
                      f"{len(bad)} of {len(pts)} compared points{' (' + html.escape(listing) + ')' if listing else ''}; "
-                     f"{n_exp} failed rows are explained by it."
+                     f"{n_exp} deviating rows are explained by it."
                      + "".join(f" {html.escape(t)}" for t in getattr(o, "diagnostics", [])) + "</li>")
     if not items:
         return ""

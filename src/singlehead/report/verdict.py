@@ -1,13 +1,30 @@
-"""The report's rule: each figure's theory–simulation checks are one family, judged by Holm at 5 %.
+"""The report's rule: each figure's theory–simulation checks are judged by two tests, Holm per family.
 
-Every statistical agreement row carries a raw two-sided p-value (:func:`gap_p_value`); the rows
-of one figure form one family, and :func:`holm` rejects "theory = simulation" for a row when
-Holm's step-down procedure (Holm, Scand. J. Statist. 6, 65 (1979)) does at family-wise error
-rate ``level``. A rejected row is a defect unless a diagnostic computed in the same run says
-the theory is not expected to hold there (the figure puts ``diagnostic_fails`` and
-``diagnostic`` on the row); it is then "explained". Rows without a p-value (a KS distance
-against a fixed level, an exact identity, a fitted exponent against a stated margin) are
-tolerance checks: they keep their ``within`` verdict and are not part of the Holm family.
+Every check declares its tolerance: a relative part ``tol_rel`` and an absolute floor ``tol_abs``
+(``tolerance = max(tol_rel |theory|, tol_abs)``) with a reason ``tol_reason``. A statistical row
+(a finite standard error ``se`` of the simulated value) is judged at 5 % by
+
+* the **difference test** (:func:`gap_p_value`): the null ``|E[simulation] - theory| <= tolerance``
+  against a larger deviation, p-value ``p_diff``;
+* the **equivalence test** (:func:`equivalence_p_value`, two one-sided tests, TOST): the null
+  ``|E[simulation] - theory| >= tolerance`` against agreement within it, ``p_equiv``.
+
+Both use the row's ``se`` and degrees of freedom ``dof`` (Student's t; the standard normal where
+``dof`` is missing, e.g. for a gap extrapolated to ``d = inf``). The statistical rows of one
+figure form two families, one per test, each corrected by Holm's step-down procedure (Holm,
+Scand. J. Statist. 6, 65 (1979)). The verdicts:
+
+* ``agrees``: equivalence shown after Holm;
+* ``deviates``: difference shown after Holm;
+* ``deviates, explained``: deviates where a diagnostic computed in the same run fails at the
+  row's point (the figure puts ``diagnostic_fails`` and ``diagnostic`` on the row);
+* ``inconclusive``: neither (too few seeds to tell), or the theory did not converge.
+
+The two nulls share the tolerance, so a row cannot both agree and deviate. A row whose state
+evolution did not converge (``theory_converged`` False) is outside both families and
+``inconclusive``: it can never agree. Rows without a standard error (a KS distance against a
+level, an exact identity, a fraction of cells within a margin) are tolerance checks: ``within``
+(given by the figure, else ``gap <= tolerance``) maps to ``agrees``, outside to ``deviates``.
 """
 
 from __future__ import annotations
@@ -19,36 +36,59 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["FAMILY_LEVEL", "RULE", "gap_p_value", "holm", "holm_adjusted", "judge", "tally"]
+__all__ = ["AGREES", "DEVIATES", "EXPLAINED", "FAMILY_LEVEL", "INCONCLUSIVE", "MAX_TOL_REL", "RULE", "VERDICTS",
+           "equivalence_p_value", "gap_p_value", "holm", "holm_adjusted", "judge", "key_columns", "row_label", "tally",
+           "tally_text", "tolerance"]
 
-#: Family-wise error rate of the report's rule.
+#: Family-wise error rate of each of the report's two tests.
 FAMILY_LEVEL = 0.05
+#: The largest relative tolerance a check may declare: a row more than 10 % (and more than its absolute floor)
+#: away from the theory can never agree.
+MAX_TOL_REL = 0.10
+
+AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE = "agrees", "deviates", "deviates, explained", "inconclusive"
+#: The four verdicts, in the report's order.
+VERDICTS = (AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE)
 
 #: The rule, as the report states it.
-RULE = ("Each figure's theory–simulation checks are one family, judged by Holm's step-down procedure at "
-        "family-wise error rate 5 %: sort the family's m raw p-values p_(1) <= ... <= p_(m) and reject "
-        "p_(1), ..., p_(k) for the largest k with p_(j) <= 0.05/(m - j + 1) for every j <= k. The column "
-        "'Holm p' is the Holm-adjusted p-value (max over j <= i of min(1, (m - j + 1) p_(j))); a row "
-        "fails when it is <= 0.05. Raw p-values are two-sided. A seed-averaged row tests "
-        "|E[simulation] - theory| <= allowance (3 % of the theory for most figures) from its gap g and the "
-        "standard error s of the seed mean (sample s.d. / sqrt(k)): p = F((g - allowance)/s) + "
-        "F((g + allowance)/s), F the survival function of Student's t with k - 1 degrees of freedom "
-        "(k = the seeds the s.d. is estimated on), which is the two-sided t-test when the allowance is 0. "
-        "A row extrapolated to d = inf tests intercept a = 0: p = 2 F(|a|/s.e.(a)), F the standard normal "
-        "(the normal interval the fit states). A failed row is either a defect or explained by a diagnostic "
-        "computed in the same run, shown beside it; rows without a standard error are tolerance checks "
-        "outside the family.")
+RULE = ("Each check declares a tolerance tol = max(tol_rel |theory|, tol_abs) with its reason (finite size, "
+        "quadrature, ...; tol_rel <= 10 %). A check with a standard error s of the simulated value is judged by two "
+        "tests at 5 %, each corrected by Holm's step-down procedure over the figure's checks (sort the family's m "
+        "raw p-values p_(1) <= ... <= p_(m); the Holm-adjusted value of p_(i) is max over j <= i of "
+        "min(1, (m - j + 1) p_(j)); a hypothesis is rejected when its adjusted value is <= 0.05). Difference test: "
+        "null |E[simulation] - theory| <= tol, p_diff = F((g - tol)/s) + F((g + tol)/s) from the gap g. "
+        "Equivalence test (two one-sided tests): null |E[simulation] - theory| >= tol, p_equiv = max(F((tol + g)/s), "
+        "F((tol - g)/s)). F is the survival function of Student's t with k - 1 degrees of freedom for a mean "
+        "over k seeds (s = sample s.d./sqrt(k)) and of the standard normal for a gap extrapolated to d = inf or a "
+        "test-set error. Verdicts: 'agrees' when equivalence is shown, 'deviates' when the difference is shown, "
+        "'deviates, explained' when it deviates where a diagnostic computed in the same run fails, 'inconclusive' "
+        "when neither is shown or the theory did not converge (such a row never agrees). Checks without a standard "
+        "error (a KS distance against a level, an exact identity) agree when within their tolerance and deviate "
+        "otherwise; they are outside the Holm families.")
+
+
+def _dist(dof: float | None) -> Any:
+    if dof is not None and not (dof >= 1):
+        raise ValueError(f"dof must be >= 1 or None (got {dof!r})")
+    return stats.norm if dof is None else stats.t(dof)
+
+
+def _check(**values: float) -> None:
+    for name, v in values.items():
+        if v < 0 or not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number >= 0 (got {v!r})")
 
 
 def gap_p_value(gap: float, se: float, allowance: float = 0.0, dof: float | None = None) -> float:
-    """Two-sided p-value of ``|mean - theory| <= allowance`` given ``gap = |mean - theory|`` and its s.e.
+    """Difference test: p-value of the null ``|mean - theory| <= allowance`` given ``gap = |mean - theory|``.
 
     The test statistic is the observed gap; under the null the largest chance of a gap at least
     this large is at ``|mean - theory| = allowance``, which gives
     ``p = F((gap - allowance)/se) + F((gap + allowance)/se)`` with ``F`` the survival function of
     Student's t with ``dof`` degrees of freedom (the standard normal when ``dof`` is None). With
     ``allowance = 0`` this is the usual two-sided test ``2 F(gap/se)``. ``se = 0`` (one seed, or
-    a deterministic value) gives 1 when ``gap <= allowance`` and 0 otherwise.
+    a deterministic value) gives 1 when ``gap <= allowance`` and 0 otherwise. The report passes
+    the row's tolerance as ``allowance``.
 
     Parameters
     ----------
@@ -57,7 +97,7 @@ def gap_p_value(gap: float, se: float, allowance: float = 0.0, dof: float | None
     se : float
         Standard error of the simulated mean (>= 0).
     allowance : float
-        Systematic difference the check allows (>= 0), e.g. 3 % of the theory value.
+        Difference the null allows (>= 0), e.g. the row's tolerance.
     dof : float, optional
         Degrees of freedom of ``se`` (>= 1); None for a normal (known-variance) statistic.
 
@@ -68,15 +108,54 @@ def gap_p_value(gap: float, se: float, allowance: float = 0.0, dof: float | None
     """
     if not (math.isfinite(gap) and math.isfinite(se)):
         return math.nan
-    for name, v in (("gap", gap), ("se", se), ("allowance", allowance)):
-        if v < 0 or not math.isfinite(v):
-            raise ValueError(f"{name} must be a finite number >= 0 (got {v!r})")
-    if dof is not None and not (dof >= 1):
-        raise ValueError(f"dof must be >= 1 or None (got {dof!r})")
+    _check(gap=gap, se=se, allowance=allowance)
+    dist = _dist(dof)
     if se == 0.0:
         return 1.0 if gap <= allowance else 0.0
-    dist = stats.norm if dof is None else stats.t(dof)
     return float(min(1.0, dist.sf((gap - allowance) / se) + dist.sf((gap + allowance) / se)))
+
+
+def equivalence_p_value(gap: float, se: float, tol: float, dof: float | None = None) -> float:
+    """Equivalence test (TOST): p-value of the null ``|mean - theory| >= tol`` given ``gap = |mean - theory|``.
+
+    Two one-sided tests of the signed difference ``delta``: ``delta <= -tol`` is rejected by a
+    large ``(delta + tol)/se``, ``delta >= tol`` by a large ``(tol - delta)/se``; equivalence is
+    shown when both are, so ``p = max(F((tol + gap)/se), F((tol - gap)/se))`` with ``F`` the
+    survival function of Student's t with ``dof`` degrees of freedom (the standard normal when
+    ``dof`` is None) — by symmetry in the sign of ``delta`` the gap suffices, and the maximum is
+    the second term. ``se = 0`` gives 0 when ``gap < tol`` and 1 otherwise; ``tol = 0`` gives 1
+    (no finite sample shows an exact equality).
+
+    Parameters
+    ----------
+    gap : float
+        ``|simulation - theory|`` (>= 0).
+    se : float
+        Standard error of the simulated mean (>= 0).
+    tol : float
+        Equivalence margin (>= 0).
+    dof : float, optional
+        Degrees of freedom of ``se`` (>= 1); None for a normal statistic.
+
+    Returns
+    -------
+    float
+        The p-value in [0, 1]; ``nan`` when ``gap`` or ``se`` is not a finite number.
+    """
+    if not (math.isfinite(gap) and math.isfinite(se)):
+        return math.nan
+    _check(gap=gap, se=se, tol=tol)
+    dist = _dist(dof)
+    if se == 0.0:
+        return 0.0 if gap < tol else 1.0
+    return float(max(dist.sf((tol + gap) / se), dist.sf((tol - gap) / se)))
+
+
+def tolerance(theory: Any, tol_rel: Any, tol_abs: Any) -> np.ndarray:
+    """``max(tol_rel |theory|, tol_abs)`` elementwise (a non-finite theory leaves the floor)."""
+    t = np.abs(np.asarray(theory, dtype=float))
+    rel = np.asarray(tol_rel, dtype=float) * np.where(np.isfinite(t), t, 0.0)
+    return np.maximum(rel, np.asarray(tol_abs, dtype=float))
 
 
 def holm_adjusted(p_values: Any) -> np.ndarray:
@@ -109,7 +188,7 @@ def holm(p_values: Any, level: float = FAMILY_LEVEL) -> np.ndarray:
     Returns
     -------
     ndarray of bool
-        ``True`` where the hypothesis (theory = simulation) is rejected, in the input order.
+        ``True`` where the null hypothesis is rejected, in the input order.
     """
     if not (0.0 < float(level) < 1.0):
         raise ValueError(f"level must be in (0, 1) (got {level!r})")
@@ -117,46 +196,121 @@ def holm(p_values: Any, level: float = FAMILY_LEVEL) -> np.ndarray:
     return np.where(np.isfinite(adj), adj <= level, False)
 
 
-def judge(agr: pd.DataFrame, level: float = FAMILY_LEVEL) -> pd.DataFrame:
-    """One figure's agreement rows with ``p_holm`` and ``verdict`` (``pass``, ``explained`` or ``fail``).
+def _column(df: pd.DataFrame, name: str, default: Any) -> np.ndarray:
+    return df[name].to_numpy() if name in df else np.full(len(df), default)
 
-    Rows with a finite ``p_value`` form the Holm family; the others (no standard error) are
-    judged by their ``within`` column. A row whose state evolution did not converge
-    (``theory_converged`` False) fails whatever its numbers. A failing row with
-    ``diagnostic_fails`` True is ``explained``. ``deviation_se`` is the gap beyond the row's
-    ``allowance`` (0 if absent) in standard errors, for the rows of the family. The per-row
-    ``within`` column is dropped: the verdict replaces it.
+
+def judge(agr: pd.DataFrame, level: float = FAMILY_LEVEL) -> pd.DataFrame:
+    """One figure's agreement rows with their tolerance, both tests, Holm over both families and the verdict.
+
+    Reads ``theory``, ``gap``, ``tol_rel`` and ``tol_abs`` (required on every row;
+    ``0 <= tol_rel <= MAX_TOL_REL``, ``tol_abs >= 0``), ``se`` (a finite value makes the row
+    statistical), ``dof`` (missing or ``nan``: the normal law), ``theory_converged``,
+    ``within`` (tolerance rows) and ``diagnostic_fails``. Adds ``tolerance``, ``p_diff``,
+    ``p_diff_holm``, ``p_equiv``, ``p_equiv_holm``, ``rel_gap`` (``gap/|theory|``), ``gap_se``
+    (``gap/se``) and ``verdict`` (one of :data:`VERDICTS`; see the module docstring). The
+    per-row ``within``, ``allowance`` and ``p_value`` columns are dropped: the verdict replaces
+    them. Raw p-values of an unconverged row are kept but it is outside both families.
+
+    Raises
+    ------
+    ValueError
+        When ``tol_rel`` or ``tol_abs`` is missing or out of range on some row.
     """
     out = agr.copy()
     n = len(out)
-    p = out["p_value"].astype(float).to_numpy() if "p_value" in out else np.full(n, np.nan)
-    conv = out["theory_converged"].astype(bool).to_numpy() if "theory_converged" in out else np.ones(n, bool)
-    p = np.where(conv, p, np.nan)
-    out["p_value"] = p
-    out["p_holm"] = holm_adjusted(p)
-    if "gap" in out and "se" in out:
-        allow = out["allowance"].astype(float).fillna(0.0) if "allowance" in out else 0.0
-        se = out["se"].astype(float)
-        dev = (out["gap"].astype(float) - allow).clip(lower=0.0) / se.where(se > 0)
-        out["deviation_se"] = dev.where(np.isfinite(p))
-    within = out["within"].astype(bool).to_numpy() if "within" in out else np.ones(n, bool)
-    ok = np.where(np.isfinite(p), ~holm(p, level), within) & conv
-    explained = out["diagnostic_fails"].fillna(False).astype(bool).to_numpy() if "diagnostic_fails" in out \
-        else np.zeros(n, bool)
-    out["verdict"] = np.where(ok, "pass", np.where(explained, "explained", "fail"))
-    return out.drop(columns=["within"], errors="ignore")
+    for name in ("tol_rel", "tol_abs"):
+        if name not in out:
+            raise ValueError(f"agreement rows must declare {name} (the check's tolerance); "
+                             f"columns: {list(out.columns)}")
+    rel, ab = out["tol_rel"].astype(float).to_numpy(), out["tol_abs"].astype(float).to_numpy()
+    bad = ~((rel >= 0) & (rel <= MAX_TOL_REL))
+    if bad.any():
+        raise ValueError(f"tol_rel must be in [0, {MAX_TOL_REL:g}] on every row (got {rel[bad][:3].tolist()})")
+    if not ((ab >= 0) & np.isfinite(ab)).all():
+        raise ValueError(f"tol_abs must be a finite number >= 0 on every row (got {ab[~(ab >= 0)][:3].tolist()})")
+    theory = out["theory"].astype(float).to_numpy()
+    gap = out["gap"].astype(float).to_numpy()
+    se = _column(out, "se", np.nan).astype(float)
+    dof = _column(out, "dof", np.nan).astype(float)
+    conv = _column(out, "theory_converged", True).astype(bool)
+    tol = tolerance(theory, rel, ab)
+    stat = np.isfinite(se) & np.isfinite(gap)
+    p_diff = np.array([gap_p_value(g, s, t, d if math.isfinite(d) else None) if ok else math.nan
+                       for g, s, t, d, ok in zip(gap, se, tol, dof, stat)])
+    p_equiv = np.array([equivalence_p_value(g, s, t, d if math.isfinite(d) else None) if ok else math.nan
+                        for g, s, t, d, ok in zip(gap, se, tol, dof, stat)])
+    family = stat & conv
+    out["tolerance"] = tol
+    out["p_diff"], out["p_equiv"] = p_diff, p_equiv
+    out["p_diff_holm"] = holm_adjusted(np.where(family, p_diff, np.nan))
+    out["p_equiv_holm"] = holm_adjusted(np.where(family, p_equiv, np.nan))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["rel_gap"] = np.where(np.isfinite(theory) & (theory != 0), gap / np.abs(theory), np.nan)
+        out["gap_se"] = np.where(stat & (se > 0), gap / np.where(se > 0, se, 1.0), np.nan)
+    equiv = np.where(family, out["p_equiv_holm"].to_numpy() <= level, False)
+    diff = np.where(family, out["p_diff_holm"].to_numpy() <= level, False)
+    if "within" in out:
+        within = out["within"].astype(bool).to_numpy()
+    else:
+        within = np.isfinite(gap) & (gap <= tol)
+    equiv = np.where(stat, equiv, within & conv)
+    diff = np.where(stat, diff, ~within & conv)
+    explained = _column(out, "diagnostic_fails", False)
+    explained = pd.Series(explained).fillna(False).astype(bool).to_numpy()
+    out["verdict"] = np.where(equiv, AGREES, np.where(diff, np.where(explained, EXPLAINED, DEVIATES), INCONCLUSIVE))
+    return out.drop(columns=["within", "allowance", "p_value"], errors="ignore")
+
+
+def key_columns(agr: pd.DataFrame) -> list[str]:
+    """The columns that name a row's point: those before ``quantity``."""
+    cols = list(agr.columns)
+    return cols[:cols.index("quantity")] if "quantity" in cols else []
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.4g}"
+    return str(v)
+
+
+def row_label(row: pd.Series, keys: list[str]) -> str:
+    """``"lam=1e-05, alpha=0.3 · test_error"``: a row's point (``cfg_`` dropped) and quantity."""
+    point = ", ".join(f"{k.removeprefix('cfg_')}={_fmt(row[k])}" for k in keys)
+    q = str(row.get("quantity", ""))
+    return f"{point} · {q}" if point else q
 
 
 def tally(agr: pd.DataFrame | None) -> dict[str, Any]:
-    """Counts of a judged table: ``n``, ``pass``, ``explained``, ``fail`` and ``worst_se``.
+    """Counts of a judged table and its worst deviations.
 
-    ``worst_se`` is the largest ``deviation_se`` (the gap beyond its allowance in standard
-    errors; ``nan`` when no row has one).
+    Returns ``n``, ``agrees``, ``deviates``, ``explained`` (``deviates, explained``),
+    ``inconclusive``, ``worst_rel`` (the largest ``|gap|/|theory|`` of a converged row whose gap exceeds
+    its absolute floor ``tol_abs``: below the floor a relative deviation says nothing),
+    ``worst_se`` (the largest ``gap/se`` of a statistical row; ``nan`` when none) and
+    ``inconclusive_rows`` (:func:`row_label` of each inconclusive row).
     """
+    empty = {"n": 0, AGREES: 0, DEVIATES: 0, "explained": 0, INCONCLUSIVE: 0, "worst_rel": math.nan,
+             "worst_se": math.nan, "inconclusive_rows": []}
     if agr is None or not len(agr) or "verdict" not in agr:
-        return {"n": 0, "pass": 0, "explained": 0, "fail": 0, "worst_se": math.nan}
+        return empty
     v = agr["verdict"].value_counts()
-    dev = agr["deviation_se"].astype(float) if "deviation_se" in agr else pd.Series(dtype=float)
-    worst = float(dev.max()) if dev.notna().any() else math.nan
-    return {"n": len(agr), "pass": int(v.get("pass", 0)), "explained": int(v.get("explained", 0)),
-            "fail": int(v.get("fail", 0)), "worst_se": worst}
+    conv = agr["theory_converged"].astype(bool) if "theory_converged" in agr else pd.Series(True, index=agr.index)
+
+    def worst(col: str, sel: pd.Series) -> float:
+        x = agr[col].astype(float)[conv & sel] if col in agr else pd.Series(dtype=float)
+        return float(x.max()) if x.notna().any() else math.nan
+
+    beyond_floor = agr["gap"].astype(float) > agr["tol_abs"].astype(float) if "tol_abs" in agr else conv
+
+    keys = key_columns(agr)
+    return {"n": len(agr), AGREES: int(v.get(AGREES, 0)), DEVIATES: int(v.get(DEVIATES, 0)),
+            "explained": int(v.get(EXPLAINED, 0)), INCONCLUSIVE: int(v.get(INCONCLUSIVE, 0)),
+            "worst_rel": worst("rel_gap", beyond_floor), "worst_se": worst("gap_se", conv),
+            "inconclusive_rows": [row_label(r, keys) for _, r in agr[agr.verdict == INCONCLUSIVE].iterrows()]}
+
+
+def tally_text(t: dict[str, Any]) -> str:
+    """``"3 agree, 1 deviates (1 explained), 2 inconclusive of 6"``: the four counts of :func:`tally`."""
+    return (f"{t[AGREES]} agree, {t[DEVIATES]} deviate, {t['explained']} deviate (explained), "
+            f"{t[INCONCLUSIVE]} inconclusive of {t['n']}")

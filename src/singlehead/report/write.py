@@ -21,11 +21,13 @@ class FigureOutput:
 
     ``agreement`` rows compare theory and simulation: each row has at least ``quantity``,
     ``theory``, ``simulation``, ``se`` (standard error of the simulation mean) and ``gap``
-    (``|simulation - theory|``); a statistical row has its raw two-sided ``p_value``, a tolerance
-    row (no standard error) its ``within``. The columns before ``quantity`` name the point
-    (e.g. ``cfg_lam``, ``cfg_alpha``). A row may carry the ``diagnostic`` computed at its point
-    and ``diagnostic_fails``. :func:`~singlehead.figures.figspec.build` judges
-    the rows (:func:`~singlehead.report.verdict.judge`): ``p_holm`` and ``verdict``.
+    (``|simulation - theory|``) and its declared tolerance (``tol_rel``, ``tol_abs``, ``tol_reason``);
+    a statistical row has ``se`` (and ``dof``), a tolerance row (no standard error) may state its
+    ``within``. The columns before ``quantity`` name the point (e.g. ``cfg_lam``, ``cfg_alpha``).
+    A row may carry the ``diagnostic`` computed at its point and ``diagnostic_fails``.
+    :func:`~singlehead.figures.figspec.build` judges the rows
+    (:func:`~singlehead.report.verdict.judge`): ``tolerance``, ``p_diff``, ``p_diff_holm``,
+    ``p_equiv``, ``p_equiv_holm`` and ``verdict``.
     """
 
     name: str
