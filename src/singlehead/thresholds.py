@@ -26,6 +26,9 @@ Formulas (``lambda -> 0+``; arXiv 2509.24914 Cor. 3.2 and docs: Theory, :ref:`th
   0.211). Direct student: ``1/(2 c_T)``.
 * **Bayes-optimal perfect recovery** (arXiv 2506.01582): ``(kappa0 - kappa0^2/2)/c_T``.
 
+For ``kappa0 >= 1`` the MP target is full rank: both perfect-recovery thresholds are the parameter
+count ``1/(2 c_T)`` (the formulas above at ``kappa0 = 1``).
+
 The thresholds do not depend on ``beta``, ``beta0`` or ``lam`` (rescaling the target by
 ``beta0/beta`` leaves them invariant).
 """
@@ -106,14 +109,16 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     fixed = problem.student.fixed_threshold(c)
     if fixed is not None:
         return fixed
-    k0 = _mp_kappa0(problem)
+    k0 = min(_mp_kappa0(problem), 1.0)  # the rank ratio of S0: full rank from kappa0 = 1 on
     if problem.kappa < k0:
         return math.inf
     if problem.kappa < 1:
         warnings.warn("perfect_recovery_threshold: with a rank cap kappa < 1 the nuclear-norm value is an upper bound",
                       stacklevel=2)
     if k0 >= 1:
-        return (k0 - k0 * k0 / 2) / c
+        # full rank: on positive definite matrices the nuclear norm is the (linear) trace, its descent cone a
+        # half-space: every one of the d^2/2 parameters must be measured
+        return 0.5 / c
 
     def eq(u: float) -> float:
         return (1 - k0) * semicircle_tail_moments(u)[1] - k0 * u
@@ -124,7 +129,8 @@ def perfect_recovery_threshold(problem: Problem) -> float:
 
 
 def bayes_perfect_recovery_threshold(problem: Problem) -> float:
-    """Bayes-optimal perfect recovery ``(kappa0 - kappa0^2/2)/c_T`` (MP target, noiseless).
+    """Bayes-optimal perfect recovery ``(rho - rho^2/2)/c_T``, ``rho = min(kappa0, 1)`` the rank ratio of ``S0``
+    (MP target, noiseless; a full-rank target, ``kappa0 >= 1``, needs all ``d^2/2`` parameters: ``1/(2 c_T)``).
 
     ``c_T = (T^2 + T - 2)/2`` (softmax channels; 1 for the linear channel with ``T = 1``). ERM's
     :func:`perfect_recovery_threshold` is never below it.
@@ -135,7 +141,7 @@ def bayes_perfect_recovery_threshold(problem: Problem) -> float:
     >>> bayes_perfect_recovery_threshold(Problem(T=2, target=MPTarget(kappa0=0.5)))   # (0.5 - 0.125)/2
     0.1875
     """
-    k0 = _mp_kappa0(problem)
+    k0 = min(_mp_kappa0(problem), 1.0)
     return (k0 - k0 * k0 / 2) / informative_directions(problem)
 
 

@@ -22,7 +22,7 @@ def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | 
                eigenvalues: str | None, spikes: str | None):
     """The spectral law mu0 named by the CLI options (validated; ValueError names the option)."""
     if target == "mp":
-        k0 = MPTarget(0.5 if kappa0 is None else kappa0).kappa0  # validates kappa0 in (0, 1]
+        k0 = MPTarget(0.5 if kappa0 is None else kappa0).kappa0  # validates kappa0 > 0
         law = MarchenkoPastur(k0)
     elif target == "power-law":
         if gamma is None or d is None:
@@ -50,7 +50,7 @@ def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | 
 
 @click.command()
 @click.option("--target", type=click.Choice(["mp", "power-law", "custom"]), default="mp", show_default=True)
-@click.option("--kappa0", type=float, default=None, help="MP rank ratio in (0, 1] (default 0.5).")
+@click.option("--kappa0", type=float, default=None, help="MP rank ratio p0/d > 0 (default 0.5).")
 @click.option("--gamma", type=float, default=None, help="Power-law exponent (> 0.5).")
 @click.option("--d", type=int, default=None, help="Dimension for power-law targets and spikes.")
 @click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d", show_default=True)

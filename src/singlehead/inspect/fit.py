@@ -14,7 +14,7 @@ Parameters fitted
 the target law ``mu0`` (documented choice, ``prior``):
 
 * ``"mp"``: ``mu0 = sqrt(kappa0) MP(1/kappa0)`` (the normalisation of docs: Theory, :ref:`theory-targets`: mean
-  ``sqrt(kappa0)``, ``Q0 = 1 + kappa0``), shape ``kappa0`` in ``(0, 1]``;
+  ``sqrt(kappa0)``, ``Q0 = 1 + kappa0``), shape ``kappa0`` in ``[0.02, 4]`` (above 1: full rank);
 * ``"power_law"``: the ``d`` eigenvalues ``s_i = sqrt(d) i^{-gamma}`` (the ``"sqrt_d"``
   normalisation of arXiv 2509.24914), shape ``gamma > 1/2``; the top ``k`` of them, one per
   measured outlier and matrix, are spikes, the rest the bulk.

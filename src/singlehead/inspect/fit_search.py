@@ -12,8 +12,8 @@ from singlehead.inspect.laws import table_quantile
 
 #: Bounds of the fitted noise variance ``delta`` (the search and the fit's reports share them).
 DELTA_RANGE = (0.01, 4.0)
-_SHAPE_RANGE = {"mp": (0.02, 1.0), "power_law": (0.55, 3.0)}
-_SHAPE_GRID = {"mp": (0.05, 0.15, 0.3, 0.5, 0.75, 1.0), "power_law": (0.6, 0.8, 1.0, 1.3, 1.7, 2.2)}
+_SHAPE_RANGE = {"mp": (0.02, 4.0), "power_law": (0.55, 3.0)}
+_SHAPE_GRID = {"mp": (0.05, 0.15, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5), "power_law": (0.6, 0.8, 1.0, 1.3, 1.7, 2.2)}
 
 
 def best_eta_eps(x: np.ndarray, q: np.ndarray, qcap: float, sx2: float) -> tuple[float, float, float]:

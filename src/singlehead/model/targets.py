@@ -344,7 +344,8 @@ class MPTarget(Target):
     """Marchenko--Pastur target ``S0 = W0 W0^T / sqrt(p0 d)``, ``W0`` iid N(0,1), ``p0 = kappa0 d``.
 
     Its spectrum is ``sqrt(kappa0)`` times Marchenko--Pastur of ratio ``1/kappa0``
-    (mass ``1-kappa0`` at zero when ``kappa0 < 1``); ``Tr S0/d -> sqrt(kappa0)``,
+    (mass ``1-kappa0`` at zero when ``kappa0 < 1``; full rank, no zero eigenvalue, from
+    ``kappa0 = 1`` on: extensive-rank targets ``p0 > d`` are allowed); ``Tr S0/d -> sqrt(kappa0)``,
     ``Q0 = Tr S0^2/d -> 1 + kappa0``.
 
     Examples
@@ -356,17 +357,20 @@ class MPTarget(Target):
     1
     >>> round(float(target.spectral_law(400).Q0), 3)    # Q0 = Tr S0^2 / d -> 1 + kappa0
     1.5
+    >>> MPTarget(kappa0=2.0).spectral_law(400).engine.atom_mass   # p0 = 2 d: full rank
+    0.0
     """
 
     kappa0: float = 0.5
     name: ClassVar[str] = "mp"
     label: ClassVar[str] = "Marchenko–Pastur"
     params: ClassVar[tuple[TargetParam, ...]] = (
-        TargetParam("kappa0", help="Rank ratio p0/d of the (untied) MP target, in (0, 1] (default 0.5).", label="κ0"),)
+        TargetParam("kappa0", help="Rank ratio p0/d of the MP target, > 0 (above 1: full rank, no zero eigenvalue; "
+                                       "default 0.5).", label="κ0"),)
     law_depends_on_d: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        _check(_finite(self.kappa0) and 0 < self.kappa0 <= 1, "kappa0", "in (0, 1] for an MP target", self.kappa0)
+        _check(_finite(self.kappa0) and self.kappa0 > 0, "kappa0", "> 0 for an MP target", self.kappa0)
 
     @property
     def rank_ratio(self) -> float:
