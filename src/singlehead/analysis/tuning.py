@@ -60,6 +60,14 @@ class TuneResult:
         The boundary or the failure, in words ("" for an interior converged minimum).
     result : Result or None
         The theory's :class:`~singlehead.Result` at ``lam``.
+
+    Examples
+    --------
+    >>> from singlehead.analysis import TuneResult
+    >>> res = TuneResult(alpha=1.0, lam=0.036, test_error=0.0285, converged=True, boundary=None,
+    ...                  evaluations=((0.01, 0.0301), (0.036, 0.0285)))
+    >>> sorted(res.to_dict())[:4]
+    ['alpha', 'boundary', 'converged', 'evaluations']
     """
 
     alpha: float
@@ -317,8 +325,9 @@ def alpha_for_error(problem: Problem, target_error: float, *, alpha_range: Seque
     Examples
     --------
     >>> from singlehead import MPTarget, Problem, alpha_for_error
-    >>> point = alpha_for_error(Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5)), 0.05, alpha_range=(0.1, 10))
-    >>> point.test_error <= 0.05 and 0.1 < point.alpha < 10
+    >>> point = alpha_for_error(Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5)), 0.04, alpha_range=(0.5, 1.0),
+    ...                         alpha_tol=0.01, lam_range=(1e-3, 1.0), points_per_decade=2)
+    >>> point.test_error <= 0.04 and 0.5 < point.alpha < 1.0
     True
     """
     target = _check_positive(target_error, "target_error")
