@@ -1,4 +1,4 @@
-"""The weight decay that the theory predicts best: :func:`tune`, :func:`tune_curve`, :func:`alpha_for_error`.
+"""The weight decay that the theory predicts best: :func:`~singlehead.tune`, :func:`~singlehead.tune_curve`, :func:`~singlehead.alpha_for_error`.
 
 The objective is the state-evolution test error ``theory(problem.replace(lam=lam)).test_error`` (the
 noiseless test error of :class:`~singlehead.Result`) as a function of the penalty strength ``lam`` at the
@@ -21,14 +21,17 @@ from singlehead.state_evolution import SEOptions, prior_model, theory, theory_cu
 
 __all__ = ["TuneResult", "tune", "tune_curve", "alpha_for_error"]
 
-#: default search range of ``lam`` and of ``alpha`` (:func:`alpha_for_error`)
+#: default search range of ``lam`` and of ``alpha`` (:func:`~singlehead.alpha_for_error`)
 DEFAULT_LAM_RANGE = (1e-5, 10.0)
 DEFAULT_ALPHA_RANGE = (0.01, 100.0)
 
 
 @dataclass(frozen=True)
 class TuneResult:
-    """The optimally regularised point of one problem (what :func:`tune` returns).
+    """The optimally regularised point of one problem: the ``lam`` of lowest predicted test error and that error.
+
+    Returned by :func:`~singlehead.tune`, :func:`~singlehead.tune_curve` (one per ``alpha``) and
+    :func:`~singlehead.alpha_for_error`.
 
     Attributes
     ----------
@@ -274,9 +277,9 @@ def _collapse(done: Any, lam: float, err: float, r: Result) -> TuneResult:
 
 def tune_curve(problem: Problem, alphas: Iterable[float], *, progress: bool = False, **kwargs: Any
                ) -> list[TuneResult]:
-    """The optimally regularised curve: :func:`tune` at each ``alpha`` (``lam*(alpha)``, ``error*(alpha)``).
+    """The optimally regularised curve: :func:`~singlehead.tune` at each ``alpha`` (``lam*(alpha)``, ``error*(alpha)``).
 
-    ``kwargs`` are those of :func:`tune`; ``progress`` shows a tqdm bar on stderr.
+    ``kwargs`` are those of :func:`~singlehead.tune`; ``progress`` shows a tqdm bar on stderr.
 
     Examples
     --------
@@ -314,7 +317,7 @@ def alpha_for_error(problem: Problem, target_error: float, *, alpha_range: Seque
     alpha_tol : float
         Tolerance in ``log10 alpha`` (> 0).
     **kwargs
-        Passed to :func:`tune` (``lam_range``, ``options``, ``prior``, ...).
+        Passed to :func:`~singlehead.tune` (``lam_range``, ``options``, ``prior``, ...).
 
     Raises
     ------

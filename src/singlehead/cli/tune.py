@@ -1,7 +1,7 @@
 """``singlehead tune``: the weight decay ``lam`` of lowest predicted test error, per alpha.
 
-A thin wrapper of :func:`singlehead.analysis.tuning.tune` (and of
-:func:`~singlehead.analysis.tuning.alpha_for_error` with ``--target-error``); one JSON object per alpha
+A thin wrapper of :func:`singlehead.tune` (and of
+:func:`~singlehead.alpha_for_error` with ``--target-error``); one JSON object per alpha
 (``--json``) or a readable line.
 """
 
