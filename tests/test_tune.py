@@ -189,3 +189,25 @@ def test_cli_tune_bad_range_exits_2(capsys):
         main(["tune", "--lam-min", "1", "--lam-max", "0.1"])
     assert exc.value.code == 2
     assert "lam-min" in capsys.readouterr().err
+
+
+def test_cli_tune_target_error_json(capsys):
+    from singlehead.cli import main
+
+    main(["tune", "--T", "2", "--noise", "0.5", "--kappa0", "0.5", "--target-error", "0.04", "--alpha", "0.5,1",
+          "--alpha-tol", "0.01", "--points-per-decade", "2", "--lam-min", "1e-3", "--lam-max", "1", "--json"])
+    rec = json.loads(capsys.readouterr().out.strip())
+    assert 0.5 < rec["alpha"] < 1.0 and rec["test_error"] <= 0.04 and rec["converged"] is True
+
+
+@pytest.mark.slow
+def test_untied_student_tuned_lam_is_a_minimum():
+    """The untied student (sampled prior side, no shared node set of the tied kind): the same minimum check."""
+    problem = BASE.replace(student="untied")
+    res = tune(problem, points_per_decade=2, lam_range=(1e-3, 1.0))
+    assert res.converged and res.boundary is None
+    step = 10.0 ** (10 * res.lam_tol)
+    errs = [theory(problem.replace(lam=res.lam * f), init=res.result).test_error for f in (1 / step, 1.0, step)]
+    slack = 100 * SEOptions().tol * res.test_error
+    assert errs[1] == pytest.approx(res.test_error, rel=1e-4)
+    assert errs[0] >= errs[1] - slack and errs[2] >= errs[1] - slack
