@@ -26,7 +26,8 @@ PACKAGES = ("singlehead", "singlehead.state_evolution", "singlehead.model.channe
 SLOW = {"simulate", "compare_spectrum", "power_law_curve", "classify_regime", "scaling_curve", "amp",
         "run_amp", "AMPRun", "erm_objective", "instance_prior", "SensingOperator", "bayes_optimal",
         "theory_curve", "MPTarget", "decompose", "ErrorDecomposition", "stability", "Stability",
-        "init_student", "solve_reference", "fit_spectrum", "SpectralFit", "inspect_model", "Inspection", "inspect_weights"}
+        "init_student", "solve_reference", "fit_spectrum", "SpectralFit", "inspect_model", "Inspection", "inspect_weights",
+        "tune_curve", "alpha_for_error"}
 MIN_PROSE_CHARS = 40  # a summary line alone does not state conventions
 
 

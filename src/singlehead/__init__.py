@@ -13,6 +13,7 @@ Public names (the heavy ones are imported on first use)::
     bayes_optimal(problem)               Bayes-optimal baseline
     interpolation_threshold(problem), perfect_recovery_threshold(problem)
     reproduce(mode, out)                 the paper's figures and an HTML report
+    tune(problem), tune_curve, alpha_for_error   the weight decay of lowest predicted test error
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ _LAZY = {
     "bayes_perfect_recovery_threshold": "singlehead.thresholds",
     "solve_reference": "singlehead.sim.convex",
     "reproduce": "singlehead.figures.reproduce",
+    "tune": "singlehead.analysis.tuning",
+    "tune_curve": "singlehead.analysis.tuning",
+    "alpha_for_error": "singlehead.analysis.tuning",
 }
 
 __all__ = ["Problem", "MPTarget", "PowerLawTarget", "CustomTarget", "UntiedMPTarget", "Result", "__version__", *_LAZY]

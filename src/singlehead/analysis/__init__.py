@@ -62,3 +62,7 @@ from singlehead.analysis.finite_size import (  # noqa: E402
 )
 
 __all__ += ["Extrapolation", "FiniteSizeGaps", "extrapolate_to_infinite_d", "finite_size_gaps"]
+
+from singlehead.analysis.tuning import TuneResult, alpha_for_error, tune, tune_curve  # noqa: E402
+
+__all__ += ["TuneResult", "tune", "tune_curve", "alpha_for_error"]
