@@ -229,7 +229,8 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
     The damping is multiplied by ``_BACKOFF`` (down to ``_MIN_DAMPING``) whenever the residual
     grows. ``anderson > 0``: each step is instead Anderson's extrapolation (type II, mixing 1) from
     the last ``anderson + 1`` iterates and their images in ``u``, falling back to the damped step
-    where the extrapolation is not finite. Returns the best ``(residual, x)`` seen (starting from
+    where the extrapolation is not finite or leaves the domain, and restarting where the map's value
+    does (history cleared; half way back to the best point, or a damped step from the best point itself). Returns the best ``(residual, x)`` seen (starting from
     ``best``), the number of map evaluations and the last evaluated pair ``(x, F(x))``. ``fx0``:
     ``F(x)`` when the caller has it (not counted as an evaluation).
     """
@@ -253,15 +254,21 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
         prev = r
         g = to_u(fx, Q0) - u
         step = u + dmp * g
-        if anderson and np.all(np.isfinite(g)):
+        if anderson and not in_domain(fx, Q0):
+            # the map left its domain (an overshoot, a transient collapse): forget the extrapolation history and go
+            # half way back to the best point, or (at the best point itself) take the damped step
+            hist_u, hist_g = [], []
+            if not np.array_equal(best[1], x):
+                step = 0.5 * (u + to_u(best[1], Q0))
+        elif anderson and np.all(np.isfinite(g)):
             hist_u, hist_g = (hist_u + [u])[-(anderson + 1):], (hist_g + [g])[-(anderson + 1):]
+            cand = u + g
             if len(hist_u) > 1:
                 dU, dG = np.diff(np.array(hist_u), axis=0), np.diff(np.array(hist_g), axis=0)
                 gamma = np.linalg.lstsq(dG.T, g, rcond=None)[0]
                 cand = u + g - (dU + dG).T @ gamma
-                step = cand if np.all(np.isfinite(cand)) else step
-            else:
-                step = u + g
+            # an extrapolation outside the domain (a negative q of a block without teacher) is not taken
+            step = cand if np.all(np.isfinite(cand)) and in_domain(from_u(cand, Q0), Q0) else step
         u = step
     return best, steps, last
 
