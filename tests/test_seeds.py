@@ -86,7 +86,7 @@ def test_inconclusive_rows_get_doubled_seeds_until_decided(tmp_path):
     assert [int(rows[a].seeds_added) for a in POINTS] == [0, 4, 12]
     assert (out.agreement.seeds_declared == 4).all()
     assert out.seeds.spent == 4 + 4 + 8 and out.seeds.rounds == 2
-    assert [(n0, n1) for _, n0, n1 in out.seeds.rows] == [(4, 8), (4, 16)]
+    assert out.seeds.rows == [("alpha=0.2", 4, 8), ("alpha=0.3", 4, 16)]
     # the new seeds continue the sequence: each seed computed once
     assert sorted(CALLS) == sorted([(0.1, s) for s in range(4)] + [(0.2, s) for s in range(8)]
                                    + [(0.3, s) for s in range(16)])

@@ -89,8 +89,8 @@ class SeedGroup:
 @dataclass
 class SeedReport:
     """What the seed plan did on one figure: the plan, the runs added, the rounds, the verdict counts of the
-    first judgement (``first``, a :func:`~singlehead.report.verdict.tally`), each served row as
-    ``(label, declared seeds, final seeds)`` and the wall time of the added rounds."""
+    first judgement (``first``, a :func:`~singlehead.report.verdict.tally`), each point that received seeds as
+    ``(point, declared seeds, final seeds)`` (:func:`served_rows`) and the wall time of the added rounds."""
 
     plan: SeedPlan
     spent: int = 0
@@ -101,7 +101,7 @@ class SeedReport:
     extra_s: float = 0.0
 
     def text(self) -> str:
-        """One line: the plan, the runs added and the rows that received seeds."""
+        """One line: the plan, the runs added and the points that received seeds."""
         if not self.plan.active:
             return "seed plan: none"
         head = (f"seed plan: {self.plan.text()}; {self.spent} of {self.plan.budget} added in {self.rounds} "
@@ -178,10 +178,18 @@ def seed_columns(judged: pd.DataFrame, groups: dict[str, SeedGroup]) -> pd.DataF
 
 
 def served_rows(judged: pd.DataFrame) -> list[tuple[str, int, int]]:
-    """``(label, declared, final seeds)`` of each row of ``judged`` (with :func:`seed_columns`) that got seeds."""
+    """``(point, declared, final seeds)`` of each point of ``judged`` (with :func:`seed_columns`) that got seeds, once
+    per point (its rows share the seeds), in table order; the point is :func:`~singlehead.report.verdict.row_label`
+    without the quantity."""
     if "seeds_added" not in judged:
         return []
     keys = key_columns(judged)
-    return [(row_label(r, keys), int(r["seeds_declared"]),
-             int(r["n_seeds"]) if "n_seeds" in r else int(r["seeds_declared"]) + int(r["seeds_added"]))
-            for _, r in judged.iterrows() if int(r["seeds_added"]) > 0]
+    out: dict[str, tuple[str, int, int]] = {}
+    for _, r in judged.iterrows():
+        if int(r["seeds_added"]) <= 0:
+            continue
+        point = row_label(r.drop(labels=["quantity"], errors="ignore"), keys).removesuffix(" · ")
+        final = int(r["n_seeds"]) if "n_seeds" in r else int(r["seeds_declared"]) + int(r["seeds_added"])
+        prev = out.get(point)
+        out[point] = (point, int(r["seeds_declared"]), max(final, prev[2] if prev else 0))
+    return list(out.values())

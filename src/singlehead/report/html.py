@@ -190,11 +190,12 @@ def _seeds_cell(o: FigureOutput) -> str:
     if rep is None or not rep.plan.active:
         return "—"
     return (f"+{rep.spent} of {rep.plan.budget}<br><small>{rep.rounds} round{'s' if rep.rounds != 1 else ''}, "
-            f"{len(rep.rows)} rows</small>")
+            f"{len(rep.rows)} points</small>")
 
 
 def _seed_plan(o: FigureOutput) -> str:
-    """The figure's seed plan, the verdicts before it added seeds and each row that received seeds."""
+    """The figure's seed plan, the verdicts before it added seeds and each point that received seeds (every check
+    at the point is judged on them)."""
     rep = getattr(o, "seeds", None)
     if rep is None or not rep.plan.active:
         return ""

@@ -47,7 +47,7 @@ class FigureOutput:
     # (the report's section "Where the theory holds")
     diagnostics: list[str] = field(default_factory=list)
     # what the figure's seed plan did (a singlehead.figures.seeds.SeedReport: the plan, the runs added, the verdict
-    # counts of the first judgement and the rows that received seeds); None when the figure was built without one
+    # counts of the first judgement and the points that received seeds); None when the figure was built without one
     seeds: Any = None
 
 
