@@ -307,6 +307,34 @@ def test_peak_rows_carry_the_replica_symmetry_check(smoke):
     assert "peak_finite_size" not in " ".join(o.notes) + o.caption
 
 
+def test_seed_plan_is_stated_and_within_its_budget(smoke, tmp_path):
+    """The peak figure declares a seed plan (smoke: at most 4 seeds per point, 4 added runs): the runs it added stay
+    within the budget, every row states its declared and added seeds, the rows that got seeds are exactly those
+    with ``seeds_added > 0``, and the report and the figure's parameters state the plan."""
+    _, res = smoke
+    o = next(o for o in res.outputs if o.name == "interpolation_peak")
+    sc = Preset.named("smoke").spec("interpolation_peak")
+    rep = o.seeds
+    assert rep.plan.max_seeds == sc.max_seeds == 4 and rep.plan.budget == sc.seed_budget == 4
+    assert 0 <= rep.spent <= rep.plan.budget and rep.first["n"] == len(o.agreement)
+    agr = o.agreement
+    assert (agr.seeds_declared == sc.seeds).all() and (agr.seeds_added >= 0).all()
+    assert (agr.seeds_declared + agr.seeds_added <= sc.max_seeds).all()
+    assert len(rep.rows) == len(agr[agr.seeds_added > 0].drop_duplicates(["cfg_lam", "cfg_alpha"]))
+    assert "seed plan" in o.params
+    from singlehead.report.write import write_report
+
+    # a page of its own: a later test of this module rewrites the shared report
+    html = write_report(res.outputs, tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0,
+                        environment={}).read_text()
+    assert "<th>seeds added</th>" in html and f"of {rep.plan.budget} runs added" in html
+    assert f"+{rep.spent} of {rep.plan.budget}" in html
+    for o2 in res.outputs:  # a figure without a plan adds nothing
+        if o2.seeds is not None and not o2.seeds.plan.active:
+            assert o2.seeds.spent == 0 and (o2.agreement is None or "seeds_added" not in o2.agreement
+                                            or (o2.agreement.seeds_added == 0).all())
+
+
 def test_failing_ranges_and_the_declared_criterion():
     from singlehead.figures.rs_diagnostic import RSPoint, failing_ranges
 

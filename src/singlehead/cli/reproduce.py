@@ -38,6 +38,11 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
                                        if t["worst_rel"] == t["worst_rel"] else "")
                                     + (f", {t['worst_se']:.1f} s.e." if t["worst_se"] == t["worst_se"] else ""))
         click.echo(f"{o.name}: {o.runtime_s:.0f} s{ok}")
+        rep = o.seeds
+        if rep is not None and rep.plan.active:
+            first = rep.first
+            before = (f"; before: {tally_text(first)}" if first.get("n") else "")
+            click.echo(f"  {rep.text()}{before}")
     total = {k: sum(t[k] for t in tallies) for k in ("n", "agrees", "deviates", "explained", "inconclusive")}
     click.echo(f"checks: {tally_text(total)}")
     for o, t in zip(res.outputs, tallies):

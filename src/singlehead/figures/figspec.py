@@ -36,7 +36,8 @@ from singlehead.sim.simulation import TrainOptions
 from singlehead.runs.threads import configure
 from singlehead.report.write import THEORY_SIMULATION, FigureOutput
 from singlehead.figures.spec import PRESETS, FigureSpec
-from singlehead.report.verdict import judge
+from singlehead.report.verdict import judge, tally
+from singlehead.figures.seeds import SeedGroup, SeedPlan, SeedReport, plan_round, seed_columns, served_rows
 
 
 @dataclass
@@ -55,6 +56,10 @@ class Context:
     progress: bool = True
     client: Any = None
     device: str = "cpu"
+    #: the seeded points of the figure being built (:meth:`seeded_jobs`), by the jobs' key without a seed
+    seed_groups: dict[str, SeedGroup] = field(default_factory=dict)
+    #: seed counts granted by the figure's seed plan beyond the declared ones (:func:`build`)
+    seed_grants: dict[str, int] = field(default_factory=dict)
 
     def run(self, jobs: list[Job], desc: str) -> list[dict[str, Any]]:
         return run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
@@ -65,7 +70,16 @@ class Context:
         """Simulation jobs of seeds ``0 .. seeds - 1`` per problem, ``n_test`` test sequences each."""
         opts = TrainOptions(optimizer=optimizer, n_test=n_test, **options)
         st = tuple(sorted({**opts.key_fields(self.device), "device": self.device}.items()))
-        return [Job("simulation", p, s, st) for p in problems for s in range(seeds)]
+        return [j for p in problems for j in self.seeded_jobs("simulation", p, st, seeds)]
+
+    def seeded_jobs(self, route: str, problem: Problem, settings: tuple[tuple[str, Any], ...], seeds: int
+                    ) -> list[Job]:
+        """Jobs of seeds ``0 .. n - 1`` of one point: ``n = seeds`` as declared, or the count the figure's seed plan
+        granted this point (:mod:`singlehead.figures.seeds`); the point is recorded for the plan."""
+        base = Job(route, problem, None, settings).key
+        n = max(int(seeds), self.seed_grants.get(base, 0))
+        self.seed_groups[base] = SeedGroup(base, route, problem, int(seeds), n)
+        return [Job(route, problem, s, settings) for s in range(n)]
 
     def cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """A JSON-able value computed once and kept in the cache under ``name``."""
@@ -145,22 +159,53 @@ def register(fd: FigureDef) -> FigureDef:
     return fd
 
 
-def build(fd: FigureDef, ctx: Context, spec: FigureSpec) -> FigureOutput:
-    """grid -> run -> plot -> caption for one figure; the runtime and the verdicts
-    (:func:`~singlehead.report.verdict.judge`) are added here."""
+def _judged(res: FigureRun) -> pd.DataFrame | None:
+    agr = res.agreement
+    return judge(agr) if agr is not None and len(agr) else agr
+
+
+def build(fd: FigureDef, ctx: Context | None, spec: FigureSpec) -> FigureOutput:
+    """grid -> run -> judge (-> more seeds -> run -> judge ...) -> plot -> caption for one figure; the runtime,
+    the verdicts (:func:`~singlehead.report.verdict.judge`) and the seed plan's report are added here.
+
+    The seed plan (:class:`~singlehead.figures.seeds.SeedPlan` of the spec's ``max_seeds`` and
+    ``seed_budget``; :mod:`singlehead.figures.seeds`) is a fixed, declared procedure: after each
+    judgement the inconclusive seed-averaged rows get their points' seeds doubled (continuing the
+    seed sequence; finished runs come from the cache) within the budget, and the whole figure is
+    run and judged again, Holm over all its rows, until no row is served. The rows carry
+    ``seeds_declared`` and ``seeds_added``; with an active plan the figure's parameters state it.
+    """
     if not isinstance(spec, fd.spec):
         raise ValueError(f"spec of figure {fd.name!r} must be a {fd.spec.__name__} (got {type(spec).__name__})")
     t0 = time.perf_counter()
     grid = fd.grid(spec)
+    plan = SeedPlan.of(spec)
+    if ctx is not None:
+        ctx.seed_groups, ctx.seed_grants = {}, {}
     res = fd.run(ctx, spec, grid)
+    agr = _judged(res)
+    report = SeedReport(plan, first=tally(agr))
+    t1 = time.perf_counter()
+    while ctx is not None and agr is not None and len(agr):
+        grants = plan_round(agr, ctx.seed_groups, plan, report.spent)
+        if not grants:
+            break
+        report.spent += sum(n - ctx.seed_groups[g].granted for g, n in grants.items())
+        report.rounds += 1
+        ctx.seed_grants.update(grants)
+        res = fd.run(ctx, spec, grid)
+        agr = _judged(res)
+    report.extra_s = time.perf_counter() - t1
+    if ctx is not None and agr is not None and len(agr) and ctx.seed_groups:
+        agr = seed_columns(agr, ctx.seed_groups)
+        report.rows = served_rows(agr)
+    if plan.active:
+        res.params["seed plan"] = f"{plan.text()}; {report.spent} added"
     fig = fd.plot(spec, grid, res)
     caption = fd.caption(spec, grid, res)
-    agr = res.agreement
-    if agr is not None and len(agr):
-        agr = judge(agr)
     return FigureOutput(fd.name, fd.title, caption, res.params, fig, res.table, agr,
                         runtime_s=time.perf_counter() - t0, notes=list(res.notes), checks=fd.checks,
-                        diagnostics=list(res.diagnostics))
+                        diagnostics=list(res.diagnostics), seeds=report)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import matplotlib
@@ -13,7 +13,6 @@ from matplotlib.figure import Figure
 
 from singlehead.model.problem import MPTarget, Problem
 from singlehead.model.results import stable_hash
-from singlehead.runs import Job
 from singlehead.thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
 from singlehead.report.compare import DEFAULT_ALLOWANCE, agreement, records_to_frame
 from singlehead.figures.figspec import (
@@ -43,10 +42,15 @@ class PeakSpec(FigureSpec):
     """Sizes of the interpolation peak: theory curves at ``lams`` on ``theory_points`` alphas geometric in
     ``alpha_range``; students (``seeds``, dimension ``d``) at each lam of ``sim_lams``, at ``sim_alphas``, or at
     ``small_lam_sim_alphas`` when lam < :data:`SMALL_LAM` (deep in the interpolation regime L-BFGS needs
-    thousands of iterations for the minimum-norm interpolator at small alpha)."""
+    thousands of iterations for the minimum-norm interpolator at small alpha).
+
+    Seed plan (:mod:`singlehead.figures.seeds`): an inconclusive row's point gets its seeds doubled up to
+    ``max_seeds``, at most ``seed_budget`` simulation runs added to the figure in all."""
 
     d: int = 100
     seeds: int = 4
+    max_seeds: int = 16
+    seed_budget: int = field(default=48, metadata={"min": 0})
     lams: tuple[float, ...] = (1e-5, 1e-3, 1e-2, 1e-1)
     theory_points: int = 24
     alpha_range: tuple[float, float] = (0.05, 2.0)
@@ -57,12 +61,12 @@ class PeakSpec(FigureSpec):
 
     @classmethod
     def full(cls) -> "PeakSpec":
-        return cls(seeds=8, theory_points=60, sim_lams=(1e-3,), small_lam_sim_alphas=(0.1, 0.2, 0.3, 0.5, 1.0),
-                   n_test=20000)
+        return cls(seeds=8, max_seeds=32, seed_budget=96, theory_points=60, sim_lams=(1e-3,),
+                   small_lam_sim_alphas=(0.1, 0.2, 0.3, 0.5, 1.0), n_test=20000)
 
     @classmethod
     def smoke(cls) -> "PeakSpec":
-        return cls(d=16, seeds=2, lams=(1e-3, 1e-1), theory_points=6, sim_lams=(1e-3,), sim_alphas=(0.1, 0.5),
+        return cls(d=16, seeds=2, max_seeds=4, seed_budget=4, lams=(1e-3, 1e-1), theory_points=6, sim_lams=(1e-3,), sim_alphas=(0.1, 0.5),
                    small_lam_sim_alphas=(0.1, 0.5), n_test=500)
 
 
@@ -234,7 +238,7 @@ def bayes_run(ctx: Context, spec: BayesSpec, grid: dict[str, Any]) -> FigureRun:
     th = records_to_frame(ctx.run(ctx.theory_jobs(grid["erm"]), "theory: ERM vs Bayes"))
     bay = records_to_frame(ctx.run(ctx.theory_jobs(grid["bayes"], route="bayes"), "Bayes-optimal curve"))
     st = tuple(sorted({"bayes": True, "n_test": spec.n_test, "max_iter": spec.amp_iterations}.items()))
-    amp = records_to_frame(ctx.run([Job("amp", p, s, st) for p in grid["amp"] for s in range(spec.amp_seeds)],
+    amp = records_to_frame(ctx.run([j for p in grid["amp"] for j in ctx.seeded_jobs("amp", p, st, spec.amp_seeds)],
                                    "Bayes-AMP on instances"))
     bay_at = records_to_frame(ctx.run(ctx.theory_jobs(grid["amp"], route="bayes"), "Bayes at AMP alphas"))
     agr = agreement(amp, bay_at, ["cfg_alpha"], ["matrix_error"], rel=0.05, tol_abs=0.005,

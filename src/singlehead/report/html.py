@@ -184,6 +184,30 @@ def _counts(t: dict[str, Any]) -> str:
             f"<span class='{'inc' if t[INCONCLUSIVE] else 'ok'}'>{t[INCONCLUSIVE]} inconclusive</span>")
 
 
+def _seeds_cell(o: FigureOutput) -> str:
+    """``+24 of 48 (2 rounds)``: the runs the figure's seed plan added and its budget; ``—`` without a plan."""
+    rep = getattr(o, "seeds", None)
+    if rep is None or not rep.plan.active:
+        return "—"
+    return (f"+{rep.spent} of {rep.plan.budget}<br><small>{rep.rounds} round{'s' if rep.rounds != 1 else ''}, "
+            f"{len(rep.rows)} points</small>")
+
+
+def _seed_plan(o: FigureOutput) -> str:
+    """The figure's seed plan, the verdicts before it added seeds and each point that received seeds (every check
+    at the point is judged on them)."""
+    rep = getattr(o, "seeds", None)
+    if rep is None or not rep.plan.active:
+        return ""
+    first = rep.first
+    before = (f" Before added seeds: {first[AGREES]} agree · {first[DEVIATES]} deviate · {first['explained']} "
+              f"deviate, explained · {first[INCONCLUSIVE]} inconclusive of {first['n']}." if first.get("n") else "")
+    rows = "".join(f"<li>{html.escape(lab)}: {a} → {b} seeds</li>" for lab, a, b in rep.rows)
+    return (f"<p class='meta'>Seed plan: {html.escape(rep.plan.text())}; {rep.spent} of {rep.plan.budget} runs added "
+            f"in {rep.rounds} round{'s' if rep.rounds != 1 else ''}.{html.escape(before)}</p>"
+            + (f"<ul class='meta'>{rows}</ul>" if rows else ""))
+
+
 def _summary(outputs: list[FigureOutput], tallies: list[dict[str, Any]]) -> str:
     total = {k: sum(t[k] for t in tallies) for k in ("n", AGREES, DEVIATES, "explained", INCONCLUSIVE)}
     head = (f"<p><b>{total[AGREES]} of {total['n']} checks agree</b> (equivalence within their declared tolerance "
@@ -193,9 +217,10 @@ def _summary(outputs: list[FigureOutput], tallies: list[dict[str, Any]]) -> str:
         cell = (_counts(t) + f" of {t['n']}<br><small>{html.escape(o.checks)}</small>") if t["n"] else "—"
         rows.append(f"<tr><td class='l'><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a></td>"
                     f"<td class='l'>{cell}</td><td>{_num(t['worst_rel'], 2)}</td><td>{_num(t['worst_se'], 2)}</td>"
-                    f"<td>{o.runtime_s:.1f}</td></tr>")
+                    f"<td>{_seeds_cell(o)}</td><td>{o.runtime_s:.1f}</td></tr>")
     table = ("<div class='tw'><table><tr><th class='l'>figure</th><th class='l'>verdicts</th>"
-             "<th>worst |gap|/|theory|</th><th>worst gap (s.e.)</th><th>runtime (s)</th></tr>" + "".join(rows)
+             "<th>worst |gap|/|theory|</th><th>worst gap (s.e.)</th><th>seeds added</th><th>runtime (s)</th></tr>"
+             + "".join(rows)
              + "</table></div>")
     inconclusive = [f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: {html.escape(r)}</li>"
                     for o, t in zip(outputs, tallies) for r in t["inconclusive_rows"]]
@@ -252,6 +277,7 @@ def page(outputs: list[FigureOutput], *, title: str, mode: str, total_runtime_s:
         main.append("<p class='params'>" + html.escape(", ".join(f"{k} = {v}" for k, v in o.params.items())) + "</p>")
         if o.agreement is not None and len(o.agreement):
             main.append(compact_table(o.agreement))
+        main.append(_seed_plan(o))
         main.append(_details(o))
         main.append(f"<p class='meta'>runtime {o.runtime_s:.1f} s · full resolution and data: "
                     f"<code>figures/{html.escape(o.name)}.png</code>, <code>.pdf</code>, <code>.csv</code></p>")

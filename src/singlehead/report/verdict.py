@@ -20,6 +20,10 @@ Scand. J. Statist. 6, 65 (1979)). The verdicts:
   row's point (the figure puts ``diagnostic_fails`` and ``diagnostic`` on the row);
 * ``inconclusive``: neither (too few seeds to tell), or the theory did not converge.
 
+A figure may declare a seed plan (:mod:`singlehead.figures.seeds`): its inconclusive
+seed-averaged rows get more seeds, by a fixed doubling rule within a declared budget, and the
+figure is judged again, Holm over all its rows, until every row is decided or the budget is spent.
+
 The two nulls share the tolerance, so a row cannot both agree and deviate. A row whose state
 evolution did not converge (``theory_converged`` False) is outside both families and
 ``inconclusive``: it can never agree. Rows without a standard error (a KS distance against a
@@ -64,7 +68,13 @@ RULE = ("Each check declares a tolerance tol = max(tol_rel |theory|, tol_abs) wi
         "'deviates, explained' when it deviates where a diagnostic computed in the same run fails, 'inconclusive' "
         "when neither is shown or the theory did not converge (such a row never agrees). Checks without a standard "
         "error (a KS distance against a level, an exact identity) agree when within their tolerance and deviate "
-        "otherwise; they are outside the Holm families.")
+        "otherwise; they are outside the Holm families. Seeds: a figure may declare a seed plan, fixed before the data "
+        "(at most max_seeds seeds per simulated point, at most a budget of added simulation runs per figure): after "
+        "each judgement every inconclusive seed-averaged check gets its point's seeds doubled (4 -> 8 -> 16, new seeds "
+        "continuing the seed sequence), served in the figure's table order while the budget lasts, and the whole "
+        "figure is judged again with both Holm families recomputed over all its checks, until every check is decided, "
+        "none can get more seeds, or the budget is spent. Each figure states its plan, the runs it added and the "
+        "checks that received seeds.")
 
 
 def _dist(dof: float | None) -> Any:

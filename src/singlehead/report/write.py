@@ -27,7 +27,8 @@ class FigureOutput:
     A row may carry the ``diagnostic`` computed at its point and ``diagnostic_fails``.
     :func:`~singlehead.figures.figspec.build` judges the rows
     (:func:`~singlehead.report.verdict.judge`): ``tolerance``, ``p_diff``, ``p_diff_holm``,
-    ``p_equiv``, ``p_equiv_holm`` and ``verdict``.
+    ``p_equiv``, ``p_equiv_holm`` and ``verdict``, and with the seed plan's report ``seeds`` the
+    columns ``seeds_declared`` and ``seeds_added``.
     """
 
     name: str
@@ -45,6 +46,9 @@ class FigureOutput:
     # one sentence per diagnostic computed in the run, e.g. where replica symmetry fails along a theory curve
     # (the report's section "Where the theory holds")
     diagnostics: list[str] = field(default_factory=list)
+    # what the figure's seed plan did (a singlehead.figures.seeds.SeedReport: the plan, the runs added, the verdict
+    # counts of the first judgement and the points that received seeds); None when the figure was built without one
+    seeds: Any = None
 
 
 def save_figure(out: FigureOutput, root: Path) -> dict[str, str]:
