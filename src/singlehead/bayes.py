@@ -70,6 +70,10 @@ def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mo
     geometric scan and refined by Brent's method. ``V = 0`` (perfect recovery) when no positive
     root exists (noiseless only).
     """
+    if not problem.channel.labels_reveal_logits:
+        raise ValueError(
+            f"channel must be one whose labels reveal the teacher's noisy logits for the Bayes-optimal baseline "
+            f"(Channel.labels_reveal_logits; got {problem.channel.name!r}, which has no Bayes estimator here)")
     pm = prior if prior is not None else prior_model(problem, prior_mode)
     Q0 = pm.Q0
     c = informative_directions(problem)
@@ -128,14 +132,14 @@ def bayes_test_errors(
         tot = 0.0
         for chunk in np.array_split(np.arange(W.shape[0]), max(1, W.shape[0] * ni * T * T // 2_000_000)):
             Z = W[chunk, None, :] + math.sqrt(var) * Xi[None, :, :]
-            A = ch.attention(vec_to_mat(Z.reshape(-1, K), T), b0).reshape(len(chunk), ni, T, T)
+            A = ch.teacher_attention(vec_to_mat(Z.reshape(-1, K), T), b0).reshape(len(chunk), ni, T, T)
             tot += float(A.var(axis=1, ddof=1).sum())
         out[name] = tot / W.shape[0]
     # plug-in: (z0, omega) with Cov [[Q0, q], [q, q]]
     U = _sobol_normal(2 * K, n_outer * 4, s3)
     om = math.sqrt(max(q, 0.0)) * U[:, :K]
     z0 = om + math.sqrt(V) * U[:, K:]
-    diff = ch.attention(vec_to_mat(z0, T), b0) - ch.attention(vec_to_mat(om, T), b0)
+    diff = ch.teacher_attention(vec_to_mat(z0, T), b0) - ch.teacher_attention(vec_to_mat(om, T), b0)
     out["test_error_plugin"] = float(np.einsum("nab,nab->n", diff, diff).mean())
     return out
 

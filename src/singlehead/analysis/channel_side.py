@@ -59,7 +59,7 @@ def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy
     if noisy and problem.noise > 0:
         xi = math.sqrt(problem.noise / 2.0) * _nodes(K, n_points, seed + 1)[0]
         y = z0 + xi
-    diff = ch.attention(vec_to_mat(y, T), problem.beta0) - ch.attention(vec_to_mat(z, T), problem.beta)
+    diff = ch.teacher_attention(vec_to_mat(y, T), problem.beta0) - ch.attention(vec_to_mat(z, T), problem.beta)
     return float(np.mean(np.einsum("nab,nab->n", diff, diff)))
 
 
@@ -105,7 +105,8 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
     e0n = 0.0
     if problem.noise > 0:
         xi = math.sqrt(problem.noise / 2.0) * _nodes(K, n_points, seed + 1)[0]
-        dd = ch.attention(vec_to_mat(z0 + xi, T), problem.beta0) - ch.attention(vec_to_mat(z0, T), problem.beta0)
+        dd = (ch.teacher_attention(vec_to_mat(z0 + xi, T), problem.beta0)
+              - ch.teacher_attention(vec_to_mat(z0, T), problem.beta0))
         e0n = float(np.mean(np.einsum("nab,nab->n", dd, dd)))
     return {"c_r": c_r, "c_s": c_s, "c_r_rho": c_r_rho, "rho0": rho0, "e0_noisy": e0n}
 

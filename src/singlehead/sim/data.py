@@ -77,6 +77,6 @@ def sample_sequences(problem: Problem, S0: torch.Tensor, n: int, seed: int, chun
     for i in range(0, n, chunk):
         Xi = X[i:i + chunk]
         h0 = logits(Xi, S0)
-        ycs.append(problem.channel.output(h0, problem.beta0, Xi))
-        ys.append(problem.channel.output(h0 + xi[i:i + chunk], problem.beta0, Xi))
+        ycs.append(problem.channel.teacher_output(h0, problem.beta0, Xi))
+        ys.append(problem.channel.teacher_output(h0 + xi[i:i + chunk], problem.beta0, Xi))
     return Sequences(X, torch.cat(ys), torch.cat(ycs))

@@ -455,7 +455,7 @@ def channel_test_errors(
     out = {}
     for name, V0 in (("test_error", Q0), ("test_error_noisy", Q0 + Dh)):
         z0, z = gauss_pair(X[:, :K], X[:, K:], V0, m, q)
-        diff = ch.attention(vec_to_mat(z0, T), problem.beta0) - ch.attention(vec_to_mat(z, T), problem.beta)
+        diff = ch.teacher_attention(vec_to_mat(z0, T), problem.beta0) - ch.attention(vec_to_mat(z, T), problem.beta)
         mean, err = quad.mean_and_error(np.einsum("nab,nab->n", diff, diff))
         out[name], out[name + "_se"] = float(mean), float(err)
     return out

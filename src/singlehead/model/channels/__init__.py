@@ -6,7 +6,9 @@ A channel maps a batch of logit matrices ``h`` (shape ``(..., T, T)``) to output
 * :class:`Seq2Seq` (``"seq2seq"``): ``sigma(beta h) X / sqrt(d)``, ``(..., T, d)`` (value =
   identity; the ``1/sqrt(d)`` makes its square loss equal the seq2lab one to leading order, so
   the two share one theory);
-* :class:`Linear` (``"linear"``): ``h`` itself (no softmax, no temperature).
+* :class:`Linear` (``"linear"``): ``h`` itself (no softmax, no temperature);
+* :class:`Hardmax` (``"hardmax"``): labels the one-hot row argmax of the teacher's logits, the
+  student's output ``sigma(beta h)`` as for seq2lab.
 
 The per-sequence loss is ``||yhat - y||_F^2`` summed over one sequence's output
 (:func:`squared_error`). A channel object owns everything that depends on the channel, so that
@@ -32,10 +34,11 @@ from __future__ import annotations
 
 from singlehead.model.registry import Registry
 from singlehead.model.channels.base import Channel, squared_error
+from singlehead.model.channels.hardmax import Hardmax
 from singlehead.model.channels.linear import Linear
 from singlehead.model.channels.softmax import Seq2Lab, Seq2Seq
 
-__all__ = ["Channel", "Seq2Lab", "Seq2Seq", "Linear", "register_channel", "get_channel", "channel_names",
+__all__ = ["Channel", "Seq2Lab", "Seq2Seq", "Linear", "Hardmax", "register_channel", "get_channel", "channel_names",
            "squared_error"]
 
 
@@ -86,5 +89,5 @@ def get_channel(spec: str | Channel) -> Channel:
     return _REGISTRY.get(spec)
 
 
-for _cls in (Seq2Lab, Seq2Seq, Linear):
+for _cls in (Seq2Lab, Seq2Seq, Linear, Hardmax):
     register_channel(_cls)

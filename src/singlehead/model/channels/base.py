@@ -64,6 +64,9 @@ class Channel:
     convex_prox: ClassVar[bool] = False
     #: The output side needs quadrature nodes (``False``: closed forms for every expectation).
     needs_quadrature: ClassVar[bool] = True
+    #: The labels reveal the teacher's noisy logits along :meth:`observed_projection` (Gaussian
+    #: observations): the premise of the Bayes-optimal baseline (:func:`singlehead.bayes_optimal`).
+    labels_reveal_logits: ClassVar[bool] = True
 
     def __str__(self) -> str:
         return self.name
@@ -84,6 +87,17 @@ class Channel:
     def output(self, h: Array, beta: float, X: Array | None = None) -> Array:
         """Full channel output for logits ``h`` and tokens ``X`` (``(..., T, d)``); default the attention."""
         return self.attention(h, beta)
+
+    def teacher_attention(self, h: Array, beta0: float) -> Array:
+        """The teacher's ``T x T`` map of logits ``h`` (``(..., T, T)``) at ``beta0``, numpy or torch: what
+        labels, the theory's test errors and the Bayes baseline apply to the target's logits. Default
+        :meth:`~singlehead.model.channels.Channel.attention` (teacher and student share one map); a channel
+        whose labels are made by another map (``hardmax``: one-hot row argmax) overrides it."""
+        return self.attention(h, beta0)
+
+    def teacher_output(self, h: Array, beta0: float, X: Array | None = None) -> Array:
+        """The teacher's full output (the labels of data generation); default :meth:`output` at ``beta0``."""
+        return self.output(h, beta0, X)
 
     def attention_labels(self, y: np.ndarray, X: np.ndarray) -> np.ndarray:
         """The ``T x T`` labels behind raw outputs ``y`` (AMP's output step); default ``y`` itself."""
@@ -114,7 +128,7 @@ class Channel:
 
     def labels(self, y: np.ndarray, T: int, beta0: float) -> np.ndarray:
         """Labels ``chan_beta0(M(y))`` of teacher fields ``y`` (``(N, K)``), in :meth:`fit_loss`'s form."""
-        return self.attention(vec_to_mat(y, T), beta0)
+        return self.teacher_attention(vec_to_mat(y, T), beta0)
 
     def fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2
                  ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
@@ -207,10 +221,10 @@ class Channel:
 
         One symmetric block: :meth:`labels`. A symmetric and an antisymmetric block (``T^2``
         fields, the coordinates of ``singlehead.numerics.attention_maps.untied_embedding`` ``P``): the
-        ``T x T`` labels ``chan_beta0(P(y))``."""
+        ``T x T`` labels ``chan_beta0(P(y))`` (:meth:`teacher_attention`)."""
         if len(blocks) == 1:
             return self.labels(y, T, beta0)
-        return self.attention(np.einsum("abk,nk->nab", untied_embedding(T), y), beta0)
+        return self.teacher_attention(np.einsum("abk,nk->nab", untied_embedding(T), y), beta0)
 
     def block_fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2, *,
                        blocks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:

@@ -175,8 +175,9 @@ def untied_test_errors(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float,
     teacher = np.concatenate([t0, y[:, K:]], axis=1)
     student = np.concatenate([zz, z[:, K:]], axis=1)
     A = ch.attention(np.einsum("abk,nk->nab", P, student), problem.beta)
-    e_clean = np.sum((ch.attention(np.einsum("abk,nk->nab", P, teacher), problem.beta0) - A) ** 2, axis=(1, 2))
-    e_noisy = np.sum((ch.attention(np.einsum("abk,nk->nab", P, y), problem.beta0)
+    e_clean = np.sum((ch.teacher_attention(np.einsum("abk,nk->nab", P, teacher), problem.beta0) - A) ** 2,
+                     axis=(1, 2))
+    e_noisy = np.sum((ch.teacher_attention(np.einsum("abk,nk->nab", P, y), problem.beta0)
                       - ch.attention(np.einsum("abk,nk->nab", P, z), problem.beta)) ** 2, axis=(1, 2))
     mean, err = quad.mean_and_error(np.stack([e_clean, e_noisy], axis=1))
     return {"test_error": float(mean[0]), "test_error_noisy": float(mean[1]),
