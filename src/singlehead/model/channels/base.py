@@ -64,7 +64,7 @@ class Channel:
     convex_prox: ClassVar[bool] = False
     #: The output side needs quadrature nodes (``False``: closed forms for every expectation).
     needs_quadrature: ClassVar[bool] = True
-    #: The labels reveal the teacher's noisy logits along :meth:`observed_projection` (Gaussian
+    #: The labels reveal the teacher's noisy logits along ``observed_projection`` (Gaussian
     #: observations): the premise of the Bayes-optimal baseline (:func:`singlehead.bayes_optimal`).
     labels_reveal_logits: ClassVar[bool] = True
 
@@ -96,7 +96,7 @@ class Channel:
         return self.attention(h, beta0)
 
     def teacher_output(self, h: Array, beta0: float, X: Array | None = None) -> Array:
-        """The teacher's full output (the labels of data generation); default :meth:`output` at ``beta0``."""
+        """The teacher's full output (the labels of data generation); default ``output`` at ``beta0``."""
         return self.output(h, beta0, X)
 
     def attention_labels(self, y: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -104,7 +104,7 @@ class Channel:
         return y
 
     def labels_from_attention(self, Y: np.ndarray) -> np.ndarray:
-        """``T x T`` labels in :meth:`fit_loss`'s form (default: the matrices themselves)."""
+        """``T x T`` labels in ``fit_loss``'s form (default: the matrices themselves)."""
         return Y
 
     # ---------------------------------------------------------------- training (torch)

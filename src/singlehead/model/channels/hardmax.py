@@ -59,7 +59,7 @@ class Hardmax(Seq2Lab):
     ``u`` (adding ``t u`` moves every logit by ``t``, leaving each row's argmax unchanged), so
     ``c_T = K - 1`` as for seq2lab. They carry inequalities, not equations: a softmax student
     never reaches zero training loss at finite ``S``, and the equation-counting interpolation
-    threshold of :mod:`singlehead.thresholds` has no exact meaning here (the ``lam -> 0`` transition
+    threshold of ``singlehead.thresholds`` has no exact meaning here (the ``lam -> 0`` transition
     is a separability threshold of the argmax inequalities, not derived in this library); ``c_T``
     is the count the labels carry, used for the state evolution's starting points and reported
     by the threshold formulas as they stand.
