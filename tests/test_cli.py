@@ -13,7 +13,7 @@ from singlehead.cli import main
 BAD = [
     (["--lam", "-1"], "lam"),
     (["--T", "0"], "T"),
-    (["--kappa0", "1.5"], "kappa0"),
+    (["--kappa0", "0"], "kappa0"),
     (["--alpha", "0"], "alpha"),
     (["--alpha", "-1,2"], "alpha"),
     (["--device", "tpu"], "device"),
@@ -102,7 +102,7 @@ def test_spectrum_outlier(capsys):
     (["--variance", "-1"], "variance"),
     (["--variance", "0.1", "--threshold", "-1"], "threshold"),
     (["--variance", "0.1", "--scale", "0"], "scale"),
-    (["--variance", "0.1", "--kappa0", "2"], "kappa0"),
+    (["--variance", "0.1", "--kappa0", "-1"], "kappa0"),
     (["--variance", "0.1", "--target", "power-law"], "gamma"),
     (["--variance", "0.1", "--rank-cap", "1.5"], "rank-cap"),
 ])

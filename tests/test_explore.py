@@ -24,7 +24,7 @@ def _events(engine: Engine, params: dict[str, str]) -> list[dict]:
 
 # each bad control, and the library call that refuses the same value
 BAD = {"lam": ("-1", lambda: Problem(lam=-1.0)), "T": ("0", lambda: Problem(T=0)),
-       "kappa0": ("2", lambda: MPTarget(kappa0=2.0)), "kappa": ("1.5", lambda: Problem(kappa=1.5)),
+       "kappa0": ("-1", lambda: MPTarget(kappa0=-1.0)), "kappa": ("1.5", lambda: Problem(kappa=1.5)),
        "noise": ("-0.1", lambda: Problem(noise=-0.1)), "beta0": ("0", lambda: Problem(beta0=0.0))}
 
 
