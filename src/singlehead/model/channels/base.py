@@ -127,7 +127,7 @@ class Channel:
         return beta0 / beta
 
     def labels(self, y: np.ndarray, T: int, beta0: float) -> np.ndarray:
-        """Labels ``chan_beta0(M(y))`` of teacher fields ``y`` (``(N, K)``), in :meth:`fit_loss`'s form."""
+        """Labels ``chan_beta0(M(y))`` of teacher fields ``y`` (``(N, K)``), in ``fit_loss``'s form."""
         return self.teacher_attention(vec_to_mat(y, T), beta0)
 
     def fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2
