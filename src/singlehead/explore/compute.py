@@ -264,7 +264,10 @@ class Engine:
             try:  # a panel the library cannot compute here says why; the others still come
                 yield from produce()
             except _PANEL_ERRORS as exc:
-                yield {"event": "panel_error", "panel": name, "message": f"{type(exc).__name__}: {exc}"}
+                kind = f"{type(exc).__name__}: "
+                # an error re-raised from a worker's record already names its kind
+                yield {"event": "panel_error", "panel": name,
+                       "message": str(exc) if str(exc).startswith(kind) else kind + str(exc)}
         if alive():
             yield {"event": "done", "elapsed_s": time.perf_counter() - t0}
 
