@@ -35,6 +35,8 @@ from singlehead.cli.common import (
 @click.option("--record-every", type=int, default=None,
               help="Record train/test error and the top eigenvalues of S every this many optimiser steps "
                    "(JSON field 'trajectory').")
+@click.option("--n-starts", type=int, default=1, show_default=True,
+              help="Initialisations per instance; the fit with the lowest training objective is kept (non-convex ERM).")
 @click.option("--threads", type=int, default=None,
               help="BLAS/torch threads (default: all cores; see singlehead.runs.threads).")
 def simulate(**kwargs: Any) -> None:
@@ -45,7 +47,7 @@ def simulate(**kwargs: Any) -> None:
     options = TrainOptions(optimizer=kwargs["optimizer"], precision=kwargs["precision"],
                            max_steps=kwargs["max_steps"], tol=kwargs["tol"], lr=kwargs["lr"],
                            batch_size=kwargs["batch_size"], n_test=kwargs["n_test"],
-                           record_every=kwargs["record_every"])  # validates
+                           record_every=kwargs["record_every"], n_starts=kwargs["n_starts"])  # validates
     configure(workers=1, threads=kwargs["threads"])
     # everything that changes a result is in the settings, hence in the cache key (device and precision too)
     settings = {**options.key_fields(dev), "device": str(dev)}

@@ -122,6 +122,11 @@ class TrainOptions:
     init_scale : float
         Scale of the initial weights (1: the paper's N(0, 1) ``W``; small values start near
         ``S = 0`` and make Adam learn the target's directions one after another).
+    n_starts : int
+        Independent initialisations of the student on the same data (>= 1). Where ERM is
+        non-convex (the untied student, a rank cap, the softmax channels) the fit with the lowest
+        training objective is kept; the first start is the single-start fit's (same seed). Not
+        combinable with ``record_every``.
     """
 
     optimizer: str = "lbfgs"
@@ -136,6 +141,7 @@ class TrainOptions:
     record_every: int | None = None
     record_top: int = 10
     init_scale: float = 1.0
+    n_starts: int = 1
 
     def __post_init__(self) -> None:
         _check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", self.optimizer)
@@ -152,6 +158,10 @@ class TrainOptions:
         _check(_int_or_none(self.record_top, 1) and self.record_top is not None, "record_top",
                "an integer >= 1", self.record_top)
         _check(_pos_float(self.init_scale), "init_scale", "> 0", self.init_scale)
+        _check(_int_or_none(self.n_starts, 1) and self.n_starts is not None, "n_starts", "an integer >= 1",
+               self.n_starts)
+        _check(self.n_starts == 1 or self.record_every is None, "record_every",
+               "None when n_starts > 1 (a trajectory is one fit's)", self.record_every)
 
     def replace(self, **changes: Any) -> "TrainOptions":
         """A copy with some fields changed (validated again)."""
@@ -174,7 +184,10 @@ class TrainOptions:
         ``device``, and the device type (``"cpu"`` / ``"cuda"``). Hash this with the problem
         and the seed for a cache key."""
         dev = torch.device(device)
-        return {**self.resolved(dev).to_dict(), "device": dev.type}
+        fields = self.resolved(dev).to_dict()
+        if fields["n_starts"] == 1:
+            del fields["n_starts"]  # one start is the fit these keys always described
+        return {**fields, "device": dev.type}
 
 
 def _finite_nonneg(x: Any) -> bool:
@@ -244,7 +257,7 @@ class _Recorder:
     objective, penalty and the top eigenvalues of ``S``, or singular values for a student whose
     matrix is not symmetric: key ``top_singular_values``)."""
 
-    def __init__(self, problem: Problem, student: torch.nn.Module, train: Sequences, test: Sequences,
+    def __init__(self, problem: Problem, student: torch.nn.Module | None, train: Sequences, test: Sequences,
                  top: int) -> None:
         self.problem, self.student, self.train, self.test, self.top = problem, student, train, test, top
         self.top_key = "top_eigenvalues" if problem.student.symmetric else "top_singular_values"
@@ -348,13 +361,13 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     test = sample_sequences(problem, S0, opts.n_test, s_test)
     if opts.batch_size is None:
         train = train.to(dev, final_dtype)
-    student = init_student(problem.student, problem.d, problem.p, generator(s_init), train_dtype, dev,
-                           scale=opts.init_scale)
     objective = Objective(train, problem.channel, problem.beta, problem.lam, batch_size=opts.batch_size)
+    # the first start is the single-start fit's initialisation; the others have seeds of their own
+    init_seeds = [s_init] + (list(child_seeds(s_init, opts.n_starts)[1:]) if opts.n_starts > 1 else [])
 
     recorder = None
     if opts.record_every is not None:
-        recorder = _Recorder(problem, student, train, test, opts.record_top)
+        recorder = _Recorder(problem, None, train, test, opts.record_top)  # its student: set per start below
 
     def hook(step: int, val: float) -> None:
         if recorder is not None and step % opts.record_every == 0:
@@ -363,8 +376,17 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
             callback(step, val)
 
     every = 1 if callback is not None else (opts.record_every or 1)
-    info = _fit(student, objective, opts, hook if (callback or recorder) else None, every,
-                final_dtype if final_dtype != train_dtype else None)
+    fits = []
+    for s_k in init_seeds:
+        student_k = init_student(problem.student, problem.d, problem.p, generator(s_k), train_dtype, dev,
+                                 scale=opts.init_scale)
+        if recorder is not None:
+            recorder.student = student_k
+        info_k = _fit(student_k, objective, opts, hook if (callback or recorder) else None, every,
+                      final_dtype if final_dtype != train_dtype else None)
+        fits.append((info_k, student_k))
+    best = min(range(len(fits)), key=lambda k: fits[k][0].objective)
+    info, student = fits[best]
     if recorder is not None and (not recorder.rows["step"] or recorder.rows["step"][-1] != info.steps):
         recorder(info.steps, info.objective)
 
@@ -379,6 +401,9 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         "precision": opts.precision, "options": opts.key_fields(dev), "n": problem.n, "n_test": opts.n_test,
     }
     extras.update({} if recorder is None else {"trajectory": recorder.rows})
+    if opts.n_starts > 1:
+        objs = [f[0].objective for f in fits]
+        extras.update(start_objectives=objs, best_start=int(best), objective_spread=float(max(objs) - min(objs)))
     extras.update({"S": S_np, "S0": S0_np} if return_matrices else {})
     return Result("simulation", problem.to_dict(), **metrics, converged=bool(info.converged), iterations=int(info.steps),
                   runtime_s=time.perf_counter() - t0, message=_fit_message(info), extras=extras)
