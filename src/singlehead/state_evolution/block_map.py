@@ -41,7 +41,7 @@ from singlehead.state_evolution.se_map import (
     ProxBranches,
 )
 from singlehead.state_evolution.output import Q_FLOOR
-from singlehead.state_evolution.stages import stage_message
+from singlehead.state_evolution.stages import stage_message, training_objective
 from singlehead.state_evolution.untied.output import (
     UntiedOutput,
     block_sizes,
@@ -184,7 +184,7 @@ class BlockSEMap(MapCore):
 
     ``point``: the :class:`BlockPoint`; settings, counter, branches and modes as in
     ``se_map.MapCore``. The sampled prior side is an iterative estimator whose accuracy
-    follows the residual (``1e-2`` of it, between ``1e-3 tol`` and ``1e-6``): far from the fixed
+    follows the residual (``1e-4`` of it, between ``1e-3 tol`` and ``1e-6``): far from the fixed
     point a fully accurate prior side is wasted. Without an exact Jacobian, its damped pre-iteration is
     Anderson-accelerated (``pre_iteration_history = 4``): plain iteration of the two blocks can circle
     a fixed point that it does not approach (seq2lab, ``T = 2``, ``alpha = 0.5``, ``lam = 1e-2``).
@@ -305,15 +305,15 @@ def block_result(F: BlockSEMap, x: np.ndarray, out: UntiedOutput, side: Any, *, 
     se = {f"{k}_quadrature": v for k, v in out.err.items()}
     se.update(test_error=errs["test_error_se"], test_error_noisy=errs["test_error_noisy_se"])
     sampled = F.used_sampled and side.sampled
+    rank_fraction = float(side.rank_fraction)
     if not F.used_sampled:
         prior = "exact (tied prior)"
         # the tied counterpart's prior side was used: its penalty at this point
         tied = problem.student.tied_counterpart(float(out.hats[0]), problem.lam)
-        rank_fraction = float(side.rank_fraction)
         penalty = tied.se_penalty(problem.lam, qs, side) if tied is not None else math.nan
     else:
         prior = f"sampled D={pt.sample.D} x {pt.sample.draws}" if sampled else "closed form"
-        rank_fraction, penalty = float(side.rank_fraction), float(side.penalty)
+        penalty = float(side.penalty)
     if sampled:
         for k, v in zip(OVERLAPS, side.draw_se):
             se.setdefault(k, float(v))
@@ -321,7 +321,7 @@ def block_result(F: BlockSEMap, x: np.ndarray, out: UntiedOutput, side: Any, *, 
                               "asymmetry": float(2 * math.sqrt(qa / q)) if q > 0 else math.nan, "prior": prior,
                               "residual": float(residual), "residual_floor": float(floor),
                               "evaluations": int(F.evaluations), "collapsed": False,
-                              "objective": float(out.train_error + penalty / problem.alpha)}
+                              "objective": training_objective(out.train_error, penalty, problem.alpha)}
     extras.update({f"{k}_se": float(v) for k, v in se.items()})
     sv = side.singular_values if sampled else None
     if sv is not None:
@@ -344,7 +344,8 @@ def collapsed_block_result(point: BlockPoint, quad: OutputQuadrature | None, t0:
                               Q0a=point.Q0a, quad=quad)
     extras: dict[str, Any] = {**dict.fromkeys(OVERLAPS, 0.0), "asymmetry": math.nan, "prior": "collapse",
                               "residual": 0.0, "residual_floor": 0.0, "evaluations": int(iterations),
-                              "collapsed": True, "objective": float(errs["test_error_noisy"]),
+                              "collapsed": True,
+                              "objective": training_objective(errs["test_error_noisy"], 0.0, problem.alpha),
                               "test_error_se": errs["test_error_se"], "test_error_noisy_se": errs["test_error_noisy_se"],
                               "train_error_se": errs["test_error_noisy_se"]}
     return Result(source="theory", problem=problem.to_dict(), test_error=errs["test_error"],
@@ -416,6 +417,9 @@ class BlockSetup:
     def Q0(self) -> tuple[float, ...]:
         return self.point.Q0
 
+    #: the block map has no exact Jacobian (its prior side is an iterative estimator on sampled instances)
+    tangent = False
+
     def new_map(self, settings: MapSettings, branches: ProxBranches | None = None) -> BlockSEMap:
         """The attempt's map."""
         return BlockSEMap(self.point.problem, self.point, self.quad, settings, branches=branches)
@@ -431,8 +435,8 @@ class BlockSetup:
         return block_result(F, dg.x, dg.out, dg.pr, converged=dg.converged, residual=dg.residual, floor=dg.floor,
                             iterations=iterations, message=stage_message(dg, o.tol), t0=t0)
 
-    def collapsed(self, F: Any, t0: float) -> Result:
-        return collapsed_block_result(self.point, self.quad, t0, F.n_calls)
+    def collapsed(self, t0: float, iterations: int) -> Result:
+        return collapsed_block_result(self.point, self.quad, t0, iterations)
 
     def finish(self, result: Result, F: BlockSEMap, x: np.ndarray | None, options: SEOptions,
                jacobian: np.ndarray | None = None) -> None:

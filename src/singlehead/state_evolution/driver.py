@@ -139,19 +139,15 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
         if quad is None:
             quad = o.quadrature(problem)
         col = collapse if collapse is not None else collapse_point(problem, pm, quad)
-        setup: Any = TiedSetup(problem, pm, quad, col)
-        prior_again: Any = pm
-
-        def new_map(settings: MapSettings, tracked: ProxBranches) -> Any:
-            return SEMap(problem, pm, quad, settings, branches=tracked)
-        tangent = quad is not None
+        setup: TiedSetup | BlockSetup = TiedSetup(problem, pm, quad, col)
+        prior_again: str | PriorModel = pm  # a refined re-solve reuses the prior model
     else:
         check_block_options(o, prior, quad, problem)
         if quad is None:
             quad = o.quadrature(problem)
         point = BlockPoint.build(problem, o)
         setup = BlockSetup(point, quad, point.collapse_holds(quad))
-        prior_again, new_map, tangent = prior, setup.new_map, False  # the block map has no exact Jacobian
+        prior_again = prior
     jacobian, branches = None, None
     if isinstance(init, WarmStart):
         init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, (init.branches, init.branches_cv)
@@ -160,7 +156,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
                          else tuple(b) for b in branches)
     if setup.collapse_holds and problem.channel.convex_prox:
         # convex problem (the rank cap does not bind at S = 0): complete collapse is the minimiser
-        r = setup.collapsed(_NoMap(), t0)
+        r = setup.collapsed(t0, 0)
         r.extras["warm_start_retried"] = False
         r.extras["evaluations_all_attempts"] = 0
         return PointSolution(r)
@@ -172,14 +168,14 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
         # each attempt has its own budget; closed-form output sides (no nodes) keep Broyden; with softmax
         # (non-convex) the non-trivial solve is still tried when collapse is a fixed point, and if it reaches
         # it (or fails) the collapsed solution is returned
-        settings = MapSettings.from_options(oa, tangent=tangent, stop_on_collapse=setup.collapse_holds)
+        settings = MapSettings.from_options(oa, tangent=setup.tangent, stop_on_collapse=setup.collapse_holds)
         tracked = ProxBranches() if branches_ is None else ProxBranches(*(None if b is None else list(b) for b in branches_))
         trace: dict[str, Any] = {"budget": oa.max_evals}
-        a = solve_attempt(setup, new_map(settings, tracked), t0, oa, init=init_, jacobian=jacobian_, trace=trace)
+        a = solve_attempt(setup, setup.new_map(settings, tracked), t0, oa, init=init_, jacobian=jacobian_, trace=trace)
         return a, trace
 
     plan = _attempt_plan(init, jacobian, branches, cold_first,
-                         secant_fallback=o.exact_jacobian and tangent)
+                         secant_fallback=o.exact_jacobian and setup.tangent)
     attempts: list[Attempt] = []
     warm_failed, records = False, []
     for init_, jac_, br_, escalate, secant in plan:
@@ -194,8 +190,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     kept = min(attempts, key=lambda a: (not a.converged, a.residual))
     r = kept.result
     diagnose(problem, r, records, o, quad)  # an unconverged result says why
-    if isinstance(setup, BlockSetup):
-        setup.finish(r, kept.map, kept.x, o, kept.jacobian)
+    setup.finish(r, kept.map, kept.x, o, kept.jacobian)
     r.extras["warm_start_retried"] = warm_failed
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
     r.extras["evaluations_all_attempts"] = int(sum(a.map.evaluations for a in attempts))
@@ -216,14 +211,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
         r.message += f"; solved again on {finer.n_points} nodes per scramble: residual {r2.extras['residual']:.1e}"
         r.extras["evaluations_all_attempts"] = r2.extras["evaluations_all_attempts"]
         r.runtime_s = r2.runtime_s
-    return PointSolution(r, _next_warm_start(kept, setup.Q0 if isinstance(setup, BlockSetup) else setup.pm.Q0,
-                                             alpha_tangent), warm_failed)
-
-
-class _NoMap:
-    """The map of a point decided before any evaluation (complete collapse of a convex problem)."""
-
-    n_calls = 0
+    return PointSolution(r, _next_warm_start(kept, setup.Q0, alpha_tangent), warm_failed)
 
 
 #: a solve whose residual stalled at the quadrature floor is redone once on this many times the nodes (the

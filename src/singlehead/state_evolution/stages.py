@@ -38,12 +38,15 @@ from singlehead.state_evolution.se_map import (
     AtQuadratureFloor,
     BudgetExhausted,
     DrivenToCollapse,
+    MapSettings,
+    ProxBranches,
     SEMap,
     below_floor,
     default_init,
 )
 
-__all__ = ["SEState", "Attempt", "ReportedPoint", "TiedSetup", "solve_attempt", "collapsed_result", "stage_message"]
+__all__ = ["SEState", "Attempt", "ReportedPoint", "TiedSetup", "solve_attempt", "collapsed_result", "stage_message",
+           "training_objective"]
 
 _SOLVER_ERRORS = (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError)
 
@@ -277,7 +280,7 @@ def stage_message(dg: Any, tol: float) -> str:
     return f"not converged: residual {dg.residual:.1e} >= 10 tol = {10 * tol:.1e}"
 
 
-def _objective(train_error: float, penalty: float, alpha: float) -> float:
+def training_objective(train_error: float, penalty: float, alpha: float) -> float:
     """The training objective per sample ``L/n`` at the fixed point (as ``simulate``'s ``extras["objective"]``).
 
     ``L = sum_mu ||yhat_mu - y_mu||^2 + lam d pen(S)`` and ``n = alpha d^2``, so ``L/n = train_error + penalty/alpha``
@@ -300,7 +303,7 @@ def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None
                            pm=pm, quad=quad, col=col, collapsed=False)
     extras.update(prior_draw_spread(problem, pm, dg.x, dg.out, dg.pr, quad))  # finite-d prior: draw-to-draw spread
     penalty = problem.student.se_penalty(problem.lam, q, dg.pr)
-    extras["objective"] = _objective(dg.out.train_error, penalty, problem.alpha)
+    extras["objective"] = training_objective(dg.out.train_error, penalty, problem.alpha)
     return Result(
         source="theory", problem=problem.to_dict(), test_error=te["test_error"],
         test_error_noisy=te["test_error_noisy"], train_error=dg.out.train_error,
@@ -325,7 +328,7 @@ def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | 
                  "train_error": te["test_error_noisy_se"]})
     extras = theory_extras(x=np.zeros(3), Q0=Q0, out=col.out, pr=col.prior, residual=0.0, floor=0.0, qerr=qerr,
                            pm=pm, quad=quad, col=col, collapsed=True)
-    extras["objective"] = _objective(te["test_error_noisy"], 0.0, problem.alpha)
+    extras["objective"] = training_objective(te["test_error_noisy"], 0.0, problem.alpha)
     return Result(
         source="theory", problem=problem.to_dict(), test_error=te["test_error"],
         test_error_noisy=te["test_error_noisy"], train_error=te["test_error_noisy"], penalty=0.0,
@@ -359,11 +362,12 @@ class Attempt:
 
 @dataclass
 class TiedSetup:
-    """What the stages need to know of a symmetric student's point beyond its map: the prior model ``pm``,
-    the node set ``quad`` and the collapse test ``col``. A setup turns an ``init`` into a start
-    (:meth:`start_point`), says whether a point is non-trivial (:meth:`nontrivial`), and builds the
-    results (:meth:`result`, :meth:`collapsed`); a non-symmetric student has its own
-    (:class:`~.block_map.BlockSetup`)."""
+    """What the driver and the stages need to know of a symmetric student's point: the prior model ``pm``,
+    the node set ``quad`` and the collapse test ``col``. A setup builds the attempts' maps
+    (:meth:`new_map`; ``tangent``: whether they compute the exact Jacobian), turns an ``init`` into a
+    start (:meth:`start_point`), says whether a point is non-trivial (:meth:`nontrivial`), builds the
+    results (:meth:`result`, :meth:`collapsed`) and completes the kept one (:meth:`finish`); a
+    non-symmetric student has its own (``block_map.BlockSetup``)."""
 
     problem: Problem
     pm: PriorModel
@@ -374,6 +378,19 @@ class TiedSetup:
     def collapse_holds(self) -> bool:
         return bool(self.col.holds)
 
+    @property
+    def Q0(self) -> float:
+        return self.pm.Q0
+
+    @property
+    def tangent(self) -> bool:
+        """The output side on nodes has an exact tangent (a closed-form one keeps Broyden's method)."""
+        return self.quad is not None
+
+    def new_map(self, settings: MapSettings, branches: ProxBranches | None = None) -> SEMap:
+        """The attempt's map."""
+        return SEMap(self.problem, self.pm, self.quad, settings, branches=branches)
+
     def start_point(self, init: Any) -> np.ndarray:
         return start_point(init, self.pm.Q0)
 
@@ -383,8 +400,12 @@ class TiedSetup:
     def result(self, F: Any, dg: ReportedPoint, iterations: int, t0: float, o: SEOptions) -> Result:
         return result_stage(self.problem, self.pm, self.quad, self.col, dg, iterations, t0, o)
 
-    def collapsed(self, F: Any, t0: float) -> Result:
-        return collapsed_result(self.problem, self.pm, self.quad, self.col, t0, F.n_calls)
+    def collapsed(self, t0: float, iterations: int) -> Result:
+        return collapsed_result(self.problem, self.pm, self.quad, self.col, t0, iterations)
+
+    def finish(self, result: Result, F: Any, x: np.ndarray | None, options: SEOptions,
+               jacobian: np.ndarray | None = None) -> None:
+        """Nothing to add to a symmetric student's kept result."""
 
 
 def solve_attempt(setup: Any, F: Any, t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None,
@@ -400,6 +421,6 @@ def solve_attempt(setup: Any, F: Any, t0: float, o: SEOptions, *, init: Any, jac
         if setup.collapse_holds and not (dg.converged and setup.nontrivial(dg.x)):
             raise DrivenToCollapse
     except DrivenToCollapse:
-        return Attempt(setup.collapsed(F, t0), 0.0, None, None, F)
+        return Attempt(setup.collapsed(t0, F.n_calls), 0.0, None, None, F)
     r = setup.result(F, dg, s.iterations, t0, o)
     return Attempt(r, dg.residual, np.array(dg.x, float), None if s.jac is None else np.asarray(s.jac), F, dg.pr)
