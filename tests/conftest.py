@@ -26,3 +26,14 @@ def usage_error(capsys):
         return err[0]
 
     return run
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run the test with one torch thread (sized instances; no oversubscription beside other workers)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

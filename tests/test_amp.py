@@ -19,12 +19,7 @@ from singlehead.model.results import METRIC_FIELDS
 from singlehead.sim.data import sample_target
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _instance(p: Problem, seed: int = 0):

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from singlehead import (
     MPTarget,
@@ -25,12 +24,7 @@ from singlehead import (
 from singlehead.sim.simulation import TrainOptions
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("kappa0", [1.5, 2.0])
