@@ -30,6 +30,8 @@ def test_every_figure_has_three_frozen_presets(name):
     ("finite_size", "seeds", (12, 10), r"FiniteSizeSpec\.seeds must have one entry per entry of ds \(5\)"),
     ("finite_size", "alphas", (), r"FiniteSizeSpec\.alphas must not be empty"),
     ("errors_vs_alpha", "seeds", 0, r"ErrorsSpec\.seeds must be an integer >= 1 \(got 0\)"),
+    ("errors_vs_alpha", "adam_alphas", (0.1, 0.7), r"ErrorsSpec\.adam_alphas must be a subset of sim_alphas"),
+    ("errors_vs_alpha", "fit_rtol", 0.0, r"ErrorsSpec\.fit_rtol must be a real number > 0"),
     ("interpolation_peak", "sim_lams", (1e-3, -1e-5), r"PeakSpec\.sim_lams must hold values valid"),
     ("bayes_vs_erm", "amp_d", 20, r"BayesSpec\.amp_d must be an integer >= 50"),
     ("power_law", "tail_lam", 0.0, r"PowerLawSpec\.tail_lam must be a real number > 0 \(got 0.0\)"),
@@ -44,6 +46,18 @@ def test_a_spec_rejects_an_invalid_field_and_names_it(figure, field, value, matc
         spec.replace(**{field: value})
     with pytest.raises(ValueError, match=match):
         type(spec)(**{field: value})
+
+
+def test_the_loose_stopping_rule_is_quick_only_and_spares_the_small_lam_students():
+    # full presets keep the TrainOptions defaults; the peak's lam < 1e-3 students keep them in every preset
+    for name in ("errors_vs_alpha", "factorized_vs_direct", "finite_size", "interpolation_peak"):
+        assert FIGURES[name].spec.full().fit_rtol is None
+        assert FIGURES[name].spec.quick().fit_rtol == 1e-6
+    peak = FIGURES["interpolation_peak"].spec.quick()
+    assert peak.fit_options(1e-5) == {}
+    assert peak.fit_options(1e-3) == {"tol": 1e-6, "polish_rtol": 1e-6}
+    # errors vs alpha and the finite-size scan share their d = 100 runs only with the same rule
+    assert FIGURES["finite_size"].spec.quick().fit_rtol == FIGURES["errors_vs_alpha"].spec.quick().fit_rtol
 
 
 def test_factorized_vs_direct_may_skip_the_extrapolation():

@@ -32,40 +32,68 @@ ADAM_KAPPA = 1.0
 
 @dataclass(frozen=True)
 class ErrorsSpec(FigureSpec):
-    """Sizes of errors vs alpha: theory on ``theory_points`` alphas geometric in ``alpha_range``, L-BFGS
-    students (``seeds``) and full-batch Adam (``adam_seeds``, at kappa = 1) at ``sim_alphas``, dimension ``d``."""
+    """Sizes of errors vs alpha: theory on ``theory_points`` alphas geometric in ``alpha_range``; L-BFGS
+    students (``seeds``) at ``sim_alphas`` for kappa = 1 and at ``cap_alphas`` for the capped kappa = 0.75;
+    full-batch Adam (``adam_seeds``, at kappa = 1) at ``adam_alphas``; dimension ``d``.
+
+    ``fit_rtol`` (``None``: the :class:`~singlehead.sim.simulation.TrainOptions` defaults) is the L-BFGS
+    stopping rule of the L-BFGS students, both the float32 phase's and the float64 polish's relative objective
+    change; ``benchmarks/bench_stopping_rule.py`` measures the paired change of the test error it causes
+    against the seed spread at these points. Below the largest simulated alpha the rank cap 0.75 does not bind
+    (the predicted rank fraction stays below it), so the quick preset simulates the capped student only at the
+    largest alpha, where the two caps come closest.
+    """
 
     d: int = 100
     seeds: int = 8
     adam_seeds: int = 3
     sim_alphas: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0)
+    cap_alphas: tuple[float, ...] = field(default=(2.0,), metadata={"empty": True})
+    adam_alphas: tuple[float, ...] = field(default=(0.1, 0.25, 0.5), metadata={"empty": True})
     theory_points: int = 24
     alpha_range: tuple[float, float] = (0.05, 3.0)
     n_test: int = 4000
+    fit_rtol: float | None = 1e-6
 
     @classmethod
     def full(cls) -> "ErrorsSpec":
-        return cls(adam_seeds=8, sim_alphas=(0.1, 0.25, 0.5, 1.0, 2.0, 3.0), theory_points=60, n_test=20000)
+        alphas = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0)
+        return cls(adam_seeds=8, sim_alphas=alphas, cap_alphas=alphas, adam_alphas=alphas, theory_points=60,
+                   n_test=20000, fit_rtol=None)
 
     @classmethod
     def smoke(cls) -> "ErrorsSpec":
-        return cls(d=16, seeds=2, adam_seeds=2, sim_alphas=(0.25, 1.0), theory_points=6, n_test=500)
+        return cls(d=16, seeds=2, adam_seeds=2, sim_alphas=(0.25, 1.0), cap_alphas=(1.0,), adam_alphas=(0.25,),
+                   theory_points=6, n_test=500)
+
+    def check(self) -> None:
+        for name in ("cap_alphas", "adam_alphas"):
+            extra = sorted(set(getattr(self, name)) - set(self.sim_alphas))
+            if extra:
+                raise ValueError(f"ErrorsSpec.{name} must be a subset of sim_alphas {self.sim_alphas} (got {extra} "
+                                 "outside it)")
+
+    def fit_options(self) -> dict[str, float]:
+        """The L-BFGS stopping rule's options (empty: the defaults)."""
+        return {} if self.fit_rtol is None else {"tol": self.fit_rtol, "polish_rtol": self.fit_rtol}
 
 
 def errors_grid(spec: ErrorsSpec) -> dict[str, Any]:
     """Theory problems on the alpha grid and simulated problems, for each rank cap of :data:`KAPPAS`."""
     grid = np.round(np.geomspace(*spec.alpha_range, spec.theory_points), 6)
     return {"theory": [Problem(d=spec.d, alpha=float(a), kappa=k, **BASE) for k in KAPPAS for a in grid],
-            "sim": [Problem(d=spec.d, alpha=a, kappa=k, **BASE) for k in KAPPAS for a in spec.sim_alphas]}
+            "sim": [Problem(d=spec.d, alpha=a, kappa=k, **BASE) for k in KAPPAS
+                    for a in (spec.cap_alphas if k < ADAM_KAPPA else spec.sim_alphas)]}
 
 
 def errors_run(ctx: Context, spec: ErrorsSpec, grid: dict[str, Any]) -> FigureRun:
     """Theory curves, L-BFGS and Adam students, and their agreement with the theory at the simulated alphas."""
     sim_problems = grid["sim"]
     th = records_to_frame(ctx.run(ctx.theory_jobs(grid["theory"]), "theory: errors vs alpha"))
-    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, "lbfgs", seeds=spec.seeds, n_test=spec.n_test),
-                                   "L-BFGS: errors vs alpha"))
-    adam = records_to_frame(ctx.run(ctx.sim_jobs([p for p in sim_problems if p.kappa == ADAM_KAPPA], "adam",
+    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, "lbfgs", seeds=spec.seeds, n_test=spec.n_test,
+                                                **spec.fit_options()), "L-BFGS: errors vs alpha"))
+    adam_problems = [p for p in sim_problems if p.kappa == ADAM_KAPPA and p.alpha in spec.adam_alphas]
+    adam = records_to_frame(ctx.run(ctx.sim_jobs(adam_problems, "adam",
                                                  seeds=spec.adam_seeds, n_test=spec.n_test), "Adam: errors vs alpha"))
     th_at_sim = records_to_frame(ctx.run(ctx.theory_jobs(sim_problems), "theory at simulated alphas"))
     by = ["cfg_alpha", "cfg_kappa"]
@@ -136,7 +164,8 @@ def _lam_grid(points: int) -> tuple[float, ...]:
 class FactorizedVsDirectSpec(FigureSpec):
     """Sizes of factorized vs direct: the lam scan (``alphas`` x ``lams``) in theory, students at the best lam
     (``seeds`` at ``d``) and, for the d = inf extrapolation, at ``fs_ds`` with ``fs_seeds`` each (empty: the
-    comparison at ``d`` alone). The kappa0 = 0.05 target has rank 0.05 d: multiples of 20 keep it whole."""
+    comparison at ``d`` alone). The kappa0 = 0.05 target has rank 0.05 d: multiples of 20 keep it whole.
+    ``fit_rtol``: the L-BFGS stopping rule of every student, as in :class:`ErrorsSpec`."""
 
     d: int = 100
     seeds: int = 8
@@ -145,6 +174,7 @@ class FactorizedVsDirectSpec(FigureSpec):
     fs_ds: tuple[int, ...] = field(default=(40, 60), metadata={"empty": True})  # d = 80 costs 60 % of this scan
     fs_seeds: tuple[int, ...] = field(default=(16, 12), metadata={"empty": True})
     n_test: int = 4000
+    fit_rtol: float | None = 1e-6
 
     def check(self) -> None:
         check_same_length(self, "fs_ds", "fs_seeds")
@@ -152,7 +182,11 @@ class FactorizedVsDirectSpec(FigureSpec):
     @classmethod
     def full(cls) -> "FactorizedVsDirectSpec":
         return cls(alphas=tuple(np.round(np.geomspace(0.01, 2, 12), 5)), lams=_lam_grid(17), fs_ds=(40, 60, 80),
-                   fs_seeds=(16, 12, 8), n_test=20000)
+                   fs_seeds=(16, 12, 8), n_test=20000, fit_rtol=None)
+
+    def fit_options(self) -> dict[str, float]:
+        """The L-BFGS stopping rule's options (empty: the defaults)."""
+        return {} if self.fit_rtol is None else {"tol": self.fit_rtol, "polish_rtol": self.fit_rtol}
 
     @classmethod
     def smoke(cls) -> "FactorizedVsDirectSpec":
@@ -175,8 +209,8 @@ def fvd_run(ctx: Context, spec: FactorizedVsDirectSpec, grid: dict[str, Any]) ->
     best = th.loc[th.groupby(["cfg_student", "cfg_alpha"]).test_error.idxmin()]
     sim_problems = [Problem(d=spec.d, alpha=float(r.cfg_alpha), lam=float(r.cfg_lam), student=r.cfg_student,
                             **FVD_BASE) for r in best.itertuples()]
-    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, seeds=spec.seeds, n_test=spec.n_test),
-                                   "simulations at the best lam"))
+    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, seeds=spec.seeds, n_test=spec.n_test,
+                                                **spec.fit_options()), "simulations at the best lam"))
     agr = agreement(sim, best, ["cfg_student", "cfg_alpha", "cfg_lam"], ["test_error", "matrix_error"],
                     tol_abs=0.005, reason=f"finite size (d = {spec.d}) and SE quadrature")
     sim_fs = sim.iloc[:0]
@@ -240,7 +274,7 @@ def _fvd_extrapolated_agreement(ctx: Context, spec: FactorizedVsDirectSpec, sim_
     """
     extra = {int(d): int(k) for d, k in zip(spec.fs_ds, spec.fs_seeds) if d != spec.d}
     probs = [p.replace(d=d) for p in sim_problems for d in extra]
-    sim_fs = records_to_frame(ctx.run(sim_jobs_per_d(ctx, probs, extra, n_test=spec.n_test),
+    sim_fs = records_to_frame(ctx.run(sim_jobs_per_d(ctx, probs, extra, n_test=spec.n_test, **spec.fit_options()),
                                       "simulations at the best lam, several d"))
     both = pd.concat([sim, sim_fs], ignore_index=True)
     rows = []

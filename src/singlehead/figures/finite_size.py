@@ -36,19 +36,22 @@ POOR_FIT_P = 0.01  # a fit with chi2 p-value below this is called poor in the ag
 @dataclass(frozen=True)
 class FiniteSizeSpec(FigureSpec):
     """Sizes of the finite-size figure: L-BFGS students at each ``d in ds`` with ``seeds`` (one count per
-    size), at each alpha of ``alphas``, ``n_test`` test sequences per run."""
+    size), at each alpha of ``alphas``, ``n_test`` test sequences per run; ``fit_rtol`` is the L-BFGS
+    stopping rule, as in :class:`singlehead.figures.errors.ErrorsSpec` (the same value, so that the d = 100
+    runs are those of errors vs alpha)."""
 
     ds: tuple[int, ...] = (25, 35, 50, 70, 100)
     seeds: tuple[int, ...] = (12, 10, 8, 6, 8)  # d = 100: the 8 seeds of errors_vs_alpha (cached)
     alphas: tuple[float, ...] = (0.25, 0.5, 1.0)
     n_test: int = 4000
+    fit_rtol: float | None = 1e-6
 
     def check(self) -> None:
         check_same_length(self, "ds", "seeds")
 
     @classmethod
     def full(cls) -> "FiniteSizeSpec":
-        return cls(n_test=20000)
+        return cls(n_test=20000, fit_rtol=None)
 
     @classmethod
     def smoke(cls) -> "FiniteSizeSpec":
@@ -56,11 +59,12 @@ class FiniteSizeSpec(FigureSpec):
 
 
 def sim_jobs_per_d(ctx: Context, problems: list[Problem], seeds: dict[int, int], *, n_test: int,
-                   optimizer: str = "lbfgs") -> list[Job]:
-    """Simulation jobs (through :meth:`Context.sim_jobs`, same keys) with ``seeds[p.d]`` seeds per problem."""
+                   optimizer: str = "lbfgs", **options: Any) -> list[Job]:
+    """Simulation jobs (through :meth:`Context.sim_jobs`, same keys) with ``seeds[p.d]`` seeds per problem;
+    ``options`` are further :class:`~singlehead.sim.simulation.TrainOptions` fields."""
     jobs: list[Job] = []
     for d, k in seeds.items():
-        jobs += ctx.sim_jobs([p for p in problems if p.d == d], optimizer, seeds=int(k), n_test=n_test)
+        jobs += ctx.sim_jobs([p for p in problems if p.d == d], optimizer, seeds=int(k), n_test=n_test, **options)
     return jobs
 
 
@@ -104,8 +108,9 @@ def finite_size_grid(spec: FiniteSizeSpec) -> dict[str, Any]:
 
 def finite_size_run(ctx: Context, spec: FiniteSizeSpec, grid: dict[str, Any]) -> FigureRun:
     """Simulations and theory; per alpha the gaps, their a + b/d fit and one agreement row."""
+    fit = {} if spec.fit_rtol is None else {"tol": spec.fit_rtol, "polish_rtol": spec.fit_rtol}
     sim = records_to_frame(ctx.run(sim_jobs_per_d(ctx, grid["problems"], dict(zip(spec.ds, spec.seeds)),
-                                                  n_test=spec.n_test), "L-BFGS: finite-size scan"))
+                                                  n_test=spec.n_test, **fit), "L-BFGS: finite-size scan"))
     th = records_to_frame(ctx.run(ctx.theory_jobs(grid["theory"]), "theory: finite-size scan"))
     theory = dict(zip(th.cfg_alpha, th.test_error))
     rows, fits, gaps = [], [], {}

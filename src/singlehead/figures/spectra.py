@@ -36,7 +36,7 @@ class LearnedSpectraSpec(FigureSpec):
     largest alpha is also simulated at ``fs_ds`` (``fs_seeds`` each) to extrapolate its checks to d = inf."""
 
     d: int = 100
-    high_alpha_d: int = 60
+    high_alpha_d: int = 40  # the largest of fs_ds: its runs serve both the spectrum and the extrapolation
     high_alpha: float = 4.0
     seeds: int = 4
     alphas: tuple[float, ...] = (0.05, 0.5, 4.0, 40.0)
