@@ -186,7 +186,11 @@ def test_streamed_batches_give_the_same_fit():
     p = Problem(d=12, T=2, alpha=1.0, noise=0.2)
     a = simulate(p, seed=1, options=TrainOptions(n_test=200))
     b = simulate(p, seed=1, options=TrainOptions(n_test=200, batch_size=37))
-    assert a.matrix_error == pytest.approx(b.matrix_error, rel=1e-6, abs=1e-9)
+    # the same minimum to the stopping rule's accuracy (objective within ~1e-7 relative, fit_lbfgs); the batches
+    # only change the gradient's rounding, so the fits stop at different iterates near the minimum: S differs
+    # along the flat directions, where the matrix error moves ~4e-5 relative (float64 fit vs mixed at this point)
+    assert a.extras["objective"] == pytest.approx(b.extras["objective"], rel=1e-7)
+    assert a.matrix_error == pytest.approx(b.matrix_error, rel=2e-4)
 
 
 def _two_loop_reference(g, mem):
@@ -205,19 +209,28 @@ def _two_loop_reference(g, mem):
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
 def test_lbfgs_direction_matches_the_two_loop_recursion(dtype, tol):
-    """The triangular-solve form of the L-BFGS direction equals the two loops (pairs from a convex quadratic,
-    so that s . y > 0 as in the optimiser), for 0, 1 and 50 stored pairs."""
-    from singlehead.sim.training import _lbfgs_direction
+    """The ring-buffer, triangular-solve form of the L-BFGS direction equals the two loops over the pairs it
+    holds (pairs from a convex quadratic, so that s . y > 0 as in the optimiser): 0, 1 and 20 pairs, and 50
+    pairs pushed through a memory of 20 (the ring wrapped, the oldest 30 dropped); after a reset it is the
+    plain gradient step."""
+    from singlehead.sim.training import LbfgsMemory
 
     gen = torch.Generator().manual_seed(0)
     n = 300
     A = torch.randn(n, n, generator=gen, dtype=torch.float64)
     H = (A @ A.T / n + 0.1 * torch.eye(n, dtype=torch.float64)).to(dtype)
-    for m in (0, 1, 50):
-        s_list = [torch.randn(n, generator=gen, dtype=torch.float64).to(dtype) for _ in range(m)]
+    for pushed, size in ((0, 20), (1, 20), (20, 20), (50, 20), (33, 20)):
+        s_list = [torch.randn(n, generator=gen, dtype=torch.float64).to(dtype) for _ in range(pushed)]
         y_list = [H @ s for s in s_list]
-        mem = {"s": s_list, "y": y_list, "rho": [1.0 / float(torch.dot(y, s)) for s, y in zip(s_list, y_list)],
-               "h_diag": 0.7}
+        mem = LbfgsMemory(size)
+        for s, y in zip(s_list, y_list):
+            mem.remember(s, y)
+        kept = list(zip(s_list, y_list))[-size:]
+        ref_mem = {"s": [s for s, _ in kept], "y": [y for _, y in kept],
+                   "rho": [1.0 / float(torch.dot(y, s)) for s, y in kept], "h_diag": mem.h_diag}
         g = torch.randn(n, generator=gen, dtype=torch.float64).to(dtype)
-        got, ref = _lbfgs_direction(g, mem), _two_loop_reference(g, mem)
+        got, ref = mem.direction(g), _two_loop_reference(g, ref_mem)
+        assert mem.count == len(kept)
         assert float((got - ref).norm() / ref.norm()) < tol
+        mem.reset()
+        assert torch.equal(mem.direction(g), -g)
