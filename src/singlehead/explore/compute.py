@@ -48,7 +48,7 @@ from singlehead.runs.cache import Cache, library_cache_dir, result_key
 from singlehead.state_evolution import SEOptions
 from singlehead.state_evolution.options import result_settings
 from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
-from singlehead.explore.view import View
+from singlehead.explore.view import View, slow_point_note
 
 __all__ = ["Engine", "cache_root"]
 
@@ -247,7 +247,8 @@ class Engine:
         gen = self.begin() if generation is None else generation
         alive = lambda: self.current(gen)  # noqa: E731
         t0 = time.perf_counter()
-        yield {"event": "view", **view.to_dict(), "code": {"python": view.python(), "cli": view.cli()}}
+        yield {"event": "view", **view.to_dict(), "code": {"python": view.python(), "cli": view.cli()},
+               "slow": slow_point_note(view.problem)}
         points: dict[int, dict[str, Any]] = {}
         for i, rec in self.theory_points(view, alive):
             points[i] = _point(rec)

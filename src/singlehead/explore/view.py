@@ -22,6 +22,7 @@ import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import stable_hash
+from singlehead.state_evolution.sizes import check_theory_size, point_cost_seconds
 from singlehead.model.targets import BUILTIN_TARGET_PARAMS, TargetParam, params_by_name, target_class, target_names
 
 __all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults"]
@@ -167,6 +168,18 @@ class View:
         return "\n".join(lines) + "\n"
 
 
+#: a point estimated to take longer than this (seconds) gets a note on the page (:func:`slow_point_note`)
+SLOW_POINT_SECONDS = 10.0
+
+def slow_point_note(problem: Problem) -> str | None:
+    """A note for the page when one state-evolution point of ``problem`` is estimated to take over
+    :data:`SLOW_POINT_SECONDS` (:func:`~singlehead.state_evolution.sizes.point_cost_seconds`), else ``None``."""
+    sec = point_cost_seconds(problem)
+    if sec <= SLOW_POINT_SECONDS:
+        return None
+    return f"T = {problem.T}: each point of the curve takes about {sec:.0f} s (a rough estimate, one core)"
+
+
 def parse_view(params: Mapping[str, Any]) -> View:
     """Build a :class:`View` from the controls' text values (missing ones take :data:`DEFAULTS`).
 
@@ -206,4 +219,9 @@ def parse_view(params: Mapping[str, Any]) -> View:
         problem.replace(alpha=a_at)
     except ValueError as exc:
         raise ViewError("alpha_at", str(exc).replace("alpha", "alpha_at", 1)) from None
+    try:  # sizes the state evolution cannot serve (T, d, memory): refused here, shown beside the control
+        check_theory_size(problem)
+    except ValueError as exc:
+        msg = str(exc)
+        raise ViewError(_field_of(msg, ("T", "d")) or "T", msg) from None
     return View(problem=problem, alpha_min=a_min, alpha_max=a_max, n_alpha=n_alpha, alpha_at=a_at)

@@ -191,8 +191,11 @@ def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: 
     """:func:`softmax_fit_loss` for any ``T`` (the formulas of its Notes)."""
     N, K = h.shape
     T = Y.shape[-1]
-    P2 = (untied_embedding(T) if untied else pair_embedding(T)).reshape(T * T, K)
-    H = (h @ P2.T).reshape(N, T, T)
+    if untied:
+        P2 = untied_embedding(T).reshape(T * T, K)
+        H = (h @ P2.T).reshape(N, T, T)
+    else:  # M(h) by a gather: O(K) per node, the same numbers as the product with the embedding
+        H = _gather_rows(h, T)
     A = softmax_rows(beta * H)
     R = A - Y
     val = _sum_last((R * R).reshape(N, T * T))
@@ -201,9 +204,12 @@ def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: 
     w = R * A
     s = _sum_last(w)[..., None]  # (N, T, 1)
     ws = w - s * A
-    grad = (2.0 * beta) * (ws.reshape(N, T * T) @ P2)  # pull-back of d ell / d H
+    # pull-back of d ell / d H
+    grad = (2.0 * beta) * (ws.reshape(N, T * T) @ P2 if untied else _scatter_rows(ws))
     if order == 1:
         return val, grad, None
+    if not untied and T > _PULLBACK_MAX_T:
+        return val, grad, _structured_dense_hessian(h, Y, beta)
     # row Hessians Hr[n, a, c, e] (closed form of 2 J J + 2 sum_b R_b Hess(A_b), J = beta(diag A - A A^T)):
     # Hr = 2 beta^2 [delta_ce (A_c^2 + ws_c) + A_c A_e (|A|^2 + 2 s - A_c - A_e) - A_c w_e - w_c A_e]
     # the same as a symmetric rank-2 update: Hr = c A A^T - v A^T - A v^T (+ the diagonal), with
@@ -220,6 +226,51 @@ def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: 
     pull = _untied_pullback(T) if untied else _pullback(T)
     hess = (2.0 * beta**2) * (Hr.reshape(N, T**3) @ pull).reshape(N, K, K)
     return val, grad, hess
+
+
+# above this T the dense Hessian is assembled from the row structure (O(K^2 T) per node) instead of the
+# pull-back matrix of T^3 x K^2 entries
+_PULLBACK_MAX_T = 8
+
+
+@lru_cache(maxsize=None)
+def _pairs(T: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(kidx, wgt, iu, ju)``: pair index of each entry, its weight in ``M``, ``numpy.triu_indices(T)``."""
+    iu, ju = np.triu_indices(T)
+    kidx = np.empty((T, T), dtype=np.intp)
+    kidx[iu, ju] = np.arange(iu.size)
+    kidx[ju, iu] = np.arange(iu.size)
+    wgt = np.ones((T, T))
+    wgt[np.arange(T), np.arange(T)] = math.sqrt(2.0)
+    return kidx, wgt, iu, ju
+
+
+def _gather_rows(h: np.ndarray, T: int) -> np.ndarray:
+    """``M(h)`` for ``(N, K)`` ``h`` by a gather."""
+    kidx, wgt = _pairs(T)[:2]
+    return h[:, kidx] * wgt
+
+
+def _scatter_rows(G: np.ndarray) -> np.ndarray:
+    """``M^T G`` for ``(N, T, T)`` ``G``: ``G_ab + G_ba`` off the diagonal, ``sqrt2 G_aa`` on it."""
+    T = G.shape[-1]
+    _, _, iu, ju = _pairs(T)
+    out = G[:, iu, ju] + G[:, ju, iu]
+    d = np.arange(T)
+    out[:, iu == ju] = math.sqrt(2.0) * G[:, d, d]
+    return out
+
+
+def _structured_dense_hessian(h: np.ndarray, Y: np.ndarray, beta: float) -> np.ndarray:
+    """The dense ``(N, K, K)`` Hessian from the row structure (:mod:`singlehead.numerics.prox_rows`), memory checked."""
+    from singlehead.numerics.limits import check_memory
+    from singlehead.numerics.prox_rows import dense_newton_matrix, row_derivatives
+
+    N, K = h.shape
+    check_memory(8.0 * 3 * N * K * K, "T", f"the dense {K} x {K} Hessians of the softmax loss on {N} nodes",
+                 "lower T or the number of nodes")
+    _, _, cu = row_derivatives(h, Y, beta, 2)
+    return dense_newton_matrix(cu.Dl, cu.Up, cu.Um)
 
 
 #: ``sqrt(2)``: the diagonal weight of the ``T = 2`` pair embedding, shared with :mod:`singlehead.numerics.prox_t2`.

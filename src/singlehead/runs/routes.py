@@ -71,8 +71,10 @@ def solver_inputs(problem: Problem, param: str, prior: str, settings: dict[str, 
 
     ``settings``: the ``SEOptions`` fields of the theory job (its settings less ``prior``)."""
     from singlehead.state_evolution import SEOptions, prior_model
+    from singlehead.state_evolution.sizes import check_theory_size
 
     options = SEOptions(**settings)
+    check_theory_size(problem, options, prior)  # refused before any node or eigenvalue is allocated
     if param in ("d", "target") or not problem.student.symmetric:
         return options, None, prior
     key = stable_hash({"problem": {**problem.to_dict(), param: None}, "prior": prior, "settings": settings})

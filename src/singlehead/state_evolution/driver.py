@@ -22,6 +22,7 @@ from singlehead.state_evolution.diagnosis import diagnose, record_attempt
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import CollapsePoint, PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.state_evolution.sizes import check_theory_size
 from singlehead.state_evolution.se_map import MapSettings, ProxBranches, SEMap
 from singlehead.state_evolution.stages import Attempt, SEState, TiedSetup, solve_attempt
 
@@ -131,6 +132,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     """
     t0 = time.perf_counter()
     o = options
+    check_theory_size(problem, o, prior)  # every size the library cannot serve is refused here, before allocating
     # the node set is the solver's choice (neither given nor set by n_points): a floor stall may refine it
     refine = quad is None and o.n_points is None
     if problem.student.symmetric:

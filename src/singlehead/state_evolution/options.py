@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,10 @@ __all__ = ["SEOptions", "Tuning", "WarmStart", "SE_METHODS", "check_symmetric_op
 
 SE_METHODS = ("broyden", "hybr", "iterate")
 PROX_BRANCHES = ("global", "teacher", "z")
+#: up to the fields of this ``T`` the default node count is the student's ``quadrature_points`` (see ``SEOptions.points``)
+LONG_SEQUENCE_T = 8
+#: the fewest default nodes per scramble for long sequences
+MIN_LONG_POINTS = 32
 
 
 @dataclass(frozen=True)
@@ -301,8 +306,22 @@ class SEOptions:
         return OutputQuadrature(quad.nodes[:, : max(1, quad.nodes.shape[1] // self.tuning.thin_factor)], quad.seed)
 
     def points(self, problem: Problem) -> int:
-        """Sobol nodes per scramble for ``problem``: ``n_points``, or the student's default when it is ``None``."""
-        return self.points_for(problem.student)
+        """Sobol nodes per scramble for ``problem``: ``n_points``, or the student's default when it is ``None``.
+
+        The default is the student's ``quadrature_points`` up to the fields of ``T = 8``; for longer sequences it
+        shrinks in proportion to the fields per sequence (``fields`` ``K``), rounded down to a power of two and at
+        least :data:`MIN_LONG_POINTS`: the output-side averages are sums over ``K`` weakly dependent fields, so their
+        quadrature error is set by ``nodes x K`` (measured in ``benchmarks/bench_long_sequences.py``), and the cost
+        and memory of a point grow with it. A point that stalls at its quadrature floor is refined (4x the nodes).
+        """
+        base = self.points_for(problem.student)
+        if self.n_points is not None:
+            return base
+        fields = sum(b.size(problem.T) for b in problem.student.field_blocks())
+        ref = sum(b.size(LONG_SEQUENCE_T) for b in problem.student.field_blocks())
+        if fields <= ref:
+            return base
+        return max(MIN_LONG_POINTS, 2 ** int(math.floor(math.log2(base * ref / fields))))
 
     def points_for(self, student: Any) -> int:
         """Sobol nodes per scramble for ``student``: ``n_points``, or the student's ``quadrature_points``."""

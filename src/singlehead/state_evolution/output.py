@@ -362,10 +362,20 @@ def _jacobian_averages(h: np.ndarray, y: np.ndarray, Sigma: float, problem: Prob
     return quad.mean_error_and_scrambles(np.stack([np.einsum("nij,nij->n", J, J), np.einsum("nii->n", J)], axis=1))[2]
 
 
-def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem):
-    """Fit loss ``ell(h; y) = ||chan_beta0(M(y)) - chan_beta(M(h))||_F^2`` with gradient and Hessian in ``h``."""
+def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem, order: int = 2):
+    """Fit loss ``ell(h; y) = ||chan_beta0(M(y)) - chan_beta(M(h))||_F^2`` with gradient and Hessian in ``h``
+    (up to ``order``)."""
     ch = problem.channel
-    return ch.fit_loss(h, ch.labels(y, problem.T, problem.beta0), problem.beta, order=2)
+    return ch.fit_loss(h, ch.labels(y, problem.T, problem.beta0), problem.beta, order=order)
+
+
+def _hessian_trace(h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem) -> np.ndarray:
+    """``tr[H (I + Sigma H)^{-1}]`` per node (``Channel.prox_hessian_trace``); a singular system raises ``LinAlgError``."""
+    ch = problem.channel
+    tr = ch.prox_hessian_trace(h, ch.labels(y, problem.T, problem.beta0), problem.beta, Sigma)
+    if tr is None:
+        raise np.linalg.LinAlgError("I + Sigma H is singular at some node")
+    return tr
 
 
 def _output_side_degenerate(
@@ -406,18 +416,18 @@ def _output_side_degenerate(
         pr = problem.channel.prox(z, y, Sigma, T=problem.T, beta=problem.beta, beta0=problem.beta0)
         prox_ok = pr.converged
         h = pr.h
-        fit, _, H = _fit_derivatives(h, y, problem)
+        fit = _fit_derivatives(h, y, problem, order=0)[0]
         gS = h / Sigma  # g / Sigma (z = 0)
-        Hs = np.linalg.solve(np.eye(K) + Sigma * H, H)  # H (1 + Sigma H)^{-1} (they commute)
-        cols = [np.einsum("nk,nk->n", gS, gS), np.einsum("nk,nk->n", gS, y) / Vy, np.einsum("nkk->n", Hs), fit]
+        trHs = _hessian_trace(h, y, Sigma, problem)  # tr H (1 + Sigma H)^{-1}
+        cols = [np.einsum("nk,nk->n", gS, gS), np.einsum("nk,nk->n", gS, y) / Vy, trHs, fit]
     else:
-        fit, grad, H = _fit_derivatives(z, y, problem)
+        fit, grad, _ = _fit_derivatives(z, y, problem, order=1)
         cols = [np.einsum("nk,nk->n", grad, grad)]
         if zero_q:
             cols.append(-np.einsum("nk,nk->n", grad, y) / Vy)
         else:
             cols.append(-np.einsum("nk,nk->n", grad, q * z0c - m * z) / det)
-        cols.append(np.einsum("nkk->n", H))  # -E tr dg/dz / Sigma with g = -Sigma grad ell(z)
+        cols.append(_hessian_trace(z, y, 0.0, problem))  # -E tr dg/dz / Sigma with g = -Sigma grad ell(z)
         cols.append(fit)
     mean, err, per = quad.mean_error_and_scrambles(np.stack(cols, axis=1))
     fac = np.array([2 * alpha, 2 * alpha, 2 * alpha, 1.0])

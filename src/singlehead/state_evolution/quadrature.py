@@ -24,6 +24,7 @@ import numpy as np
 import scipy  # the package alone is cheap; its version pins the Sobol implementation
 
 from singlehead.numerics.cache_dir import library_cache_dir
+from singlehead.numerics.limits import SOBOL_MAX_DIM, check_memory
 
 __all__ = ["OutputQuadrature"]
 
@@ -98,7 +99,12 @@ class OutputQuadrature:
     @classmethod
     def sobol(cls, dim: int, n_points: int = 2048, n_scrambles: int = 4, seed: int = 0) -> "OutputQuadrature":
         """``n_scrambles`` scrambled Sobol sets of ``n_points`` (rounded up to a power of 2) in ``dim`` dims."""
+        if int(dim) > SOBOL_MAX_DIM:
+            raise ValueError(f"dim must be <= {SOBOL_MAX_DIM}, the most dimensions SciPy's Sobol generator supports "
+                             f"(got {dim})")
         mexp = max(1, int(math.ceil(math.log2(max(2, n_points)))))
+        check_memory(8.0 * n_scrambles * 2**mexp * dim, "n_points",
+                     f"{n_scrambles} x {2**mexp} quadrature nodes in {dim} dimensions")
         return cls(_cached_nodes(int(dim), mexp, int(n_scrambles), int(seed)), int(seed))
 
     @property

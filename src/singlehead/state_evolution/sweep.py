@@ -11,6 +11,7 @@ from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import from_u, to_u
 from singlehead.state_evolution.driver import solve_point
+from singlehead.state_evolution.sizes import check_theory_size
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
@@ -67,6 +68,7 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
     """
     o = options or SEOptions()
     values = list(values)
+    check_theory_size(problem, o, prior)  # refused before any node or eigenvalue is allocated
     if problem.student.symmetric:
         check_symmetric_options(o, problem.student)
     else:

@@ -152,6 +152,7 @@ function handle(ev, gen, t0) {
       explorer.data = {view: ev, points: [], bayes: [], thresholds: null, spectrum: null, decomposition: null, scaling: null};
       document.body.classList.toggle("power-law", ev.power_law);
       for (const id of ["errors-note", "spectrum-note", "scaling-note"]) document.getElementById(id).textContent = "";
+      if (ev.slow) document.getElementById("errors-note").textContent = ev.slow;  // the cost model's warning
       break;
     case "point":
       d.points[ev.i] = ev;

@@ -164,6 +164,17 @@ class Channel:
             return None
         return np.tensordot(V, X, axes=([0, 2], [0, 1])) / h.shape[0]
 
+    def prox_hessian_trace(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float) -> np.ndarray | None:
+        """Per node ``tr[H (I + Sigma H)^{-1}]`` (``Sigma = 0``: ``tr H``), ``H`` the Hessian of :meth:`fit_loss` at ``h``
+        (the output side at complete collapse). Default: the dense Hessian; ``None`` where the system is singular."""
+        H = np.array(self.fit_loss(h, labels, beta, order=2)[2], dtype=float)
+        if Sigma == 0:
+            return np.einsum("nkk->n", H)
+        try:
+            return np.einsum("nkk->n", np.linalg.solve(np.eye(h.shape[1])[None] + Sigma * H, H))
+        except np.linalg.LinAlgError:
+            return None
+
     def prox_convex_at(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float) -> np.ndarray:
         """Per node, whether the prox objective's Hessian ``I/Sigma + H(h)`` is (safely) positive definite at ``h``.
         Default: a batched Cholesky with pivots floored at ``1e-12/Sigma``."""

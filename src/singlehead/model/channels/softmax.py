@@ -19,6 +19,13 @@ from singlehead.numerics.attention_maps import (
     vec_to_mat,
 )
 from singlehead.numerics.prox import interpolating_start, prox_newton
+from singlehead.numerics.prox_rows import (
+    STRUCTURED_MIN_T,
+    hessian_trace_rows,
+    newton_rows,
+    prox_convex_rows,
+    tangent_solve_rows,
+)
 from singlehead.numerics.prox_t2 import newton_t2
 from singlehead.model.channels.base import Array, Channel, stable_softmax
 
@@ -62,12 +69,16 @@ class Seq2Lab(Channel):
         return softmax_fit_loss(h, labels, beta, order=order)
 
     def prox_labels(self, z, labels, Sigma, *, beta, starts=None):
-        # T = 2: Newton in the plane of the two row differences (same minima, a 2 x 2 system per node)
-        newton = newton_t2(beta) if labels.shape[-1] == 2 else None
+        # T = 2: Newton in the plane of the two row differences (same minima, a 2 x 2 system per node);
+        # T >= STRUCTURED_MIN_T: the Newton systems in row coordinates, diagonal plus rank 2T (numerics.prox_rows)
+        T = labels.shape[-1]
+        newton = newton_t2(beta) if T == 2 else newton_rows(beta) if T >= STRUCTURED_MIN_T else None
         return prox_newton(z, labels, Sigma, lambda h, lab, order: self.fit_loss(h, lab, beta, order), starts=starts,
                            newton=newton)
 
     def prox_convex_at(self, h, labels, beta, Sigma):
+        if labels.shape[-1] >= STRUCTURED_MIN_T:
+            return prox_convex_rows(h, labels, beta, Sigma)  # D + rank 2T: the Woodbury capacitance's test
         if labels.shape[-1] != 2:
             return super().prox_convex_at(h, labels, beta, Sigma)
         return softmax_t2_prox_convex(h, labels, beta, Sigma)  # rank-two Hessian: a 2 x 2 test per node
@@ -76,6 +87,16 @@ class Seq2Lab(Channel):
         # T = 2: a bound on the rows' negative curvature (attention_maps.softmax_t2_prox_convex_everywhere);
         # no bound is derived for T >= 3
         return T == 2 and softmax_t2_prox_convex_everywhere(beta, Sigma)
+
+    def prox_tangent_solve(self, h, labels, beta, Sigma, B):
+        if labels.shape[-1] >= STRUCTURED_MIN_T:
+            return tangent_solve_rows(h, labels, beta, Sigma, B)  # D + rank 2T: Woodbury, O(T^3) per node
+        return super().prox_tangent_solve(h, labels, beta, Sigma, B)
+
+    def prox_hessian_trace(self, h, labels, beta, Sigma):
+        if labels.shape[-1] >= STRUCTURED_MIN_T:
+            return hessian_trace_rows(h, labels, beta, Sigma)
+        return super().prox_hessian_trace(h, labels, beta, Sigma)
 
     def prox_tangent_forms(self, h, labels, beta, Sigma, V):
         if labels.shape[-1] != 2:
