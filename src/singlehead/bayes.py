@@ -70,18 +70,31 @@ def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mo
     geometric scan and refined by Brent's method. ``V = 0`` (perfect recovery) when no positive
     root exists (noiseless only).
     """
-    if not problem.channel.labels_reveal_logits:
+    ch = problem.channel
+    if not (ch.labels_reveal_logits or ch.own_bayes_output):
         raise ValueError(
-            f"channel must be one whose labels reveal the teacher's noisy logits for the Bayes-optimal baseline "
-            f"(Channel.labels_reveal_logits; got {problem.channel.name!r}, which has no Bayes estimator here)")
+            f"channel must be one whose labels reveal the teacher's noisy logits, or one with its own Bayes output "
+            f"side, for the Bayes-optimal baseline (Channel.labels_reveal_logits / Channel.own_bayes_output; got "
+            f"{ch.name!r}, which has no Bayes estimator here)")
     pm = prior if prior is not None else prior_model(problem, prior_mode)
     Q0 = pm.Q0
     c = informative_directions(problem)
     a = 2 * c * problem.alpha
     Dh = problem.noise / 2
 
-    def G(V: float) -> float:
-        return denoising_mmse(pm, (V + Dh) / a) - V
+    if ch.own_bayes_output:
+        def qhat_of(V: float) -> float:
+            return 2 * problem.alpha * ch.bayes_output_information(problem.T, Q0 - V, V, problem.noise)
+
+        def G(V: float) -> float:
+            qh = qhat_of(V)
+            return denoising_mmse(pm, 1.0 / qh if qh > 0 else math.inf) - V
+    else:
+        def qhat_of(V: float) -> float:
+            return a / (V + Dh) if V + Dh > 0 else math.inf
+
+        def G(V: float) -> float:
+            return denoising_mmse(pm, (V + Dh) / a) - V
 
     grid = Q0 * np.geomspace(1.0, 1e-9, 80)
     V = 0.0
@@ -95,7 +108,7 @@ def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mo
         if Dh > 0:  # root below the scan: tiny V (huge alpha)
             V = optimize.brentq(G, 0.0, grid[-1], xtol=1e-16)
     q = Q0 - V
-    qhat = a / (V + Dh) if V + Dh > 0 else math.inf
+    qhat = qhat_of(V)
     return {"q": q, "qhat": qhat, "mmse": V, "Q0": Q0}
 
 
