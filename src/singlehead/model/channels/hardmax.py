@@ -12,12 +12,12 @@ from scipy import special, stats
 from scipy.stats import qmc
 
 from singlehead.numerics.attention_maps import shift_direction, vec_to_mat
-from singlehead.numerics.orthant import bvn_log_derivatives
+from singlehead.numerics.orthant import bvn_log_derivatives, log_bvn_cdf
 from singlehead.numerics.prox import interpolating_start
 from singlehead.model.channels.base import Array
 from singlehead.model.channels.softmax import Seq2Lab
 
-__all__ = ["Hardmax", "hardmax_rows", "hardmax_fisher_information", "hardmax_bayes_denoiser"]
+__all__ = ["Hardmax", "hardmax_rows", "hardmax_log_partition", "hardmax_fisher_information", "hardmax_bayes_denoiser"]
 
 #: Correlation of the two row margins ``u_1 = sqrt2 z_11 - z_12``, ``u_2 = sqrt2 z_22 - z_12`` at ``T = 2``.
 _RHO2 = 1.0 / 3.0
@@ -49,6 +49,31 @@ def _t2_signs(labels: np.ndarray) -> np.ndarray:
     """``(n, 2)`` signs of the row margins at ``T = 2``: ``+1`` where row ``a``'s label is its diagonal entry."""
     Y = np.asarray(labels, dtype=float)
     return np.where(np.stack([Y[:, 0, 0], Y[:, 1, 1]], axis=1) > 0.5, 1.0, -1.0)
+
+
+def hardmax_log_partition(labels: np.ndarray, omega: np.ndarray, V: float, noise: float) -> np.ndarray:
+    """``log Z_out(y; omega, V)`` at ``T = 2``: the bivariate normal orthant probability of the label.
+
+    ``Z_out = P(onehot argmax_rows M(omega + sqrt(V_eff) xi) = y)``, ``V_eff = V + noise/2``, ``xi ~ N(0, I_3)``.
+    The label fixes the signs ``s_a`` of the row margins ``u_1 = sqrt2 z_11 - z_12``,
+    ``u_2 = sqrt2 z_22 - z_12`` (``s_a = +1``: row ``a``'s argmax is its diagonal entry), which are
+    Gaussian with variance ``3 V_eff`` and covariance ``V_eff`` (correlation ``1/3``, the shared
+    ``z_12``); so ``Z_out = Phi2(s_1 a_1, s_2 a_2; s_1 s_2/3)``, ``a = A omega/sqrt(3 V_eff)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Y = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> round(float(np.exp(hardmax_log_partition(Y, np.zeros((1, 3)), 1.0, 0.0))[0]), 6)  # 1/4 + asin(1/3)/(2 pi)
+    0.304087
+    """
+    Y = np.asarray(labels, dtype=float)
+    if Y.ndim != 3 or Y.shape[1:] != (2, 2):
+        raise ValueError(f"labels must have shape (n, 2, 2) (got {Y.shape})")
+    Ve = V + noise / 2.0
+    sg = _t2_signs(Y)
+    a = np.asarray(omega, dtype=float) @ _A2.T / math.sqrt(3.0 * Ve)
+    return log_bvn_cdf(sg[:, 0] * a[:, 0], sg[:, 1] * a[:, 1], sg[:, 0] * sg[:, 1] * _RHO2)
 
 
 def _t2_fisher_density(a1: np.ndarray, a2: np.ndarray) -> np.ndarray:
@@ -188,7 +213,8 @@ def hardmax_fisher_information(T: int, q: float, V: float, noise: float) -> floa
 
 
 def hardmax_bayes_denoiser(labels: np.ndarray, omega: np.ndarray, V: float, noise: float,
-                           *, log2_inner: int = 12, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                           *, method: str = "auto", log2_inner: int = 12, seed: int = 0
+                           ) -> tuple[np.ndarray, np.ndarray]:
     """Bayes output denoiser of the hardmax channel: ``g_out = grad_omega log Z_out`` and ``tr(-dg_out/domega)``.
 
     ``Z_out(y; omega, V) = P(onehot argmax_rows M(omega + sqrt(V_eff) xi) = y)``, ``V_eff = V + noise/2``,
@@ -200,7 +226,8 @@ def hardmax_bayes_denoiser(labels: np.ndarray, omega: np.ndarray, V: float, nois
       ``tr(-dg_out/domega) = -tr(R Hess_a log Z)/V_eff``, ``R = A A^T/3``: closed forms.
     * ``T >= 3``: ``g_out = E[xi | y]/sqrt(V_eff)`` and ``tr(-dg_out/domega) = (K - 1 - tr Cov(P xi | y))/V_eff``
       (``P`` the projector orthogonal to the shift) over a fixed scrambled Sobol set of
-      ``2^log2_inner`` noise nodes; a sample whose label no node reproduces gets ``g = 0`` and trace 0.
+      ``2^log2_inner`` noise nodes (``seed``); a sample whose label fewer than two nodes reproduce
+      gets ``g = 0`` and trace 0. ``method="qmc"`` uses this route at ``T = 2`` too (a check of it).
 
     Parameters
     ----------
@@ -217,10 +244,12 @@ def hardmax_bayes_denoiser(labels: np.ndarray, omega: np.ndarray, V: float, nois
     trace : (n,) array
         ``tr(-dg_out/domega)`` per sample.
     """
+    if method not in ("auto", "qmc"):
+        raise ValueError(f"method must be 'auto' or 'qmc' (got {method!r})")
     Y = np.asarray(labels, dtype=float)
     n, T = Y.shape[0], Y.shape[1]
     Ve = V + noise / 2.0
-    if T == 2:
+    if T == 2 and method == "auto":
         sg = _t2_signs(Y)
         a = omega @ _A2.T / math.sqrt(3.0 * Ve)
         r = sg[:, 0] * sg[:, 1] * _RHO2
