@@ -17,6 +17,21 @@ reveal ``M(z0 + xi)`` up to the global shift, i.e. ``c_T`` Gaussian observations
 variance ``Delta/2`` each, hence ``Q0 - q + Delta/2`` in the denominator; the linear
 channel observes all ``K`` components. The temperature ``beta0`` carries no information.
 
+**General output channel (derived here).** In the ``K`` field coordinates (every component of
+the teacher's logits of variance ``Q0``, label noise ``N(0, Delta/2)`` per component), with
+``Z_out(y; omega, V) = int P(y|z) N(z; omega, V I_K) dz`` and ``g_out = grad_omega log Z_out``::
+
+    qhat = 2 alpha E_{omega ~ N(0, q I_K)} sum_y Z_out ||g_out||^2 ,   V = Q0 - q
+
+(``alpha`` times the output channel's Fisher information; the prior side is unchanged). For
+labels revealing ``c_T`` directions of ``z + xi``, ``g_out = P(w - omega)/(V + Delta/2)`` and the
+average is ``c_T/(V + Delta/2)``: the closed form above, which these channels keep. A channel
+with :attr:`~singlehead.model.channels.Channel.own_bayes_output` supplies the average
+(:meth:`~singlehead.model.channels.Channel.bayes_output_information`); for ``hardmax``
+(one-hot row-argmax labels) ``Z_out`` is a Gaussian polytope probability (bivariate normal
+orthant at ``T = 2``), see :mod:`singlehead.model.channels.hardmax`. The fixed point then solves
+``V = mmse_den(1/qhat(V))``.
+
 **Test error of the Bayes estimator (choice made here).** The Bayes-optimal predictor of a
 fresh label is the posterior mean of the *output*, ``E[chan_beta0(M(z0)) | data, X]``. In the
 high-dimensional limit the fresh logits are, given the data, ``z0 = omega + sqrt(Q0 - q) xi``
@@ -65,7 +80,9 @@ def denoising_mmse(prior: PriorModel, v: float) -> float:
 def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mode: str = "auto") -> dict[str, float]:
     """Solve the Bayes fixed point; returns ``q, qhat, mmse``.
 
-    The MMSE ``V = Q0 - q`` solves ``V = mmse_den((V + Delta/2)/(2 c_T alpha))``; the relevant
+    The MMSE ``V = Q0 - q`` solves ``V = mmse_den((V + Delta/2)/(2 c_T alpha))`` (channels with their own
+    Bayes output side: ``V = mmse_den(1/qhat(V))``, ``qhat = 2 alpha`` times
+    :meth:`~singlehead.model.channels.Channel.bayes_output_information`); the relevant
     (largest, reached from the uninformed start ``V = Q0``) root is bracketed by a downward
     geometric scan and refined by Brent's method. ``V = 0`` (perfect recovery) when no positive
     root exists (noiseless only).

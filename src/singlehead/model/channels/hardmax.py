@@ -1,4 +1,27 @@
-"""The hardmax channel: one-hot row-argmax labels, fitted by a softmax student (:class:`Hardmax`)."""
+"""The hardmax channel: one-hot row-argmax labels, fitted by a softmax student (:class:`Hardmax`).
+
+Bayes-optimal output side (docs: Theory, :ref:`theory-bayes`). Conventions: the ``K = T(T+1)/2``
+field coordinates ``z`` of :mod:`singlehead.numerics.prox` (``M(z)`` symmetric, diagonal times
+``sqrt 2``; every coordinate of the teacher's logits has variance ``Q0``), label noise
+``xi ~ N(0, Delta/2 I_K)`` in the same coordinates, a Gaussian message ``z ~ N(omega, V I_K)``.
+The label ``y`` (one-hot argmax of each row of ``M(z + xi)``) is a set of linear inequalities
+between logits, so ``Z_out(y; omega, V) = P(argmax_rows M(omega + sqrt(V_eff) zeta) = y)``,
+``V_eff = V + Delta/2``, is the Gaussian probability of a polytope, and the Bayes state
+evolution's conjugate is ``qhat = 2 alpha E ||grad_omega log Z_out||^2`` (``omega ~ N(0, q I_K)``,
+``y ~ Z_out``), the output channel's Fisher information. Labels are invariant under
+``z -> c z`` (``c > 0``), so that average is ``J_T(q/V_eff)/V_eff``.
+
+* ``T = 2``: row ``a``'s label is the sign ``s_a`` of the margin ``u_1 = sqrt2 z_11 - z_12`` or
+  ``u_2 = sqrt2 z_22 - z_12``; ``(u_1, u_2)`` has variances ``3 V_eff`` and correlation ``1/3``,
+  so ``Z_out`` is a bivariate normal orthant probability (:func:`hardmax_log_partition`), and
+  ``g_out``, ``tr(-dg_out/domega)`` (:func:`hardmax_bayes_denoiser`) and ``J_2``
+  (:func:`hardmax_fisher_information`) are closed forms or exact two-dimensional quadrature.
+* ``T >= 3``: ``J_T`` from a fixed nested scrambled Sobol table, the denoiser from a fixed Sobol
+  set of noise nodes (posterior moments of ``zeta`` given the label).
+
+Argmax labels are a function of ``z + xi``, so ``J_T <= c_T = K - 1``, the information of labels
+revealing the logits up to the shift (softmax channels): the hardmax MMSE is never below theirs.
+"""
 
 from __future__ import annotations
 
