@@ -185,3 +185,16 @@ def test_bayes_amp_on_instances_matches_bayes_se(alpha):
         se = bayes_overlap(p, instance_prior(r.extras["S0"]))["mmse"]
         devs.append(r.matrix_error - se)
     assert abs(float(np.mean(devs))) < 0.025, devs
+
+
+def test_explorer_bayes_panel_for_hardmax():
+    from singlehead.explore.compute import Engine
+    from singlehead.explore.view import parse_view
+
+    view = parse_view({"n_alpha": "2", "alpha_min": "0.3", "alpha_max": "1", "alpha_at": "0.5", "lam": "0.02",
+                       "channel": "hardmax"})
+    events = list(Engine(memory_only=True).events(view))
+    assert not [e for e in events if e["event"] == "error"]
+    erm = {e["i"]: e["test_error"] for e in events if e["event"] == "point"}
+    bayes = {e["i"]: e["test_error"] for e in events if e["event"] == "bayes"}
+    assert sorted(bayes) == [0, 1] and all(bayes[i] < erm[i] for i in bayes)

@@ -94,9 +94,9 @@ def log_bvn_cdf(x1: np.ndarray, x2: np.ndarray, r: float | np.ndarray) -> np.nda
 
     Examples
     --------
-    >>> import numpy as np
-    >>> bool(np.isclose(log_bvn_cdf(-40.0, 40.0, 0.3), float(np.log(0.5) + np.log(2) + __import__("scipy").special.log_ndtr(-40.0))))
-    True
+    >>> from scipy.special import log_ndtr
+    >>> float(log_bvn_cdf(-40.0, 40.0, 0.3)) / float(log_ndtr(-40.0))   # Phi2(x, +inf) = Phi(x), ~1e-350
+    1.0
     """
     b = np.broadcast_arrays(np.asarray(x1, float), np.asarray(x2, float), np.asarray(r, float))
     shape = b[0].shape
