@@ -194,7 +194,7 @@ def test_explorer_bayes_panel_for_hardmax():
     view = parse_view({"n_alpha": "2", "alpha_min": "0.3", "alpha_max": "1", "alpha_at": "0.5", "lam": "0.02",
                        "channel": "hardmax"})
     events = list(Engine(memory_only=True).events(view))
-    assert not [e for e in events if e["event"] == "error"]
+    assert not [e for e in events if e["event"] == "panel_error"]
     erm = {e["i"]: e["test_error"] for e in events if e["event"] == "point"}
     bayes = {e["i"]: e["test_error"] for e in events if e["event"] == "bayes"}
     assert sorted(bayes) == [0, 1] and all(bayes[i] < erm[i] for i in bayes)
