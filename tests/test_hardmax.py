@@ -203,9 +203,10 @@ def test_cli_theory_and_simulate(capsys):
     assert math.isfinite(rec["test_error"]) and rec["test_error"] > 0
 
 
-def test_bayes_refuses_hardmax(capsys):
-    with pytest.raises(ValueError, match="'hardmax'"):
-        bayes_optimal(Problem(T=2, alpha=0.5, **BASE))
-    with pytest.raises(SystemExit):
-        main(["bayes", "--task", "hardmax", "--alpha", "0.5"])
-    assert "'hardmax'" in capsys.readouterr().err
+def test_bayes_runs_for_hardmax(capsys):
+    """The Bayes baseline (and ``singlehead bayes``) accepts hardmax; see tests/test_hardmax_bayes.py."""
+    r = bayes_optimal(Problem(T=2, alpha=0.5, **BASE))
+    assert r.source == "bayes" and 0 < r.matrix_error < r.extras["Q0"]
+    main(["bayes", "--task", "hardmax", "--alpha", "0.5", "--json"])
+    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rec["problem"]["channel"] == "hardmax" and math.isfinite(rec["test_error"])

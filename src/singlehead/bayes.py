@@ -17,6 +17,21 @@ reveal ``M(z0 + xi)`` up to the global shift, i.e. ``c_T`` Gaussian observations
 variance ``Delta/2`` each, hence ``Q0 - q + Delta/2`` in the denominator; the linear
 channel observes all ``K`` components. The temperature ``beta0`` carries no information.
 
+**General output channel (derived here).** In the ``K`` field coordinates (every component of
+the teacher's logits of variance ``Q0``, label noise ``N(0, Delta/2)`` per component), with
+``Z_out(y; omega, V) = int P(y|z) N(z; omega, V I_K) dz`` and ``g_out = grad_omega log Z_out``::
+
+    qhat = 2 alpha E_{omega ~ N(0, q I_K)} sum_y Z_out ||g_out||^2 ,   V = Q0 - q
+
+(``alpha`` times the output channel's Fisher information; the prior side is unchanged). For
+labels revealing ``c_T`` directions of ``z + xi``, ``g_out = P(w - omega)/(V + Delta/2)`` and the
+average is ``c_T/(V + Delta/2)``: the closed form above, which these channels keep. A channel
+with :attr:`~singlehead.model.channels.Channel.own_bayes_output` supplies the average
+(:meth:`~singlehead.model.channels.Channel.bayes_output_information`); for ``hardmax``
+(one-hot row-argmax labels) ``Z_out`` is a Gaussian polytope probability (bivariate normal
+orthant at ``T = 2``), see :mod:`singlehead.model.channels.hardmax`. The fixed point then solves
+``V = mmse_den(1/qhat(V))``.
+
 **Test error of the Bayes estimator (choice made here).** The Bayes-optimal predictor of a
 fresh label is the posterior mean of the *output*, ``E[chan_beta0(M(z0)) | data, X]``. In the
 high-dimensional limit the fresh logits are, given the data, ``z0 = omega + sqrt(Q0 - q) xi``
@@ -65,23 +80,38 @@ def denoising_mmse(prior: PriorModel, v: float) -> float:
 def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mode: str = "auto") -> dict[str, float]:
     """Solve the Bayes fixed point; returns ``q, qhat, mmse``.
 
-    The MMSE ``V = Q0 - q`` solves ``V = mmse_den((V + Delta/2)/(2 c_T alpha))``; the relevant
+    The MMSE ``V = Q0 - q`` solves ``V = mmse_den((V + Delta/2)/(2 c_T alpha))`` (channels with their own
+    Bayes output side: ``V = mmse_den(1/qhat(V))``, ``qhat = 2 alpha`` times
+    :meth:`~singlehead.model.channels.Channel.bayes_output_information`); the relevant
     (largest, reached from the uninformed start ``V = Q0``) root is bracketed by a downward
     geometric scan and refined by Brent's method. ``V = 0`` (perfect recovery) when no positive
     root exists (noiseless only).
     """
-    if not problem.channel.labels_reveal_logits:
+    ch = problem.channel
+    if not (ch.labels_reveal_logits or ch.own_bayes_output):
         raise ValueError(
-            f"channel must be one whose labels reveal the teacher's noisy logits for the Bayes-optimal baseline "
-            f"(Channel.labels_reveal_logits; got {problem.channel.name!r}, which has no Bayes estimator here)")
+            f"channel must be one whose labels reveal the teacher's noisy logits, or one with its own Bayes output "
+            f"side, for the Bayes-optimal baseline (Channel.labels_reveal_logits / Channel.own_bayes_output; got "
+            f"{ch.name!r}, which has no Bayes estimator here)")
     pm = prior if prior is not None else prior_model(problem, prior_mode)
     Q0 = pm.Q0
     c = informative_directions(problem)
     a = 2 * c * problem.alpha
     Dh = problem.noise / 2
 
-    def G(V: float) -> float:
-        return denoising_mmse(pm, (V + Dh) / a) - V
+    if ch.own_bayes_output:
+        def qhat_of(V: float) -> float:
+            return 2 * problem.alpha * ch.bayes_output_information(problem.T, Q0 - V, V, problem.noise)
+
+        def G(V: float) -> float:
+            qh = qhat_of(V)
+            return denoising_mmse(pm, 1.0 / qh if qh > 0 else math.inf) - V
+    else:
+        def qhat_of(V: float) -> float:
+            return a / (V + Dh) if V + Dh > 0 else math.inf
+
+        def G(V: float) -> float:
+            return denoising_mmse(pm, (V + Dh) / a) - V
 
     grid = Q0 * np.geomspace(1.0, 1e-9, 80)
     V = 0.0
@@ -95,7 +125,7 @@ def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mo
         if Dh > 0:  # root below the scan: tiny V (huge alpha)
             V = optimize.brentq(G, 0.0, grid[-1], xtol=1e-16)
     q = Q0 - V
-    qhat = a / (V + Dh) if V + Dh > 0 else math.inf
+    qhat = qhat_of(V)
     return {"q": q, "qhat": qhat, "mmse": V, "Q0": Q0}
 
 

@@ -88,14 +88,21 @@ class ErmOutput:
 class BayesOutput:
     """Posterior mean of the logits given the labels and the message ``N(omega, V I_K)``.
 
-    The labels reveal ``w = P(z0 + xi)`` (``P`` projects out the shift for softmax channels;
-    identity for linear), ``xi ~ N(0, Delta/2 I_K)``. Hence ``E[h] = omega + P (w - omega) V/(V + Dh)``,
-    ``g = P (w - omega)/(V + Dh)``, ``Tr(-dg/domega) = c_T/(V + Dh)``.
+    Channels whose labels reveal ``w = P(z0 + xi)`` (``P`` projects out the shift for softmax
+    channels; identity for linear), ``xi ~ N(0, Delta/2 I_K)``: ``E[h] = omega + P (w - omega) V/(V + Dh)``,
+    ``g = P (w - omega)/(V + Dh)``, ``Tr(-dg/domega) = c_T/(V + Dh)``. Channels with their own Bayes
+    output side (:attr:`~singlehead.model.channels.Channel.own_bayes_output`, e.g. hardmax):
+    ``g = grad_omega log Z_out`` and its trace from
+    :meth:`~singlehead.model.channels.Channel.bayes_output_denoiser`; ``E[h] = omega + V g``.
     """
 
     def __init__(self, problem: Problem, Ylab: np.ndarray) -> None:
         self.problem = problem
         self.Dh = problem.noise / 2.0
+        self.own = bool(problem.channel.own_bayes_output)
+        if self.own:
+            self.Ylab = np.asarray(Ylab, dtype=float)
+            return
         self.w = problem.channel.label_logits(Ylab, problem.beta0)
         if self.w is None:
             raise ValueError(f"Bayes AMP needs the logits behind the labels, which the {problem.channel} channel "
@@ -105,6 +112,9 @@ class BayesOutput:
 
     def __call__(self, omega: np.ndarray, V: float) -> _OutputStep:
         n = omega.shape[0]
+        if self.own:
+            g, tr = self.problem.channel.bayes_output_denoiser(self.Ylab, omega, V, self.problem.noise)
+            return _OutputStep(g, float(np.sum(tr)), np.full(n, np.nan), omega + V * g)
         r = (self.w - omega) @ self.P
         g = r / (V + self.Dh)
         return _OutputStep(g, n * self.c / (V + self.Dh), np.full(n, np.nan), omega + V * g)

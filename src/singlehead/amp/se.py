@@ -67,6 +67,9 @@ def se_iterates(
 def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = "auto") -> dict[str, np.ndarray]:
     """Bayes SE iterates ``V_{t+1} = mmse((V_t + Delta/2)/(2 c_T alpha))`` (docs: Theory, :ref:`theory-bayes`; ``q = Q0 - V``).
 
+    Channels with their own Bayes output side (hardmax): ``V_{t+1} = mmse(1/qhat_t)``,
+    ``qhat_t = 2 alpha I(Q0 - V_t, V_t)`` with ``I`` :meth:`~singlehead.model.channels.Channel.bayes_output_information`.
+
     The MSE ``||S^t - S0||_F^2/d`` of Bayes-GAMP follows ``V_t`` (Nishimori: ``m = q``).
 
     Examples
@@ -80,9 +83,14 @@ def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = 
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     a = 2 * informative_directions(problem) * problem.alpha
     Dh = problem.noise / 2
+    ch = problem.channel
     Vs = [float(V0)]
     for _ in range(int(n_iter)):
-        Vs.append(denoising_mmse(pm, (Vs[-1] + Dh) / a))
+        if ch.own_bayes_output:  # qhat = 2 alpha E||g_out||^2 at q = Q0 - V (Nishimori)
+            qh = 2 * problem.alpha * ch.bayes_output_information(problem.T, pm.Q0 - Vs[-1], Vs[-1], problem.noise)
+            Vs.append(denoising_mmse(pm, 1.0 / qh if qh > 0 else float("inf")))
+        else:
+            Vs.append(denoising_mmse(pm, (Vs[-1] + Dh) / a))
     V = np.array(Vs)
     return {"V": V, "q": pm.Q0 - V, "Q0": pm.Q0}
 

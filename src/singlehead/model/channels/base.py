@@ -67,6 +67,9 @@ class Channel:
     #: The labels reveal the teacher's noisy logits along ``observed_projection`` (Gaussian
     #: observations): the premise of the Bayes-optimal baseline (:func:`singlehead.bayes_optimal`).
     labels_reveal_logits: ClassVar[bool] = True
+    #: The channel supplies its own Bayes output side (:meth:`bayes_output_information`,
+    #: :meth:`bayes_output_denoiser`) instead of the Gaussian observations of ``labels_reveal_logits``.
+    own_bayes_output: ClassVar[bool] = False
 
     def __str__(self) -> str:
         return self.name
@@ -263,3 +266,20 @@ class Channel:
     def observed_projection(self, T: int) -> np.ndarray:
         """Projector on the field directions the labels reveal (Bayes output step); default identity."""
         return np.eye(T * (T + 1) // 2)
+
+    def bayes_output_information(self, T: int, q: float, V: float, noise: float) -> float | None:
+        """Fisher information ``E_{omega, y} ||g_out(y; omega, V)||^2`` of the output channel, or ``None``.
+
+        ``g_out = grad_omega log Z_out(y; omega, V)``, ``Z_out = int P(y | z) N(z; omega, V I_K) dz``, averaged
+        over ``omega ~ N(0, q I_K)`` and ``y ~ Z_out``; the Bayes state evolution's conjugate is
+        ``qhat = 2 alpha`` times it (docs: Theory, :ref:`theory-bayes`). ``None`` (the default): the
+        Gaussian-observation form ``c_T/(V + noise/2)`` of channels with :attr:`labels_reveal_logits`,
+        which :func:`singlehead.bayes.bayes_overlap` uses in closed form."""
+        return None
+
+    def bayes_output_denoiser(self, labels: np.ndarray, omega: np.ndarray, V: float, noise: float
+                              ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Bayes-GAMP's output step for ``T x T`` ``labels`` (``(n, T, T)``) and messages ``N(omega, V I_K)``:
+        ``(g_out, tr(-dg_out/domega))`` per sample (``(n, K)``, ``(n,)``), or ``None`` (the default: the
+        Gaussian-observation denoiser of :meth:`label_logits` and :meth:`observed_projection`)."""
+        return None
