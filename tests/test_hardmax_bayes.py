@@ -198,3 +198,18 @@ def test_explorer_bayes_panel_for_hardmax():
     erm = {e["i"]: e["test_error"] for e in events if e["event"] == "point"}
     bayes = {e["i"]: e["test_error"] for e in events if e["event"] == "bayes"}
     assert sorted(bayes) == [0, 1] and all(bayes[i] < erm[i] for i in bayes)
+
+
+def test_hardmax_has_no_perfect_recovery_threshold():
+    """One-hot argmax labels never pin S0 down (invariant under S0 -> c S0): both thresholds are infinite, while
+    seq2lab's are finite."""
+    import math
+
+    from singlehead import Problem
+    from singlehead.thresholds import bayes_perfect_recovery_threshold, perfect_recovery_threshold
+
+    for task in ("hardmax", "seq2lab"):
+        p = Problem(T=2, channel=task, noise=0.0)
+        expect_inf = task == "hardmax"
+        assert math.isinf(perfect_recovery_threshold(p)) == expect_inf
+        assert math.isinf(bayes_perfect_recovery_threshold(p)) == expect_inf

@@ -95,7 +95,9 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     docstring. With a rank cap ``kappa < 1`` the returned value is the uncapped one, which is an
     **upper bound** (``S0`` is then feasible and minimises the relaxed problem; a warning is
     issued), and ``inf`` when ``kappa < kappa0`` (the student cannot represent ``S0``).
-    Direct student: ``1/(2 c_T)``.
+    Direct student: ``1/(2 c_T)``. A channel whose labels do not reveal the logits
+    (``Channel.labels_reveal_logits`` false: hardmax's one-hot argmax labels are invariant under
+    ``S0 -> c S0`` and are never fitted exactly by a softmax student) has no perfect recovery: ``inf``.
 
     Examples
     --------
@@ -103,6 +105,8 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     >>> round(perfect_recovery_threshold(Problem(T=2, target=MPTarget(kappa0=0.5))), 4)
     0.2111
     """
+    if not problem.channel.labels_reveal_logits:
+        return math.inf
     if not problem.student.symmetric:
         return untied_perfect_recovery_threshold(problem)
     c = informative_directions(problem)
@@ -133,7 +137,9 @@ def bayes_perfect_recovery_threshold(problem: Problem) -> float:
     (MP target, noiseless; a full-rank target, ``kappa0 >= 1``, needs all ``d^2/2`` parameters: ``1/(2 c_T)``).
 
     ``c_T = (T^2 + T - 2)/2`` (softmax channels; 1 for the linear channel with ``T = 1``). ERM's
-    :func:`perfect_recovery_threshold` is never below it.
+    :func:`perfect_recovery_threshold` is never below it. ``inf`` for a channel whose labels do not
+    reveal the logits (hardmax): the information its labels carry per sample stays bounded relative
+    to the remaining error (the posterior variance falls like ``alpha^-2``, never to zero).
 
     Examples
     --------
@@ -141,6 +147,8 @@ def bayes_perfect_recovery_threshold(problem: Problem) -> float:
     >>> bayes_perfect_recovery_threshold(Problem(T=2, target=MPTarget(kappa0=0.5)))   # (0.5 - 0.125)/2
     0.1875
     """
+    if not problem.channel.labels_reveal_logits:
+        return math.inf
     k0 = min(_mp_kappa0(problem), 1.0)
     return (k0 - k0 * k0 / 2) / informative_directions(problem)
 
