@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,7 @@ class TunedLamSpec(FigureSpec):
     def check(self) -> None:
         reach = self.lam_steps * self.lam_step
         if self.theory_span < reach:
-            raise ValueError(f"TunedLamSpec.theory_span must be >= lam_steps * lam_step = {reach:g} (the theory curve "
+            raise ValueError(f"TunedLamSpec.theory_span must be >= lam_steps * lam_step = {reach:.3g} (the theory curve "
                              f"covers the ERM grid) (got {self.theory_span!r})")
         if self.band > MAX_TOL_REL:
             raise ValueError(f"TunedLamSpec.band must be a real number in (0, {MAX_TOL_REL:g}] (got {self.band!r})")
@@ -256,8 +257,11 @@ def tuned_lam_plot(spec: TunedLamSpec, grid: dict[str, Any], res: FigureRun) -> 
     n = len(spec.alphas)
     fig, axes = new_figure(1, n, figsize=(4.8 * n, 4.2), squeeze=False)
     for ax, a in zip(axes[0], spec.alphas):
-        c = curve[curve.cfg_alpha == a].dropna(subset=["test_error"])
         lam_star, err_star = _num(res.data["theory"][a]["lam_star"]), _num(res.data["theory"][a]["err_star"])
+        c = curve[curve.cfg_alpha == a].dropna(subset=["test_error"])
+        if math.isfinite(lam_star):  # the curve over the ERM grid and half a step beyond
+            reach = (spec.lam_steps + 0.5) * spec.lam_step + 1e-9
+            c = c[np.abs(np.log10(c.cfg_lam / lam_star)) <= reach]
         ax.plot(c.cfg_lam, c.test_error, "-", color="k", lw=1.4, label="theory (state evolution)")
         if math.isfinite(lam_star) and math.isfinite(err_star):
             ax.plot([lam_star], [err_star], "*", color="k", ms=11, label=f"lam* = {lam_star:.3g}")
@@ -280,9 +284,10 @@ def tuned_lam_plot(spec: TunedLamSpec, grid: dict[str, Any], res: FigureRun) -> 
             ax.axvline(10 ** np.log10(p.lam_pick).mean(), color="tab:red", ls=":", lw=1,
                        label="mean pick (geometric)")
         ax.set(xscale="log", xlabel="lam", ylabel="test error per sequence", title=f"alpha = {a:g}")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Weight decay from the theory vs a validation set — {params_text(res.params)}", fontsize=8.5)
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    axes[0][0].legend(fontsize=6.5, loc="upper center")
+    text = textwrap.fill(params_text(res.params), width=int(60 * n) + 40)
+    fig.suptitle(f"Weight decay from the theory vs a validation set\n{text}", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
 
 
