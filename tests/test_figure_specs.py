@@ -39,6 +39,12 @@ def test_every_figure_has_three_frozen_presets(name):
     ("learned_spectra", "fs_seeds", (8, 6), r"LearnedSpectraSpec\.fs_seeds must have one entry per entry of fs_ds"),
     ("error_decomposition", "sim_d", -5, r"DecompositionSpec\.sim_d must be an integer >= 1"),
     ("emergence", "seed", -1, r"EmergenceSpec\.seed must be an integer >= 0"),
+    ("tuned_lam", "seeds", 1, r"TunedLamSpec\.seeds must be an integer >= 2 \(got 1\)"),
+    ("tuned_lam", "theory_span", 0.5, r"TunedLamSpec\.theory_span must be >= lam_steps \* lam_step = 0\.667"),
+    ("tuned_lam", "band", 0.2, r"TunedLamSpec\.band must be a real number in \(0, 0\.1\]"),
+    ("tuned_lam", "band", 0.0, r"TunedLamSpec\.band must be a real number > 0"),
+    ("tuned_lam", "lam_range", (1.0, 0.1), r"TunedLamSpec\.lam_range must be a pair \(low, high\) with 0 < low < high"),
+    ("tuned_lam", "fit_rtol", -1e-6, r"TunedLamSpec\.fit_rtol must be a real number > 0"),
 ])
 def test_a_spec_rejects_an_invalid_field_and_names_it(figure, field, value, match):
     spec = FIGURES[figure].spec.quick()

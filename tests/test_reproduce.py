@@ -190,6 +190,48 @@ def test_finite_size_figure_and_extrapolated_spectrum_rows(smoke):
     assert not ((sp.cfg_alpha == 40.0) & sp.quantity.str.startswith("zero-atom mass (d =")).any()
 
 
+def test_tuned_lam_figure_smoke(tmp_path):
+    """The tuned_lam figure alone at its smoke preset: three checks per alpha with verdicts. The ERM grid is
+    lam* 10^(k step); each seed's pick is validation_pick of its own curve; the picked-lam row compares the mean
+    log10 pick with log10 lam* within the valley half-width of the figure's theory curve (no relative part); the
+    error rows compare with err* at 3 %, floor 0.005."""
+    from singlehead.analysis import valley_halfwidth, validation_pick
+
+    sc = Preset.named("smoke").spec("tuned_lam")
+    (o,) = reproduce("smoke", tmp_path, n_jobs=1, progress=False, only=["tuned_lam"]).outputs
+    agr, tab = o.agreement, o.table
+    assert len(agr) == 3 * len(sc.alphas) and set(agr.verdict) <= set(VERDICTS)
+    assert agr.theory_converged.all() and (agr.tolerance > 0).all()
+    for a in sc.alphas:
+        rows = agr[agr.cfg_alpha == a].set_index("quantity")
+        assert list(rows.index) == ["test_error at lam*", "log10 lam picked by validation",
+                                    "test_error at the validated lam"]
+        curve = tab[(tab.kind == "theory") & (tab.cfg_alpha == a)]
+        lam_star, err_star = float(curve.lam_star.iloc[0]), float(curve.err_star.iloc[0])
+        assert curve.test_error.min() == pytest.approx(err_star, rel=1e-4)  # the curve's minimum is the tuned one
+        grid = tab[(tab.kind == "simulation (lam grid)") & (tab.cfg_alpha == a)]
+        ks = np.log10(np.sort(grid.cfg_lam.unique()) / lam_star) / sc.lam_step
+        np.testing.assert_allclose(ks, np.arange(-sc.lam_steps, sc.lam_steps + 1), atol=1e-5)
+        picks = tab[(tab.kind == "validation pick") & (tab.cfg_alpha == a)]
+        assert sorted(picks.seed) == list(range(sc.seeds))
+        for p in picks.itertuples():
+            g = grid[grid.seed == p.seed]
+            assert p.lam_pick == pytest.approx(validation_pick(g.cfg_lam, g.test_error), rel=1e-5)
+        h = valley_halfwidth(curve.cfg_lam, curve.test_error, lam_star, err_star, sc.band)
+        lr = rows.loc["log10 lam picked by validation"]
+        assert lr.tol_rel == 0 and lr.tolerance == pytest.approx(h) and f"{h:.3f}" in lr.tol_reason
+        assert lr.theory == pytest.approx(math.log10(lam_star))
+        assert lr.simulation == pytest.approx(np.log10(picks.lam_pick).mean())
+        assert lr.se == pytest.approx(np.log10(picks.lam_pick).std(ddof=1) / math.sqrt(sc.seeds))
+        for q in ("test_error at lam*", "test_error at the validated lam"):
+            assert rows.loc[q, "theory"] == pytest.approx(err_star)
+            assert rows.loc[q, "tolerance"] == pytest.approx(max(0.03 * err_star, 0.005))
+            assert rows.loc[q, "n_seeds"] == sc.seeds and rows.loc[q, "dof"] == sc.seeds - 1
+        assert rows.loc["test_error at the validated lam", "simulation"] == pytest.approx(picks.test_error.mean())
+        at_star = grid[np.isclose(grid.cfg_lam, np.sort(grid.cfg_lam.unique())[sc.lam_steps])]
+        assert rows.loc["test_error at lam*", "simulation"] == pytest.approx(at_star.test_error.mean())
+
+
 def test_agreement_spread_from_more_seeds_replaces_a_small_sample_spread():
     import numpy as np
     import pandas as pd

@@ -4,8 +4,8 @@ T = 2, MP target kappa0 = 0.5, noise 0.5, seq2lab, factorized student (kappa = 1
 {0.5, 1, 2}. Theory: ``singlehead.tune`` (lam* and its predicted test error). ERM: d = 100, 3
 seeds, L-BFGS, on the grid lam* x 10^(k/3), k = -3..3; each run's test error on its fresh
 10 000-sequence test set plays the validation error. Picked lam: the grid minimum refined by a
-parabola in log10 lam through it and its two neighbours, per seed and for the mean over seeds.
-Reported: lam*, the picked lams, their ratio to lam*, and the theory's error at the picked lam
+parabola in log10 lam through it and its two neighbours (``singlehead.analysis.validation_pick``),
+per seed and for the mean over seeds. Reported: lam*, the picked lams, their ratio to lam*, and the theory's error at the picked lam
 (its excess over err* says how much the difference matters). ``--quick``: d = 40, 2 seeds,
 alpha in {1}.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from singlehead import MPTarget, Problem, theory, tune
+from singlehead.analysis import validation_pick
 from singlehead.runs import Cache, Job, run_jobs
 from studies import echo_into, study_parser, write_table
 
@@ -26,15 +27,8 @@ OFFSETS = np.arange(-3, 4) / 3.0  # log10(lam / lam*) of the ERM grid
 
 
 def pick(logs: np.ndarray, errs: np.ndarray) -> float:
-    """log10 lam of the minimum of ``errs`` on the grid ``logs``, refined by a parabola through it and its neighbours
-    (the grid point itself at an end of the grid or when the parabola is not convex)."""
-    i = int(np.argmin(errs))
-    if i == 0 or i == len(logs) - 1:
-        return float(logs[i])
-    c2, c1, _ = np.polyfit(logs[i - 1:i + 2], errs[i - 1:i + 2], 2)
-    if c2 <= 0:
-        return float(logs[i])
-    return float(np.clip(-c1 / (2 * c2), logs[i - 1], logs[i + 1]))
+    """log10 of the lam the validation curve ``errs`` on the grid ``10^logs`` picks (``validation_pick``)."""
+    return math.log10(validation_pick(10.0 ** logs, errs))
 
 
 def main(quick: bool = False, *, d: int = 100, seeds: int = 3, alphas: tuple[float, ...] = (0.5, 1.0, 2.0),

@@ -63,6 +63,13 @@ from singlehead.analysis.finite_size import (  # noqa: E402
 
 __all__ += ["Extrapolation", "FiniteSizeGaps", "extrapolate_to_infinite_d", "finite_size_gaps"]
 
-from singlehead.analysis.tuning import TuneResult, alpha_for_error, tune, tune_curve  # noqa: E402
+from singlehead.analysis.tuning import (  # noqa: E402
+    TuneResult,
+    alpha_for_error,
+    tune,
+    tune_curve,
+    validation_pick,
+    valley_halfwidth,
+)
 
-__all__ += ["TuneResult", "tune", "tune_curve", "alpha_for_error"]
+__all__ += ["TuneResult", "tune", "tune_curve", "alpha_for_error", "validation_pick", "valley_halfwidth"]

@@ -1,5 +1,9 @@
 """The weight decay that the theory predicts best: :func:`~singlehead.tune`, :func:`~singlehead.tune_curve`, :func:`~singlehead.alpha_for_error`.
 
+Beside them, two tools to compare the tuned ``lam`` with a measured one:
+:func:`validation_pick` (the ``lam`` a validation curve picks) and :func:`valley_halfwidth` (how far
+from the optimum ``lam`` may move before the predicted error rises by a given fraction).
+
 The objective is the state-evolution test error ``theory(problem.replace(lam=lam)).test_error`` (the
 noiseless test error of :class:`~singlehead.Result`) as a function of the penalty strength ``lam`` at the
 problem's ``alpha``. Every point of one search shares one output node set and one prior model, so the
@@ -19,7 +23,7 @@ from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution import SEOptions, prior_model, theory, theory_curve
 
-__all__ = ["TuneResult", "tune", "tune_curve", "alpha_for_error"]
+__all__ = ["TuneResult", "tune", "tune_curve", "alpha_for_error", "validation_pick", "valley_halfwidth"]
 
 #: default search range of ``lam`` and of ``alpha`` (:func:`~singlehead.alpha_for_error`)
 DEFAULT_LAM_RANGE = (1e-5, 10.0)
@@ -364,3 +368,128 @@ def alpha_for_error(problem: Problem, target_error: float, *, alpha_range: Seque
         else:  # above the target, or unconverged (treated as not reached)
             x0 = xm
     return best
+
+
+def _lam_curve(lams: Sequence[float], errors: Sequence[float], what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(log10 lam, error)`` sorted by ``lam``, the points with a non-finite error left out."""
+    try:
+        lam = np.asarray(lams, dtype=float).ravel()
+        err = np.asarray(errors, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: lams and errors must be sequences of numbers (got {lams!r}, {errors!r})") from None
+    if lam.size != err.size:
+        raise ValueError(f"{what}: errors must have one entry per lam ({lam.size}) (got {err.size})")
+    if not (lam.size and np.all(np.isfinite(lam)) and np.all(lam > 0)):
+        raise ValueError(f"{what}: lams must be finite numbers > 0, at least one (got {lams!r})")
+    if np.unique(lam).size != lam.size:
+        raise ValueError(f"{what}: lams must be distinct (got {lams!r})")
+    ok = np.isfinite(err)
+    if not ok.any():
+        raise ValueError(f"{what}: errors must hold at least one finite value (got {errors!r})")
+    order = np.argsort(lam[ok])
+    return np.log10(lam[ok][order]), err[ok][order]
+
+
+def validation_pick(lams: Sequence[float], errors: Sequence[float]) -> float:
+    """The ``lam`` a validation curve picks: its grid minimum, refined by a parabola in ``log10 lam``.
+
+    ``errors[i]`` is the validation error of the model trained at ``lams[i]``. The pick is the grid
+    point of lowest error, moved to the vertex of the parabola in ``x = log10 lam`` through that
+    point and its two neighbours on the grid (sorted by ``lam``). The vertex lies between the two
+    neighbours; the grid point itself is returned when it is an end of the grid, when the grid has
+    fewer than three points, or when the parabola is not convex. Points with a non-finite error (a
+    failed run) are left out before the minimum is taken.
+
+    Parameters
+    ----------
+    lams : sequence of float
+        Distinct values of ``lam`` (> 0, any order).
+    errors : sequence of float
+        One validation error per ``lam``; at least one finite.
+
+    Returns
+    -------
+    float
+        The picked ``lam``.
+
+    Raises
+    ------
+    ValueError
+        When the lengths differ, a ``lam`` is not a finite number > 0, two ``lam`` are equal, or no
+        error is finite.
+
+    Examples
+    --------
+    >>> from singlehead.analysis import validation_pick
+    >>> lams = [0.01, 0.1, 1.0]
+    >>> errors = [(x + 0.8) ** 2 for x in (-2.0, -1.0, 0.0)]     # a parabola in log10 lam, vertex at -0.8
+    >>> round(validation_pick(lams, errors), 6)
+    0.158489
+    """
+    x, e = _lam_curve(lams, errors, "validation_pick")
+    i = int(np.argmin(e))
+    if i == 0 or i == len(x) - 1:
+        return float(10.0 ** x[i])
+    c2, c1, _ = np.polyfit(x[i - 1:i + 2], e[i - 1:i + 2], 2)
+    if not c2 > 0:
+        return float(10.0 ** x[i])
+    return float(10.0 ** np.clip(-c1 / (2.0 * c2), x[i - 1], x[i + 1]))
+
+
+def valley_halfwidth(lams: Sequence[float], errors: Sequence[float], lam_star: float, error_star: float,
+                     rel: float = 0.01) -> float:
+    """How far ``lam`` may move from the optimum, in ``log10 lam``, before the error exceeds ``(1 + rel) error_star``.
+
+    ``(lams, errors)`` samples a curve ``lam -> test error`` on both sides of its minimum at
+    ``lam_star`` with value ``error_star`` (e.g. the theory's curve around :func:`~singlehead.tune`'s
+    result). On each side the samples are walked outwards from ``lam_star``; the first one whose
+    excess ``error - error_star`` reaches ``rel error_star`` is the crossing, located between it and
+    the sample before (``lam_star`` itself, excess 0, for the first) by linear interpolation of the
+    square root of the excess in ``log10 lam`` (exact for a valley quadratic in ``log10 lam``). The
+    result is the smaller of the two distances ``|log10 lam_cross - log10 lam_star|``: every ``lam``
+    within it of ``lam_star`` has an error below ``(1 + rel) error_star`` at the curve's resolution.
+    A side without a crossing in the samples gives ``inf`` (the valley is flatter than the sampled
+    range); points with a non-finite error are left out.
+
+    Parameters
+    ----------
+    lams, errors : sequence of float
+        The sampled curve (``lams`` distinct, > 0; at least one finite error).
+    lam_star : float
+        The minimiser (> 0).
+    error_star : float
+        The minimum (> 0).
+    rel : float
+        The relative rise of the error that defines the edge of the valley (> 0).
+
+    Returns
+    -------
+    float
+        The half-width in ``log10 lam`` (>= 0; ``inf`` when neither side crosses).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singlehead.analysis import valley_halfwidth
+    >>> x = np.linspace(-1.0, 1.0, 21)
+    >>> errors = 0.05 * (1.0 + x ** 2)                     # rises by 1 % at |log10 lam| = 0.1
+    >>> round(valley_halfwidth(10.0 ** x, errors, 1.0, 0.05, rel=0.01), 6)
+    0.1
+    """
+    x, e = _lam_curve(lams, errors, "valley_halfwidth")
+    x0 = math.log10(_check_positive(lam_star, "lam_star"))
+    e0 = _check_positive(error_star, "error_star")
+    thr = math.sqrt(_check_positive(rel, "rel") * e0)
+    out = math.inf
+    for side in (x > x0, x < x0):
+        xs, es = x[side], e[side]
+        order = np.argsort(np.abs(xs - x0))
+        prev_x, prev_r = x0, 0.0
+        for xi, ei in zip(xs[order], es[order]):
+            r = math.sqrt(max(float(ei) - e0, 0.0))
+            if r >= thr:
+                t = (thr - prev_r) / (r - prev_r)
+                out = min(out, abs(prev_x + t * (float(xi) - prev_x) - x0))
+                break
+            prev_x, prev_r = float(xi), r
+    return float(out)

@@ -68,9 +68,15 @@ class Context:
     def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", *, seeds: int, n_test: int,
                  **options: Any) -> list[Job]:
         """Simulation jobs of seeds ``0 .. seeds - 1`` per problem, ``n_test`` test sequences each."""
-        opts = TrainOptions(optimizer=optimizer, n_test=n_test, **options)
-        st = tuple(sorted({**opts.key_fields(self.device), "device": self.device}.items()))
+        st = self.sim_settings(optimizer, n_test=n_test, **options)
         return [j for p in problems for j in self.seeded_jobs("simulation", p, st, seeds)]
+
+    def sim_settings(self, optimizer: str = "lbfgs", *, n_test: int, **options: Any) -> tuple[tuple[str, Any], ...]:
+        """The settings of a simulation job as :meth:`sim_jobs` keys them: every
+        :class:`~singlehead.sim.simulation.TrainOptions` field and the device (for a single job,
+        ``Job("simulation", problem, seed, settings)``, that is not one of a point's seed sequence)."""
+        opts = TrainOptions(optimizer=optimizer, n_test=n_test, **options)
+        return tuple(sorted({**opts.key_fields(self.device), "device": self.device}.items()))
 
     def seeded_jobs(self, route: str, problem: Problem, settings: tuple[tuple[str, Any], ...], seeds: int
                     ) -> list[Job]:
