@@ -217,7 +217,7 @@ def judge(agr: pd.DataFrame, level: float = FAMILY_LEVEL) -> pd.DataFrame:
     ``0 <= tol_rel <= MAX_TOL_REL``, ``tol_abs >= 0``), ``se`` (a finite value makes the row
     statistical), ``dof`` (missing or ``nan``: the normal law), ``theory_converged``,
     ``within`` (tolerance rows) and ``diagnostic_fails``. Adds ``tolerance``, ``p_diff``,
-    ``p_diff_holm``, ``p_equiv``, ``p_equiv_holm``, ``rel_gap`` (``gap/|theory|``), ``gap_se``
+    ``p_diff_holm``, ``p_equiv``, ``p_equiv_holm``, ``rel_gap`` (``gap/|theory|``, where ``tol_rel > 0``), ``gap_se``
     (``gap/se``) and ``verdict`` (one of :data:`VERDICTS`; see the module docstring). The
     per-row ``within``, ``allowance`` and ``p_value`` columns are dropped: the verdict replaces
     them. Raw p-values of an unconverged row are kept but it is outside both families.
@@ -256,7 +256,10 @@ def judge(agr: pd.DataFrame, level: float = FAMILY_LEVEL) -> pd.DataFrame:
     out["p_diff_holm"] = holm_adjusted(np.where(family, p_diff, np.nan))
     out["p_equiv_holm"] = holm_adjusted(np.where(family, p_equiv, np.nan))
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["rel_gap"] = np.where(np.isfinite(theory) & (theory != 0), gap / np.abs(theory), np.nan)
+        # relative terms only where the row's tolerance has a relative part (a log10 lam, a KS distance or an
+        # exponent judged against an absolute tolerance has no meaningful relative gap)
+        rel_ok = np.isfinite(theory) & (theory != 0) & (out["tol_rel"].to_numpy(dtype=float) > 0)
+        out["rel_gap"] = np.where(rel_ok, gap / np.abs(theory), np.nan)
         out["gap_se"] = np.where(stat & (se > 0), gap / np.where(se > 0, se, 1.0), np.nan)
     equiv = np.where(family, out["p_equiv_holm"].to_numpy() <= level, False)
     diff = np.where(family, out["p_diff_holm"].to_numpy() <= level, False)
