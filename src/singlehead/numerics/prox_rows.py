@@ -41,7 +41,7 @@ from typing import Callable
 
 import numpy as np
 
-from singlehead.numerics.attention_maps import softmax_rows
+from singlehead.numerics.row_reductions import softmax_rows
 from singlehead.numerics.limits import memory_limit
 from singlehead.numerics.newton_steps import chol_solve_many, hessian_direction, run_newton
 

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy import special, stats
-from scipy.stats import qmc
+from scipy import special
 
 from singlehead.numerics.attention_maps import shift_direction, vec_to_mat
 from singlehead.numerics.orthant import bvn_log_derivatives, log_bvn_cdf
@@ -126,10 +125,10 @@ def _t2_fisher(s: float, n_nodes: int = 64) -> float:
     x, w = B * x, B * w
     rho = _RHO2
     sc = math.sqrt(s * (1.0 - rho * rho))  # sd of a2 given a1
-    p1 = stats.norm.pdf(x, scale=math.sqrt(s))
+    p1 = np.exp(-0.5 * x * x / s) / math.sqrt(2.0 * math.pi * s)
     A1, A2 = np.meshgrid(x, x, indexing="ij")
     F = _t2_fisher_density(A1, A2).reshape(A1.shape)
-    pc = stats.norm.pdf(A2, loc=rho * A1, scale=sc)
+    pc = np.exp(-0.5 * ((A2 - rho * A1) / sc) ** 2) / (math.sqrt(2.0 * math.pi) * sc)
     box = float(np.einsum("i,j,ij,i,ij->", w, w, F, p1, pc))
     lphi = -0.5 * x * x - 0.5 * math.log(2 * math.pi)
     Finf = np.exp(2 * lphi - special.log_ndtr(x) - special.log_ndtr(-x))
@@ -139,8 +138,10 @@ def _t2_fisher(s: float, n_nodes: int = 64) -> float:
 
 
 def _sobol_normal(dim: int, m: int, seed: int) -> np.ndarray:
+    from scipy.stats import qmc  # here: scipy.stats costs a second at import, and only T >= 3 tables need it
+
     u = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(seed)).random_base2(m)
-    return stats.norm.ppf(np.clip(u, 1e-12, 1 - 1e-12))
+    return special.ndtri(np.clip(u, 1e-12, 1 - 1e-12))
 
 
 def _label_codes(Z: np.ndarray, T: int) -> np.ndarray:
