@@ -64,6 +64,15 @@ class MultiHeadStudent(nn.Module):
     is the mean ``S_eff = (1/H) sum_h S_h`` (the linear channel's predictor: its output is ``h(S_eff)``),
     ``head_matrices()`` the ``(H, d, d)`` stack; ``regulariser(lam) = lam d sum_h Tr S_h``
     (``= lam d H Tr S_eff``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> m = MultiHeadStudent(torch.randn(3, 8, 4, dtype=torch.float64))     # H = 3 heads, d = 8, p = 4
+    >>> tuple(m.logits(torch.randn(5, 2, 8, dtype=torch.float64)).shape)   # (n, H, T, T)
+    (5, 3, 2, 2)
+    >>> bool(torch.allclose(m.matrix(), m.head_matrices().mean(0)))
+    True
     """
 
     heads_axis = -3  # the head axis of ``logits(X)``
@@ -186,8 +195,16 @@ def init_factorized(d: int, p: int, gen: torch.Generator, dtype: torch.dtype, de
 def init_multihead(heads: int, d: int, p: int, gen: torch.Generator, dtype: torch.dtype,
                    device: torch.device | str, scale: float = 1.0) -> MultiHeadStudent:
     """``W_1, ..., W_H`` iid N(0, scale^2), drawn one after another in float64 on the CPU from ``gen``
-    (the first head's ``W`` is the single-head student's of the same generator)."""
-    W = torch.randn(heads, d, p, generator=gen, dtype=torch.float64) * scale
+    (the first head's ``W`` is the single-head student's of the same generator).
+
+    Examples
+    --------
+    >>> import torch
+    >>> m = init_multihead(2, 6, 3, torch.Generator().manual_seed(0), torch.float64, "cpu")
+    >>> tuple(m.W.shape), m.heads
+    ((2, 6, 3), 2)
+    """
+    W = torch.stack([torch.randn(d, p, generator=gen, dtype=torch.float64) for _ in range(heads)]) * scale
     return MultiHeadStudent(W.to(device, dtype))
 
 
@@ -209,7 +226,16 @@ def init_untied(d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device
 
 def predict(student: nn.Module, channel: Any, beta: float, X: torch.Tensor) -> torch.Tensor:
     """The student's output for tokens ``X``: ``channel.output`` of its logits, or for a
-    :class:`MultiHeadStudent` the mean over heads (``channel.head_output``)."""
+    :class:`MultiHeadStudent` the mean over heads (``channel.head_output``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from singlehead.model.channels import get_channel
+    >>> m = MultiHeadStudent(torch.zeros(2, 4, 2, dtype=torch.float64))           # S_h = 0: uniform rows
+    >>> predict(m, get_channel("seq2lab"), 1.0, torch.randn(1, 2, 4, dtype=torch.float64)).tolist()
+    [[[0.5, 0.5], [0.5, 0.5]]]
+    """
     h = student.logits(X)
     if isinstance(student, MultiHeadStudent):
         return channel.head_output(h, beta, X)

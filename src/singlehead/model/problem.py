@@ -11,7 +11,7 @@ Conventions (normative; docs: :ref:`theory`, sections 1-7, and arXiv 2509.24914 
   factorized loss ``sum_mu ||yhat - y||_F^2 + (lam/sqrt(kappa)) ||W||_F^2``
   = ``... + lam d Tr S``; direct loss ``... + lam d ||S||_F^2``;
 * ``heads`` / ``teacher_heads`` (``H`` / ``H0``): tied attention heads of the student / the teacher;
-  the output is the mean over heads of the channel outputs (docs: Concepts, "Multi-head attention").
+  the output is the mean over heads of the channel outputs (docs: :ref:`concepts-multihead`).
   Both are left out of ``to_dict`` (so of every cache key) and of ``repr`` when both are 1.
 
 Every field is validated on construction; an invalid value raises

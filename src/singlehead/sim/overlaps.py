@@ -39,7 +39,7 @@ def overlaps(M: np.ndarray, M0: np.ndarray) -> dict[str, float]:
     >>> import numpy as np
     >>> o = overlaps(np.array([[1.0, 1.0], [-1.0, 1.0]]), np.eye(2))
     >>> o["q_s"], o["q_a"], o["m_s"], o["m_a"], round(o["asymmetry"], 6)
-    (1.0, 1.0, 1.0, 0.0, 1.0)
+    (1.0, 1.0, 1.0, 0.0, 1.414214)
     """
     d = M.shape[0]
     Ms, Ma = 0.5 * (M + M.T), 0.5 * (M - M.T)

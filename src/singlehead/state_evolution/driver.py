@@ -46,7 +46,7 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         :func:`~singlehead.state_evolution.block_map.check_block_options`). ``d`` only matters in
         the finite-``d`` prior mode. Several heads (``heads``, ``teacher_heads``): the linear channel
         only, as its single-head equivalent (:func:`~singlehead.state_evolution.multihead.effective_single_head`;
-        docs: Concepts, "Multi-head attention"); other channels raise ``ValueError``.
+        docs: :ref:`concepts-multihead`); other channels raise ``ValueError``.
     options : SEOptions, optional
         Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``. An option
         that does not apply to the problem's student raises ``ValueError`` naming it.

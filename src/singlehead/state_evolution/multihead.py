@@ -90,6 +90,15 @@ def multihead_result(result: Result, problem: Problem, effective: Problem, c2: f
     problem's ``lam`` at the effective collapse (``collapse_lam' sqrt(c2)/H``). The other order parameters
     (``Sigma``, the conjugates, ``eta``, ...) are the effective problem's. Adds ``effective_problem`` (its
     ``to_dict``) and ``effective_scale`` (``c2``) to the extras; ``problem`` becomes ``problem.to_dict()``.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, Result
+    >>> p = Problem(channel="linear", T=1, target=MPTarget(kappa0=0.5), heads=2, teacher_heads=2)
+    >>> eff, c2 = effective_single_head(p)
+    >>> r = multihead_result(Result("theory", eff.to_dict(), test_error=0.2, extras={"q": 1.0}), p, eff, c2)
+    >>> r.test_error, r.extras["q"], r.problem["heads"], round(r.extras["effective_problem"]["lam"], 6)
+    (0.1, 0.5, 2, 0.028284)
     """
     c = math.sqrt(c2)
     extras: dict[str, Any] = dict(result.extras)
