@@ -137,11 +137,12 @@ def _extrapolate(ds: list[int], means: list[float], ses: list[float]) -> tuple[f
 
 @pytest.mark.slow
 def test_linear_theory_of_heads_matches_simulations():
-    """H = 2 student heads, H0 = 2 MP teacher heads: theory (single head with kappa' = 1, lam' = 2 sqrt(2) lam,
-    noise' = 2 noise, kappa0' = 0.5, errors / 2) against ERM at d = 40 and 80 (6 seeds each), extrapolated
-    linearly in 1/d. The wrong maps (no H or no sqrt(H0) in lam, no H0 in the noise) are 0.011 to 0.016 away."""
-    p = Problem(T=2, alpha=1.0, channel="linear", noise=0.1, lam=0.5, kappa=0.5, target=MPTarget(kappa0=0.25),
-                heads=2, teacher_heads=2)
+    """H = 2 student heads, H0 = 4 MP teacher heads: theory (single head with kappa' = 1, lam' = H sqrt(H0) lam,
+    noise' = H0 noise, kappa0' = H0 kappa0, errors / H0: 0.0421) against ERM at d = 40 and 80 (6 seeds each),
+    extrapolated linearly in 1/d (s.e. about 0.002). The wrong maps are far: lam' = H lam or sqrt(H0) lam gives
+    0.025, noise' = noise gives 0.032."""
+    p = Problem(T=2, alpha=1.0, channel="linear", noise=0.05, lam=0.5, kappa=0.5, target=MPTarget(kappa0=0.125),
+                heads=2, teacher_heads=4)
     th = theory(p)
     assert th.converged and th.problem["heads"] == 2
     means, ses, ds = [], [], [40, 80]
@@ -280,3 +281,15 @@ def test_cli_heads(capsys, usage_error):
     usage_error(["theory", "--heads", "2"], "multi-head theory")
     usage_error(["theory", "--task", "linear", "--heads", "2", "--stability"], "stability")
     usage_error(["simulate", "--heads", "0"], "heads")
+
+
+def test_single_head_routes_refuse_several_heads():
+    from singlehead import bayes_optimal, interpolation_threshold
+    from singlehead.amp import amp
+
+    p = Problem(d=10, T=1, channel="linear", heads=2)
+    for route in (bayes_optimal, interpolation_threshold, amp):
+        with pytest.raises(ValueError, match="heads must be 1 for .* single-head model only"):
+            route(p)
+    with pytest.raises(ValueError, match="heads must be 1 for the Bayes"):
+        bayes_optimal(p.replace(heads=1, teacher_heads=3))

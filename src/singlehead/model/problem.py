@@ -155,6 +155,12 @@ class Problem:
         """Whether the student or the teacher has more than one head."""
         return self.heads != 1 or self.teacher_heads != 1
 
+    def check_single_head(self, route: str) -> None:
+        """Raise ``ValueError`` naming ``heads`` when this problem has several heads and ``route`` (a name for
+        the message) covers the single-head model only (AMP, the Bayes baseline, the thresholds, ...)."""
+        _check(not self.multihead, "heads", f"1 for {route}, which covers the single-head model only "
+               f"(got heads={self.heads}, teacher_heads={self.teacher_heads})", self.heads)
+
     # ---- derived sizes -------------------------------------------------
     @property
     def n(self) -> int:
