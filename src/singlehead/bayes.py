@@ -196,6 +196,7 @@ def bayes_optimal(
     >>> result.source, round(result.test_error, 2)
     ('bayes', 0.12)
     """
+    problem.check_single_head("the Bayes-optimal baseline")
     t0 = time.perf_counter()
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     ov = bayes_overlap(problem, pm)

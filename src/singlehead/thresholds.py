@@ -105,6 +105,7 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     >>> round(perfect_recovery_threshold(Problem(T=2, target=MPTarget(kappa0=0.5))), 4)
     0.2111
     """
+    problem.check_single_head("the thresholds")
     if not problem.channel.labels_reveal_logits:
         return math.inf
     if not problem.student.symmetric:
@@ -147,6 +148,7 @@ def bayes_perfect_recovery_threshold(problem: Problem) -> float:
     >>> bayes_perfect_recovery_threshold(Problem(T=2, target=MPTarget(kappa0=0.5)))   # (0.5 - 0.125)/2
     0.1875
     """
+    problem.check_single_head("the thresholds")
     if not problem.channel.labels_reveal_logits:
         return math.inf
     k0 = min(_mp_kappa0(problem), 1.0)
@@ -176,6 +178,7 @@ def untied_interpolation_threshold(problem: Problem) -> float:
     >>> round(untied_interpolation_threshold(Problem(T=2, noise=0.5, student="untied", kappa=0.5)), 4)
     0.375
     """
+    problem.check_single_head("the thresholds")
     if problem.noise == 0:
         return math.inf
     e, antisymmetric = problem.channel.block_label_equations(problem.T, problem.student.field_blocks())
@@ -223,6 +226,7 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     >>> round(untied_perfect_recovery_threshold(Problem(T=2, student="untied", target=MPTarget(0.5))), 4)
     0.4527
     """
+    problem.check_single_head("the thresholds")
     e, _ = problem.channel.block_label_equations(problem.T, problem.student.field_blocks())
     if e <= 0:
         raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
@@ -249,6 +253,7 @@ def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int
     >>> round(interpolation_threshold(Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5))), 3)
     0.153
     """
+    problem.check_single_head("the thresholds")
     if not problem.student.symmetric:
         return untied_interpolation_threshold(problem)
     c = informative_directions(problem)

@@ -314,6 +314,7 @@ def amp(
     >>> result.source, result.converged
     ('amp', True)
     """
+    problem.check_single_head("amp")
     o = options or AMPOptions()
     n_test = o.n_test
     t0 = time.perf_counter()

@@ -140,6 +140,22 @@ def problem_options(func: Callable | None = None, *, omit: tuple[str, ...] = ())
     return decorate(func) if func is not None else decorate
 
 
+def head_options(func: Callable) -> Callable:
+    """``--heads`` and ``--teacher-heads`` (``Problem.heads``, ``Problem.teacher_heads``; default 1, the
+    single-head model), for the commands that take several heads (``simulate``, ``theory``)."""
+    func = click.option("--teacher-heads", "teacher_heads", type=int, default=1, show_default=True,
+                        help="Teacher heads H0 >= 1, each drawn from the target; the labels are the mean over "
+                             "heads of their channel outputs.")(func)
+    return click.option("--heads", "heads", type=int, default=1, show_default=True,
+                        help="Student heads H >= 1 (factorized student), each of width p = kappa d; the output is "
+                             "the mean over heads.")(func)
+
+
+def pop_head_options(kwargs: dict[str, Any]) -> dict[str, int]:
+    """The :func:`head_options` values of ``kwargs`` (removed from it), as ``problems_from_options`` takes them."""
+    return {"heads": kwargs.pop("heads", 1), "teacher_heads": kwargs.pop("teacher_heads", 1)}
+
+
 def instance_run_options(func: Callable) -> Callable:
     """Options shared by the commands that run on sampled instances (``simulate``, ``amp``)."""
     opts = [
@@ -217,13 +233,16 @@ def _target_param_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 
 def problems_from_options(channel: str, T: int, d: int, alpha: str, kappa: float, noise: float,
                           lam: float, beta: float, beta0: float, student: str, target: str | None = None,
-                          target_param: tuple[str, ...] = (), **target_options: Any) -> list[Problem]:
+                          target_param: tuple[str, ...] = (), heads: int = 1, teacher_heads: int = 1,
+                          **target_options: Any) -> list[Problem]:
     """One validated Problem per alpha value (``target``: a registered name, else inferred from the
-    target options: ``target_options`` by name, ``None`` when not given, plus ``--target-param`` pairs)."""
+    target options: ``target_options`` by name, ``None`` when not given, plus ``--target-param`` pairs;
+    ``heads``, ``teacher_heads``: :func:`head_options`)."""
     given = {**{k: v for k, v in target_options.items() if v is not None}, **_target_param_pairs(target_param)}
     target_obj = target_from_options(target, given)
     return [Problem(d=d, T=T, alpha=a, channel=channel, beta=beta, beta0=beta0, noise=noise, target=target_obj,
-                    student=student, kappa=kappa, lam=lam) for a in parse_floats(alpha, "alpha")]
+                    student=student, kappa=kappa, lam=lam, heads=heads, teacher_heads=teacher_heads)
+            for a in parse_floats(alpha, "alpha")]
 
 
 def _json_default(x: Any) -> Any:

@@ -10,8 +10,10 @@ from singlehead.runs import Job
 from singlehead.sim.simulation import TrainOptions, resolve_device
 from singlehead.runs.threads import configure
 from singlehead.cli.common import (
+    head_options,
     instance_run_options,
     instance_seeds,
+    pop_head_options,
     pop_problem_options,
     problem_options,
     problems_from_options,
@@ -21,6 +23,7 @@ from singlehead.cli.common import (
 
 @click.command()
 @problem_options
+@head_options
 @instance_run_options
 @click.option("--optimizer", type=click.Choice(["lbfgs", "adam"]), default="lbfgs", show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda[:N].")
@@ -41,7 +44,7 @@ from singlehead.cli.common import (
               help="BLAS/torch threads (default: all cores; see singlehead.runs.threads).")
 def simulate(**kwargs: Any) -> None:
     """Train students by ERM and print test/train/matrix errors and the learned spectrum."""
-    problems = problems_from_options(**pop_problem_options(kwargs))
+    problems = problems_from_options(**pop_problem_options(kwargs), **pop_head_options(kwargs))
     seeds = instance_seeds(kwargs)
     dev = resolve_device(kwargs["device"])
     options = TrainOptions(optimizer=kwargs["optimizer"], precision=kwargs["precision"],

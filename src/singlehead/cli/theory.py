@@ -19,6 +19,8 @@ from singlehead.state_evolution.options import result_settings
 from singlehead.cli.common import (
     STUDENT_OPTIONS,
     dumps,
+    head_options,
+    pop_head_options,
     pop_problem_options,
     problem_options,
     problems_from_options,
@@ -28,6 +30,7 @@ from singlehead.cli.common import (
 
 @click.command()
 @problem_options
+@head_options
 @click.option("--prior", type=click.Choice(["auto", "asymptotic", "finite"]), default="auto", show_default=True,
               help="Target side: auto = asymptotic law (MP, or the discrete law of the d eigenvalues), or the finite-d spectrum with GOE draws.")
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Fixed-point residual target.")
@@ -42,8 +45,19 @@ from singlehead.cli.common import (
                    "and the share of Sigmahat carried by prox jumps (state_evolution.stability).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per alpha.")
 def theory(**kwargs: Any) -> None:
-    """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."""
-    problems = problems_from_options(**pop_problem_options(kwargs))
+    """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid.
+
+    Several heads (--heads, --teacher-heads): the linear channel only, as its single-head equivalent
+    (kappa -> min(1, H kappa), lam -> H sqrt(H0) lam; H0 > 1 needs an MP target); other channels are refused.
+    """
+    problems = problems_from_options(**pop_problem_options(kwargs), **pop_head_options(kwargs))
+    if problems[0].multihead:
+        from singlehead.state_evolution import effective_single_head
+
+        effective_single_head(problems[0])  # refuses, naming why, a problem without a multi-head theory
+        if kwargs["stability"]:
+            raise ValueError("stability: the replica-symmetry check is not available with --heads or "
+                             "--teacher-heads above 1")
     options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
     # the key holds the settings that change each point's result
     jobs = [Job("theory", p, None, result_settings(p, options, kwargs["prior"])) for p in problems]

@@ -9,7 +9,10 @@ Conventions (normative; docs: :ref:`theory`, sections 1-7, and arXiv 2509.24914 
   (``Delta`` on the diagonal, ``Delta/2`` off it);
 * ``lam`` is the library's regularisation ``lambda`` (the paper's "lambda tilde"):
   factorized loss ``sum_mu ||yhat - y||_F^2 + (lam/sqrt(kappa)) ||W||_F^2``
-  = ``... + lam d Tr S``; direct loss ``... + lam d ||S||_F^2``.
+  = ``... + lam d Tr S``; direct loss ``... + lam d ||S||_F^2``;
+* ``heads`` / ``teacher_heads`` (``H`` / ``H0``): tied attention heads of the student / the teacher;
+  the output is the mean over heads of the channel outputs (docs: :ref:`concepts-multihead`).
+  Both are left out of ``to_dict`` (so of every cache key) and of ``repr`` when both are 1.
 
 Every field is validated on construction; an invalid value raises
 :class:`ValueError` whose message names the parameter and its valid range.
@@ -23,6 +26,7 @@ from typing import Any
 
 from singlehead.model.validation import check as _check
 from singlehead.model.validation import finite as _finite
+from singlehead.model.validation import is_int as _is_int
 from singlehead.model.channels import Channel, get_channel
 from singlehead.model.results import stable_hash
 from singlehead.model.students import Student, get_student
@@ -35,6 +39,8 @@ from singlehead.model.targets import (  # noqa: F401  (PowerLawTarget, CustomTar
     get_target,
     target_from_dict,
 )
+
+_HEAD_FIELDS = ("heads", "teacher_heads")
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,14 @@ class Problem:
         nothing: the rank of S is at most d).
     lam : float
         Regularisation ``lambda >= 0``.
+    heads : int
+        Student heads ``H >= 1``: tied heads ``S_h = W_h W_h^T/sqrt(p d)``, ``h = 1..H``, each of width
+        ``p``, weight decay ``lam d sum_h Tr S_h``; the output is the mean over heads of the channel
+        outputs of the heads' logits. ``H > 1`` needs the factorized student.
+    teacher_heads : int
+        Teacher heads ``H0 >= 1``, each ``S0_k`` drawn independently from ``target``; the labels are
+        the mean over heads of the channel outputs of ``h(S0_k) + xi`` (one noise ``xi`` per sequence,
+        shared by the heads). ``H0 > 1`` needs a symmetric target.
 
     Examples
     --------
@@ -98,6 +112,8 @@ class Problem:
     student: Student = "factorized"  # type: ignore[assignment]
     kappa: float = 1.0
     lam: float = 0.01
+    heads: int = 1
+    teacher_heads: int = 1
 
     def __post_init__(self) -> None:
         _check(isinstance(self.d, int) and not isinstance(self.d, bool) and self.d >= 2, "d", "an integer >= 2", self.d)
@@ -118,6 +134,32 @@ class Problem:
         self.target.validate(self.d)
         self.channel.validate(self.T, self.beta, self.beta0)
         self.student.validate(self.kappa)
+        _check(_is_int(self.heads) and self.heads >= 1, "heads", "an integer >= 1", self.heads)
+        _check(_is_int(self.teacher_heads) and self.teacher_heads >= 1, "teacher_heads", "an integer >= 1",
+               self.teacher_heads)
+        object.__setattr__(self, "heads", int(self.heads))
+        object.__setattr__(self, "teacher_heads", int(self.teacher_heads))
+        _check(self.heads == 1 or self.student.name == "factorized", "heads",
+               f"1 for the {self.student.name!r} student (several heads need the factorized student)", self.heads)
+        _check(self.teacher_heads == 1 or self.target.symmetric, "teacher_heads",
+               f"1 for the non-symmetric target {self.target.name!r} (several teacher heads need a symmetric target)",
+               self.teacher_heads)
+
+    def __repr__(self) -> str:
+        # the head counts are shown only when one of them is not 1 (the single-head repr is unchanged)
+        shown = [f for f in dataclasses.fields(self) if f.name not in _HEAD_FIELDS or self.multihead]
+        return f"{type(self).__name__}({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
+
+    @property
+    def multihead(self) -> bool:
+        """Whether the student or the teacher has more than one head."""
+        return self.heads != 1 or self.teacher_heads != 1
+
+    def check_single_head(self, route: str) -> None:
+        """Raise ``ValueError`` naming ``heads`` when this problem has several heads and ``route`` (a name for
+        the message) covers the single-head model only (AMP, the Bayes baseline, the thresholds, ...)."""
+        _check(not self.multihead, "heads", f"1 for {route}, which covers the single-head model only "
+               f"(got heads={self.heads}, teacher_heads={self.teacher_heads})", self.heads)
 
     # ---- derived sizes -------------------------------------------------
     @property
@@ -142,6 +184,9 @@ class Problem:
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form; ``Problem.from_dict(p.to_dict()) == p``."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if not self.multihead:  # single-head dicts (and so cache keys) are the ones without head fields
+            for name in _HEAD_FIELDS:
+                del out[name]
         out["target"] = self.target.to_dict()
         out["channel"], out["student"] = self.channel.to_spec(), self.student.to_spec()
         return out

@@ -67,7 +67,8 @@ def solver_inputs(problem: Problem, param: str, prior: str, settings: dict[str, 
     :func:`~singlehead.state_evolution.theory_curve` builds them for ``problem`` (shared by every point
     of the chain, so they are kept per process under a key that leaves ``param`` out); the
     quadrature is ``None`` and the prior ``prior`` where theory_curve builds them per point (along
-    ``d`` or ``target``) or a non-symmetric student samples its own prior side.
+    ``d`` or ``target``), a non-symmetric student samples its own prior side, or the problem has several
+    heads (its curve is its single-head equivalent's, see :mod:`singlehead.state_evolution.multihead`).
 
     ``settings``: the ``SEOptions`` fields of the theory job (its settings less ``prior``)."""
     from singlehead.state_evolution import SEOptions, prior_model
@@ -75,7 +76,7 @@ def solver_inputs(problem: Problem, param: str, prior: str, settings: dict[str, 
 
     options = SEOptions(**settings)
     check_theory_size(problem, options, prior)  # refused before any node or eigenvalue is allocated
-    if param in ("d", "target") or not problem.student.symmetric:
+    if param in ("d", "target") or not problem.student.symmetric or problem.multihead:
         return options, None, prior
     key = stable_hash({"problem": {**problem.to_dict(), param: None}, "prior": prior, "settings": settings})
     if key not in _SOLVER_INPUTS:

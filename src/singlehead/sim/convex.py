@@ -95,6 +95,7 @@ def solve_reference(problem: Problem, data: Sequences, *, S_init: torch.Tensor |
     >>> data = sample_sequences(problem, S0, problem.n, seed=1)
     >>> solution = solve_reference(problem, data)  # doctest: +SKIP
     """
+    problem.check_single_head("the reference solver")
     data = data.to("cpu", torch.float64)
     d, n = problem.d, len(data)
     ch, beta, lam, st = problem.channel, problem.beta, problem.lam, problem.student

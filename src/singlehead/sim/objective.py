@@ -29,6 +29,12 @@ plus ``O(n T^2 p)`` for the per-sequence logits (see :func:`step_flops`). On CPU
 data are processed in cache-sized chunks so that the backward GEMM reuses the chunk of
 ``X`` the forward one just read; this is what brings a step to the machine's GEMM rate.
 
+The multi-head student (``H`` heads ``S_h = W_h W_h^T/sqrt(p d)``, output the mean over heads of the
+channel outputs) has the factorized formulas per head, with ``G_h = dL/dh_h`` the derivative of the loss of
+the mean output ``mean_h chan_beta(h_h)`` (the channel's attention map differentiated by autograd per
+head, the loss in closed form in the mean attention matrix) and the weight decay
+``lam d sum_h Tr S_h``.
+
 For the ``seq2seq`` channel, ``||A X/sqrt(d) - y||_F^2 = tr(A M A^T) - 2 <A, Y> + ||y||^2``
 with the per-dataset constants ``M = X X^T/d`` and ``Y = y X^T/sqrt(d)`` (``T x T`` per
 sequence), computed once when the :class:`Objective` is built.
@@ -45,7 +51,13 @@ import math
 import torch
 from torch import nn
 
-from singlehead.model.attention_layers import DirectStudent, FactorizedStudent, UntiedStudent
+from singlehead.model.attention_layers import (
+    DirectStudent,
+    FactorizedStudent,
+    MultiHeadStudent,
+    UntiedStudent,
+    predict,
+)
 from singlehead.model.channels import Channel, get_channel, squared_error
 from singlehead.sim.data import Sequences
 from singlehead.model.students import Student, get_student
@@ -177,6 +189,57 @@ class Objective:
             gW.addmm_(X2.T, torch.bmm(Gs, Z).view(k * T, p))
         return loss, gdiag
 
+    def _dlogits_heads(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Data loss (summed, float64) of the mean over heads of the attention matrices of logits ``h``
+        (``(k, H, T, T)``) and ``G = dL/dh`` per head (autograd through the channel's attention map)."""
+        with torch.enable_grad():
+            hh = h.detach().requires_grad_(True)
+            A = self.channel.attention(hh, self.beta).mean(dim=1)
+            if M is None:  # ||A - y||^2
+                R = A - tgt
+                loss = (R * R).sum(dtype=torch.float64)
+            else:  # seq2seq: <A M, A> - 2 <A, Y> (+ ||y||^2, added once per dataset)
+                loss = ((A @ M) * A).sum(dtype=torch.float64) - 2.0 * (A * tgt).sum(dtype=torch.float64)
+            (G,) = torch.autograd.grad(loss, hh)
+        return loss.detach(), G
+
+    def _multihead(self, W: torch.Tensor, traces: torch.Tensor, gW: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        H, d, p = W.shape
+        c = 1.0 / (d * math.sqrt(p))
+        shift = traces / math.sqrt(d)
+        Wf = W.permute(1, 0, 2).reshape(d, H * p)  # the heads side by side: one GEMM for X W_h, every h
+        gWf = W.new_zeros(d, H * p)
+        loss = W.new_zeros((), dtype=torch.float64)
+        gdiag = W.new_zeros(H)
+        for Xc, X2, tgt, M in self._chunks(W.device, W.dtype):
+            k, T = Xc.shape[0], Xc.shape[1]
+            Z = (X2 @ Wf).view(k, T, H, p).transpose(1, 2)  # (k, H, T, p)
+            h = (Z @ Z.transpose(-1, -2)).mul_(c)
+            h.diagonal(dim1=-2, dim2=-1).sub_(shift[:, None])
+            lc, G = self._dlogits_heads(h, tgt, M)
+            loss += lc
+            gdiag += G.diagonal(dim1=-2, dim2=-1).sum(dim=(0, 2))
+            Gs = (G + G.transpose(-1, -2)).mul_(c)
+            gWf.addmm_(X2.T, (Gs @ Z).transpose(1, 2).reshape(k * T, H * p))
+        gW.copy_(gWf.view(d, H, p).permute(1, 0, 2))
+        return loss, gdiag
+
+    def _multihead_total(self, student: MultiHeadStudent, backward: bool) -> torch.Tensor:
+        W = student.W
+        _, d, p = W.shape
+        scale = 1.0 / math.sqrt(p * d)
+        traces = (W * W).sum(dim=(1, 2)) * scale
+        gW = torch.zeros_like(W)
+        loss, gdiag = self._multihead(W, traces, gW)
+        total = (loss + self._yy + self.lam * d * traces.sum()) / self.n
+        if backward:
+            coef = 2.0 * scale * (self.lam * d - gdiag / math.sqrt(d))
+            gW.add_(W * coef[:, None, None]).div_(self.n)
+            W.grad = gW
+        return total
+
     def _untied(self, W: torch.Tensor, trace: torch.Tensor, gW: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         _, d, p = W.shape
         c = 1.0 / (d * math.sqrt(p))
@@ -233,6 +296,8 @@ class Objective:
             return total
         if type(student) is UntiedStudent:
             return self._untied_total(student, backward)
+        if type(student) is MultiHeadStudent:
+            return self._multihead_total(student, backward)
         if type(student) is DirectStudent:
             S = student.matrix()
             d = S.shape[0]
@@ -290,7 +355,7 @@ def reference_objective_and_grad(student: nn.Module, data: Sequences, channel: C
     param = next(student.parameters())
     X = data.X.to(param.device, param.dtype)
     y = data.y.to(param.device, param.dtype)
-    loss = (squared_error(get_channel(channel).output(student.logits(X), beta, X), y).sum()
+    loss = (squared_error(predict(student, get_channel(channel), beta, X), y).sum()
             + student.regulariser(lam)) / len(data)
     if backward:
         loss.backward()

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from singlehead import __version__
-from singlehead.model.attention_layers import DirectStudent, FixedMatrix
+from singlehead.model.attention_layers import DirectStudent, FixedMatrix, MultiHeadStudent, init_multihead, predict
 from singlehead.model.channels import Channel, get_channel, squared_error
-from singlehead.sim.data import Sequences, child_seeds, generator, sample_sequences, sample_target
-from singlehead.sim.overlaps import overlaps, spectrum_summary
+from singlehead.sim.data import Sequences, child_seeds, generator, sample_sequences, sample_teacher
+from singlehead.sim.overlaps import head_overlaps, overlaps, spectrum_summary
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.model.students import init_student
@@ -209,7 +209,7 @@ def evaluate(student: torch.nn.Module, data: Sequences, channel: Channel | str, 
     clean, noisy = [], []
     for i in range(0, len(data), batch_size):
         X = data.X[i:i + batch_size].to(param.device, param.dtype)
-        yhat = channel.output(student.logits(X), beta, X)
+        yhat = predict(student, channel, beta, X)
         clean.append(squared_error(yhat, data.y_clean[i:i + batch_size].to(param.device, param.dtype)).double().cpu())
         noisy.append(squared_error(yhat, data.y[i:i + batch_size].to(param.device, param.dtype)).double().cpu())
     c, z = torch.cat(clean).numpy(), torch.cat(noisy).numpy()
@@ -231,6 +231,10 @@ def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Seq
     ``Q0 = ||S0||_F^2/d``, their symmetric/antisymmetric split ``q_s, q_a, m_s, m_a`` and the
     asymmetry ``||S - S^T||_F/||S||_F``) and the standard errors of the test errors. ``student``
     (the trained module) is used for the predictions when given, else ``S`` itself.
+
+    With several heads (``problem.heads``, ``problem.teacher_heads``) ``S`` and ``S0`` are the means over
+    heads ``S_eff = (1/H) sum_h S_h`` and ``S0_eff = (1/H0) sum_k S0_k``, ``student`` the multi-head
+    module, and the penalty is ``lam sum_h Tr S_h/d = H lam Tr S_eff/d`` (the regulariser over ``d^2``).
     """
     symmetric = problem.student.symmetric
     if symmetric:
@@ -245,7 +249,7 @@ def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Seq
     te, te_se, ten, ten_se = evaluate(student, test, problem.channel, problem.beta)
     d = problem.d
     spec = spectrum_summary(S, rank_tol, symmetric)
-    penalty = problem.student.penalty(problem.lam, S)
+    penalty = problem.heads * problem.student.penalty(problem.lam, S)
     metrics = {"test_error": te, "test_error_noisy": ten, "train_error": train_err, "penalty": penalty,
                "matrix_error": float(np.sum((S - S0) ** 2) / d), "rank_fraction": spec["rank"] / d}
     extras = {**spec, **overlaps(S, S0), "test_error_se": te_se, "test_error_noisy_se": ten_se}
@@ -274,7 +278,7 @@ class _Recorder:
             S = self.student.matrix().detach().to("cpu", torch.float64)
         values = torch.linalg.eigvalsh(S).flip(0) if p.student.symmetric else torch.linalg.svdvals(S)
         eig = values[:self.top].tolist()
-        penalty = p.student.penalty(p.lam, S.numpy())
+        penalty = p.heads * p.student.penalty(p.lam, S.numpy())
         for k, v in (("step", int(step)), ("objective", float(objective)), ("train_error", train_err),
                      ("test_error", te), ("test_error_se", te_se), ("penalty", penalty),
                      (self.top_key, eig), ("time_s", time.perf_counter() - self.t0)):
@@ -342,6 +346,14 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         ``top_eigenvalues``, ``time_s``); standard fields ``converged``, ``iterations`` (optimiser
         steps, polish included), ``runtime_s``, ``message``.
 
+        Several heads (``problem.heads`` or ``problem.teacher_heads`` above 1): every metric and overlap
+        above is of the means ``S_eff = (1/H) sum_h S_h`` and ``S0_eff = (1/H0) sum_k S0_k`` (the penalty
+        is ``lam sum_h Tr S_h/d``), and the extras add the matched per-head overlaps ``head_Q``
+        (``H x H``, ``Tr(S_h S_h')/d``), ``head_M`` (``H x H0``, ``Tr(S_h S0_k)/d``), ``head_Q0``
+        (``H0 x H0``) and the matching ``head_order``, ``teacher_head_order``
+        (:func:`singlehead.sim.overlaps.head_overlaps`); with ``return_matrices`` also ``S_heads`` and
+        ``S0_heads`` (``S`` and ``S0`` are the means).
+
     Examples
     --------
     >>> from singlehead import Problem, simulate
@@ -356,7 +368,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     final_dtype = torch.float32 if opts.precision == "float32" else torch.float64
     t0 = time.perf_counter()
     s_target, s_train, s_test, s_init = child_seeds(seed, 4)
-    S0 = sample_target(problem.target, problem.d, s_target)
+    S0 = sample_teacher(problem, s_target)  # (H0, d, d) with several teacher heads
     train = sample_sequences(problem, S0, problem.n, s_train)
     test = sample_sequences(problem, S0, opts.n_test, s_test)
     if opts.batch_size is None:
@@ -378,8 +390,12 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     every = 1 if callback is not None else (opts.record_every or 1)
     fits = []
     for s_k in init_seeds:
-        student_k = init_student(problem.student, problem.d, problem.p, generator(s_k), train_dtype, dev,
-                                 scale=opts.init_scale)
+        if problem.heads > 1:
+            student_k = init_multihead(problem.heads, problem.d, problem.p, generator(s_k), train_dtype, dev,
+                                       scale=opts.init_scale)
+        else:
+            student_k = init_student(problem.student, problem.d, problem.p, generator(s_k), train_dtype, dev,
+                                     scale=opts.init_scale)
         if recorder is not None:
             recorder.student = student_k
         info_k = _fit(student_k, objective, opts, hook if (callback or recorder) else None, every,
@@ -393,6 +409,16 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     with torch.no_grad():
         S_np = student.matrix().detach().to("cpu", torch.float64).numpy()
     S0_np = S0.numpy()
+    heads: dict[str, Any] = {}
+    if problem.multihead:
+        with torch.no_grad():
+            S_heads = (student.head_matrices() if isinstance(student, MultiHeadStudent) else student.matrix()[None]
+                       ).detach().to("cpu", torch.float64).numpy()
+        S0_heads = S0_np if S0_np.ndim == 3 else S0_np[None]
+        heads = head_overlaps(S_heads, S0_heads)
+        if return_matrices:
+            heads.update(S_heads=S_heads, S0_heads=S0_heads)
+        S0_np = S0_heads.mean(axis=0)
     metrics, common = measure_estimate(problem, S_np, S0_np, train, test, rank_tol=opts.rank_tol, student=student)
     extras: dict[str, Any] = {
         **common, "objective": info.objective,
@@ -404,6 +430,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     if opts.n_starts > 1:
         objs = [f[0].objective for f in fits]
         extras.update(start_objectives=objs, best_start=int(best), objective_spread=float(max(objs) - min(objs)))
+    extras.update(heads)
     extras.update({"S": S_np, "S0": S0_np} if return_matrices else {})
     return Result("simulation", problem.to_dict(), **metrics, converged=bool(info.converged), iterations=int(info.steps),
                   runtime_s=time.perf_counter() - t0, message=_fit_message(info), extras=extras)

@@ -67,12 +67,14 @@ prior model, the matrix side, the collapse point), :mod:`singlehead.state_evolut
 block of overlaps, Newton/Broyden, the damped iteration), :mod:`.se_map` (the map of one problem
 and its :class:`~.se_map.MapSettings`), :mod:`.stages` (one solve attempt), :mod:`.stability` (the
 replicon and prox-jump test of replica symmetry at a fixed point), :mod:`.driver` (:func:`theory`)
-and :mod:`.sweep` (:func:`theory_curve`).
+and :mod:`.sweep` (:func:`theory_curve`); :mod:`.multihead` maps a problem with several heads to its
+single-head equivalent where one exists (the linear channel).
 """
 
 from __future__ import annotations
 
 from singlehead.state_evolution.driver import theory
+from singlehead.state_evolution.multihead import effective_single_head, multihead_result
 from singlehead.state_evolution.options import SEOptions, Tuning, WarmStart
 from singlehead.state_evolution.output import OutputSide, channel_test_errors, output_side
 from singlehead.state_evolution.prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
@@ -100,4 +102,6 @@ __all__ = [
     "theory",
     "theory_curve",
     "iter_theory_curve",
+    "effective_single_head",
+    "multihead_result",
 ]

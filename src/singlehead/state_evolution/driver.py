@@ -19,6 +19,7 @@ from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
 from singlehead.state_evolution.block_map import BlockPoint, BlockSetup, check_block_options
 from singlehead.state_evolution.diagnosis import diagnose, record_attempt
+from singlehead.state_evolution.multihead import effective_single_head, multihead_result
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import CollapsePoint, PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
@@ -43,7 +44,9 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         stages on the map of :class:`~singlehead.state_evolution.block_map.BlockSEMap` (options that cannot
         apply to them raise ``ValueError``, see
         :func:`~singlehead.state_evolution.block_map.check_block_options`). ``d`` only matters in
-        the finite-``d`` prior mode.
+        the finite-``d`` prior mode. Several heads (``heads``, ``teacher_heads``): the linear channel
+        only, as its single-head equivalent (:func:`~singlehead.state_evolution.multihead.effective_single_head`;
+        docs: :ref:`concepts-multihead`); other channels raise ``ValueError``.
     options : SEOptions, optional
         Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``. An option
         that does not apply to the problem's student raises ``ValueError`` naming it.
@@ -129,7 +132,21 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     Every student runs the same attempts and stages; what differs is the point's setup: a symmetric
     student's :class:`~.stages.TiedSetup` and :class:`~.se_map.SEMap` (one block of fields), a
     non-symmetric student's :class:`~.block_map.BlockSetup` and :class:`~.block_map.BlockSEMap`.
+
+    A problem with several heads is solved as its single-head equivalent
+    (:func:`~singlehead.state_evolution.multihead.effective_single_head`, which refuses the problems
+    without one); ``init``, ``quad`` and ``collapse`` are then the effective problem's (a ``Result`` as
+    ``init`` is not used), and ``prior`` a mode name when ``teacher_heads > 1``.
     """
+    if problem.multihead:
+        effective, c2 = effective_single_head(problem)
+        if isinstance(prior, PriorModel) and problem.teacher_heads > 1:
+            raise ValueError("prior: with teacher_heads > 1 the target law is the effective single-head target's; "
+                             "give the prior as a mode name ('auto', 'asymptotic', 'finite'), not a PriorModel")
+        sol = solve_point(effective, options, prior, None if isinstance(init, Result) else init, quad, cold_first,
+                          alpha_tangent, collapse)
+        return PointSolution(multihead_result(sol.result, problem, effective, c2), sol.warm_start,
+                             sol.warm_start_retried)
     t0 = time.perf_counter()
     o = options
     check_theory_size(problem, o, prior)  # every size the library cannot serve is refused here, before allocating

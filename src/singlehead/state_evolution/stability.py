@@ -178,6 +178,7 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     >>> check.replicon < 1.0, 0.0 <= check.prox_jump_share < 0.05
     (True, True)
     """
+    problem.check_single_head("the stability check")
     ex = result.extras
     if result.problem and result.problem != problem.to_dict():
         raise ValueError("result is the fixed point of another problem: pass the problem it was solved for "

@@ -12,6 +12,7 @@ from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import from_u, to_u
 from singlehead.state_evolution.driver import solve_point
 from singlehead.state_evolution.sizes import check_theory_size
+from singlehead.state_evolution.multihead import effective_single_head, multihead_result
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
@@ -69,6 +70,9 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
     o = options or SEOptions()
     values = list(values)
     check_theory_size(problem, o, prior)  # refused before any node or eigenvalue is allocated
+    if problem.multihead:
+        yield from _multihead_curve(problem, values, param, o, prior, init, quad, progress)
+        return
     if problem.student.symmetric:
         check_symmetric_options(o, problem.student)
     else:
@@ -117,6 +121,29 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
         else:
             hist.clear()
             tangents.clear()
+
+
+def _multihead_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
+                     init: Any, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
+    """A curve of a problem with several heads: the curve of its single-head equivalent along the same
+    parameter, each point back in the problem's units, when the effective problems differ only in
+    ``param`` (along ``alpha``, ``lam``, ``noise``, ``T``, ...); else point by point."""
+    points = [problem.replace(**{param: v}) for v in values]
+    effs = [effective_single_head(p) for p in points]
+    e0, c0 = effs[0]
+    rest = {**e0.to_dict(), param: None}
+    if all(c == c0 and {**e.to_dict(), param: None} == rest for e, c in effs):
+        if isinstance(prior, PriorModel) and problem.teacher_heads > 1:
+            raise ValueError("prior: with teacher_heads > 1 the target law is the effective single-head target's; "
+                             "give the prior as a mode name ('auto', 'asymptotic', 'finite'), not a PriorModel")
+        inner = iter_theory_curve(e0, [getattr(e, param) for e, _ in effs], param=param, options=options,
+                                  prior=prior, init=None if isinstance(init, Result) else init, quad=quad,
+                                  progress=progress)
+        for p, (e, c), r in zip(points, effs, inner):
+            yield multihead_result(r, p, e, c)
+        return
+    for p in (_bar(points, param) if progress else points):
+        yield solve_point(p, options, prior, None, quad).result
 
 
 #: the tangent predictor's step in log alpha is capped (beyond it the secant one is used)

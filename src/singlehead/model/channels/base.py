@@ -25,6 +25,11 @@ def stable_softmax(z: Array) -> Array:
     return z.softmax(dim=-1) if _is_torch(z) else softmax_rows(z)
 
 
+def _mean_heads(y: Array) -> Array:
+    """Mean over the head axis (the third from last) of per-head outputs, numpy or torch."""
+    return y.mean(dim=-3) if _is_torch(y) else np.mean(y, axis=-3)
+
+
 def squared_error(yhat: Array, y: Array) -> Array:
     """Per-sequence squared Frobenius error ``||yhat - y||_F^2`` (sum over the last two axes).
 
@@ -101,6 +106,22 @@ class Channel:
     def teacher_output(self, h: Array, beta0: float, X: Array | None = None) -> Array:
         """The teacher's full output (the labels of data generation); default ``output`` at ``beta0``."""
         return self.output(h, beta0, X)
+
+    def head_output(self, h: Array, beta: float, X: Array | None = None) -> Array:
+        """Output of several heads: the mean over the head axis of :meth:`output` of each head's logits.
+
+        ``h`` has shape ``(..., H, T, T)`` (head ``k``'s logits at ``h[..., k, :, :]``) and ``X``
+        ``(..., T, d)``; the result has :meth:`output`'s shape for one head. For the built-in channels
+        (whose output is linear in the attention matrix) this is the channel applied to the mean of the
+        heads' attention matrices: ``mean_k sigma(beta h_k)`` (seq2lab), ``(mean_k sigma(beta h_k)) X/sqrt(d)``
+        (seq2seq), ``mean_k h_k`` (linear).
+        """
+        return _mean_heads(self.output(h, beta, None if X is None else X[..., None, :, :]))
+
+    def teacher_head_output(self, h: Array, beta0: float, X: Array | None = None) -> Array:
+        """The teacher's output of several heads (the labels of a multi-head teacher): the mean over the
+        head axis of :meth:`teacher_output`, shapes as in :meth:`head_output`."""
+        return _mean_heads(self.teacher_output(h, beta0, None if X is None else X[..., None, :, :]))
 
     def attention_labels(self, y: np.ndarray, X: np.ndarray) -> np.ndarray:
         """The ``T x T`` labels behind raw outputs ``y`` (AMP's output step); default ``y`` itself."""
