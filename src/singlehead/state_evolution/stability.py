@@ -33,6 +33,10 @@ alpha K)``, which tends to 1 at ``2 alpha K = 1`` (as many observations as unkno
 means the RS fixed point is unstable. With a binding rank cap ``f`` jumps at the cut-off and
 ``P`` diverges (reported as ``inf``).
 
+A student with a symmetric and an antisymmetric block of fields (untied) has one perturbation
+variance per block: its replicon is the spectral radius of a 2 x 2 product of the same two factors
+(:mod:`.block_stability`), which :func:`stability` returns for it.
+
 **Prox jumps.** For large ``Sigma`` the prox of the softmax loss has several local minima and
 the global one jumps between them as ``z`` moves (:mod:`singlehead.numerics.prox`). The SE's
 ``Sigmahat`` comes from Stein's lemma and counts the jumps; the pointwise trace above does
