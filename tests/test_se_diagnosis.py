@@ -95,8 +95,8 @@ def test_warm_attempts_are_recorded():
 
 
 def test_untied_solver_miss_gives_the_budget():
-    """A non-symmetric student runs the same attempts: a spent budget is a solver miss that names it, and no replicon
-    is claimed for its blocks of fields."""
+    """A non-symmetric student runs the same attempts: a spent budget is a solver miss that names it; near the fixed
+    point of this convex problem the two-block replicon is evaluated and below 1, so the cause stays the solver's."""
     p = Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.5, student="untied")
     small = SEOptions(sample_dim=24, sample_draws=2, draw_errors=False)
     r = theory(p, options=small.replace(max_evals=3))
@@ -105,9 +105,8 @@ def test_untied_solver_miss_gives_the_budget():
     assert attempt["budget"] == 3 and attempt["budget_exhausted"] and "raise SEOptions.max_evals" in r.message
     r = theory(p, options=small.replace(max_iter=5, method="iterate"))  # near the fixed point, not at it
     d = _check_common(r, "solver_miss")
-    assert d["residual"] < 0.1 and math.isnan(d["replicon"])
-    assert "no replicon is computed for the untied student" in d["stability_error"]
-    assert "stability not checked" in r.message
+    assert d["residual"] < 0.1 and 0.0 < d["replicon"] < 1.0 and d["stability_error"] is None
+    assert "looks stable" in r.message
     assert theory(p, options=small).diagnosis is None  # converged: no diagnosis, and none written
     assert "diagnosis" not in theory(p, options=small).to_dict()
 

@@ -72,21 +72,28 @@ def criterion_text() -> str:
 
 
 def rs_points(records: list[dict[str, Any]]) -> dict[tuple[float, float], RSPoint]:
-    """The diagnostic of each converged SE record, keyed by ``(lam, alpha)``."""
+    """The diagnostic of each converged SE record, keyed by ``(lam, alpha)`` (a non-symmetric student's record gets
+    the two-block check: the replicon of the 2 x 2 map, the larger block's jump share)."""
     out: dict[tuple[float, float], RSPoint] = {}
     for rec in records:
         p = Problem.from_dict(rec["problem"])
         key = (p.lam, p.alpha)
-        if key in out or "Sigmahat" not in rec or not rec.get("converged", True):
+        if key in out or not {"Sigmahat", "Sigmahat_s"} & rec.keys() or not rec.get("converged", True):
             continue
         s = stability(p, Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")}))
         out[key] = RSPoint(float(s.replicon), float(s.prox_jump_share), float(s.prox_jump_share_se))
     return out
 
 
-def with_rs_diagnostic(agr: pd.DataFrame, points: dict[tuple[float, float], RSPoint]) -> pd.DataFrame:
-    """Agreement rows (``cfg_lam``, ``cfg_alpha``) with ``replicon``, ``prox_jump_%``, ``diagnostic``, ``diagnostic_fails``."""
-    pts = [points.get((l, a)) for l, a in zip(agr.cfg_lam, agr.cfg_alpha)]
+def with_rs_diagnostic(agr: pd.DataFrame, points: dict[tuple[float, float], RSPoint],
+                       lam: float | None = None) -> pd.DataFrame:
+    """Agreement rows (``cfg_lam``, ``cfg_alpha``) with ``replicon``, ``prox_jump_%``, ``diagnostic``, ``diagnostic_fails``.
+
+    Rows without a ``cfg_lam`` column (a figure at one ``lam``) are looked up at ``lam``."""
+    if "cfg_lam" not in agr and lam is None:
+        raise ValueError("agreement rows without a cfg_lam column need lam (the figure's one lam)")
+    lams = agr.cfg_lam if "cfg_lam" in agr else [lam] * len(agr)
+    pts = [points.get((l, a)) for l, a in zip(lams, agr.cfg_alpha)]
     return agr.assign(
         replicon=[round(p.replicon, 3) if p else np.nan for p in pts],
         **{"prox_jump_%": [round(100 * p.jump, 1) if p else np.nan for p in pts]},

@@ -4,7 +4,9 @@ The untied student ``M = W_Q W_K^T/sqrt(p d)`` (weight decay = ``lam d ||M||_*``
 teacher of the other figures: its state evolution (:mod:`singlehead.state_evolution.untied`,
 beyond arXiv 2509.24914) against L-BFGS fits at several ``d``, extrapolated to ``d = inf`` by
 ``a + b/d``; the tied student's curve for comparison. Agreement rows: the untied test error at
-``d = inf`` per simulated alpha (the gap's extrapolation, with the SE's own sampling error added).
+``d = inf`` per simulated alpha (the gap's extrapolation, with the SE's own sampling error added), each with
+the RS diagnostic at its SE point (:mod:`singlehead.figures.rs_diagnostic`: the two-block replicon and the
+prox-jump shares).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from singlehead.figures.figspec import (
     register,
 )
 from singlehead.figures.finite_size import fit_note, gaps_from_frame, sim_jobs_per_d
+from singlehead.figures.rs_diagnostic import criterion_text, rs_points, with_rs_diagnostic
 from singlehead.figures.spec import FigureSpec, check_same_length
 
 __all__ = ["UntiedSpec"]
@@ -76,8 +79,8 @@ def untied_grid(spec: UntiedSpec) -> dict[str, Any]:
 
 def untied_run(ctx: Context, spec: UntiedSpec, grid: dict[str, Any]) -> FigureRun:
     """Theory of both students, untied fits per d and their extrapolation, tied fits at the largest d."""
-    th = {st: records_to_frame(ctx.run(ctx.theory_jobs(ps), f"theory: {st} student"), drop=_ARRAYS)
-          for st, ps in grid["theory"].items()}
+    recs = {st: ctx.run(ctx.theory_jobs(ps), f"theory: {st} student") for st, ps in grid["theory"].items()}
+    th = {st: records_to_frame(r, drop=_ARRAYS) for st, r in recs.items()}
     sim = records_to_frame(ctx.run(sim_jobs_per_d(ctx, grid["sims"], dict(zip(spec.ds, spec.seeds)),
                                                   n_test=spec.n_test), "L-BFGS: untied student"), drop=_ARRAYS)
     tied = records_to_frame(ctx.run(ctx.sim_jobs(grid["tied_sims"], seeds=spec.seeds[-1], n_test=spec.n_test),
@@ -96,14 +99,20 @@ def untied_run(ctx: Context, spec: UntiedSpec, grid: dict[str, Any]) -> FigureRu
                      "p_zero": extrapolation_p_value(e.intercept, se), "n_seeds": int(g.n_seeds.sum()),
                      **tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and the SE's sampling error"),
                      "theory_converged": bool(un.loc[a, "converged"]), "note": fit_note(g)})
+    # the RS diagnostic (two-block replicon, prox-jump shares) at the untied SE points the rows compare
+    rs = rs_points([r for r in recs["untied"] if Problem.from_dict(r["problem"]).alpha in spec.alphas_sim])
+    agr = with_rs_diagnostic(pd.DataFrame(rows), rs, lam=spec.lam)
     thresholds = {st: interpolation_threshold(ps[0]) for st, ps in grid["theory"].items()}
     params = problem_params(grid["sims"][0], ("kappa", 1.0), ("d", ", ".join(map(str, spec.ds))),
                             ("seeds per d", ", ".join(map(str, spec.seeds))), ("n_test", spec.n_test))
     table = pd.concat([sim.assign(kind="simulation untied"), tied.assign(kind="simulation tied"),
                        th["untied"].assign(kind="theory untied"), th["factorized"].assign(kind="theory tied")],
                       ignore_index=True)
-    return FigureRun(table, pd.DataFrame(rows), params,
-                     {"theory": th, "sim": sim, "tied": tied, "gaps": gaps, "thresholds": thresholds})
+    notes = [criterion_text() + ". Each untied row carries its diagnostic ('replicon': the spectral radius of the "
+             "two-block map of the symmetric and antisymmetric perturbations; 'prox_jump_%': the larger of the two "
+             "blocks' jump shares): a deviating row where it fails is 'deviates, explained'."]
+    return FigureRun(table, agr, params,
+                     {"theory": th, "sim": sim, "tied": tied, "gaps": gaps, "thresholds": thresholds}, notes=notes)
 
 
 def untied_plot(spec: UntiedSpec, grid: dict[str, Any], res: FigureRun) -> Figure:

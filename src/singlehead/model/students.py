@@ -33,6 +33,7 @@ import numpy as np
 
 from singlehead.model.registry import Registry
 from singlehead.numerics.spectra.untied_prior import BlockPriorSide, untied_prior_side
+from singlehead.numerics.spectra.untied_prior_jacobian import untied_prior_jacobian
 
 __all__ = ["PriorSide", "BlockPriorSide", "FieldBlock", "Student", "Factorized", "Direct", "Untied", "register_student", "get_student", "student_names",
            "init_student"]
@@ -219,6 +220,17 @@ class Student:
             f"student {self.name!r}: no prior side for symmetric and antisymmetric field blocks "
             "(Student.block_prior_side), which the state evolution of a non-symmetric student needs")
 
+    def block_prior_jacobian(self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any, solutions: Any,
+                             probes: int = 2, seed: int = 0) -> Any:
+        """The block norms of the Jacobian of the prior side's estimator ``Mhat`` in its input ``A = A_s + A_a``
+        at the conjugates ``hats`` (a :class:`~singlehead.numerics.spectra.untied_prior_jacobian.PriorJacobian`:
+        ``||K_{b b'}||_F^2/(D^2/2)`` and ``tr K_{b b}/(D^2/2)`` per draw), for the replicon of a block fixed
+        point. ``solutions``: :meth:`block_prior_side`'s estimators there (solved to a tight tolerance);
+        ``probes``, ``seed``: the Hutchinson probes per draw and block and their seed."""
+        raise NotImplementedError(
+            f"student {self.name!r}: no Jacobian of the block prior side (Student.block_prior_jacobian), which the "
+            "replicon of a non-symmetric student's fixed point needs")
+
     def block_collapsed(self, hats: np.ndarray, *, lam: float, sample: Any) -> bool:
         """Whether ``M = 0`` is the prior side's estimator on every instance at the collapse conjugates
         ``hats`` (``qhat_s, mhat_s, -, qhat_a, mhat_a, -``); default ``False`` (no complete collapse)."""
@@ -390,6 +402,10 @@ class Untied(Student):
         # lam ||Mhat||_*/D on the instances
         side.penalty = float(lam * np.mean(np.sum(side.singular_values, axis=-1)) / side.singular_values.shape[-1])
         return side
+
+    def block_prior_jacobian(self, hats, *, lam, kappa, sample, solutions, probes=2, seed=0):
+        return untied_prior_jacobian(hats, lam=lam, kappa=kappa, sample=sample, solutions=solutions, probes=probes,
+                                     seed=seed)
 
     def block_collapsed(self, hats, *, lam, sample):
         # 0 is the nuclear-norm estimator iff the spectral norm of sum_B A_B is at most 2 lam

@@ -171,6 +171,18 @@ class BlockPoint:
             return self.default_start()
         return x
 
+    def prior_conjugates(self, hats: np.ndarray) -> np.ndarray:
+        """The conjugates at which the student's sampled prior side is evaluated: ``hats`` with each ``Sigmahat_B``
+        floored at ``1e-3`` of the larger one, and ``qhat_a`` at ``1e-12 qhat_s`` (``Sigmahat_a = 0`` without
+        antisymmetric fields)."""
+        h = np.array(hats, float)
+        h[[2, 5]] = np.maximum(h[[2, 5]], _SIGMAHAT_FLOOR * max(abs(h[2]), abs(h[5])))
+        if self.Ka == 0:
+            h[5] = 0.0
+        else:
+            h[3] = max(h[3], _QHAT_A_FLOOR * h[0])
+        return h
+
     def collapse_holds(self, quad: OutputQuadrature | None) -> bool:
         """Whether complete collapse (``M = 0``) is a fixed point: the student's prior side maps the collapse
         conjugates (``untied.output.collapse_hats``) to 0 on every instance."""
@@ -267,12 +279,7 @@ class BlockSEMap(MapCore):
             if update:
                 self.used_sampled = False
             return np.array([side.q, side.m, side.Sigma, 0.0, 0.0, 1.0]), side
-        h = np.array(hats, float)
-        h[[2, 5]] = np.maximum(h[[2, 5]], _SIGMAHAT_FLOOR * max(abs(h[2]), abs(h[5])))
-        if pt.Ka == 0:
-            h[5] = 0.0
-        else:
-            h[3] = max(h[3], _QHAT_A_FLOOR * h[0])
+        h = pt.prior_conjugates(hats)
         side = problem.student.block_prior_side(h, lam=problem.lam, kappa=problem.kappa, sample=pt.sample,
                                                 warm=self.warm_prior, tol=self.prior_tol)
         if update:

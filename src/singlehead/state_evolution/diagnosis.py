@@ -27,8 +27,9 @@ dict: ``cause``, ``residual``, ``tol``, ``residual_floor``, ``quadrature_se``, `
 :class:`AttemptRecord` each, as a dict) and, where the driver solved the point again on finer
 nodes, ``refined``);
 the message names the cause and the remedy. A non-symmetric student's blocks of fields
-(:mod:`.block_map`) have no replicon yet: for them ``stability_error`` says so, and the cause is a
-quadrature floor or a solver miss.
+(:mod:`.block_map`) get the two-block check (:mod:`.block_stability`: the replicon is the spectral
+radius of a 2 x 2 map, ``inf`` where the rank cap binds; the jump share is the larger of the two
+blocks').
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def _message(cause: str, ch: _Checks, attempts: list[AttemptRecord]) -> str:
         return f"{head}: {why}"
     if cause == "rs_unstable":
         parts = []
-        if ch.cap_binds:
+        if ch.cap_binds or math.isinf(ch.replicon):
             parts.append("the rank cap binds (formal replicon infinite)")
         elif ch.replicon > 1:
             parts.append(f"smooth replicon {ch.replicon:.2f} > 1")
@@ -208,10 +209,7 @@ def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], op
                  cap_binds=bool(ex.get("cap_binds", False)),
                  prox_converged="prox did not converge" not in result.message,
                  attempts=[asdict(a) for a in attempts])
-    if ch.residual < _NEAR and not problem.student.symmetric:
-        ch.stability_error = (f"no replicon is computed for the {problem.student.name} student's blocks of fields "
-                              "(only a symmetric student's)")
-    elif ch.residual < _NEAR:  # the replicon only speaks about a point near a fixed point (see _cause)
+    if ch.residual < _NEAR:  # the replicon only speaks about a point near a fixed point (see _cause)
         _stability_checks(problem, result, options, quad, ch)
     cause = _cause(ch)
     result.diagnosis = cause

@@ -33,6 +33,10 @@ alpha K)``, which tends to 1 at ``2 alpha K = 1`` (as many observations as unkno
 means the RS fixed point is unstable. With a binding rank cap ``f`` jumps at the cut-off and
 ``P`` diverges (reported as ``inf``).
 
+A student with a symmetric and an antisymmetric block of fields (untied) has one perturbation
+variance per block: its replicon is the spectral radius of a 2 x 2 product of the same two factors
+(:mod:`.block_stability`), which :func:`stability` returns for it.
+
 **Prox jumps.** For large ``Sigma`` the prox of the softmax loss has several local minima and
 the global one jumps between them as ``z`` moves (:mod:`singlehead.numerics.prox`). The SE's
 ``Sigmahat`` comes from Stein's lemma and counts the jumps; the pointwise trace above does
@@ -155,7 +159,9 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     Parameters
     ----------
     problem : Problem
-        The problem ``result`` solves (factorized or direct student, any channel).
+        The problem ``result`` solves (any student and channel; a student with a symmetric and an
+        antisymmetric block of fields, e.g. ``"untied"``, gets the two-block check of
+        :func:`~singlehead.state_evolution.block_stability.block_stability`, a :class:`~singlehead.state_evolution.block_stability.BlockStability`).
     result : Result
         A converged :func:`~singlehead.theory` result (its ``extras`` hold the
         order parameters). A collapsed fixed point (``S = 0``) is stable: replicon 0.
@@ -183,6 +189,11 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     if result.problem and result.problem != problem.to_dict():
         raise ValueError("result is the fixed point of another problem: pass the problem it was solved for "
                          f"(result.problem = {result.problem})")
+    if len(problem.student.field_blocks()) > 1:
+        # the replicon of two blocks of fields is a 2 x 2 map (needs the block map: imported when needed)
+        from singlehead.state_evolution.block_stability import block_stability
+
+        return block_stability(problem, result, options=options, quad=quad)
     for key in ("q", "m", "Sigma", "Sigmahat", "Q0"):
         if key not in ex:
             raise ValueError(f"result.extras lacks {key!r}: pass a state-evolution Result of theory()")

@@ -33,7 +33,8 @@ from singlehead.model.students import ANTISYMMETRIC_BLOCK, SYMMETRIC_BLOCK
 from singlehead.state_evolution.output import gauss_pair
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
-__all__ = ["block_sizes", "UntiedOutput", "untied_output_side", "untied_test_errors", "collapse_hats"]
+__all__ = ["block_sizes", "UntiedOutput", "untied_output_side", "untied_test_errors", "collapse_hats",
+           "block_jacobian_averages"]
 
 #: the fields of this module: a symmetric and an antisymmetric block
 _BLOCKS = (SYMMETRIC_BLOCK, ANTISYMMETRIC_BLOCK)
@@ -56,6 +57,10 @@ class UntiedOutput:
     prox_converged: bool = True
     #: the six conjugates on each scramble of the node set (``(R, 6)``; ``None``: closed form), for the floor
     scramble_hats: np.ndarray | None = None
+    #: with ``jacobian=True``, per scramble: ``2 alpha`` times the node means of the block-restricted squared
+    #: Frobenius norms ``(ss, sa, as, aa)`` of ``J = H (I + Sigma H)^{-1}`` and of its block traces ``(s, a)``,
+    #: ``(R, 6)`` (:func:`block_jacobian_averages`; ``None``: closed form)
+    scramble_jacobian: np.ndarray | None = None
 
 
 def _fields(X: np.ndarray, x: np.ndarray, Q0s: float, Q0a: float, noise: float, T: int):
@@ -110,7 +115,7 @@ def _interpolating_start(z: np.ndarray, y: np.ndarray, ratio: float, T: int, sca
 
 
 def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, quad: OutputQuadrature | None = None,
-                       warm: list | None = None, union: bool = False) -> UntiedOutput:
+                       warm: list | None = None, union: bool = False, jacobian: bool = False) -> UntiedOutput:
     """``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a) -> (qhat_s, mhat_s, Sigmahat_s, qhat_a, mhat_a, Sigmahat_a)``.
 
     ``problem`` supplies ``alpha, T, channel, beta, beta0, noise``. A channel with closed forms
@@ -118,7 +123,8 @@ def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, q
     nodes in ``2 T^2`` dimensions and the prox is the global one over the channel's starts (``z``,
     the teacher's logits at the student's temperature, the interpolating point), tracked from
     ``warm`` when given (those end points replace the channel's starts; ``union``: both, node-wise
-    lowest objective).
+    lowest objective). ``jacobian=True`` (a channel without closed forms) also returns the prox's
+    pointwise Jacobian averages per scramble (``UntiedOutput.scramble_jacobian``, for the replicon).
     """
     alpha, T, ch, noise = problem.alpha, problem.T, problem.channel, problem.noise
     K, Ka = block_sizes(T)
@@ -149,8 +155,34 @@ def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, q
     mean, err, per = quad.mean_error_and_scrambles(np.concatenate(vals, axis=1))
     # unscaled (the next call's Sigma may differ); a union evaluation tracks the branches it started from
     branches = [b * scale for b in pr.branches][:len(warm) if union and warm is not None else None]
+    jac = None
+    if jacobian:
+        H = ch.block_fit_loss(pr.h * scale, labels, problem.beta, 2, blocks=_BLOCKS)[2]
+        jac = 2 * alpha * quad.mean_error_and_scrambles(block_jacobian_averages(H, scale**2, K))[2]
     return UntiedOutput(mean[:6], float(mean[6]), dict(zip(_NAMES + ("train_error",), map(float, err))),
-                        branches=branches, prox_converged=bool(pr.converged), scramble_hats=per[:, :6])
+                        branches=branches, prox_converged=bool(pr.converged), scramble_hats=per[:, :6],
+                        scramble_jacobian=jac)
+
+
+def block_jacobian_averages(H: np.ndarray, sigma: np.ndarray, K: int) -> np.ndarray:
+    """Per node, the block-restricted squared Frobenius norms and block traces of ``J = H (I + Sigma H)^{-1}``.
+
+    ``H``: ``(N, F, F)`` Hessians of the fit loss at the prox point in the field coordinates, the first
+    ``K`` fields symmetric and the others antisymmetric; ``sigma``: ``(F,)`` each field's ``Sigma_B``.
+    The prox ``h* = argmin_h sum_B ||h_B - z_B||^2/(2 Sigma_B) + ell(h)`` has ``dh*/dz = (I + Sigma H)^{-1}``,
+    so ``-J`` is the Jacobian of ``f_out = Sigma^{-1}(h* - z)`` in ``z`` (entry ``(k, k')``: the
+    response of output field ``k`` to input field ``k'``). Returns ``(N, 6)``: ``sum J_kk'^2`` over
+    ``(k, k')`` in the blocks ``(s, s), (s, a), (a, s), (a, a)`` (output block first), then
+    ``sum_k J_kk`` over ``s`` and over ``a``.
+    """
+    F = H.shape[-1]
+    # J = (H^{-1} + Sigma)^{-1} is symmetric; (I + H Sigma)^{-1} H is the same matrix without inverting H
+    J = np.linalg.solve(np.eye(F)[None] + H * sigma[None, None, :], H)
+    sq = J**2
+    s, a = slice(0, K), slice(K, F)
+    diag = np.einsum("nkk->nk", J)
+    return np.stack([sq[:, s, s].sum(axis=(1, 2)), sq[:, s, a].sum(axis=(1, 2)), sq[:, a, s].sum(axis=(1, 2)),
+                     sq[:, a, a].sum(axis=(1, 2)), diag[:, s].sum(axis=1), diag[:, a].sum(axis=1)], axis=1)
 
 
 def untied_test_errors(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float,
