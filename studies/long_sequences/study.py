@@ -262,8 +262,10 @@ def figure(length: dict[str, Any], valid: list[dict[str, Any]], path: Path) -> N
     Ts = sorted(int(t) for t in length["T"])
     cmap = colormaps["viridis"]
     color = {T: cmap(i / max(len(Ts) - 1, 1)) for i, T in enumerate(Ts)}
-    fig = Figure(figsize=(13.5, 4.2))
-    ax1, ax2, ax3 = fig.subplots(1, 3)
+    from matplotlib.ticker import NullFormatter
+
+    fig = Figure(figsize=(15, 4.4), layout="constrained")
+    ax1, ax2, ax3 = fig.subplots(1, 3, gridspec_kw={"wspace": 0.08})
     r = np.asarray(length["ratios"])
     for T in Ts:
         e = length["T"][str(T)]
@@ -294,10 +296,17 @@ def figure(length: dict[str, Any], valid: list[dict[str, Any]], path: Path) -> N
     h2, l2 = tw.get_legend_handles_labels()
     ax2.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower left")
     ax2.set_title("fixed alpha against T, and the thresholds")
+    for T in Ts:
+        ax3.plot(2.0, length["T"][str(T)]["fixed_lam_rank_fraction"], "x", color=color[T], ms=7)
+    ax3.plot([], [], "x", color="k", label=f"r = 2 with the fixed lam = {length['lam_fixed']:g}")
     ax3.axvline(1.0, color="0.6", lw=0.8, ls=":")
     ax3.set(xscale="log", xlabel="alpha / alpha_interp(T)", ylabel="rank fraction of S (1 - zero atom)",
             title="learned spectrum")
     ax3.legend(fontsize=7)
+    for ax in (ax1, ax3):
+        ax.set_xticks(list(r), [f"{x:g}" for x in r])
+    for ax in (ax1, ax2, ax3):
+        ax.xaxis.set_minor_formatter(NullFormatter())
     fig.suptitle(f"seq2lab/seq2seq, MP(0.5) target, Delta = {NOISE}, lam = {LAM_SCALED:g}/c_T, factorized student", fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
