@@ -4,18 +4,19 @@ Run ``python -m studies long_sequences [STAGE ...] [--quick]`` with one thread (
 among (default: all, in this order):
 
 * ``quadrature``: the state evolution at ``T = 16, 32, 64`` on three node scrambles (``node_seed`` 0, 1, 2)
-  and on 4 times the default nodes per scramble, at two points (seq2lab, MP(0.5) target, factorized
-  student, ``lam = 0.01``): noiseless at ``alpha = 0.5`` (the benchmark's point) and ``Delta = 0.5`` at
-  ``alpha = 2 alpha_interp(T)``. Compares the movement of the test error with the quadrature standard
+  and on 4 times the default nodes per scramble, at three points (seq2lab, MP(0.5) target, factorized
+  student): noiseless at ``alpha = 0.5``, ``lam = 0.01`` (the benchmark's point), and ``Delta = 0.5`` at
+  ``alpha = 2 alpha_interp(T)`` with ``lam = 0.01`` and with ``lam = LAM_SCALED/c_T``. Compares the movement of the test error with the quadrature standard
   error the result reports (``extras["quadrature_error"]["test_error"]``); ``results/quadrature.md``.
 * ``validate``: ERM against the state evolution at ``T = 16, 32``, channels seq2lab and seq2seq,
-  ``alpha = alpha_interp(T)/2`` and ``2 alpha_interp(T)`` (``Delta = 0.5``), ERM at ``d = 100, 200`` with
+  ``alpha = alpha_interp(T)/2`` and ``2 alpha_interp(T)`` (``Delta = 0.5``, ``lam = LAM_SCALED/c_T``), ERM at ``d = 100, 200`` with
   ``seeds`` seeds each, extrapolated linearly in ``1/d`` to ``d = inf``; each channel's four points
   judged as the report judges a figure (``singlehead.report.verdict.judge``: tolerance
   ``max(3 % of the theory, 0.005)``, difference test and equivalence test at 5 %, Holm per channel);
   ``results/table.md`` and ``results/validate.json``.
-* ``length``: the state evolution at ``T = 2, 4, 8, 16, 32, 64`` (``Delta = 0.5``) along
-  ``alpha/alpha_interp(T)`` in ``RATIOS`` and at the fixed ``alpha = FIXED_ALPHA``, with both thresholds of
+* ``length``: the state evolution at ``T = 2, 4, 8, 16, 32, 64`` (``Delta = 0.5``, ``lam = LAM_SCALED/c_T``)
+  along ``alpha/alpha_interp(T)`` in ``RATIOS``, at the fixed ``alpha = FIXED_ALPHA``, at ``2 alpha_interp``
+  with the fixed ``lam = LAM_FIXED``, with both thresholds of
   :mod:`singlehead.thresholds` and the learned spectrum's rank fraction; ``results/length.md`` and
   ``results/length.json``.
 * ``figure``: the documentation's figure ``docs/findings/long_sequences.png`` from the two JSON files.
@@ -313,7 +314,7 @@ def figure(length: dict[str, Any], valid: list[dict[str, Any]], path: Path) -> N
 
 
 # ------------------------------------------------------------------------------------------ command line
-def main(stages: tuple[str, ...] = STAGES, quick: bool = False, *, seeds: int = 4, sizes: tuple[int, int] = (100, 200),
+def main(quick: bool = False, *, stages: tuple[str, ...] = STAGES, seeds: int = 4, sizes: tuple[int, int] = (100, 200),
          cache: str | Path | None = None) -> int:
     """Run ``stages`` (results written to ``results/`` and the figure to the docs unless ``quick``)."""
     store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
@@ -353,7 +354,7 @@ def cli(argv: list[str] | None = None) -> int:
     bad = [s for s in a.stages if s not in STAGES]
     if bad:
         ap.error(f"STAGE must be among {', '.join(STAGES)} (got {', '.join(bad)})")
-    return main(tuple(a.stages) or STAGES, a.quick, seeds=a.seeds, cache=a.cache)
+    return main(a.quick, stages=tuple(a.stages) or STAGES, seeds=a.seeds, cache=a.cache)
 
 
 if __name__ == "__main__":
