@@ -69,15 +69,20 @@ def test_sizes_served_up_to_T40():
     assert SEOptions().points(Problem(T=8)) == 2048 and SEOptions().points(Problem(T=64)) == 32
 
 
-def test_cli_clean_messages(tmp_path, monkeypatch):
-    from click.testing import CliRunner  # noqa: F401  (the entry point catches ValueError itself)
-    from singlehead.cli import main
+def test_cli_clean_messages(capsys):
+    from singlehead.cli import main  # the entry point catches ValueError itself: one line on stderr, exit code 2
 
-    for argv, start in ((["theory", "--T", "1000000"], "error: T must be <= 145"),
-                        (["theory", "--d", "99999999999", "--gamma", "1"], "error: d is too large")):
+    for argv, start, also in ((["theory", "--T", "1000000"], "error: T must be <= 145 ", ("got 1000000", "21201")),
+                              (["theory", "--d", "99999999999", "--gamma", "1"], "error: d is too large: the prior side",
+                               ("d = 99999999999", "SINGLEHEAD_MEMORY_LIMIT", "lower d"))):
+        capsys.readouterr()
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
+        out = capsys.readouterr()
+        assert out.err.startswith(start), out.err
+        assert all(part in out.err for part in also), out.err
+        assert out.err.count("\n") == 1 and "Traceback" not in out.err  # one clean line
 
 
 # ------------------------------------------------------------------------------------------ structure

@@ -270,8 +270,8 @@ def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[di
     cached = sum(cache.get(j.key) is not None for j in jobs) if resumed is None else resumed
 
     def show(rec: dict[str, Any], bar: Any) -> None:
-        if "error" in rec:
-            raise ValueError(rec["error"])
+        if "error" in rec:  # the runner's "ValueError: ..." record: the message alone, as a direct ValueError prints
+            raise ValueError(str(rec["error"]).removeprefix("ValueError: "))
         bar.write(dumps(rec) if as_json else describe(rec), file=sys.stdout)
 
     records = run_jobs(jobs, cache, desc=desc, on_record=show)
