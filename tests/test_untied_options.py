@@ -52,8 +52,8 @@ def test_tol_and_sample_settings_are_applied():
     assert other_seed.test_error != tight.test_error  # node_seed draws the prior's instances
     # sample_seed alone redraws them; None is node_seed
     assert theory(LINEAR, options=SMALL.replace(tol=1e-7, sample_seed=1)).test_error == other_seed.test_error
-    assert theory(LINEAR, options=SMALL.replace(tol=1e-7, sample_seed=0)).test_error == tight.test_error
-    plain = theory(LINEAR, options=SMALL.replace(tol=1e-7, sample_extrapolate=False))
+    assert theory(LINEAR, options=SMALL.replace(tol=1e-7, method="iterate", sample_seed=0)).test_error == tight.test_error
+    plain = theory(LINEAR, options=SMALL.replace(tol=1e-7, method="iterate", sample_extrapolate=False))
     assert plain.extras["prior"] == "sampled D=24 x 2" and plain.test_error != tight.test_error
 
 
