@@ -53,7 +53,7 @@ from singlehead.state_evolution.untied.prior import UntiedPriorSample, extrapola
 from singlehead.state_evolution.untied.teachers import teacher_norms, teacher_sampler
 
 __all__ = ["OVERLAPS", "HATS", "BlockPoint", "BlockSEMap", "BlockSetup", "check_block_options", "block_result",
-           "collapsed_block_result", "add_draw_errors"]
+           "collapsed_block_result", "add_draw_errors", "t_quantile_975", "COARSE_DRAWS"]
 
 #: the six overlaps and their conjugates, in the order of the map's full point
 OVERLAPS = ("q_s", "m_s", "Sigma_s", "q_a", "m_a", "Sigma_a")
