@@ -410,7 +410,8 @@ def add_draw_errors(result: Result, F: BlockSEMap, x: np.ndarray, options: SEOpt
     fraction by each instance's own). Then ``se^2 = w^2 var_r/R + var_c/R_c`` with Welch--Satterthwaite
     degrees of freedom ``nu`` (``extras["draws_dof"]``), and the reported error is
     ``se t_nu(0.975)/1.96`` (a standard error whose ``+-1.96`` band is a 95 % t interval), stored as
-    ``extras["<metric>_draws_se"]`` and added in quadrature to ``extras["<metric>_se"]``. ``jacobian``
+    ``extras["<metric>_draws_se"]`` and added in quadrature to ``extras["<metric>_se"]`` (an overlap's
+    ``_se``, until then the instances' spread at fixed conjugates, is replaced by it). ``jacobian``
     is not used (the solver's secant Jacobian is too rough for error bars).
     """
     pt = F.point
@@ -463,7 +464,8 @@ def add_draw_errors(result: Result, F: BlockSEMap, x: np.ndarray, options: SEOpt
     for name, v in zip(_DRAW_METRICS + OVERLAPS, np.sqrt(total) * inflation):
         v = float(v) if math.isfinite(v) else 0.0
         ex[f"{name}_draws_se"] = v
-        base = ex.get(f"{name}_se", 0.0)
+        # an overlap's provisional error (the instances' spread at fixed conjugates) is replaced, not added to
+        base = 0.0 if name in OVERLAPS else ex.get(f"{name}_se", 0.0)
         ex[f"{name}_se"] = float(math.hypot(base if math.isfinite(base) else 0.0, v))
 
 
