@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 
 from singlehead import MPTarget, Problem, theory
 from singlehead.state_evolution import SEOptions
@@ -27,7 +26,6 @@ EXACT_CASE = Problem(d=100, T=2, channel="linear", alpha=2.0, noise=0.2, lam=5.0
 SEEDS = range(12)
 
 
-@pytest.mark.slow
 def test_quoted_error_bars_cover_the_exact_value():
     tied = theory(EXACT_CASE.replace(student="factorized"))
     assert tied.extras["qhat"] <= EXACT_CASE.lam**2  # the regime where untied = tied
