@@ -144,7 +144,7 @@ class BlockPoint:
         return cls(problem, sample, Q0s, Q0a, Ka, exact, 1 if empty else 2, coarse)
 
     def with_sample(self, sample: UntiedPriorSample) -> "BlockPoint":
-        """The same point on other instances (the jackknife's leave-one-out samples)."""
+        """The same point on other instances (a subset of the draws, say)."""
         return replace(self, sample=sample)
 
     @property
