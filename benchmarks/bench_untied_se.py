@@ -27,8 +27,9 @@ POINTS = {
     "seq2lab untied teacher  ": dict(channel="seq2lab", alpha=1.0, lam=1e-2, target=UntiedMPTarget(0.5)),
     "seq2lab alpha=1 lam=1e-4": dict(channel="seq2lab", alpha=1.0, lam=1e-4, target=MPTarget(0.5)),
 }
-SETTINGS = {"default (D=100 x 4, errors)": SEOptions(),
-            "light (D=100 x 2, no errors)": SEOptions(sample_draws=2, draw_errors=False)}
+SETTINGS = {"default (D=100 x 8 + D=50 x 16, extrapolated, errors)": SEOptions(),
+            "light (D=100 x 2, not extrapolated, no errors)": SEOptions(sample_draws=2, sample_extrapolate=False,
+                                                                       draw_errors=False)}
 
 
 def main() -> None:

@@ -47,9 +47,14 @@ def test_tol_and_sample_settings_are_applied():
     assert loose.converged and tight.converged
     assert 1e-7 < loose.extras["residual"] < 1e-1 and tight.extras["residual"] < 1e-6
     assert loose.iterations < tight.iterations
-    assert tight.extras["prior"] == "sampled D=24 x 2"
+    assert tight.extras["prior"] == "sampled D=24 x 2, D=12 x 4, extrapolated in 1/D"
     other_seed = theory(LINEAR, options=SMALL.replace(tol=1e-7, node_seed=1))
     assert other_seed.test_error != tight.test_error  # node_seed draws the prior's instances
+    # sample_seed alone redraws them; None is node_seed
+    assert theory(LINEAR, options=SMALL.replace(tol=1e-7, sample_seed=1)).test_error == other_seed.test_error
+    assert theory(LINEAR, options=SMALL.replace(tol=1e-7, method="iterate", sample_seed=0)).test_error == tight.test_error
+    plain = theory(LINEAR, options=SMALL.replace(tol=1e-7, method="iterate", sample_extrapolate=False))
+    assert plain.extras["prior"] == "sampled D=24 x 2" and plain.test_error != tight.test_error
 
 
 def test_a_given_node_set_is_used():
@@ -146,6 +151,11 @@ def test_cache_settings_hold_what_changes_the_result():
     assert result_settings(untied_linear, SEOptions()) == result_settings(untied_linear, SEOptions(n_points=4096))
     assert result_settings(untied_linear, SEOptions()) != result_settings(untied_linear, SEOptions(n_points=2048))
     assert dict(result_settings(untied_linear, SEOptions(node_seed=2)))["node_seed"] == 2
-    # the prior's instances and their jackknife change a non-symmetric student's result
-    for change in (dict(sample_dim=50), dict(sample_draws=2), dict(draw_errors=False)):
+    # the prior's instances and their sampling error change a non-symmetric student's result
+    for change in (dict(sample_dim=50), dict(sample_draws=2), dict(draw_errors=False), dict(sample_seed=1),
+                   dict(sample_extrapolate=False)):
         assert result_settings(untied_linear, SEOptions(**change)) != result_settings(untied_linear, SEOptions())
+    # sample_seed None is node_seed: one key
+    assert result_settings(untied_linear, SEOptions(sample_seed=0)) == result_settings(untied_linear, SEOptions())
+    assert (result_settings(untied_linear, SEOptions(node_seed=2, sample_seed=2))
+            == result_settings(untied_linear, SEOptions(node_seed=2)))

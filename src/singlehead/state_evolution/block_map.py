@@ -28,7 +28,7 @@ import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
-from singlehead.state_evolution.fixed_point import in_domain, solve_fixed_point
+from singlehead.state_evolution.fixed_point import in_domain
 from singlehead.state_evolution.options import SEOptions, WarmStart
 from singlehead.state_evolution.prior import PriorModel, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
@@ -49,11 +49,11 @@ from singlehead.state_evolution.untied.output import (
     untied_output_side,
     untied_test_errors,
 )
-from singlehead.state_evolution.untied.prior import UntiedPriorSample
+from singlehead.state_evolution.untied.prior import UntiedPriorSample, extrapolated_side
 from singlehead.state_evolution.untied.teachers import teacher_norms, teacher_sampler
 
 __all__ = ["OVERLAPS", "HATS", "BlockPoint", "BlockSEMap", "BlockSetup", "check_block_options", "block_result",
-           "collapsed_block_result", "add_draw_errors"]
+           "collapsed_block_result", "add_draw_errors", "t_quantile_975", "COARSE_DRAWS"]
 
 #: the six overlaps and their conjugates, in the order of the map's full point
 OVERLAPS = ("q_s", "m_s", "Sigma_s", "q_a", "m_a", "Sigma_a")
@@ -63,6 +63,12 @@ _SIGMAHAT_FLOOR = 1e-3
 #: labels without an antisymmetric part drive qhat_a to an exact 0; this floor (relative to qhat_s) keeps
 #: Sigma_a (the response, by Stein's lemma) defined there, at a cost of q_a ~ 1e-12 qhat_s
 _QHAT_A_FLOOR = 1e-12
+#: instances at half the dimension per instance at the full one (extrapolated prior side): the variance of
+#: ``2 F_D - F_{D/2}`` per unit cost is least at ``sqrt(c)`` coarse draws per fine one when a draw's values
+#: spread as ``1/D`` and a coarse draw costs ``1/c`` of a fine one (batched SVDs at D = 100 vs 50: c ~ 3.4)
+COARSE_DRAWS = 2
+#: relative step of the finite-difference Jacobian of the linear response (draw errors)
+_RESPONSE_STEP = 1e-3
 #: options the block solver has no counterpart for, with the reason
 _NOT_APPLIED = {
     "prox_branch": "its output side takes the global prox minimum only",
@@ -104,8 +110,9 @@ def check_block_options(options: SEOptions, prior: Any, quad: OutputQuadrature |
 class BlockPoint:
     """What every map of one non-symmetric theory point shares.
 
-    ``sample``: the prior's instances (drawn with ``SEOptions.node_seed``, teachers normalised to
-    ``Q0_s``, ``Q0_a``); ``exact``: the tied student's exact prior model where it may replace the sampled
+    ``sample``: the prior's instances (drawn with ``SEOptions.instance_seed``, teachers normalised to
+    ``Q0_s``, ``Q0_a``); ``coarse``: with ``SEOptions.sample_extrapolate``, ``3 sample_draws`` instances at
+    half the dimension (an independent stream of the same seed), else ``None``; ``exact``: the tied student's exact prior model where it may replace the sampled
     prior side (``T = 1``, symmetric teacher; ``None`` elsewhere); ``iterated``: how many blocks the
     solver iterates (2, or 1 when the antisymmetric block is empty, see the module docstring).
     """
@@ -117,6 +124,7 @@ class BlockPoint:
     Ka: int
     exact: PriorModel | None
     iterated: int
+    coarse: UntiedPriorSample | None = None
 
     @classmethod
     def build(cls, problem: Problem, options: SEOptions) -> "BlockPoint":
@@ -124,17 +132,19 @@ class BlockPoint:
         problem.student.field_blocks()  # a student without blocks raises here
         draw, symmetric_teacher = teacher_sampler(problem.target)
         Q0s, Q0a = teacher_norms(problem)
-        sample = UntiedPriorSample.draw(draw, options.sample_dim, options.sample_draws,
-                                        options.node_seed).normalised(Q0s, Q0a)
+        seed = options.instance_seed
+        sample = UntiedPriorSample.draw(draw, options.sample_dim, options.sample_draws, seed).normalised(Q0s, Q0a)
+        coarse = (UntiedPriorSample.draw(draw, options.sample_dim // 2, COARSE_DRAWS * options.sample_draws,
+                                         [seed, 1]).normalised(Q0s, Q0a) if options.sample_extrapolate else None)
         Ka = block_sizes(problem.T)[1]
         exact = prior_model(problem) if Ka == 0 and symmetric_teacher else None
         if exact is not None:
             Q0s = float(exact.Q0)
         empty = Ka == 0 or (Q0a == 0.0 and not problem.channel.needs_quadrature)
-        return cls(problem, sample, Q0s, Q0a, Ka, exact, 1 if empty else 2)
+        return cls(problem, sample, Q0s, Q0a, Ka, exact, 1 if empty else 2, coarse)
 
     def with_sample(self, sample: UntiedPriorSample) -> "BlockPoint":
-        """The same point on other instances (the jackknife's leave-one-out samples)."""
+        """The same point on other instances (a subset of the draws, say)."""
         return replace(self, sample=sample)
 
     @property
@@ -280,8 +290,13 @@ class BlockSEMap(MapCore):
                 self.used_sampled = False
             return np.array([side.q, side.m, side.Sigma, 0.0, 0.0, 1.0]), side
         h = pt.prior_conjugates(hats)
+        warm = self.warm_prior if isinstance(self.warm_prior, tuple) else (self.warm_prior, None)
         side = problem.student.block_prior_side(h, lam=problem.lam, kappa=problem.kappa, sample=pt.sample,
-                                                warm=self.warm_prior, tol=self.prior_tol)
+                                                warm=warm[0], tol=self.prior_tol)
+        if pt.coarse is not None:
+            coarse = problem.student.block_prior_side(h, lam=problem.lam, kappa=problem.kappa, sample=pt.coarse,
+                                                      warm=warm[1], tol=self.prior_tol)
+            side = extrapolated_side(side, coarse)
         if update:
             self.warm_prior, self.used_sampled = side.solutions, True
         new = np.array(side.values, float)
@@ -319,7 +334,11 @@ def block_result(F: BlockSEMap, x: np.ndarray, out: UntiedOutput, side: Any, *, 
         tied = problem.student.tied_counterpart(float(out.hats[0]), problem.lam)
         penalty = tied.se_penalty(problem.lam, qs, side) if tied is not None else math.nan
     else:
-        prior = f"sampled D={pt.sample.D} x {pt.sample.draws}" if sampled else "closed form"
+        prior = "closed form"
+        if sampled:
+            prior = f"sampled D={pt.sample.D} x {pt.sample.draws}"
+            if pt.coarse is not None:
+                prior += f", D={pt.coarse.D} x {pt.coarse.draws}, extrapolated in 1/D"
         penalty = float(side.penalty)
     if sampled:
         for k, v in zip(OVERLAPS, side.draw_se):
@@ -362,53 +381,99 @@ def collapsed_block_result(point: BlockPoint, quad: OutputQuadrature | None, t0:
                   extras=extras)
 
 
-#: the metrics whose draw-to-draw (jackknife) standard error a sampled fixed point reports
-_DRAW_METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank_fraction")
+#: the metrics whose draw-to-draw standard error a sampled fixed point reports
+_DRAW_METRICS = ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank_fraction", "asymmetry")
+
+
+def t_quantile_975(dof: float) -> float:
+    """The 0.975 quantile of Student's t with ``dof`` degrees of freedom (Cornish--Fisher to ``1/dof^3``:
+    within 0.5 % for ``dof >= 3``, 3 % at ``dof = 2``; ``dof`` below 1 is taken as 1)."""
+    z = 1.959963984540054
+    v = max(float(dof), 1.0)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    return z + g1 / v + g2 / v**2 + g3 / v**3
+
+
+def _metrics(F: BlockSEMap, x6: np.ndarray, out: UntiedOutput) -> np.ndarray:
+    """``_DRAW_METRICS`` (rank fraction: 0, it is taken from the instances) and the six overlaps at ``x6``."""
+    pt = F.point
+    errs = untied_test_errors(x6, problem=F.problem, Q0s=pt.Q0s, Q0a=pt.Q0a, quad=F.quad)
+    qs, ms, _, qa, ma, _ = map(float, x6)
+    q = qs + qa
+    return np.array([errs["test_error"], errs["test_error_noisy"], out.train_error,
+                     pt.Q0s + pt.Q0a - 2 * (ms + ma) + q, 0.0, 2 * math.sqrt(qa / q) if q > 0 else 0.0, *x6])
 
 
 def add_draw_errors(result: Result, F: BlockSEMap, x: np.ndarray, options: SEOptions,
                     jacobian: np.ndarray | None = None) -> None:
-    """Jackknife over the prior's draws (in place): the fixed point without draw ``r``, for each ``r``, from ``x``.
+    """The sampling error of a sampled fixed point (in place), by the linear response of the fixed point to each draw.
 
-    ``se^2 = (R-1)/R sum_r (theta_(r) - mean)^2`` estimates the sampling variance of the pooled fixed point;
-    it is stored as ``extras["<metric>_draws_se"]`` and added in quadrature to ``extras["<metric>_se"]``.
-    Leave-one-out maps stay close to the pooled one, so they are solved from ``x`` by the root finder
-    (an error bar needs a few digits only: to ``max(tol, 1e-5)``); ``extras["draws_converged_se"]`` counts
-    those that converged. ``jacobian``: the pooled solve's last root-finder Jacobian (seeds theirs).
+    With ``F = w sum_r F_r/R - [sum_c F_c/R_c]`` (``w = 2`` and the coarse instances for an extrapolated
+    prior side, ``w = 1`` and none otherwise), draw ``r``'s deviation ``F_r(x) - mean`` moves the fixed point by
+    ``(I - J)^{-1} (F_r(x) - mean)``, ``J`` the map's Jacobian at ``x`` (forward differences, one evaluation
+    per iterated overlap), and every metric by its gradient times that (differences too; the rank
+    fraction by each instance's own). Then ``se^2 = w^2 var_r/R + var_c/R_c`` with Welch--Satterthwaite
+    degrees of freedom ``nu`` (``extras["draws_dof"]``), and the reported error is
+    ``se t_nu(0.975)/1.96`` (a standard error whose ``+-1.96`` band is a 95 % t interval), stored as
+    ``extras["<metric>_draws_se"]`` and added in quadrature to ``extras["<metric>_se"]`` (an overlap's
+    ``_se``, until then the instances' spread at fixed conjugates, is replaced by it). ``jacobian``
+    is not used (the solver's secant Jacobian is too rough for error bars).
     """
-    sample, R = F.point.sample, F.point.sample.draws
-    rows, ok_count = [], 0
-    tol = max(options.tol, 1e-5)
-    for r in range(R):
-        keep = [i for i in range(R) if i != r]
-        pt = F.point.with_sample(UntiedPriorSample(sample.M0[keep], sample.Zs[keep], sample.Za[keep]))
-        Fr = BlockSEMap(F.problem, pt, F.quad, MapSettings(tol=tol), branches=ProxBranches(main=F.branches.main),
-                        sigma_a=F.sigma_a)
-        Fr.warm_prior = _keep_draws(F.warm_prior, keep)
-        res, xr, _, _ = solve_fixed_point(Fr.values, np.asarray(x, float), Fr.Q0, tol=tol, switch=options.tuning.switch,
-                                          method=options.method, jacobian=jacobian, damping=options.damping,
-                                          max_iter=options.max_iter, anderson=Fr.pre_iteration_history)
-        ok_count += bool(res < 10 * tol)
-        fx, out, side = Fr.evaluate_full(pt.full(xr, Fr.sigma_a))
-        rr = block_result(Fr, xr, out, side, converged=True, residual=res, floor=math.nan, iterations=0,
-                          message="", t0=time.perf_counter())
-        rows.append([getattr(rr, k) for k in _DRAW_METRICS] + [rr.extras["asymmetry"]]
-                    + [rr.extras[k] for k in OVERLAPS])
-    arr = np.array(rows, float)
-    spread = np.sqrt((R - 1) / R * np.sum((arr - arr.mean(axis=0)) ** 2, axis=0))
+    pt = F.point
+    k = 3 * pt.iterated
+    x = np.asarray(x, float)
+    saved_branches, saved_warm, saved_tol, sigma_a = F.branches.main, F.warm_prior, F.prior_tol, F.sigma_a
+
+    def at(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+        F.branches.main = saved_branches
+        x6 = pt.full(xi, sigma_a)
+        new, out, side = F.evaluate_full(x6)
+        return new[:k], _metrics(F, x6, out), side
+
+    try:
+        f0, m0, side = at(x)
+        J = np.empty((k, k))
+        G = np.empty((m0.size, k))
+        Qt = pt.Q0s + pt.Q0a
+        for j in range(k):
+            h = _RESPONSE_STEP * (abs(x[j]) if j % 3 == 2 else max(abs(x[j]), 1e-2 * Qt))
+            xj = x.copy()
+            xj[j] += h
+            fj, mj, _ = at(xj)
+            J[:, j] = (fj - f0) / h
+            G[:, j] = (mj - m0) / h
+        groups = [(2.0 if side.coarse_per_draw is not None else 1.0, side.per_draw, side.rank_per_draw)]
+        if side.coarse_per_draw is not None:
+            groups.append((1.0, side.coarse_per_draw, side.coarse_rank_per_draw))
+        resolvent = np.linalg.inv(np.eye(k) - J)
+        parts, dofs = [], []
+        for w, rows, ranks in groups:
+            dev = rows[:, :k] - rows[:, :k].mean(axis=0)
+            dmu = (dev @ resolvent.T) @ G.T  # (R, n_metrics)
+            if ranks is not None:
+                dmu[:, _DRAW_METRICS.index("rank_fraction")] = ranks - ranks.mean()
+            R = rows.shape[0]
+            var = w * w * dmu.var(axis=0, ddof=1) / R if R > 1 else np.full(dmu.shape[1], np.nan)
+            parts.append(var)
+            dofs.append(R - 1)
+    finally:
+        F.branches.main, F.warm_prior, F.prior_tol = saved_branches, saved_warm, saved_tol
+    total = np.sum(parts, axis=0)
+    # Welch--Satterthwaite degrees of freedom of the test error's variance (the metric the bars are for)
+    i = 0
+    denom = sum(p[i] ** 2 / d for p, d in zip(parts, dofs) if d > 0)
+    dof = float(total[i] ** 2 / denom) if denom > 0 else float(max(sum(dofs), 1))
+    inflation = t_quantile_975(dof) / t_quantile_975(math.inf)
     ex = result.extras
-    ex["draws_converged_se"] = float(ok_count)
-    for k, v in zip(_DRAW_METRICS + ("asymmetry",) + OVERLAPS, spread):
-        ex[f"{k}_draws_se"] = float(v)
-        base = ex.get(f"{k}_se", 0.0)
-        ex[f"{k}_se"] = float(math.hypot(base if math.isfinite(base) else 0.0, v))
-
-
-def _keep_draws(solutions: Any, keep: list[int]) -> Any:
-    """The warm start of the prior side on a subset of its draws (``None`` when it is not per draw)."""
-    if isinstance(solutions, np.ndarray) and solutions.ndim >= 1:
-        return solutions[keep]
-    return None
+    ex["draws_dof"] = dof
+    for name, v in zip(_DRAW_METRICS + OVERLAPS, np.sqrt(total) * inflation):
+        v = float(v) if math.isfinite(v) else 0.0
+        ex[f"{name}_draws_se"] = v
+        # an overlap's provisional error (the instances' spread at fixed conjugates) is replaced, not added to
+        base = 0.0 if name in OVERLAPS else ex.get(f"{name}_se", 0.0)
+        ex[f"{name}_se"] = float(math.hypot(base if math.isfinite(base) else 0.0, v))
 
 
 @dataclass
@@ -447,9 +512,10 @@ class BlockSetup:
 
     def finish(self, result: Result, F: BlockSEMap, x: np.ndarray | None, options: SEOptions,
                jacobian: np.ndarray | None = None) -> None:
-        """The kept attempt's result, completed (in place): the jackknife over the prior's draws of a converged,
-        sampled fixed point (``SEOptions.draw_errors``)."""
-        if (x is not None and result.converged and options.draw_errors and self.point.sample.draws > 1
+        """The kept attempt's result, completed (in place): the sampling error over the prior's draws of a converged,
+        sampled fixed point (``SEOptions.draw_errors``, :func:`add_draw_errors`)."""
+        if (x is not None and result.converged and options.draw_errors
+                and (self.point.sample.draws > 1 or self.point.coarse is not None)
                 and F.used_sampled and str(result.extras.get("prior", "")).startswith("sampled")):
             F.report()
             add_draw_errors(result, F, x, options, jacobian)

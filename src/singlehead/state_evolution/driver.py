@@ -89,10 +89,12 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         A non-symmetric student's ``extras`` hold its six overlaps ``q_s, m_s, Sigma_s, q_a, m_a,
         Sigma_a`` (``_s``: symmetric part of the learned matrix, ``_a``: antisymmetric part) and their
         conjugates ``qhat_s, ...``, ``asymmetry = ||M - M^T||_F/||M||_F``, ``prior`` (how the prior side
-        was computed: ``"sampled D=... x ..."``, ``"closed form"``, ``"exact (tied prior)"`` or
+        was computed: ``"sampled D=... x ..."`` (with ``", D=... x ..., extrapolated in 1/D"`` when
+        extrapolated), ``"closed form"``, ``"exact (tied prior)"`` or
         ``"collapse"``), ``residual``, ``residual_floor``, ``evaluations``, ``objective``, ``collapsed``,
         standard errors ``<name>_se`` (output quadrature and, with ``SEOptions.draw_errors``, the
-        jackknife over the prior's draws, ``<name>_draws_se``), and for a sampled prior side the learned
+        sampling error over the prior's draws, ``<name>_draws_se``, with its degrees of freedom
+        ``draws_dof``), and for a sampled prior side the learned
         singular values (``singular_values``, with ``zero_fraction``, ``sv_edges``, ``sv_density``).
 
     Examples

@@ -161,10 +161,21 @@ class SEOptions:
         map is averaged over them inside the iteration.
     sample_dim, sample_draws : int
         A sampled prior side (non-symmetric students): ``sample_draws`` instances of dimension
-        ``sample_dim``, drawn with ``node_seed`` (defaults 100 and 4; ``>= 4`` and ``>= 1``).
+        ``sample_dim``, drawn with ``sample_seed`` (defaults 100 and 8; ``>= 4`` and ``>= 1``).
+    sample_extrapolate : bool
+        A sampled prior side is extrapolated in ``1/D`` (default ``True``): the map is
+        ``2 F_D - F_{D/2}`` with ``sample_draws`` instances at ``D = sample_dim`` and
+        ``2 sample_draws`` at ``D/2`` (``sample_dim // 2 >= 4``), which removes the ``1/D``
+        finite-size bias of the instances (Richardson extrapolation).
+    sample_seed : int or None
+        Seed of a sampled prior side's instances (an integer >= 0; ``None``, the default: ``node_seed``).
+        Changing it redraws the instances and nothing else: the spread of a result over sample seeds
+        is the sampling error its error bars estimate.
     draw_errors : bool
-        With a sampled prior side, also solve the fixed point leaving each instance out, for the
-        jackknife sampling error of every reported metric (``extras["<metric>_draws_se"]``).
+        With a sampled prior side, also compute the sampling error of every reported metric
+        (``extras["<metric>_draws_se"]``): each instance's deviation from the mean map, carried
+        to the fixed point by the map's linear response, its spread over instances inflated by
+        the Student-t quantile of its degrees of freedom (``extras["draws_dof"]``).
     method : {"broyden", "hybr", "iterate"}
         ``"broyden"``/``"hybr"``: damped iteration on
         ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``Tuning.switch``,
@@ -227,7 +238,9 @@ class SEOptions:
     node_seed: int = 0
     draws: int = DEFAULT_DRAWS
     sample_dim: int = 100
-    sample_draws: int = 4
+    sample_draws: int = 8
+    sample_extrapolate: bool = True
+    sample_seed: int | None = None
     draw_errors: bool = True
     method: str = "broyden"
     continuation: bool = True
@@ -238,8 +251,9 @@ class SEOptions:
 
     def __init__(self, tol: float = 1e-6, max_iter: int = 150, damping: float = 0.5, n_points: int | None = None,
                  n_scrambles: int = 4, node_seed: int = 0, draws: int = DEFAULT_DRAWS, sample_dim: int = 100,
-                 sample_draws: int = 4, draw_errors: bool = True, method: str = "broyden", continuation: bool = True,
-                 max_evals: int = 1000, prox_branch: str = "global", exact_jacobian: bool = True,
+                 sample_draws: int = 8, sample_extrapolate: bool = True, sample_seed: int | None = None,
+                 draw_errors: bool = True,
+                 method: str = "broyden", continuation: bool = True, max_evals: int = 1000, prox_branch: str = "global", exact_jacobian: bool = True,
                  tuning: "Tuning | None" = None, **tuning_changes: Any) -> None:
         unknown = sorted(set(tuning_changes) - set(TUNING_FIELDS))
         if unknown:
@@ -251,8 +265,9 @@ class SEOptions:
             tuning = dataclasses.replace(tuning, **tuning_changes)
         values = dict(tol=tol, max_iter=max_iter, damping=damping, n_points=n_points, n_scrambles=n_scrambles,
                       node_seed=node_seed, draws=draws, sample_dim=sample_dim, sample_draws=sample_draws,
-                      draw_errors=draw_errors, method=method, continuation=continuation, max_evals=max_evals,
-                      prox_branch=prox_branch, exact_jacobian=exact_jacobian, tuning=tuning)
+                      sample_extrapolate=sample_extrapolate, sample_seed=sample_seed, draw_errors=draw_errors,
+                      method=method, continuation=continuation, max_evals=max_evals, prox_branch=prox_branch,
+                      exact_jacobian=exact_jacobian, tuning=tuning)
         for name, value in values.items():
             object.__setattr__(self, name, value)
         self.__post_init__()
@@ -272,6 +287,12 @@ class SEOptions:
         _check(_is_int(self.sample_dim) and self.sample_dim >= 4, "sample_dim", "an integer >= 4", self.sample_dim)
         _check(_is_int(self.sample_draws) and self.sample_draws >= 1, "sample_draws", "an integer >= 1",
                self.sample_draws)
+        _check(isinstance(self.sample_extrapolate, bool), "sample_extrapolate", "True or False",
+               self.sample_extrapolate)
+        _check(not self.sample_extrapolate or self.sample_dim >= 8, "sample_dim",
+               "an integer >= 8 with sample_extrapolate (its half is the coarse size)", self.sample_dim)
+        _check(self.sample_seed is None or (_is_int(self.sample_seed) and self.sample_seed >= 0), "sample_seed",
+               "an integer >= 0 or None", self.sample_seed)
         _check(isinstance(self.draw_errors, bool), "draw_errors", "True or False", self.draw_errors)
         _check(_is_int(self.n_scrambles) and self.n_scrambles >= 1, "n_scrambles", "an integer >= 1",
                self.n_scrambles)
@@ -287,6 +308,11 @@ class SEOptions:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "tuning"}
         out.update({name: getattr(self.tuning, name) for name in TUNING_FIELDS})
         return out
+
+    @property
+    def instance_seed(self) -> int:
+        """The seed a sampled prior side's instances are drawn with: ``sample_seed``, or ``node_seed`` if it is ``None``."""
+        return self.node_seed if self.sample_seed is None else self.sample_seed
 
     def replace(self, **changes: Any) -> "SEOptions":
         """A copy with some fields changed (validated again)."""
@@ -338,7 +364,7 @@ class SEOptions:
 
 
 #: options of a sampled prior side (non-symmetric students only)
-_SAMPLED_PRIOR_OPTIONS = ("sample_dim", "sample_draws", "draw_errors")
+_SAMPLED_PRIOR_OPTIONS = ("sample_dim", "sample_draws", "sample_extrapolate", "sample_seed", "draw_errors")
 
 
 def check_symmetric_options(options: SEOptions, student: Any) -> None:
@@ -364,15 +390,16 @@ def check_symmetric_options(options: SEOptions, student: Any) -> None:
 
 def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -> tuple[tuple[str, Any], ...]:
     """The settings among ``prior`` and ``options.(tol, n_points, node_seed, sample_dim, sample_draws,
-    draw_errors)`` that change ``theory(problem)``, as a sorted tuple of ``(name, value)`` (what a cache
+    sample_extrapolate, sample_seed, draw_errors)`` that change ``theory(problem)``, as a sorted tuple of ``(name, value)`` (what a cache
     key of the result holds besides the problem).
 
     ``prior``: ``"asymptotic"`` is ``"auto"``. ``tol`` always; ``n_points`` (resolved, see
     :meth:`SEOptions.points`) where nodes are used: a channel without closed forms, or a
     non-symmetric student (its collapse test integrates on nodes); ``node_seed`` where nodes are
     used or something is drawn: ``prior="finite"``'s GOE draws, a non-symmetric student's prior
-    instances; a non-symmetric student's instances (``sample_dim``, ``sample_draws``) and whether its
-    error bars include their jackknife (``draw_errors``).
+    instances; a non-symmetric student's instances (``sample_dim``, ``sample_draws``,
+    ``sample_extrapolate``, the resolved ``sample_seed``: ``None`` and ``node_seed`` give one key) and
+    whether its error bars include their sampling error (``draw_errors``).
 
     Examples
     --------
@@ -390,7 +417,8 @@ def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -
     if nodes or prior == "finite":
         out["node_seed"] = options.node_seed
     if not problem.student.symmetric:
-        out.update(sample_dim=options.sample_dim, sample_draws=options.sample_draws, draw_errors=options.draw_errors)
+        out.update(sample_dim=options.sample_dim, sample_draws=options.sample_draws,
+                   sample_extrapolate=options.sample_extrapolate, sample_seed=options.instance_seed, draw_errors=options.draw_errors)
     return tuple(sorted(out.items()))
 
 

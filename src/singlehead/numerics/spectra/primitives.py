@@ -300,8 +300,19 @@ def singular_value_threshold(M: np.ndarray, tau: float, rank: int | None = None)
     >>> s.tolist(), np.round(np.diag(M), 12).tolist()
     ([2.25, 0.0, 0.0], [2.25, 0.0, 0.0])
     """
-    U, s, Vt = np.linalg.svd(M)
-    r = s.shape[-1] if rank is None else min(int(rank), s.shape[-1])
-    s = np.maximum(s - tau, 0.0)
+    # from the eigendecomposition of the smaller Gram matrix (about twice as fast as a batched SVD):
+    # M V diag(f) V^T with f = (s - tau)_+/s. Its singular values lose relative accuracy
+    # eps ||M||^2/s^2 below the top, which the threshold (s > tau) does not feel unless tau ~ sqrt(eps) ||M||.
+    M = np.asarray(M, float)
+    wide = M.shape[-2] < M.shape[-1]
+    X = np.swapaxes(M, -1, -2) if wide else M
+    w, V = np.linalg.eigh(np.swapaxes(X, -1, -2) @ X)
+    w, V = w[..., ::-1], V[..., :, ::-1]
+    sv = np.sqrt(np.maximum(w, 0.0))
+    r = sv.shape[-1] if rank is None else min(int(rank), sv.shape[-1])
+    s = np.maximum(sv - tau, 0.0)
     s[..., r:] = 0.0
-    return (U[..., :, :r] * s[..., None, :r]) @ Vt[..., :r, :], s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(s > 0, s / np.where(sv > 0, sv, 1.0), 0.0)
+    out = (X @ (V * f[..., None, :])) @ np.swapaxes(V, -1, -2)
+    return (np.swapaxes(out, -1, -2) if wide else out), s

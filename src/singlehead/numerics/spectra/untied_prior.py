@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from singlehead.numerics.spectra.primitives import singular_value_threshold
 
-__all__ = ["BlockPriorSide", "UntiedPriorSample", "UntiedPriorSide", "weighted_nuclear_prox", "untied_prior_side"]
+__all__ = ["BlockPriorSide", "UntiedPriorSample", "UntiedPriorSide", "weighted_nuclear_prox", "untied_prior_side",
+           "extrapolated_side"]
 
 
 def _sym(M: np.ndarray) -> np.ndarray:
@@ -50,7 +51,7 @@ class BlockPriorSide:
     ``values``: the six order parameters; ``rank_fraction``: fraction of non-zero singular values of
     the estimator; ``penalty``: the penalty ``lam pen(M)/d`` at this estimator. A sampled prior side
     also sets ``per_draw`` (``(R, 6)``, one row per instance: the solver then reports the draws'
-    jackknife error), ``solutions`` (its warm start for the next call) and ``singular_values``
+    sampling error) and ``rank_per_draw``, ``solutions`` (its warm start for the next call) and ``singular_values``
     (``(R, D)``: the learned-spectrum law).
 
     Examples
@@ -68,6 +69,12 @@ class BlockPriorSide:
     per_draw: np.ndarray | None = None
     solutions: Any = None
     singular_values: np.ndarray | None = None
+    #: per-instance rank fractions (``(R,)``), for the draw errors of a sampled side
+    rank_per_draw: np.ndarray | None = None
+    #: an extrapolated side (:func:`extrapolated_side`): the coarse instances' rows and rank fractions
+    #: (``values = 2 mean(per_draw) - mean(coarse_per_draw)``)
+    coarse_per_draw: np.ndarray | None = None
+    coarse_rank_per_draw: np.ndarray | None = None
 
     @property
     def sampled(self) -> bool:
@@ -76,9 +83,17 @@ class BlockPriorSide:
 
     @property
     def draw_se(self) -> np.ndarray:
-        """Standard error of ``values`` over draws (``nan`` with one draw or none)."""
+        """Standard error of ``values`` over draws at fixed conjugates (``nan`` with one draw or none per size);
+        an extrapolated side combines its two sizes, ``sqrt(4 var_D/R_D + var_{D/2}/R_{D/2})``."""
         R = 0 if self.per_draw is None else self.per_draw.shape[0]
-        return self.per_draw.std(axis=0, ddof=1) / math.sqrt(R) if R > 1 else np.full(6, np.nan)
+        if R < 2:
+            return np.full(6, np.nan)
+        if self.coarse_per_draw is None:
+            return self.per_draw.std(axis=0, ddof=1) / math.sqrt(R)
+        Rc = self.coarse_per_draw.shape[0]
+        if Rc < 2:
+            return np.full(6, np.nan)
+        return np.sqrt(4 * self.per_draw.var(axis=0, ddof=1) / R + self.coarse_per_draw.var(axis=0, ddof=1) / Rc)
 
 
 @dataclass(frozen=True)
@@ -94,8 +109,10 @@ class UntiedPriorSample:
     Za: np.ndarray
 
     @classmethod
-    def draw(cls, teacher: Any, D: int, draws: int, seed: int) -> "UntiedPriorSample":
-        """``draws`` instances at dimension ``D``; ``teacher(D, rng)`` returns one ``D x D`` teacher."""
+    def draw(cls, teacher: Any, D: int, draws: int, seed: int | Sequence[int]) -> "UntiedPriorSample":
+        """``draws`` instances at dimension ``D``; ``teacher(D, rng)`` returns one ``D x D`` teacher; ``seed``: an
+        integer or a sequence of them (``numpy.random.default_rng``'s entropy: ``[s, 1]`` is a stream
+        independent of ``s``'s)."""
         rng = np.random.default_rng(seed)
         M0 = np.stack([teacher(D, rng) for _ in range(draws)])
         G = rng.standard_normal((2, draws, D, D)) / math.sqrt(D)
@@ -232,4 +249,30 @@ def untied_prior_side(hats: np.ndarray, *, lam: float, kappa: float, sample: Unt
     per = np.stack([dot(Ms, Ms), m_s, divergence(Ms, M0s, sample.Zs, qs, m_s),
                     dot(Ma, Ma), m_a, divergence(Ma, M0a, sample.Za, qa, m_a)], axis=1)
     return UntiedPriorSide(values=per.mean(axis=0), rank_fraction=float(np.mean(s > 0)), per_draw=per, solutions=M,
-                           singular_values=s, iterations=iters)
+                           singular_values=s, rank_per_draw=np.mean(s > 0, axis=-1), iterations=iters)
+
+
+#: overlaps that must stay positive (``q_s, Sigma_s, q_a, Sigma_a``): where the extrapolation would not, the
+#: finer size's value is kept
+_POSITIVE = (0, 2, 3, 5)
+
+
+def extrapolated_side(fine: BlockPriorSide, coarse: BlockPriorSide) -> BlockPriorSide:
+    """Richardson extrapolation in ``1/D`` of a sampled prior side from sizes ``D`` (``fine``) and ``D/2`` (``coarse``).
+
+    A sampled side's values carry a finite-size bias ``c/D + O(1/D^2)`` (the Stein divergence of
+    ``Sigma_B`` most: the GOE diagonal's variance ``2/D``); ``2 F_D - F_{D/2}`` removes its ``1/D``
+    term. ``values``, ``rank_fraction`` (clipped to ``[0, 1]``) and ``penalty`` are extrapolated;
+    ``q_B``, ``Sigma_B`` fall back to the fine value where the extrapolation is not positive (far
+    from a fixed point). ``per_draw`` and ``singular_values`` stay the fine instances', the coarse
+    rows go to ``coarse_per_draw``; ``solutions`` is the pair of warm starts.
+    """
+    values = 2 * np.asarray(fine.values, float) - np.asarray(coarse.values, float)
+    for k in _POSITIVE:
+        if not values[k] > 0 and fine.values[k] > 0:
+            values[k] = fine.values[k]
+    rank = float(min(1.0, max(0.0, 2 * fine.rank_fraction - coarse.rank_fraction)))
+    return BlockPriorSide(values=values, rank_fraction=rank, penalty=2 * fine.penalty - coarse.penalty,
+                          per_draw=fine.per_draw, solutions=(fine.solutions, coarse.solutions),
+                          singular_values=fine.singular_values, rank_per_draw=fine.rank_per_draw,
+                          coarse_per_draw=coarse.per_draw, coarse_rank_per_draw=coarse.rank_per_draw)

@@ -7,9 +7,10 @@ state evolution's namespace.
 
 from singlehead.numerics.spectra.untied_prior import (
     UntiedPriorSample,
+    extrapolated_side,
     UntiedPriorSide,
     untied_prior_side,
     weighted_nuclear_prox,
 )
 
-__all__ = ["UntiedPriorSample", "UntiedPriorSide", "untied_prior_side", "weighted_nuclear_prox"]
+__all__ = ["UntiedPriorSample", "UntiedPriorSide", "untied_prior_side", "weighted_nuclear_prox", "extrapolated_side"]
