@@ -62,17 +62,21 @@ def chol_solve(H: np.ndarray, b: np.ndarray, floor: np.ndarray) -> tuple[np.ndar
     (not safely positive definite), in which case ``x[n]`` is meaningless. The loops run over
     the ``K(K+1)/2`` matrix entries (``K <= 10``), each step a whole-batch vector operation.
     """
-    # entries as contiguous (N,) rows: every vector operation below reads unit-stride memory
-    L, ok = _chol_factor(np.ascontiguousarray(H.transpose(1, 2, 0)), floor)
-    x = np.ascontiguousarray(_chol_apply(L, np.ascontiguousarray(b.T)).T)
+    # entries as contiguous (N,) rows: every vector operation below reads unit-stride memory; a matrix that is
+    # not safely positive definite may overflow in its own column, which its ``ok = False`` tells the caller
+    # to discard, so those floating-point warnings carry no information
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        L, ok = _chol_factor(np.ascontiguousarray(H.transpose(1, 2, 0)), floor)
+        x = np.ascontiguousarray(_chol_apply(L, np.ascontiguousarray(b.T)).T)
     return x, ok
 
 
 def chol_solve_many(H: np.ndarray, B: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`chol_solve` for several right-hand sides ``B`` (``(N, K, R)``), factorising once."""
-    L, ok = _chol_factor(np.ascontiguousarray(H.transpose(1, 2, 0)), floor)
-    Bt = np.ascontiguousarray(B.transpose(2, 1, 0))  # (R, K, N)
-    X = np.stack([_chol_apply(L, Bt[r]) for r in range(Bt.shape[0])])
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # see chol_solve: flagged rows are discarded
+        L, ok = _chol_factor(np.ascontiguousarray(H.transpose(1, 2, 0)), floor)
+        Bt = np.ascontiguousarray(B.transpose(2, 1, 0))  # (R, K, N)
+        X = np.stack([_chol_apply(L, Bt[r]) for r in range(Bt.shape[0])])
     return np.ascontiguousarray(X.transpose(2, 1, 0)), ok
 
 
