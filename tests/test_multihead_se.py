@@ -132,3 +132,15 @@ def test_one_head_through_the_multihead_path_matches_the_single_head_theory():
     assert abs(mh.extras["q"] - single.extras["q"]) < 5 * se_q
     assert abs(mh.extras["m"] - single.extras["m"]) < 5 * se_m
     assert mh.test_error == pytest.approx(single.test_error, rel=0.05)
+
+
+def test_match_heads_puts_the_largest_overlaps_on_the_diagonal():
+    from singlehead.state_evolution.multihead_se.solve import match_heads
+    Q = np.array([[2.0, 0.5], [0.5, 1.0]])
+    M = np.array([[0.2, 0.9], [0.8, 0.3]])
+    S = np.array([[3.0, -1.0], [-1.0, 4.0]])
+    Qm, Mm, Sm, order = match_heads(Q, M, S)
+    assert order == [1, 0]
+    np.testing.assert_allclose(Mm, [[0.8, 0.3], [0.2, 0.9]])
+    np.testing.assert_allclose(Qm, [[1.0, 0.5], [0.5, 2.0]])
+    np.testing.assert_allclose(Sm, [[4.0, -1.0], [-1.0, 3.0]])

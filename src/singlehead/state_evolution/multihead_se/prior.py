@@ -98,7 +98,7 @@ class MultiHeadPriorSample:
 class MultiHeadPriorSide:
     """``Q, M, Sigma`` (draw means) of the coupled denoiser, with per-draw values and the solutions.
 
-    ``per_draw``: ``{"Q": (R, H, H), "M": (R, H, H0), "Sigma": (R, H, H)}``; ``traces``: ``Tr S_h/D``
+    ``per_draw``: ``{"Q": (R, H, H), "M": (R, H, H0), "Sigma": (R, H, H), "traces": (R, H)}``; ``traces``: ``Tr S_h/D``
     (draw mean, ``(H,)``); ``rank_fraction``: fraction of non-zero eigenvalues of ``S_eff = mean_h S_h``;
     ``objective``: the denoiser's objective per ``D`` (draw mean); ``solutions``: ``(R, H, D, D)`` (the next
     call's warm start); ``sweeps``: block-coordinate sweeps used; ``converged``: the tolerance was met.
@@ -116,7 +116,7 @@ class MultiHeadPriorSide:
     converged: bool
 
     def draw_se(self, name: str) -> np.ndarray:
-        """Standard error over draws of ``Q``, ``M`` or ``Sigma`` (``nan`` with one draw)."""
+        """Standard error over draws of ``Q``, ``M``, ``Sigma`` or ``traces`` (``nan`` with one draw)."""
         v = self.per_draw[name]
         return v.std(axis=0, ddof=1) / math.sqrt(v.shape[0]) if v.shape[0] > 1 else np.full(v.shape[1:], np.nan)
 
@@ -207,6 +207,6 @@ def multihead_prior_side(Qhat: np.ndarray, Mhat: np.ndarray, Sigmahat: np.ndarra
            + 2.0 * lam * traces.sum(axis=1))
     ev = np.linalg.eigvalsh(S.mean(axis=1))
     scale = np.maximum(np.abs(ev).max(axis=-1, keepdims=True), 1e-300)
-    per = {"Q": Q, "M": M, "Sigma": Sig}
+    per = {"Q": Q, "M": M, "Sigma": Sig, "traces": traces}
     return MultiHeadPriorSide(Q.mean(axis=0), M.mean(axis=0), Sig.mean(axis=0), per, traces.mean(axis=0),
                               float(np.mean(ev > 1e-10 * scale)), float(obj.mean()), S, sweeps, ok)

@@ -18,6 +18,7 @@ Both restricted subspaces are invariant because the map is equivariant under per
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, 
 from singlehead.state_evolution.prior import prior_model
 
 __all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "multihead_theory",
-           "specialisation_index"]
+           "specialisation_index", "match_heads", "default_start"]
 
 ANSATZE = ("unspecialised", "specialised", "general")
 
@@ -61,6 +62,22 @@ def project(ansatz: str, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray) -> tup
         raise ValueError(f"ansatz {ansatz!r} needs heads == teacher_heads (got M of shape {M.shape})")
     Mp = np.full_like(M, float(M.mean())) if ansatz == "unspecialised" else _sym_avg(M)
     return _sym_avg(Q), Mp, _sym_avg(Sigma)
+
+
+def match_heads(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    """The student heads reordered to the assignment of largest ``sum_h M[h, perm(h)]`` (as a simulation's
+    ``head_M``, :func:`singlehead.sim.overlaps.head_overlaps`; exhaustive over assignments, ``H <= 6``), and the
+    order. The theory's heads have no labels either: a specialised fixed point and its relabellings are one point."""
+    H, H0 = M.shape
+    if H > 6 or H0 > 6:
+        return Q, M, Sigma, list(range(H))
+    best, order = -math.inf, list(range(H))
+    for perm in itertools.permutations(range(H)):
+        val = sum(M[perm[k], k] for k in range(min(H, H0)))
+        if val > best + 1e-12:
+            best, order = val, list(perm)
+    idx = np.array(order)
+    return Q[np.ix_(idx, idx)], M[idx], Sigma[np.ix_(idx, idx)], order
 
 
 def specialisation_index(M: np.ndarray, Q0: np.ndarray) -> float:
@@ -179,7 +196,8 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     ``F(x) - x`` (Anderson's type-II extrapolation, ``damping`` the mixing of the extrapolated residual; with
     ``history = 0`` the damped iteration ``x <- x + damping (F(x) - x)``). Stops when the relative change
     ``max |F(x) - x| / max |F(x)|`` over every matrix is below ``tol`` (or after ``max_iter`` evaluations).
-    A step that leaves ``Sigma`` or ``Q`` not positive definite is replaced by the damped step.
+    A step that leaves ``Sigma`` or the fields' covariance ``[[Q0, M^T], [M, Q]]`` not positive definite is
+    replaced by the damped step, halved until they are.
     """
     x = project(ansatz, *(np.asarray(a, float) for a in start))
     shapes = [a.shape for a in x]
@@ -195,8 +213,11 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
             i += n
         return project(ansatz, *out)
 
+    Q0 = se_map.Q0
+
     def admissible(t: tuple) -> bool:
-        return bool(np.all(np.linalg.eigvalsh(t[2]) > 0) and np.all(np.linalg.eigvalsh(t[0]) > 0))
+        C = np.block([[Q0, t[1].T], [t[1], t[0]]])
+        return bool(np.all(np.linalg.eigvalsh(t[2]) > 0) and np.all(np.linalg.eigvalsh(C) > 1e-9 * np.trace(C)))
 
     res, ok = [], False
     X, Fs = [], []
@@ -222,9 +243,13 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
             gamma = np.linalg.lstsq(dF, fv, rcond=None)[0]
             step = xv + damping * fv - (dX + damping * dF) @ gamma
         cand = unflat(step)
-        if not admissible(cand):
-            cand = unflat(xv + damping * fv)
+        if not admissible(cand):  # the damped step instead, shortened until admissible
             X, Fs = X[-1:], Fs[-1:]
+            eta = damping
+            cand = unflat(xv + eta * fv)
+            while not admissible(cand) and eta > 1e-3:
+                eta *= 0.5
+                cand = unflat(xv + eta * fv)
         x = cand
     hats = se_map.last[3]
     return MultiHeadSolution(*new, hats=hats, out=out, prior=pr, residuals=res, converged=ok,
@@ -235,9 +260,10 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     """The state evolution of ``problem`` (several heads, a softmax channel, factorized student) as a Result.
 
     Fields as for the single head (docs: Concepts, "Multi-head attention"): metrics of ``S_eff = (1/H) sum_h S_h``
-    against ``S0_eff``, penalty ``lam sum_h Tr S_h/d``. Extras: ``head_Q``, ``head_M``, ``head_Q0``, ``head_Sigma``,
+    against ``S0_eff``, penalty ``lam sum_h Tr S_h/d``. Extras: ``head_Q``, ``head_M``, ``head_Q0``, ``head_Sigma``
+    (student heads matched to teacher heads as a simulation's, :func:`match_heads`; ``head_order``),
     the conjugates ``Qhat``, ``Mhat``, ``Sigmahat``, ``objective`` (train error + penalty/alpha, the predicted ERM
-    objective ``L/n``), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
+    objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
     the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se`` (quadrature).
     """
     o = options if options is not None else MultiHeadOptions()
@@ -253,13 +279,18 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     start = o.start if o.start is not None else default_start(problem, se_map.Q0, ansatz)
     sol = solve_multihead(se_map, ansatz, start, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
                           history=o.history, verbose=verbose)
-    Q, M, Q0 = sol.Q, sol.M, se_map.Q0
+    Q, M, Sigma, order = match_heads(sol.Q, sol.M, sol.Sigma)
+    Q0 = se_map.Q0
     te = multihead_test_errors(Q, M, problem=problem, Q0=Q0, quad=se_map.quad)
     q, m, q0 = float(Q.mean()), float(M.mean()), float(Q0.mean())
     penalty = problem.lam * float(np.sum(sol.prior.traces))
+    tr = sol.prior.per_draw["traces"].sum(axis=1)
+    penalty_se = problem.lam * float(tr.std(ddof=1) / math.sqrt(tr.size)) if tr.size > 1 else math.nan
+    objective_se = math.hypot(sol.out.err["train_error"], penalty_se / problem.alpha)
     extras = {
-        "head_Q": Q, "head_M": M, "head_Q0": Q0, "head_Sigma": sol.Sigma, "Qhat": sol.hats[0], "Mhat": sol.hats[1],
+        "head_Q": Q, "head_M": M, "head_Q0": Q0, "head_Sigma": Sigma, "head_order": order, "Qhat": sol.hats[0], "Mhat": sol.hats[1],
         "Sigmahat": sol.hats[2], "q": q, "m": m, "Q0": q0, "objective": sol.out.train_error + penalty / problem.alpha,
+        "objective_se": objective_se, "penalty_draw_se": penalty_se,
         "specialisation": specialisation_index(M, Q0), "ansatz": ansatz, "residuals": sol.residuals,
         "head_Q_draw_se": sol.prior.draw_se("Q"), "head_M_draw_se": sol.prior.draw_se("M"),
         "test_error_se": te["test_error_se"], "test_error_noisy_se": te["test_error_noisy_se"],
