@@ -68,7 +68,8 @@ def effective_single_head(problem: Problem) -> tuple[Problem, float]:
     if type(problem.channel) is not Linear:
         raise ValueError(f"channel: the multi-head theory of the {problem.channel.name!r} channel is not available "
                          f"(heads={H}, teacher_heads={H0}); the theory covers several heads on the 'linear' channel "
-                         "only (simulate the others)")
+                         "only (simulate the others; an experimental state evolution of several softmax heads, not "
+                         "routed here, is singlehead.state_evolution.multihead_se.multihead_theory)")
     target, c2 = problem.target, 1.0
     if H0 > 1:
         if type(target) is not MPTarget:

@@ -1,0 +1,37 @@
+"""State evolution of multi-head tied attention on softmax channels (derivation: ``docs/multihead_theory.rst``).
+
+* :mod:`.loss`: the fit loss of a mean of softmax heads on ``H K`` fields, with its derivatives;
+* :mod:`.output`: the output side, ``(Q, M, Sigma) -> (Qhat, Mhat, Sigmahat)``, a prox on ``H K`` fields;
+* :mod:`.prior`: the prior side, the head-coupled PSD denoiser on sampled instances;
+* :mod:`.solve`: the map, its ansatz (unspecialised, specialised, general) and its solution as a Result.
+
+Experimental: :func:`singlehead.theory` does not route multi-head softmax problems here.
+"""
+
+from singlehead.state_evolution.multihead_se.loss import multihead_fit_loss
+from singlehead.state_evolution.multihead_se.output import (
+    MultiHeadOutput,
+    multihead_output_side,
+    multihead_quadrature,
+    multihead_test_errors,
+)
+from singlehead.state_evolution.multihead_se.prior import (
+    MultiHeadPriorSample,
+    MultiHeadPriorSide,
+    coupled_shrinkage,
+    multihead_prior_side,
+)
+from singlehead.state_evolution.multihead_se.solve import (
+    ANSATZE,
+    MultiHeadOptions,
+    MultiHeadSEMap,
+    multihead_theory,
+    project,
+    solve_multihead,
+    specialisation_index,
+)
+
+__all__ = ["multihead_fit_loss", "MultiHeadOutput", "multihead_output_side", "multihead_quadrature",
+           "multihead_test_errors", "MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage",
+           "multihead_prior_side", "ANSATZE", "MultiHeadOptions", "MultiHeadSEMap", "multihead_theory", "project",
+           "solve_multihead", "specialisation_index"]

@@ -1,0 +1,305 @@
+"""The multi-head state evolution solved: the map ``(Q, M, Sigma) -> (Q', M', Sigma')`` and its damped iteration.
+
+One evaluation is the output side (:mod:`.output`, the prox on ``H K`` fields) followed by the prior side
+(:mod:`.prior`, the head-coupled denoiser on sampled instances). An *ansatz* restricts the overlaps to a
+subspace the map leaves invariant (its output is projected back onto it, which also averages out part of
+the sampling noise of the prior side):
+
+* ``"unspecialised"`` (``H = H0``): every student head equally aligned with every teacher head,
+  ``M = m 11^T``, and ``Q``, ``Sigma`` (and the conjugates) of the form ``a I + b 11^T``;
+* ``"specialised"`` (``H = H0``): symmetric under a joint permutation of student and teacher heads,
+  ``M = a I + b 11^T`` (student head ``h`` paired with teacher head ``h``), ``Q``, ``Sigma`` as above;
+* ``"general"``: no restriction.
+
+Both restricted subspaces are invariant because the map is equivariant under permutations of the heads
+(the teacher heads are exchangeable); the unspecialised one is contained in the specialised one
+(``a = 0``), so a specialised fixed point is looked for from a start with ``a > 0``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution.multihead_se.output import (
+    isotropic,
+    multihead_output_side,
+    multihead_quadrature,
+    multihead_test_errors,
+)
+from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, multihead_prior_side
+from singlehead.state_evolution.prior import prior_model
+
+__all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "multihead_theory",
+           "specialisation_index", "match_heads", "default_start"]
+
+ANSATZE = ("unspecialised", "specialised", "general")
+
+
+def _sym_avg(A: np.ndarray) -> np.ndarray:
+    """``a I + b 11^T`` with the mean diagonal and mean off-diagonal entries of square ``A``."""
+    n = A.shape[0]
+    d = float(np.mean(np.diag(A)))
+    o = float((A.sum() - np.trace(A)) / (n * (n - 1))) if n > 1 else 0.0
+    return isotropic(n, d, o)
+
+
+def project(ansatz: str, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Q, M, Sigma)`` (or the conjugates) projected onto the ansatz's subspace (module docstring)."""
+    if ansatz not in ANSATZE:
+        raise ValueError(f"ansatz must be one of {ANSATZE} (got {ansatz!r})")
+    Q, Sigma = 0.5 * (Q + Q.T), 0.5 * (Sigma + Sigma.T)
+    if ansatz == "general":
+        return Q, M, Sigma
+    if M.shape[0] != M.shape[1]:
+        raise ValueError(f"ansatz {ansatz!r} needs heads == teacher_heads (got M of shape {M.shape})")
+    Mp = np.full_like(M, float(M.mean())) if ansatz == "unspecialised" else _sym_avg(M)
+    return _sym_avg(Q), Mp, _sym_avg(Sigma)
+
+
+def match_heads(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    """The student heads reordered to the assignment of largest ``sum_h M[h, perm(h)]`` (as a simulation's
+    ``head_M``, :func:`singlehead.sim.overlaps.head_overlaps`; exhaustive over assignments, ``H <= 6``), and the
+    order. The theory's heads have no labels either: a specialised fixed point and its relabellings are one point."""
+    H, H0 = M.shape
+    if H > 6 or H0 > 6:
+        return Q, M, Sigma, list(range(H))
+    best, order = -math.inf, list(range(H))
+    for perm in itertools.permutations(range(H)):
+        val = sum(M[perm[k], k] for k in range(min(H, H0)))
+        if val > best + 1e-12:
+            best, order = val, list(perm)
+    idx = np.array(order)
+    return Q[np.ix_(idx, idx)], M[idx], Sigma[np.ix_(idx, idx)], order
+
+
+def specialisation_index(M: np.ndarray, Q0: np.ndarray) -> float:
+    """``(mean diag M - mean off-diag M)/(mean diag Q0 - mean off-diag Q0)`` of square ``M``, ``Q0``: 0 for
+    unspecialised heads, 1 for heads equal to their teacher heads (``M = Q0``). ``nan`` for one head."""
+    n = M.shape[0]
+    if n < 2 or M.shape != Q0.shape:
+        return math.nan
+
+    def gap(A: np.ndarray) -> float:
+        return float(np.mean(np.diag(A)) - (A.sum() - np.trace(A)) / (n * (n - 1)))
+
+    return gap(M) / gap(Q0)
+
+
+@dataclass
+class MultiHeadOptions:
+    """Settings of :func:`multihead_theory`.
+
+    ``ansatz`` (:data:`ANSATZE`; default ``"unspecialised"`` for ``H = H0 > 1``, ``"general"`` otherwise);
+    ``sample_dim``, ``sample_draws``, ``sample_seed``: the prior side's instances; ``n_points``,
+    ``n_scrambles``: output-side nodes per scramble and scrambles; ``damping``, ``history``: the mixing and the
+    residuals kept by the Anderson-accelerated iteration (:func:`solve_multihead`);
+    ``tol``: stop when the largest relative change of the overlaps in one step is below it; ``max_iter``:
+    map evaluations; ``union_every``: every this many evaluations the prox runs its cold starts as well as the
+    tracked branch; ``prior_tol``: the denoiser's tolerance; ``start``: ``(Q, M, Sigma)`` to start from
+    (default: the ansatz's generic start, :func:`default_start`).
+    """
+
+    ansatz: str | None = None
+    sample_dim: int = 100
+    sample_draws: int = 4
+    sample_seed: int = 0
+    n_points: int = 1024
+    n_scrambles: int = 4
+    damping: float = 0.5
+    history: int = 4
+    tol: float = 1e-4
+    max_iter: int = 60
+    union_every: int = 5
+    prior_tol: float = 1e-7
+    start: tuple | None = None
+
+
+def default_start(problem: Problem, Q0: np.ndarray, ansatz: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A start inside the ansatz: ``Q = 0.8 Q0``-like, ``M`` at ``0.6`` of the teachers' mean overlap (specialised:
+    ``M = 0.6 Q0``), ``Sigma = 0.5 I``."""
+    H, H0 = problem.heads, problem.teacher_heads
+    q0d, q0o = float(np.mean(np.diag(Q0))), float(Q0.mean())
+    Q = isotropic(H, 0.8 * q0d, 0.8 * q0o if H > 1 else 0.0)
+    if ansatz == "specialised":
+        M = 0.6 * Q0.copy()
+    else:
+        M = np.full((H, H0), 0.6 * q0o)
+    return Q, M, 0.5 * np.eye(H)
+
+
+class MultiHeadSEMap:
+    """The map of one problem on fixed nodes and fixed prior draws, with the prox branch and the denoiser's
+    solutions carried from one evaluation to the next (warm starts)."""
+
+    def __init__(self, problem: Problem, options: MultiHeadOptions) -> None:
+        self.problem, self.options = problem, options
+        self.Q0_scalar = float(prior_model(problem.replace(heads=1, teacher_heads=1)).Q0)
+        self.sample = MultiHeadPriorSample.draw(problem.target, self.Q0_scalar, problem.heads, problem.teacher_heads,
+                                                D=options.sample_dim, draws=options.sample_draws,
+                                                seed=options.sample_seed)
+        self.Q0 = self.sample.teacher_overlaps()
+        self.quad = multihead_quadrature(problem, options.n_points, options.n_scrambles)
+        self.branches: list | None = None
+        self.solutions: np.ndarray | None = None
+        self.calls = 0
+        self.last: tuple | None = None
+
+    def __call__(self, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, ansatz: str) -> tuple:
+        """``((Q', M', Sigma'), output side, prior side)``, every matrix projected onto ``ansatz``."""
+        self.calls += 1
+        union = self.branches is not None and self.calls % max(1, self.options.union_every) == 0
+        out = multihead_output_side(Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad,
+                                    warm=None if self.branches is None else self.branches, union=union)
+        self.branches = [out.h]
+        Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
+        pr = multihead_prior_side(Qh, Mh, Sh, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
+                                  warm=self.solutions, tol=self.options.prior_tol)
+        self.solutions = pr.solutions
+        new = project(ansatz, pr.Q, pr.M, pr.Sigma)
+        self.last = (new, out, pr, (Qh, Mh, Sh))
+        return new, out, pr
+
+
+def _rel_change(a: tuple, b: tuple) -> float:
+    return max(float(np.max(np.abs(x - y)) / max(float(np.max(np.abs(y))), 1e-12)) for x, y in zip(a, b))
+
+
+@dataclass
+class MultiHeadSolution:
+    """A solve: the fixed point ``(Q, M, Sigma)``, the conjugates, the last output and prior sides, the residual
+    history and whether the tolerance was met."""
+
+    Q: np.ndarray
+    M: np.ndarray
+    Sigma: np.ndarray
+    hats: tuple
+    out: Any
+    prior: Any
+    residuals: list = field(default_factory=list)
+    converged: bool = False
+    evaluations: int = 0
+
+
+def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5, tol: float = 2e-3,
+                    max_iter: int = 60, history: int = 4, verbose: bool = False) -> MultiHeadSolution:
+    """Anderson-accelerated iteration of the map inside ``ansatz`` from ``start``.
+
+    The iterate is the vector of ``(Q, M, Sigma)``; each step mixes the last ``history`` residuals
+    ``F(x) - x`` (Anderson's type-II extrapolation, ``damping`` the mixing of the extrapolated residual; with
+    ``history = 0`` the damped iteration ``x <- x + damping (F(x) - x)``). Stops when the relative change
+    ``max |F(x) - x| / max |F(x)|`` over every matrix is below ``tol`` (or after ``max_iter`` evaluations).
+    A step that leaves ``Sigma`` or the fields' covariance ``[[Q0, M^T], [M, Q]]`` not positive definite is
+    replaced by the damped step, halved until they are.
+    """
+    x = project(ansatz, *(np.asarray(a, float) for a in start))
+    shapes = [a.shape for a in x]
+
+    def flat(t: tuple) -> np.ndarray:
+        return np.concatenate([a.ravel() for a in t])
+
+    def unflat(v: np.ndarray) -> tuple:
+        out, i = [], 0
+        for sh in shapes:
+            n = int(np.prod(sh))
+            out.append(v[i:i + n].reshape(sh))
+            i += n
+        return project(ansatz, *out)
+
+    Q0 = se_map.Q0
+
+    def admissible(t: tuple) -> bool:
+        C = np.block([[Q0, t[1].T], [t[1], t[0]]])
+        return bool(np.all(np.linalg.eigvalsh(t[2]) > 0) and np.all(np.linalg.eigvalsh(C) > 1e-9 * np.trace(C)))
+
+    res, ok = [], False
+    X, Fs = [], []
+    new = out = pr = None
+    for it in range(max_iter):
+        new, out, pr = se_map(*x, ansatz)
+        r = _rel_change(new, x)
+        res.append(r)
+        if verbose:
+            print(f"  it {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
+                  f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}", flush=True)
+        if r < tol:
+            ok = True
+            break
+        xv, fv = flat(x), flat(new) - flat(x)
+        X.append(xv)
+        Fs.append(fv)
+        X, Fs = X[-(history + 1):], Fs[-(history + 1):]
+        step = xv + damping * fv
+        if history > 0 and len(X) > 1:
+            dX = np.stack([X[i + 1] - X[i] for i in range(len(X) - 1)], axis=1)
+            dF = np.stack([Fs[i + 1] - Fs[i] for i in range(len(Fs) - 1)], axis=1)
+            gamma = np.linalg.lstsq(dF, fv, rcond=None)[0]
+            step = xv + damping * fv - (dX + damping * dF) @ gamma
+        cand = unflat(step)
+        if not admissible(cand):  # the damped step instead, shortened until admissible
+            X, Fs = X[-1:], Fs[-1:]
+            eta = damping
+            cand = unflat(xv + eta * fv)
+            while not admissible(cand) and eta > 1e-3:
+                eta *= 0.5
+                cand = unflat(xv + eta * fv)
+        x = cand
+    hats = se_map.last[3]
+    return MultiHeadSolution(*new, hats=hats, out=out, prior=pr, residuals=res, converged=ok,
+                             evaluations=len(res))
+
+
+def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, *, verbose: bool = False) -> Result:
+    """The state evolution of ``problem`` (several heads, a softmax channel, factorized student) as a Result.
+
+    Fields as for the single head (docs: Concepts, "Multi-head attention"): metrics of ``S_eff = (1/H) sum_h S_h``
+    against ``S0_eff``, penalty ``lam sum_h Tr S_h/d``. Extras: ``head_Q``, ``head_M``, ``head_Q0``, ``head_Sigma``
+    (student heads matched to teacher heads as a simulation's, :func:`match_heads`; ``head_order``),
+    the conjugates ``Qhat``, ``Mhat``, ``Sigmahat``, ``objective`` (train error + penalty/alpha, the predicted ERM
+    objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
+    the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se`` (quadrature).
+    """
+    o = options if options is not None else MultiHeadOptions()
+    H, H0 = problem.heads, problem.teacher_heads
+    ansatz = o.ansatz or ("unspecialised" if H == H0 and H > 1 else "general")
+    if ansatz != "general" and H != H0:
+        raise ValueError(f"options.ansatz: {ansatz!r} needs heads == teacher_heads (got {H}, {H0})")
+    if problem.student.name != "factorized":
+        raise ValueError(f"student: the multi-head state evolution covers the factorized student (got "
+                         f"{problem.student.name!r})")
+    t0 = time.perf_counter()
+    se_map = MultiHeadSEMap(problem, o)
+    start = o.start if o.start is not None else default_start(problem, se_map.Q0, ansatz)
+    sol = solve_multihead(se_map, ansatz, start, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
+                          history=o.history, verbose=verbose)
+    Q, M, Sigma, order = match_heads(sol.Q, sol.M, sol.Sigma)
+    Q0 = se_map.Q0
+    te = multihead_test_errors(Q, M, problem=problem, Q0=Q0, quad=se_map.quad)
+    q, m, q0 = float(Q.mean()), float(M.mean()), float(Q0.mean())
+    penalty = problem.lam * float(np.sum(sol.prior.traces))
+    tr = sol.prior.per_draw["traces"].sum(axis=1)
+    penalty_se = problem.lam * float(tr.std(ddof=1) / math.sqrt(tr.size)) if tr.size > 1 else math.nan
+    objective_se = math.hypot(sol.out.err["train_error"], penalty_se / problem.alpha)
+    extras = {
+        "head_Q": Q, "head_M": M, "head_Q0": Q0, "head_Sigma": Sigma, "head_order": order, "Qhat": sol.hats[0], "Mhat": sol.hats[1],
+        "Sigmahat": sol.hats[2], "q": q, "m": m, "Q0": q0, "objective": sol.out.train_error + penalty / problem.alpha,
+        "objective_se": objective_se, "penalty_draw_se": penalty_se,
+        "specialisation": specialisation_index(M, Q0), "ansatz": ansatz, "residuals": sol.residuals,
+        "head_Q_draw_se": sol.prior.draw_se("Q"), "head_M_draw_se": sol.prior.draw_se("M"),
+        "test_error_se": te["test_error_se"], "test_error_noisy_se": te["test_error_noisy_se"],
+        "train_error_se": sol.out.err["train_error"], "prior_sweeps": sol.prior.sweeps,
+        "denoiser_objective": sol.prior.objective, "sample_dim": o.sample_dim, "sample_draws": o.sample_draws,
+    }
+    msg = "" if sol.converged else (f"damped iteration did not reach tol={o.tol} in {sol.evaluations} evaluations "
+                                    f"(last relative change {sol.residuals[-1]:.2e})")
+    return Result("theory", problem.to_dict(), test_error=te["test_error"], test_error_noisy=te["test_error_noisy"],
+                  train_error=sol.out.train_error, penalty=penalty, matrix_error=q - 2 * m + q0,
+                  rank_fraction=sol.prior.rank_fraction, converged=sol.converged, iterations=sol.evaluations,
+                  runtime_s=time.perf_counter() - t0, message=msg, extras=extras)

@@ -1,0 +1,146 @@
+"""The multi-head state evolution of softmax channels (singlehead.state_evolution.multihead_se)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from singlehead import MPTarget, Problem, theory
+from singlehead.state_evolution import output_side, prior_model, prior_side
+from singlehead.state_evolution.multihead_se.loss import head_attention, multihead_fit_loss
+from singlehead.state_evolution.multihead_se.output import (
+    isotropic,
+    multihead_output_side,
+    multihead_quadrature,
+    multihead_test_errors,
+)
+from singlehead.state_evolution.multihead_se.prior import (
+    MultiHeadPriorSample,
+    coupled_shrinkage,
+    multihead_prior_side,
+)
+from singlehead.state_evolution.multihead_se.solve import (
+    MultiHeadOptions,
+    multihead_theory,
+    project,
+    specialisation_index,
+)
+from singlehead.state_evolution.output import channel_test_errors
+
+PROBLEM = Problem(T=2, alpha=1.0, channel="seq2lab", target=MPTarget(kappa0=0.5), lam=0.01, noise=0.5)
+
+
+@pytest.mark.parametrize("T, H", [(2, 2), (3, 2), (2, 3), (2, 1)])
+def test_multihead_loss_derivatives_match_finite_differences(T, H):
+    rng = np.random.default_rng(0)
+    K = T * (T + 1) // 2
+    h = rng.standard_normal((4, H * K))
+    Y = head_attention(rng.standard_normal((4, 2 * K)), T, 1.3).mean(axis=1)
+    _, g, Hs = multihead_fit_loss(h, Y, 1.3, H)
+    eps = 1e-6
+    for i in range(H * K):
+        e = np.zeros(H * K)
+        e[i] = eps
+        vp, gp, _ = multihead_fit_loss(h + e, Y, 1.3, H, 1)
+        vm, gm, _ = multihead_fit_loss(h - e, Y, 1.3, H, 1)
+        np.testing.assert_allclose((vp - vm) / (2 * eps), g[:, i], atol=1e-8)
+        np.testing.assert_allclose((gp - gm) / (2 * eps), Hs[:, :, i], atol=1e-8)
+
+
+@pytest.mark.parametrize("x", [(1.0, 0.8, 0.5), (1.3, 1.1, 3.0)])
+def test_one_head_output_side_is_the_single_heads(x):
+    q, m, S = x
+    quad = multihead_quadrature(PROBLEM, n_points=256)
+    a = output_side(q, m, S, problem=PROBLEM, Q0=1.5, quad=quad)
+    b = multihead_output_side([[q]], [[m]], [[S]], problem=PROBLEM, Q0=[[1.5]], quad=quad)
+    np.testing.assert_allclose([b.Qhat[0, 0], b.Mhat[0, 0], b.Sigmahat[0, 0], b.train_error],
+                               [a.qhat, a.mhat, a.Sigmahat, a.train_error], rtol=1e-9)
+    c = channel_test_errors(q, m, problem=PROBLEM, Q0=1.5, quad=quad)
+    d = multihead_test_errors([[q]], [[m]], problem=PROBLEM, Q0=[[1.5]], quad=quad)
+    assert d["test_error"] == pytest.approx(c["test_error"], rel=1e-12)
+    assert d["test_error_noisy"] == pytest.approx(c["test_error_noisy"], rel=1e-12)
+
+
+def test_output_side_is_equivariant_under_a_head_permutation():
+    p = PROBLEM.replace(heads=2, teacher_heads=2)
+    quad = multihead_quadrature(p, n_points=256, n_scrambles=8)
+    Q0 = isotropic(2, 1.5, 0.5)
+    Q, M, S = np.array([[1.4, 0.5], [0.5, 1.2]]), np.array([[1.1, 0.6], [0.4, 0.9]]), np.array([[1.0, 0.3], [0.3, 0.8]])
+    a = multihead_output_side(Q, M, S, problem=p, Q0=Q0, quad=quad)
+    P = np.array([[0, 1], [1, 0]])
+    b = multihead_output_side(P @ Q @ P, P @ M, P @ S @ P, problem=p, Q0=Q0, quad=quad)
+    # the node layout is not permuted with the heads: equal up to quadrature error
+    for x, y, e in ((a.Qhat, P @ b.Qhat @ P, a.err["Qhat"]), (a.Mhat, P @ b.Mhat, a.err["Mhat"]),
+                    (a.Sigmahat, P @ b.Sigmahat @ P, a.err["Sigmahat"])):
+        assert np.all(np.abs(x - y) < 5 * np.sqrt(2) * e + 1e-12)
+
+
+def test_one_head_sampled_prior_side_agrees_with_the_asymptotic_one():
+    pm = prior_model(PROBLEM)
+    hats = (0.43, 1.0, 1.11)
+    a = prior_side(*hats, problem=PROBLEM, prior=pm)
+    sample = MultiHeadPriorSample.draw(PROBLEM.target, pm.Q0, 1, 1, D=200, draws=4, seed=0)
+    b = multihead_prior_side([[hats[0]]], [[hats[1]]], [[hats[2]]], lam=PROBLEM.lam, kappa=1.0, sample=sample)
+    for name, ref in (("Q", a.q), ("M", a.m), ("Sigma", a.Sigma)):
+        # measured at D = 200: |difference| <= 1 draw standard error (finite-D bias of Sigma ~0.5 %)
+        assert abs(getattr(b, name)[0, 0] - ref) < 4 * b.draw_se(name)[0, 0]
+
+
+def test_coupled_shrinkage_is_a_fixed_point_of_every_block_update():
+    rng = np.random.default_rng(1)
+    D = 30
+    G = rng.standard_normal((2, 2, D, D)) / np.sqrt(D)
+    B = (G + np.swapaxes(G, -1, -2)) / np.sqrt(2) + 0.5 * np.eye(D)
+    Sh = np.array([[1.0, 0.8], [0.8, 1.2]])
+    S, sweeps, ok = coupled_shrinkage(B, Sh, 0.1, tol=1e-12)
+    assert ok
+    for h in range(2):
+        A = (B[:, h] - Sh[h, 1 - h] * S[:, 1 - h]) / Sh[h, h]
+        w, V = np.linalg.eigh(A)
+        exact = (V * np.maximum(w - 0.1 / Sh[h, h], 0.0)[:, None, :]) @ np.swapaxes(V, -1, -2)
+        np.testing.assert_allclose(S[:, h], exact, atol=1e-9)
+    # uncoupled heads: one spectral shrinkage each
+    S2, _, _ = coupled_shrinkage(B, np.diag([1.0, 2.0]), 0.1, tol=1e-12)
+    w, V = np.linalg.eigh(B[:, 1] / 2.0)
+    np.testing.assert_allclose(S2[:, 1], (V * np.maximum(w - 0.05, 0.0)[:, None, :]) @ np.swapaxes(V, -1, -2),
+                               atol=1e-12)
+
+
+def test_projections_and_specialisation_index():
+    Q = np.array([[2.0, 0.4], [0.6, 1.0]])
+    M = np.array([[1.0, 0.2], [0.4, 0.8]])
+    Qp, Mp, Sp = project("unspecialised", Q, M, Q)
+    np.testing.assert_allclose(Qp, [[1.5, 0.5], [0.5, 1.5]])
+    np.testing.assert_allclose(Mp, np.full((2, 2), 0.6))
+    _, Ms, _ = project("specialised", Q, M, Q)
+    np.testing.assert_allclose(Ms, [[0.9, 0.3], [0.3, 0.9]])
+    assert project("specialised", *project("specialised", Q, M, Q))[1] == pytest.approx(Ms)
+    Q0 = isotropic(2, 1.5, 0.5)
+    assert specialisation_index(Ms, Q0) == pytest.approx(0.6)
+    assert specialisation_index(Mp, Q0) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="ansatz must be one of"):
+        project("other", Q, M, Q)
+
+
+@pytest.mark.slow
+def test_one_head_through_the_multihead_path_matches_the_single_head_theory():
+    single = theory(PROBLEM)
+    mh = multihead_theory(PROBLEM, MultiHeadOptions(n_points=2048, sample_dim=200))
+    assert mh.converged
+    # the sampled prior side's draw error (and its finite-D bias, ~1 % in q at D = 100) bound the agreement
+    se_q, se_m = mh.extras["head_Q_draw_se"][0, 0], mh.extras["head_M_draw_se"][0, 0]
+    assert abs(mh.extras["q"] - single.extras["q"]) < 5 * se_q
+    assert abs(mh.extras["m"] - single.extras["m"]) < 5 * se_m
+    assert mh.test_error == pytest.approx(single.test_error, rel=0.05)
+
+
+def test_match_heads_puts_the_largest_overlaps_on_the_diagonal():
+    from singlehead.state_evolution.multihead_se.solve import match_heads
+    Q = np.array([[2.0, 0.5], [0.5, 1.0]])
+    M = np.array([[0.2, 0.9], [0.8, 0.3]])
+    S = np.array([[3.0, -1.0], [-1.0, 4.0]])
+    Qm, Mm, Sm, order = match_heads(Q, M, S)
+    assert order == [1, 0]
+    np.testing.assert_allclose(Mm, [[0.8, 0.3], [0.2, 0.9]])
+    np.testing.assert_allclose(Qm, [[1.0, 0.5], [0.5, 2.0]])
+    np.testing.assert_allclose(Sm, [[4.0, -1.0], [-1.0, 3.0]])
