@@ -47,7 +47,7 @@ from singlehead.model.results import Result
 from singlehead.state_evolution.block_map import HATS, OVERLAPS, BlockPoint
 from singlehead.state_evolution.options import SEOptions
 from singlehead.state_evolution.quadrature import OutputQuadrature
-from singlehead.state_evolution.stability import Stability
+from singlehead.state_evolution.stability_record import Stability
 from singlehead.state_evolution.untied.output import block_sizes, untied_output_side
 
 __all__ = ["BlockStability", "block_stability"]

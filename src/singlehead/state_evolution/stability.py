@@ -62,7 +62,6 @@ cap (``benchmarks/bench_se_random_grid.py`` prints the check for each).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
@@ -71,52 +70,9 @@ from singlehead.state_evolution.options import SEOptions
 from singlehead.state_evolution.output import output_side
 from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
+from singlehead.state_evolution.stability_record import Stability
 
 __all__ = ["Stability", "stability"]
-
-
-@dataclass(frozen=True)
-class Stability:
-    """RS-stability diagnostics of one SE fixed point (see the module docstring).
-
-    Attributes
-    ----------
-    replicon : float
-        Smooth replicon ``AT = output_factor * prior_factor`` (RS unstable if > 1; ``inf`` with a
-        binding rank cap; a lower bound where ``prox_jump_share > 0``).
-    output_factor, prior_factor : float
-        ``2 alpha E ||H (I + Sigma H)^{-1}||_F^2`` and ``P/Sigmahat^2`` (or ``Sigma^2``).
-    sigmahat_pointwise, sigmahat_stein : float
-        ``2 alpha E tr H (I + Sigma H)^{-1}`` and the SE's Stein estimate on the same nodes.
-    prox_jump_share, prox_jump_share_se : float
-        ``1 - sigmahat_stein / sigmahat_pointwise`` and its quadrature standard error.
-    sigma_prior : float
-        ``(1/Sigmahat) int int (f(x) - f(y))/(x - y)``: equals the SE's ``Sigma`` at a fixed
-        point (a check of the prior factor's quadrature).
-
-    Examples
-    --------
-    >>> from singlehead import Problem, theory
-    >>> from singlehead.state_evolution import stability
-    >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01)
-    >>> check = stability(problem, theory(problem))
-    >>> check.replicon < 1.0                            # replica-symmetric solution is stable
-    True
-    """
-
-    replicon: float
-    output_factor: float
-    prior_factor: float
-    sigmahat_pointwise: float
-    sigmahat_stein: float
-    prox_jump_share: float
-    prox_jump_share_se: float
-    sigma_prior: float
-
-    def describe(self) -> str:
-        """One line for tables: the replicon and the jump weight."""
-        return (f"RS check: smooth replicon {self.replicon:.2f} (unstable if > 1), "
-                f"prox-jump share of Sigmahat {100 * self.prox_jump_share:.1f} +- {100 * self.prox_jump_share_se:.1f} %")
 
 
 def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
