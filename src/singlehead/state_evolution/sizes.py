@@ -94,10 +94,12 @@ def check_theory_size(problem: Problem, options: SEOptions | None = None, prior:
 
 
 # the cost model of point_cost_seconds: seconds per node and Newton iteration, per T^3 and per K (measured on
-# the 2-core reference machine, one thread), and the node-iterations of a typical point
+# the 2-core reference machine, one thread), and the node-iterations of a typical cold point, set so that the
+# model lands within a factor 2 of benchmarks/bench_long_sequences.py at T = 2, 8, 16 and 64 (seq2lab,
+# alpha 0.5: 0.3, 4.1, 3.6 and 16 s on a quiet machine)
 _SEC_PER_T3 = 4e-9
 _SEC_PER_FIELD = 1.5e-7
-_NODE_ITERATIONS = 1500
+_NODE_ITERATIONS = 70
 
 
 def point_cost_seconds(problem: Problem, options: SEOptions | None = None) -> float:
