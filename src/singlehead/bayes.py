@@ -3,7 +3,7 @@
 Source: the Bayes-optimal analysis of the attention-indexed model, arXiv 2506.01582, with the
 rotation-invariant denoising MMSE of Bun, Allez, Bouchaud & Potters (2016). Conventions as in
 the docs (Theory, :ref:`theory-logits`, :ref:`theory-targets`; ``Q0 = Tr S0^2/d``; ``K = T(T+1)/2`` logits per sequence, the diagonal
-ones with doubled variance, see :mod:`singlehead.numerics.prox`).
+ones with doubled variance, see ``singlehead.numerics.prox``).
 
 **Fixed point** (single overlap ``q = E Tr(<S> S0)/d``, Nishimori ``m = q``)::
 

@@ -22,7 +22,7 @@ Two algorithms on the equivalent matrix-sensing problem of arXiv 2509.24914 (Sec
 Sensing operator and normalisations
 -----------------------------------
 Sample ``mu`` has ``K = T(T+1)/2`` logits, stored as a ``K``-vector with the convention of
-:mod:`singlehead.numerics.prox` (off-diagonal ``h_ab``, diagonal ``h_aa / sqrt 2``), so that every
+``singlehead.numerics.prox`` (off-diagonal ``h_ab``, diagonal ``h_aa / sqrt 2``), so that every
 component has variance ``q = Tr S^2/d``. Each is a Frobenius inner product
 ``v_{mu k} = <A_{mu k}, S>`` with
 

@@ -1,4 +1,4 @@
-"""The sensing operator of the attention-indexed model and its adjoint (see :mod:`singlehead.amp`)."""
+"""The sensing operator of the attention-indexed model and its adjoint (see ``singlehead.amp``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``singlehead theory | bayes | thresholds``: state evolution, Bayes-optimal baseline, thresholds.
 
 Thin wrappers over :func:`singlehead.theory`, :func:`singlehead.bayes.bayes_optimal`
-and :mod:`singlehead.thresholds`; one JSON object per alpha (``--json``) or a readable line.
+and ``singlehead.thresholds``; one JSON object per alpha (``--json``) or a readable line.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ L-BFGS students of the MP base problem (:data:`~.figspec.BASE`, ``kappa = 1``) a
 cheap and the seed scatter larger), at ``FiniteSizeSpec.alphas``; the test-error gap
 ``simulated - SE`` (per sequence, noiseless labels, docs: Theory, :ref:`theory-metrics`) is fitted as ``a + b/d``
 (:func:`~singlehead.analysis.finite_size.extrapolate_to_infinite_d`) and the extrapolated gap ``a``
-is judged by the report's rule (:mod:`singlehead.report.verdict`) with the normal law of the fit:
+is judged by the report's rule (``singlehead.report.verdict``) with the normal law of the fit:
 the theory is the ``d = inf`` prediction, and the declared tolerance (3 % of it, floor 0.005)
 covers only what ``a + b/d`` leaves out and the quadrature. ``p_zero`` (``a = 0``; ``>= 0.05``
 exactly when 0 is in the 95 % CI) is kept beside it.

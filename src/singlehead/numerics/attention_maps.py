@@ -1,6 +1,6 @@
 """Logits of one sequence as a ``K``-vector, the attention map on it, and the softmax square loss (numpy).
 
-Conventions (shared by the state evolution, GAMP and the prox of :mod:`singlehead.numerics.prox`):
+Conventions (shared by the state evolution, GAMP and the prox of ``singlehead.numerics.prox``):
 ``K = T(T+1)/2`` components, one per upper-triangular pair ``(a, b), a <= b`` in
 ``numpy.triu_indices(T)`` order; :func:`vec_to_mat` copies each off-diagonal component to
 ``(a, b)`` and ``(b, a)`` and **multiplies the diagonal components by sqrt(2)** (this restores

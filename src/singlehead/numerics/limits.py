@@ -7,9 +7,9 @@ explorer shows it beside the control).
 Memory limit
 ------------
 The memory one computation may use is read from the environment variable ``SINGLEHEAD_MEMORY_LIMIT``
-each time a size is checked (:func:`memory_limit`): a number of bytes, optionally with a unit
+each time a size is checked (``memory_limit``): a number of bytes, optionally with a unit
 ``K``, ``M``, ``G``, ``T`` (powers of 1024; ``KiB``/``KB``/``k`` ... are accepted too), e.g.
-``SINGLEHEAD_MEMORY_LIMIT=8G``. Unset or empty: 2 GiB (:data:`DEFAULT_MEMORY_LIMIT`). Estimates
+``SINGLEHEAD_MEMORY_LIMIT=8G``. Unset or empty: 2 GiB (``DEFAULT_MEMORY_LIMIT``). Estimates
 (:func:`check_memory`'s ``nbytes``) are computed from the sizes alone, before allocating; they count
 the arrays a computation holds at once, not Python's or the libraries' own overhead.
 
@@ -40,7 +40,7 @@ _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
 def memory_limit() -> int:
-    """The memory limit in bytes: ``SINGLEHEAD_MEMORY_LIMIT`` (read now), else :data:`DEFAULT_MEMORY_LIMIT`.
+    """The memory limit in bytes: ``SINGLEHEAD_MEMORY_LIMIT`` (read now), else ``DEFAULT_MEMORY_LIMIT``.
 
     Raises ``ValueError`` naming the variable when it is set to something that is not a positive size.
 
@@ -72,7 +72,7 @@ def format_bytes(n: float) -> str:
 
 
 def check_memory(nbytes: float, parameter: str, what: str, remedy: str = "") -> None:
-    """Raise ``ValueError`` when ``nbytes`` (an estimate made before allocating) exceeds :func:`memory_limit`.
+    """Raise ``ValueError`` when ``nbytes`` (an estimate made before allocating) exceeds ``memory_limit``.
 
     The message starts with ``parameter`` (the input that sets the size), says ``what`` needs the memory,
     the estimate, the limit and how to raise it, then ``remedy`` (what to change instead).

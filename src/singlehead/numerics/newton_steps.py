@@ -1,4 +1,4 @@
-"""Batched building blocks of the prox's safeguarded Newton (:mod:`singlehead.numerics.prox`), private.
+"""Batched building blocks of the prox's safeguarded Newton (``singlehead.numerics.prox``), private.
 
 Every function acts on a batch of ``N`` independent nodes with ``K``-vectors (``K <= 10``) and
 updates its arrays in place where it says so: the Newton loop runs on thousands of nodes per state

@@ -123,7 +123,7 @@ def _newton(
     max_iter: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """Safeguarded Newton from ``h0`` on all nodes with the loss's dense Hessian (batched Cholesky,
-    saddle-free steps where it is indefinite): :func:`~singlehead.numerics.newton_steps.run_newton`."""
+    saddle-free steps where it is indefinite): ``run_newton``."""
     return run_newton(h0, z, Y, Sig, tol, max_iter, hessian_derivs(loss), lambda h, lab: loss(h, lab, 0)[0],
                       hessian_direction)
 

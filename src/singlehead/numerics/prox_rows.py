@@ -292,7 +292,7 @@ def _fallback_direction(g: np.ndarray, D: np.ndarray, Up: np.ndarray, Um: np.nda
 
 
 def newton_chunk_nodes(T: int, K: int) -> int:
-    """Nodes (times starts) per chunk of the Newton iteration: a quarter of :func:`memory_limit` over the bytes of
+    """Nodes (times starts) per chunk of the Newton iteration: a quarter of ``memory_limit`` over the bytes of
     one node's working arrays (``12 K + 30 T^2`` doubles)."""
     per = 8 * (_CHUNK_K * K + _CHUNK_T2 * T * T)
     return max(1, (memory_limit() // 4) // per)
@@ -307,8 +307,8 @@ def newton_chunk_bytes(T: int, K: int, n_rows: int | None = None) -> int:
 
 def newton_rows(beta: float) -> Callable:
     """The ``T >= 3`` Newton runner for inverse temperature ``beta``: ``run(h0, z, Y, Sig, tol, max_iter) -> (h,
-    objective, grad_norm, iterations, done)``, the contract of the generic Newton of :mod:`singlehead.numerics.prox`
-    (:func:`~singlehead.numerics.newton_steps.run_newton` with the structured curvature and :func:`_direction`),
+    objective, grad_norm, iterations, done)``, the contract of the generic Newton of ``singlehead.numerics.prox``
+    (``run_newton`` with the structured curvature and ``_direction``),
     run on chunks of nodes (:func:`newton_chunk_nodes`)."""
 
     def derivs(h: np.ndarray, Y: np.ndarray, inv: np.ndarray) -> tuple:

@@ -15,7 +15,7 @@ steps, the same saddle-free modification (the Hessian's eigenvalues in ``h`` are
 the same gradient norm and objective once ``w = u.z``; the generic Newton reaches ``w = u.z`` in its first full
 step, here it holds from the start. Every array is ``(N, 2)`` and the Newton system a closed-form ``2 x 2``.
 
-:func:`newton_t2` is a drop-in for the generic Newton of :mod:`singlehead.numerics.prox` (same starts, stopping
+:func:`newton_t2` is a drop-in for the generic Newton of ``singlehead.numerics.prox`` (same starts, stopping
 rules, Armijo line search with halvings and saddle-free steps), so the end points are the same minima
 to the Newton tolerance.
 """
@@ -75,9 +75,9 @@ def _direction(g: np.ndarray, ff0: np.ndarray, ff1: np.ndarray, inv: np.ndarray)
 
 def newton_t2(beta: float) -> Callable:
     """The ``T = 2`` Newton runner for inverse temperature ``beta``: ``run(h0, z, Y, Sig, tol, max_iter) ->
-    (h, objective, grad_norm, iterations, done)``, the contract of the generic Newton of :mod:`singlehead.numerics.prox`
-    (:func:`~singlehead.numerics.newton_steps.run_newton` on the plane coordinates, with the curvature
-    ``(f''_0, f''_1)`` and :func:`_direction`; the stopping threshold ``tol (1 + ||z||/Sigma)`` of the full ``z``)."""
+    (h, objective, grad_norm, iterations, done)``, the contract of the generic Newton of ``singlehead.numerics.prox``
+    (``run_newton`` on the plane coordinates, with the curvature
+    ``(f''_0, f''_1)`` and ``_direction``; the stopping threshold ``tol (1 + ||z||/Sigma)`` of the full ``z``)."""
 
     def derivs(c: np.ndarray, Yc: np.ndarray, inv: np.ndarray) -> tuple:
         fit, f0, f1, ff0, ff1 = _row_derivs(c, Yc, beta, 2)

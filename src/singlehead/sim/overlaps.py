@@ -93,7 +93,7 @@ def head_overlaps(S: np.ndarray, S0: np.ndarray) -> dict[str, object]:
     """Matched per-head overlaps of student heads ``S`` (``(H, d, d)``) and teacher heads ``S0`` (``(H0, d, d)``).
 
     Returns ``head_Q`` (``H x H``), ``head_M`` (``H x H0``), ``head_Q0`` (``H0 x H0``), all in the matched
-    orders of :func:`match_heads`, and the orders ``head_order`` (student head of each row) and
+    orders of ``match_heads``, and the orders ``head_order`` (student head of each row) and
     ``teacher_head_order`` (teacher head of each column); overlaps are ``<A, B>/d = Tr(A^T B)/d``.
 
     Examples

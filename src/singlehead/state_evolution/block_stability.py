@@ -60,7 +60,7 @@ _PROBES = 2
 class BlockStability(Stability):
     """RS-stability diagnostics of a block fixed point (see the module docstring).
 
-    The fields of :class:`~singlehead.state_evolution.stability.Stability` are: ``replicon`` the
+    The fields of ``Stability`` are: ``replicon`` the
     spectral radius of ``O P``; ``output_factor``, ``prior_factor`` the symmetric block's own
     ``O_ss``, ``P_ss``; ``prox_jump_share`` (with its s.e., ``sigmahat_pointwise`` and
     ``sigmahat_stein``) that of the block with the larger share; ``sigma_prior`` the symmetric

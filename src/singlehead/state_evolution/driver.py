@@ -45,7 +45,7 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         apply to them raise ``ValueError``, see
         :func:`~singlehead.state_evolution.block_map.check_block_options`). ``d`` only matters in
         the finite-``d`` prior mode. Several heads (``heads``, ``teacher_heads``): the linear channel
-        only, as its single-head equivalent (:func:`~singlehead.state_evolution.multihead.effective_single_head`;
+        only, as its single-head equivalent (``effective_single_head``;
         docs: :ref:`concepts-multihead`); other channels raise ``ValueError``.
     options : SEOptions, optional
         Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``. An option
@@ -136,7 +136,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     non-symmetric student's :class:`~.block_map.BlockSetup` and :class:`~.block_map.BlockSEMap`.
 
     A problem with several heads is solved as its single-head equivalent
-    (:func:`~singlehead.state_evolution.multihead.effective_single_head`, which refuses the problems
+    (``effective_single_head``, which refuses the problems
     without one); ``init``, ``quad`` and ``collapse`` are then the effective problem's (a ``Result`` as
     ``init`` is not used), and ``prior`` a mode name when ``teacher_heads > 1``.
     """

@@ -336,7 +336,7 @@ class SEOptions:
 
         The default is the student's ``quadrature_points`` up to the fields of ``T = 8``; for longer sequences it
         shrinks in proportion to the fields per sequence (``fields`` ``K``), rounded down to a power of two and at
-        least :data:`MIN_LONG_POINTS`: the output-side averages are sums over ``K`` weakly dependent fields, so their
+        least ``MIN_LONG_POINTS``: the output-side averages are sums over ``K`` weakly dependent fields, so their
         quadrature error is set by ``nodes x K`` (measured in ``benchmarks/bench_long_sequences.py``), and the cost
         and memory of a point grow with it. A point that stalls at its quadrature floor is refined (4x the nodes).
         """

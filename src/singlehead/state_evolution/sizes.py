@@ -105,7 +105,7 @@ _NODE_ITERATIONS = 70
 def point_cost_seconds(problem: Problem, options: SEOptions | None = None) -> float:
     """A rough estimate of the seconds one state-evolution point of ``problem`` takes (one thread).
 
-    ``nodes x node-iterations x (a T^3 + b K)``: a typical point takes about :data:`_NODE_ITERATIONS` Newton
+    ``nodes x node-iterations x (a T^3 + b K)``: a typical point takes about ``_NODE_ITERATIONS`` Newton
     iterations per node over all its map evaluations, each costing a ``T x T`` factorisation and a pass over
     the ``K`` fields; 0 for closed-form output sides. An order of magnitude, for warning that a point is slow.
     """

@@ -38,7 +38,7 @@ variance per block: its replicon is the spectral radius of a 2 x 2 product of th
 (:mod:`.block_stability`), which :func:`stability` returns for it.
 
 **Prox jumps.** For large ``Sigma`` the prox of the softmax loss has several local minima and
-the global one jumps between them as ``z`` moves (:mod:`singlehead.numerics.prox`). The SE's
+the global one jumps between them as ``z`` moves (``singlehead.numerics.prox``). The SE's
 ``Sigmahat`` comes from Stein's lemma and counts the jumps; the pointwise trace above does
 not. ``prox_jump_share = 1 - Sigmahat / Sigmahat_pointwise`` is the share of the jumps (the prox is
 the gradient of a convex function, so the jumps point along ``z`` and the share is >= 0). A

@@ -295,12 +295,12 @@ class Channel:
         over ``omega ~ N(0, q I_K)`` and ``y ~ Z_out``; the Bayes state evolution's conjugate is
         ``qhat = 2 alpha`` times it (docs: Theory, :ref:`theory-bayes`). ``None`` (the default): the
         Gaussian-observation form ``c_T/(V + noise/2)`` of channels with :attr:`labels_reveal_logits`,
-        which :func:`singlehead.bayes.bayes_overlap` uses in closed form."""
+        which ``singlehead.bayes.bayes_overlap`` uses in closed form."""
         return None
 
     def bayes_output_denoiser(self, labels: np.ndarray, omega: np.ndarray, V: float, noise: float
                               ) -> tuple[np.ndarray, np.ndarray] | None:
         """Bayes-GAMP's output step for ``T x T`` ``labels`` (``(n, T, T)``) and messages ``N(omega, V I_K)``:
         ``(g_out, tr(-dg_out/domega))`` per sample (``(n, K)``, ``(n,)``), or ``None`` (the default: the
-        Gaussian-observation denoiser of :meth:`label_logits` and :meth:`observed_projection`)."""
+        Gaussian-observation denoiser of :meth:`label_logits` and ``observed_projection``)."""
         return None

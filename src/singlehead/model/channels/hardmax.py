@@ -1,7 +1,7 @@
 """The hardmax channel: one-hot row-argmax labels, fitted by a softmax student (:class:`Hardmax`).
 
 Bayes-optimal output side (docs: Theory, :ref:`theory-bayes`). Conventions: the ``K = T(T+1)/2``
-field coordinates ``z`` of :mod:`singlehead.numerics.prox` (``M(z)`` symmetric, diagonal times
+field coordinates ``z`` of ``singlehead.numerics.prox`` (``M(z)`` symmetric, diagonal times
 ``sqrt 2``; every coordinate of the teacher's logits has variance ``Q0``), label noise
 ``xi ~ N(0, Delta/2 I_K)`` in the same coordinates, a Gaussian message ``z ~ N(omega, V I_K)``.
 The label ``y`` (one-hot argmax of each row of ``M(z + xi)``) is a set of linear inequalities
@@ -14,8 +14,8 @@ evolution's conjugate is ``qhat = 2 alpha E ||grad_omega log Z_out||^2`` (``omeg
 * ``T = 2``: row ``a``'s label is the sign ``s_a`` of the margin ``u_1 = sqrt2 z_11 - z_12`` or
   ``u_2 = sqrt2 z_22 - z_12``; ``(u_1, u_2)`` has variances ``3 V_eff`` and correlation ``1/3``,
   so ``Z_out`` is a bivariate normal orthant probability (:func:`hardmax_log_partition`), and
-  ``g_out``, ``tr(-dg_out/domega)`` (:func:`hardmax_bayes_denoiser`) and ``J_2``
-  (:func:`hardmax_fisher_information`) are closed forms or exact two-dimensional quadrature.
+  ``g_out``, ``tr(-dg_out/domega)`` (``hardmax_bayes_denoiser``) and ``J_2``
+  (``hardmax_fisher_information``) are closed forms or exact two-dimensional quadrature.
 * ``T >= 3``: ``J_T`` from a fixed nested scrambled Sobol table, the denoiser from a fixed Sobol
   set of noise nodes (posterior moments of ``zeta`` given the label).
 
@@ -159,7 +159,7 @@ QMC_S_GRID = np.logspace(-2.0, 2.0, 17)
 
 @functools.lru_cache(maxsize=8)
 def _qmc_fisher_table(T: int, log2_outer: int, log2_inner: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``J_T(s)`` on :data:`QMC_S_GRID` (unit noise) by nested scrambled Sobol quadrature.
+    """``J_T(s)`` on ``QMC_S_GRID`` (unit noise) by nested scrambled Sobol quadrature.
 
     Outer nodes ``omega = sqrt(s) w`` (the same ``w`` for every ``s``); two independently scrambled
     inner sets of noise nodes ``xi``, projected orthogonally to the shift ``u`` (labels do not
@@ -205,9 +205,9 @@ def hardmax_fisher_information(T: int, q: float, V: float, noise: float) -> floa
     ``M(omega + sqrt(V_eff) xi)``, ``V_eff = V + noise/2``, ``g_out = grad_omega log Z_out``. The labels
     are invariant under ``h -> c h`` (``c > 0``), so the result is ``J_T(q/V_eff)/V_eff`` with
     ``J_T(s)`` the information at unit noise: exact quadrature of bivariate normal orthant
-    probabilities at ``T = 2`` (:func:`_t2_fisher`, relative error below ``1e-8``), a fixed nested
-    scrambled Sobol table for ``T >= 3`` (:data:`QMC_S_GRID`, ``2^10`` outer and twice ``2^11``
-    inner nodes, seed :data:`QMC_SEED`; interpolated linearly in ``(log s, log J)``, ``J(s) = J(s_min)``
+    probabilities at ``T = 2`` (``_t2_fisher``, relative error below ``1e-8``), a fixed nested
+    scrambled Sobol table for ``T >= 3`` (``QMC_S_GRID``, ``2^10`` outer and twice ``2^11``
+    inner nodes, seed ``QMC_SEED``; interpolated linearly in ``(log s, log J)``, ``J(s) = J(s_min)``
     below the grid and ``J(s_max) sqrt(s_max/s)`` above it, the boundary-layer law of a hard
     threshold). Quadrature error of the ``T >= 3`` table, measured by running the same scheme
     at ``T = 2`` against the exact values: below ``0.1%`` for ``s <= 2``, about ``0.5%`` at
@@ -335,9 +335,9 @@ class Hardmax(Seq2Lab):
     Bayes-optimal output side (:attr:`own_bayes_output`): the labels are orthant indicators of
     the noisy logits, not Gaussian observations of them (:attr:`labels_reveal_logits` is ``False``,
     :meth:`label_logits` ``None``); ``Z_out`` is a Gaussian polytope probability, whose Fisher
-    information (:meth:`bayes_output_information`, :func:`hardmax_fisher_information`) enters the
+    information (:meth:`bayes_output_information`, ``hardmax_fisher_information``) enters the
     Bayes state evolution and whose log-derivatives (:meth:`bayes_output_denoiser`,
-    :func:`hardmax_bayes_denoiser`) are Bayes-GAMP's output step.
+    ``hardmax_bayes_denoiser``) are Bayes-GAMP's output step.
 
     Examples
     --------

@@ -71,7 +71,7 @@ class BlockPriorSide:
     singular_values: np.ndarray | None = None
     #: per-instance rank fractions (``(R,)``), for the draw errors of a sampled side
     rank_per_draw: np.ndarray | None = None
-    #: an extrapolated side (:func:`extrapolated_side`): the coarse instances' rows and rank fractions
+    #: an extrapolated side (``extrapolated_side``): the coarse instances' rows and rank fractions
     #: (``values = 2 mean(per_draw) - mean(coarse_per_draw)``)
     coarse_per_draw: np.ndarray | None = None
     coarse_rank_per_draw: np.ndarray | None = None

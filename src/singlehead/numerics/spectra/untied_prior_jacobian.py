@@ -199,7 +199,7 @@ def nuclear_prox_jacobian(A_s: np.ndarray, A_a: np.ndarray, M: np.ndarray, Sigma
     """Block norms of ``dMhat/dA`` at the minimiser ``M`` (``(R, D, D)``) of the weighted nuclear-norm problem.
 
     ``A_s``, ``A_a``, ``Sigmahat_s``, ``Sigmahat_a``, ``tau``, ``rank`` as in
-    :func:`~singlehead.numerics.spectra.untied_prior.weighted_nuclear_prox` (``M`` must be its
+    ``weighted_nuclear_prox`` (``M`` must be its
     minimiser to a tight tolerance: the active set and the subgradient are read off it); ``probes``
     Hutchinson probes per draw and input block, drawn from ``np.random.default_rng([seed, 0x4A4143])``
     (independent of an instance sample drawn with ``default_rng(seed)``); ``tol``: the conjugate

@@ -148,7 +148,7 @@ def multihead_output_side(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, *, pr
     Q0 : (H0, H0) array
         Teacher overlaps ``Tr(S0_j S0_j')/d``.
     quad : OutputQuadrature, optional
-        Nodes in ``K (H0 + H)`` dimensions (default :func:`multihead_quadrature`).
+        Nodes in ``K (H0 + H)`` dimensions (default ``multihead_quadrature``).
     warm : list of (N, H K) arrays, optional
         Newton starts from a previous call (its ``branches``); ``union``: with the cold starts too.
     """

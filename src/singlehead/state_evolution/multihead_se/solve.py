@@ -95,16 +95,16 @@ def specialisation_index(M: np.ndarray, Q0: np.ndarray) -> float:
 
 @dataclass
 class MultiHeadOptions:
-    """Settings of :func:`multihead_theory`.
+    """Settings of ``multihead_theory``.
 
-    ``ansatz`` (:data:`ANSATZE`; default ``"unspecialised"`` for ``H = H0 > 1``, ``"general"`` otherwise);
+    ``ansatz`` (``ANSATZE``; default ``"unspecialised"`` for ``H = H0 > 1``, ``"general"`` otherwise);
     ``sample_dim``, ``sample_draws``, ``sample_seed``: the prior side's instances; ``n_points``,
     ``n_scrambles``: output-side nodes per scramble and scrambles; ``damping``, ``history``: the mixing and the
-    residuals kept by the Anderson-accelerated iteration (:func:`solve_multihead`);
+    residuals kept by the Anderson-accelerated iteration (``solve_multihead``);
     ``tol``: stop when the largest relative change of the overlaps in one step is below it; ``max_iter``:
     map evaluations; ``union_every``: every this many evaluations the prox runs its cold starts as well as the
     tracked branch; ``prior_tol``: the denoiser's tolerance; ``start``: ``(Q, M, Sigma)`` to start from
-    (default: the ansatz's generic start, :func:`default_start`).
+    (default: the ansatz's generic start, ``default_start``).
     """
 
     ansatz: str | None = None
@@ -261,7 +261,7 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
 
     Fields as for the single head (docs: Concepts, "Multi-head attention"): metrics of ``S_eff = (1/H) sum_h S_h``
     against ``S0_eff``, penalty ``lam sum_h Tr S_h/d``. Extras: ``head_Q``, ``head_M``, ``head_Q0``, ``head_Sigma``
-    (student heads matched to teacher heads as a simulation's, :func:`match_heads`; ``head_order``),
+    (student heads matched to teacher heads as a simulation's, ``match_heads``; ``head_order``),
     the conjugates ``Qhat``, ``Mhat``, ``Sigmahat``, ``objective`` (train error + penalty/alpha, the predicted ERM
     objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
     the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se`` (quadrature).
