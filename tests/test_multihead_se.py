@@ -144,3 +144,15 @@ def test_match_heads_puts_the_largest_overlaps_on_the_diagonal():
     np.testing.assert_allclose(Mm, [[0.8, 0.3], [0.2, 0.9]])
     np.testing.assert_allclose(Qm, [[1.0, 0.5], [0.5, 2.0]])
     np.testing.assert_allclose(Sm, [[4.0, -1.0], [-1.0, 3.0]])
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("ansatz", "diagonal", r"ansatz must be None or one of"),
+    ("sample_dim", 1, r"sample_dim must be an integer >= 2 \(got 1\)"),
+    ("damping", 0.0, r"damping must be in \(0, 1\] \(got 0.0\)"),
+    ("history", -1, r"history must be an integer >= 0"),
+    ("tol", float("nan"), r"tol must be a finite number > 0"),
+])
+def test_options_refuse_out_of_range_values_naming_them(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        MultiHeadOptions(**{field: value})

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from singlehead.model.problem import Problem
+from singlehead.model.validation import check, finite, is_int
 from singlehead.model.results import Result
 from singlehead.state_evolution.multihead_se.output import (
     isotropic,
@@ -120,6 +121,19 @@ class MultiHeadOptions:
     union_every: int = 5
     prior_tol: float = 1e-7
     start: tuple | None = None
+
+    def __post_init__(self) -> None:
+        check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
+        for name, lo in (("sample_dim", 2), ("sample_draws", 1), ("n_points", 1), ("n_scrambles", 1),
+                         ("max_iter", 1), ("union_every", 1)):
+            v = getattr(self, name)
+            check(is_int(v) and v >= lo, name, f"an integer >= {lo}", v)
+        check(is_int(self.sample_seed) and self.sample_seed >= 0, "sample_seed", "an integer >= 0", self.sample_seed)
+        check(is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
+        check(finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
+        for name in ("tol", "prior_tol"):
+            v = getattr(self, name)
+            check(finite(v) and v > 0, name, "a finite number > 0", v)
 
 
 def default_start(problem: Problem, Q0: np.ndarray, ansatz: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
