@@ -21,6 +21,7 @@ from singlehead.figures.figspec import (
     new_figure,
     problem_params,
     register,
+    stopping_rule,
 )
 from singlehead.figures.finite_size import fit_note, gaps_from_frame, sim_jobs_per_d
 from singlehead.figures.spec import FigureSpec, check_same_length
@@ -75,7 +76,7 @@ class ErrorsSpec(FigureSpec):
 
     def fit_options(self) -> dict[str, float]:
         """The L-BFGS stopping rule's options (empty: the defaults)."""
-        return {} if self.fit_rtol is None else {"tol": self.fit_rtol, "polish_rtol": self.fit_rtol}
+        return stopping_rule(self.fit_rtol)
 
 
 def errors_grid(spec: ErrorsSpec) -> dict[str, Any]:
@@ -186,7 +187,7 @@ class FactorizedVsDirectSpec(FigureSpec):
 
     def fit_options(self) -> dict[str, float]:
         """The L-BFGS stopping rule's options (empty: the defaults)."""
-        return {} if self.fit_rtol is None else {"tol": self.fit_rtol, "polish_rtol": self.fit_rtol}
+        return stopping_rule(self.fit_rtol)
 
     @classmethod
     def smoke(cls) -> "FactorizedVsDirectSpec":

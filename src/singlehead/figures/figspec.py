@@ -268,6 +268,14 @@ def new_figure(nrows: int, ncols: int, *, figsize: tuple[float, float], **kwargs
 BASE = dict(T=2, noise=0.5, lam=0.01, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab")
 
 
+def stopping_rule(fit_rtol: float | None) -> dict[str, float]:
+    """The L-BFGS options of a figure's ``fit_rtol``: the relative objective change at which both the float32
+    phase and the float64 polish stop (``tol``, ``polish_rtol``); empty for ``None`` (the
+    :class:`~singlehead.sim.simulation.TrainOptions` defaults). ``benchmarks/bench_stopping_rule.py`` measures
+    what a rule changes against the seed spread."""
+    return {} if fit_rtol is None else {"tol": fit_rtol, "polish_rtol": fit_rtol}
+
+
 def params_text(params: dict[str, Any]) -> str:
     """``"k1=v1, k2=v2"``: a figure's stated parameters in one line (captions and titles)."""
     return ", ".join(f"{k}={v}" for k, v in params.items())

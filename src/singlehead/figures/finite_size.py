@@ -26,7 +26,7 @@ from singlehead.model.problem import Problem
 from singlehead.runs import Job
 from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, records_to_frame, tol_columns
 from singlehead.figures.figspec import (
-    BASE, Context, FigureDef, FigureRun, params_text, new_figure, problem_params, register,
+    BASE, Context, FigureDef, FigureRun, params_text, new_figure, problem_params, register, stopping_rule,
 )
 from singlehead.figures.spec import FigureSpec, check_same_length
 
@@ -108,9 +108,9 @@ def finite_size_grid(spec: FiniteSizeSpec) -> dict[str, Any]:
 
 def finite_size_run(ctx: Context, spec: FiniteSizeSpec, grid: dict[str, Any]) -> FigureRun:
     """Simulations and theory; per alpha the gaps, their a + b/d fit and one agreement row."""
-    fit = {} if spec.fit_rtol is None else {"tol": spec.fit_rtol, "polish_rtol": spec.fit_rtol}
     sim = records_to_frame(ctx.run(sim_jobs_per_d(ctx, grid["problems"], dict(zip(spec.ds, spec.seeds)),
-                                                  n_test=spec.n_test, **fit), "L-BFGS: finite-size scan"))
+                                                  n_test=spec.n_test, **stopping_rule(spec.fit_rtol)),
+                                   "L-BFGS: finite-size scan"))
     th = records_to_frame(ctx.run(ctx.theory_jobs(grid["theory"]), "theory: finite-size scan"))
     theory = dict(zip(th.cfg_alpha, th.test_error))
     rows, fits, gaps = [], [], {}

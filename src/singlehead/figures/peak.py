@@ -16,7 +16,7 @@ from singlehead.model.results import stable_hash
 from singlehead.thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
 from singlehead.report.compare import DEFAULT_ALLOWANCE, agreement, records_to_frame
 from singlehead.figures.figspec import (
-    Context, FigureDef, FigureRun, mean_se, params_text, new_figure, problem_params, register,
+    Context, FigureDef, FigureRun, mean_se, params_text, new_figure, problem_params, register, stopping_rule,
 )
 from singlehead.figures.rs_diagnostic import (
     RSPoint,
@@ -74,9 +74,7 @@ class PeakSpec(FigureSpec):
 
     def fit_options(self, lam: float) -> dict[str, float]:
         """The L-BFGS stopping rule's options for students at ``lam`` (empty: the defaults)."""
-        if self.fit_rtol is None or lam < self.fit_rtol_lam_min:
-            return {}
-        return {"tol": self.fit_rtol, "polish_rtol": self.fit_rtol}
+        return stopping_rule(None if lam < self.fit_rtol_lam_min else self.fit_rtol)
 
     @classmethod
     def smoke(cls) -> "PeakSpec":

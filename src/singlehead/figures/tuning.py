@@ -50,7 +50,7 @@ from singlehead.report.verdict import MAX_TOL_REL
 from singlehead.runs import Job
 from singlehead.state_evolution import theory_curve
 from singlehead.figures.figspec import (
-    BASE, Context, FigureDef, FigureRun, new_figure, params_text, problem_params, register,
+    BASE, Context, FigureDef, FigureRun, new_figure, params_text, problem_params, register, stopping_rule,
 )
 from singlehead.figures.spec import FigureSpec
 
@@ -93,7 +93,7 @@ class TunedLamSpec(FigureSpec):
 
     def fit_options(self) -> dict[str, float]:
         """The L-BFGS stopping rule's options (empty: the defaults)."""
-        return {} if self.fit_rtol is None else {"tol": self.fit_rtol, "polish_rtol": self.fit_rtol}
+        return stopping_rule(self.fit_rtol)
 
     def offsets(self) -> np.ndarray:
         """``log10(lam/lam*)`` of the ERM grid."""
