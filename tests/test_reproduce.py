@@ -387,3 +387,21 @@ def test_failing_ranges_and_the_declared_criterion():
     assert RSPoint(0.9, 0.056, 0.003).fails and RSPoint(1.0, 0.0, 0.001).fails
     assert not RSPoint(0.9, 0.029, 0.003).fails
     assert "jumps > 3 %" in RSPoint(0.9, 0.056, 0.003).describe()
+
+
+def test_a_figure_left_out_of_a_preset_is_skipped_and_named(tmp_path, monkeypatch):
+    """A figure whose ``presets`` leave a mode out is not built by that mode, even when asked for by name; the
+    reproduction lists it as skipped and the report's environment table says which presets build it."""
+    import dataclasses
+
+    from singlehead.figures.figspec import FigureDef
+
+    fd = FIGURES["emergence"]
+    monkeypatch.setitem(FIGURES, "emergence", dataclasses.replace(fd, presets=("full",)))
+    res = reproduce("smoke", tmp_path, n_jobs=1, progress=False, only=["emergence"])
+    assert res.outputs == [] and res.skipped == ["emergence"]
+    assert "emergence (full only)" in (tmp_path / "report.html").read_text()
+    with pytest.raises(ValueError, match="presets must be a non-empty subset"):
+        dataclasses.replace(fd, presets=("fast",))
+    with pytest.raises(ValueError, match="presets"):
+        FigureDef(**{**{f.name: getattr(fd, f.name) for f in dataclasses.fields(fd)}, "presets": ()})

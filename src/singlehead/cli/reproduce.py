@@ -43,6 +43,8 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
             first = rep.first
             before = (f"; before: {tally_text(first)}" if first.get("n") else "")
             click.echo(f"  {rep.text()}{before}")
+    for name in res.skipped:
+        click.echo(f"{name}: not built by the {mode} preset ({', '.join(FIGURES[name].presets)} only)")
     total = {k: sum(t[k] for t in tallies) for k in ("n", "agrees", "deviates", "explained", "inconclusive")}
     click.echo(f"checks: {tally_text(total)}")
     for o, t in zip(res.outputs, tallies):

@@ -153,6 +153,14 @@ class FigureDef:
     plot: Callable[[Any, Any, FigureRun], Figure]
     caption: Callable[[Any, Any, FigureRun], str]
     checks: str = THEORY_SIMULATION  # what the agreement rows are (the report names it beside the count)
+    #: The presets that build this figure. A figure whose smallest meaningful size does not fit the quick
+    #: preset's time budget leaves ``"quick"`` out; :func:`~.reproduce.reproduce` then names it as skipped.
+    presets: tuple[str, ...] = PRESETS
+
+    def __post_init__(self) -> None:
+        bad = [p for p in self.presets if p not in PRESETS]
+        if bad or not self.presets:
+            raise ValueError(f"presets must be a non-empty subset of {PRESETS} (got {self.presets!r})")
 
 
 #: The registered figures, in report order (:func:`register`).
