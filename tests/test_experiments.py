@@ -226,3 +226,23 @@ def test_dask_runs_theory_chains(tmp_path):
         recs = run_jobs(jobs, Cache(tmp_path / "b"), scheduler=cluster.scheduler_address, progress=False)
     assert [r["key"] for r in recs] == [j.key for j in jobs]
     assert [r["test_error"] for r in recs] == pytest.approx([r["test_error"] for r in serial], rel=1e-9)
+
+
+def test_run_stages_keeps_each_stage_s_chains_and_order(tmp_path):
+    """Stages run together return each stage's records in its jobs' order; a stage's theory points chain only
+    among themselves (stage b's 0.6 does not join stage a's chain; the 0.75 both hold is computed once, in a);
+    a label per job is required."""
+    from singlehead.runs import run_stages
+    from singlehead.runs.runner import Job, _grouped_chains, stream
+
+    a = [Job("theory", Problem(T=2, noise=0.5, alpha=x)) for x in (1.0, 0.5, 0.75)]
+    b = [Job("theory", Problem(T=2, noise=0.5, alpha=x)) for x in (0.6, 0.75)]
+    chains, rest = _grouped_chains(a + b, {j.key for j in a + b}, 1, 6, Cache(None), [0, 0, 0, 1, 1])
+    got = [[j.problem.alpha for j in js] for _, js, _ in chains]
+    assert got == [[0.5, 0.75, 1.0]] and [j.problem.alpha for j in rest] == [0.6]  # one point: no chain
+    cache = Cache(tmp_path)
+    ra, rb = run_stages([a, b], cache, progress=False)
+    assert [r["problem"]["alpha"] for r in ra] == [1.0, 0.5, 0.75]
+    assert [r["problem"]["alpha"] for r in rb] == [0.6, 0.75] and rb[1]["key"] == ra[2]["key"]
+    with pytest.raises(ValueError, match="groups must give one label per job"):
+        list(stream(a, Cache(None), groups=[0]))

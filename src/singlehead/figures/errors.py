@@ -90,13 +90,14 @@ def errors_grid(spec: ErrorsSpec) -> dict[str, Any]:
 def errors_run(ctx: Context, spec: ErrorsSpec, grid: dict[str, Any]) -> FigureRun:
     """Theory curves, L-BFGS and Adam students, and their agreement with the theory at the simulated alphas."""
     sim_problems = grid["sim"]
-    th = records_to_frame(ctx.run(ctx.theory_jobs(grid["theory"]), "theory: errors vs alpha"))
-    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, "lbfgs", seeds=spec.seeds, n_test=spec.n_test,
-                                                **spec.fit_options()), "L-BFGS: errors vs alpha"))
     adam_problems = [p for p in sim_problems if p.kappa == ADAM_KAPPA and p.alpha in spec.adam_alphas]
-    adam = records_to_frame(ctx.run(ctx.sim_jobs(adam_problems, "adam",
-                                                 seeds=spec.adam_seeds, n_test=spec.n_test), "Adam: errors vs alpha"))
-    th_at_sim = records_to_frame(ctx.run(ctx.theory_jobs(sim_problems), "theory at simulated alphas"))
+    recs = ctx.run_together([ctx.theory_jobs(grid["theory"]),
+                             ctx.sim_jobs(sim_problems, "lbfgs", seeds=spec.seeds, n_test=spec.n_test,
+                                          **spec.fit_options()),
+                             ctx.sim_jobs(adam_problems, "adam", seeds=spec.adam_seeds, n_test=spec.n_test),
+                             ctx.theory_jobs(sim_problems)],
+                            "errors vs alpha: theory, L-BFGS and Adam students, theory at their alphas")
+    th, sim, adam, th_at_sim = (records_to_frame(r) for r in recs)
     by = ["cfg_alpha", "cfg_kappa"]
     # tolerance: 3 % of the theory (finite size, quadrature); floor 0.005 for the errors, one eigenvalue (1/d) for
     # the rank fraction (a count over d)
@@ -210,8 +211,14 @@ def fvd_run(ctx: Context, spec: FactorizedVsDirectSpec, grid: dict[str, Any]) ->
     best = th.loc[th.groupby(["cfg_student", "cfg_alpha"]).test_error.idxmin()]
     sim_problems = [Problem(d=spec.d, alpha=float(r.cfg_alpha), lam=float(r.cfg_lam), student=r.cfg_student,
                             **FVD_BASE) for r in best.itertuples()]
-    sim = records_to_frame(ctx.run(ctx.sim_jobs(sim_problems, seeds=spec.seeds, n_test=spec.n_test,
-                                                **spec.fit_options()), "simulations at the best lam"))
+    extra = {int(d): int(k) for d, k in zip(spec.fs_ds, spec.fs_seeds) if d != spec.d}
+    # the finite-size scan's students (read back from the cache by the extrapolation below) share the workers
+    sim_recs, _ = ctx.run_together(
+        [ctx.sim_jobs(sim_problems, seeds=spec.seeds, n_test=spec.n_test, **spec.fit_options()),
+         sim_jobs_per_d(ctx, [p.replace(d=d) for p in sim_problems for d in extra], extra, n_test=spec.n_test,
+                        **spec.fit_options()) if spec.fs_ds else []],
+        "simulations at the best lam, at every d")
+    sim = records_to_frame(sim_recs)
     agr = agreement(sim, best, ["cfg_student", "cfg_alpha", "cfg_lam"], ["test_error", "matrix_error"],
                     tol_abs=0.005, reason=f"finite size (d = {spec.d}) and SE quadrature")
     sim_fs = sim.iloc[:0]

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from singlehead.model.problem import MPTarget, Problem
 from singlehead.model.results import Result
-from singlehead.runs import Job, run_calls, run_jobs
+from singlehead.runs import Job, run_calls, run_jobs, run_stages
 from singlehead.runs.cache import Cache, value_key
 from singlehead.sim.simulation import TrainOptions
 from singlehead.runs.threads import configure
@@ -64,6 +64,12 @@ class Context:
     def run(self, jobs: list[Job], desc: str) -> list[dict[str, Any]]:
         return run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
                         desc=desc, client=self.client)
+
+    def run_together(self, stages: list[list[Job]], desc: str) -> list[list[dict[str, Any]]]:
+        """Independent stages on the workers at once, each stage's records in its jobs' order
+        (:func:`singlehead.runs.run_stages`: each keeps its own warm-start chains)."""
+        return run_stages(stages, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
+                          desc=desc, client=self.client)
 
     def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", *, seeds: int, n_test: int,
                  **options: Any) -> list[Job]:

@@ -108,10 +108,11 @@ def finite_size_grid(spec: FiniteSizeSpec) -> dict[str, Any]:
 
 def finite_size_run(ctx: Context, spec: FiniteSizeSpec, grid: dict[str, Any]) -> FigureRun:
     """Simulations and theory; per alpha the gaps, their a + b/d fit and one agreement row."""
-    sim = records_to_frame(ctx.run(sim_jobs_per_d(ctx, grid["problems"], dict(zip(spec.ds, spec.seeds)),
-                                                  n_test=spec.n_test, **stopping_rule(spec.fit_rtol)),
-                                   "L-BFGS: finite-size scan"))
-    th = records_to_frame(ctx.run(ctx.theory_jobs(grid["theory"]), "theory: finite-size scan"))
+    sim_recs, th_recs = ctx.run_together(
+        [sim_jobs_per_d(ctx, grid["problems"], dict(zip(spec.ds, spec.seeds)), n_test=spec.n_test,
+                        **stopping_rule(spec.fit_rtol)), ctx.theory_jobs(grid["theory"])],
+        "finite-size scan: L-BFGS and theory")
+    sim, th = records_to_frame(sim_recs), records_to_frame(th_recs)
     theory = dict(zip(th.cfg_alpha, th.test_error))
     rows, fits, gaps = [], [], {}
     for a in spec.alphas:

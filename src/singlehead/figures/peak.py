@@ -104,15 +104,17 @@ def peak_grid(spec: PeakSpec) -> dict[str, Any]:
 def peak_run(ctx: Context, spec: PeakSpec, grid: dict[str, Any]) -> FigureRun:
     """Theory curves, thresholds, students, the agreement with the RS diagnostic and the diagnostic on the curves."""
     noisy, sim_problems = grid["noisy"], grid["sim"]
-    th_recs_all = ctx.run(ctx.theory_jobs(noisy + grid["clean"]), "theory: interpolation peak")
-    th = records_to_frame(th_recs_all)
     a_int = interpolation_threshold(Problem(d=spec.d, noise=PEAK_NOISE, lam=THRESHOLD_LAM, **PEAK_BASE))
     a_perf = perfect_recovery_threshold(Problem(d=spec.d, noise=0.0, lam=THRESHOLD_LAM, **PEAK_BASE))
     sim_jobs = [j for l in spec.sim_lams for j in ctx.sim_jobs([p for p in sim_problems if p.lam == l],
                                                                seeds=spec.seeds, n_test=spec.n_test,
                                                                **spec.fit_options(l))]
-    sim = records_to_frame(ctx.run(sim_jobs, "simulations: interpolation peak"))
-    th_recs = ctx.run(ctx.theory_jobs(grid["lead"] + sim_problems), "theory at simulated alphas")
+    # the curves' chains (serial near the peak), the students and the theory at their alphas share the workers
+    th_recs_all, sim_recs, th_recs = ctx.run_together(
+        [ctx.theory_jobs(noisy + grid["clean"]), sim_jobs, ctx.theory_jobs(grid["lead"] + sim_problems)],
+        "interpolation peak: theory curves, students, theory at their alphas")
+    th = records_to_frame(th_recs_all)
+    sim = records_to_frame(sim_recs)
     th_sim = records_to_frame(th_recs)
     small = spec.small_lam_sim_alphas
     th_sim = th_sim[[(l >= SMALL_LAM or a in small) for l, a in zip(th_sim.cfg_lam, th_sim.cfg_alpha)]]
@@ -249,12 +251,12 @@ def bayes_grid(spec: BayesSpec) -> dict[str, Any]:
 
 def bayes_run(ctx: Context, spec: BayesSpec, grid: dict[str, Any]) -> FigureRun:
     """Theory curves, Bayes-AMP on instances, the thresholds, and AMP's agreement with the Bayes SE."""
-    th = records_to_frame(ctx.run(ctx.theory_jobs(grid["erm"]), "theory: ERM vs Bayes"))
-    bay = records_to_frame(ctx.run(ctx.theory_jobs(grid["bayes"], route="bayes"), "Bayes-optimal curve"))
     st = tuple(sorted({"bayes": True, "n_test": spec.n_test, "max_iter": spec.amp_iterations}.items()))
-    amp = records_to_frame(ctx.run([j for p in grid["amp"] for j in ctx.seeded_jobs("amp", p, st, spec.amp_seeds)],
-                                   "Bayes-AMP on instances"))
-    bay_at = records_to_frame(ctx.run(ctx.theory_jobs(grid["amp"], route="bayes"), "Bayes at AMP alphas"))
+    recs = ctx.run_together([ctx.theory_jobs(grid["erm"]), ctx.theory_jobs(grid["bayes"], route="bayes"),
+                             [j for p in grid["amp"] for j in ctx.seeded_jobs("amp", p, st, spec.amp_seeds)],
+                             ctx.theory_jobs(grid["amp"], route="bayes")],
+                            "ERM vs Bayes: theory, the Bayes-optimal curve, Bayes-AMP on instances")
+    th, bay, amp, bay_at = (records_to_frame(r) for r in recs)
     agr = agreement(amp, bay_at, ["cfg_alpha"], ["matrix_error"], rel=0.05, tol_abs=0.005,
                     reason=f"Bayes-AMP at finite d = {spec.amp_d} after {spec.amp_iterations} iterations")
     agr.insert(0, "route", "Bayes-AMP vs Bayes SE")

@@ -65,8 +65,13 @@ def spectra_grid(spec: LearnedSpectraSpec) -> dict[str, Any]:
 def spectra_run(ctx: Context, spec: LearnedSpectraSpec, grid: dict[str, Any]) -> FigureRun:
     """Theory and students per alpha; the predicted law, the pooled eigenvalues and the checks."""
     problems = grid["problems"]
-    th = ctx.run(ctx.theory_jobs(problems), "theory: learned spectra")
-    sims = ctx.run(ctx.sim_jobs(problems, seeds=spec.seeds, n_test=spec.n_test), "simulations: learned spectra")
+    top = next(p for p in problems if p.alpha == max(spec.alphas))
+    extra = {d: k for d, k in zip(spec.fs_ds, spec.fs_seeds) if d != top.d}
+    # the largest alpha's finite-size students (read back from the cache by its extrapolated rows) run alongside
+    th, sims, _ = ctx.run_together(
+        [ctx.theory_jobs(problems), ctx.sim_jobs(problems, seeds=spec.seeds, n_test=spec.n_test),
+         sim_jobs_per_d(ctx, [top.replace(d=d) for d in extra], extra, n_test=spec.n_test)],
+        "learned spectra: theory, students, students at several d")
     rows, tables, panels = [], [], []
     for p, rec in zip(problems, th):
         pred = learned_spectrum(p, result_from_record(rec))

@@ -16,7 +16,7 @@ from typing import Any
 from singlehead.runs.cache import (
     NUMERICS_VERSION, Cache, cache_for_export, export_jsonl, library_cache_dir, result_key, value_key,
 )
-from singlehead.runs.runner import Job, Workers, run_calls, run_jobs, stream
+from singlehead.runs.runner import Job, Workers, run_calls, run_jobs, run_stages, stream
 
 # Grids and the in-process memo, imported on first use: a cache lookup needs none of their modules.
 _LAZY = {
@@ -27,7 +27,7 @@ _LAZY = {
 }
 
 __all__ = ["NUMERICS_VERSION", "Cache", "result_key", "value_key", "cache_for_export", "export_jsonl",
-           "library_cache_dir", "Job", "Workers", "run_jobs", "stream", "run_calls", *_LAZY]
+           "library_cache_dir", "Job", "Workers", "run_jobs", "run_stages", "stream", "run_calls", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -347,7 +347,7 @@ def _chunk_sizes(chunks: Sequence[int] | None) -> Callable[[int], int | None]:
 
 def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, scheduler: str | None = None,
            client: Any = None, alive: Callable[[], bool] | None = None, chunks: Sequence[int] | None = None,
-           min_piece: int = 6) -> Iterator[dict[str, Any]]:
+           min_piece: int = 6, groups: Sequence[int] | None = None) -> Iterator[dict[str, Any]]:
     """Every record of ``jobs``: the cached ones first (in the order of ``jobs``), then the others as they finish.
 
     Each computed record is stored in ``cache`` the moment it exists (also when it comes back after
@@ -371,6 +371,9 @@ def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, sch
         default: a segment is one chunk.
     min_piece : int
         Shortest segment a chain is cut into to share it among workers.
+    groups : sequence of int, optional
+        One label per job: theory chains are formed within a label only (stages of a computation
+        that run together but keep their own warm-start chains, :func:`run_stages`); default: one group.
 
     Examples
     --------
@@ -381,6 +384,8 @@ def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, sch
     [0.5, 1.0]
     """
     jobs = list(jobs)
+    if groups is not None and len(groups) != len(jobs):
+        raise ValueError(f"groups must give one label per job ({len(jobs)} jobs, got {len(groups)} labels)")
     alive = alive or (lambda: True)
     size = _chunk_sizes(chunks)  # validated before anything runs
     todo: set[str] = set()
@@ -394,7 +399,7 @@ def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, sch
         return
     remote = scheduler is not None or client is not None
     if not remote and not isinstance(workers, Workers) and workers == 1:
-        yield from _stream_here(jobs, todo, cache, alive)
+        yield from _stream_here(jobs, todo, cache, alive, groups)
         return
     if remote:
         backend: Any = _Dask(scheduler, client)
@@ -406,14 +411,33 @@ def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, sch
         if pool is not workers:  # a run of its own: this process idles meanwhile, under the same policy
             configure(workers=parts)
     try:
-        yield from _stream_futures(backend, jobs, todo, cache, alive, parts, size, min_piece)
+        yield from _stream_futures(backend, jobs, todo, cache, alive, parts, size, min_piece, groups)
     finally:
         backend.close()
 
 
-def _stream_here(jobs: list[Job], todo: set[str], cache: Cache, alive: Callable[[], bool]
-                 ) -> Iterator[dict[str, Any]]:
-    chains, singles = theory_chains(jobs, todo, 1, cache=cache)
+def _grouped_chains(jobs: list[Job], todo: set[str], parts: int, min_piece: int, cache: Cache,
+                    groups: Sequence[int] | None) -> tuple[list[tuple[str, list[Job], dict[str, Any] | None]], list[Job]]:
+    """:func:`theory_chains` within each group of ``groups`` (all jobs one group when ``None``); a key to compute
+    is computed once, in the first group that holds it."""
+    if groups is None:
+        return theory_chains(jobs, todo, parts, min_piece, cache)
+    chains: list[tuple[str, list[Job], dict[str, Any] | None]] = []
+    singles: list[Job] = []
+    left = set(todo)
+    for g in dict.fromkeys(groups):
+        sub = [j for j, h in zip(jobs, groups) if h == g]
+        here = {j.key for j in sub} & left
+        c, r = theory_chains(sub, here, parts, min_piece, cache)
+        chains += c
+        singles += r
+        left -= here
+    return chains, singles
+
+
+def _stream_here(jobs: list[Job], todo: set[str], cache: Cache, alive: Callable[[], bool],
+                 groups: Sequence[int] | None = None) -> Iterator[dict[str, Any]]:
+    chains, singles = _grouped_chains(jobs, todo, 1, 6, cache, groups)
     for param, js, init in chains:
         for rec in iter_chain(param, js, init):
             _store(cache, rec)
@@ -445,8 +469,9 @@ def _store_late(cache: Cache) -> Callable[[Any], None]:
 
 
 def _stream_futures(backend: Any, jobs: list[Job], todo: set[str], cache: Cache, alive: Callable[[], bool],
-                    parts: int, size: Callable[[int], int | None], min_piece: int) -> Iterator[dict[str, Any]]:
-    chains, singles = theory_chains(jobs, todo, parts, min_piece, cache)
+                    parts: int, size: Callable[[int], int | None], min_piece: int,
+                    groups: Sequence[int] | None = None) -> Iterator[dict[str, Any]]:
+    chains, singles = _grouped_chains(jobs, todo, parts, min_piece, cache, groups)
     # chain -> (rest of its segment, number of chunks sent)
     state: dict[Any, tuple[str, list[Job], int]] = {}
 
@@ -523,7 +548,8 @@ def _named_call(name: str, f: Callable[[], Any]) -> tuple[str, Any]:
 
 def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: str | None = None,
              progress: bool = True, desc: str = "runs", client: Any = None,
-             on_record: Callable[[dict[str, Any], Any], None] | None = None) -> list[dict[str, Any]]:
+             on_record: Callable[[dict[str, Any], Any], None] | None = None,
+             groups: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """Run every job not in ``cache`` (:func:`stream`); return all records in the order of ``jobs``.
 
     Parameters
@@ -539,6 +565,8 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     on_record : callable, optional
         ``on_record(record, bar)`` for every finished job (cached ones first), e.g. to print it
         through the progress bar ``bar`` (``bar.write(line, file=...)``; without a bar it prints).
+    groups : sequence of int, optional
+        Chain labels, one per job (:func:`stream`).
 
     Examples
     --------
@@ -559,7 +587,8 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         bar = _NoBar()
     failed: dict[str, dict[str, Any]] = {}
     try:
-        for n, rec in enumerate(stream(jobs, cache, workers=n_jobs, scheduler=scheduler, client=client)):
+        for n, rec in enumerate(stream(jobs, cache, workers=n_jobs, scheduler=scheduler, client=client,
+                                       groups=groups)):
             if "error" in rec:
                 failed[rec["key"]] = rec
             if on_record is not None:
@@ -573,6 +602,30 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "
                       f"first: {first['error']} at {first['problem']}", RuntimeWarning, stacklevel=2)
     return [failed[j.key] if j.key in failed else cache.get(j.key) for j in jobs]
+
+
+def run_stages(stages: Sequence[Sequence[Job]], cache: Cache, **kwargs: Any) -> list[list[dict[str, Any]]]:
+    """Run independent stages together (:func:`run_jobs` on their union): the workers take any stage's work, so a
+    long warm-started theory chain of one stage overlaps the simulations of another instead of leaving a core
+    idle; each stage keeps its own chains (``groups``). Returns each stage's records in its jobs' order.
+
+    Examples
+    --------
+    >>> from singlehead import Problem
+    >>> from singlehead.runs import Cache, Job, run_stages
+    >>> a = [Job("theory", Problem(T=2, noise=0.5, alpha=x)) for x in (0.5, 1.0)]
+    >>> b = [Job("theory", Problem(T=2, noise=0.5, alpha=2.0))]
+    >>> [[r["problem"]["alpha"] for r in recs] for recs in run_stages([a, b], Cache(None), progress=False)]
+    [[0.5, 1.0], [2.0]]
+    """
+    flat = [j for st in stages for j in st]
+    labels = [i for i, st in enumerate(stages) for _ in st]
+    recs = run_jobs(flat, cache, groups=labels, **kwargs)
+    out, k = [], 0
+    for st in stages:
+        out.append(recs[k:k + len(st)])
+        k += len(st)
+    return out
 
 
 class _NoBar:
