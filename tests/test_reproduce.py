@@ -405,3 +405,23 @@ def test_a_figure_left_out_of_a_preset_is_skipped_and_named(tmp_path, monkeypatc
         dataclasses.replace(fd, presets=("fast",))
     with pytest.raises(ValueError, match="presets"):
         FigureDef(**{**{f.name: getattr(fd, f.name) for f in dataclasses.fields(fd)}, "presets": ()})
+
+
+def test_figures_built_two_at_a_time_give_the_sequential_numbers(smoke, tmp_path):
+    """With local workers two figures are built at once on one pool (FIGURES_AT_A_TIME); every run is keyed and
+    seeded and chains stay within a figure's stage, so the figures' tables equal a one-process build's. Each
+    figure counts the seconds of the runs it started."""
+    import pandas as pd
+
+    from singlehead.figures.reproduce import FIGURES_AT_A_TIME
+
+    assert FIGURES_AT_A_TIME == 2
+    names = ["finite_size", "emergence"]
+    seq = reproduce("smoke", tmp_path, n_jobs=1, progress=False, only=names)
+    par = {o.name: o for o in smoke[1].outputs}
+    for o in seq.outputs:
+        cols = [c for c in ("theory", "simulation", "se", "verdict") if c in o.agreement]
+        pd.testing.assert_frame_equal(o.agreement[cols].reset_index(drop=True),
+                                      par[o.name].agreement[cols].reset_index(drop=True), check_exact=False,
+                                      rtol=1e-9)
+        assert par[o.name].compute_s > 0 or o.name == "emergence"  # emergence runs in-process, not as a job

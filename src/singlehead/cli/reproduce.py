@@ -7,7 +7,7 @@ import os
 
 import click
 
-from singlehead.figures.reproduce import FIGURES
+from singlehead.figures.reproduce import FIGURES, FIGURES_AT_A_TIME
 from singlehead.figures.reproduce import reproduce as run
 from singlehead.report.verdict import tally, tally_text
 
@@ -30,14 +30,15 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
     if scheduler is not None:
         if importlib.util.find_spec("distributed") is None:
             raise ValueError("scheduler needs Dask: pip install 'singlehead[dask]'")
-    res = run(mode, out, n_jobs=n_jobs or (os.cpu_count() or 1), scheduler=scheduler, only=list(only) or None)
+    jobs = n_jobs or (os.cpu_count() or 1)
+    res = run(mode, out, n_jobs=jobs, scheduler=scheduler, only=list(only) or None)
     tallies = [tally(o.agreement) for o in res.outputs]
     for o, t in zip(res.outputs, tallies):
         ok = "" if not t["n"] else (f"; {o.checks}: {tally_text(t)} (Holm, family-wise 5 % per test)"
                                     + (f"; worst deviation {100 * t['worst_rel']:.1f} % of the theory"
                                        if t["worst_rel"] == t["worst_rel"] else "")
                                     + (f", {t['worst_se']:.1f} s.e." if t["worst_se"] == t["worst_se"] else ""))
-        click.echo(f"{o.name}: {o.runtime_s:.0f} s{ok}")
+        click.echo(f"{o.name}: {o.runtime_s:.0f} s wall, {o.compute_s:.0f} s of runs{ok}")
         rep = o.seeds
         if rep is not None and rep.plan.active:
             first = rep.first
@@ -45,6 +46,9 @@ def reproduce(mode: str, out: str, n_jobs: int | None, scheduler: str | None, on
             click.echo(f"  {rep.text()}{before}")
     for name in res.skipped:
         click.echo(f"{name}: not built by the {mode} preset ({', '.join(FIGURES[name].presets)} only)")
+    if len(res.outputs) > 1 and jobs != 1 and scheduler is None:
+        click.echo(f"(figures built {FIGURES_AT_A_TIME} at a time on {jobs} workers: their wall times "
+                   f"overlap; the runs' seconds add up to {sum(o.compute_s for o in res.outputs):.0f} s)")
     total = {k: sum(t[k] for t in tallies) for k in ("n", "agrees", "deviates", "explained", "inconclusive")}
     click.echo(f"checks: {tally_text(total)}")
     for o, t in zip(res.outputs, tallies):

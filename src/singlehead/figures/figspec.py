@@ -18,6 +18,7 @@ Python API all build one and run it.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -30,7 +31,7 @@ from tqdm.auto import tqdm
 
 from singlehead.model.problem import MPTarget, Problem
 from singlehead.model.results import Result
-from singlehead.runs import Job, run_calls, run_jobs, run_stages
+from singlehead.runs import Job, Workers, run_calls, run_jobs, run_stages
 from singlehead.runs.cache import Cache, value_key
 from singlehead.sim.simulation import TrainOptions
 from singlehead.runs.threads import configure
@@ -51,7 +52,8 @@ class Context:
     """
 
     cache: Cache
-    n_jobs: int = 1
+    #: local worker processes (an int as in :func:`singlehead.runs.run_jobs`) or a shared pool
+    n_jobs: "int | Workers" = 1
     scheduler: str | None = None
     progress: bool = True
     client: Any = None
@@ -60,16 +62,32 @@ class Context:
     seed_groups: dict[str, SeedGroup] = field(default_factory=dict)
     #: seed counts granted by the figure's seed plan beyond the declared ones (:func:`build`)
     seed_grants: dict[str, int] = field(default_factory=dict)
+    #: seconds of computation in the runs this context started (the records' ``runtime_s``; :func:`build` resets it)
+    compute_s: float = 0.0
 
     def run(self, jobs: list[Job], desc: str) -> list[dict[str, Any]]:
-        return run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
+        fresh = self._fresh(jobs)
+        recs = run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
                         desc=desc, client=self.client)
+        self._count(fresh, recs)
+        return recs
 
     def run_together(self, stages: list[list[Job]], desc: str) -> list[list[dict[str, Any]]]:
         """Independent stages on the workers at once, each stage's records in its jobs' order
         (:func:`singlehead.runs.run_stages`: each keeps its own warm-start chains)."""
-        return run_stages(stages, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
-                          desc=desc, client=self.client)
+        fresh = self._fresh([j for st in stages for j in st])
+        out = run_stages(stages, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
+                         desc=desc, client=self.client)
+        self._count(fresh, [r for recs in out for r in recs])
+        return out
+
+    def _fresh(self, jobs: list[Job]) -> set[str]:
+        return {j.key for j in jobs if self.cache.get(j.key) is None}
+
+    def _count(self, fresh: set[str], recs: list[dict[str, Any]]) -> None:
+        """Add the ``runtime_s`` of the records computed by this call (each key once) to :attr:`compute_s`."""
+        seen = {r.get("key"): r for r in recs if r.get("key") in fresh}
+        self.compute_s += sum(float(r.get("runtime_s") or 0.0) for r in seen.values())
 
     def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", *, seeds: int, n_test: int,
                  **options: Any) -> list[Job]:
@@ -169,6 +187,10 @@ class FigureDef:
             raise ValueError(f"presets must be a non-empty subset of {PRESETS} (got {self.presets!r})")
 
 
+#: Held while a figure is drawn or rendered: matplotlib is not thread-safe (its text layout and mathtext parser are
+#: shared), and figures may be built on several threads (:func:`~.reproduce.reproduce`).
+DRAWING = threading.Lock()
+
 #: The registered figures, in report order (:func:`register`).
 FIGURES: dict[str, FigureDef] = {}
 
@@ -201,7 +223,7 @@ def build(fd: FigureDef, ctx: Context | None, spec: FigureSpec) -> FigureOutput:
     grid = fd.grid(spec)
     plan = SeedPlan.of(spec)
     if ctx is not None:
-        ctx.seed_groups, ctx.seed_grants = {}, {}
+        ctx.seed_groups, ctx.seed_grants, ctx.compute_s = {}, {}, 0.0
     res = fd.run(ctx, spec, grid)
     agr = _judged(res)
     report = SeedReport(plan, first=tally(agr))
@@ -221,10 +243,12 @@ def build(fd: FigureDef, ctx: Context | None, spec: FigureSpec) -> FigureOutput:
         report.rows = served_rows(agr)
     if plan.active:
         res.params["seed plan"] = f"{plan.text()}; {report.spent} added"
-    fig = fd.plot(spec, grid, res)
+    with DRAWING:
+        fig = fd.plot(spec, grid, res)
     caption = fd.caption(spec, grid, res)
     return FigureOutput(fd.name, fd.title, caption, res.params, fig, res.table, agr,
-                        runtime_s=time.perf_counter() - t0, notes=list(res.notes), checks=fd.checks,
+                        runtime_s=time.perf_counter() - t0, compute_s=ctx.compute_s if ctx is not None else 0.0,
+                        notes=list(res.notes), checks=fd.checks,
                         diagnostics=list(res.diagnostics), seeds=report)
 
 

@@ -15,9 +15,11 @@ present) and ``smoke`` (tests).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,16 +35,21 @@ from singlehead.figures import decomposition, emergence  # noqa: F401,I001
 from singlehead.figures import tuning  # noqa: F401,I001  (lam* of the theory vs a validation set)
 from singlehead.figures import untied  # noqa: F401,I001  (beyond the paper: the untied student)
 from singlehead.report.compare import DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS
-from singlehead.figures.figspec import FIGURES, Context, FigureDef, FigureRun, Preset, build, register
+from singlehead.figures.figspec import DRAWING, FIGURES, Context, FigureDef, FigureRun, Preset, build, register
 from singlehead.figures.inspect_minilm import register_inspect
 from singlehead.report.write import FigureOutput, save_figure, write_report
+from singlehead.runs import Workers
 from singlehead.runs.cache import Cache
+from singlehead.runs.threads import configure
 from singlehead.figures.spec import FigureSpec
 
 __all__ = ["FIGURES", "FigureDef", "FigureRun", "FigureSpec", "Preset", "register", "Reproduction", "reproduce"]
 
 # Pretrained-model section: registered only when the optional MiniLM package is installed.
 register_inspect()
+
+#: Figures built at once when the runs go to local workers (they share the workers; more would only queue).
+FIGURES_AT_A_TIME = 2
 
 
 @dataclass
@@ -67,7 +74,10 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
     ``mode``: a preset name (``"quick"``, ``"full"``, ``"smoke"``) or a ``Preset`` (e.g. one
     figure's spec changed with ``Preset.with_spec``). Results are cached under ``out/cache``
     (one file per run, keyed by the full config): an interrupted reproduction resumes where it
-    stopped and recomputes nothing finished.
+    stopped and recomputes nothing finished. With ``n_jobs != 1`` and no scheduler,
+    :data:`FIGURES_AT_A_TIME` figures are built at once on one pool of ``n_jobs`` worker processes
+    (each figure's runtime is then its own wall time, overlapping the others'); the results do not
+    depend on it (every run is keyed and seeded, chains stay within a figure's stage).
 
     Examples
     --------
@@ -84,8 +94,14 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
     # a figure left out of this preset is skipped even when asked for by name: its sizes are not defined here
     names = [n for n in (only or FIGURES) if preset.name in FIGURES[n].presets]
     skipped = [n for n in (only or FIGURES) if preset.name not in FIGURES[n].presets]
-    ctx = Context(Cache(out / "cache"), n_jobs=n_jobs, scheduler=scheduler, progress=progress, client=client,
-                  device=preset.device)
+    # with local workers, two figures are built at a time on one shared pool: the serial parts of one (a warm-started
+    # theory chain, a seed-plan round's last fits, an in-process run, its plots) leave a core to the other's runs
+    local = n_jobs != 1 and scheduler is None and client is None
+    pool = Workers(n_jobs) if local and len(names) > 1 else None
+    if pool is not None:
+        configure(workers=pool.workers)
+    ctx = Context(Cache(out / "cache"), n_jobs=pool or n_jobs, scheduler=scheduler, progress=progress,
+                  client=client, device=preset.device)
     finite_size = (f"{preset.name} preset (per-figure sizes are stated in each "
                    f"figure's parameters): a seed-averaged check declares a tolerance of "
                    f"{100 * DEFAULT_ALLOWANCE:g} % of the theory value (most figures; floor {DEFAULT_TOL_ABS:g}) and "
@@ -94,14 +110,25 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
                    "figure measures these corrections at several d and extrapolates them to d = inf.")
     ref_start, ref32_start = reference_seconds(), reference_seconds_float32()
     t0 = time.perf_counter()
-    outputs: list[FigureOutput] = []
-    for n in names:
-        o = build(FIGURES[n], ctx, preset.spec(n))
+
+    def one(n: str) -> FigureOutput:
+        # a context per figure: the seed plan's bookkeeping is the figure's own
+        o = build(FIGURES[n], dataclasses.replace(ctx, seed_groups={}, seed_grants={}, compute_s=0.0), preset.spec(n))
         if preset.name != "full" and n != "finite_size" and o.agreement is not None and "n_seeds" in o.agreement and \
                 (o.agreement["n_seeds"] > 0).any():
             o.notes.append(finite_size)
-        save_figure(o, out / "figures")
-        outputs.append(o)
+        with DRAWING:
+            save_figure(o, out / "figures")
+        return o
+
+    if pool is None:
+        outputs = [one(n) for n in names]
+    else:
+        try:
+            with ThreadPoolExecutor(FIGURES_AT_A_TIME, thread_name_prefix="figure") as ex:
+                outputs = list(ex.map(one, names))  # report order kept
+        finally:
+            pool.close()
     runtime = time.perf_counter() - t0
     ref_end, ref32_end = reference_seconds(), reference_seconds_float32()
     env = {"singlehead": __version__, "torch": torch.__version__, "python": platform.python_version(),

@@ -39,6 +39,8 @@ class FigureOutput:
     table: pd.DataFrame
     agreement: pd.DataFrame | None = None
     runtime_s: float = 0.0
+    #: seconds of computation in the runs this figure started (their records' ``runtime_s``, on whichever worker)
+    compute_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     png: bytes | None = None  # the rendered PNG once saved (the report inlines it instead of rendering again)
     # what the agreement rows are (the report's summary and the CLI name it beside the count)
