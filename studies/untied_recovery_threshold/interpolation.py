@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from instances import mp_teacher, t2_measurements
+from studies.untied_recovery_threshold.instances import mp_teacher, t2_measurements
 
 
 def best_residual(A: np.ndarray, b: np.ndarray, d: int, p: int, rng: np.random.Generator, *, starts: int = 3,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -26,10 +25,10 @@ from singlehead.numerics.nuclear_recovery import min_nuclear_norm
 from singlehead.runs.reference import reference_seconds
 from studies import study_parser, write_table
 
+from studies.untied_recovery_threshold.instances import mp_teacher, row_difference_measurements, t2_measurements
+from studies.untied_recovery_threshold.interpolation import measure
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from instances import mp_teacher, row_difference_measurements, t2_measurements  # noqa: E402
-from interpolation import measure  # noqa: E402
 
 KAPPA0 = 0.5
 SUCCESS_RTOL = 1e-3
