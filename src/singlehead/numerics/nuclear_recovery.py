@@ -10,16 +10,16 @@ that see the symmetric and antisymmetric parts of a square matrix in different n
   isotropic ones that see all of ``M``.
 
 Phase transition (Gordon's comparison, the convex Gaussian min-max theorem). Write ``D`` for the
-nuclear norm's descent cone at ``M0 = U Lambda U^T`` and ``D° = {t (U U^T + W)}`` (``t >= 0``,
+nuclear norm's descent cone at ``M0 = U Lambda U^T`` and ``D^o = {t (U U^T + W)}`` (``t >= 0``,
 ``U^T W = W U = 0``, ``||W||_op <= 1``) for its polar. With ``N_b`` measurements in family ``b``
 (subspace ``S_b``: symmetric, antisymmetric or all matrices) the null space of the measurements meets
 ``D`` only at 0 (recovery) iff, with independent standard Gaussians ``g_b`` on ``S_b``,
 
-    there are weights mu_b >= 0, sum mu_b = 1, and y in D° with
+    there are weights mu_b >= 0, sum mu_b = 1, and y in D^o with
     sum_b mu_b g_b - y  in  sum_b mu_b sqrt(N_b) Ball(S_b)
 
 (the polar form of "no ``h`` in ``D`` with ``<g_b, P_b h> >= sqrt(N_b) ||P_b h||`` for every ``b``";
-one isotropic family gives back ``N > dist(g, D°)^2``, the statistical dimension). With
+one isotropic family gives back ``N > dist(g, D^o)^2``, the statistical dimension). With
 ``r = sum mu_b g_b - y`` split into its symmetric and antisymmetric parts the membership reads
 ``(||r_s|| - mu_s sqrt(N_s))_+^2 + (||r_a|| - mu_a sqrt(N_a))_+^2 <= mu_f^2 N_f``. The blocks of
 ``r`` on ``U``'s range and across it have deterministic norms to leading order; the block on the
