@@ -24,8 +24,9 @@ def test_single_measurement_has_the_dual_norm_answer():
 
 
 def test_recovers_low_rank_above_and_not_below_the_statistical_dimension():
-    """Rank 2, 20 x 20 (statistical dimension about 2 r (2d - r) ... below 152): 260 Gaussian measurements
-    recover it; 60 do not, and then the solution is feasible with a smaller nuclear norm."""
+    """Rank 2, 20 x 20: 260 Gaussian measurements (well above the statistical dimension) recover it; 60, fewer
+    than its r (2d - r) = 76 degrees of freedom, cannot, and the solution is then feasible with a smaller
+    nuclear norm."""
     rng = np.random.default_rng(0)
     X0 = rng.standard_normal((20, 2)) @ rng.standard_normal((2, 20))
     for p, recovered in ((260, True), (60, False)):
@@ -49,6 +50,16 @@ def test_determined_and_overdetermined_systems_are_solved_directly():
         np.testing.assert_allclose(sol.X, X0, atol=1e-9)
 
 
+def test_dependent_rows_are_allowed():
+    """A repeated measurement changes nothing (the projection is onto the row space)."""
+    rng = np.random.default_rng(2)
+    X0 = rng.standard_normal((12, 1)) @ rng.standard_normal((1, 12))
+    A = rng.standard_normal((90, 144))
+    A = np.concatenate([A, A[:5]])
+    sol = min_nuclear_norm(A, A @ X0.ravel(), (12, 12))
+    assert np.linalg.norm(sol.X - X0) < 1e-5 * np.linalg.norm(X0)
+
+
 def test_min_nuclear_norm_rejects_bad_input():
     with pytest.raises(ValueError, match="A must have shape"):
         min_nuclear_norm(np.ones((2, 5)), np.ones(2), (2, 2))
@@ -56,6 +67,8 @@ def test_min_nuclear_norm_rejects_bad_input():
         min_nuclear_norm(np.ones((2, 4)), np.ones(3), (2, 2))
     with pytest.raises(ValueError, match="tol"):
         min_nuclear_norm(np.ones((1, 4)), np.ones(1), (2, 2), tol=0.0)
+    with pytest.raises(ValueError, match="penalty"):
+        min_nuclear_norm(np.ones((1, 4)), np.ones(1), (2, 2), penalty=-1.0)
 
 
 def test_blocked_threshold_limits():

@@ -110,11 +110,12 @@ def min_nuclear_norm(A: np.ndarray, b: np.ndarray, shape: tuple[int, int], *, to
         raise ValueError(f"tol must be > 0 (got {tol!r})")
     if max_iter < 1:
         raise ValueError(f"max_iter must be >= 1 (got {max_iter!r})")
+    if penalty is not None and not penalty > 0:
+        raise ValueError(f"penalty must be > 0 (got {penalty!r})")
     p = A.shape[0]
     # orthonormal basis of the row space of A (rank-revealing through the R diagonal), and the least-norm
     # (least-squares when p > q) point x0 of the affine set, which lies in the row space
     k = min(p, q)
-    Q = R = None
     if p <= q:
         Q, R = np.linalg.qr(A.T, mode="complete")
         diag = np.abs(np.diag(R[:k, :k]))
