@@ -101,3 +101,15 @@ def test_t2_families_recover_below_the_isotropic_value():
     assert abs(a[0] - a[1]) < 3e-3
     assert max(a) < nuclear_statistical_dimension(0.5) / 2 - 0.02
     assert min(a) > 0.41
+
+
+def test_symmetric_only_family_is_the_symmetric_problem():
+    """GOE measurements only (the linear channel's untied student): the certificate is symmetric, and the
+    two-sided symmetric nuclear norm needs more than the PSD trace of the tied student (c_T alpha_perf =
+    0.4222 at rho = 1/2) and fewer than the d^2/2 symmetric unknowns."""
+    from singlehead import Problem, perfect_recovery_threshold
+
+    a = blocked_nuclear_threshold(0.5, 1, 0, 0)
+    tied = 2 * perfect_recovery_threshold(Problem(T=2))
+    assert tied + 0.01 < a < 0.5
+    assert perfect_recovery_threshold(Problem(T=2, channel="linear", student="untied")) == pytest.approx(a / 3)

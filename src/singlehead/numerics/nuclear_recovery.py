@@ -266,6 +266,7 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     if counts[0] + counts[2] == 0:
         return math.inf  # no measurement sees the symmetric part
     present = np.flatnonzero(counts > 0)
+    sym_only = counts[1] + counts[2] == 0
     sq = np.sqrt(counts)
     base = rho - rho * rho / 2  # ||.||^2/D^2 of the U-range and cross blocks, per unit variance
     m = int(size) if rho < 1.0 else 0
@@ -287,7 +288,12 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
         sig_a = math.hypot(mu[1], mu[2])
         tau = math.exp(z[len(present)]) if m else 0.0
         eps_s = eps_a = 0.0
-        if m:
+        if m and sym_only:
+            # the antisymmetric part is not measured: the certificate must be symmetric (r_a = 0), and the
+            # projection of X_s on the symmetric spectral-norm ball clips its eigenvalues
+            lam = np.linalg.eigvalsh(sig_s * Gs)
+            eps_s = float(np.sum((np.abs(lam) - tau * math.sqrt(dim)).clip(min=0.0) ** 2)) / dim ** 2
+        elif m:
             w = 1.0 / (1.0 + math.exp(-z[len(present) + 1]))
             Xs, Xa = sig_s * Gs, sig_a * Ga
             V = _weighted_clip(Xs, Xa, tau * math.sqrt(dim), w, state["V"], fista_iters)
