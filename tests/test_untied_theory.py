@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pytest
 
-from singlehead import Problem, theory
+from singlehead import MPTarget, Problem, theory
 from singlehead.state_evolution import SEOptions, prior_model
 from singlehead.state_evolution.untied import (
     UntiedPriorSample,
@@ -202,20 +202,34 @@ def test_large_alpha_limit_untied_approaches_tied():
     assert ratio[0] > ratio[1] > ratio[2] > 1.0 and ratio[2] < 1.3
 
 
-def test_untied_perfect_recovery_anchor():
-    """The isotropic statistical dimension at rank ratio 1/2 is 0.9054 (two equations per sequence at T = 2:
-    alpha 0.4527); it lies where the untied SE's noiseless matrix error collapses (0.0016 at alpha = 0.45,
-    0.107 at 0.3)."""
+def test_untied_perfect_recovery_limits():
+    """The isotropic statistical dimension at rank ratio 1/2 is 0.9054; the untied threshold is infinite under
+    a rank cap below kappa0 and the families' parameter count for a full-rank teacher (T = 2: one
+    symmetric-only and one isotropic equation per sequence, d^2 unknowns: 1/2)."""
     from singlehead import perfect_recovery_threshold
     from singlehead.thresholds import nuclear_statistical_dimension
 
     assert nuclear_statistical_dimension(0.5) == pytest.approx(0.9054, abs=1e-4)
     assert nuclear_statistical_dimension(0.0) == pytest.approx(0.0, abs=1e-9)
     assert nuclear_statistical_dimension(1.0) == pytest.approx(1.0, abs=1e-9)
-    assert perfect_recovery_threshold(Problem(T=2, student="untied")) == pytest.approx(0.4527, abs=1e-4)
     assert perfect_recovery_threshold(Problem(T=2, student="untied", kappa=0.3)) == math.inf
+    assert perfect_recovery_threshold(Problem(T=2, student="untied", target=MPTarget(2.0))) == pytest.approx(0.5)
+    # T = 3: 3 symmetric-only, 1 antisymmetric-only and 2 isotropic equations per sequence for d^2 unknowns
+    assert perfect_recovery_threshold(Problem(T=3, student="untied", target=MPTarget(2.0))) == pytest.approx(1 / 6)
     with pytest.raises(ValueError, match="rho"):
         nuclear_statistical_dimension(1.5)
+
+
+@pytest.mark.slow
+def test_untied_perfect_recovery_below_the_isotropic_value():
+    """T = 2, kappa0 = 1/2: the symmetric-only equations bring the threshold to 0.424, below the isotropic
+    0.4527 by far more than the finite-size error of the evaluation (a few 1e-3); the tied student's 0.211
+    and the Bayes-optimal 0.1875 stay below it."""
+    from singlehead import perfect_recovery_threshold
+
+    a = perfect_recovery_threshold(Problem(T=2, student="untied"))
+    assert a == pytest.approx(0.4245, abs=4e-3)
+    assert a < 0.4527 - 0.02 and a > 2 * perfect_recovery_threshold(Problem(T=2))
 
 
 @pytest.mark.parametrize("channel", ["linear", "seq2lab"])

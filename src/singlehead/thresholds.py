@@ -35,6 +35,7 @@ The thresholds do not depend on ``beta``, ``beta0`` or ``lam`` (rescaling the ta
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -42,6 +43,7 @@ import numpy as np
 from scipy import integrate, optimize
 
 from singlehead.model.problem import Problem
+from singlehead.numerics.nuclear_recovery import blocked_nuclear_threshold
 from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
 from singlehead.state_evolution import prior_model
 
@@ -208,34 +210,77 @@ def nuclear_statistical_dimension(rho: float) -> float:
                                           options={"xatol": 1e-10}).fun)
 
 
-def untied_perfect_recovery_threshold(problem: Problem) -> float:
-    """Perfect-recovery threshold of the untied student (noiseless, ``lam -> 0+``), MP teachers: an anchor.
+def _untied_measurement_families(problem: Problem) -> tuple[int, int, int]:
+    """Label equations per sequence that count for noiseless recovery of a symmetric teacher: those that see
+    ``M_s`` only, ``M_a`` only, and all of ``M`` isotropically.
 
-    ``nuclear_statistical_dimension(kappa0) / e`` with ``e`` the label equations per sequence
-    (:meth:`~singlehead.model.channels.Channel.block_label_equations`): the value for isotropic Gaussian
-    measurements of a rank-``kappa0 d`` matrix. The untied student's equations are Gaussian but not
-    isotropic (at ``T = 2`` they weigh the symmetric part of ``M`` three times the antisymmetric
-    part), so this is the isotropic anchor, not a derived result. The state evolution (sampled prior,
-    ``D = 80``, ``lam = 1e-4``, seq2lab ``T = 2``, ``kappa0 = 0.5``) puts the transition at about 0.45
-    (matrix error 0.107, 0.038, 0.0093, 0.0016, 0.0008, 0.0003 at ``alpha`` = 0.3, 0.35, 0.4, 0.45,
-    0.47, 0.5), against this anchor's 0.4527. ``inf`` when the student's rank cap is below ``kappa0``.
+    The equations of one sequence are ``<X^T C X, M>`` for ``C`` in a space ``Cspace`` of ``T x T``
+    matrices; for Gaussian tokens their covariance is ``2 ||M_s||^2 <C_s, C'_s> + 2 ||M_a||^2 <C_a, C'_a>``.
+    Softmax rows fix ``h`` up to a shift per row: ``Cspace = {C : C 1 = 0}``, which splits orthogonally
+    into its symmetric matrices (``T(T-1)/2``), its antisymmetric ones (``(T-1)(T-2)/2``) and
+    ``{1 w^T : w orthogonal to 1}`` (``T - 1``), whose symmetric and antisymmetric parts have equal norms:
+    isotropic equations. The linear channel reveals ``h`` itself: ``K`` symmetric equations and
+    ``T(T-1)/2`` antisymmetric ones, which are homogeneous for a symmetric teacher; then the symmetric
+    part of any feasible ``M`` is feasible with no larger nuclear norm, and ``||S0 + M_a||_* > Tr S0``
+    for ``M_a != 0``, so recovery is that of the symmetric problem: ``(K, 0, 0)``.
+    """
+    T = problem.T
+    _, antisymmetric = problem.channel.block_label_equations(T, problem.student.field_blocks())
+    if antisymmetric:  # row-normalised outputs (the softmax channels)
+        return T * (T - 1) // 2, (T - 1) * (T - 2) // 2, T - 1
+    return T * (T + 1) // 2, 0, 0
+
+
+@functools.lru_cache(maxsize=64)
+def _blocked_threshold(rho: float, families: tuple[int, int, int]) -> float:
+    return blocked_nuclear_threshold(rho, *map(float, families))
+
+
+def untied_perfect_recovery_threshold(problem: Problem) -> float:
+    """Perfect-recovery threshold of the untied student (noiseless, ``lam -> 0+``), MP teachers.
+
+    Noiseless, ``lam -> 0+``, the untied ERM is ``min ||M||_*`` subject to the label equations, which
+    are linear in ``M`` and, for Gaussian tokens, Gaussian measurements in three families per sequence
+    (``_untied_measurement_families``): for the softmax channels ``T(T-1)/2`` that see only the
+    symmetric part ``M_s`` (GOE), ``(T-1)(T-2)/2`` that see only the antisymmetric part and ``T - 1``
+    isotropic ones (at ``T = 2``: ``h_11 - h_12 + h_22 - h_21 = <u u^T - 2 I, M>/sqrt(d)`` and
+    ``h_11 - h_12 - h_22 + h_21 = <v u^T, M>/sqrt(d)``, ``u = x_1 - x_2``, ``v = x_1 + x_2``); for the
+    linear channel only its ``K`` symmetric ones count (its antisymmetric equations are homogeneous and
+    the minimiser is symmetric). The threshold is the phase
+    transition of minimum-nuclear-norm recovery of the symmetric PSD rank-``kappa0 d`` teacher from
+    these families, :func:`singlehead.numerics.nuclear_recovery.blocked_nuclear_threshold` (Gordon's
+    min-max with one Gaussian per family; its complement block evaluated on a fixed instance, error a
+    few ``1e-3``). With isotropic measurements only it would be
+    ``nuclear_statistical_dimension(kappa0)/e`` (``e`` equations per sequence); the symmetric-only
+    equations, which waste nothing on the antisymmetric part that a symmetric teacher does not have,
+    bring it below that (0.424 against 0.4527 at ``T = 2``, seq2lab, ``kappa0 = 0.5``). Full-rank
+    teachers (``kappa0 >= 1``): the parameter count of the families. For an untied (non-symmetric)
+    teacher, whose descent cone is not the one computed here, the isotropic value
+    ``nuclear_statistical_dimension(kappa0)/e`` is returned as an anchor. ``inf`` when the student's rank
+    cap is below ``kappa0`` or the labels do not reveal the logits (hardmax). The first call for a
+    given ``(kappa0, T, channel)`` costs some seconds; the value is cached.
 
     Examples
     --------
     >>> from singlehead import MPTarget, Problem, untied_perfect_recovery_threshold
-    >>> round(untied_perfect_recovery_threshold(Problem(T=2, student="untied", target=MPTarget(0.5))), 4)
-    0.4527
+    >>> round(untied_perfect_recovery_threshold(Problem(T=2, student="untied", target=MPTarget(2.0))), 4)
+    0.5
     """
     problem.check_single_head("the thresholds")
     e, _ = problem.channel.block_label_equations(problem.T, problem.student.field_blocks())
     if e <= 0:
         raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
+    if not problem.channel.labels_reveal_logits:
+        return math.inf
     k0 = problem.target.rank_ratio  # MPTarget and UntiedMPTarget: rank ratio kappa0
     if k0 is None:
-        raise NotImplementedError("the untied perfect-recovery anchor needs an MP teacher (rank ratio kappa0)")
-    if problem.kappa < k0:
+        raise NotImplementedError("the untied perfect-recovery threshold needs an MP teacher (rank ratio kappa0)")
+    rho = min(float(k0), 1.0)
+    if problem.kappa < rho:
         return math.inf
-    return nuclear_statistical_dimension(float(k0)) / e
+    if not problem.target.symmetric:  # untied teacher: the isotropic anchor (not derived)
+        return nuclear_statistical_dimension(rho) / e
+    return _blocked_threshold(rho, _untied_measurement_families(problem))
 
 
 def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int = DEFAULT_DRAWS, seed: int = 0) -> float:
