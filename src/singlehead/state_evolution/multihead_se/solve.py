@@ -18,6 +18,7 @@ Both restricted subspaces are invariant because the map is equivariant under per
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -39,7 +40,8 @@ from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, 
 from singlehead.state_evolution.prior import prior_model
 
 __all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "multihead_theory",
-           "specialisation_index", "match_heads", "default_start"]
+           "specialisation_index", "match_heads", "default_start", "MAX_HEADS", "MAX_T", "check_multihead_problem",
+           "multihead_options", "multihead_point"]
 
 ANSATZE = ("unspecialised", "specialised", "general")
 
@@ -105,7 +107,8 @@ class MultiHeadOptions:
     ``tol``: stop when the largest relative change of the overlaps in one step is below it; ``max_iter``:
     map evaluations; ``union_every``: every this many evaluations the prox runs its cold starts as well as the
     tracked branch; ``prior_tol``: the denoiser's tolerance; ``start``: ``(Q, M, Sigma)`` to start from
-    (default: the ansatz's generic start, ``default_start``).
+    (default: the ansatz's generic start, ``default_start``); ``node_seed``: the seed of the output side's
+    scrambled Sobol nodes (an integer >= 0).
     """
 
     ansatz: str | None = None
@@ -121,6 +124,7 @@ class MultiHeadOptions:
     union_every: int = 5
     prior_tol: float = 1e-7
     start: tuple | None = None
+    node_seed: int = 0
 
     def __post_init__(self) -> None:
         check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
@@ -128,7 +132,9 @@ class MultiHeadOptions:
                          ("max_iter", 1), ("union_every", 1)):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, name, f"an integer >= {lo}", v)
-        check(is_int(self.sample_seed) and self.sample_seed >= 0, "sample_seed", "an integer >= 0", self.sample_seed)
+        for name in ("sample_seed", "node_seed"):
+            v = getattr(self, name)
+            check(is_int(v) and v >= 0, name, "an integer >= 0", v)
         check(is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
         check(finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
         for name in ("tol", "prior_tol"):
@@ -138,10 +144,11 @@ class MultiHeadOptions:
 
 def default_start(problem: Problem, Q0: np.ndarray, ansatz: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A start inside the ansatz: ``Q = 0.8 Q0``-like, ``M`` at ``0.6`` of the teachers' mean overlap (specialised:
-    ``M = 0.6 Q0``), ``Sigma = 0.5 I``."""
+    ``M = 0.6 Q0``), ``Sigma = 0.5 I``. With one teacher head the student heads' off-diagonal overlap is
+    ``0.4 Q0`` (``0.8 Q0`` would make them copies: a singular covariance of the fields)."""
     H, H0 = problem.heads, problem.teacher_heads
     q0d, q0o = float(np.mean(np.diag(Q0))), float(Q0.mean())
-    Q = isotropic(H, 0.8 * q0d, 0.8 * q0o if H > 1 else 0.0)
+    Q = isotropic(H, 0.8 * q0d, (0.8 * q0o if H0 > 1 else 0.4 * q0d) if H > 1 else 0.0)
     if ansatz == "specialised":
         M = 0.6 * Q0.copy()
     else:
@@ -160,7 +167,7 @@ class MultiHeadSEMap:
                                                 D=options.sample_dim, draws=options.sample_draws,
                                                 seed=options.sample_seed)
         self.Q0 = self.sample.teacher_overlaps()
-        self.quad = multihead_quadrature(problem, options.n_points, options.n_scrambles)
+        self.quad = multihead_quadrature(problem, options.n_points, options.n_scrambles, options.node_seed)
         self.branches: list | None = None
         self.solutions: np.ndarray | None = None
         self.calls = 0
@@ -317,3 +324,102 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
                   train_error=sol.out.train_error, penalty=penalty, matrix_error=q - 2 * m + q0,
                   rank_fraction=sol.prior.rank_fraction, converged=sol.converged, iterations=sol.evaluations,
                   runtime_s=time.perf_counter() - t0, message=msg, extras=extras)
+
+
+#: the largest number of student or teacher heads, and the longest sequence, the routed state evolution serves
+#: (head matching is exhaustive over assignments; the prox is a dense Newton on ``heads T(T+1)/2`` fields)
+MAX_HEADS = 4
+MAX_T = 3
+
+# SEOptions fields with a counterpart in MultiHeadOptions (an SEOptions given to the multi-head route is
+# translated field by field; a changed field without a counterpart is refused, naming it)
+_SE_TO_MULTIHEAD = ("tol", "max_iter", "damping", "n_points", "n_scrambles", "node_seed", "sample_dim",
+                    "sample_draws", "sample_seed")
+
+
+def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
+    """Raise ``ValueError``, naming the parameter and its supported range, unless ``problem`` (several heads, a
+    softmax channel) is one the multi-head state evolution serves: the factorized student, ``heads`` and
+    ``teacher_heads`` in ``1..MAX_HEADS``, ``T`` in ``1..MAX_T``, and ``prior="auto"`` (the prior side is
+    sampled; no asymptotic or finite-``d`` mode, no :class:`~singlehead.state_evolution.PriorModel`)."""
+    H, H0 = problem.heads, problem.teacher_heads
+    if problem.student.name != "factorized":
+        raise ValueError(f"student must be 'factorized' for the multi-head state evolution of the "
+                         f"{problem.channel.name!r} channel (got {problem.student.name!r}, heads={H}, "
+                         f"teacher_heads={H0})")
+    for name, v in (("heads", H), ("teacher_heads", H0)):
+        if v > MAX_HEADS:
+            raise ValueError(f"{name} must be in 1..{MAX_HEADS} for the multi-head state evolution of the "
+                             f"{problem.channel.name!r} channel (got {v})")
+    if problem.T > MAX_T:
+        raise ValueError(f"T must be in 1..{MAX_T} for the multi-head state evolution of the "
+                         f"{problem.channel.name!r} channel (got T={problem.T}, heads={H}, teacher_heads={H0})")
+    if not (isinstance(prior, str) and prior == "auto"):
+        raise ValueError(f"prior must be 'auto' for the multi-head state evolution of the {problem.channel.name!r} "
+                         f"channel, whose prior side is sampled (got {prior!r})")
+
+
+def multihead_options(options: Any = None) -> MultiHeadOptions:
+    """The :class:`MultiHeadOptions` of the routed multi-head state evolution from ``theory``'s ``options``.
+
+    ``None``: the defaults. A :class:`MultiHeadOptions`: itself. An
+    :class:`~singlehead.state_evolution.SEOptions`: its fields that differ from their defaults, among ``tol``,
+    ``max_iter``, ``damping``, ``n_points``, ``n_scrambles``, ``node_seed``, ``sample_dim``, ``sample_draws``
+    and ``sample_seed``, carried over with the same meaning (``sample_seed=None`` takes ``node_seed``), the
+    others at :class:`MultiHeadOptions`' defaults; a changed field without a counterpart (``method``,
+    ``continuation``, ``draw_errors``, ...) raises ``ValueError`` naming it.
+    """
+    from singlehead.state_evolution.options import SEOptions
+
+    if options is None:
+        return MultiHeadOptions()
+    if isinstance(options, MultiHeadOptions):
+        return options
+    if not isinstance(options, SEOptions):
+        raise ValueError(f"options must be None, SEOptions or MultiHeadOptions (got {type(options).__name__})")
+    given, default = options.flat(), SEOptions().flat()
+    changed = {k: v for k, v in given.items() if v != default.get(k)}
+    bad = sorted(k for k in changed if k not in _SE_TO_MULTIHEAD)
+    if bad:
+        raise ValueError(f"options.{bad[0]} is not used by the multi-head state evolution of a softmax channel "
+                         f"(it takes {', '.join(_SE_TO_MULTIHEAD)}; or pass MultiHeadOptions)")
+    kw = {k: v for k, v in changed.items() if k != "sample_seed"}
+    if "node_seed" in changed or "sample_seed" in changed:
+        kw["sample_seed"] = options.sample_seed if options.sample_seed is not None else options.node_seed
+    return MultiHeadOptions(**kw)
+
+
+def multihead_point(problem: Problem, options: Any = None, prior: Any = "auto", init: Any = None,
+                    quad: Any = None) -> Result:
+    """:func:`singlehead.theory` of a problem with several heads on a softmax channel: :func:`multihead_theory`,
+    marked experimental.
+
+    ``options``: see :func:`multihead_options`. ``init``: ``None``, or a :class:`~singlehead.Result` of this
+    route (a neighbouring point of a sweep), whose ``head_Q, head_M, head_Sigma`` become the start when
+    ``options`` gives none. ``quad`` must be ``None`` (the route builds its own nodes). The result is
+    :func:`multihead_theory`'s with, in ``extras``, ``experimental = True``, ``method = "multihead_se"`` and
+    ``residual`` (the last relative change of the overlaps; ``converged`` says whether it met ``tol``), and
+    ``message`` saying that the state evolution is experimental. Raises ``ValueError`` for what
+    :func:`check_multihead_problem` refuses.
+    """
+    check_multihead_problem(problem, prior)
+    if quad is not None:
+        raise ValueError("quad must be None for the multi-head state evolution of a softmax channel (its output "
+                         "side draws nodes in K (heads + teacher_heads) dimensions itself)")
+    o = multihead_options(options)
+    if init is not None:
+        if not isinstance(init, Result) or not all(k in init.extras for k in ("head_Q", "head_M", "head_Sigma")):
+            raise ValueError("init must be None or a Result of the multi-head state evolution (with head_Q, head_M "
+                             f"and head_Sigma) for heads={problem.heads}, teacher_heads={problem.teacher_heads} "
+                             f"(got {type(init).__name__})")
+        if o.start is None:
+            start = tuple(np.asarray(init.extras[k], float) for k in ("head_Q", "head_M", "head_Sigma"))
+            if start[1].shape == (problem.heads, problem.teacher_heads):
+                o = dataclasses.replace(o, start=start)
+    r = multihead_theory(problem, o)
+    res = r.extras.get("residuals") or [math.nan]
+    r.extras.update(experimental=True, method="multihead_se", residual=float(res[-1]))
+    note = ("experimental multi-head state evolution (sampled prior side, "
+            f"D={o.sample_dim} x {o.sample_draws} draws; ansatz {r.extras['ansatz']!r})")
+    r.message = note if not r.message else f"{note}: {r.message}"
+    return r
