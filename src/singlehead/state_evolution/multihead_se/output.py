@@ -127,9 +127,13 @@ def _whitened_loss(problem: Any, Lc: np.ndarray):
     K = problem.T * (problem.T + 1) // 2
     big = np.kron(Lc, np.eye(K))
 
+    bigT = np.ascontiguousarray(big.T)
+
     def loss(hp: np.ndarray, labels: np.ndarray, order: int):
-        val, g, hs = multihead_fit_loss(hp @ big.T, labels, problem.beta, H, order)
-        return val, None if g is None else g @ big, None if hs is None else np.einsum("ia,nij,jb->nab", big, hs, big)
+        val, g, hs = multihead_fit_loss(hp @ bigT, labels, problem.beta, H, order)
+        # the Hessian's congruence big^T hs big as two batched matrix products (an einsum over three operands
+        # would loop over all four indices per node)
+        return val, None if g is None else g @ big, None if hs is None else bigT @ hs @ big
 
     return loss
 

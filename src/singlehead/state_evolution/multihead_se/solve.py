@@ -108,7 +108,10 @@ class MultiHeadOptions:
     map evaluations; ``union_every``: every this many evaluations the prox runs its cold starts as well as the
     tracked branch; ``prior_tol``: the denoiser's tolerance; ``start``: ``(Q, M, Sigma)`` to start from
     (default: the ansatz's generic start, ``default_start``); ``node_seed``: the seed of the output side's
-    scrambled Sobol nodes (an integer >= 0).
+    scrambled Sobol nodes (an integer >= 0); ``inexact``: the denoiser is solved only as accurately as the
+    iteration needs (``solve_multihead``): to ``max(prior_tol, min(1e-3, 1e-2 r))``, ``r`` the previous
+    step's relative change, in at most ``INEXACT_SWEEPS`` sweeps while ``r > 10 tol``, and to ``prior_tol``
+    itself once ``r <= 10 tol`` (the steps that decide convergence are those of ``inexact=False``).
     """
 
     ansatz: str | None = None
@@ -125,6 +128,7 @@ class MultiHeadOptions:
     prior_tol: float = 1e-7
     start: tuple | None = None
     node_seed: int = 0
+    inexact: bool = True
 
     def __post_init__(self) -> None:
         check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
@@ -137,6 +141,7 @@ class MultiHeadOptions:
             check(is_int(v) and v >= 0, name, "an integer >= 0", v)
         check(is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
         check(finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
+        check(isinstance(self.inexact, bool), "inexact", "True or False", self.inexact)
         for name in ("tol", "prior_tol"):
             v = getattr(self, name)
             check(finite(v) and v > 0, name, "a finite number > 0", v)
@@ -156,6 +161,10 @@ def default_start(problem: Problem, Q0: np.ndarray, ansatz: str) -> tuple[np.nda
     return Q, M, 0.5 * np.eye(H)
 
 
+#: the denoiser's sweeps per evaluation while the iteration is far from its fixed point (``MultiHeadOptions.inexact``)
+INEXACT_SWEEPS = 50
+
+
 class MultiHeadSEMap:
     """The map of one problem on fixed nodes and fixed prior draws, with the prox branch and the denoiser's
     solutions carried from one evaluation to the next (warm starts)."""
@@ -172,17 +181,31 @@ class MultiHeadSEMap:
         self.solutions: np.ndarray | None = None
         self.calls = 0
         self.last: tuple | None = None
+        #: whether the last evaluation solved the denoiser to ``prior_tol`` (see :meth:`prior_accuracy`)
+        self.last_exact = True
 
-    def __call__(self, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, ansatz: str) -> tuple:
-        """``((Q', M', Sigma'), output side, prior side)``, every matrix projected onto ``ansatz``."""
+    def prior_accuracy(self, residual: float | None) -> tuple[float, int]:
+        """The denoiser's ``(tol, max_sweeps)`` for an evaluation after a step of relative change ``residual``
+        (``None``: full accuracy; see ``MultiHeadOptions.inexact``)."""
+        o = self.options
+        if residual is None or not o.inexact or residual <= 10 * o.tol:
+            return o.prior_tol, 5000
+        return max(o.prior_tol, min(1e-3, 1e-2 * residual)), INEXACT_SWEEPS
+
+    def __call__(self, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, ansatz: str,
+                 residual: float | None = None) -> tuple:
+        """``((Q', M', Sigma'), output side, prior side)``, every matrix projected onto ``ansatz``; the denoiser
+        solved to :meth:`prior_accuracy` of ``residual`` (default: to ``prior_tol``)."""
         self.calls += 1
         union = self.branches is not None and self.calls % max(1, self.options.union_every) == 0
         out = multihead_output_side(Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad,
                                     warm=None if self.branches is None else self.branches, union=union)
         self.branches = [out.h]
         Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
+        ptol, sweeps = self.prior_accuracy(residual)
+        self.last_exact = (ptol, sweeps) == self.prior_accuracy(None)
         pr = multihead_prior_side(Qh, Mh, Sh, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
-                                  warm=self.solutions, tol=self.options.prior_tol)
+                                  warm=self.solutions, tol=ptol, max_sweeps=sweeps)
         self.solutions = pr.solutions
         new = project(ansatz, pr.Q, pr.M, pr.Sigma)
         self.last = (new, out, pr, (Qh, Mh, Sh))
@@ -218,7 +241,9 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     ``history = 0`` the damped iteration ``x <- x + damping (F(x) - x)``). Stops when the relative change
     ``max |F(x) - x| / max |F(x)|`` over every matrix is below ``tol`` (or after ``max_iter`` evaluations).
     A step that leaves ``Sigma`` or the fields' covariance ``[[Q0, M^T], [M, Q]]`` not positive definite is
-    replaced by the damped step, halved until they are.
+    replaced by the damped step, halved until they are. Each evaluation gets the previous relative change, which
+    sets the accuracy of its denoiser (``MultiHeadSEMap.prior_accuracy``); the tolerance is met only by an
+    evaluation whose denoiser was solved to ``prior_tol``.
     """
     x = project(ansatz, *(np.asarray(a, float) for a in start))
     shapes = [a.shape for a in x]
@@ -244,13 +269,13 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     X, Fs = [], []
     new = out = pr = None
     for it in range(max_iter):
-        new, out, pr = se_map(*x, ansatz)
+        new, out, pr = se_map(*x, ansatz, residual=res[-1] if res else math.inf)
         r = _rel_change(new, x)
         res.append(r)
         if verbose:
             print(f"  it {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
                   f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}", flush=True)
-        if r < tol:
+        if r < tol and se_map.last_exact:
             ok = True
             break
         xv, fv = flat(x), flat(new) - flat(x)
