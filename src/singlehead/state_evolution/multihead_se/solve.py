@@ -111,7 +111,9 @@ class MultiHeadOptions:
     scrambled Sobol nodes (an integer >= 0); ``inexact``: the denoiser is solved only as accurately as the
     iteration needs (``solve_multihead``): to ``max(prior_tol, min(1e-3, 1e-2 r))``, ``r`` the previous
     step's relative change, in at most ``INEXACT_SWEEPS`` sweeps while ``r > 10 tol``, and to ``prior_tol``
-    itself once ``r <= 10 tol`` (the steps that decide convergence are those of ``inexact=False``).
+    itself once ``r <= 10 tol`` (the steps that decide convergence are those of ``inexact=False``);
+    ``track_z``: between the evaluations that run every cold start, the prox's start from ``z`` continues the
+    branch it reached in the previous evaluation (``False``: a fresh start from ``z`` in every evaluation).
     """
 
     ansatz: str | None = None
@@ -129,6 +131,7 @@ class MultiHeadOptions:
     start: tuple | None = None
     node_seed: int = 0
     inexact: bool = True
+    track_z: bool = False
 
     def __post_init__(self) -> None:
         check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
@@ -141,7 +144,8 @@ class MultiHeadOptions:
             check(is_int(v) and v >= 0, name, "an integer >= 0", v)
         check(is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
         check(finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
-        check(isinstance(self.inexact, bool), "inexact", "True or False", self.inexact)
+        for name in ("inexact", "track_z"):
+            check(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
         for name in ("tol", "prior_tol"):
             v = getattr(self, name)
             check(finite(v) and v > 0, name, "a finite number > 0", v)
@@ -178,6 +182,7 @@ class MultiHeadSEMap:
         self.Q0 = self.sample.teacher_overlaps()
         self.quad = multihead_quadrature(problem, options.n_points, options.n_scrambles, options.node_seed)
         self.branches: list | None = None
+        self.z_branch: np.ndarray | None = None
         self.solutions: np.ndarray | None = None
         self.calls = 0
         self.last: tuple | None = None
@@ -199,8 +204,10 @@ class MultiHeadSEMap:
         self.calls += 1
         union = self.branches is not None and self.calls % max(1, self.options.union_every) == 0
         out = multihead_output_side(Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad,
-                                    warm=None if self.branches is None else self.branches, union=union)
+                                    warm=None if self.branches is None else self.branches, union=union,
+                                    z_start=self.z_branch if self.options.track_z else None)
         self.branches = [out.h]
+        self.z_branch = out.z_branch
         Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
         ptol, sweeps = self.prior_accuracy(residual)
         self.last_exact = (ptol, sweeps) == self.prior_accuracy(None)
