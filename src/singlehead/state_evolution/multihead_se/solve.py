@@ -41,7 +41,7 @@ from singlehead.state_evolution.prior import prior_model
 
 __all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "multihead_theory",
            "specialisation_index", "match_heads", "default_start", "MAX_HEADS", "MAX_T", "check_multihead_problem",
-           "multihead_options", "multihead_point"]
+           "multihead_options", "multihead_point", "specialisation_eigenvalue"]
 
 ANSATZE = ("unspecialised", "specialised", "general")
 
@@ -455,3 +455,54 @@ def multihead_point(problem: Problem, options: Any = None, prior: Any = "auto", 
             f"D={o.sample_dim} x {o.sample_draws} draws; ansatz {r.extras['ansatz']!r})")
     r.message = note if not r.message else f"{note}: {r.message}"
     return r
+
+
+def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None = None, *,
+                              eps: float = 0.05) -> dict[str, Any]:
+    """Linear stability of the unspecialised fixed point against specialisation (``heads == teacher_heads >= 2``).
+
+    The unspecialised subspace (``M = m 11^T``) lies inside the specialised one (``M = a I + b 11^T``), which
+    adds one direction, the gap ``a`` of ``M``; both are invariant, so at the unspecialised fixed point the
+    map's Jacobian inside the specialised subspace is block triangular and that direction has one eigenvalue,
+    ``lambda = d a'/d a``. It is measured by central differences: the map (denoiser to ``prior_tol``, from the
+    solve's warm state) at the fixed point with ``M`` moved by ``+-eps m (I - 11^T/H)``, projected on the
+    specialised subspace. ``lambda < 1``: the undamped iteration returns to the unspecialised point (stable
+    against specialisation); ``lambda > 1``: it leaves it, towards a specialised fixed point.
+
+    Returns
+    -------
+    dict
+        ``lambda``; ``gap_in`` (the gaps ``a`` put in, ``+-``), ``gap_out`` (the map's, ``+-``) and
+        ``gap_at_fixed_point`` (the map's gap at the fixed point itself, zero but for the node layout's and the
+        draws' asymmetry: the scale of ``lambda``'s error is ``|gap_at_fixed_point| / |gap_in|``); ``result``:
+        the unspecialised fixed point (:func:`multihead_theory`'s Result).
+    """
+    H, H0 = problem.heads, problem.teacher_heads
+    if H != H0 or H < 2:
+        raise ValueError(f"heads and teacher_heads must be equal and >= 2 for the specialisation eigenvalue "
+                         f"(got {H}, {H0})")
+    check(finite(eps) and 0 < eps < 1, "eps", "in (0, 1)", eps)
+    o = dataclasses.replace(options if options is not None else MultiHeadOptions(), ansatz="unspecialised")
+    se_map = MultiHeadSEMap(problem, o)
+    start = o.start if o.start is not None else default_start(problem, se_map.Q0, "unspecialised")
+    sol = solve_multihead(se_map, "unspecialised", start, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
+                          history=o.history)
+
+    def gap(A: np.ndarray) -> float:
+        return float(np.mean(np.diag(A)) - (A.sum() - np.trace(A)) / (H * (H - 1)))
+
+    direction = float(sol.M.mean()) * (np.eye(H) - np.ones((H, H)) / H)
+    outs = {}
+    for s in (0.0, 1.0, -1.0):
+        new, _, _ = se_map(sol.Q, sol.M + s * eps * direction, sol.Sigma, "specialised")
+        outs[s] = gap(new[1])
+    gap_in = (gap(sol.M + eps * direction), gap(sol.M - eps * direction))
+    lam = (outs[1.0] - outs[-1.0]) / (gap_in[0] - gap_in[1])
+    Q, M, Sigma, _ = match_heads(sol.Q, sol.M, sol.Sigma)
+    te = multihead_test_errors(Q, M, problem=problem, Q0=se_map.Q0, quad=se_map.quad)
+    result = Result("theory", problem.to_dict(), test_error=te["test_error"], test_error_noisy=te["test_error_noisy"],
+                    train_error=sol.out.train_error, converged=sol.converged, iterations=sol.evaluations,
+                    extras={"q": float(Q.mean()), "m": float(M.mean()), "head_Q": Q, "head_M": M, "head_Sigma": Sigma,
+                            "residuals": sol.residuals, "ansatz": "unspecialised"})
+    return {"lambda": float(lam), "gap_in": gap_in, "gap_out": (outs[1.0], outs[-1.0]),
+            "gap_at_fixed_point": outs[0.0], "result": result}
