@@ -151,7 +151,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     without one); ``init``, ``quad`` and ``collapse`` are then the effective problem's (a ``Result`` as
     ``init`` is not used), and ``prior`` a mode name when ``teacher_heads > 1``. One on a softmax channel is
     solved by the experimental multi-head state evolution
-    (:func:`~singlehead.state_evolution.multihead_se.solve.multihead_point`; ``options`` an ``SEOptions``
+    (:func:`~singlehead.state_evolution.multihead_se.multihead_point`; ``options`` an ``SEOptions``
     or a ``MultiHeadOptions``, ``init`` ``None`` or that route's ``Result``, ``quad`` ``None``); no warm start
     is returned for it.
     """

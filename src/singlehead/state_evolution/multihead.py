@@ -22,7 +22,7 @@ effective ones, the spectrum's scale (``first_moment``, ``delta``, ``eps``, ``cu
 Other teachers of several heads (the mean of independent power-law heads is not a power-law target) and
 the softmax channels (whose output, a mean of softmaxes, is not a function of ``S_eff``) have no
 reduction to one head: :func:`effective_single_head` refuses them (:func:`singlehead.theory` solves those
-by the experimental multi-head state evolution, :mod:`singlehead.state_evolution.multihead_se`).
+by the experimental multi-head state evolution, ``singlehead.state_evolution.multihead_se``).
 """
 
 from __future__ import annotations

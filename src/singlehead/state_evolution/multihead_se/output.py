@@ -157,7 +157,7 @@ def multihead_output_side(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, *, pr
         Nodes in ``K (H0 + H)`` dimensions (default ``multihead_quadrature``).
     warm : list of (N, H K) arrays, optional
         Newton starts from a previous call (its ``branches``), followed by the start from ``z``; ``union``: with
-        the other cold starts too (:func:`prox_starts`).
+        the other cold starts too (``prox_starts``).
     z_start : (N, H K) array, optional
         With ``warm`` and not ``union``: where the start from ``z`` begins instead of ``z`` itself (a previous
         call's ``z_branch``: the branch reached from ``z`` continued; default ``z``).
