@@ -352,3 +352,16 @@ def test_single_head_routes_refuse_several_heads():
             route(p)
     with pytest.raises(ValueError, match="heads must be 1 for the Bayes"):
         bayes_optimal(p.replace(heads=1, teacher_heads=3))
+
+
+@pytest.mark.slow
+def test_cli_theory_of_softmax_heads_runs_the_multihead_state_evolution(capsys):
+    from singlehead.cli import main
+
+    main(["theory", "--T", "2", "--alpha", "1", "--noise", "0.5", "--lam", "0.01", "--heads", "2",
+          "--teacher-heads", "2", "--n-points", "256", "--json"])
+    rec = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert rec["experimental"] is True and rec["method"] == "multihead_se" and rec["problem"]["heads"] == 2
+    assert rec["converged"] and rec["residual"] < 1e-4 and np.array(rec["head_M"]).shape == (2, 2)
+    p = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01, heads=2, teacher_heads=2)
+    assert rec["test_error"] == pytest.approx(theory(p, options=MultiHeadOptions(n_points=256)).test_error, rel=1e-12)
