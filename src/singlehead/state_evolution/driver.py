@@ -46,8 +46,8 @@ def theory(problem: Problem, *, options: SEOptions | MultiHeadOptions | None = N
         stages on the map of :class:`~singlehead.state_evolution.block_map.BlockSEMap` (options that cannot
         apply to them raise ``ValueError``, see
         :func:`~singlehead.state_evolution.block_map.check_block_options`). ``d`` only matters in
-        the finite-``d`` prior mode. Several heads (``heads``, ``teacher_heads``): the linear channel
-        only, as its single-head equivalent (``effective_single_head``;
+        the finite-``d`` prior mode. Several heads (``heads``, ``teacher_heads``): on the linear
+        channel as its single-head equivalent (``effective_single_head``;
         docs: :ref:`concepts-multihead`), exact; on a softmax channel (``seq2lab``, ``seq2seq``,
         ``hardmax``) by the *experimental* multi-head state evolution
         (:func:`~singlehead.state_evolution.multihead_se.multihead_theory`, docs: :doc:`multihead_theory`),

@@ -36,6 +36,8 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     (a :class:`~singlehead.state_evolution.WarmStart`). All points share one quadrature node set and one prior model (rebuilt
     per point when ``param`` is ``"d"`` or ``"target"``). ``options``, ``prior``, ``init`` and
     ``quad`` are as in :func:`~singlehead.theory`. :func:`~singlehead.state_evolution.iter_theory_curve` yields the points as they are solved.
+    Several heads on a softmax channel (the experimental multi-head state evolution): point by point, each
+    started from the previous converged point's overlaps.
 
     Examples
     --------
