@@ -35,8 +35,12 @@ def attention_jacobian(A: np.ndarray, T: int, beta: float) -> np.ndarray:
     """``dA_ac/dh_k = beta (A_ac P_ack - A_ac sum_e A_ae P_aek)`` for attention matrices ``A`` (``(..., T, T)``),
     shape ``(..., T, T, K)`` (``P`` = :func:`~singlehead.numerics.attention_maps.pair_embedding`)."""
     P = pair_embedding(T)
-    AP = A[..., :, None, :] @ P  # (..., T, 1, K): row a of A times P[a] (a batched product, not an einsum)
-    return (beta * A)[..., None] * (P - AP)
+    K = P.shape[-1]
+    lead = A.shape[:-2]
+    AP = np.empty(lead + (T, K))
+    for a in range(T):  # row a of every A times P[a]: one matrix product per row (not per node and row)
+        AP[..., a, :] = (np.ascontiguousarray(A[..., a, :]).reshape(-1, T) @ P[a]).reshape(lead + (K,))
+    return (beta * A)[..., None] * (P - AP[..., :, None, :])
 
 
 def multihead_fit_loss(h: np.ndarray, labels: np.ndarray, beta: float, heads: int, order: int = 2
