@@ -8,6 +8,7 @@ theory (``H0`` MP teacher heads included) is checked against simulations extrapo
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -23,7 +24,8 @@ from singlehead.sim.data import logits, sample_sequences, sample_target, sample_
 from singlehead.sim.objective import Objective, reference_objective_and_grad
 from singlehead.sim.overlaps import head_overlaps, match_heads
 from singlehead.sim.simulation import TrainOptions
-from singlehead.state_evolution import effective_single_head
+from singlehead.state_evolution import SEOptions, effective_single_head
+from singlehead.state_evolution.multihead_se import MultiHeadOptions, multihead_options, multihead_theory
 
 F64 = TrainOptions(precision="float64", n_test=500)
 # a single-head problem whose keys and float64 CPU numbers were recorded before heads existed
@@ -176,14 +178,70 @@ def test_theory_of_heads_is_the_effective_single_head_theory():
     assert (eff1.target, eff1.kappa, c21) == (p.target, 1.0, 1.0)
 
 
-@pytest.mark.parametrize("channel", ["seq2lab", "seq2seq", "hardmax"])
-@pytest.mark.parametrize("heads,teacher_heads", [(2, 1), (1, 2)])
-def test_softmax_theory_with_heads_is_refused(channel, heads, teacher_heads):
-    p = Problem(T=2, channel=channel, heads=heads, teacher_heads=teacher_heads)
-    with pytest.raises(ValueError, match="multi-head theory of the .* channel is not available"):
-        theory(p)
-    with pytest.raises(ValueError, match="not available"):
-        theory_curve(p, [0.5, 1.0])
+# a multi-head softmax state evolution small enough for a unit test (not converged: the route, not the numbers)
+SMALL_MH = MultiHeadOptions(n_points=32, n_scrambles=2, sample_dim=12, sample_draws=2, max_iter=2)
+
+
+@pytest.mark.parametrize("channel,heads,teacher_heads", [("seq2lab", 2, 2), ("seq2seq", 2, 1), ("hardmax", 1, 2)])
+def test_softmax_theory_with_heads_routes_to_the_multihead_state_evolution(channel, heads, teacher_heads):
+    p = Problem(T=2, channel=channel, heads=heads, teacher_heads=teacher_heads, noise=0.5, lam=0.01)
+    r, ref = theory(p, options=SMALL_MH), multihead_theory(p, SMALL_MH)
+    for name in ("test_error", "train_error", "matrix_error", "converged", "iterations"):
+        assert getattr(r, name) == getattr(ref, name), name
+    assert r.extras["q"] == ref.extras["q"] and r.extras["m"] == ref.extras["m"]
+    assert r.extras["experimental"] is True and r.extras["method"] == "multihead_se"
+    assert r.extras["residual"] == ref.extras["residuals"][-1] and "experimental" in r.message
+    assert r.problem == p.to_dict()
+    # an SEOptions is translated field by field (node_seed: the nodes and the prior draws)
+    assert multihead_options(SEOptions(n_points=32, node_seed=3)) == MultiHeadOptions(n_points=32, node_seed=3,
+                                                                                      sample_seed=3)
+    # a curve: point by point, each started from the previous converged one (here none converges: cold starts)
+    curve = theory_curve(p, [1.0, 0.5], options=SMALL_MH)
+    assert curve[0].test_error == r.test_error and curve[1].problem["alpha"] == 0.5
+    assert curve[1].test_error == theory(p.replace(alpha=0.5), options=SMALL_MH).test_error
+
+
+def test_a_routed_point_starts_from_a_given_neighbour():
+    p = Problem(T=2, heads=2, teacher_heads=2, noise=0.5, lam=0.01)
+    a = theory(p, options=SMALL_MH)
+    b = theory(p.replace(alpha=1.1), options=SMALL_MH, init=a)
+    start = (a.extras["head_Q"], a.extras["head_M"], a.extras["head_Sigma"])
+    c = multihead_theory(p.replace(alpha=1.1), dataclasses.replace(SMALL_MH, start=start))
+    assert b.test_error == c.test_error and b.test_error != theory(p.replace(alpha=1.1), options=SMALL_MH).test_error
+
+
+@pytest.mark.parametrize("change,kwargs,match", [
+    (dict(heads=5), {}, r"heads must be in 1\.\.4"),
+    (dict(teacher_heads=6), {}, r"teacher_heads must be in 1\.\.4"),
+    (dict(T=4), {}, r"T must be in 1\.\.3"),
+    ({}, dict(prior="finite"), r"prior must be 'auto'"),
+    ({}, dict(options=SEOptions(method="iterate")), r"options\.method is not used"),
+    ({}, dict(init=(1.0, 0.5, 1.0)), r"init must be None or a Result"),
+])
+def test_unsupported_multihead_softmax_theory_is_refused_by_name(change, kwargs, match):
+    p = Problem(T=2, heads=2, teacher_heads=2).replace(**change)
+    with pytest.raises(ValueError, match=match):
+        theory(p, **kwargs)
+    if "init" not in kwargs:
+        with pytest.raises(ValueError, match=match):
+            theory_curve(p, [0.5, 1.0], **kwargs)
+
+
+@pytest.mark.parametrize("channel", ["seq2lab", "linear"])
+def test_one_head_theory_is_the_single_head_theory(channel, capsys):
+    from singlehead.cli import main
+
+    p = Problem(T=2, alpha=1.0, channel=channel, noise=0.5, lam=0.01, target=MPTarget(kappa0=0.5))
+    one = p.replace(heads=1, teacher_heads=1)
+    a, b = theory(p), theory(one)
+    for x, y in ((a.test_error, b.test_error), (a.train_error, b.train_error), (a.extras["q"], b.extras["q"]),
+                 (a.extras["m"], b.extras["m"])):
+        assert abs(x - y) <= 1e-6
+    args = ["theory", "--task", channel, "--T", "2", "--alpha", "1", "--noise", "0.5", "--lam", "0.01", "--json"]
+    main(args + ["--heads", "1", "--teacher-heads", "1"])
+    rec = json.loads(capsys.readouterr().out.splitlines()[0])
+    for name in ("test_error", "train_error", "q", "m"):
+        assert abs(rec[name] - (a.extras[name] if name in ("q", "m") else getattr(a, name))) <= 1e-6, name
 
 
 def test_teacher_heads_of_a_target_without_a_single_head_law_are_refused():
@@ -278,7 +336,8 @@ def test_cli_heads(capsys, usage_error):
     main(["theory", "--task", "linear", "--T", "1", "--alpha", "1", "--heads", "2", "--teacher-heads", "2", "--json"])
     rec = json.loads(capsys.readouterr().out.splitlines()[0])
     assert rec["problem"]["teacher_heads"] == 2 and rec["effective_problem"]["target"]["kappa0"] == 1.0
-    usage_error(["theory", "--heads", "2"], "multi-head theory")
+    usage_error(["theory", "--heads", "2", "--T", "4"], "T must be in 1..3")
+    usage_error(["theory", "--heads", "2", "--prior", "finite"], "prior must be 'auto'")
     usage_error(["theory", "--task", "linear", "--heads", "2", "--stability"], "stability")
     usage_error(["simulate", "--heads", "0"], "heads")
 
@@ -293,3 +352,16 @@ def test_single_head_routes_refuse_several_heads():
             route(p)
     with pytest.raises(ValueError, match="heads must be 1 for the Bayes"):
         bayes_optimal(p.replace(heads=1, teacher_heads=3))
+
+
+@pytest.mark.slow
+def test_cli_theory_of_softmax_heads_runs_the_multihead_state_evolution(capsys):
+    from singlehead.cli import main
+
+    main(["theory", "--T", "2", "--alpha", "1", "--noise", "0.5", "--lam", "0.01", "--heads", "2",
+          "--teacher-heads", "2", "--n-points", "256", "--json"])
+    rec = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert rec["experimental"] is True and rec["method"] == "multihead_se" and rec["problem"]["heads"] == 2
+    assert rec["converged"] and rec["residual"] < 1e-4 and np.array(rec["head_M"]).shape == (2, 2)
+    p = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01, heads=2, teacher_heads=2)
+    assert rec["test_error"] == pytest.approx(theory(p, options=MultiHeadOptions(n_points=256)).test_error, rel=1e-12)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 
@@ -156,3 +159,42 @@ def test_match_heads_puts_the_largest_overlaps_on_the_diagonal():
 def test_options_refuse_out_of_range_values_naming_them(field, value, match):
     with pytest.raises(ValueError, match=match):
         MultiHeadOptions(**{field: value})
+
+
+def test_the_denoiser_accuracy_follows_the_iteration_and_convergence_needs_a_full_accuracy_step():
+    from singlehead.state_evolution.multihead_se.solve import (
+        INEXACT_SWEEPS,
+        MultiHeadSEMap,
+        default_start,
+        solve_multihead,
+    )
+
+    p = PROBLEM.replace(heads=2, teacher_heads=2)
+    o = MultiHeadOptions(n_points=32, n_scrambles=2, sample_dim=12, sample_draws=2, tol=100.0)
+    se_map = MultiHeadSEMap(p, o)
+    assert se_map.prior_accuracy(None) == (o.prior_tol, 5000)
+    assert se_map.prior_accuracy(math.inf) == (1e-3, INEXACT_SWEEPS)
+    assert se_map.prior_accuracy(5e4) == (1e-3, INEXACT_SWEEPS)
+    assert se_map.prior_accuracy(10 * o.tol) == (o.prior_tol, 5000)  # near the tolerance: full accuracy
+    exact = MultiHeadSEMap(p, dataclasses.replace(o, inexact=False))
+    assert exact.prior_accuracy(math.inf) == (o.prior_tol, 5000)
+    # the first evaluation (after no step) is inexact: even a step below tol does not stop the iteration there
+    sol = solve_multihead(se_map, "unspecialised", default_start(p, se_map.Q0, "unspecialised"), tol=100.0)
+    assert sol.residuals[0] < 100.0 and sol.converged and sol.evaluations == 2 and se_map.last_exact
+
+
+def test_specialisation_eigenvalue_is_the_gap_response_of_the_map():
+    from singlehead.state_evolution.multihead_se import specialisation_eigenvalue
+
+    p = PROBLEM.replace(heads=2, teacher_heads=2)
+    o = MultiHeadOptions(n_points=32, n_scrambles=2, sample_dim=12, sample_draws=2, max_iter=3)
+    d = specialisation_eigenvalue(p, o, eps=0.1)
+    # lambda is the central difference of the map's gaps over the gaps put in
+    assert d["lambda"] == pytest.approx((d["gap_out"][0] - d["gap_out"][1]) / (d["gap_in"][0] - d["gap_in"][1]))
+    assert d["gap_in"][0] == pytest.approx(-d["gap_in"][1]) and d["gap_in"][0] > 0
+    assert d["result"].extras["ansatz"] == "unspecialised"
+    np.testing.assert_allclose(d["result"].extras["head_M"], d["result"].extras["head_M"].mean())  # no gap
+    with pytest.raises(ValueError, match="heads and teacher_heads must be equal"):
+        specialisation_eigenvalue(PROBLEM.replace(heads=2, teacher_heads=1), o)
+    with pytest.raises(ValueError, match="eps must be in"):
+        specialisation_eigenvalue(p, o, eps=0.0)

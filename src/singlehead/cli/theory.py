@@ -47,18 +47,26 @@ from singlehead.cli.common import (
 def theory(**kwargs: Any) -> None:
     """State-evolution prediction of the ERM minimiser, warm-started along the alpha grid.
 
-    Several heads (--heads, --teacher-heads): the linear channel only, as its single-head equivalent
-    (kappa -> min(1, H kappa), lam -> H sqrt(H0) lam; H0 > 1 needs an MP target); other channels are refused.
+    Several heads (--heads, --teacher-heads): on the linear channel its single-head equivalent (kappa ->
+    min(1, H kappa), lam -> H sqrt(H0) lam; H0 > 1 needs an MP target), exact; on a softmax channel the
+    experimental multi-head state evolution (factorized student, up to 4 heads, T <= 3, --prior auto; its own
+    tolerance 1e-4; a --tol other than the default replaces it), each point started from the previous one.
     """
     problems = problems_from_options(**pop_problem_options(kwargs), **pop_head_options(kwargs))
+    options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
     if problems[0].multihead:
-        from singlehead.state_evolution import effective_single_head
-
-        effective_single_head(problems[0])  # refuses, naming why, a problem without a multi-head theory
         if kwargs["stability"]:
             raise ValueError("stability: the replica-symmetry check is not available with --heads or "
                              "--teacher-heads above 1")
-    options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
+        if problems[0].channel.name == "linear":
+            from singlehead.state_evolution import effective_single_head
+
+            effective_single_head(problems[0])  # refuses, naming why, a problem without a multi-head theory
+        else:
+            from singlehead.state_evolution.multihead_se import check_multihead_problem, multihead_options
+
+            check_multihead_problem(problems[0], kwargs["prior"])  # refuses, naming the parameter and its range
+            multihead_options(options)
     # the key holds the settings that change each point's result
     jobs = [Job("theory", p, None, result_settings(p, options, kwargs["prior"])) for p in problems]
     cache = cache_for_export(kwargs["out"])

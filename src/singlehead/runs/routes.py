@@ -68,7 +68,8 @@ def solver_inputs(problem: Problem, param: str, prior: str, settings: dict[str, 
     of the chain, so they are kept per process under a key that leaves ``param`` out); the
     quadrature is ``None`` and the prior ``prior`` where theory_curve builds them per point (along
     ``d`` or ``target``), a non-symmetric student samples its own prior side, or the problem has several
-    heads (its curve is its single-head equivalent's, see :mod:`singlehead.state_evolution.multihead`).
+    heads (its curve is its single-head equivalent's on the linear channel, see
+    :mod:`singlehead.state_evolution.multihead`, and point by point on a softmax channel).
 
     ``settings``: the ``SEOptions`` fields of the theory job (its settings less ``prior``)."""
     from singlehead.state_evolution import SEOptions, prior_model

@@ -14,12 +14,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from singlehead.model.channels import Linear
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
 from singlehead.state_evolution.block_map import BlockPoint, BlockSetup, check_block_options
 from singlehead.state_evolution.diagnosis import diagnose, record_attempt
 from singlehead.state_evolution.multihead import effective_single_head, multihead_result
+from singlehead.state_evolution.multihead_se.solve import MultiHeadOptions, multihead_point
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import CollapsePoint, PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
@@ -30,7 +32,7 @@ from singlehead.state_evolution.stages import Attempt, SEState, TiedSetup, solve
 __all__ = ["theory", "solve_point", "PointSolution"]
 
 
-def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
+def theory(problem: Problem, *, options: SEOptions | MultiHeadOptions | None = None, prior: str | PriorModel = "auto",
            init: SEState | WarmStart | Sequence[float] | Result | None = None,
            quad: OutputQuadrature | None = None) -> Result:
     """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-se`).
@@ -44,12 +46,21 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         stages on the map of :class:`~singlehead.state_evolution.block_map.BlockSEMap` (options that cannot
         apply to them raise ``ValueError``, see
         :func:`~singlehead.state_evolution.block_map.check_block_options`). ``d`` only matters in
-        the finite-``d`` prior mode. Several heads (``heads``, ``teacher_heads``): the linear channel
-        only, as its single-head equivalent (``effective_single_head``;
-        docs: :ref:`concepts-multihead`); other channels raise ``ValueError``.
-    options : SEOptions, optional
+        the finite-``d`` prior mode. Several heads (``heads``, ``teacher_heads``): on the linear
+        channel as its single-head equivalent (``effective_single_head``;
+        docs: :ref:`concepts-multihead`), exact; on a softmax channel (``seq2lab``, ``seq2seq``,
+        ``hardmax``) by the *experimental* multi-head state evolution
+        (:func:`~singlehead.state_evolution.multihead_se.multihead_theory`, docs: :doc:`multihead_theory`),
+        whose result says so (``extras["experimental"]``, ``message``) and carries its own ``converged``
+        and ``extras["residual"]``; it serves the factorized student, ``heads`` and ``teacher_heads`` up to
+        ``MAX_HEADS``, ``T`` up to ``MAX_T`` and ``prior="auto"`` (others raise ``ValueError`` naming
+        the parameter and its range, :func:`~singlehead.state_evolution.multihead_se.check_multihead_problem`).
+        With ``heads = teacher_heads = 1`` the problem is the single-head one.
+    options : SEOptions or MultiHeadOptions, optional
         Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``. An option
-        that does not apply to the problem's student raises ``ValueError`` naming it.
+        that does not apply to the problem's student raises ``ValueError`` naming it. Several heads on a
+        softmax channel: a ``MultiHeadOptions``, or an ``SEOptions`` translated by
+        :func:`~singlehead.state_evolution.multihead_se.multihead_options`.
     prior : {"auto", "asymptotic", "finite"} or PriorModel
         Target-side model, see :func:`~singlehead.state_evolution.prior_model`.
     init : SEState, WarmStart, (q, m, Sigma), Result or None
@@ -135,11 +146,17 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     student's :class:`~.stages.TiedSetup` and :class:`~.se_map.SEMap` (one block of fields), a
     non-symmetric student's :class:`~.block_map.BlockSetup` and :class:`~.block_map.BlockSEMap`.
 
-    A problem with several heads is solved as its single-head equivalent
+    A problem with several heads on the linear channel is solved as its single-head equivalent
     (``effective_single_head``, which refuses the problems
     without one); ``init``, ``quad`` and ``collapse`` are then the effective problem's (a ``Result`` as
-    ``init`` is not used), and ``prior`` a mode name when ``teacher_heads > 1``.
+    ``init`` is not used), and ``prior`` a mode name when ``teacher_heads > 1``. One on a softmax channel is
+    solved by the experimental multi-head state evolution
+    (:func:`~singlehead.state_evolution.multihead_se.multihead_point`; ``options`` an ``SEOptions``
+    or a ``MultiHeadOptions``, ``init`` ``None`` or that route's ``Result``, ``quad`` ``None``); no warm start
+    is returned for it.
     """
+    if problem.multihead and type(problem.channel) is not Linear:
+        return PointSolution(multihead_point(problem, options, prior, init, quad))
     if problem.multihead:
         effective, c2 = effective_single_head(problem)
         if isinstance(prior, PriorModel) and problem.teacher_heads > 1:

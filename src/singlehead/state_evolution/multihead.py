@@ -21,7 +21,8 @@ and its errors, penalty, objective and overlaps (``q, m, Q0``, matrix error) are
 effective ones, the spectrum's scale (``first_moment``, ``delta``, ``eps``, ``cutoff``) ``c`` times.
 Other teachers of several heads (the mean of independent power-law heads is not a power-law target) and
 the softmax channels (whose output, a mean of softmaxes, is not a function of ``S_eff``) have no
-multi-head theory here: :func:`effective_single_head` refuses them.
+reduction to one head: :func:`effective_single_head` refuses them (:func:`singlehead.theory` solves those
+by the experimental multi-head state evolution, ``singlehead.state_evolution.multihead_se``).
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def effective_single_head(problem: Problem) -> tuple[Problem, float]:
     if type(problem.channel) is not Linear:
         raise ValueError(f"channel: the multi-head theory of the {problem.channel.name!r} channel is not available "
                          f"(heads={H}, teacher_heads={H0}); the theory covers several heads on the 'linear' channel "
-                         "only (simulate the others; an experimental state evolution of several softmax heads, not "
-                         "routed here, is singlehead.state_evolution.multihead_se.multihead_theory)")
+                         "only (singlehead.theory solves several softmax heads by the experimental multi-head state "
+                         "evolution, singlehead.state_evolution.multihead_se.multihead_theory)")
     target, c2 = problem.target, 1.0
     if H0 > 1:
         if type(target) is not MPTarget:

@@ -7,12 +7,14 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from singlehead.model.channels import Linear
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import from_u, to_u
 from singlehead.state_evolution.driver import solve_point
 from singlehead.state_evolution.sizes import check_theory_size
 from singlehead.state_evolution.multihead import effective_single_head, multihead_result
+from singlehead.state_evolution.multihead_se.solve import MultiHeadOptions, check_multihead_problem, multihead_point
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
@@ -22,7 +24,7 @@ __all__ = ["theory_curve", "iter_theory_curve"]
 
 
 def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
-                 options: SEOptions | None = None, prior: str | PriorModel = "auto",
+                 options: SEOptions | MultiHeadOptions | None = None, prior: str | PriorModel = "auto",
                  init: SEState | WarmStart | Sequence[float] | Result | None = None,
                  quad: OutputQuadrature | None = None, progress: bool = False) -> list[Result]:
     """SE along a grid of ``param`` (``"alpha"`` or ``"lam"``, or any Problem field), warm-started.
@@ -34,6 +36,8 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     (a :class:`~singlehead.state_evolution.WarmStart`). All points share one quadrature node set and one prior model (rebuilt
     per point when ``param`` is ``"d"`` or ``"target"``). ``options``, ``prior``, ``init`` and
     ``quad`` are as in :func:`~singlehead.theory`. :func:`~singlehead.state_evolution.iter_theory_curve` yields the points as they are solved.
+    Several heads on a softmax channel (the experimental multi-head state evolution): point by point, each
+    started from the previous converged point's overlaps.
 
     Examples
     --------
@@ -50,7 +54,7 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
 
 
 def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
-                      options: SEOptions | None = None, prior: str | PriorModel = "auto",
+                      options: SEOptions | MultiHeadOptions | None = None, prior: str | PriorModel = "auto",
                       init: SEState | WarmStart | Sequence[float] | Result | None = None,
                       quad: OutputQuadrature | None = None, progress: bool = False) -> Iterator[Result]:
     """:func:`~singlehead.theory_curve`, yielding each point's :class:`~singlehead.Result` as soon as it is solved.
@@ -69,10 +73,10 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
     """
     o = options or SEOptions()
     values = list(values)
-    check_theory_size(problem, o, prior)  # refused before any node or eigenvalue is allocated
-    if problem.multihead:
+    if problem.multihead:  # the linear channel's effective curve checks its sizes itself
         yield from _multihead_curve(problem, values, param, o, prior, init, quad, progress)
         return
+    check_theory_size(problem, o, prior)  # refused before any node or eigenvalue is allocated
     if problem.student.symmetric:
         check_symmetric_options(o, problem.student)
     else:
@@ -125,10 +129,24 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
 
 def _multihead_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
                      init: Any, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
-    """A curve of a problem with several heads: the curve of its single-head equivalent along the same
-    parameter, each point back in the problem's units, when the effective problems differ only in
-    ``param`` (along ``alpha``, ``lam``, ``noise``, ``T``, ...); else point by point."""
+    """A curve of a problem with several heads. Linear channel: the curve of its single-head equivalent along
+    the same parameter, each point back in the problem's units, when the effective problems differ only in
+    ``param`` (along ``alpha``, ``lam``, ``noise``, ``T``, ...); else point by point. Softmax channels: the
+    multi-head state evolution point by point, each started from the previous converged point's overlaps
+    (``init`` for the first, a Result of that route or ``None``)."""
     points = [problem.replace(**{param: v}) for v in values]
+    if type(problem.channel) is not Linear:
+        for p in points:
+            check_multihead_problem(p, prior)  # every point refused before the first is solved
+        warm = init if isinstance(init, Result) else None
+        if init is not None and warm is None:
+            raise ValueError(f"init must be None or a Result of the multi-head state evolution for heads="
+                             f"{problem.heads}, teacher_heads={problem.teacher_heads} (got {type(init).__name__})")
+        for p in (_bar(points, param) if progress else points):
+            r = multihead_point(p, options, prior, warm, quad)
+            warm = r if r.converged else warm
+            yield r
+        return
     effs = [effective_single_head(p) for p in points]
     e0, c0 = effs[0]
     rest = {**e0.to_dict(), param: None}

@@ -5,7 +5,8 @@
 * :mod:`.prior`: the prior side, the head-coupled PSD denoiser on sampled instances;
 * :mod:`.solve`: the map, its ansatz (unspecialised, specialised, general) and its solution as a Result.
 
-Experimental: :func:`singlehead.theory` does not route multi-head softmax problems here.
+Experimental. :func:`singlehead.theory` routes a problem with several heads on a softmax channel here
+(:func:`multihead_point`), its result marked experimental.
 """
 
 from singlehead.state_evolution.multihead_se.loss import multihead_fit_loss
@@ -23,15 +24,22 @@ from singlehead.state_evolution.multihead_se.prior import (
 )
 from singlehead.state_evolution.multihead_se.solve import (
     ANSATZE,
+    MAX_HEADS,
+    MAX_T,
     MultiHeadOptions,
     MultiHeadSEMap,
+    check_multihead_problem,
+    multihead_options,
+    multihead_point,
     multihead_theory,
     project,
     solve_multihead,
+    specialisation_eigenvalue,
     specialisation_index,
 )
 
 __all__ = ["multihead_fit_loss", "MultiHeadOutput", "multihead_output_side", "multihead_quadrature",
            "multihead_test_errors", "MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage",
-           "multihead_prior_side", "ANSATZE", "MultiHeadOptions", "MultiHeadSEMap", "multihead_theory", "project",
-           "solve_multihead", "specialisation_index"]
+           "multihead_prior_side", "ANSATZE", "MAX_HEADS", "MAX_T", "check_multihead_problem",
+           "multihead_options", "multihead_point", "MultiHeadOptions", "MultiHeadSEMap", "multihead_theory", "project",
+           "solve_multihead", "specialisation_eigenvalue", "specialisation_index"]

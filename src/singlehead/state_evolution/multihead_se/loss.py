@@ -35,8 +35,12 @@ def attention_jacobian(A: np.ndarray, T: int, beta: float) -> np.ndarray:
     """``dA_ac/dh_k = beta (A_ac P_ack - A_ac sum_e A_ae P_aek)`` for attention matrices ``A`` (``(..., T, T)``),
     shape ``(..., T, T, K)`` (``P`` = :func:`~singlehead.numerics.attention_maps.pair_embedding`)."""
     P = pair_embedding(T)
-    AP = np.einsum("...ae,aek->...ak", A, P)
-    return beta * (A[..., None] * P - A[..., None] * AP[..., None, :])
+    K = P.shape[-1]
+    lead = A.shape[:-2]
+    AP = np.empty(lead + (T, K))
+    for a in range(T):  # row a of every A times P[a]: one matrix product per row (not per node and row)
+        AP[..., a, :] = (np.ascontiguousarray(A[..., a, :]).reshape(-1, T) @ P[a]).reshape(lead + (K,))
+    return (beta * A)[..., None] * (P - AP[..., :, None, :])
 
 
 def multihead_fit_loss(h: np.ndarray, labels: np.ndarray, beta: float, heads: int, order: int = 2
@@ -75,10 +79,11 @@ def multihead_fit_loss(h: np.ndarray, labels: np.ndarray, beta: float, heads: in
         if hess is not None:
             hess[:, a, :, a, :] = h1 / H**2
     if hess is not None and H > 1:
-        J = attention_jacobian(A, T, beta)  # (N, H, T, T, K)
+        J = attention_jacobian(A, T, beta).reshape(N, H, T * T, K)
+        Jt = np.swapaxes(J, -1, -2)
         for a in range(H):
             for b in range(a + 1, H):
-                blk = (2.0 / H**2) * np.einsum("nijk,nijl->nkl", J[:, a], J[:, b])
+                blk = (2.0 / H**2) * (Jt[:, a] @ J[:, b])
                 hess[:, a, :, b, :] = blk
                 hess[:, b, :, a, :] = np.swapaxes(blk, 1, 2)
     return val, grad.reshape(N, H * K), None if hess is None else hess.reshape(N, H * K, H * K)

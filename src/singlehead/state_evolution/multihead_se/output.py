@@ -55,6 +55,8 @@ class MultiHeadOutput:
     prox_converged: bool = True
     #: the prox points ``(N, H K)`` (original coordinates), the natural warm start of a next call
     h: np.ndarray | None = None
+    #: the end point of the start from ``z`` (or from ``z_start``), ``(N, H K)``
+    z_branch: np.ndarray | None = None
 
 
 def multihead_quadrature(problem: Any, n_points: int = 2048, n_scrambles: int = 4, seed: int = 0) -> OutputQuadrature:
@@ -127,16 +129,20 @@ def _whitened_loss(problem: Any, Lc: np.ndarray):
     K = problem.T * (problem.T + 1) // 2
     big = np.kron(Lc, np.eye(K))
 
+    bigT = np.ascontiguousarray(big.T)
+
     def loss(hp: np.ndarray, labels: np.ndarray, order: int):
-        val, g, hs = multihead_fit_loss(hp @ big.T, labels, problem.beta, H, order)
-        return val, None if g is None else g @ big, None if hs is None else np.einsum("ia,nij,jb->nab", big, hs, big)
+        val, g, hs = multihead_fit_loss(hp @ bigT, labels, problem.beta, H, order)
+        # the Hessian's congruence big^T hs big as two batched matrix products (an einsum over three operands
+        # would loop over all four indices per node)
+        return val, None if g is None else g @ big, None if hs is None else bigT @ hs @ big
 
     return loss
 
 
 def multihead_output_side(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, *, problem: Any, Q0: np.ndarray,
                           quad: OutputQuadrature | None = None, warm: list | None = None,
-                          union: bool = False) -> MultiHeadOutput:
+                          union: bool = False, z_start: np.ndarray | None = None) -> MultiHeadOutput:
     """``(Q, M, Sigma) -> (Qhat, Mhat, Sigmahat)`` of the module docstring, plus the train error.
 
     Parameters
@@ -150,7 +156,11 @@ def multihead_output_side(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, *, pr
     quad : OutputQuadrature, optional
         Nodes in ``K (H0 + H)`` dimensions (default ``multihead_quadrature``).
     warm : list of (N, H K) arrays, optional
-        Newton starts from a previous call (its ``branches``); ``union``: with the cold starts too.
+        Newton starts from a previous call (its ``branches``), followed by the start from ``z``; ``union``: with
+        the other cold starts too (``prox_starts``).
+    z_start : (N, H K) array, optional
+        With ``warm`` and not ``union``: where the start from ``z`` begins instead of ``z`` itself (a previous
+        call's ``z_branch``: the branch reached from ``z`` continued; default ``z``).
     """
     Q, M, Sigma, Q0 = (np.atleast_2d(np.asarray(a, float)) for a in (Q, M, Sigma, Q0))
     H, H0 = Q.shape[0], Q0.shape[0]
@@ -166,8 +176,11 @@ def multihead_output_side(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, *, pr
     Lc = np.linalg.cholesky(Sigma)
     big_inv = np.kron(np.linalg.inv(Lc), np.eye(K))
     zf = z.reshape(N, H * K)
-    cold = [s.reshape(N, H * K) for s in prox_starts(problem, z, y, labels)]
-    starts = cold if warm is None else list(warm) + [zf] + (cold[1:] if union else [])
+    if warm is None or union:
+        cold = [s.reshape(N, H * K) for s in prox_starts(problem, z, y, labels)]
+        starts = cold if warm is None else list(warm) + cold
+    else:
+        starts = list(warm) + [zf if z_start is None else z_start]
     pr = prox_newton(zf @ big_inv.T, labels, 1.0, _whitened_loss(problem, Lc),
                      starts=[s @ big_inv.T for s in starts])
     big = np.kron(Lc, np.eye(K))
@@ -186,9 +199,11 @@ def multihead_output_side(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, *, pr
                   -c * mean[n1 + n2:2 * n1 + n2].reshape(H, H))
     errs = {"Qhat": c * err[:n1].reshape(H, H), "Mhat": c * err[n1:n1 + n2].reshape(H, H0),
             "Sigmahat": c * err[n1 + n2:2 * n1 + n2].reshape(H, H), "train_error": float(err[-1])}
-    branches = [b @ big.T for b in pr.branches][:len(warm) if union and warm is not None else None]
+    every = [b @ big.T for b in pr.branches]
+    iz = 0 if warm is None else len(warm)  # the start from z
+    branches = every[:len(warm) if union and warm is not None else None]
     return MultiHeadOutput(0.5 * (Qh + Qh.T), Mh, 0.5 * (Sh + Sh.T), float(mean[-1]), errs, branches,
-                           bool(pr.converged), h)
+                           bool(pr.converged), h, every[iz])
 
 
 def multihead_test_errors(Q: np.ndarray, M: np.ndarray, *, problem: Any, Q0: np.ndarray,

@@ -184,15 +184,16 @@ def _sqrtm_psd(A: np.ndarray) -> np.ndarray:
 
 def multihead_prior_side(Qhat: np.ndarray, Mhat: np.ndarray, Sigmahat: np.ndarray, *, lam: float, kappa: float,
                          sample: MultiHeadPriorSample, warm: np.ndarray | None = None,
-                         tol: float = 1e-9) -> MultiHeadPriorSide:
-    """``(Qhat, Mhat, Sigmahat) -> (Q, M, Sigma)`` of the module docstring, on the draws of ``sample``."""
+                         tol: float = 1e-9, max_sweeps: int = 5000) -> MultiHeadPriorSide:
+    """``(Qhat, Mhat, Sigmahat) -> (Q, M, Sigma)`` of the module docstring, on the draws of ``sample``
+    (``tol``, ``max_sweeps``: the block-coordinate descent's, :func:`coupled_shrinkage`)."""
     Qhat, Mhat, Sigmahat = (np.atleast_2d(np.asarray(a, float)) for a in (Qhat, Mhat, Sigmahat))
     D = sample.D
     H = sample.Z.shape[1]
     R = _sqrtm_psd(Qhat)
     B = np.einsum("hj,rjab->rhab", Mhat, sample.S0) + np.einsum("hl,rlab->rhab", R, sample.Z)
     rank = None if kappa >= 1 else max(1, int(round(kappa * D)))
-    S, sweeps, ok = coupled_shrinkage(B, Sigmahat, 2.0 * lam, rank=rank, warm=warm, tol=tol)
+    S, sweeps, ok = coupled_shrinkage(B, Sigmahat, 2.0 * lam, rank=rank, warm=warm, tol=tol, max_sweeps=max_sweeps)
     Q = np.einsum("rhab,rkab->rhk", S, S) / D
     M = np.einsum("rhab,rjab->rhj", S, sample.S0) / D
     Q0 = np.einsum("rjab,rkab->rjk", sample.S0, sample.S0) / D

@@ -18,6 +18,7 @@ Both restricted subspaces are invariant because the map is equivariant under per
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -39,7 +40,8 @@ from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, 
 from singlehead.state_evolution.prior import prior_model
 
 __all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "multihead_theory",
-           "specialisation_index", "match_heads", "default_start"]
+           "specialisation_index", "match_heads", "default_start", "MAX_HEADS", "MAX_T", "check_multihead_problem",
+           "multihead_options", "multihead_point", "specialisation_eigenvalue"]
 
 ANSATZE = ("unspecialised", "specialised", "general")
 
@@ -105,7 +107,13 @@ class MultiHeadOptions:
     ``tol``: stop when the largest relative change of the overlaps in one step is below it; ``max_iter``:
     map evaluations; ``union_every``: every this many evaluations the prox runs its cold starts as well as the
     tracked branch; ``prior_tol``: the denoiser's tolerance; ``start``: ``(Q, M, Sigma)`` to start from
-    (default: the ansatz's generic start, ``default_start``).
+    (default: the ansatz's generic start, ``default_start``); ``node_seed``: the seed of the output side's
+    scrambled Sobol nodes (an integer >= 0); ``inexact``: the denoiser is solved only as accurately as the
+    iteration needs (``solve_multihead``): to ``max(prior_tol, min(1e-3, 1e-2 r))``, ``r`` the previous
+    step's relative change, in at most ``INEXACT_SWEEPS`` sweeps while ``r > 10 tol``, and to ``prior_tol``
+    itself once ``r <= 10 tol`` (the steps that decide convergence are those of ``inexact=False``);
+    ``track_z``: between the evaluations that run every cold start, the prox's start from ``z`` continues the
+    branch it reached in the previous evaluation (``False``: a fresh start from ``z`` in every evaluation).
     """
 
     ansatz: str | None = None
@@ -121,6 +129,9 @@ class MultiHeadOptions:
     union_every: int = 5
     prior_tol: float = 1e-7
     start: tuple | None = None
+    node_seed: int = 0
+    inexact: bool = True
+    track_z: bool = False
 
     def __post_init__(self) -> None:
         check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
@@ -128,9 +139,13 @@ class MultiHeadOptions:
                          ("max_iter", 1), ("union_every", 1)):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, name, f"an integer >= {lo}", v)
-        check(is_int(self.sample_seed) and self.sample_seed >= 0, "sample_seed", "an integer >= 0", self.sample_seed)
+        for name in ("sample_seed", "node_seed"):
+            v = getattr(self, name)
+            check(is_int(v) and v >= 0, name, "an integer >= 0", v)
         check(is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
         check(finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
+        for name in ("inexact", "track_z"):
+            check(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
         for name in ("tol", "prior_tol"):
             v = getattr(self, name)
             check(finite(v) and v > 0, name, "a finite number > 0", v)
@@ -138,15 +153,20 @@ class MultiHeadOptions:
 
 def default_start(problem: Problem, Q0: np.ndarray, ansatz: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A start inside the ansatz: ``Q = 0.8 Q0``-like, ``M`` at ``0.6`` of the teachers' mean overlap (specialised:
-    ``M = 0.6 Q0``), ``Sigma = 0.5 I``."""
+    ``M = 0.6 Q0``), ``Sigma = 0.5 I``. With one teacher head the student heads' off-diagonal overlap is
+    ``0.4 Q0`` (``0.8 Q0`` would make them copies: a singular covariance of the fields)."""
     H, H0 = problem.heads, problem.teacher_heads
     q0d, q0o = float(np.mean(np.diag(Q0))), float(Q0.mean())
-    Q = isotropic(H, 0.8 * q0d, 0.8 * q0o if H > 1 else 0.0)
+    Q = isotropic(H, 0.8 * q0d, (0.8 * q0o if H0 > 1 else 0.4 * q0d) if H > 1 else 0.0)
     if ansatz == "specialised":
         M = 0.6 * Q0.copy()
     else:
         M = np.full((H, H0), 0.6 * q0o)
     return Q, M, 0.5 * np.eye(H)
+
+
+#: the denoiser's sweeps per evaluation while the iteration is far from its fixed point (``MultiHeadOptions.inexact``)
+INEXACT_SWEEPS = 50
 
 
 class MultiHeadSEMap:
@@ -160,22 +180,39 @@ class MultiHeadSEMap:
                                                 D=options.sample_dim, draws=options.sample_draws,
                                                 seed=options.sample_seed)
         self.Q0 = self.sample.teacher_overlaps()
-        self.quad = multihead_quadrature(problem, options.n_points, options.n_scrambles)
+        self.quad = multihead_quadrature(problem, options.n_points, options.n_scrambles, options.node_seed)
         self.branches: list | None = None
+        self.z_branch: np.ndarray | None = None
         self.solutions: np.ndarray | None = None
         self.calls = 0
         self.last: tuple | None = None
+        #: whether the last evaluation solved the denoiser to ``prior_tol`` (see :meth:`prior_accuracy`)
+        self.last_exact = True
 
-    def __call__(self, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, ansatz: str) -> tuple:
-        """``((Q', M', Sigma'), output side, prior side)``, every matrix projected onto ``ansatz``."""
+    def prior_accuracy(self, residual: float | None) -> tuple[float, int]:
+        """The denoiser's ``(tol, max_sweeps)`` for an evaluation after a step of relative change ``residual``
+        (``None``: full accuracy; see ``MultiHeadOptions.inexact``)."""
+        o = self.options
+        if residual is None or not o.inexact or residual <= 10 * o.tol:
+            return o.prior_tol, 5000
+        return max(o.prior_tol, min(1e-3, 1e-2 * residual)), INEXACT_SWEEPS
+
+    def __call__(self, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, ansatz: str,
+                 residual: float | None = None) -> tuple:
+        """``((Q', M', Sigma'), output side, prior side)``, every matrix projected onto ``ansatz``; the denoiser
+        solved to :meth:`prior_accuracy` of ``residual`` (default: to ``prior_tol``)."""
         self.calls += 1
         union = self.branches is not None and self.calls % max(1, self.options.union_every) == 0
         out = multihead_output_side(Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad,
-                                    warm=None if self.branches is None else self.branches, union=union)
+                                    warm=None if self.branches is None else self.branches, union=union,
+                                    z_start=self.z_branch if self.options.track_z else None)
         self.branches = [out.h]
+        self.z_branch = out.z_branch
         Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
+        ptol, sweeps = self.prior_accuracy(residual)
+        self.last_exact = (ptol, sweeps) == self.prior_accuracy(None)
         pr = multihead_prior_side(Qh, Mh, Sh, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
-                                  warm=self.solutions, tol=self.options.prior_tol)
+                                  warm=self.solutions, tol=ptol, max_sweeps=sweeps)
         self.solutions = pr.solutions
         new = project(ansatz, pr.Q, pr.M, pr.Sigma)
         self.last = (new, out, pr, (Qh, Mh, Sh))
@@ -211,7 +248,9 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     ``history = 0`` the damped iteration ``x <- x + damping (F(x) - x)``). Stops when the relative change
     ``max |F(x) - x| / max |F(x)|`` over every matrix is below ``tol`` (or after ``max_iter`` evaluations).
     A step that leaves ``Sigma`` or the fields' covariance ``[[Q0, M^T], [M, Q]]`` not positive definite is
-    replaced by the damped step, halved until they are.
+    replaced by the damped step, halved until they are. Each evaluation gets the previous relative change, which
+    sets the accuracy of its denoiser (``MultiHeadSEMap.prior_accuracy``); the tolerance is met only by an
+    evaluation whose denoiser was solved to ``prior_tol``.
     """
     x = project(ansatz, *(np.asarray(a, float) for a in start))
     shapes = [a.shape for a in x]
@@ -237,13 +276,13 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     X, Fs = [], []
     new = out = pr = None
     for it in range(max_iter):
-        new, out, pr = se_map(*x, ansatz)
+        new, out, pr = se_map(*x, ansatz, residual=res[-1] if res else math.inf)
         r = _rel_change(new, x)
         res.append(r)
         if verbose:
             print(f"  it {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
                   f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}", flush=True)
-        if r < tol:
+        if r < tol and se_map.last_exact:
             ok = True
             break
         xv, fv = flat(x), flat(new) - flat(x)
@@ -317,3 +356,153 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
                   train_error=sol.out.train_error, penalty=penalty, matrix_error=q - 2 * m + q0,
                   rank_fraction=sol.prior.rank_fraction, converged=sol.converged, iterations=sol.evaluations,
                   runtime_s=time.perf_counter() - t0, message=msg, extras=extras)
+
+
+#: the largest number of student or teacher heads, and the longest sequence, the routed state evolution serves
+#: (head matching is exhaustive over assignments; the prox is a dense Newton on ``heads T(T+1)/2`` fields)
+MAX_HEADS = 4
+MAX_T = 3
+
+# SEOptions fields with a counterpart in MultiHeadOptions (an SEOptions given to the multi-head route is
+# translated field by field; a changed field without a counterpart is refused, naming it)
+_SE_TO_MULTIHEAD = ("tol", "max_iter", "damping", "n_points", "n_scrambles", "node_seed", "sample_dim",
+                    "sample_draws", "sample_seed")
+
+
+def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
+    """Raise ``ValueError``, naming the parameter and its supported range, unless ``problem`` (several heads, a
+    softmax channel) is one the multi-head state evolution serves: the factorized student, ``heads`` and
+    ``teacher_heads`` in ``1..MAX_HEADS``, ``T`` in ``1..MAX_T``, and ``prior="auto"`` (the prior side is
+    sampled; no asymptotic or finite-``d`` mode, no :class:`~singlehead.state_evolution.PriorModel`)."""
+    H, H0 = problem.heads, problem.teacher_heads
+    if problem.student.name != "factorized":
+        raise ValueError(f"student must be 'factorized' for the multi-head state evolution of the "
+                         f"{problem.channel.name!r} channel (got {problem.student.name!r}, heads={H}, "
+                         f"teacher_heads={H0})")
+    for name, v in (("heads", H), ("teacher_heads", H0)):
+        if v > MAX_HEADS:
+            raise ValueError(f"{name} must be in 1..{MAX_HEADS} for the multi-head state evolution of the "
+                             f"{problem.channel.name!r} channel (got {v})")
+    if problem.T > MAX_T:
+        raise ValueError(f"T must be in 1..{MAX_T} for the multi-head state evolution of the "
+                         f"{problem.channel.name!r} channel (got T={problem.T}, heads={H}, teacher_heads={H0})")
+    if not (isinstance(prior, str) and prior == "auto"):
+        raise ValueError(f"prior must be 'auto' for the multi-head state evolution of the {problem.channel.name!r} "
+                         f"channel, whose prior side is sampled (got {prior!r})")
+
+
+def multihead_options(options: Any = None) -> MultiHeadOptions:
+    """The :class:`MultiHeadOptions` of the routed multi-head state evolution from ``theory``'s ``options``.
+
+    ``None``: the defaults. A :class:`MultiHeadOptions`: itself. An
+    :class:`~singlehead.state_evolution.SEOptions`: its fields that differ from their defaults, among ``tol``,
+    ``max_iter``, ``damping``, ``n_points``, ``n_scrambles``, ``node_seed``, ``sample_dim``, ``sample_draws``
+    and ``sample_seed``, carried over with the same meaning (``sample_seed=None`` takes ``node_seed``), the
+    others at :class:`MultiHeadOptions`' defaults; a changed field without a counterpart (``method``,
+    ``continuation``, ``draw_errors``, ...) raises ``ValueError`` naming it.
+    """
+    from singlehead.state_evolution.options import SEOptions
+
+    if options is None:
+        return MultiHeadOptions()
+    if isinstance(options, MultiHeadOptions):
+        return options
+    if not isinstance(options, SEOptions):
+        raise ValueError(f"options must be None, SEOptions or MultiHeadOptions (got {type(options).__name__})")
+    given, default = options.flat(), SEOptions().flat()
+    changed = {k: v for k, v in given.items() if v != default.get(k)}
+    bad = sorted(k for k in changed if k not in _SE_TO_MULTIHEAD)
+    if bad:
+        raise ValueError(f"options.{bad[0]} is not used by the multi-head state evolution of a softmax channel "
+                         f"(it takes {', '.join(_SE_TO_MULTIHEAD)}; or pass MultiHeadOptions)")
+    kw = {k: v for k, v in changed.items() if k != "sample_seed"}
+    if "node_seed" in changed or "sample_seed" in changed:
+        kw["sample_seed"] = options.sample_seed if options.sample_seed is not None else options.node_seed
+    return MultiHeadOptions(**kw)
+
+
+def multihead_point(problem: Problem, options: Any = None, prior: Any = "auto", init: Any = None,
+                    quad: Any = None) -> Result:
+    """:func:`singlehead.theory` of a problem with several heads on a softmax channel: :func:`multihead_theory`,
+    marked experimental.
+
+    ``options``: see :func:`multihead_options`. ``init``: ``None``, or a :class:`~singlehead.Result` of this
+    route (a neighbouring point of a sweep), whose ``head_Q, head_M, head_Sigma`` become the start when
+    ``options`` gives none. ``quad`` must be ``None`` (the route builds its own nodes). The result is
+    :func:`multihead_theory`'s with, in ``extras``, ``experimental = True``, ``method = "multihead_se"`` and
+    ``residual`` (the last relative change of the overlaps; ``converged`` says whether it met ``tol``), and
+    ``message`` saying that the state evolution is experimental. Raises ``ValueError`` for what
+    :func:`check_multihead_problem` refuses.
+    """
+    check_multihead_problem(problem, prior)
+    if quad is not None:
+        raise ValueError("quad must be None for the multi-head state evolution of a softmax channel (its output "
+                         "side draws nodes in K (heads + teacher_heads) dimensions itself)")
+    o = multihead_options(options)
+    if init is not None:
+        if not isinstance(init, Result) or not all(k in init.extras for k in ("head_Q", "head_M", "head_Sigma")):
+            raise ValueError("init must be None or a Result of the multi-head state evolution (with head_Q, head_M "
+                             f"and head_Sigma) for heads={problem.heads}, teacher_heads={problem.teacher_heads} "
+                             f"(got {type(init).__name__})")
+        if o.start is None:
+            start = tuple(np.asarray(init.extras[k], float) for k in ("head_Q", "head_M", "head_Sigma"))
+            if start[1].shape == (problem.heads, problem.teacher_heads):
+                o = dataclasses.replace(o, start=start)
+    r = multihead_theory(problem, o)
+    res = r.extras.get("residuals") or [math.nan]
+    r.extras.update(experimental=True, method="multihead_se", residual=float(res[-1]))
+    note = ("experimental multi-head state evolution (sampled prior side, "
+            f"D={o.sample_dim} x {o.sample_draws} draws; ansatz {r.extras['ansatz']!r})")
+    r.message = note if not r.message else f"{note}: {r.message}"
+    return r
+
+
+def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None = None, *,
+                              eps: float = 0.05) -> dict[str, Any]:
+    """Linear stability of the unspecialised fixed point against specialisation (``heads == teacher_heads >= 2``).
+
+    The unspecialised subspace (``M = m 11^T``) lies inside the specialised one (``M = a I + b 11^T``), which
+    adds one direction, the gap ``a`` of ``M``; both are invariant, so at the unspecialised fixed point the
+    map's Jacobian inside the specialised subspace is block triangular and that direction has one eigenvalue,
+    ``lambda = d a'/d a``. It is measured by central differences: the map (denoiser to ``prior_tol``, from the
+    solve's warm state) at the fixed point with ``M`` moved by ``+-eps m (I - 11^T/H)``, projected on the
+    specialised subspace. ``lambda < 1``: the undamped iteration returns to the unspecialised point (stable
+    against specialisation); ``lambda > 1``: it leaves it, towards a specialised fixed point.
+
+    Returns
+    -------
+    dict
+        ``lambda``; ``gap_in`` (the gaps ``a`` put in, ``+-``), ``gap_out`` (the map's, ``+-``) and
+        ``gap_at_fixed_point`` (the map's gap at the fixed point itself, zero but for the node layout's and the
+        draws' asymmetry: the scale of ``lambda``'s error is ``|gap_at_fixed_point| / |gap_in|``); ``result``:
+        the unspecialised fixed point (:func:`multihead_theory`'s Result).
+    """
+    H, H0 = problem.heads, problem.teacher_heads
+    if H != H0 or H < 2:
+        raise ValueError(f"heads and teacher_heads must be equal and >= 2 for the specialisation eigenvalue "
+                         f"(got {H}, {H0})")
+    check(finite(eps) and 0 < eps < 1, "eps", "in (0, 1)", eps)
+    o = dataclasses.replace(options if options is not None else MultiHeadOptions(), ansatz="unspecialised")
+    se_map = MultiHeadSEMap(problem, o)
+    start = o.start if o.start is not None else default_start(problem, se_map.Q0, "unspecialised")
+    sol = solve_multihead(se_map, "unspecialised", start, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
+                          history=o.history)
+
+    def gap(A: np.ndarray) -> float:
+        return float(np.mean(np.diag(A)) - (A.sum() - np.trace(A)) / (H * (H - 1)))
+
+    direction = float(sol.M.mean()) * (np.eye(H) - np.ones((H, H)) / H)
+    outs = {}
+    for s in (0.0, 1.0, -1.0):
+        new, _, _ = se_map(sol.Q, sol.M + s * eps * direction, sol.Sigma, "specialised")
+        outs[s] = gap(new[1])
+    gap_in = (gap(sol.M + eps * direction), gap(sol.M - eps * direction))
+    lam = (outs[1.0] - outs[-1.0]) / (gap_in[0] - gap_in[1])
+    Q, M, Sigma, _ = match_heads(sol.Q, sol.M, sol.Sigma)
+    te = multihead_test_errors(Q, M, problem=problem, Q0=se_map.Q0, quad=se_map.quad)
+    result = Result("theory", problem.to_dict(), test_error=te["test_error"], test_error_noisy=te["test_error_noisy"],
+                    train_error=sol.out.train_error, converged=sol.converged, iterations=sol.evaluations,
+                    extras={"q": float(Q.mean()), "m": float(M.mean()), "head_Q": Q, "head_M": M, "head_Sigma": Sigma,
+                            "residuals": sol.residuals, "ansatz": "unspecialised"})
+    return {"lambda": float(lam), "gap_in": gap_in, "gap_out": (outs[1.0], outs[-1.0]),
+            "gap_at_fixed_point": outs[0.0], "result": result}
