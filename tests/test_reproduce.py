@@ -432,3 +432,39 @@ def test_figures_built_two_at_a_time_give_the_sequential_numbers(smoke, tmp_path
                                       par[o.name].agreement[cols].reset_index(drop=True), check_exact=False,
                                       rtol=1e-9)
         assert par[o.name].compute_s > 0 or o.name == "emergence"  # emergence runs in-process, not as a job
+
+
+def test_long_sequences_figure_smoke(tmp_path):
+    """The long_sequences figure alone at its smoke preset: per simulated T a test-error row and a rank-fraction
+    row at d = inf with verdicts and a declared tolerance, the test error's s.e. including the SE's quadrature
+    error; finite plotted numbers; thresholds const/c_T; the quick preset skips the figure."""
+    sc = Preset.named("smoke").spec("long_sequences")
+    res = reproduce("smoke", tmp_path, n_jobs=1, progress=False, only=["long_sequences"])
+    (o,) = res.outputs
+    agr, tab = o.agreement, o.table
+    assert len(agr) == 2 * len(sc.lengths_sim) and set(agr.verdict) <= set(VERDICTS)
+    assert sorted(agr.cfg_T) == sorted(2 * list(sc.lengths_sim))
+    assert agr.tol_reason.astype(str).str.len().gt(0).all() and agr.theory_converged.all()
+    te = agr[agr.quantity.str.startswith("test error")]
+    rk = agr[agr.quantity.str.startswith("rank fraction")]
+    assert len(te) == len(rk) == len(sc.lengths_sim)
+    assert np.allclose(te.tolerance, np.maximum(0.03 * te.theory.abs(), 0.005))
+    assert np.allclose(rk.tolerance, np.maximum(0.03 * rk.theory.abs(), 0.01))
+    th = tab[tab.kind == "theory"].set_index("cfg_T")
+    for r in te.itertuples():
+        qse = th.loc[r.cfg_T, "test_error_quadrature_se"]
+        assert qse > 0 and r.se >= qse  # the quadrature error is inside the error bar
+        assert r.theory == pytest.approx(th.loc[r.cfg_T, "test_error"])
+    assert (agr.n_seeds == sum(sc.seeds)).all()
+    sim = tab[tab.kind == "simulation"]
+    assert sorted(sim.cfg_d.unique()) == sorted(sc.ds) and len(sim) == len(sc.lengths_sim) * sum(sc.seeds)
+    thr = tab[tab.kind == "thresholds"]
+    assert np.allclose(thr.alpha_interp * thr.c_T, (thr.alpha_interp * thr.c_T).iloc[0], rtol=1e-9)
+    assert np.allclose(thr.alpha_perf * thr.c_T, (thr.alpha_perf * thr.c_T).iloc[0], rtol=1e-9)
+    n_arrays = 0
+    for where, arr in _plotted_arrays(o.figure):
+        n_arrays += 1
+        assert np.all(np.isfinite(arr)), where
+    assert n_arrays > 0
+    quick = reproduce("quick", tmp_path / "quick", n_jobs=1, progress=False, only=["long_sequences"])
+    assert quick.outputs == [] and quick.skipped == ["long_sequences"]

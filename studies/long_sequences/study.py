@@ -9,11 +9,14 @@ among (default: all, in this order):
   ``alpha = 2 alpha_interp(T)`` with ``lam = 0.01`` and with ``lam = LAM_SCALED/c_T``. Compares the movement of the test error with the quadrature standard
   error the result reports (``extras["quadrature_error"]["test_error"]``); ``results/quadrature.md``.
 * ``validate``: ERM against the state evolution at ``T = 16, 32``, channels seq2lab and seq2seq,
-  ``alpha = alpha_interp(T)/2`` and ``2 alpha_interp(T)`` (``Delta = 0.5``, ``lam = LAM_SCALED/c_T``), ERM at ``d = 100, 200`` with
-  ``seeds`` seeds each, extrapolated linearly in ``1/d`` to ``d = inf``; each channel's four points
-  judged as the report judges a figure (``singlehead.report.verdict.judge``: tolerance
-  ``max(3 % of the theory, 0.005)``, difference test and equivalence test at 5 %, Holm per channel);
-  ``results/table.md`` and ``results/validate.json``.
+  ``alpha = alpha_interp(T)/2`` and ``2 alpha_interp(T)`` (``Delta = 0.5``, ``lam = LAM_SCALED/c_T``), ERM at
+  ``--sizes`` (default ``d = 100, 200``) with ``--seeds`` seeds each (default 32), extrapolated to ``d = inf``
+  by a weighted fit ``a + b/d`` of the seed means; the state evolution on 4 times the default nodes, its
+  reported quadrature s.e. added to the extrapolation's in quadrature. Each channel's four points judged as
+  the report judges a figure (``singlehead.report.verdict.judge``: tolerance ``max(3 % of the theory,
+  0.005)`` for the finite size beyond ``a + b/d``, difference test and equivalence test at 5 %, Holm per
+  channel); an inconclusive row states the seeds that would decide it. ``results/table.md`` and
+  ``results/validate.json``.
 * ``length``: the state evolution at ``T = 2, 4, 8, 16, 32, 64`` (``Delta = 0.5``, ``lam = LAM_SCALED/c_T``)
   along ``alpha/alpha_interp(T)`` in ``RATIOS``, at the fixed ``alpha = FIXED_ALPHA``, at ``2 alpha_interp``
   with the fixed ``lam = LAM_FIXED``, with both thresholds of
@@ -35,7 +38,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scipy.stats import norm
+
 from singlehead import MPTarget, Problem
+from singlehead.analysis import finite_size_gaps
 from singlehead.report.verdict import judge, tally, tally_text
 from singlehead.runs import Cache, Job, run_jobs
 from singlehead.state_evolution import SEOptions
@@ -135,51 +141,84 @@ def validation_problems(lengths: tuple[int, ...], channels: tuple[str, ...]) -> 
     return [base(T, channel=c, alpha=r * alpha_interp(T)) for c in channels for T in lengths for r in VALID_RATIOS]
 
 
-def validate(store: Cache, sizes: tuple[int, int], seeds: int, lengths: tuple[int, ...],
+def theory_4x(store: Cache, lengths: tuple[int, ...]) -> dict[tuple[int, float], dict[str, Any]]:
+    """The validation's state evolution per ``(T, alpha/alpha_interp)``: seq2lab (the equations of seq2seq are the
+    same), on 4 times the default nodes per scramble (``SEOptions.points``), whose reported quadrature s.e.
+    enters the error bar."""
+    probs = [base(T, alpha=r * alpha_interp(T)) for T in lengths for r in VALID_RATIOS]
+    jobs = [Job("theory", p, None, (("n_points", 4 * SEOptions().points(p)),)) for p in probs]
+    recs = run_jobs(jobs, store, desc="theory (4x nodes)")
+    return {(p.T, r): rec for p, r, rec in zip(probs, [r for _ in lengths for r in VALID_RATIOS], recs)}
+
+
+def validate(store: Cache, sizes: tuple[int, ...], seeds: tuple[int, ...], lengths: tuple[int, ...],
              channels: tuple[str, ...]) -> tuple[list[str], list[dict[str, Any]]]:
-    """The validation table (markdown lines) and its rows (for the figure)."""
+    """The validation table (markdown lines) and its rows (for the figure): ``seeds[i]`` fits at ``sizes[i]``."""
     lines: list[str] = []
     say = echo_into(lines)
-    d1, d2 = sizes
-    w = d2 / (d2 - d1)
+    dd = ", ".join(map(str, sizes))
     say("# Long sequences: ERM against the state evolution")
     say("")
-    say(f"ERM (L-BFGS, d = {d1}, {d2}; {seeds} seeds each, {N_TEST} test sequences; seed means extrapolated "
-        f"linearly in 1/d) against the state evolution; MP(0.5) target, factorized student, Delta = {NOISE}, "
-        f"lam = {LAM_SCALED:g}/c_T. Tolerance max({100 * TOL_REL:g} % of the theory, {TOL_ABS}); verdicts by difference and "
-        "equivalence tests at 5 %, Holm per channel (`singlehead.report.verdict.judge`).")
+    say(f"ERM (L-BFGS, d = {dd}; {', '.join(map(str, seeds))} seeds, {N_TEST} test sequences per fit) "
+        "extrapolated to d = inf by a weighted fit a + b/d of the seed means (per-size s.e. from the seeds' spread) "
+        f"against the state evolution on 4x the default nodes; MP(0.5) target, factorized student, Delta = {NOISE}, "
+        f"lam = {LAM_SCALED:g}/c_T. s.e.: the extrapolation's and the SE's reported quadrature s.e. in quadrature. "
+        f"Tolerance max({100 * TOL_REL:g} % of the theory, {TOL_ABS}): finite size beyond a + b/d. Verdicts by "
+        "difference and equivalence tests at 5 %, Holm per channel (`singlehead.report.verdict.judge`). "
+        "`seeds to decide`: the seeds at which the equivalence test of the row alone would pass at 5 % "
+        "(Holm's first step, level 5 %/m with m rows per channel) if its gap stayed the same, as a multiple of the seeds at every size (the "
+        "extrapolation's s.e. falling like 1/sqrt(seeds), the quadrature s.e. fixed).")
+    th = theory_4x(store, lengths)
     out: list[dict[str, Any]] = []
     for channel in channels:
         probs = validation_problems(lengths, (channel,))
-        th = run_jobs([Job("theory", p.replace(d=d2)) for p in probs], store, desc=f"theory {channel}")
-        jobs = [Job("simulation", p.replace(d=d), s, (("n_test", N_TEST),)) for p in probs for d in sizes
-                for s in range(seeds)]
-        recs = run_jobs(jobs, store, desc=f"ERM {channel}")
-        err = np.array([r["test_error"] for r in recs]).reshape(len(probs), 2, seeds)
+        jobs = [Job("simulation", p.replace(d=d), s, (("n_test", N_TEST),)) for p in probs
+                for d, k in zip(sizes, seeds) for s in range(k)]
+        recs = iter(run_jobs(jobs, store, desc=f"ERM {channel}"))
         rows = []
-        for p, t, e in zip(probs, th, err):
-            means, ses = e.mean(axis=1), e.std(axis=1, ddof=1) / math.sqrt(seeds)
-            y_inf = w * means[1] - (w - 1) * means[0]
-            se = math.hypot(w * ses[1], (w - 1) * ses[0])
+        for p in probs:
+            per_d = {d: [next(recs)["test_error"] for _ in range(k)] for d, k in zip(sizes, seeds)}
+            t = th[(p.T, round(p.alpha / alpha_interp(p.T), 9))]
+            te, qse = t["test_error"], t["quadrature_error"]["test_error"]
+            g = finite_size_gaps(per_d, te)
+            e = g.extrapolation
+            se = math.hypot(e.stderr, qse)
             rows.append(dict(channel=channel, T=p.T, ratio=p.alpha / alpha_interp(p.T), alpha=p.alpha,
-                             n_small=p.replace(d=d1).n, n_large=p.replace(d=d2).n, theory=t["test_error"],
-                             sim_d1=means[0], sim_d2=means[1], sim=y_inf, se=se, gap=abs(y_inf - t["test_error"]),
-                             theory_converged=bool(t["converged"]), tol_rel=TOL_REL, tol_abs=TOL_ABS))
+                             n=[p.replace(d=d).n for d in sizes], theory=te, quad_se=qse,
+                             sim_d=[te + x for x in g.gap], sim=te + e.intercept, se=se,
+                             gap=abs(e.intercept), chi2_p=e.p_value, theory_converged=bool(t["converged"]),
+                             tol_rel=TOL_REL, tol_abs=TOL_ABS))
         judged = judge(pd.DataFrame(rows))
         say("")
         say(f"## {channel}")
         say("")
-        say(f"| T | alpha/alpha_interp | alpha | n (d={d1}, {d2}) | theory | ERM d={d1} | ERM d={d2} | ERM d=inf | s.e. "
-            "| gap/theory | p_diff (Holm) | p_equiv (Holm) | verdict |")
-        say("|---" * 13 + "|")
+        say(f"| T | alpha/alpha_interp | alpha | n (d = {dd}) | theory (quad. s.e.) | "
+            + " | ".join(f"ERM d={d}" for d in sizes) + " | ERM d=inf | s.e. | gap/theory | p_diff (Holm) "
+            "| p_equiv (Holm) | verdict | seeds to decide |")
+        say("|---" * (12 + len(sizes)) + "|")
+        z1 = float(norm.isf(0.05 / len(judged)))
+        needs = []
         for r in judged.itertuples():
-            say(f"| {r.T} | {r.ratio:g} | {r.alpha:.4g} | {r.n_small}, {r.n_large} | {r.theory:.4f} | {r.sim_d1:.4f} | "
-                f"{r.sim_d2:.4f} | {r.sim:.4f} | {r.se:.4f} | {100 * r.gap / abs(r.theory):.1f} % | "
-                f"{r.p_diff_holm:.3f} | {r.p_equiv_holm:.3f} | {r.verdict} |")
+            tol = max(TOL_REL * abs(r.theory), TOL_ABS)
+            room = (tol - r.gap) / z1  # the s.e. at which the row alone passes
+            if r.verdict != "inconclusive":
+                need = "—"
+            elif r.gap >= tol:
+                need = "none: the gap exceeds the tolerance"
+            elif room <= r.quad_se:
+                need = "none: the quadrature s.e. alone is too large"
+            else:
+                need = f"x{(r.se ** 2 - r.quad_se ** 2) / (room ** 2 - r.quad_se ** 2):.1f}"
+            needs.append(need)
+            say(f"| {r.T} | {r.ratio:g} | {r.alpha:.4g} | {', '.join(map(str, r.n))} | {r.theory:.4f} ({r.quad_se:.4f}) | "
+                + " | ".join(f"{x:.4f}" for x in r.sim_d)
+                + f" | {r.sim:.4f} | {r.se:.4f} | {100 * r.gap / abs(r.theory):.1f} % | "
+                f"{r.p_diff_holm:.3f} | {r.p_equiv_holm:.3f} | {r.verdict} | {need} |")
         say("")
         say(f"{channel}: {tally_text(tally(judged))}")
-        out += judged[["channel", "T", "ratio", "alpha", "theory", "sim_d1", "sim_d2", "sim", "se", "verdict"]] \
-            .to_dict("records")
+        judged["seeds_to_decide"] = needs
+        out += judged[["channel", "T", "ratio", "alpha", "n", "theory", "quad_se", "sim_d", "sim", "se", "gap",
+                       "p_diff_holm", "p_equiv_holm", "verdict", "seeds_to_decide"]].to_dict("records")
     return lines, out
 
 
@@ -314,7 +353,8 @@ def figure(length: dict[str, Any], valid: list[dict[str, Any]], path: Path) -> N
 
 
 # ------------------------------------------------------------------------------------------ command line
-def main(quick: bool = False, *, stages: tuple[str, ...] = STAGES, seeds: int = 4, sizes: tuple[int, int] = (100, 200),
+def main(quick: bool = False, *, stages: tuple[str, ...] = STAGES, seeds: tuple[int, ...] = (32, 32),
+         sizes: tuple[int, ...] = (100, 200),
          cache: str | Path | None = None) -> int:
     """Run ``stages`` (results written to ``results/`` and the figure to the docs unless ``quick``)."""
     store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
@@ -322,7 +362,7 @@ def main(quick: bool = False, *, stages: tuple[str, ...] = STAGES, seeds: int = 
     if not quick:
         res.mkdir(exist_ok=True)
     else:
-        sizes, seeds = (40, 60), 2
+        sizes, seeds = (40, 60), (2, 2)
     if "quadrature" in stages:
         lines = quadrature(store, (16,) if quick else QUAD_LENGTHS)
         if not quick:
@@ -348,13 +388,24 @@ def cli(argv: list[str] | None = None) -> int:
     ap = study_parser(HERE, __doc__)
     ap.add_argument("stages", nargs="*", default=[], metavar="STAGE", help=f"among {', '.join(STAGES)} (default: all)")
     ap.add_argument("--quick", action="store_true", help="T = 16 only, d = 40/60, 2 seeds; writes no results")
-    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--sizes", default="100,200", help="the validation's d, comma-separated (default 100,200)")
+    ap.add_argument("--seeds", default="32", help="the validation's seeds per size: one count, or one per size "
+                    "(default 32)")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/long_sequences)")
     a = ap.parse_args(argv)
     bad = [s for s in a.stages if s not in STAGES]
     if bad:
         ap.error(f"STAGE must be among {', '.join(STAGES)} (got {', '.join(bad)})")
-    return main(a.quick, stages=tuple(a.stages) or STAGES, seeds=a.seeds, cache=a.cache)
+    try:
+        sizes = tuple(int(x) for x in a.sizes.split(","))
+        seeds = tuple(int(x) for x in a.seeds.split(","))
+    except ValueError:
+        ap.error(f"--sizes and --seeds must be comma-separated integers (got {a.sizes!r}, {a.seeds!r})")
+    seeds = seeds * len(sizes) if len(seeds) == 1 else seeds
+    if len(sizes) < 2 or len(seeds) != len(sizes) or min(sizes) < 1 or min(seeds) < 2:
+        ap.error(f"--sizes must hold at least 2 sizes >= 1 and --seeds one count >= 2 or one per size "
+                 f"(got {a.sizes!r}, {a.seeds!r})")
+    return main(a.quick, stages=tuple(a.stages) or STAGES, seeds=seeds, sizes=sizes, cache=a.cache)
 
 
 if __name__ == "__main__":
