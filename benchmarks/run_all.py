@@ -66,6 +66,8 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("bench_prior_side.py", "Prior side of the tied state evolution", quick=("--repeat", "2"), env=ONE_THREAD),
     Bench("bench_finite_prior.py", "Finite-d prior against the asymptotic prior", env=ONE_THREAD),
     Bench("bench_untied_se.py", "Untied state evolution: time per point", quick=("--repeats", "1"), env=ONE_THREAD),
+    Bench("bench_untied_point.py", "Untied state evolution: a point with its error bar, and a curve", quick=None,
+          env=ONE_THREAD),
     Bench("bench_spectra.py", "Spectral engine"),
     Bench("bench_power_law_curves.py", "Power-law figure: theory curves", quick=("--mode", "smoke"), env=ONE_THREAD),
     Bench("bench_training.py", "Training: step throughput and converged fits", quick=("--quick", "--rounds", "3")),

@@ -189,6 +189,12 @@ class ProxLinearisation:
         self.c_anti = np.nan_to_num(c_anti) * self.mask
         self.cbar, self.dbar = 0.5 * (Ss + Sa), 0.5 * (Ss - Sa)
         self.active = act
+        # x -> c_sym sym(x) + c_anti anti(x) as a x + b x^T (and the preconditioner alike), the mask folded in
+        self._a = self.mask * (self.cbar + 0.5 * (self.c_sym + self.c_anti))
+        self._b = self.mask * (0.5 * (self.c_sym - self.c_anti))
+        ps, pa = 1.0 / (self.cbar + self.c_sym), 1.0 / (self.cbar + self.c_anti)
+        self._pa, self._pb = self.mask * (0.5 * (ps + pa)), self.mask * (0.5 * (ps - pa))
+        self._q = self.dbar * self.mask
 
     def rotate(self, X: np.ndarray) -> np.ndarray:
         """``P (U^T X V)``."""
@@ -201,14 +207,17 @@ class ProxLinearisation:
     def apply(self, x: np.ndarray) -> np.ndarray:
         """``P (W + C) P x`` in the rotated coordinates."""
         xt = np.swapaxes(x, -1, -2)
-        out = (self.cbar * x + self.dbar * (self.Q @ xt @ self.Q)
-               + self.c_sym * 0.5 * (x + xt) + self.c_anti * 0.5 * (x - xt))
-        return self.mask * out
+        out = self.Q @ xt @ self.Q
+        out *= self._q
+        out += self._a * x
+        out += self._b * xt
+        return out
 
     def precondition(self, r: np.ndarray) -> np.ndarray:
         """``P (cbar + C)^{-1} r``."""
-        rs, ra = _sym(r), _anti(r)
-        return self.mask * (rs / (self.cbar + self.c_sym) + ra / (self.cbar + self.c_anti))
+        out = self._pa * r
+        out += self._pb * np.swapaxes(r, -1, -2)
+        return out
 
     def solve(self, b: np.ndarray, tol: float, max_iter: int, *, strict: bool = True) -> tuple[np.ndarray, int]:
         """Preconditioned conjugate gradients on every draw at once, to the relative residual ``tol``
