@@ -252,8 +252,9 @@ def _batched_dot(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 
 #: Newton steps of the weighted nuclear-norm prox before it hands over to proximal gradient
 _NEWTON_STEPS = 12
-#: relative residual of the conjugate gradients inside one Newton step (inexact Newton: the outer
-#: residual then falls by about this factor per step once the active set is settled)
+#: the largest relative residual of the conjugate gradients inside one Newton step (inexact Newton: the outer
+#: residual then falls by about this factor per step once the active set is settled; a step that can reach
+#: the accuracy asked for solves to 0.1 of it)
 _NEWTON_CG_TOL = 1e-3
 
 
@@ -304,11 +305,14 @@ def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray,
         if prev is not None and np.any(rn > 0.5 * prev):
             return best_M, best_s, it, False
         best_M, best_s, prev = M, s, rn
-        if np.all(rn <= tol * mu * np.sqrt(_batched_dot(M, M))) and _blocks_resolved(r, M, tol * mu):
+        target = tol * mu * np.sqrt(_batched_dot(M, M))
+        if np.all(rn <= target) and _blocks_resolved(r, M, tol * mu):
             return M, s, it, True
         lin = ProxLinearisation(U, sig, np.swapaxes(Vt, -1, -2), Ss, Sa, tau)
         rr = np.swapaxes(U, -1, -2) @ r @ lin.V
-        x = lin.solve(lin.mask * rr, _NEWTON_CG_TOL, 100, strict=False)[0]
+        # near the minimiser a linear solve to 0.1 of the accuracy asked for saves the next step's SVD
+        cg_tol = float(np.clip(0.1 * np.min(target / np.maximum(rn, 1e-300)), 1e-10, _NEWTON_CG_TOL))
+        x = lin.solve(lin.mask * rr, cg_tol, 200, strict=False)[0]
         dy = lin.mask * ((1.0 + lin.c_sym) * _sym(x) + (1.0 + lin.c_anti) * _anti(x)) + (1.0 - lin.mask) * rr
         Y = Y + U @ dy @ Vt
     return best_M, best_s, _NEWTON_STEPS, False
