@@ -9,7 +9,8 @@ extrapolated in ``1/D``, draw errors by linear response). Cases: a cold point at
 along ``alpha`` in ``[0.15, 3]`` at ``lam = 1e-2`` (:func:`~singlehead.theory_curve`, warm-started
 from point to point, every point with its error bar). Printed: the reference workload
 (:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, and
-per case the wall time, map evaluations, convergence, test error and its draw error.
+per case the wall time and the process's CPU time (on a shared machine the CPU time is the steadier
+figure), map evaluations, convergence, test error and its draw error.
 """
 
 from __future__ import annotations
@@ -46,19 +47,21 @@ def main() -> None:
     print(f"reference workload: {reference_seconds():.3f} s", flush=True)
     options = SEOptions()
     for lam in args.lams:
-        times = []
+        times, cpus = [], []
         for _ in range(args.repeats):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             r = theory(_problem(lam), options=options)
             times.append(time.perf_counter() - t)
-        print(f"cold point  lam={lam:g}: {statistics.median(times):6.2f} s  ({_line(r)})", flush=True)
+            cpus.append(time.process_time() - c)
+        print(f"cold point  lam={lam:g}: {statistics.median(times):6.2f} s (CPU {statistics.median(cpus):6.2f} s)  "
+              f"({_line(r)})", flush=True)
     if args.curve_points:
         alphas = np.geomspace(0.15, 3.0, args.curve_points)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         curve = theory_curve(_problem(1e-2), alphas, options=options)
-        dt = time.perf_counter() - t
+        dt, dc = time.perf_counter() - t, time.process_time() - c
         ok = sum(r.converged for r in curve)
-        print(f"curve {len(curve)} points lam=0.01: {dt:6.2f} s  ({dt / len(curve):.2f} s/point, "
+        print(f"curve {len(curve)} points lam=0.01: {dt:6.2f} s (CPU {dc:6.2f} s)  ({dt / len(curve):.2f} s/point, "
               f"{ok} converged, evals {sum(r.extras.get('evaluations', 0) for r in curve)})", flush=True)
     print(f"reference workload: {reference_seconds():.3f} s", flush=True)
 
