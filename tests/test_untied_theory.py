@@ -276,3 +276,19 @@ def test_light_point_takes_the_first_instances_of_each_size():
     # one draw stays one draw; no coarse sample stays none
     one = BlockPoint.build(p, SEOptions(sample_dim=16, sample_draws=1, sample_extrapolate=False)).light()
     assert one.sample.draws == 1 and one.coarse is None
+
+
+def test_newton_prox_resumes_from_its_own_minimiser():
+    # a warm start the prox returned resumes from its Newton state; a copy (no state) starts afresh: same minimiser
+    rng = np.random.default_rng(6)
+    D, R = 30, 2
+    G = rng.standard_normal((2, R, D, D)) / math.sqrt(D)
+    A_s, A_a = _sym(G[0]) + np.stack([np.diag(rng.uniform(0, 2, D)) for _ in range(R)]), 0.7 * _anti(G[1])
+    M1, _, _ = weighted_nuclear_prox(A_s, A_a, 2.0, 0.5, 0.3, tol=1e-10)
+    moved = (1.05 * A_s, 0.95 * A_a, 2.1, 0.45, 0.25)
+    resumed, _, it_resumed = weighted_nuclear_prox(*moved, tol=1e-10, warm=M1)
+    fresh, _, _ = weighted_nuclear_prox(*moved, tol=1e-10, warm=M1.copy())
+    ref, _, _ = weighted_nuclear_prox(*moved, rank=D - 1, tol=1e-14, max_iter=100000)
+    for M in (resumed, fresh):
+        assert np.all(np.linalg.norm(M - ref, axis=(1, 2)) <= 1e-10 * np.linalg.norm(ref, axis=(1, 2)) + 1e-13)
+    assert 1 <= it_resumed <= 12

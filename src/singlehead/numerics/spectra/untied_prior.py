@@ -27,6 +27,7 @@ error.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -252,6 +253,8 @@ def _batched_dot(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 
 #: Newton steps of the weighted nuclear-norm prox before it hands over to proximal gradient
 _NEWTON_STEPS = 12
+#: a Newton step that leaves some draw's residual above this fraction of the previous one hands over to proximal gradient
+_NEWTON_STALL = 0.9
 #: the largest relative residual of the conjugate gradients inside one Newton step (inexact Newton: the outer
 #: residual then falls by about this factor per step once the active set is settled; a step that can reach
 #: the accuracy asked for solves to 0.1 of it)
@@ -280,34 +283,57 @@ def _blocks_resolved(r: np.ndarray, M: np.ndarray, bound: float) -> bool:
                for part in (_sym, _anti))
 
 
-def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray,
-                 tol: float) -> tuple[np.ndarray, np.ndarray, int, bool]:
+#: the Newton state ``(Y, U, sigma, V^T)`` behind each minimiser still alive, by ``id`` (with a weak reference
+#: that removes the entry when the minimiser goes): a warm start from a returned minimiser resumes from its ``Y``
+#: and the singular bases already computed there, which saves the first step's decomposition
+_STATES: dict[int, tuple[Any, tuple[np.ndarray, ...]]] = {}
+
+
+def _remember(M: np.ndarray, state: tuple[np.ndarray, ...]) -> None:
+    key = id(M)
+    _STATES[key] = (weakref.ref(M, lambda _, k=key: _STATES.pop(k, None)), state)
+
+
+def _recall(M: np.ndarray | None) -> tuple[np.ndarray, ...] | None:
+    entry = None if M is None else _STATES.get(id(M))
+    return entry[1] if entry is not None and entry[0]() is M else None
+
+
+def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray, tol: float,
+                 state: tuple[np.ndarray, ...] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, int, bool, tuple[np.ndarray, ...] | None]:
     """Semismooth Newton on ``Phi(Y) = (Y - svt(Y)) + W svt(Y) = A`` (``svt``: soft thresholding at ``tau``).
 
     ``Y = Mhat + tau G``; ``Phi``'s Jacobian is ``(W + C) K_svt`` with ``K_svt = (1 + C)^{-1}`` on the
     active pairs (:class:`ProxLinearisation`), so a step solves ``(W + C) dM = A - Phi(Y)`` by
     conjugate gradients and moves ``Y`` by ``(1 + C) dM`` (by the residual on the inactive block).
-    Started from ``Y = M + A - W M``. Stopped when every draw's ``||A - Phi(Y)||`` is below
+    Started from ``Y = M + A - W M``, or from ``state = (Y, U, sigma, V^T)`` (a previous solve's ``Y`` with
+    its singular bases: any ``Y`` is a valid start, and its decomposition is not recomputed). Stopped when every draw's ``||A - Phi(Y)||`` is below
     ``tol min(Sigmahat) ||Mhat||`` (strong convexity: then ``||Mhat - M*|| <= tol ||Mhat||``), and each
     block's residual below ``tol min(Sigmahat)`` times that block's size (:func:`_blocks_resolved`).
-    Returns ``(Mhat, singular values, steps, converged)``; not converged when a step fails to
-    reduce some draw's residual or after ``_NEWTON_STEPS`` steps (the best ``Mhat`` is returned).
+    Returns ``(Mhat, singular values, steps, converged, state at Mhat)``; not converged when a step
+    leaves some draw's residual above ``_NEWTON_STALL`` of the previous one or after ``_NEWTON_STEPS``
+    steps (the best ``Mhat`` is returned).
     """
     mu = min(Ss, Sa)
-    Y = M + A - (Ss * _sym(M) + Sa * _anti(M))
+    if state is not None and state[0].shape == A.shape:
+        Y = state[0]
+    else:
+        state = None
+        Y = M + A - (Ss * _sym(M) + Sa * _anti(M))
     best_M, best_s, prev = M, None, None
     for it in range(1, _NEWTON_STEPS + 1):
-        U, sig, Vt = _svd(Y)
+        U, sig, Vt = state[1:] if (it == 1 and state is not None) else _svd(Y)
         s = np.maximum(sig - tau, 0.0)
         M = (U * s[:, None, :]) @ Vt
         r = A - (Y - M + Ss * _sym(M) + Sa * _anti(M))
         rn = np.sqrt(_batched_dot(r, r))
-        if prev is not None and np.any(rn > 0.5 * prev):
-            return best_M, best_s, it, False
+        if prev is not None and np.any(rn > _NEWTON_STALL * prev):
+            return best_M, best_s, it, False, None
         best_M, best_s, prev = M, s, rn
         target = tol * mu * np.sqrt(_batched_dot(M, M))
         if np.all(rn <= target) and _blocks_resolved(r, M, tol * mu):
-            return M, s, it, True
+            return M, s, it, True, (Y, U, sig, Vt)
         lin = ProxLinearisation(U, sig, np.swapaxes(Vt, -1, -2), Ss, Sa, tau)
         rr = np.swapaxes(U, -1, -2) @ r @ lin.V
         # near the minimiser a linear solve to 0.1 of the accuracy asked for saves the next step's SVD
@@ -315,7 +341,7 @@ def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray,
         x = lin.solve(lin.mask * rr, cg_tol, 200, strict=False)[0]
         dy = lin.mask * ((1.0 + lin.c_sym) * _sym(x) + (1.0 + lin.c_anti) * _anti(x)) + (1.0 - lin.mask) * rr
         Y = Y + U @ dy @ Vt
-    return best_M, best_s, _NEWTON_STEPS, False
+    return best_M, best_s, _NEWTON_STEPS, False, None
 
 
 def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, Sigmahat_a: float, tau: float,
@@ -329,9 +355,10 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     eigenvalue soft threshold of ``A_s/Sigmahat_s``). Otherwise, without a rank cap, semismooth
     Newton from ``warm`` (conjugate-gradient steps in the singular bases of ``Mhat + tau G``),
     stopped when the distance to the minimiser, bounded by the optimality residual over
-    ``min Sigmahat``, is below ``tol ||Mhat||`` on every draw; where a Newton step does not
-    reduce the residual, and with a rank cap, accelerated proximal gradient (constant momentum
-    for the strongly convex case, step ``1/max Sigmahat``) from the best iterate, stopped when
+    ``min Sigmahat``, is below ``tol ||Mhat||`` on every draw (a ``warm`` start that this function
+    returned resumes from the Newton state it ended in); where a Newton step does not reduce the
+    residual by a tenth, and with a rank cap, accelerated proximal gradient (constant momentum for
+    the strongly convex case, step ``1/max Sigmahat``) from the best iterate, stopped when
     the relative step is below ``tol``. With ``rank`` the top ``rank`` singular values are kept (a
     heuristic projection: the capped problem is not convex).
 
@@ -342,7 +369,10 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     Ss, Sa = float(Sigmahat_s), float(Sigmahat_a)
     if not (Ss > 0 and Sa >= 0 and tau >= 0):
         raise ValueError(f"Sigmahat_s must be > 0, Sigmahat_a >= 0 and tau >= 0 (got {Ss}, {Sa}, {tau})")
-    if np.all(np.linalg.norm(A_s + A_a, ord=2, axis=(-2, -1)) <= tau):
+    A = A_s + A_a
+    # a draw whose Frobenius norm exceeds sqrt(D) tau has a spectral norm above tau: no need to compute it
+    if (np.all(np.linalg.norm(A, axis=(-2, -1)) <= math.sqrt(A.shape[-1]) * tau)
+            and np.all(np.linalg.norm(A, ord=2, axis=(-2, -1)) <= tau)):
         # 0 minimises iff A lies in tau times the nuclear norm's subdifferential at 0 (spectral norm <= tau)
         return np.zeros_like(A_s), np.zeros(A_s.shape[:-1]), 0
     if Sa == 0.0 and not np.any(A_a):
@@ -354,12 +384,12 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
         M, s = singular_value_threshold((A_s + A_a) / Ss, tau / Ss, rank)
         return M, s, 1
     L, mu = max(Ss, Sa), min(Ss, Sa)
-    A = A_s + A_a
     M = singular_value_threshold(A / L, tau / L, rank)[0] if warm is None else warm
     done = 0
     if rank is None or rank >= A.shape[-1]:
-        M_newton, s, done, converged = _newton_prox(A, Ss, Sa, tau, M, tol)
+        M_newton, s, done, converged, state = _newton_prox(A, Ss, Sa, tau, M, tol, _recall(warm))
         if converged:
+            _remember(M_newton, state)
             return M_newton, s, done
         if s is not None:
             M = M_newton
