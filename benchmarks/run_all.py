@@ -68,6 +68,8 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("bench_untied_se.py", "Untied state evolution: time per point", quick=("--repeats", "1"), env=ONE_THREAD),
     Bench("bench_multihead_point.py", "Multi-head softmax state evolution: time per point", quick=("--repeats", "1"),
           env=ONE_THREAD),
+    Bench("bench_untied_point.py", "Untied state evolution: a point with its error bar, and a curve", quick=None,
+          env=ONE_THREAD),
     Bench("bench_spectra.py", "Spectral engine"),
     Bench("bench_power_law_curves.py", "Power-law figure: theory curves", quick=("--mode", "smoke"), env=ONE_THREAD),
     Bench("bench_training.py", "Training: step throughput and converged fits", quick=("--quick", "--rounds", "3")),

@@ -76,6 +76,30 @@ def test_weighted_nuclear_prox_is_the_minimiser():
     assert 0.0 < np.mean(s > 0) < 1.0  # a non-trivial threshold
 
 
+def test_newton_prox_meets_its_stated_accuracy():
+    # the default route (semismooth Newton, no rank cap) against proximal gradient (the route a non-binding rank
+    # cap takes) solved tightly: the distance stays within tol |M|, on the whole matrix and on a block 1e-6 the
+    # size of the other (an antisymmetric input driven by a floored qhat_a)
+    rng = np.random.default_rng(5)
+    D, R = 30, 3
+    G = rng.standard_normal((2, R, D, D)) / math.sqrt(D)
+    A_s = _sym(G[0]) + np.stack([np.diag(rng.uniform(0, 2, D)) for _ in range(R)])
+    for scale_a in (0.7, 1e-6):
+        A_a = scale_a * _anti(G[1])
+        ref, s_ref, _ = weighted_nuclear_prox(A_s, A_a, 2.0, 0.5, 0.3, rank=D - 1, tol=1e-14, max_iter=100000)
+        assert np.all(np.sum(s_ref > 0, axis=1) < D - 1)  # the cap does not bind: the same problem
+        for tol in (1e-6, 1e-9):
+            for warm in (None, 0.9 * ref):
+                M, s, it = weighted_nuclear_prox(A_s, A_a, 2.0, 0.5, 0.3, tol=tol, warm=warm)
+                size = np.linalg.norm(ref, axis=(1, 2))
+                for part in (lambda X: X, _sym, _anti):
+                    err = np.linalg.norm(part(M - ref), axis=(1, 2))
+                    # plus the reference's own rounding (1e-14 of the whole matrix)
+                    bound = tol * np.linalg.norm(part(ref), axis=(1, 2)) + 1e-13 * size
+                    assert np.all(err <= bound), (scale_a, tol, err, bound)
+                assert np.allclose(s, s_ref, atol=1e-6 * s_ref.max())
+
+
 def test_weighted_prox_exact_cases():
     rng = np.random.default_rng(4)
     G = rng.standard_normal((2, 1, 20, 20)) / math.sqrt(20)
@@ -252,3 +276,33 @@ def test_block_interface_of_the_channel(channel):
     assert np.allclose(ch.block_fit_loss(hu, labels_u, beta, 0, blocks=untied)[0], direct)
     with pytest.raises(NotImplementedError, match="block_fit_loss"):
         Channel.block_fit_loss(ch, hu, labels_u, beta, blocks=untied)
+
+
+def test_light_point_takes_the_first_instances_of_each_size():
+    from singlehead.state_evolution.block_map import LIGHT_FRACTION, BlockPoint
+
+    p = Problem(d=40, T=2, channel="seq2lab", alpha=1.0, noise=0.5, lam=1e-2, student="untied")
+    pt = BlockPoint.build(p, SEOptions(sample_dim=16, sample_draws=8))
+    light = pt.light()
+    assert light.sample.draws == 8 // LIGHT_FRACTION and light.coarse.draws == pt.coarse.draws // LIGHT_FRACTION
+    assert np.array_equal(light.sample.Zs, pt.sample.Zs[:light.sample.draws])
+    assert np.array_equal(light.coarse.M0, pt.coarse.M0[:light.coarse.draws])
+    # one draw stays one draw; no coarse sample stays none
+    one = BlockPoint.build(p, SEOptions(sample_dim=16, sample_draws=1, sample_extrapolate=False)).light()
+    assert one.sample.draws == 1 and one.coarse is None
+
+
+def test_newton_prox_resumes_from_its_own_minimiser():
+    # a warm start the prox returned resumes from its Newton state; a copy (no state) starts afresh: same minimiser
+    rng = np.random.default_rng(6)
+    D, R = 30, 2
+    G = rng.standard_normal((2, R, D, D)) / math.sqrt(D)
+    A_s, A_a = _sym(G[0]) + np.stack([np.diag(rng.uniform(0, 2, D)) for _ in range(R)]), 0.7 * _anti(G[1])
+    M1, _, _ = weighted_nuclear_prox(A_s, A_a, 2.0, 0.5, 0.3, tol=1e-10)
+    moved = (1.05 * A_s, 0.95 * A_a, 2.1, 0.45, 0.25)
+    resumed, _, it_resumed = weighted_nuclear_prox(*moved, tol=1e-10, warm=M1)
+    fresh, _, _ = weighted_nuclear_prox(*moved, tol=1e-10, warm=M1.copy())
+    ref, _, _ = weighted_nuclear_prox(*moved, rank=D - 1, tol=1e-14, max_iter=100000)
+    for M in (resumed, fresh):
+        assert np.all(np.linalg.norm(M - ref, axis=(1, 2)) <= 1e-10 * np.linalg.norm(ref, axis=(1, 2)) + 1e-13)
+    assert 1 <= it_resumed <= 12

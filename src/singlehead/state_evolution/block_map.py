@@ -53,7 +53,7 @@ from singlehead.state_evolution.untied.prior import UntiedPriorSample, extrapola
 from singlehead.state_evolution.untied.teachers import teacher_norms, teacher_sampler
 
 __all__ = ["OVERLAPS", "HATS", "BlockPoint", "BlockSEMap", "BlockSetup", "check_block_options", "block_result",
-           "collapsed_block_result", "add_draw_errors", "t_quantile_975", "COARSE_DRAWS"]
+           "collapsed_block_result", "add_draw_errors", "t_quantile_975", "COARSE_DRAWS", "LIGHT_FRACTION"]
 
 #: the six overlaps and their conjugates, in the order of the map's full point
 OVERLAPS = ("q_s", "m_s", "Sigma_s", "q_a", "m_a", "Sigma_a")
@@ -67,6 +67,10 @@ _QHAT_A_FLOOR = 1e-12
 #: ``2 F_D - F_{D/2}`` per unit cost is least at ``sqrt(c)`` coarse draws per fine one when a draw's values
 #: spread as ``1/D`` and a coarse draw costs ``1/c`` of a fine one (batched SVDs at D = 100 vs 50: c ~ 3.4)
 COARSE_DRAWS = 2
+#: the maps on a thinned node set (the coarse stage, the continuation in ``lam``) average the prior side over
+#: ``1/LIGHT_FRACTION`` of the draws of each size: they only bring the solve near the fixed point, which the
+#: full map (every draw) then locates
+LIGHT_FRACTION = 4
 #: relative step of the finite-difference Jacobian of the linear response (draw errors)
 _RESPONSE_STEP = 1e-3
 #: options the block solver has no counterpart for, with the reason
@@ -146,6 +150,16 @@ class BlockPoint:
     def with_sample(self, sample: UntiedPriorSample) -> "BlockPoint":
         """The same point on other instances (a subset of the draws, say)."""
         return replace(self, sample=sample)
+
+    def light(self) -> "BlockPoint":
+        """The same point on the first ``1/LIGHT_FRACTION`` of each size's draws (at least one): the prior side of
+        the maps that only bring the solve near the fixed point (thinned node sets)."""
+        def head(sample: UntiedPriorSample | None) -> UntiedPriorSample | None:
+            if sample is None:
+                return None
+            n = max(1, sample.draws // LIGHT_FRACTION)
+            return UntiedPriorSample(sample.M0[:n], sample.Zs[:n], sample.Za[:n])
+        return replace(self, sample=head(self.sample), coarse=head(self.coarse))
 
     @property
     def Q0(self) -> tuple[float, ...]:
@@ -238,9 +252,12 @@ class BlockSEMap(MapCore):
     def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None,
                 **changes: Any) -> "BlockSEMap":
         """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget,
-        its settings changed by ``changes``, without floor and tracked branches."""
+        its settings changed by ``changes``, without floor and tracked branches; on a node set thinner than
+        this one's, with the prior side on :meth:`BlockPoint.light`."""
         settings = replace(self.settings, budget=self.budget, floor_after=None, **changes)
         pt = self.point if problem is None else replace(self.point, problem=problem)
+        if quad is not None and self.quad is not None and quad.flat.shape[0] < self.quad.flat.shape[0]:
+            pt = pt.light()  # a thinned node set: a map that only brings the solve near the fixed point
         return BlockSEMap(pt.problem, pt, quad, settings, counter=self.counter, sigma_a=self.sigma_a)
 
     def _evaluated(self, residual: float) -> None:

@@ -18,13 +18,16 @@ its law is given by free probability (Ginibre noise). The state evolution of an 
 sits there for ``T >= 2``: the symmetric part is seen by ``T(T+1)/2`` fields per sequence and the
 antisymmetric one by ``T(T-1)/2``, so ``Sigmahat_s != Sigmahat_a`` and the proximal map is no
 longer a function of the singular values alone. It is computed here on ``draws`` sampled
-``D x D`` instances (fixed draws: the map is deterministic), by accelerated proximal gradient
-with singular-value soft thresholding; the spread over draws is its sampling error.
+``D x D`` instances (fixed draws: the map is deterministic), by semismooth Newton in the
+singular bases of ``Mhat + tau G`` (accelerated proximal gradient with singular-value soft
+thresholding where Newton stalls, and under a rank cap); the spread over draws is its sampling
+error.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -33,7 +36,7 @@ import numpy as np
 from singlehead.numerics.spectra.primitives import singular_value_threshold
 
 __all__ = ["BlockPriorSide", "UntiedPriorSample", "UntiedPriorSide", "weighted_nuclear_prox", "untied_prior_side",
-           "extrapolated_side"]
+           "extrapolated_side", "ProxLinearisation"]
 
 
 def _sym(M: np.ndarray) -> np.ndarray:
@@ -155,6 +158,192 @@ def _symmetric_soft_threshold(A: np.ndarray, tau: float, rank: int | None) -> tu
     return (V * s[..., None, :]) @ np.swapaxes(V, -1, -2), np.sort(np.abs(s), axis=-1)[..., ::-1]
 
 
+class ProxLinearisation:
+    """The weighted nuclear-norm problem linearised at ``Y = Mhat + tau G`` (``G`` a subgradient of ``||.||_*`` at ``Mhat``).
+
+    With the full SVD ``Y = U diag(sigma) V^T`` (batched over draws), the singular values above
+    ``tau`` are active (``Mhat``'s are ``sigma - tau``). In the rotated coordinates ``x = U^T X V`` the
+    operator ``P (W + C) P`` acts as ``cbar x + dbar Q x^T Q + C_sym sym(x) + C_anti anti(x)``, with
+    ``W X = Sigmahat_s X_s + Sigmahat_a X_a``, ``cbar, dbar = (Sigmahat_s +- Sigmahat_a)/2``,
+    ``Q = U^T V``, ``C`` the nuclear norm's curvature on each pair ``(i, j)`` (both active: 0 on the
+    symmetric part, ``2 tau/(s_i + s_j)`` on the antisymmetric part; ``i`` active, ``j`` inactive:
+    ``(tau -+ g_j)/s_i``) and ``P`` the projection off the inactive-inactive block (``mask``). It is
+    the Jacobian of the estimator in its input (``K = P (W + C)^{-1} P``, see
+    :mod:`singlehead.numerics.spectra.untied_prior_jacobian`) and the Newton system of
+    :func:`weighted_nuclear_prox`.
+    """
+
+    def __init__(self, U: np.ndarray, sig: np.ndarray, V: np.ndarray, Ss: float, Sa: float, tau: float) -> None:
+        self.U, self.V = U, V
+        self.Q = np.swapaxes(U, -1, -2) @ V
+        act = sig > tau
+        s = np.where(act, sig - tau, np.nan)
+        g = np.where(act, np.nan, sig)
+        ai, aj = act[:, :, None], act[:, None, :]
+        si, sj, gi, gj = s[:, :, None], s[:, None, :], g[:, :, None], g[:, None, :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c_sym = np.where(ai & aj, 0.0, np.where(ai, (tau - gj) / si, np.where(aj, (tau - gi) / sj, 0.0)))
+            c_anti = np.where(ai & aj, 2 * tau / (si + sj),
+                              np.where(ai, (tau + gj) / si, np.where(aj, (tau + gi) / sj, 0.0)))
+        self.mask = (ai | aj).astype(float)
+        self.c_sym = np.nan_to_num(c_sym) * self.mask
+        self.c_anti = np.nan_to_num(c_anti) * self.mask
+        self.cbar, self.dbar = 0.5 * (Ss + Sa), 0.5 * (Ss - Sa)
+        self.active = act
+        # x -> c_sym sym(x) + c_anti anti(x) as a x + b x^T (and the preconditioner alike), the mask folded in
+        self._a = self.mask * (self.cbar + 0.5 * (self.c_sym + self.c_anti))
+        self._b = self.mask * (0.5 * (self.c_sym - self.c_anti))
+        ps, pa = 1.0 / (self.cbar + self.c_sym), 1.0 / (self.cbar + self.c_anti)
+        self._pa, self._pb = self.mask * (0.5 * (ps + pa)), self.mask * (0.5 * (ps - pa))
+        self._q = self.dbar * self.mask
+
+    def rotate(self, X: np.ndarray) -> np.ndarray:
+        """``P (U^T X V)``."""
+        return self.mask * (np.swapaxes(self.U, -1, -2) @ X @ self.V)
+
+    def unrotate(self, x: np.ndarray) -> np.ndarray:
+        """``U x V^T``."""
+        return self.U @ x @ np.swapaxes(self.V, -1, -2)
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """``P (W + C) P x`` in the rotated coordinates."""
+        xt = np.swapaxes(x, -1, -2)
+        out = self.Q @ xt @ self.Q
+        out *= self._q
+        out += self._a * x
+        out += self._b * xt
+        return out
+
+    def precondition(self, r: np.ndarray) -> np.ndarray:
+        """``P (cbar + C)^{-1} r``."""
+        out = self._pa * r
+        out += self._pb * np.swapaxes(r, -1, -2)
+        return out
+
+    def solve(self, b: np.ndarray, tol: float, max_iter: int, *, strict: bool = True) -> tuple[np.ndarray, int]:
+        """Preconditioned conjugate gradients on every draw at once, to the relative residual ``tol``
+        (``strict``: raise ``ArithmeticError`` when ``max_iter`` iterations do not reach it)."""
+        x = np.zeros_like(b)
+        r = b.copy()
+        z = self.precondition(r)
+        p = z.copy()
+        rz = _batched_dot(r, z)
+        bn = np.sqrt(_batched_dot(b, b))
+        for it in range(1, max_iter + 1):
+            Ap = self.apply(p)
+            pAp = _batched_dot(p, Ap)
+            step = np.where(pAp > 0, rz / np.where(pAp > 0, pAp, 1.0), 0.0)
+            x += step[:, None, None] * p
+            r -= step[:, None, None] * Ap
+            if np.all(np.sqrt(_batched_dot(r, r)) <= tol * bn):
+                return x, it
+            z = self.precondition(r)
+            rz_new = _batched_dot(r, z)
+            p = z + (rz_new / np.where(rz > 0, rz, 1.0))[:, None, None] * p
+            rz = rz_new
+        if strict:
+            raise ArithmeticError(f"the prior Jacobian's conjugate gradients did not reach {tol:g} in {max_iter} "
+                                  "iterations")
+        return x, max_iter
+
+
+def _batched_dot(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    return np.einsum("rij,rij->r", X, Y)
+
+
+#: Newton steps of the weighted nuclear-norm prox before it hands over to proximal gradient
+_NEWTON_STEPS = 12
+#: a Newton step that leaves some draw's residual above this fraction of the previous one hands over to proximal gradient
+_NEWTON_STALL = 0.9
+#: the largest relative residual of the conjugate gradients inside one Newton step (inexact Newton: the outer
+#: residual then falls by about this factor per step once the active set is settled; a step that can reach
+#: the accuracy asked for solves to 0.1 of it)
+_NEWTON_CG_TOL = 1e-3
+
+
+def _svd(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(U, sigma, V^T)`` of square ``Y`` (batched) from the eigendecomposition of ``Y^T Y``, ``U = Y V/sigma``.
+
+    Cheaper than a batched SVD. ``U diag((sigma - tau)_+) V^T = Y V diag((sigma - tau)_+/sigma) V^T``
+    is as accurate as singular-value soft thresholding (:func:`singular_value_threshold`); the
+    columns of ``U`` for singular values near 0 are not, which only slows a Newton step built on
+    them (the residual that stops the iteration is computed from the thresholded matrix)."""
+    w, V = np.linalg.eigh(np.swapaxes(Y, -1, -2) @ Y)
+    w, V = w[..., ::-1], V[..., :, ::-1]
+    sig = np.sqrt(np.maximum(w, 0.0))
+    U = (Y @ V) / np.where(sig > 0, sig, 1.0)[:, None, :]
+    return U, sig, np.swapaxes(V, -1, -2)
+
+
+def _blocks_resolved(r: np.ndarray, M: np.ndarray, bound: float) -> bool:
+    """Whether each block's residual is within ``bound`` times that block's size on every draw (a block
+    orders of magnitude below the other, an antisymmetric part driven by a floored ``qhat_a``, is then
+    resolved to the same relative accuracy as the whole)."""
+    return all(np.all(np.sqrt(_batched_dot(part(r), part(r))) <= bound * np.sqrt(_batched_dot(part(M), part(M))))
+               for part in (_sym, _anti))
+
+
+#: the Newton state ``(Y, U, sigma, V^T)`` behind each minimiser still alive, by ``id`` (with a weak reference
+#: that removes the entry when the minimiser goes): a warm start from a returned minimiser resumes from its ``Y``
+#: and the singular bases already computed there, which saves the first step's decomposition
+_STATES: dict[int, tuple[Any, tuple[np.ndarray, ...]]] = {}
+
+
+def _remember(M: np.ndarray, state: tuple[np.ndarray, ...]) -> None:
+    key = id(M)
+    _STATES[key] = (weakref.ref(M, lambda _, k=key: _STATES.pop(k, None)), state)
+
+
+def _recall(M: np.ndarray | None) -> tuple[np.ndarray, ...] | None:
+    entry = None if M is None else _STATES.get(id(M))
+    return entry[1] if entry is not None and entry[0]() is M else None
+
+
+def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray, tol: float,
+                 state: tuple[np.ndarray, ...] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, int, bool, tuple[np.ndarray, ...] | None]:
+    """Semismooth Newton on ``Phi(Y) = (Y - svt(Y)) + W svt(Y) = A`` (``svt``: soft thresholding at ``tau``).
+
+    ``Y = Mhat + tau G``; ``Phi``'s Jacobian is ``(W + C) K_svt`` with ``K_svt = (1 + C)^{-1}`` on the
+    active pairs (:class:`ProxLinearisation`), so a step solves ``(W + C) dM = A - Phi(Y)`` by
+    conjugate gradients and moves ``Y`` by ``(1 + C) dM`` (by the residual on the inactive block).
+    Started from ``Y = M + A - W M``, or from ``state = (Y, U, sigma, V^T)`` (a previous solve's ``Y`` with
+    its singular bases: any ``Y`` is a valid start, and its decomposition is not recomputed). Stopped when every draw's ``||A - Phi(Y)||`` is below
+    ``tol min(Sigmahat) ||Mhat||`` (strong convexity: then ``||Mhat - M*|| <= tol ||Mhat||``), and each
+    block's residual below ``tol min(Sigmahat)`` times that block's size (:func:`_blocks_resolved`).
+    Returns ``(Mhat, singular values, steps, converged, state at Mhat)``; not converged when a step
+    leaves some draw's residual above ``_NEWTON_STALL`` of the previous one or after ``_NEWTON_STEPS``
+    steps (the best ``Mhat`` is returned).
+    """
+    mu = min(Ss, Sa)
+    if state is not None and state[0].shape == A.shape:
+        Y = state[0]
+    else:
+        state = None
+        Y = M + A - (Ss * _sym(M) + Sa * _anti(M))
+    best_M, best_s, prev = M, None, None
+    for it in range(1, _NEWTON_STEPS + 1):
+        U, sig, Vt = state[1:] if (it == 1 and state is not None) else _svd(Y)
+        s = np.maximum(sig - tau, 0.0)
+        M = (U * s[:, None, :]) @ Vt
+        r = A - (Y - M + Ss * _sym(M) + Sa * _anti(M))
+        rn = np.sqrt(_batched_dot(r, r))
+        if prev is not None and np.any(rn > _NEWTON_STALL * prev):
+            return best_M, best_s, it, False, None
+        best_M, best_s, prev = M, s, rn
+        target = tol * mu * np.sqrt(_batched_dot(M, M))
+        if np.all(rn <= target) and _blocks_resolved(r, M, tol * mu):
+            return M, s, it, True, (Y, U, sig, Vt)
+        lin = ProxLinearisation(U, sig, np.swapaxes(Vt, -1, -2), Ss, Sa, tau)
+        rr = np.swapaxes(U, -1, -2) @ r @ lin.V
+        # near the minimiser a linear solve to 0.1 of the accuracy asked for saves the next step's SVD
+        cg_tol = float(np.clip(0.1 * np.min(target / np.maximum(rn, 1e-300)), 1e-10, _NEWTON_CG_TOL))
+        x = lin.solve(lin.mask * rr, cg_tol, 200, strict=False)[0]
+        dy = lin.mask * ((1.0 + lin.c_sym) * _sym(x) + (1.0 + lin.c_anti) * _anti(x)) + (1.0 - lin.mask) * rr
+        Y = Y + U @ dy @ Vt
+    return best_M, best_s, _NEWTON_STEPS, False, None
+
+
 def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, Sigmahat_a: float, tau: float,
                           *, rank: int | None = None, warm: np.ndarray | None = None, tol: float = 1e-11,
                           max_iter: int = 5000) -> tuple[np.ndarray, np.ndarray, int]:
@@ -163,19 +352,27 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     Exact in one step when ``Sigmahat_s = Sigmahat_a`` (singular-value soft thresholding of
     ``(A_s + A_a)/Sigmahat``) or when the antisymmetric block is unobserved (``Sigmahat_a = 0``,
     ``A_a = 0``: then ``M_a = 0``, since ``||M||_* >= ||M_s||_*``, and ``M`` is the two-sided
-    eigenvalue soft threshold of ``A_s/Sigmahat_s``). Otherwise accelerated proximal gradient
-    (constant momentum for the strongly convex case, step ``1/max Sigmahat``) from ``warm``;
-    stopped when the relative step is below ``tol``. With ``rank`` the top ``rank`` singular values
-    are kept (a heuristic projection: the capped problem is not convex).
+    eigenvalue soft threshold of ``A_s/Sigmahat_s``). Otherwise, without a rank cap, semismooth
+    Newton from ``warm`` (conjugate-gradient steps in the singular bases of ``Mhat + tau G``),
+    stopped when the distance to the minimiser, bounded by the optimality residual over
+    ``min Sigmahat``, is below ``tol ||Mhat||`` on every draw (a ``warm`` start that this function
+    returned resumes from the Newton state it ended in); where a Newton step does not reduce the
+    residual by a tenth, and with a rank cap, accelerated proximal gradient (constant momentum for
+    the strongly convex case, step ``1/max Sigmahat``) from the best iterate, stopped when
+    the relative step is below ``tol``. With ``rank`` the top ``rank`` singular values are kept (a
+    heuristic projection: the capped problem is not convex).
 
     Returns
     -------
-    M : (R, D, D) array, singular values (R, D), iterations
+    M : (R, D, D) array, singular values (R, D), iterations (Newton steps plus proximal-gradient ones)
     """
     Ss, Sa = float(Sigmahat_s), float(Sigmahat_a)
     if not (Ss > 0 and Sa >= 0 and tau >= 0):
         raise ValueError(f"Sigmahat_s must be > 0, Sigmahat_a >= 0 and tau >= 0 (got {Ss}, {Sa}, {tau})")
-    if np.all(np.linalg.norm(A_s + A_a, ord=2, axis=(-2, -1)) <= tau):
+    A = A_s + A_a
+    # a draw whose Frobenius norm exceeds sqrt(D) tau has a spectral norm above tau: no need to compute it
+    if (np.all(np.linalg.norm(A, axis=(-2, -1)) <= math.sqrt(A.shape[-1]) * tau)
+            and np.all(np.linalg.norm(A, ord=2, axis=(-2, -1)) <= tau)):
         # 0 minimises iff A lies in tau times the nuclear norm's subdifferential at 0 (spectral norm <= tau)
         return np.zeros_like(A_s), np.zeros(A_s.shape[:-1]), 0
     if Sa == 0.0 and not np.any(A_a):
@@ -187,9 +384,16 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
         M, s = singular_value_threshold((A_s + A_a) / Ss, tau / Ss, rank)
         return M, s, 1
     L, mu = max(Ss, Sa), min(Ss, Sa)
-    beta = (math.sqrt(L) - math.sqrt(mu)) / (math.sqrt(L) + math.sqrt(mu))
-    A = A_s + A_a
     M = singular_value_threshold(A / L, tau / L, rank)[0] if warm is None else warm
+    done = 0
+    if rank is None or rank >= A.shape[-1]:
+        M_newton, s, done, converged, state = _newton_prox(A, Ss, Sa, tau, M, tol, _recall(warm))
+        if converged:
+            _remember(M_newton, state)
+            return M_newton, s, done
+        if s is not None:
+            M = M_newton
+    beta = (math.sqrt(L) - math.sqrt(mu)) / (math.sqrt(L) + math.sqrt(mu))
     Y = M
     s = None
     for it in range(1, max_iter + 1):
@@ -200,8 +404,8 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
         Y = M_new + beta * (M_new - M)
         M = M_new
         if np.all(step <= tol * (size + 1e-300)):
-            return M, s, it
-    return M, s, max_iter
+            return M, s, done + it
+    return M, s, done + max_iter
 
 
 @dataclass

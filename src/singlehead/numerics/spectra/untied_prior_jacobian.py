@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from singlehead.numerics.spectra.untied_prior import UntiedPriorSample
+from singlehead.numerics.spectra.untied_prior import ProxLinearisation, UntiedPriorSample
 
 #: the second word of the probes' seed sequence (keeps them off the stream an instance sample is drawn from)
 _PROBE_STREAM = 0x4A4143
@@ -120,66 +120,13 @@ def _two_sided_jacobian(A_s: np.ndarray, Ss: float, tau: float) -> PriorJacobian
     return PriorJacobian(F, T, probes=0)
 
 
-class _Linearised:
-    """``P (W + C) P`` in the rotated coordinates of each draw, with its preconditioner."""
+class _Linearised(ProxLinearisation):
+    """``P (W + C) P`` in the rotated coordinates of each draw at the minimiser ``M`` for the input ``A``."""
 
     def __init__(self, A: np.ndarray, M: np.ndarray, Ss: float, Sa: float, tau: float) -> None:
         Y = M + A - (Ss * _sym(M) + Sa * _anti(M))  # Mhat + tau G
         U, sig, Vt = np.linalg.svd(Y)
-        self.U, self.V = U, np.swapaxes(Vt, -1, -2)
-        self.Q = np.swapaxes(U, -1, -2) @ self.V
-        act = sig > tau
-        s = np.where(act, sig - tau, np.nan)
-        g = np.where(act, np.nan, sig)
-        ai, aj = act[:, :, None], act[:, None, :]
-        si, sj, gi, gj = s[:, :, None], s[:, None, :], g[:, :, None], g[:, None, :]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            c_sym = np.where(ai & aj, 0.0, np.where(ai, (tau - gj) / si, np.where(aj, (tau - gi) / sj, 0.0)))
-            c_anti = np.where(ai & aj, 2 * tau / (si + sj), np.where(ai, (tau + gj) / si, np.where(aj, (tau + gi) / sj, 0.0)))
-        self.mask = (ai | aj).astype(float)
-        self.c_sym = np.nan_to_num(c_sym) * self.mask
-        self.c_anti = np.nan_to_num(c_anti) * self.mask
-        self.cbar, self.dbar = 0.5 * (Ss + Sa), 0.5 * (Ss - Sa)
-        self.active = act
-
-    def rotate(self, X: np.ndarray) -> np.ndarray:
-        return self.mask * (np.swapaxes(self.U, -1, -2) @ X @ self.V)
-
-    def unrotate(self, x: np.ndarray) -> np.ndarray:
-        return self.U @ x @ np.swapaxes(self.V, -1, -2)
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        xt = np.swapaxes(x, -1, -2)
-        out = (self.cbar * x + self.dbar * (self.Q @ xt @ self.Q)
-               + self.c_sym * 0.5 * (x + xt) + self.c_anti * 0.5 * (x - xt))
-        return self.mask * out
-
-    def precondition(self, r: np.ndarray) -> np.ndarray:
-        rs, ra = _sym(r), _anti(r)
-        return self.mask * (rs / (self.cbar + self.c_sym) + ra / (self.cbar + self.c_anti))
-
-    def solve(self, b: np.ndarray, tol: float, max_iter: int) -> tuple[np.ndarray, int]:
-        """Preconditioned conjugate gradients on every draw at once (relative residual ``tol``)."""
-        x = np.zeros_like(b)
-        r = b.copy()
-        z = self.precondition(r)
-        p = z.copy()
-        rz = _dot(r, z)
-        bn = np.sqrt(_dot(b, b))
-        for it in range(1, max_iter + 1):
-            Ap = self.apply(p)
-            pAp = _dot(p, Ap)
-            step = np.where(pAp > 0, rz / np.where(pAp > 0, pAp, 1.0), 0.0)
-            x += step[:, None, None] * p
-            r -= step[:, None, None] * Ap
-            if np.all(np.sqrt(_dot(r, r)) <= tol * bn):
-                return x, it
-            z = self.precondition(r)
-            rz_new = _dot(r, z)
-            p = z + (rz_new / np.where(rz > 0, rz, 1.0))[:, None, None] * p
-            rz = rz_new
-        raise ArithmeticError(f"the prior Jacobian's conjugate gradients did not reach {tol:g} in {max_iter} "
-                              "iterations")
+        super().__init__(U, sig, np.swapaxes(Vt, -1, -2), Ss, Sa, tau)
 
 
 def nuclear_prox_jvp(A_s: np.ndarray, A_a: np.ndarray, M: np.ndarray, Sigmahat_s: float, Sigmahat_a: float,
