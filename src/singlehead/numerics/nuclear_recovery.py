@@ -29,7 +29,8 @@ orthogonal complement ``m x m`` (``m = (1 - rho) D``) is
 other through ``V``: the weighted projections ``min_{||V|| <= t} w ||X_s - V_s||^2 + (1-w) ||X_a - V_a||^2``
 trace the attainable pairs. This block is not a spectral function of one matrix (for one isotropic
 family, ``w = 1/2``, it is the singular-value clipping of the quarter-circle computation), so it is
-evaluated on one fixed ``m x m`` instance; the rest is exact.
+evaluated on a few fixed ``m x m`` instances whose spectra are those of the limiting laws (only their
+eigenvectors are random); the rest is exact.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import integrate, linalg, optimize
 
-__all__ = ["NuclearSolution", "min_nuclear_norm", "blocked_nuclear_threshold"]
+__all__ = ["NuclearSolution", "min_nuclear_norm", "blocked_nuclear_threshold", "nuclear_statistical_dimension"]
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,26 @@ def min_nuclear_norm(A: np.ndarray, b: np.ndarray, shape: tuple[int, int], *, to
     return NuclearSolution(X, it, converged, res)
 
 
+def nuclear_statistical_dimension(rho: float) -> float:
+    """``delta(rho)/D^2``: statistical dimension of the nuclear norm's descent cone at a rank-``rho D``
+    ``D x D`` matrix, per entry (Chandrasekaran et al. 2012; Amelunxen et al. 2014, Prop. 4.7).
+
+    ``min_t [1 - (1-rho)^2 + t^2 rho (1-rho) + (1-rho)^2 int (s - t)_+^2 qc(ds)]``, ``qc`` the
+    quarter-circle law on ``[0, 2]`` (singular values of a square Gaussian block, scaled). Minimum-
+    nuclear-norm recovery from isotropic Gaussian measurements succeeds above ``delta`` measurements
+    (the phase transition of Donoho, Gavish & Montanari 2013). ``rho = 1/2`` gives 0.9054.
+    """
+    if not (0.0 <= rho <= 1.0):
+        raise ValueError(f"rho must be in [0, 1] (got {rho!r})")
+
+    def excess(t: float) -> float:
+        tail = integrate.quad(lambda s: (s - t) ** 2 * math.sqrt(4 - s * s) / math.pi, t, 2.0)[0] if t < 2 else 0.0
+        return 1 - (1 - rho) ** 2 + t * t * rho * (1 - rho) + (1 - rho) ** 2 * tail
+
+    return float(optimize.minimize_scalar(excess, bounds=(0.0, 2.0), method="bounded",
+                                          options={"xatol": 1e-10}).fun)
+
+
 def _ball_projection(Y: np.ndarray, t: float) -> np.ndarray:
     """Frobenius projection of each matrix of the stack ``Y`` (``(k, m, m)``) on ``{||V||_op <= t}``: the
     singular values above ``t`` clipped to ``t``, from the eigendecomposition of ``Y^T Y`` (only the clipped
@@ -188,27 +209,30 @@ def _ball_projection(Y: np.ndarray, t: float) -> np.ndarray:
     return Y - ((Y @ W) * cut[..., None, :]) @ np.swapaxes(W, -1, -2)
 
 
-def _semicircle_quantiles(n: int) -> np.ndarray:
-    """The ``(i + 1/2)/n`` quantiles (``i = 0 .. n-1``, increasing) of the semicircle law on ``[-1, 1]``
-    (bisection on its distribution function to rounding)."""
-    u = (np.arange(n) + 0.5) / n
-    lo, hi = -np.ones(n), np.ones(n)
+def _semicircle_bin_means(n: int) -> np.ndarray:
+    """The semicircle law on ``[-1, 1]`` cut into ``n`` bins of mass ``1/n``: each bin's mean (increasing),
+    from its edges (bisection on the distribution function to rounding) and the closed-form first moment
+    ``int x dF = -(2/(3 pi)) (1 - x^2)^(3/2)``."""
+    u = np.arange(1, n) / n
+    lo, hi = -np.ones(n - 1), np.ones(n - 1)
     for _ in range(60):
         y = 0.5 * (lo + hi)
         below = 0.5 + (y * np.sqrt(1.0 - y * y) + np.arcsin(y)) / np.pi < u
         lo, hi = np.where(below, y, lo), np.where(below, hi, y)
-    return 0.5 * (lo + hi)
+    edges = np.concatenate([[-1.0], 0.5 * (lo + hi), [1.0]])
+    moment = -(2.0 / (3.0 * math.pi)) * (1.0 - edges ** 2).clip(min=0.0) ** 1.5
+    return n * np.diff(moment)
 
 
 def _complement_instances(m: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``k`` independent pairs ``(G_s, G_a)`` of side ``m``: the symmetric and antisymmetric parts of a
     standard Gaussian matrix (off-diagonal variances 1/2; independent of each other), with their spectra
-    replaced by the quantiles of the limiting laws (``G_s``: eigenvalues on the semicircle of radius
-    ``sqrt(2 m)``; ``G_a``: singular values, in pairs, the moduli of those quantiles) and their Haar
-    eigenvectors kept."""
+    replaced by those of the limiting laws, cut into ``m`` bins of equal mass and each bin represented by
+    its mean (``G_s``: eigenvalues on the semicircle of radius ``sqrt(2 m)``; ``G_a``: singular values, in
+    pairs, the moduli of those values), and their Haar eigenvectors kept."""
     G = np.random.default_rng(seed).standard_normal((k, m, m))
     Gs, Ga = 0.5 * (G + np.swapaxes(G, 1, 2)), 0.5 * (G - np.swapaxes(G, 1, 2))
-    q = math.sqrt(2.0 * m) * _semicircle_quantiles(m)
+    q = math.sqrt(2.0 * m) * _semicircle_bin_means(m)
     _, Q = np.linalg.eigh(Gs)
     Gs = (Q * q) @ np.swapaxes(Q, 1, 2)
     lam, W = np.linalg.eigh(np.swapaxes(Ga, 1, 2) @ Ga)  # Ga^T Ga commutes with Ga: rescale along W
@@ -242,7 +266,7 @@ def _smallest_scale(A: float, B: float, p: float, q: float, f: float) -> float:
 
 def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full: float, *, size: int = 48,
                               seed: int = 0, fista_iters: int = 3, instances: int = 8, tol: float = 1e-6,
-                              max_rounds: int = 1000) -> float:
+                              max_rounds: int = 1000, control_variate: bool = True) -> float:
     """Phase transition of minimum-nuclear-norm recovery of a symmetric PSD ``D x D`` matrix of rank
     ``rho D`` from three families of Gaussian measurements (module docstring): ``alpha_c`` such that
     recovery succeeds w.h.p. (``D -> inf``) iff ``alpha > alpha_c``, when there are ``alpha D^2 n_sym``
@@ -331,7 +355,8 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
         # symmetric problem
         return max(blocked_nuclear_threshold(rho, counts[0], 0.0, 0.0, size=size, seed=seed,
                                              fista_iters=fista_iters, instances=instances, tol=tol,
-                                             max_rounds=max_rounds), base / counts[1])
+                                             max_rounds=max_rounds, control_variate=control_variate),
+                   base / counts[1])
     present = np.flatnonzero(counts > 0)
     npres = len(present)
     sq = np.sqrt(counts)
@@ -416,7 +441,18 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
             Y = Vn + ((theta - 1.0) / theta_n) * (Vn - V)
             V, theta = Vn, theta_n
         U = V / t
-    return float(value)
+    if not control_variate:
+        return float(value)
+    # the isotropic one-family condition on the same instances (w = 1/2: singular-value clipping of
+    # G_s + G_a) against its exact value
+    sv = np.linalg.svd(Gs + Ga, compute_uv=False).ravel()
+
+    def isotropic(tau: float) -> float:
+        return 2 * base + tau * tau * rho + float(np.sum((sv - tau * sd).clip(min=0.0) ** 2)) / norm
+
+    iso = optimize.minimize_scalar(isotropic, bounds=(0.0, float(sv.max()) / sd), method="bounded",
+                                   options={"xatol": 1e-10}).fun
+    return float(value) * nuclear_statistical_dimension(rho) / float(iso)
 
 
 def _trade_off_weight(s: float, A: float, B: float, p: float, q: float) -> float:
