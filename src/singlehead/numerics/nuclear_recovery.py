@@ -224,6 +224,19 @@ def _semicircle_bin_means(n: int) -> np.ndarray:
     return n * np.diff(moment)
 
 
+def _semicircle_excess(c: float, t: float) -> float:
+    """``E (c |x| - t)_+^2`` for ``x`` semicircular on ``[-1, 1]`` (``c >= 0``, ``t >= 0``), in closed form
+    from the truncated moments ``int_a^1 x^k (2/pi) sqrt(1 - x^2) dx``, ``k = 0, 1, 2``."""
+    if c <= 0.0 or t >= c:
+        return 0.0
+    a = t / c
+    r = math.sqrt(1.0 - a * a)
+    i0 = math.pi / 4 - (a * r + math.asin(a)) / 2
+    i1 = r ** 3 / 3
+    i2 = math.pi / 16 - (a * (2 * a * a - 1) * r + math.asin(a)) / 8
+    return (4.0 / math.pi) * (c * c * i2 - 2 * c * t * i1 + t * t * i0)
+
+
 def _complement_instances(m: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``k`` independent pairs ``(G_s, G_a)`` of side ``m``: the symmetric and antisymmetric parts of a
     standard Gaussian matrix (off-diagonal variances 1/2; independent of each other), with their spectra
@@ -274,8 +287,8 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     and ``alpha D^2 n_full`` isotropic ones.
 
     One isotropic family (``n_sym = n_antisym = 0``) gives the statistical dimension,
-    ``alpha_c n_full = nuclear_statistical_dimension(rho)`` (up to the finite-size error below). At
-    ``rho = 1`` (full rank, the descent cone a half-space) it is the parameter count of the families.
+    ``alpha_c n_full = nuclear_statistical_dimension(rho)`` (to the solver's tolerance when
+    ``control_variate``, below). At ``rho = 1`` (full rank, the descent cone a half-space) it is the parameter count of the families.
 
     Evaluation. The Gaussian-min-max condition is minimised over the family weights ``mu_b``, the scale
     ``tau`` of the dual certificate and its complement block ``V`` (``||V||_op <= tau sqrt(D)``, the
@@ -285,23 +298,31 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     (projections on the spectral-norm ball) descend the weighted projection whose weight is the
     condition's own sensitivity to the two parts, which at a fixed point is the best trade-off. Rounds
     stop when two consecutive ones change ``alpha`` by less than ``tol``. Every value met is attained by
-    a feasible certificate, so the result is an upper bound on the minimum over the instances below.
+    a feasible certificate on the instances below, so the minimum found is an upper bound on theirs.
 
     Accuracy contract. The complement block is evaluated on ``instances`` independent pairs
-    ``(G_s, G_a)`` of side ``size`` (drawn with ``seed``, the condition averaged over them), whose spectra
-    are set to the quantiles of the limiting semicircle laws so that only their eigenvectors are random.
-    The result then differs from the ``D -> inf`` value by the eigenvector fluctuation, whose standard
-    deviation falls like ``1 / (size sqrt(instances))``, plus a bias of order ``1/size`` and the
-    stopping error (a few ``tol``). The accuracy is that of ``size * sqrt(instances)``: trade ``size``
-    (cost ``~size^3`` per instance) against ``instances`` (cost linear). Measurements of each family
-    that see only the symmetric part (``n_antisym = n_full = 0``) give a spectral function of ``G_s``,
-    deterministic here. Cost: a fraction of one ``reference_seconds`` at the defaults.
+    ``(G_s, G_a)`` of side ``size`` (drawn with ``seed``; the condition averaged over them) whose spectra
+    are those of the limiting semicircle laws, cut into ``size`` bins of equal mass (each represented by
+    its mean), so that only their eigenvectors are random. With ``control_variate`` the minimum is then
+    multiplied by ``nuclear_statistical_dimension(rho) / alpha_iso``, ``alpha_iso`` the isotropic
+    one-family condition minimised on the same instances (singular-value clipping of ``G_s + G_a``):
+    the two share the instances' fluctuation to leading order, and the ratio's expectation is the
+    ``D -> inf`` value up to ``O(1/size)``. The result differs from the ``D -> inf`` value by the part
+    of the eigenvector fluctuation not shared with the isotropic condition, whose standard deviation
+    falls like ``1 / (size sqrt(instances))``, by a bias of order ``1/size`` (the bins), and by the
+    stopping error (a few ``tol``); the first dominates at the defaults. Trade ``size`` (cost
+    ``~size^3`` per instance) against ``instances`` (cost linear). Families that see only the
+    symmetric part (``n_antisym = n_full = 0``) give a spectral function of ``G_s``, evaluated in its
+    ``D -> inf`` limit (closed form on the semicircle; no instances). Cost: a fraction of one ``reference_seconds`` at the defaults.
 
     The condition is that of the closed descent cone. Its face ``{H_s = 0, H_a`` zero on the complement
     block``}`` (dimension ``(rho - rho^2/2) D^2``), on which the norm grows only at second order, meets the
     null space of the measurements when ``M_a`` is measured fewer times than that; the value returned is
     then an upper bound on the threshold (with ``n_sym`` and ``n_antisym`` only, the symmetric problem
-    alone, ``(n_sym, 0, 0)``, is the exact one for a symmetric matrix).
+    alone, ``(n_sym, 0, 0)``, is the exact one for a symmetric matrix). Without isotropic measurements
+    the conditions on the two parts decouple: the value is the larger of the symmetric problem's and
+    ``(rho - rho^2/2) / n_antisym``, the antisymmetric one's (its complement block absorbed by a
+    vanishing weight ``mu_a``, which leaves the whole spectral-norm ball to the symmetric part).
 
     Parameters
     ----------
@@ -321,6 +342,9 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
         Stopping tolerance on ``alpha`` between rounds, ``> 0``.
     max_rounds : int
         Cap on the rounds, ``>= 1``.
+    control_variate : bool
+        Divide by the isotropic condition on the same instances and multiply by its exact value
+        (accuracy contract).
 
     Examples
     --------
@@ -349,10 +373,7 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
         return math.inf  # no measurement sees the symmetric part
     base = rho - rho * rho / 2  # ||.||^2/D^2 of the U-range and cross blocks, per unit variance
     if counts[2] == 0 and counts[1] > 0:
-        # no isotropic family: the conditions on the two parts decouple. The antisymmetric one,
-        # ||r_a|| <= mu_a sqrt(N_a), needs N_a >= base D^2 (its complement block absorbed as mu_a -> 0,
-        # which leaves the whole spectral-norm ball to the symmetric part), the symmetric one is the
-        # symmetric problem
+        # no isotropic family: the two parts decouple (docstring)
         return max(blocked_nuclear_threshold(rho, counts[0], 0.0, 0.0, size=size, seed=seed,
                                              fista_iters=fista_iters, instances=instances, tol=tol,
                                              max_rounds=max_rounds, control_variate=control_variate),
@@ -392,17 +413,18 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     x = np.array([math.log(c / counts[present[0]]) for c in counts[present[1:]]] + ([math.log(0.25)] if m else []))
     if not m:
         return condition(minimise(x, lambda *a: (0.0, 0.0)), lambda *a: (0.0, 0.0))[0] ** 2
-    Gs, Ga = _complement_instances(m, int(instances), seed)
-    norm = instances * dim * dim
     if sym_only:
         # the antisymmetric part is not measured: the certificate must be symmetric (r_a = 0), and the
-        # projection of X_s on the symmetric spectral-norm ball clips its eigenvalues (deterministic here)
-        lam = np.abs(np.linalg.eigvalsh(Gs)).ravel()
+        # projection of X_s on the symmetric spectral-norm ball clips its eigenvalues, a semicircle of
+        # radius sigma_s sqrt(2 (1 - rho)) per sqrt(D): its D -> inf limit in closed form
+        c = math.sqrt(2.0 * (1.0 - rho))
 
         def eps_sym(sig_s: float, sig_a: float, tau: float) -> tuple[float, float]:
-            return float(np.sum((sig_s * lam - tau * sd).clip(min=0.0) ** 2)) / norm, 0.0
+            return (1.0 - rho) * _semicircle_excess(sig_s * c, tau), 0.0
 
         return condition(minimise(x, eps_sym), eps_sym)[0] ** 2
+    Gs, Ga = _complement_instances(m, int(instances), seed)
+    norm = instances * dim * dim
     Gss, Gaa = float(np.sum(Gs * Gs)) / norm, float(np.sum(Ga * Ga)) / norm
     mu, tau = unpack(x)
     U = _ball_projection(math.hypot(mu[0], mu[2]) * Gs + math.hypot(mu[1], mu[2]) * Ga, tau * sd) / (tau * sd)
