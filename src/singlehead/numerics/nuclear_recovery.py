@@ -374,10 +374,10 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     base = rho - rho * rho / 2  # ||.||^2/D^2 of the U-range and cross blocks, per unit variance
     if counts[2] == 0 and counts[1] > 0:
         # no isotropic family: the two parts decouple (docstring)
-        return max(blocked_nuclear_threshold(rho, counts[0], 0.0, 0.0, size=size, seed=seed,
-                                             fista_iters=fista_iters, instances=instances, tol=tol,
-                                             max_rounds=max_rounds, control_variate=control_variate),
-                   base / counts[1])
+        symmetric = blocked_nuclear_threshold(rho, counts[0], 0.0, 0.0, size=size, seed=seed, fista_iters=fista_iters,
+                                              instances=instances, tol=tol, max_rounds=max_rounds,
+                                              control_variate=control_variate)
+        return float(max(symmetric, base / counts[1]))
     present = np.flatnonzero(counts > 0)
     npres = len(present)
     sq = np.sqrt(counts)
@@ -412,7 +412,7 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     # start: the weights of the measurement counts, a certificate scale of the order of the optimum
     x = np.array([math.log(c / counts[present[0]]) for c in counts[present[1:]]] + ([math.log(0.25)] if m else []))
     if not m:
-        return condition(minimise(x, lambda *a: (0.0, 0.0)), lambda *a: (0.0, 0.0))[0] ** 2
+        return float(condition(minimise(x, lambda *a: (0.0, 0.0)), lambda *a: (0.0, 0.0))[0] ** 2)
     if sym_only:
         # the antisymmetric part is not measured: the certificate must be symmetric (r_a = 0), and the
         # projection of X_s on the symmetric spectral-norm ball clips its eigenvalues, a semicircle of
@@ -422,7 +422,7 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
         def eps_sym(sig_s: float, sig_a: float, tau: float) -> tuple[float, float]:
             return (1.0 - rho) * _semicircle_excess(sig_s * c, tau), 0.0
 
-        return condition(minimise(x, eps_sym), eps_sym)[0] ** 2
+        return float(condition(minimise(x, eps_sym), eps_sym)[0] ** 2)
     Gs, Ga = _complement_instances(m, int(instances), seed)
     norm = instances * dim * dim
     Gss, Gaa = float(np.sum(Gs * Gs)) / norm, float(np.sum(Ga * Ga)) / norm
