@@ -164,3 +164,13 @@ def test_symmetric_only_family_is_the_symmetric_problem():
     tied = 2 * perfect_recovery_threshold(Problem(T=2))
     assert tied + 0.01 < a < 0.5
     assert perfect_recovery_threshold(Problem(T=2, channel="linear", student="untied")) == pytest.approx(a / 3)
+
+
+def test_large_rank_ratio_is_at_most_the_symmetric_family_alone():
+    """Near full rank the weight of the isotropic family goes to 0 and the alternating minimisation stalls on
+    that face; the value is then that of the symmetric family alone (finite, at most the isotropic value
+    psi(rho)/2, and close to the parameter count 1/2)."""
+    for rho in (0.9, 0.99):
+        a = blocked_nuclear_threshold(rho, 1, 0, 1)
+        assert math.isfinite(a) and 0.49 < a <= blocked_nuclear_threshold(rho, 1, 0, 0) + 1e-12
+        assert a <= nuclear_statistical_dimension(rho) / 2 + 1e-9

@@ -299,6 +299,8 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     condition's own sensitivity to the two parts, which at a fixed point is the best trade-off. Rounds
     stop when two consecutive ones change ``alpha`` by less than ``tol``. Every value met is attained by
     a feasible certificate on the instances below, so the minimum found is an upper bound on theirs.
+    The result is at most the value of the symmetric family alone (the other weights zero, closed form
+    below), a face on which the alternating minimisation stalls (large ``rho``).
 
     Accuracy contract. The complement block is evaluated on ``instances`` independent pairs
     ``(G_s, G_a)`` of side ``size`` (drawn with ``seed``; the condition averaged over them) whose spectra
@@ -392,7 +394,7 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
         z = np.concatenate([[0.0], x[:npres - 1]])
         e = np.exp(z - z.max())
         mu[present] = e / e.sum()
-        return mu, (math.exp(x[npres - 1]) if m else 0.0)
+        return mu, (math.exp(min(max(x[npres - 1], -30.0), 30.0)) if m else 0.0)
 
     def condition(x: np.ndarray, eps) -> tuple[float, float, float, float, float, float, np.ndarray, float]:
         mu, tau = unpack(x)
@@ -463,18 +465,27 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
             Y = Vn + ((theta - 1.0) / theta_n) * (Vn - V)
             V, theta = Vn, theta_n
         U = V / t
-    if not control_variate:
-        return float(value)
-    # the isotropic one-family condition on the same instances (w = 1/2: singular-value clipping of
-    # G_s + G_a) against its exact value
-    sv = np.linalg.svd(Gs + Ga, compute_uv=False).ravel()
+    if control_variate:
+        value *= nuclear_statistical_dimension(rho) / _isotropic_condition(Gs + Ga, rho, dim, norm)
+    if counts[0] > 0:
+        # the certificates that use the symmetric family alone (closed form): the alternating minimisation
+        # stalls on that face (mu_f -> 0 drives tau to 0 for a fixed V/tau), where it is the minimum
+        symmetric = blocked_nuclear_threshold(rho, counts[0], 0.0, 0.0)
+        value = value if value <= symmetric else symmetric
+    return float(value)
+
+
+def _isotropic_condition(X: np.ndarray, rho: float, dim: float, norm: float) -> float:
+    """The isotropic one-family condition minimised on the instances ``X`` (``(k, m, m)``, the condition's
+    complement block the singular-value clipping of ``X``; ``norm = k dim^2``)."""
+    sv = np.linalg.svd(X, compute_uv=False).ravel()
+    sd = math.sqrt(dim)
 
     def isotropic(tau: float) -> float:
-        return 2 * base + tau * tau * rho + float(np.sum((sv - tau * sd).clip(min=0.0) ** 2)) / norm
+        return 2 * rho - rho * rho + tau * tau * rho + float(np.sum((sv - tau * sd).clip(min=0.0) ** 2)) / norm
 
-    iso = optimize.minimize_scalar(isotropic, bounds=(0.0, float(sv.max()) / sd), method="bounded",
-                                   options={"xatol": 1e-10}).fun
-    return float(value) * nuclear_statistical_dimension(rho) / float(iso)
+    return float(optimize.minimize_scalar(isotropic, bounds=(0.0, float(sv.max()) / sd), method="bounded",
+                                          options={"xatol": 1e-10}).fun)
 
 
 def _trade_off_weight(s: float, A: float, B: float, p: float, q: float) -> float:
