@@ -238,7 +238,7 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     teacher, whose descent cone is not the one computed here, the isotropic value
     ``nuclear_statistical_dimension(kappa0)/e`` is returned as an anchor. ``inf`` when the student's rank
     cap is below ``kappa0`` or the labels do not reveal the logits (hardmax). The first call for a
-    given ``(kappa0, T, channel)`` costs a fraction of a second; the value is cached.
+    given ``(kappa0, T, channel)`` evaluates it (that function states its cost); the value is cached.
 
     Examples
     --------

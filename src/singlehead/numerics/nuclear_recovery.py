@@ -312,10 +312,13 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     ``D -> inf`` value up to ``O(1/size)``. The result differs from the ``D -> inf`` value by the part
     of the eigenvector fluctuation not shared with the isotropic condition, whose standard deviation
     falls like ``1 / (size sqrt(instances))``, by a bias of order ``1/size`` (the bins), and by the
-    stopping error (a few ``tol``); the first dominates at the defaults. Trade ``size`` (cost
+    stopping error (a multiple of ``tol``, larger where the rounds contract slowly, small ``rho``); the
+    first dominates at the defaults. Trade ``size`` (cost
     ``~size^3`` per instance) against ``instances`` (cost linear). Families that see only the
     symmetric part (``n_antisym = n_full = 0``) give a spectral function of ``G_s``, evaluated in its
-    ``D -> inf`` limit (closed form on the semicircle; no instances). Cost: a fraction of one ``reference_seconds`` at the defaults.
+    ``D -> inf`` limit (closed form on the semicircle; no instances). Cost: per round ``fista_iters``
+    batched eigendecompositions of ``instances`` matrices of side ``size`` and a Nelder-Mead search over
+    at most three scalars; the rounds needed grow as ``rho -> 0``.
 
     The condition is that of the closed descent cone. Its face ``{H_s = 0, H_a`` zero on the complement
     block``}`` (dimension ``(rho - rho^2/2) D^2``), on which the norm grows only at second order, meets the
