@@ -76,6 +76,8 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench("bench_untied.py", "Untied student: step and fit", quick=("--seeds", "1")),
     Bench("bench_amp.py", "GAMP: time per iteration", quick=("--iters", "5")),
     Bench("bench_untied_inspect.py", "inspect: the untied law's fit", quick=None, env=ONE_THREAD),
+    Bench("bench_recovery_threshold.py", "Untied perfect-recovery threshold: seconds per call",
+          quick=("--repeat", "1", "--kappa0", "0.5"), env=ONE_THREAD),
     Bench("bench_gallery.py", "Documentation gallery examples", quick=("--only", "thresholds")),
     Bench("bench_explore.py", "The explorer in a headless browser", quick=("--repeat", "2", "--points", "10"),
           env=ONE_THREAD, needs="chromium"),

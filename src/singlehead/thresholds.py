@@ -43,7 +43,7 @@ import numpy as np
 from scipy import integrate, optimize
 
 from singlehead.model.problem import Problem
-from singlehead.numerics.nuclear_recovery import blocked_nuclear_threshold
+from singlehead.numerics.nuclear_recovery import blocked_nuclear_threshold, nuclear_statistical_dimension
 from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
 from singlehead.state_evolution import prior_model
 
@@ -190,26 +190,6 @@ def untied_interpolation_threshold(problem: Problem) -> float:
     return (k * (2 - k) if antisymmetric else k * (1 - k / 2)) / e
 
 
-def nuclear_statistical_dimension(rho: float) -> float:
-    """``delta(rho)/D^2``: statistical dimension of the nuclear norm's descent cone at a rank-``rho D``
-    ``D x D`` matrix, per entry (Chandrasekaran et al. 2012; Amelunxen et al. 2014, Prop. 4.7).
-
-    ``min_t [1 - (1-rho)^2 + t^2 rho (1-rho) + (1-rho)^2 int (s - t)_+^2 qc(ds)]``, ``qc`` the
-    quarter-circle law on ``[0, 2]`` (singular values of a square Gaussian block, scaled). Minimum-
-    nuclear-norm recovery from isotropic Gaussian measurements succeeds above ``delta`` measurements
-    (the phase transition of Donoho, Gavish & Montanari 2013). ``rho = 1/2`` gives 0.9054.
-    """
-    if not (0.0 <= rho <= 1.0):
-        raise ValueError(f"rho must be in [0, 1] (got {rho!r})")
-
-    def excess(t: float) -> float:
-        tail = integrate.quad(lambda s: (s - t) ** 2 * math.sqrt(4 - s * s) / math.pi, t, 2.0)[0] if t < 2 else 0.0
-        return 1 - (1 - rho) ** 2 + t * t * rho * (1 - rho) + (1 - rho) ** 2 * tail
-
-    return float(optimize.minimize_scalar(excess, bounds=(0.0, 2.0), method="bounded",
-                                          options={"xatol": 1e-10}).fun)
-
-
 def _untied_measurement_families(problem: Problem) -> tuple[int, int, int]:
     """Label equations per sequence that count for noiseless recovery of a symmetric teacher: those that see
     ``M_s`` only, ``M_a`` only, and all of ``M`` isotropically.
@@ -249,16 +229,16 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     the minimiser is symmetric). The threshold is the phase
     transition of minimum-nuclear-norm recovery of the symmetric PSD rank-``kappa0 d`` teacher from
     these families, :func:`singlehead.numerics.nuclear_recovery.blocked_nuclear_threshold` (Gordon's
-    min-max with one Gaussian per family; its complement block evaluated on a fixed instance, error a
-    few ``1e-3``). With isotropic measurements only it would be
+    min-max with one Gaussian per family; its complement block evaluated on finite instances, with the
+    accuracy contract stated there). With isotropic measurements only it would be
     ``nuclear_statistical_dimension(kappa0)/e`` (``e`` equations per sequence); the symmetric-only
     equations, which waste nothing on the antisymmetric part that a symmetric teacher does not have,
-    bring it below that (0.424 against 0.4527 at ``T = 2``, seq2lab, ``kappa0 = 0.5``). Full-rank
+    bring it below that (0.423 against 0.4527 at ``T = 2``, seq2lab, ``kappa0 = 0.5``). Full-rank
     teachers (``kappa0 >= 1``): the parameter count of the families. For an untied (non-symmetric)
     teacher, whose descent cone is not the one computed here, the isotropic value
     ``nuclear_statistical_dimension(kappa0)/e`` is returned as an anchor. ``inf`` when the student's rank
     cap is below ``kappa0`` or the labels do not reveal the logits (hardmax). The first call for a
-    given ``(kappa0, T, channel)`` costs some seconds; the value is cached.
+    given ``(kappa0, T, channel)`` evaluates it (that function states its cost); the value is cached.
 
     Examples
     --------
