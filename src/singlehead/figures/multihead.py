@@ -54,6 +54,8 @@ class MultiheadSpec(FigureSpec):
     ``softmax_alphas`` (empty: no softmax part) with ``se_sample_dim``, ``se_draws``, ``se_points``,
     ``se_scrambles``, ``se_max_iter`` (:class:`~singlehead.state_evolution.multihead_se.MultiHeadOptions`), and
     L-BFGS at ``softmax_d`` (``softmax_seeds`` seeds, ``softmax_starts`` starts each, the lowest objective kept).
+    Seed plan (:mod:`singlehead.figures.seeds`): an inconclusive row's points get their seeds doubled up to
+    ``max_seeds``, at most ``seed_budget`` runs added to the figure (0: no plan).
     """
 
     heads: int = 2
@@ -61,7 +63,7 @@ class MultiheadSpec(FigureSpec):
     kappa: float = 0.5
     ds: tuple[int, ...] = (30, 45, 60)
     seeds: tuple[int, ...] = (4, 3, 3)
-    alphas_sim: tuple[float, ...] = (0.3, 1.0, 2.0)
+    alphas_sim: tuple[float, ...] = (0.5, 1.0, 2.0)
     alphas_theory: tuple[float, ...] = (0.1, 0.15, 0.2, 0.3, 0.45, 0.7, 1.0, 1.5, 2.0, 3.0)
     lam: float = 0.01
     n_test: int = 4000
@@ -74,6 +76,8 @@ class MultiheadSpec(FigureSpec):
     se_points: int = 1024
     se_scrambles: int = 4
     se_max_iter: int = 60
+    max_seeds: int = 16
+    seed_budget: int = field(default=0, metadata={"min": 0})
 
     def check(self) -> None:
         check_same_length(self, "ds", "seeds")
@@ -82,7 +86,7 @@ class MultiheadSpec(FigureSpec):
 
     @classmethod
     def full(cls) -> "MultiheadSpec":
-        return cls(ds=(40, 60, 80), seeds=(4, 3, 3), n_test=20000, softmax_alphas=(0.5, 1.0, 2.0))
+        return cls(ds=(40, 60, 80), seeds=(6, 4, 4), n_test=20000, softmax_alphas=(0.5, 1.0, 2.0), seed_budget=96)
 
     @classmethod
     def smoke(cls) -> "MultiheadSpec":
@@ -156,7 +160,7 @@ def multihead_run(ctx: Context, spec: MultiheadSpec, grid: dict[str, Any]) -> Fi
             g = gaps_from_frame(sim[(sim.cfg_alpha == a) & (sim.cfg_teacher_heads == h0)], t)
             e = g.extrapolation
             gaps[h0, a] = g
-            rows.append({"cfg_teacher_heads": h0, "cfg_alpha": a,
+            rows.append({"cfg_channel": "linear", "cfg_teacher_heads": h0, "cfg_alpha": a,
                          "quantity": f"test error at d = inf, linear, H = {spec.heads}, H0 = {h0} (a + b/d on d = "
                                      f"{', '.join(str(int(d)) for d in g.d)})",
                          "theory": t, "simulation": t + e.intercept, "se": e.stderr, "gap": abs(e.intercept),
@@ -216,6 +220,9 @@ def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) ->
     rows = agreement(sim, th, ["cfg_alpha"], ["test_error", "head_M_diag", "head_M_offdiag"], rel=_SOFTMAX_TOL_REL,
                      tol_abs={"test_error": 0.003, "head_M_diag": 0.02, "head_M_offdiag": 0.02}, reason=reason)
     rows["quantity"] = rows["quantity"].map(lambda q: f"seq2lab, H = H0 = {spec.heads}: {q}")
+    # the point's keys, as the linear rows name theirs (the seed plan matches rows to simulated points by them)
+    rows.insert(0, "cfg_teacher_heads", spec.heads)
+    rows.insert(0, "cfg_channel", "seq2lab")
     table = pd.concat([sim.assign(kind="simulation seq2lab"), th.assign(kind="theory seq2lab (experimental SE)")],
                       ignore_index=True)
     return {"se": se, "sim": sim, "rows": rows, "table": table}
