@@ -19,12 +19,14 @@ one ``d``, and a theory that is experimental (docs: Multi-head attention).
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from singlehead.model.problem import MPTarget, Problem
 from singlehead.report.compare import DEFAULT_ALLOWANCE, agreement, extrapolation_p_value, records_to_frame, tol_columns
@@ -231,7 +233,7 @@ def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) ->
 def multihead_plot(spec: MultiheadSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
     """Left: linear channel, test error vs alpha per teacher; right: seq2lab, test error and matched head_M."""
     soft = res.data["softmax"]
-    fig, axes = new_figure(1, 2 if soft["se"] else 1, figsize=(10.0 if soft["se"] else 5.5, 4.2), squeeze=False)
+    fig, axes = new_figure(1, 2 if soft["se"] else 1, figsize=(11.0 if soft["se"] else 5.5, 5.2), squeeze=False)
     ax = axes[0][0]
     th, sim, dmax = res.data["theory"], res.data["sim"], max(spec.ds)
     colors = dict(zip(spec.teacher_heads, ("tab:blue", "tab:red", "tab:green", "tab:purple")))
@@ -253,7 +255,6 @@ def multihead_plot(spec: MultiheadSpec, grid: dict[str, Any], res: FigureRun) ->
             ax.axvline(a_perf, color=c, ls="-.", lw=1)
     ax.set(xscale="log", yscale="log", xlabel="alpha = n/d^2", ylabel="test error",
            title=f"linear channel, H = {spec.heads} heads")
-    ax.legend(fontsize=7)
     if soft["se"]:
         ax2 = axes[0][1]
         alphas = sorted(soft["se"])
@@ -273,11 +274,14 @@ def multihead_plot(spec: MultiheadSpec, grid: dict[str, Any], res: FigureRun) ->
         ax3.set_ylabel("test error")
         ax2.set(xscale="log", xlabel="alpha = n/d^2", ylabel="per-head overlap Tr(S_h S0_k)/d (matched)",
                 title=f"seq2lab, H = H0 = {spec.heads} (experimental SE)")
+        ax2.xaxis.set_minor_formatter(NullFormatter())
+        ax2.set_xticks(alphas, [f"{a:g}" for a in alphas])
         h1, l1 = ax2.get_legend_handles_labels()
         h2, l2 = ax3.get_legend_handles_labels()
-        ax2.legend(h1 + h2, l1 + l2, fontsize=6)
-    fig.suptitle(f"Multi-head attention\n{params_text(res.params)}", fontsize=8)
-    fig.tight_layout(rect=(0, 0, 1, 0.86))
+        ax2.legend(h1 + h2, l1 + l2, fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    fig.suptitle("Multi-head attention\n" + textwrap.fill(params_text(res.params), 160), fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
     return fig
 
 
