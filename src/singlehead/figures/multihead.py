@@ -88,7 +88,7 @@ class MultiheadSpec(FigureSpec):
 
     @classmethod
     def full(cls) -> "MultiheadSpec":
-        return cls(ds=(40, 60, 80), seeds=(6, 4, 4), n_test=20000, softmax_alphas=(0.5, 1.0, 2.0), seed_budget=96)
+        return cls(ds=(40, 60, 80), seeds=(6, 4, 4), n_test=20000, softmax_alphas=(0.5, 1.0, 2.0), seed_budget=168)
 
     @classmethod
     def smoke(cls) -> "MultiheadSpec":
