@@ -12,7 +12,7 @@ grid is ``numpy.geomspace(alpha_min, alpha_max, n_alpha)``, the same grid as the
 Several heads (``heads`` = ``H``, ``teacher_heads`` = ``H0``, default 1): the explorer draws the theory of
 the linear channel, which is exact (one effective head,
 :func:`~singlehead.state_evolution.effective_single_head`), and refuses the softmax channels with several
-heads (:func:`check_heads`: their state evolution is experimental and takes minutes per point).
+heads (:func:`check_heads`: their state evolution is experimental and takes a minute or more per point).
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ def check_heads(problem: Problem) -> None:
     linear channel (:func:`~singlehead.state_evolution.effective_single_head`): a softmax channel is refused
     (its multi-head state evolution,
     :func:`singlehead.state_evolution.multihead_se.multihead_theory`, is experimental and takes minutes per
-    point: a curve would hold the page for the better part of an hour), and so are several teacher heads on
+    point: a curve would hold the page for many minutes), and so are several teacher heads on
     a target other than Marchenko--Pastur (the library's message).
     """
     if not problem.multihead:
@@ -229,8 +229,8 @@ def check_heads(problem: Problem) -> None:
         raise ViewError(field, f"{field} must be 1 on the {problem.channel.name!r} channel (got heads = "
                                f"{problem.heads}, teacher heads = {problem.teacher_heads}): the theory of several "
                                "heads is exact on the 'linear' channel only; the softmax channels' multi-head "
-                               "state evolution is experimental and takes about a minute per point at T = 2, too "
-                               "slow for the explorer (run singlehead.state_evolution.multihead_se.multihead_theory, or "
+                               "state evolution is experimental and takes one to two minutes per point at T = 2, "
+                               "too slow for the explorer (run singlehead.state_evolution.multihead_se.multihead_theory, or "
                                "simulate with --heads)")
     try:
         effective_single_head(problem)
