@@ -294,13 +294,64 @@ def test_linear_heads_stream_the_exact_multihead_theory():
     assert shlex.split(view.cli())[-5:] == ["--heads", "2", "--teacher-heads", "2", "--json"]
 
 
-@pytest.mark.parametrize("params, field", [({"heads": "2"}, "heads"), ({"teacher_heads": "3"}, "teacher_heads"),
-                                           ({"channel": "seq2seq", "heads": "2", "teacher_heads": "2"}, "heads")])
-def test_softmax_channels_with_several_heads_are_refused_naming_the_control(params, field):
+def test_softmax_heads_draw_the_experimental_curve_only_with_a_note(monkeypatch):
+    """Several heads on a softmax channel: the view is served, its note says experimental and slow, the curve is
+    theory()'s (the runner's theory jobs, stubbed here: a point costs tens of seconds) and every other panel says
+    why it is not drawn."""
+    params = {**SMALL, "heads": "2", "teacher_heads": "2"}
+    view = parse_view(params)
+    engine = Engine(memory_only=True)
+    calls = []
+
+    def points(v, alive):
+        calls.append(v.problem)
+        return iter([])
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("computed a single-head panel for several softmax heads")
+
+    monkeypatch.setattr(engine, "theory_points", points)
+    for name in ("thresholds", "spectrum", "decomposition", "bayes_points", "theory_at"):
+        monkeypatch.setattr(engine, name, refuse)
+    ev = list(engine.events(view))
+    assert "EXPERIMENTAL" in ev[0]["heads"] and "slow" in ev[0]["heads"]
+    assert calls == [view.problem] and (view.problem.heads, view.problem.channel.name) == (2, "seq2lab")
+    errors = [e for e in ev if e["event"] == "panel_error"]
+    assert [e["panel"] for e in errors] == ["thresholds", "spectrum", "bayes"]
+    assert all("error curve only" in e["message"] for e in errors) and ev[-1]["event"] == "done"
+    code = view.python()
+    assert "heads=2, teacher_heads=2" in code and "bayes_optimal(" not in code.split("\n", 5)[-1]
+    assert shlex.split(view.cli())[-5:] == ["--heads", "2", "--teacher-heads", "2", "--json"]
+
+
+@pytest.mark.parametrize("params, field", [({"heads": "5"}, "heads"), ({"teacher_heads": "5"}, "teacher_heads"),
+                                           ({"heads": "2", "T": "4"}, "T")])
+def test_softmax_heads_beyond_the_state_evolution_are_refused_naming_the_control(params, field):
+    from singlehead.state_evolution.multihead_se import check_multihead_problem
+
     with pytest.raises(ViewError) as exc:
         parse_view({**SMALL, **params})
-    assert exc.value.field == field and str(exc.value).startswith(f"{field} must be 1 on the")
-    assert "'linear' channel only" in str(exc.value) and "experimental" in str(exc.value)
+    with pytest.raises(ValueError) as lib:
+        check_multihead_problem(parse_view({**SMALL, "channel": "linear", **params}).problem.replace(channel="seq2lab"))
+    assert exc.value.field == field and str(exc.value) == str(lib.value)
+
+
+@pytest.mark.slow
+def test_softmax_heads_stream_the_theory_points():
+    params = {**SMALL, "heads": "2", "teacher_heads": "2", "n_alpha": "2", "alpha_min": "1", "alpha_max": "2"}
+    view = parse_view(params)
+    ev = _events(Engine(memory_only=True), params)
+    from singlehead.state_evolution import SEOptions, theory_curve
+    from singlehead.state_evolution.options import result_settings
+
+    points = sorted((e for e in ev if e["event"] == "point"), key=lambda e: e["i"])
+    # the curve as singlehead theory solves it: its settings (the explorer's cache keys), each point from the
+    # previous one
+    settings = dict(result_settings(view.problem, SEOptions()))
+    settings.pop("prior")
+    curve = theory_curve(view.problem, view.alphas, options=SEOptions(**settings))
+    assert [p["test_error"] for p in points] == pytest.approx([r.test_error for r in curve], rel=1e-3)
+    assert "error curve only" in next(e for e in ev if e["event"] == "panel_error")["message"]
 
 
 def test_heads_errors_of_the_library_land_on_their_control():
@@ -328,6 +379,6 @@ def test_the_page_has_the_heads_controls():
     page = client.get("/").text
     for name in ("heads", "teacher_heads"):
         assert f'name="{name}"' in page and f'data-err="{name}"' in page
-    lines = client.get("/api/stream", params={**SMALL, "heads": "2"}).text.splitlines()
+    lines = client.get("/api/stream", params={**SMALL, "heads": "5"}).text.splitlines()
     (ev,) = [json.loads(x) for x in lines]
     assert ev["event"] == "invalid" and ev["field"] == "heads"

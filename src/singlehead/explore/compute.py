@@ -15,8 +15,9 @@
   :func:`singlehead.analysis.scaling.local_exponents`), ``bayes`` per alpha
   (:func:`singlehead.bayes_optimal`), and ``done``.
 
-A view with several heads (the linear channel: :func:`singlehead.explore.view.check_heads`) streams its
-exact theory (:func:`singlehead.theory` of the multi-head problem); the other panels are those of its
+A view with several heads streams the theory of the multi-head problem (:func:`singlehead.theory`): on a softmax
+channel the experimental multi-head state evolution, and a ``panel_error`` for each other panel (none is
+computed); on the linear channel the exact theory, and the other panels are those of its
 single-head equivalent (:func:`singlehead.state_evolution.effective_single_head`: ``S_eff = sqrt(c2) S'``)
 in the problem's units: the thresholds as they are (the equivalence keeps alpha), the Bayes-optimal errors
 and the decomposition times ``c2``, the spectrum that of ``S_eff``, the mean of the heads (eigenvalues
@@ -56,7 +57,7 @@ from singlehead.state_evolution import SEOptions
 from singlehead.state_evolution.multihead import effective_single_head
 from singlehead.state_evolution.options import result_settings
 from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
-from singlehead.explore.view import View, heads_note, slow_point_note
+from singlehead.explore.view import View, experimental_heads, heads_note, slow_point_note
 
 __all__ = ["Engine", "cache_root"]
 
@@ -270,6 +271,12 @@ class Engine:
             ("spectrum", lambda: self._at_alpha(view, alive)),
             ("scaling", lambda: iter([{"event": "scaling", **_scaling(view, ordered)}] if view.power_law else [])),
             ("bayes", lambda: self._bayes_events(view, alive))]
+        if experimental_heads(view.problem):  # the experimental state evolution gives the error curve only
+            msg = (f"several heads on the {view.problem.channel.name!r} channel: the experimental multi-head state "
+                   "evolution gives the error curve only (this panel covers one head, or several on the linear channel)")
+            panels = []
+            for name in ("thresholds", "spectrum", "bayes"):
+                yield {"event": "panel_error", "panel": name, "message": msg}
         for name, produce in panels:
             if not alive():
                 return

@@ -9,10 +9,10 @@ Conventions are those of :class:`~singlehead.model.problem.Problem` (docs: Theor
 grid is ``numpy.geomspace(alpha_min, alpha_max, n_alpha)``, the same grid as the CLI's
 ``--alpha log:alpha_min:alpha_max:n_alpha``.
 
-Several heads (``heads`` = ``H``, ``teacher_heads`` = ``H0``, default 1): the explorer draws the theory of
-the linear channel, which is exact (one effective head,
-:func:`~singlehead.state_evolution.effective_single_head`), and refuses the softmax channels with several
-heads (:func:`check_heads`: their state evolution is experimental and takes a minute or more per point).
+Several heads (``heads`` = ``H``, ``teacher_heads`` = ``H0``, default 1): on the linear channel the explorer
+draws the exact theory (one effective head, :func:`~singlehead.state_evolution.effective_single_head`); on a
+softmax channel the error curve of the experimental multi-head state evolution only, with a note saying so
+and that its points are slow (:func:`heads_note`, :func:`check_heads`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ import numpy as np
 from singlehead.model.problem import Problem
 from singlehead.model.results import stable_hash
 from singlehead.state_evolution.multihead import effective_single_head
+from singlehead.state_evolution.multihead_se import check_multihead_problem
 from singlehead.state_evolution.sizes import check_theory_size, point_cost_seconds
 from singlehead.model.targets import BUILTIN_TARGET_PARAMS, TargetParam, params_by_name, target_class, target_names
 
 __all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults",
-           "check_heads", "heads_note"]
+           "check_heads", "heads_note", "experimental_heads"]
 
 # Upper bound on the curve's points: one SE point costs ~0.1-0.5 s, so 200 is already a minute.
 MAX_POINTS = 200
@@ -159,7 +160,8 @@ class View:
             "import numpy as np",
             f"{first}, bayes_optimal, interpolation_threshold, theory",
             "from singlehead.analysis import decompose, learned_spectrum",
-            "from singlehead.state_evolution import theory_curve" + (", effective_single_head" if p.multihead else ""),
+            "from singlehead.state_evolution import theory_curve"
+            + (", effective_single_head" if p.multihead and not experimental_heads(p) else ""),
             "",
             f"problem = Problem(d={p.d}, T={p.T}, alpha={self.alpha_min!r}, channel={p.channel.name!r}, student={p.student.name!r},",
             f"                  kappa={p.kappa!r}, noise={p.noise!r}, lam={p.lam!r}, beta={p.beta!r}, beta0={p.beta0!r},",
@@ -167,6 +169,9 @@ class View:
             f"alphas = np.geomspace({self.alpha_min!r}, {self.alpha_max!r}, {self.n_alpha})",
             "curve = theory_curve(problem, alphas)  # test/train error vs alpha (warm-started state evolution)",
         ]
+        if experimental_heads(p):  # the experimental multi-head state evolution: the curve only
+            lines.append("print([(float(a), r.test_error, r.train_error) for a, r in zip(alphas, curve)])")
+            return "\n".join(lines) + "\n"
         if p.multihead:  # the other panels: the exact single-head equivalent, its errors times c2
             lines += [
                 "eff, c2 = effective_single_head(problem)  # S_eff = mean of the heads = sqrt(c2) S_eff'",
@@ -203,41 +208,47 @@ def slow_point_note(problem: Problem) -> str | None:
     return f"T = {problem.T}: each point of the curve takes about {sec:.0f} s (a rough estimate, one core)"
 
 
+def experimental_heads(problem: Problem) -> bool:
+    """Whether ``problem`` has several heads on a channel other than the linear one: its curve is the experimental
+    multi-head state evolution (:func:`singlehead.state_evolution.multihead_se.multihead_theory`), its other
+    panels are not drawn."""
+    return problem.multihead and problem.channel.name != "linear"
+
+
 def heads_note(problem: Problem) -> str | None:
-    """A note for the page on a view with several heads (what its curves are), else ``None``."""
+    """A note for the page on a view with several heads (what its curves are and, on a softmax channel, that they
+    are experimental and slow), else ``None``."""
     if not problem.multihead:
         return None
-    return (f"H = {problem.heads} student heads, H0 = {problem.teacher_heads} teacher heads: exact theory of the "
-            "linear channel (one effective head); spectrum of S_eff, the mean of the heads")
+    heads = f"H = {problem.heads} student heads, H0 = {problem.teacher_heads} teacher heads"
+    if experimental_heads(problem):
+        return (f"{heads} on the {problem.channel.name!r} channel: EXPERIMENTAL multi-head state evolution (sampled "
+                "prior; docs: Multi-head attention), and slow: the first point takes about half a minute, each next "
+                "one about 10 s; the other panels cover one head, or several on the linear channel")
+    return f"{heads}: exact theory of the linear channel (one effective head); spectrum of S_eff, the mean of the heads"
 
 
 def check_heads(problem: Problem) -> None:
-    """Raise :class:`ViewError` (on ``heads`` or ``teacher_heads``) when the explorer cannot draw ``problem``'s
+    """Raise :class:`ViewError` (on the control the library names) when the explorer cannot draw ``problem``'s
     several heads.
 
-    With ``heads = teacher_heads = 1`` nothing is checked. Otherwise the theory must be the exact one of the
-    linear channel (:func:`~singlehead.state_evolution.effective_single_head`): a softmax channel is refused
-    (its multi-head state evolution,
-    :func:`singlehead.state_evolution.multihead_se.multihead_theory`, is experimental and takes minutes per
-    point: a curve would hold the page for many minutes), and so are several teacher heads on
-    a target other than Marchenko--Pastur (the library's message).
+    With ``heads = teacher_heads = 1`` nothing is checked. On the linear channel the theory is the exact one
+    (:func:`~singlehead.state_evolution.effective_single_head`; several teacher heads need a Marchenko--Pastur
+    target); on a softmax channel it is the experimental multi-head state evolution, within its limits
+    (:func:`~singlehead.state_evolution.multihead_se.check_multihead_problem`: heads, teacher heads, ``T``).
     """
     if not problem.multihead:
         return
     field = "heads" if problem.heads > 1 else "teacher_heads"
-    if problem.channel.name != "linear":
-        raise ViewError(field, f"{field} must be 1 on the {problem.channel.name!r} channel (got heads = "
-                               f"{problem.heads}, teacher heads = {problem.teacher_heads}): the theory of several "
-                               "heads is exact on the 'linear' channel only; the softmax channels' multi-head "
-                               "state evolution is experimental and takes one to two minutes per point at T = 2, "
-                               "too slow for the explorer (run singlehead.state_evolution.multihead_se.multihead_theory, or "
-                               "simulate with --heads)")
     try:
-        effective_single_head(problem)
+        if experimental_heads(problem):
+            check_multihead_problem(problem)
+        else:
+            effective_single_head(problem)
     except ValueError as exc:
         msg = str(exc)
         first = msg.split(" ", 1)[0].rstrip(":")
-        raise ViewError(first if first in ("heads", "teacher_heads") else field, msg) from None
+        raise ViewError(first if first in ("heads", "teacher_heads", "T", "student") else field, msg) from None
 
 
 def parse_view(params: Mapping[str, Any]) -> View:
