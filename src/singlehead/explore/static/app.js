@@ -169,7 +169,9 @@ function handle(ev, gen, t0) {
     case "panel_error": {
       d.panel_errors = Object.assign(d.panel_errors || {}, {[ev.panel]: ev.message});
       const note = document.getElementById(ev.panel === "bayes" || ev.panel === "thresholds" ? "errors-note" : ev.panel + "-note");
-      if (note) note.textContent = `${ev.panel} not available here: ${ev.message}`;
+      // appended: the view's note (slow, several heads) stays; one line per distinct message
+      const line = `${ev.panel} not available here: ${ev.message}`;
+      if (note && !note.textContent.includes(ev.message)) note.textContent = [note.textContent, line].filter(Boolean).join(" ");
       break;
     }
     case "invalid":
