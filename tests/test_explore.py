@@ -247,3 +247,138 @@ def test_the_untied_student_streams_its_curve_and_singular_value_law():
     spec = next(e for e in ev if e["event"] == "spectrum")
     assert 0.0 <= spec["zero_atom"] < 1.0 and len(spec["grid"]) == len(spec["density"]) > 10
     assert not any(e["event"] == "decomposition" for e in ev)
+
+
+# several heads: the linear channel (exact theory, one effective head)
+HEADS = {**SMALL, "channel": "linear", "kappa": "0.5", "heads": "2", "teacher_heads": "2"}
+
+
+def test_heads_controls_default_to_one_head_and_change_nothing():
+    assert parse_view({}).problem.heads == parse_view({}).problem.teacher_heads == 1
+    one = parse_view({**SMALL, "heads": "1", "teacher_heads": "1"})
+    assert one == parse_view(SMALL) and one.key() == parse_view(SMALL).key()
+    assert "--heads" not in one.cli() and "heads=" not in one.python()
+
+
+def test_linear_heads_stream_the_exact_multihead_theory():
+    from singlehead import bayes_optimal, interpolation_threshold, perfect_recovery_threshold
+    from singlehead.state_evolution import effective_single_head
+
+    view = parse_view(HEADS)
+    assert (view.problem.heads, view.problem.teacher_heads) == (2, 2)
+    ev = _events(Engine(memory_only=True), HEADS)
+    assert ev[0]["heads"] and "linear" in ev[0]["heads"] and ev[-1]["event"] == "done"
+    assert not [e for e in ev if e["event"] == "panel_error"]
+    points = sorted((e for e in ev if e["event"] == "point"), key=lambda e: e["i"])
+    eff, c2 = effective_single_head(view.problem)
+    assert c2 == 0.5
+    for p in points:  # the multi-head problem's theory (the library's route for several heads)
+        r = theory(view.problem.replace(alpha=p["alpha"]))
+        assert p["test_error"] == pytest.approx(r.test_error, abs=1e-6)
+    thr = next(e for e in ev if e["event"] == "thresholds")  # the equivalent keeps alpha: its thresholds
+    assert thr["alpha_interp"] == pytest.approx(interpolation_threshold(eff), rel=1e-12)
+    assert thr["alpha_perf"] == pytest.approx(perfect_recovery_threshold(eff), rel=1e-12)
+    bayes = sorted((e for e in ev if e["event"] == "bayes"), key=lambda e: e["i"])
+    assert [b["test_error"] for b in bayes] == pytest.approx(
+        [c2 * bayes_optimal(eff.replace(alpha=a)).test_error for a in view.alphas], rel=1e-12)
+    # the spectrum of S_eff: the rank of the mean of two heads of width p, not of one head
+    spec = next(e for e in ev if e["event"] == "spectrum")
+    at = theory(view.problem.replace(alpha=view.alpha_at))
+    assert spec["rank_fraction"] == pytest.approx(at.rank_fraction, rel=1e-6) and spec["rank_fraction"] > 0.5
+    assert spec["of"].startswith("S_eff")
+    dc = next(e for e in ev if e["event"] == "decomposition")
+    assert dc["test_error"] == pytest.approx(at.test_error, rel=1e-6)
+    scope: dict = {}
+    exec(compile(view.python(), "<explore>", "exec"), scope)  # noqa: S102 - code the page hands to users
+    assert [r.test_error for r in scope["curve"]] == pytest.approx([p["test_error"] for p in points], abs=1e-6)
+    assert shlex.split(view.cli())[-5:] == ["--heads", "2", "--teacher-heads", "2", "--json"]
+
+
+def test_softmax_heads_draw_the_experimental_curve_only_with_a_note(monkeypatch):
+    """Several heads on a softmax channel: the view is served, its note says experimental and slow, the curve is
+    theory()'s (the runner's theory jobs, stubbed here: a point costs tens of seconds) and every other panel says
+    why it is not drawn."""
+    params = {**SMALL, "heads": "2", "teacher_heads": "2"}
+    view = parse_view(params)
+    engine = Engine(memory_only=True)
+    calls = []
+
+    def points(v, alive):
+        calls.append(v.problem)
+        return iter([])
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("computed a single-head panel for several softmax heads")
+
+    monkeypatch.setattr(engine, "theory_points", points)
+    for name in ("thresholds", "spectrum", "decomposition", "bayes_points", "theory_at"):
+        monkeypatch.setattr(engine, name, refuse)
+    ev = list(engine.events(view))
+    assert "EXPERIMENTAL" in ev[0]["heads"] and "slow" in ev[0]["heads"]
+    assert calls == [view.problem] and (view.problem.heads, view.problem.channel.name) == (2, "seq2lab")
+    errors = [e for e in ev if e["event"] == "panel_error"]
+    assert [e["panel"] for e in errors] == ["thresholds", "spectrum", "bayes"]
+    assert all("error curve only" in e["message"] for e in errors) and ev[-1]["event"] == "done"
+    code = view.python()
+    assert "heads=2, teacher_heads=2" in code and "bayes_optimal(" not in code.split("\n", 5)[-1]
+    assert shlex.split(view.cli())[-5:] == ["--heads", "2", "--teacher-heads", "2", "--json"]
+
+
+@pytest.mark.parametrize("params, field", [({"heads": "5"}, "heads"), ({"teacher_heads": "5"}, "teacher_heads"),
+                                           ({"heads": "2", "T": "4"}, "T")])
+def test_softmax_heads_beyond_the_state_evolution_are_refused_naming_the_control(params, field):
+    from singlehead.state_evolution.multihead_se import check_multihead_problem
+
+    with pytest.raises(ViewError) as exc:
+        parse_view({**SMALL, **params})
+    with pytest.raises(ValueError) as lib:
+        check_multihead_problem(parse_view({**SMALL, "channel": "linear", **params}).problem.replace(channel="seq2lab"))
+    assert exc.value.field == field and str(exc.value) == str(lib.value)
+
+
+@pytest.mark.slow
+def test_softmax_heads_stream_the_theory_points():
+    params = {**SMALL, "heads": "2", "teacher_heads": "2", "n_alpha": "2", "alpha_min": "1", "alpha_max": "2"}
+    view = parse_view(params)
+    ev = _events(Engine(memory_only=True), params)
+    from singlehead.state_evolution import SEOptions, theory_curve
+    from singlehead.state_evolution.options import result_settings
+
+    points = sorted((e for e in ev if e["event"] == "point"), key=lambda e: e["i"])
+    # the curve as singlehead theory solves it: its settings (the explorer's cache keys), each point from the
+    # previous one
+    settings = dict(result_settings(view.problem, SEOptions()))
+    settings.pop("prior")
+    curve = theory_curve(view.problem, view.alphas, options=SEOptions(**settings))
+    assert [p["test_error"] for p in points] == pytest.approx([r.test_error for r in curve], rel=1e-3)
+    assert "error curve only" in next(e for e in ev if e["event"] == "panel_error")["message"]
+
+
+def test_heads_errors_of_the_library_land_on_their_control():
+    with pytest.raises(ViewError) as exc:  # several teacher heads need an MP target for the exact theory
+        parse_view({**HEADS, "target": "power_law", "d": "50"})
+    assert exc.value.field == "teacher_heads" and "MP target" in str(exc.value)
+    with pytest.raises(ViewError) as exc:
+        parse_view({**HEADS, "student": "untied"})
+    assert exc.value.field == "heads" and "factorized" in str(exc.value)
+    with pytest.raises(ViewError) as exc:
+        parse_view({**SMALL, "heads": "0"})
+    assert exc.value.field == "heads"
+
+
+def test_the_page_has_the_heads_controls():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    from singlehead.explore import create_app
+
+    client = TestClient(create_app(Engine(memory_only=True)))
+    page = client.get("/").text
+    for name in ("heads", "teacher_heads"):
+        assert f'name="{name}"' in page and f'data-err="{name}"' in page
+    lines = client.get("/api/stream", params={**SMALL, "heads": "5"}).text.splitlines()
+    (ev,) = [json.loads(x) for x in lines]
+    assert ev["event"] == "invalid" and ev["field"] == "heads"

@@ -198,3 +198,23 @@ def test_the_target_menu_shows_the_selected_targets_controls(page):
     assert page.is_visible("[name=gamma]") and page.is_visible("[name=normalisation]") and page.is_visible("[name=d]")
     assert not page.is_visible("[name=kappa0]")
     assert _data(page)["view"]["problem"]["target"] == {"gamma": 1.0, "normalisation": "sqrt_d", "kind": "power_law"}
+
+
+def test_heads_controls_draw_the_linear_theory_and_refuse_what_no_theory_serves(page):
+    """H and H0 on the linear channel: the exact multi-head curve and its note; beyond the softmax channels'
+    multi-head state evolution (5 heads): the refusal beside the control, the last plot kept."""
+    _set(page, heads="5")
+    page.wait_for_function("window.__explorer.status === 'invalid'", timeout=30_000)
+    assert page.inner_text(".err[data-err=heads]").startswith("heads must be in 1..4")
+    page.select_option("[name=channel]", "linear")  # first: two heads on seq2lab would start a slow curve
+    page.wait_for_function(DONE + " && window.__explorer.data.view.problem.heads === 5", timeout=60_000)
+    _set(page, heads="2")
+    page.wait_for_function(DONE + " && window.__explorer.data.view.problem.heads === 2", timeout=60_000)
+    d = _data(page)
+    problem = Problem.from_dict(d["view"]["problem"])
+    for p in d["points"]:
+        assert p["test_error"] == pytest.approx(theory(problem.replace(alpha=p["alpha"])).test_error, abs=1e-6)
+    assert "H = 2 student heads" in page.inner_text("#errors-note")
+    out = ROOT / "runs"
+    out.mkdir(exist_ok=True)
+    page.screenshot(path=str(out / "explore-heads.png"), full_page=True)

@@ -15,6 +15,14 @@
   :func:`singlehead.analysis.scaling.local_exponents`), ``bayes`` per alpha
   (:func:`singlehead.bayes_optimal`), and ``done``.
 
+A view with several heads streams the theory of the multi-head problem (:func:`singlehead.theory`): on a softmax
+channel the experimental multi-head state evolution, and a ``panel_error`` for each other panel (none is
+computed); on the linear channel the exact theory, and the other panels are those of its
+single-head equivalent (:func:`singlehead.state_evolution.effective_single_head`: ``S_eff = sqrt(c2) S'``)
+in the problem's units: the thresholds as they are (the equivalence keeps alpha), the Bayes-optimal errors
+and the decomposition times ``c2``, the spectrum that of ``S_eff``, the mean of the heads (eigenvalues
+``sqrt(c2)`` times the equivalent's).
+
 With ``workers >= 1`` the sweeps and the Bayes-optimal points run in that many worker processes
 (:class:`singlehead.runs.Workers`, started with the engine and kept warm); by default
 everything runs in the server process.
@@ -46,9 +54,10 @@ from singlehead.model.results import Result
 from singlehead.runs import Job, Workers, stream
 from singlehead.runs.cache import Cache, library_cache_dir, result_key
 from singlehead.state_evolution import SEOptions
+from singlehead.state_evolution.multihead import effective_single_head
 from singlehead.state_evolution.options import result_settings
 from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
-from singlehead.explore.view import View, slow_point_note
+from singlehead.explore.view import View, experimental_heads, heads_note, slow_point_note
 
 __all__ = ["Engine", "cache_root"]
 
@@ -185,8 +194,9 @@ class Engine:
         yield from self._stream(_theory_jobs([view.problem.replace(alpha=a) for a in view.alphas]), alive)
 
     def bayes_points(self, view: View, alive: Callable[[], bool]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """``(index, Bayes-optimal record)`` along the grid (on the workers: in parallel, as they finish)."""
-        jobs = [_bayes_job(view.problem.replace(alpha=a)) for a in view.alphas]
+        """``(index, Bayes-optimal record)`` along the grid (on the workers: in parallel, as they finish); with
+        several heads the records of the single-head equivalent (module docstring: multiply by ``c2``)."""
+        jobs = [_bayes_job(_effective(view.problem.replace(alpha=a))[0]) for a in view.alphas]
         yield from self._stream(jobs, alive)
 
     def theory_at(self, problem: Problem) -> dict[str, Any]:
@@ -203,14 +213,16 @@ class Engine:
         raise AssertionError("the runner returned no record")
 
     def thresholds(self, problem: Problem) -> dict[str, Any]:
-        """``alpha_interp`` and ``alpha_perf`` (``None`` where no closed form exists)."""
+        """``alpha_interp`` and ``alpha_perf`` (``None`` where no closed form exists; several heads: those of the
+        single-head equivalent)."""
         def compute() -> dict[str, Any]:
             out: dict[str, Any] = {}
+            eff = _effective(problem)[0]
             for name, f in (("alpha_interp", interpolation_threshold), ("alpha_perf", perfect_recovery_threshold)):
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        out[name] = _finite(f(problem))
+                        out[name] = _finite(f(eff))
                 except (NotImplementedError, ValueError):
                     out[name] = None
             return out
@@ -248,7 +260,7 @@ class Engine:
         alive = lambda: self.current(gen)  # noqa: E731
         t0 = time.perf_counter()
         yield {"event": "view", **view.to_dict(), "code": {"python": view.python(), "cli": view.cli()},
-               "slow": slow_point_note(view.problem)}
+               "slow": slow_point_note(view.problem), "heads": heads_note(view.problem)}
         points: dict[int, dict[str, Any]] = {}
         for i, rec in self.theory_points(view, alive):
             points[i] = _point(rec)
@@ -259,6 +271,12 @@ class Engine:
             ("spectrum", lambda: self._at_alpha(view, alive)),
             ("scaling", lambda: iter([{"event": "scaling", **_scaling(view, ordered)}] if view.power_law else [])),
             ("bayes", lambda: self._bayes_events(view, alive))]
+        if experimental_heads(view.problem):  # the experimental state evolution gives the error curve only
+            msg = (f"several heads on the {view.problem.channel.name!r} channel: the experimental multi-head state "
+                   "evolution gives the error curve only (this panel covers one head, or several on the linear channel)")
+            panels = []
+            for name in ("thresholds", "spectrum", "bayes"):
+                yield {"event": "panel_error", "panel": name, "message": msg}
         for name, produce in panels:
             if not alive():
                 return
@@ -273,18 +291,26 @@ class Engine:
             yield {"event": "done", "elapsed_s": time.perf_counter() - t0}
 
     def _bayes_events(self, view: View, alive: Callable[[], bool]) -> Iterator[dict[str, Any]]:
+        c2 = _effective(view.problem)[1]
         for i, rec in self.bayes_points(view, alive):
-            yield {"event": "bayes", "i": i, "alpha": view.alphas[i], "test_error": _finite(rec.get("test_error")),
-                   "matrix_error": _finite(rec.get("matrix_error"))}
+            yield {"event": "bayes", "i": i, "alpha": view.alphas[i],
+                   "test_error": _scaled(rec.get("test_error"), c2), "matrix_error": _scaled(rec.get("matrix_error"), c2)}
 
     def _at_alpha(self, view: View, alive: Callable[[], bool]) -> Iterator[dict[str, Any]]:
-        at = view.problem.replace(alpha=view.alpha_at)
+        at, c2 = _effective(view.problem.replace(alpha=view.alpha_at))
         th = self.theory_at(at)
         if not alive():
             return
-        yield {"event": "spectrum", "alpha": view.alpha_at, **_public(self.spectrum(at, th))}
+        spectrum = _public(self.spectrum(at, th))
+        if view.problem.multihead:
+            spectrum = _spectrum_of_mean(spectrum, math.sqrt(c2), view.problem)
+        yield {"event": "spectrum", "alpha": view.alpha_at, **spectrum}
         if at.student.thresholded and at.student.symmetric and alive():
-            yield {"event": "decomposition", "alpha": view.alpha_at, **_public(self.decomposition(at, th))}
+            dc = _public(self.decomposition(at, th))
+            if view.problem.multihead:
+                dc = {**dc, "parts": {k: c2 * v for k, v in dc["parts"].items()}, "test_error": c2 * dc["test_error"],
+                      "test_error_sum": c2 * dc["test_error_sum"]}
+            yield {"event": "decomposition", "alpha": view.alpha_at, **dc}
 
 
 class _KeepingCache(Cache):
@@ -309,6 +335,30 @@ def _untied_spectrum(th: dict[str, Any]) -> dict[str, Any]:
     return {"grid": mids, "density": ex["sv_density"], "zero_atom": float(ex["zero_fraction"]),
             "rank_fraction": 1.0 - float(ex["zero_fraction"]), "bulks": [[edges[0], edges[-1]]], "outliers": [],
             "eta": None, "delta": None, "eps": None, "law": "singular values (untied)"}
+
+
+def _effective(problem: Problem) -> tuple[Problem, float]:
+    """``problem``'s single-head equivalent and ``c2`` (``problem`` and 1 for one head)."""
+    return effective_single_head(problem) if problem.multihead else (problem, 1.0)
+
+
+def _scaled(x: Any, c2: float) -> float | None:
+    v = _finite(x)
+    return None if v is None else c2 * v
+
+
+def _spectrum_of_mean(s: dict[str, Any], c: float, problem: Problem) -> dict[str, Any]:
+    """The spectrum panel of the equivalent's ``S'`` as that of ``S_eff = c S'``: eigenvalues times ``c``,
+    density divided by ``c`` (masses, the rank and the outliers' overlaps unchanged)."""
+    out = dict(s)
+    out["grid"] = [c * x for x in s["grid"]]
+    out["density"] = [x / c for x in s["density"]]
+    out["bulks"] = [[c * a, c * b] for a, b in s["bulks"]]
+    out["outliers"] = [{**o, "position": c * o["position"]} for o in s["outliers"]]
+    for k in ("delta", "eps"):
+        out[k] = None if s.get(k) is None else c * s[k]
+    out["of"] = f"S_eff = mean of the {problem.heads} heads"
+    return out
 
 
 def _bayes_job(problem: Problem) -> Job:

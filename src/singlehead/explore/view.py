@@ -8,6 +8,11 @@ also writes the Python code and the ``singlehead`` command line that reproduce i
 Conventions are those of :class:`~singlehead.model.problem.Problem` (docs: Theory, :ref:`theory-sizes`): the
 grid is ``numpy.geomspace(alpha_min, alpha_max, n_alpha)``, the same grid as the CLI's
 ``--alpha log:alpha_min:alpha_max:n_alpha``.
+
+Several heads (``heads`` = ``H``, ``teacher_heads`` = ``H0``, default 1): on the linear channel the explorer
+draws the exact theory (one effective head, :func:`~singlehead.state_evolution.effective_single_head`); on a
+softmax channel the error curve of the experimental multi-head state evolution only, with a note saying so
+and that its points are slow (:func:`heads_note`, :func:`check_heads`).
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import stable_hash
+from singlehead.state_evolution.multihead import effective_single_head
+from singlehead.state_evolution.multihead_se import check_multihead_problem
 from singlehead.state_evolution.sizes import check_theory_size, point_cost_seconds
 from singlehead.model.targets import BUILTIN_TARGET_PARAMS, TargetParam, params_by_name, target_class, target_names
 
-__all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults"]
+__all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults",
+           "check_heads", "heads_note", "experimental_heads"]
 
 # Upper bound on the curve's points: one SE point costs ~0.1-0.5 s, so 200 is already a minute.
 MAX_POINTS = 200
@@ -33,7 +41,7 @@ MAX_POINTS = 200
 DEFAULTS: dict[str, str] = {
     "channel": "seq2lab", "student": "factorized", "T": "2", "d": "100", "kappa": "1", "noise": "0.5",
     "lam": "0.01", "beta": "1", "beta0": "1", "target": "mp", "kappa0": "0.5", "gamma": "1.0",
-    "alpha_min": "0.05", "alpha_max": "3", "n_alpha": "20", "alpha_at": "0.5",
+    "alpha_min": "0.05", "alpha_max": "3", "n_alpha": "20", "alpha_at": "0.5", "heads": "1", "teacher_heads": "1",
 }
 
 
@@ -134,6 +142,8 @@ class View:
                 "--alpha", f"log:{self.alpha_min!r}:{self.alpha_max!r}:{self.n_alpha}", "--student", p.student.name,
                 "--kappa", repr(p.kappa), "--noise", repr(p.noise), "--lam", repr(p.lam), "--beta", repr(p.beta),
                 "--beta0", repr(p.beta0), *p.target.cli_args(BUILTIN_TARGET_PARAMS)]
+        if p.multihead:
+            args += ["--heads", str(p.heads), "--teacher-heads", str(p.teacher_heads)]
         return shlex.join([*args, "--json"])
 
     def python(self) -> str:
@@ -145,25 +155,43 @@ class View:
         home = "singlehead" if getattr(singlehead, cls, None) is type(p.target) else type(p.target).__module__
         first = f"from singlehead import {cls}, Problem" if home == "singlehead" else \
             f"from {home} import {cls}\nfrom singlehead import Problem"
+        heads = f",\n                  heads={p.heads}, teacher_heads={p.teacher_heads}" if p.multihead else ""
         lines = [
             "import numpy as np",
             f"{first}, bayes_optimal, interpolation_threshold, theory",
             "from singlehead.analysis import decompose, learned_spectrum",
-            "from singlehead.state_evolution import theory_curve",
+            "from singlehead.state_evolution import theory_curve"
+            + (", effective_single_head" if p.multihead and not experimental_heads(p) else ""),
             "",
             f"problem = Problem(d={p.d}, T={p.T}, alpha={self.alpha_min!r}, channel={p.channel.name!r}, student={p.student.name!r},",
             f"                  kappa={p.kappa!r}, noise={p.noise!r}, lam={p.lam!r}, beta={p.beta!r}, beta0={p.beta0!r},",
-            f"                  target={target})",
+            f"                  target={target}{heads})",
             f"alphas = np.geomspace({self.alpha_min!r}, {self.alpha_max!r}, {self.n_alpha})",
             "curve = theory_curve(problem, alphas)  # test/train error vs alpha (warm-started state evolution)",
-            "bayes = [bayes_optimal(problem.replace(alpha=float(a))) for a in alphas]",
-            "alpha_interp = interpolation_threshold(problem)",
-            f"at = problem.replace(alpha={self.alpha_at!r})",
-            "th = theory(at)",
-            "spectrum = learned_spectrum(at, th)  # bulk density, zero atom, outliers",
         ]
+        if experimental_heads(p):  # the experimental multi-head state evolution: the curve only
+            lines.append("print([(float(a), r.test_error, r.train_error) for a, r in zip(alphas, curve)])")
+            return "\n".join(lines) + "\n"
+        if p.multihead:  # the other panels: the exact single-head equivalent, its errors times c2
+            lines += [
+                "eff, c2 = effective_single_head(problem)  # S_eff = mean of the heads = sqrt(c2) S_eff'",
+                "bayes = [c2 * bayes_optimal(eff.replace(alpha=float(a))).test_error for a in alphas]",
+                "alpha_interp = interpolation_threshold(eff)",
+                f"at = eff.replace(alpha={self.alpha_at!r})",
+                "th = theory(at)",
+                "spectrum = learned_spectrum(at, th)  # of S_eff' (eigenvalues of S_eff: sqrt(c2) times these)",
+            ]
+        else:
+            lines += [
+                "bayes = [bayes_optimal(problem.replace(alpha=float(a))) for a in alphas]",
+                "alpha_interp = interpolation_threshold(problem)",
+                f"at = problem.replace(alpha={self.alpha_at!r})",
+                "th = theory(at)",
+                "spectrum = learned_spectrum(at, th)  # bulk density, zero atom, outliers",
+            ]
         if p.student.thresholded:
-            lines.append("parts = decompose(at, th).parts()  # e0 + over + under + approx + mismatch")
+            lines.append("parts = decompose(at, th).parts()  # e0 + over + under + approx + mismatch"
+                         + (" (times c2)" if p.multihead else ""))
         lines.append("print([(float(a), r.test_error, r.train_error) for a, r in zip(alphas, curve)])")
         return "\n".join(lines) + "\n"
 
@@ -178,6 +206,49 @@ def slow_point_note(problem: Problem) -> str | None:
     if sec <= SLOW_POINT_SECONDS:
         return None
     return f"T = {problem.T}: each point of the curve takes about {sec:.0f} s (a rough estimate, one core)"
+
+
+def experimental_heads(problem: Problem) -> bool:
+    """Whether ``problem`` has several heads on a channel other than the linear one: its curve is the experimental
+    multi-head state evolution (:func:`singlehead.state_evolution.multihead_se.multihead_theory`), its other
+    panels are not drawn."""
+    return problem.multihead and problem.channel.name != "linear"
+
+
+def heads_note(problem: Problem) -> str | None:
+    """A note for the page on a view with several heads (what its curves are and, on a softmax channel, that they
+    are experimental and slow), else ``None``."""
+    if not problem.multihead:
+        return None
+    heads = f"H = {problem.heads} student heads, H0 = {problem.teacher_heads} teacher heads"
+    if experimental_heads(problem):
+        return (f"{heads} on the {problem.channel.name!r} channel: EXPERIMENTAL multi-head state evolution (sampled "
+                "prior; docs: Multi-head attention), and slow: the first point takes about half a minute, each next "
+                "one about 10 s; the other panels cover one head, or several on the linear channel")
+    return f"{heads}: exact theory of the linear channel (one effective head); spectrum of S_eff, the mean of the heads"
+
+
+def check_heads(problem: Problem) -> None:
+    """Raise :class:`ViewError` (on the control the library names) when the explorer cannot draw ``problem``'s
+    several heads.
+
+    With ``heads = teacher_heads = 1`` nothing is checked. On the linear channel the theory is the exact one
+    (:func:`~singlehead.state_evolution.effective_single_head`; several teacher heads need a Marchenko--Pastur
+    target); on a softmax channel it is the experimental multi-head state evolution, within its limits
+    (:func:`~singlehead.state_evolution.multihead_se.check_multihead_problem`: heads, teacher heads, ``T``).
+    """
+    if not problem.multihead:
+        return
+    field = "heads" if problem.heads > 1 else "teacher_heads"
+    try:
+        if experimental_heads(problem):
+            check_multihead_problem(problem)
+        else:
+            effective_single_head(problem)
+    except ValueError as exc:
+        msg = str(exc)
+        first = msg.split(" ", 1)[0].rstrip(":")
+        raise ViewError(first if first in ("heads", "teacher_heads", "T", "student") else field, msg) from None
 
 
 def parse_view(params: Mapping[str, Any]) -> View:
@@ -196,7 +267,8 @@ def parse_view(params: Mapping[str, Any]) -> View:
     tparams = target_class(target_kind).params
     fields = {"T": _number(params, "T", int), "d": _number(params, "d", int), "kappa": _number(params, "kappa"),
               "noise": _number(params, "noise"), "lam": _number(params, "lam"), "beta": _number(params, "beta"),
-              "beta0": _number(params, "beta0")}
+              "beta0": _number(params, "beta0"), "heads": _number(params, "heads", int),
+              "teacher_heads": _number(params, "teacher_heads", int)}
     a_min, a_max = _number(params, "alpha_min"), _number(params, "alpha_max")
     n_alpha, a_at = _number(params, "n_alpha", int), _number(params, "alpha_at")
     values = {prm.name: _number(params, prm.name) if prm.kind == "float" else
@@ -219,6 +291,7 @@ def parse_view(params: Mapping[str, Any]) -> View:
         problem.replace(alpha=a_at)
     except ValueError as exc:
         raise ViewError("alpha_at", str(exc).replace("alpha", "alpha_at", 1)) from None
+    check_heads(problem)
     try:  # sizes the state evolution cannot serve (T, d, memory): refused here, shown beside the control
         check_theory_size(problem)
     except ValueError as exc:

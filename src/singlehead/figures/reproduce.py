@@ -4,7 +4,7 @@ Every figure is a frozen spec and four functions (grid -> run -> plot -> caption
 :data:`FIGURES` (:mod:`.figspec`; the figures live in :mod:`singlehead.figures.finite_size`,
 :mod:`singlehead.figures.errors`, :mod:`singlehead.figures.peak`, :mod:`singlehead.figures.power_law`, :mod:`singlehead.figures.spectra`,
 :mod:`singlehead.figures.decomposition`, :mod:`.emergence`, :mod:`singlehead.figures.tuning`,
-:mod:`singlehead.figures.untied`, :mod:`singlehead.figures.long_sequences`,
+:mod:`singlehead.figures.untied`, :mod:`singlehead.figures.multihead`, :mod:`singlehead.figures.long_sequences`,
 :mod:`singlehead.figures.inspect_minilm`); its run declares its
 jobs (simulations and theory points), runs them through the cached runner, and builds one tidy
 table (one row per run, full config per row) and the agreement numbers.
@@ -35,6 +35,7 @@ from singlehead.figures import errors, peak, power_law, spectra  # noqa: F401,I0
 from singlehead.figures import decomposition, emergence  # noqa: F401,I001
 from singlehead.figures import tuning  # noqa: F401,I001  (lam* of the theory vs a validation set)
 from singlehead.figures import untied  # noqa: F401,I001  (beyond the paper: the untied student)
+from singlehead.figures import multihead  # noqa: F401,I001  (beyond the paper: several heads; full and smoke only)
 from singlehead.figures import long_sequences  # noqa: F401,I001  (T = 2 ... 64; full and smoke presets only)
 from singlehead.report.compare import DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS
 from singlehead.figures.figspec import DRAWING, FIGURES, Context, FigureDef, FigureRun, Preset, build, register

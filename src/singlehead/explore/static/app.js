@@ -4,7 +4,7 @@
 const DEFAULTS = window.__DEFAULTS__;
 const form = document.getElementById("controls");
 // the target's parameters come from the registry (DEFAULTS.target_params)
-const PARAMS = ["channel", "student", "T", "d", "kappa", "noise", "lam", "beta", "beta0", "target",
+const PARAMS = ["channel", "student", "T", "d", "kappa", "noise", "lam", "beta", "beta0", "heads", "teacher_heads", "target",
                 ...DEFAULTS.target_params, "alpha_min", "alpha_max", "n_alpha", "alpha_at"];
 const explorer = window.__explorer = {
   data: null,          // the view being drawn: {view, points, bayes, thresholds, spectrum, decomposition, scaling}
@@ -100,7 +100,7 @@ function drawSpectrum() {
     text: s.outliers.map((o) => `mode ${o.mode}, overlap ${o.overlap.toFixed(3)}`)});
   const atom = {x: 0, y: top, xref: "x", yref: "y", text: `zero atom: mass ${s.zero_atom.toFixed(3)}`, showarrow: true,
                 ax: 60, ay: -10, font: {size: 10, color: "#6a1b9a"}};
-  Plotly.react("plot-spectrum", traces, layout(`learned spectrum at α = ${+s.alpha.toPrecision(4)} (rank ${(s.rank_fraction).toFixed(3)})`,
+  Plotly.react("plot-spectrum", traces, layout(`learned spectrum${s.of ? " of " + s.of : ""} at α = ${+s.alpha.toPrecision(4)} (rank ${(s.rank_fraction).toFixed(3)})`,
     {title: {text: "eigenvalue of S"}}, {title: {text: "density"}}, {bargap: 0, annotations: [atom]}), PLOT_CONFIG);
 }
 
@@ -152,7 +152,8 @@ function handle(ev, gen, t0) {
       explorer.data = {view: ev, points: [], bayes: [], thresholds: null, spectrum: null, decomposition: null, scaling: null};
       document.body.classList.toggle("power-law", ev.power_law);
       for (const id of ["errors-note", "spectrum-note", "scaling-note"]) document.getElementById(id).textContent = "";
-      if (ev.slow) document.getElementById("errors-note").textContent = ev.slow;  // the cost model's warning
+      // the cost model's warning and what a view with several heads draws
+      document.getElementById("errors-note").textContent = [ev.slow, ev.heads].filter(Boolean).join("; ");
       break;
     case "point":
       d.points[ev.i] = ev;
@@ -168,7 +169,9 @@ function handle(ev, gen, t0) {
     case "panel_error": {
       d.panel_errors = Object.assign(d.panel_errors || {}, {[ev.panel]: ev.message});
       const note = document.getElementById(ev.panel === "bayes" || ev.panel === "thresholds" ? "errors-note" : ev.panel + "-note");
-      if (note) note.textContent = `${ev.panel} not available here: ${ev.message}`;
+      // appended: the view's note (slow, several heads) stays; one line per distinct message
+      const line = `${ev.panel} not available here: ${ev.message}`;
+      if (note && !note.textContent.includes(ev.message)) note.textContent = [note.textContent, line].filter(Boolean).join(" ");
       break;
     }
     case "invalid":
