@@ -73,6 +73,8 @@ GAP_TOL = dict(tol_rel=0.0, tol_abs=0.1, tol_reason="SE draws; matching bias of 
 TRANSITION_ALPHAS = (7.0, 5.0, 3.5)
 TRANSITION_ERM_ALPHAS = (3.5, 7.0)
 TRANSITION_SIZES = {30: 2}
+#: the strongly specialised branch (from ERM's heads at the largest alpha) followed down to these
+STRONG_DOWN_ALPHAS = (5.0, 3.5, 2.5)
 #: further seeds of the linear points above the interpolation threshold (``d: seeds``), after the first ones
 LINEAR_MORE = {30: 15, 50: 5}
 
@@ -325,6 +327,15 @@ def write_tables(out: Path, lin: list[dict], soft: list[dict], trans: dict | Non
                                  for x in xs) + (f", {np.mean([x['test'] for x in xs]):.4f}" if xs else "-")
             lines.append(f"| {a} | {u['test']:.4f}, {u['objective']:.5f} | {b(s.get('specialised'))} | "
                          f"{b(s.get('general'))} | {e(30)} |" if u else f"| {a} | - | - | - | {e(30)} |")
+        for ans, x in trans.get("strong", {}).items():
+            hg = ", ".join(f3(g) for g in sorted(x["head_gaps"], reverse=True))
+            lines.append(f"- SE {ans} ansatz at alpha = {x['alpha']} started from ERM's mean matched heads (d = 30): "
+                         f"heads [{hg}], test {x['test']:.4f}, objective {x['objective']:.5f}, converged "
+                         f"{x['converged']}, {x['seconds']:.0f} s")
+        for a2, x in trans.get("strong_down", {}).items():
+            hg = ", ".join(f3(g) for g in sorted(x["head_gaps"], reverse=True))
+            lines.append(f"- that specialised branch followed down, alpha = {a2}: heads [{hg}], test {x['test']:.4f}, "
+                         f"objective {x['objective']:.5f}, converged {x['converged']}, {x['seconds']:.0f} s")
         lines.append("")
     text = "\n".join(lines) + "\n"
     (out / "tables.md").write_text(text)
@@ -333,7 +344,10 @@ def write_tables(out: Path, lin: list[dict], soft: list[dict], trans: dict | Non
 
 # ---- main ---------------------------------------------------------------------------------------------------
 
-def main(parts: list[str], quick: bool = False, *, cache: str | Path | None = None) -> int:
+def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Path | None = None) -> int:
+    """Run the named ``parts`` (default: only the tables of what is cached) and write ``results/`` (the cache
+    directory with ``quick``); 0."""
+    parts = list(parts or ["tables"])
     root = Path(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
     store = Cache(root)
     out = root if quick else RESULTS
@@ -374,7 +388,7 @@ def main(parts: list[str], quick: bool = False, *, cache: str | Path | None = No
                 soft.append(r)
                 print(f"softmax {pt}: best {r['best']} {r['branches'][r['best']]['test']:.4f}, "
                       f"d=inf {extrapolate(r['sims'])[0]:.4f}, {r['seconds']:.0f} s", flush=True)
-    if "transitions" in parts or "transitions-erm" in parts or only_cached:
+    if "transitions" in parts or "transitions-erm" in parts or "transitions-strong" in parts or only_cached:
         trans = {"se": {}, "erm": {}}
         prev: dict = {"unspecialised": None, "specialised": None, "general": None}
         for a in (TRANSITION_ALPHAS[:1] if quick else TRANSITION_ALPHAS):
@@ -384,7 +398,7 @@ def main(parts: list[str], quick: bool = False, *, cache: str | Path | None = No
                 init = prev[ans] if prev[ans] is not None else (general_start(a) if ans == "general" else None)
                 spec = {"stage": "mh-trans-se", "alpha": a, "ansatz": ans, "init": None if init is None else
                         {k: np.round(np.asarray(init[k], float), 8).tolist() for k in ("head_Q", "head_M", "head_Sigma")}}
-                r = get(spec, lambda: run_transition_se(a, ans, init), "transitions" in parts)
+                r = get(spec, lambda: run_transition_se(a, ans, init), "transitions" in parts and not only_cached)
                 if r is not None:
                     trans["se"][a][ans] = prev[ans] = r
                     print(f"trans SE alpha={a} {ans}: heads {np.round(r['head_gaps'], 3)}, test {r['test']:.4f}, "
@@ -397,12 +411,47 @@ def main(parts: list[str], quick: bool = False, *, cache: str | Path | None = No
                 r = trans["erm"][a] = r["sims"]
                 print(f"trans ERM alpha={a}: " + "; ".join(f"d={x['d']} {np.round(x['head_gaps'], 2)} {x['test']:.4f}"
                                                           for x in r), flush=True)
+    if trans and ("transitions-strong" in parts or only_cached) and TRANSITION_ERM_ALPHAS[-1] in trans["erm"]:
+        # the SE from ERM's strongly specialised heads: the mean over seeds of the matched head_Q, head_M
+        a = TRANSITION_ERM_ALPHAS[-1]
+        sims = trans["erm"][a]
+        start = dict(head_Q=np.mean([x["head_Q"] for x in sims], axis=0).tolist(),
+                     head_M=np.mean([x["head_M"] for x in sims], axis=0).tolist(),
+                     head_Sigma=trans["se"][a]["general"]["head_Sigma"])
+        trans["strong"] = {}
+        for ans in ("specialised", "general"):
+            spec = {"stage": "mh-trans-se-strong", "alpha": a, "ansatz": ans,
+                    "init": {k: np.round(np.asarray(start[k], float), 8).tolist() for k in start}}
+            r = get(spec, lambda: run_transition_se(a, ans, start), "transitions-strong" in parts)
+            if r is not None:
+                trans["strong"][ans] = r
+                print(f"trans SE from ERM's heads, alpha={a} {ans}: heads {np.round(r['head_gaps'], 3)}, "
+                      f"test {r['test']:.4f}, obj {r['objective']:.5f}, conv {r['converged']}, {r['seconds']:.0f} s",
+                      flush=True)
+        # the strongly specialised branch followed down in alpha (specialised ansatz, each from its neighbour)
+        prev_r = trans["strong"].get("specialised")
+        trans["strong_down"] = {}
+        for a2 in STRONG_DOWN_ALPHAS:
+            if prev_r is None:
+                break
+            init = {k: prev_r[k] for k in ("head_Q", "head_M", "head_Sigma")}
+            spec = {"stage": "mh-trans-se-strong", "alpha": a2, "ansatz": "specialised",
+                    "init": {k: np.round(np.asarray(init[k], float), 8).tolist() for k in init}}
+            r = get(spec, lambda: run_transition_se(a2, "specialised", init), "transitions-strong" in parts)
+            if r is None:
+                break
+            trans["strong_down"][a2] = prev_r = r
+            print(f"trans SE strong branch, alpha={a2}: heads {np.round(r['head_gaps'], 3)}, test {r['test']:.4f}, "
+                  f"obj {r['objective']:.5f}, conv {r['converged']}, {r['seconds']:.0f} s", flush=True)
     for name, rows in (("linear", lin), ("softmax", soft)):
         if rows:
             (out / f"{name}.json").write_text(json.dumps(rows))
     if trans:
         (out / "transitions.json").write_text(json.dumps({"se": {str(k): v for k, v in trans["se"].items()},
-                                                          "erm": {str(k): v for k, v in trans["erm"].items()}}))
+                                                          "erm": {str(k): v for k, v in trans["erm"].items()},
+                                                          "strong": trans.get("strong", {}),
+                                                          "strong_down": {str(k): v for k, v in
+                                                                          trans.get("strong_down", {}).items()}}))
     print(write_tables(out, lin, soft, trans, ref))
     return 0
 
@@ -415,7 +464,7 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes and one point per part; writes no results")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/multihead_validation)")
     a = ap.parse_args(argv)
-    return main(a.parts, a.quick, cache=a.cache)
+    return main(a.quick, a.parts, cache=a.cache)
 
 
 if __name__ == "__main__":
