@@ -13,10 +13,15 @@ Three parts, each cached point by point in the result cache (an interrupted run 
   predicted objective. ERM: 3 starts, ``d = 30`` (3 seeds) and ``d = 45`` (2 seeds). Checks: the extrapolated
   test error, and the matched per-head overlaps at ``d = 45`` (the mean over matched student/teacher pairs of
   ``head_M`` minus the mean over the other pairs, in units of ``Q0``'s diagonal-minus-off-diagonal gap).
-* ``transitions`` -- ``H = H0 = 3``, seq2lab, ``T = 2``: along ``alpha`` the unspecialised fixed point, the
-  permutation-symmetric specialised one, and the general ansatz started from a specialised start (which heads
-  split), with each head's specialisation (its matched overlap minus its mean unmatched overlap); ERM at
-  ``d = 30`` (2 seeds) and ``d = 40`` (1 seed), 3 starts, with the same per-head numbers.
+* ``transitions`` -- ``H = H0 = 3``, seq2lab, ``T = 2``, ``lam = 0.01``, ``alpha = 7, 5, 3.5``: the
+  unspecialised fixed point, the permutation-symmetric specialised one and the general ansatz from a specialised
+  start with the heads' symmetry broken, each branch followed down in ``alpha`` from its ``alpha = 7`` point,
+  with each head's specialisation (its matched overlap minus its mean unmatched overlap); ``transitions-erm``:
+  ERM at ``d = 30`` (2 seeds, 3 starts) at ``alpha = 3.5`` and 7; ``transitions-strong``: the SE at ``alpha = 7``
+  started from ERM's mean matched heads, and that specialised branch followed down to ``alpha = 2.5``.
+
+Further seeds of the linear points above the interpolation threshold: ``linear-more`` (15 at ``d = 30``, 5 at
+``d = 50``), added to the first ones.
 
 Judgement: the report's rule (:func:`singlehead.report.verdict.judge`): each check declares its tolerance,
 difference test and equivalence test (TOST), Holm over the family; the linear checks and the softmax checks are
