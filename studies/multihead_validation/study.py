@@ -17,7 +17,7 @@ Three parts, each cached point by point in the result cache (an interrupted run 
   unspecialised fixed point, the permutation-symmetric specialised one and the general ansatz from a specialised
   start with the heads' symmetry broken, each branch followed down in ``alpha`` from its ``alpha = 7`` point,
   with each head's specialisation (its matched overlap minus its mean unmatched overlap); ``transitions-erm``:
-  ERM at ``d = 30`` (2 seeds, 3 starts) at ``alpha = 3.5`` and 7; ``transitions-strong``: the SE at ``alpha = 7``
+  ERM at ``d = 30`` (2 seeds, 3 starts) at ``alpha = 3.5``, 5 and 7; ``transitions-strong``: the SE at ``alpha = 7``
   started from ERM's mean matched heads, and that specialised branch followed down to ``alpha = 2.5``.
 
 Further seeds of the linear points above the interpolation threshold: ``linear-more`` (15 at ``d = 30``, 5 at
@@ -76,7 +76,7 @@ SOFTMAX_TOL = dict(tol_rel=0.08, tol_abs=1e-3, tol_reason="experimental SE: D = 
 GAP_TOL = dict(tol_rel=0.0, tol_abs=0.1, tol_reason="SE draws; matching bias of ERM heads at d = 45")
 
 TRANSITION_ALPHAS = (7.0, 5.0, 3.5)
-TRANSITION_ERM_ALPHAS = (3.5, 7.0)
+TRANSITION_ERM_ALPHAS = (3.5, 5.0, 7.0)
 TRANSITION_SIZES = {30: 2}
 #: the strongly specialised branch (from ERM's heads at the largest alpha) followed down to these
 STRONG_DOWN_ALPHAS = (5.0, 3.5, 2.5)
