@@ -26,6 +26,11 @@ def test_the_lowest_objective_of_the_starts_is_kept():
     assert multi.extras["objective"] == min(objs) == objs[multi.extras["best_start"]]
     assert multi.extras["objective_spread"] == pytest.approx(max(objs) - min(objs), abs=0.0)
     assert len(set(objs)) > 1  # the other starts are other initialisations
+    errs = multi.extras["start_test_errors"]
+    assert len(errs) == 3 and errs[0] == pytest.approx(single.test_error, rel=1e-12)
+    assert errs[multi.extras["best_start"]] == multi.test_error
+    assert multi.extras["test_error_spread"] == pytest.approx(max(errs) - min(errs), abs=0.0)
+    assert len(set(errs)) > 1
 
 
 def test_bad_options_are_refused_by_name():

@@ -126,7 +126,9 @@ class TrainOptions:
         Independent initialisations of the student on the same data (>= 1). Where ERM is
         non-convex (the untied student, a rank cap, the softmax channels) the fit with the lowest
         training objective is kept; the first start is the single-start fit's (same seed). Not
-        combinable with ``record_every``.
+        combinable with ``record_every``. :func:`~singlehead.simulate` reports every start's
+        objective and test error (``start_objectives``, ``start_test_errors``), their spreads
+        (``objective_spread``, ``test_error_spread``: largest minus smallest) and ``best_start``.
     """
 
     optimizer: str = "lbfgs"
@@ -429,7 +431,11 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     extras.update({} if recorder is None else {"trajectory": recorder.rows})
     if opts.n_starts > 1:
         objs = [f[0].objective for f in fits]
-        extras.update(start_objectives=objs, best_start=int(best), objective_spread=float(max(objs) - min(objs)))
+        # each start's test error on the same test set (the kept start's is ``test_error``)
+        errs = [metrics["test_error"] if k == best else evaluate(f[1], test, problem.channel, problem.beta)[0]
+                for k, f in enumerate(fits)]
+        extras.update(start_objectives=objs, best_start=int(best), objective_spread=float(max(objs) - min(objs)),
+                      start_test_errors=errs, test_error_spread=float(max(errs) - min(errs)))
     extras.update(heads)
     extras.update({"S": S_np, "S0": S0_np} if return_matrices else {})
     return Result("simulation", problem.to_dict(), **metrics, converged=bool(info.converged), iterations=int(info.steps),
