@@ -20,6 +20,7 @@ from singlehead.figures.figspec import (
 )
 from singlehead.figures.rs_diagnostic import (
     RSPoint,
+    cached_rs_points,
     criterion_text,
     curve_summary,
     failing_ranges,
@@ -55,7 +56,7 @@ class PeakSpec(FigureSpec):
 
     d: int = 100
     seeds: int = 4
-    max_seeds: int = 16
+    max_seeds: int = 8
     seed_budget: int = field(default=48, metadata={"min": 0})
     lams: tuple[float, ...] = (1e-5, 1e-3, 1e-2, 1e-1)
     theory_points: int = 24
@@ -123,7 +124,7 @@ def peak_run(ctx: Context, spec: PeakSpec, grid: dict[str, Any]) -> FigureRun:
     agr = with_rs_diagnostic(agreement(sim, th_sim, ["cfg_lam", "cfg_alpha"], ["test_error", "train_error"],
                                        rel=DEFAULT_ALLOWANCE, tol_abs=0.005,
                                        reason=f"finite size (d = {spec.d}) and SE quadrature; floor for errors near 0"),
-                             rs_points(th_recs))
+                             cached_rs_points(ctx, th_recs))
     rs_curves = _rs_on_curves(ctx, th_recs_all[:len(noisy)], spec.sim_lams)
     params = problem_params(sim_problems[0], ("kappa", sim_problems[0].kappa), ("Delta", f"{PEAK_NOISE:g} | 0"),
                             ("lam", ", ".join(f"{l:g}" for l in spec.lams)), ("d(sim)", spec.d), ("seeds", spec.seeds),

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from singlehead.model.problem import Problem
-from singlehead.model.results import Result
+from singlehead.model.results import Result, stable_hash
 from singlehead.state_evolution import stability
 from singlehead.report.compare import DEFAULT_ALLOWANCE
 
@@ -83,6 +83,17 @@ def rs_points(records: list[dict[str, Any]]) -> dict[tuple[float, float], RSPoin
         s = stability(p, Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")}))
         out[key] = RSPoint(float(s.replicon), float(s.prox_jump_share), float(s.prox_jump_share_se))
     return out
+
+
+def cached_rs_points(ctx: Any, records: list[dict[str, Any]]) -> dict[tuple[float, float], RSPoint]:
+    """:func:`rs_points` of ``records``, kept in ``ctx``'s cache under the records' keys (a figure's seed-plan rounds
+    judge the same theory points again: their stability is computed once, in this process)."""
+    name = "rs-points-" + stable_hash(sorted(r["key"] for r in records))
+    # non-finite values kept as text ("inf", "nan"): the cache's JSON has no other spelling for them
+    vals = ctx.cached(name, lambda: [[l, a, *(x if math.isfinite(x) else repr(float(x))
+                                              for x in (q.replicon, q.jump, q.jump_err))]
+                                     for (l, a), q in sorted(rs_points(records).items())])
+    return {(float(v[0]), float(v[1])): RSPoint(*(float(x) for x in v[2:])) for v in vals}
 
 
 def with_rs_diagnostic(agr: pd.DataFrame, points: dict[tuple[float, float], RSPoint],

@@ -33,7 +33,7 @@ from singlehead.figures.figspec import (
     register,
 )
 from singlehead.figures.finite_size import fit_note, gaps_from_frame, sim_jobs_per_d
-from singlehead.figures.rs_diagnostic import criterion_text, rs_points, with_rs_diagnostic
+from singlehead.figures.rs_diagnostic import cached_rs_points, criterion_text, with_rs_diagnostic
 from singlehead.figures.spec import FigureSpec, check_same_length
 
 __all__ = ["UntiedSpec"]
@@ -107,7 +107,7 @@ def untied_run(ctx: Context, spec: UntiedSpec, grid: dict[str, Any]) -> FigureRu
                      **tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and the SE's sampling error"),
                      "theory_converged": bool(un.loc[a, "converged"]), "note": fit_note(g)})
     # the RS diagnostic (two-block replicon, prox-jump shares) at the untied SE points the rows compare
-    rs = rs_points([r for r in recs["untied"] if Problem.from_dict(r["problem"]).alpha in spec.alphas_sim])
+    rs = cached_rs_points(ctx, [r for r in recs["untied"] if Problem.from_dict(r["problem"]).alpha in spec.alphas_sim])
     agr = with_rs_diagnostic(pd.DataFrame(rows), rs, lam=spec.lam)
     thresholds = {st: interpolation_threshold(ps[0]) for st, ps in grid["theory"].items()}
     params = problem_params(grid["sims"][0], ("kappa", 1.0), ("d", ", ".join(map(str, spec.ds))),
