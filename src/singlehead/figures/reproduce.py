@@ -78,7 +78,7 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
     figure's spec changed with ``Preset.with_spec``). Results are cached under ``out/cache``
     (one file per run, keyed by the full config): an interrupted reproduction resumes where it
     stopped and recomputes nothing finished. With ``n_jobs != 1`` and no scheduler,
-    :data:`FIGURES_AT_A_TIME` figures are built at once on one pool of ``n_jobs`` worker processes
+    ``FIGURES_AT_A_TIME`` figures are built at once on one pool of ``n_jobs`` worker processes
     (each figure's runtime is then its own wall time, overlapping the others'); the results do not
     depend on it (every run is keyed and seeded, chains stay within a figure's stage).
 

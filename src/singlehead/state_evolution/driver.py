@@ -50,7 +50,7 @@ def theory(problem: Problem, *, options: SEOptions | MultiHeadOptions | None = N
         channel as its single-head equivalent (``effective_single_head``;
         docs: :ref:`concepts-multihead`), exact; on a softmax channel (``seq2lab``, ``seq2seq``,
         ``hardmax``) by the *experimental* multi-head state evolution
-        (:func:`~singlehead.state_evolution.multihead_se.multihead_theory`, docs: :doc:`multihead_theory`),
+        (:func:`~singlehead.state_evolution.multihead_se.multihead_theory`, docs page "Multi-head attention: the state evolution"),
         whose result says so (``extras["experimental"]``, ``message``) and carries its own ``converged``
         and ``extras["residual"]``; it serves the factorized student, ``heads`` and ``teacher_heads`` up to
         ``MAX_HEADS``, ``T`` up to ``MAX_T`` and ``prior="auto"`` (others raise ``ValueError`` naming
