@@ -12,7 +12,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from singlehead.model.problem import MPTarget, Problem
-from singlehead.model.results import stable_hash
 from singlehead.thresholds import bayes_perfect_recovery_threshold, interpolation_threshold, perfect_recovery_threshold
 from singlehead.report.compare import DEFAULT_ALLOWANCE, agreement, records_to_frame
 from singlehead.figures.figspec import (
@@ -24,7 +23,6 @@ from singlehead.figures.rs_diagnostic import (
     criterion_text,
     curve_summary,
     failing_ranges,
-    rs_points,
     shade_failing,
     with_rs_diagnostic,
 )
@@ -188,15 +186,15 @@ register(FigureDef("interpolation_peak", "Interpolation peak vs lam", PeakSpec, 
 
 def _rs_on_curves(ctx: Context, records: list[dict], lams: tuple[float, ...]
                   ) -> dict[float, tuple[np.ndarray, list[RSPoint]]]:
-    """The RS diagnostic along each theory curve of ``lams`` (converged points only), cached per curve."""
+    """The RS diagnostic along each theory curve of ``lams`` (converged points only), cached per curve
+    (:func:`~singlehead.figures.rs_diagnostic.cached_rs_points`); on the curves a non-finite value counts as
+    ``inf`` (a failing point)."""
     out = {}
     for l in lams:
-        recs = sorted((r for r in records if r["problem"]["lam"] == l), key=lambda r: r["problem"]["alpha"])
-        name = "rs-diagnostic-" + stable_hash([r["key"] for r in recs])
-        vals = ctx.cached(name, lambda recs=recs: [[a, q.replicon, q.jump, q.jump_err]
-                                                   for (_, a), q in sorted(rs_points(recs).items())])
-        out[l] = (np.array([v[0] for v in vals], dtype=float),
-                  [RSPoint(*(math.inf if x is None else float(x) for x in v[1:])) for v in vals])
+        pts = sorted(cached_rs_points(ctx, [r for r in records if r["problem"]["lam"] == l]).items())
+        out[l] = (np.array([a for (_, a), _ in pts], dtype=float),
+                  [RSPoint(*(x if math.isfinite(x) else math.inf for x in (q.replicon, q.jump, q.jump_err)))
+                   for _, q in pts])
     return out
 
 
