@@ -315,3 +315,19 @@ def test_minilm_layers():
     assert f.zero_fraction == pytest.approx(1 - 32 / 384)
     assert f.n_nonzero == 12 * 32 and math.isfinite(f.ks)
     assert df["ww_alpha"].notna().all()
+
+
+def test_example_checkpoint_round_trip_and_refusals(tmp_path):
+    from singlehead.inspect import load_attention_weights, write_example_checkpoint
+
+    path = write_example_checkpoint(tmp_path, n_heads=2, d_model=8, layers=3, seed=1)
+    w = load_attention_weights(str(path))
+    assert (w.layers, w.n_heads, w.d_head, w.d_model) == ([0, 1, 2], 2, 4, 8)
+    # query and key equal: each head's map is symmetric positive semi-definite
+    A, B = w.head(1, 0)
+    np.testing.assert_array_equal(A, B)
+    assert not np.array_equal(w.query[0], w.query[1])
+    with pytest.raises(ValueError, match="n_heads"):
+        write_example_checkpoint(tmp_path, n_heads=3, d_model=8)
+    with pytest.raises(ValueError, match="folder"):
+        write_example_checkpoint(tmp_path / "missing")

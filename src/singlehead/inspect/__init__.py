@@ -11,14 +11,14 @@ Modules (torch-free at import; torch is imported lazily only to read a ``.pt/.bi
 * :mod:`.model` — the per-layer / per-head table; :mod:`.figure` — the figure grid.
 """
 
-from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights
+from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights, write_example_checkpoint
 from singlehead.inspect.esd import esd_power_law
 from singlehead.inspect.fit import SpectralFit, fit_spectrum
 from singlehead.inspect.heads import head_spectrum
 from singlehead.inspect.untied import UntiedFit, better_fit, fit_untied, sample_singular_values, sample_untied_map
 from singlehead.inspect.model import Inspection, inspect_model, inspect_weights
 
-__all__ = ["CheckpointError", "load_attention_weights", "esd_power_law", "SpectralFit", "fit_spectrum",
+__all__ = ["CheckpointError", "load_attention_weights", "write_example_checkpoint", "esd_power_law", "SpectralFit", "fit_spectrum",
            "UntiedFit", "fit_untied", "better_fit", "sample_singular_values", "sample_untied_map", "head_spectrum", "Inspection", "inspect_model", "inspect_weights", "plot_inspection"]
 
 
@@ -30,17 +30,10 @@ def plot_inspection(insp, path: str, **kw) -> None:
 
     Examples
     --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from safetensors.numpy import save_file
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
-    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
-    ...           str(folder / "model.safetensors"))
-    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
-    >>> from singlehead.inspect import inspect_model, plot_inspection
-    >>> plot_inspection(inspect_model(str(folder / "model.safetensors")), "inspection.png")  # doctest: +SKIP
+    >>> import tempfile
+    >>> from singlehead.inspect import inspect_model, plot_inspection, write_example_checkpoint
+    >>> path = str(write_example_checkpoint(tempfile.mkdtemp()))     # 4 heads x 16, d_model 64
+    >>> plot_inspection(inspect_model(path), "inspection.png")  # doctest: +SKIP
     """
     from singlehead.inspect.figure import plot_inspection as _plot
 

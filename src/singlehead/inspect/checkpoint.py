@@ -46,6 +46,7 @@ __all__ = [
     "BUILTIN_MODELS",
     "builtin_model_path",
     "load_attention_weights",
+    "write_example_checkpoint",
 ]
 
 BERT_QUERY = "encoder.layer.{layer}.attention.self.query.weight"
@@ -117,6 +118,65 @@ def builtin_model_path(name: str) -> Path:
     path = Path(str(root.joinpath(rel)))
     if not path.is_file():
         raise CheckpointError(f"built-in model {name!r}: file {path} is missing from package {pkg}")
+    return path
+
+
+def write_example_checkpoint(folder: str | Path, *, n_heads: int = 4, d_model: int = 64, layers: int = 1,
+                             seed: int = 0) -> Path:
+    """Write a small random BERT-style checkpoint (``model.safetensors`` and ``config.json``) into ``folder``.
+
+    Each layer's ``W_Q`` and ``W_K`` are the same ``d_model x d_model`` standard Gaussian matrix (float32,
+    drawn from ``seed``), stored under :data:`BERT_QUERY` / :data:`BERT_KEY`; ``config.json`` declares
+    ``n_heads`` heads, so ``d_head = d_model / n_heads``. For examples and tests of the loading and
+    inspection code without a download; the weights carry no learned structure.
+
+    Parameters
+    ----------
+    folder : str or Path
+        An existing directory.
+    n_heads : int
+        Heads per layer, ``>= 1``, dividing ``d_model``.
+    d_model : int
+        Model width, ``>= 2``.
+    layers : int
+        Number of layers, ``>= 1``.
+    seed : int
+        Seed of the weights.
+
+    Returns
+    -------
+    Path
+        The path of ``model.safetensors``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from singlehead.inspect import load_attention_weights, write_example_checkpoint
+    >>> path = write_example_checkpoint(tempfile.mkdtemp())      # 4 heads x 16, d_model 64
+    >>> weights = load_attention_weights(str(path))
+    >>> weights.layers, weights.n_heads, weights.d_head
+    ([0], 4, 16)
+    """
+    from safetensors.numpy import save_file
+
+    if not (isinstance(d_model, int) and d_model >= 2):
+        raise ValueError(f"d_model must be an integer >= 2 (got {d_model!r})")
+    if not (isinstance(n_heads, int) and n_heads >= 1 and d_model % n_heads == 0):
+        raise ValueError(f"n_heads must be an integer >= 1 dividing d_model = {d_model} (got {n_heads!r})")
+    if not (isinstance(layers, int) and layers >= 1):
+        raise ValueError(f"layers must be an integer >= 1 (got {layers!r})")
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"folder must be an existing directory (got {str(folder)!r})")
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for layer in range(layers):
+        W = rng.normal(size=(d_model, d_model)).astype(np.float32)
+        tensors[BERT_QUERY.format(layer=layer)] = W
+        tensors[BERT_KEY.format(layer=layer)] = W.copy()
+    path = folder / "model.safetensors"
+    save_file(tensors, str(path))
+    (folder / "config.json").write_text(json.dumps({"num_attention_heads": n_heads}))
     return path
 
 
@@ -281,17 +341,10 @@ def load_attention_weights(model: str | Path | None = None, *, layers: list[int]
 
     Examples
     --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from safetensors.numpy import save_file
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
-    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
-    ...           str(folder / "model.safetensors"))
-    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
-    >>> from singlehead.inspect import load_attention_weights
-    >>> weights = load_attention_weights(str(folder / "model.safetensors"))
+    >>> import tempfile
+    >>> from singlehead.inspect import load_attention_weights, write_example_checkpoint
+    >>> path = str(write_example_checkpoint(tempfile.mkdtemp()))     # 4 heads x 16, d_model 64
+    >>> weights = load_attention_weights(path)
     >>> weights.layers, [a.shape for a in weights.head(0, 1)]   # (A, B) = query and key rows of head 1
     ([0], [(16, 64), (16, 64)])
     """

@@ -53,17 +53,10 @@ class Inspection:
 
     Examples
     --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from safetensors.numpy import save_file
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
-    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
-    ...           str(folder / "model.safetensors"))
-    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
-    >>> from singlehead.inspect import inspect_model
-    >>> inspection = inspect_model(str(folder / "model.safetensors"), per_head=False)
+    >>> import tempfile
+    >>> from singlehead.inspect import inspect_model, write_example_checkpoint
+    >>> path = str(write_example_checkpoint(tempfile.mkdtemp()))     # 4 heads x 16, d_model 64
+    >>> inspection = inspect_model(path, per_head=False)
     >>> inspection.n_heads, inspection.d_head, inspection.d_model
     (4, 16, 64)
     >>> sorted(set(inspection.table()["head"]))          # one row per head and one per layer
@@ -171,17 +164,10 @@ def inspect_weights(w: AttentionWeights, *, prior: str = "mp", per_head: bool = 
 
     Examples
     --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from safetensors.numpy import save_file
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
-    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
-    ...           str(folder / "model.safetensors"))
-    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
-    >>> from singlehead.inspect import inspect_weights, load_attention_weights
-    >>> weights = load_attention_weights(str(folder / "model.safetensors"))
+    >>> import tempfile
+    >>> from singlehead.inspect import inspect_weights, load_attention_weights, write_example_checkpoint
+    >>> path = str(write_example_checkpoint(tempfile.mkdtemp()))     # 4 heads x 16, d_model 64
+    >>> weights = load_attention_weights(path)
     >>> inspect_weights(weights, per_head=False).layer_fits[0].d
     64
     """
@@ -258,17 +244,10 @@ def inspect_model(model: str | None = None, *, layers: list[int] | None = None, 
 
     Examples
     --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from safetensors.numpy import save_file
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> W = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)   # 4 heads x 16, d_model 64
-    >>> save_file({f"encoder.layer.0.attention.self.{k}.weight": W for k in ("query", "key")},
-    ...           str(folder / "model.safetensors"))
-    >>> _ = (folder / "config.json").write_text(json.dumps({"num_attention_heads": 4}))
-    >>> from singlehead.inspect import inspect_model
-    >>> inspection = inspect_model(str(folder / "model.safetensors"))
+    >>> import tempfile
+    >>> from singlehead.inspect import inspect_model, write_example_checkpoint
+    >>> path = str(write_example_checkpoint(tempfile.mkdtemp()))     # 4 heads x 16, d_model 64
+    >>> inspection = inspect_model(path)
     >>> table = inspection.table()                              # 4 head rows and the layer row
     >>> len(table), sorted(inspection.layer_fits)
     (5, [0])
