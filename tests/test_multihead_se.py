@@ -198,3 +198,34 @@ def test_specialisation_eigenvalue_is_the_gap_response_of_the_map():
         specialisation_eigenvalue(PROBLEM.replace(heads=2, teacher_heads=1), o)
     with pytest.raises(ValueError, match="eps must be in"):
         specialisation_eigenvalue(p, o, eps=0.0)
+
+
+def test_draw_jackknife_vanishes_for_identical_draws_and_enters_the_test_error_bar():
+    from singlehead.state_evolution.block_map import t_quantile_975
+    from singlehead.state_evolution.multihead_se.draw_error import multihead_draw_jackknife
+    from singlehead.state_evolution.multihead_se.solve import MultiHeadSEMap, default_start, solve_multihead
+
+    p = PROBLEM.replace(heads=2, teacher_heads=2)
+    o = MultiHeadOptions(n_points=64, n_scrambles=2, sample_dim=16, sample_draws=3, tol=1e-3)
+    res = multihead_theory(p, o)
+    assert res.converged
+    ex = res.extras
+    assert ex["draws_dof"] == 2 and ex["test_error_draws_se"] > 0
+    assert ex["test_error_se"] == pytest.approx(math.hypot(ex["test_error_quadrature_se"], ex["test_error_draws_se"]))
+    assert "test_error_draws_se" not in multihead_theory(p, dataclasses.replace(o, draw_errors=False)).extras
+
+    # the jackknife's formula, and its mechanism: three copies of one draw leave nothing to spread
+    se_map = MultiHeadSEMap(p, o)
+    sol = solve_multihead(se_map, "unspecialised", default_start(p, se_map.Q0, "unspecialised"), tol=1e-3)
+    x = (sol.Q, sol.M, sol.Sigma)
+    jk = multihead_draw_jackknife(se_map, "unspecialised", x)
+    t = np.array(jk["leave_one_out"])
+    assert jk["test_error_draws_se"] == pytest.approx(math.sqrt(2 / 3 * np.sum((t - t.mean()) ** 2)))
+    assert ex["test_error_draws_se"] == pytest.approx(jk["test_error_draws_se"] * t_quantile_975(2) / 1.959963984540054,
+                                                      rel=0.05)
+    same = MultiHeadSEMap(p, o)
+    same.sample = MultiHeadPriorSample(same.sample.S0[[0, 0, 0]], same.sample.Z[[0, 0, 0]])
+    same.Q0 = same.sample.teacher_overlaps()
+    sol1 = solve_multihead(same, "unspecialised", x, tol=1e-3)
+    flat = multihead_draw_jackknife(same, "unspecialised", (sol1.Q, sol1.M, sol1.Sigma))
+    assert flat["test_error_draws_se"] < 0.05 * jk["test_error_draws_se"]

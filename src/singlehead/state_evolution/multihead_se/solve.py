@@ -113,7 +113,11 @@ class MultiHeadOptions:
     step's relative change, in at most ``INEXACT_SWEEPS`` sweeps while ``r > 10 tol``, and to ``prior_tol``
     itself once ``r <= 10 tol`` (the steps that decide convergence are those of ``inexact=False``);
     ``track_z``: between the evaluations that run every cold start, the prox's start from ``z`` continues the
-    branch it reached in the previous evaluation (``False``: a fresh start from ``z`` in every evaluation).
+    branch it reached in the previous evaluation (``False``: a fresh start from ``z`` in every evaluation);
+    ``draw_errors``: with ``sample_draws >= 2``, the test error's standard error includes the prior draws' sampling
+    error, a jackknife over the draws (:mod:`.draw_error`; ``sample_draws`` more solves, each started at the
+    fixed point), inflated by the Student-t quantile of its ``sample_draws - 1`` degrees of freedom as the single
+    head's (``extras["test_error_draws_se"]``, ``extras["draws_dof"]``).
     """
 
     ansatz: str | None = None
@@ -132,6 +136,7 @@ class MultiHeadOptions:
     node_seed: int = 0
     inexact: bool = True
     track_z: bool = False
+    draw_errors: bool = True
 
     def __post_init__(self) -> None:
         check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
@@ -144,7 +149,7 @@ class MultiHeadOptions:
             check(is_int(v) and v >= 0, name, "an integer >= 0", v)
         check(is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
         check(finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
-        for name in ("inexact", "track_z"):
+        for name in ("inexact", "track_z", "draw_errors"):
             check(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
         for name in ("tol", "prior_tol"):
             v = getattr(self, name)
@@ -317,7 +322,9 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     (student heads matched to teacher heads as a simulation's, ``match_heads``; ``head_order``),
     the conjugates ``Qhat``, ``Mhat``, ``Sigmahat``, ``objective`` (train error + penalty/alpha, the predicted ERM
     objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
-    the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se`` (quadrature).
+    the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se``: the quadrature's, with
+    ``draw_errors`` and it converged also the prior draws' (``test_error_quadrature_se``, ``test_error_draws_se``,
+    ``draws_dof``; ``MultiHeadOptions``).
     """
     o = options if options is not None else MultiHeadOptions()
     H, H0 = problem.heads, problem.teacher_heads
@@ -335,6 +342,17 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     Q, M, Sigma, order = match_heads(sol.Q, sol.M, sol.Sigma)
     Q0 = se_map.Q0
     te = multihead_test_errors(Q, M, problem=problem, Q0=Q0, quad=se_map.quad)
+    draws: dict[str, Any] = {}
+    if o.draw_errors and o.sample_draws > 1 and sol.converged:
+        from singlehead.state_evolution.block_map import t_quantile_975
+        # imported here: the jackknife re-solves with this module's solver
+        from singlehead.state_evolution.multihead_se.draw_error import multihead_draw_jackknife
+
+        jk = multihead_draw_jackknife(se_map, ansatz, (sol.Q, sol.M, sol.Sigma))
+        dse = jk["test_error_draws_se"] * t_quantile_975(jk["draws_dof"]) / 1.959963984540054
+        draws = {"test_error_draws_se": dse, "draws_dof": jk["draws_dof"], "draw_error_evaluations": jk["evaluations"],
+                 "draw_error_converged": jk["converged"], "test_error_quadrature_se": te["test_error_se"]}
+        te["test_error_se"] = math.hypot(te["test_error_se"], dse)
     q, m, q0 = float(Q.mean()), float(M.mean()), float(Q0.mean())
     penalty = problem.lam * float(np.sum(sol.prior.traces))
     tr = sol.prior.per_draw["traces"].sum(axis=1)
@@ -349,6 +367,7 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
         "test_error_se": te["test_error_se"], "test_error_noisy_se": te["test_error_noisy_se"],
         "train_error_se": sol.out.err["train_error"], "prior_sweeps": sol.prior.sweeps,
         "denoiser_objective": sol.prior.objective, "sample_dim": o.sample_dim, "sample_draws": o.sample_draws,
+        **draws,
     }
     msg = "" if sol.converged else (f"damped iteration did not reach tol={o.tol} in {sol.evaluations} evaluations "
                                     f"(last relative change {sol.residuals[-1]:.2e})")
@@ -366,7 +385,7 @@ MAX_T = 3
 # SEOptions fields with a counterpart in MultiHeadOptions (an SEOptions given to the multi-head route is
 # translated field by field; a changed field without a counterpart is refused, naming it)
 _SE_TO_MULTIHEAD = ("tol", "max_iter", "damping", "n_points", "n_scrambles", "node_seed", "sample_dim",
-                    "sample_draws", "sample_seed")
+                    "sample_draws", "sample_seed", "draw_errors")
 
 
 def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
@@ -396,10 +415,10 @@ def multihead_options(options: Any = None) -> MultiHeadOptions:
 
     ``None``: the defaults. A :class:`MultiHeadOptions`: itself. An
     :class:`~singlehead.state_evolution.SEOptions`: its fields that differ from their defaults, among ``tol``,
-    ``max_iter``, ``damping``, ``n_points``, ``n_scrambles``, ``node_seed``, ``sample_dim``, ``sample_draws``
-    and ``sample_seed``, carried over with the same meaning (``sample_seed=None`` takes ``node_seed``), the
+    ``max_iter``, ``damping``, ``n_points``, ``n_scrambles``, ``node_seed``, ``sample_dim``, ``sample_draws``,
+    ``sample_seed`` and ``draw_errors``, carried over with the same meaning (``sample_seed=None`` takes ``node_seed``), the
     others at :class:`MultiHeadOptions`' defaults; a changed field without a counterpart (``method``,
-    ``continuation``, ``draw_errors``, ...) raises ``ValueError`` naming it.
+    ``continuation``, ...) raises ``ValueError`` naming it.
     """
     from singlehead.state_evolution.options import SEOptions
 
