@@ -15,12 +15,14 @@ The diagonal block equals ``1/H^2`` times the single-head loss's Hessian at the 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from singlehead.numerics.attention_maps import pair_embedding, softmax_fit_loss, vec_to_mat
 from singlehead.numerics.row_reductions import softmax_rows
 
-__all__ = ["head_attention", "attention_jacobian", "multihead_fit_loss"]
+__all__ = ["head_attention", "attention_jacobian", "multihead_fit_loss", "row_difference_map", "linear_t2_loss"]
 
 
 def head_attention(h: np.ndarray, T: int, beta: float) -> np.ndarray:
@@ -87,3 +89,66 @@ def multihead_fit_loss(h: np.ndarray, labels: np.ndarray, beta: float, heads: in
                 hess[:, a, :, b, :] = blk
                 hess[:, b, :, a, :] = np.swapaxes(blk, 1, 2)
     return val, grad.reshape(N, H * K), None if hess is None else hess.reshape(N, H * K, H * K)
+
+
+def row_difference_map(heads: int) -> np.ndarray:
+    """At ``T = 2``, the ``(2 H, 3 H)`` matrix ``G`` with ``d = G h`` the heads' row differences: ``d[a H + h]``
+    is ``D_a`` of head ``h``, ``D_0 = sqrt2 h_00 - h_01``, ``D_1 = sqrt2 h_11 - h_01`` (row ``a`` of the head's
+    softmax is ``(s, 1 - s)``, ``s = sigmoid(beta D_a)``, in the order (own, other) token)."""
+    H = int(heads)
+    G = np.zeros((2 * H, 3 * H))
+    r2 = math.sqrt(2.0)
+    for h in range(H):
+        G[h, 3 * h], G[h, 3 * h + 1] = r2, -1.0
+        G[H + h, 3 * h + 2], G[H + h, 3 * h + 1] = r2, -1.0
+    return G
+
+
+def linear_t2_loss(G: np.ndarray, beta: float, heads: int):
+    """:func:`multihead_fit_loss` at ``T = 2`` of ``G x`` for a fixed ``(2 H, n)`` matrix ``G``: ``x -> ell(h)``
+    with ``h`` the fields whose row differences (:func:`row_difference_map`) are ``G x`` (e.g.
+    ``G = row_difference_map(H) L`` for fields ``h = L x``), as ``loss(x, labels, order) -> (value, grad, hess)``.
+
+    With ``sbar_a`` the heads' mean of ``s_{h, a}`` and ``r_a = 2 sbar_a - 1 - Y_aa + Y_ab`` (``b != a``),
+    ``ell = sum_a (sbar_a - Y_aa)^2 + (1 - sbar_a - Y_ab)^2``; its derivatives in ``d = G x`` are
+    ``d ell/d d_{a h} = (2/H) r_a s'_{h a}`` and, within a row ``a`` (rows do not mix),
+    ``d^2 ell/d d_{a h} d d_{a h'} = (4/H^2) s'_{h a} s'_{h' a} + delta_{h h'} (2/H) r_a s''_{h a}``
+    (``s' = beta s (1 - s)``, ``s'' = beta s' (1 - 2 s)``), pulled back through ``G``: the same function and
+    derivatives as :func:`multihead_fit_loss` of ``h``, in whole-array operations on ``(N, 2 H)`` arrays.
+    """
+    H = int(heads)
+    G = np.asarray(G, float)
+    if G.shape[0] != 2 * H:
+        raise ValueError(f"G must have 2 * heads = {2 * H} rows (got {G.shape[0]})")
+    n = G.shape[1]
+    GT = np.ascontiguousarray(G.T)
+    # the Hessian's pull-back: hess = sum over rows a and heads h, h' of W_{a h h'} G_{a h} G_{a h'}^T, one matrix
+    # product of the (N, 2 H^2) weights with the (2 H^2, n^2) outer products
+    pairs = [(a * H + h, a * H + k) for a in range(2) for h in range(H) for k in range(H)]
+    outer = np.stack([np.outer(G[i], G[j]).ravel() for i, j in pairs])
+
+    def loss(x: np.ndarray, labels: np.ndarray, order: int):
+        N = x.shape[0]
+        s = 0.5 + 0.5 * np.tanh((0.5 * beta) * (x @ GT))  # sigmoid(beta d), (N, 2 H)
+        s0, s1 = s[:, :H].mean(axis=1), s[:, H:].mean(axis=1)
+        a0, b0 = s0 - labels[:, 0, 0], 1.0 - s0 - labels[:, 0, 1]
+        a1, b1 = s1 - labels[:, 1, 1], 1.0 - s1 - labels[:, 1, 0]
+        val = a0 * a0 + b0 * b0 + a1 * a1 + b1 * b1
+        if order == 0:
+            return val, None, None
+        sp = beta * s * (1.0 - s)
+        r = np.empty((N, 2 * H))
+        r[:, :H] = (a0 - b0)[:, None]
+        r[:, H:] = (a1 - b1)[:, None]
+        grad = ((2.0 / H) * r * sp) @ G
+        if order == 1:
+            return val, grad, None
+        spp = beta * sp * (1.0 - 2.0 * s)
+        W = np.empty((N, len(pairs)))
+        for c, (i, j) in enumerate(pairs):
+            W[:, c] = (4.0 / H**2) * sp[:, i] * sp[:, j]
+            if i == j:
+                W[:, c] += (2.0 / H) * r[:, i] * spp[:, i]
+        return val, grad, (W @ outer).reshape(N, n, n)
+
+    return loss

@@ -33,7 +33,12 @@ from typing import Any
 import numpy as np
 
 from singlehead.numerics.prox import prox_newton, shift_direction
-from singlehead.state_evolution.multihead_se.loss import head_attention, multihead_fit_loss
+from singlehead.state_evolution.multihead_se.loss import (
+    head_attention,
+    linear_t2_loss,
+    multihead_fit_loss,
+    row_difference_map,
+)
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["MultiHeadOutput", "multihead_output_side", "multihead_test_errors", "multihead_quadrature",
@@ -124,10 +129,13 @@ def prox_starts(problem: Any, z: np.ndarray, y: np.ndarray, labels: np.ndarray) 
 
 
 def _whitened_loss(problem: Any, Lc: np.ndarray):
-    """The fit loss in whitened coordinates ``h = (Lc x I_K) h'``."""
+    """The fit loss in whitened coordinates ``h = (Lc x I_K) h'`` (at ``T = 2`` in closed form through the heads'
+    row differences, :func:`~.loss.linear_t2_loss`)."""
     H = Lc.shape[0]
     K = problem.T * (problem.T + 1) // 2
     big = np.kron(Lc, np.eye(K))
+    if problem.T == 2:
+        return linear_t2_loss(row_difference_map(H) @ big, problem.beta, H)
 
     bigT = np.ascontiguousarray(big.T)
 
