@@ -38,6 +38,7 @@ from singlehead.state_evolution.multihead_se.output import (
 )
 from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, multihead_prior_side
 from singlehead.state_evolution.prior import prior_model
+from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "multihead_theory",
            "specialisation_index", "match_heads", "default_start", "MAX_HEADS", "MAX_T", "check_multihead_problem",
@@ -118,6 +119,10 @@ class MultiHeadOptions:
     error, a jackknife over the draws (:mod:`.draw_error`; ``sample_draws`` more solves, each started at the
     fixed point), inflated by the Student-t quantile of its ``sample_draws - 1`` degrees of freedom as the single
     head's (``extras["test_error_draws_se"]``, ``extras["draws_dof"]``).
+    ``coarse``: the fixed point is first approached on a coarse design and finished on the full one by
+    quasi-Newton steps (:func:`solve_coarse_to_fine`; ``False``: the Anderson iteration on the full design
+    from the start, :func:`solve_multihead`). Either way the result is a point of the full design's map that
+    meets ``tol`` in an evaluation with the denoiser solved to ``prior_tol``.
     """
 
     ansatz: str | None = None
@@ -137,6 +142,7 @@ class MultiHeadOptions:
     inexact: bool = True
     track_z: bool = False
     draw_errors: bool = True
+    coarse: bool = True
 
     def __post_init__(self) -> None:
         check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
@@ -149,7 +155,7 @@ class MultiHeadOptions:
             check(is_int(v) and v >= 0, name, "an integer >= 0", v)
         check(is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
         check(finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
-        for name in ("inexact", "track_z", "draw_errors"):
+        for name in ("inexact", "track_z", "draw_errors", "coarse"):
             check(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
         for name in ("tol", "prior_tol"):
             v = getattr(self, name)
@@ -178,14 +184,18 @@ class MultiHeadSEMap:
     """The map of one problem on fixed nodes and fixed prior draws, with the prox branch and the denoiser's
     solutions carried from one evaluation to the next (warm starts)."""
 
-    def __init__(self, problem: Problem, options: MultiHeadOptions) -> None:
+    def __init__(self, problem: Problem, options: MultiHeadOptions, *, sample: MultiHeadPriorSample | None = None,
+                 quad: OutputQuadrature | None = None) -> None:
         self.problem, self.options = problem, options
-        self.Q0_scalar = float(prior_model(problem.replace(heads=1, teacher_heads=1)).Q0)
-        self.sample = MultiHeadPriorSample.draw(problem.target, self.Q0_scalar, problem.heads, problem.teacher_heads,
-                                                D=options.sample_dim, draws=options.sample_draws,
-                                                seed=options.sample_seed)
+        if sample is None:
+            Q0 = float(prior_model(problem.replace(heads=1, teacher_heads=1)).Q0)
+            sample = MultiHeadPriorSample.draw(problem.target, Q0, problem.heads, problem.teacher_heads,
+                                               D=options.sample_dim, draws=options.sample_draws,
+                                               seed=options.sample_seed)
+        self.sample = sample
         self.Q0 = self.sample.teacher_overlaps()
-        self.quad = multihead_quadrature(problem, options.n_points, options.n_scrambles, options.node_seed)
+        self.quad = quad if quad is not None else multihead_quadrature(problem, options.n_points, options.n_scrambles,
+                                                                        options.node_seed)
         self.branches: list | None = None
         self.z_branch: np.ndarray | None = None
         self.solutions: np.ndarray | None = None
@@ -193,6 +203,8 @@ class MultiHeadSEMap:
         self.last: tuple | None = None
         #: whether the last evaluation solved the denoiser to ``prior_tol`` (see :meth:`prior_accuracy`)
         self.last_exact = True
+        #: whether the last evaluation ran the prox's cold starts (the first one, and every ``union_every``-th)
+        self.last_cold = True
 
     def prior_accuracy(self, residual: float | None) -> tuple[float, int]:
         """The denoiser's ``(tol, max_sweeps)`` for an evaluation after a step of relative change ``residual``
@@ -202,15 +214,30 @@ class MultiHeadSEMap:
             return o.prior_tol, 5000
         return max(o.prior_tol, min(1e-3, 1e-2 * residual)), INEXACT_SWEEPS
 
+    def state(self) -> tuple:
+        """The warm starts carried between evaluations (for :meth:`restore`)."""
+        return self.branches, self.z_branch, self.solutions, self.calls
+
+    def restore(self, state: tuple) -> None:
+        """Return to the warm starts of :meth:`state`."""
+        self.branches, self.z_branch, self.solutions, self.calls = state
+
     def __call__(self, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, ansatz: str,
-                 residual: float | None = None) -> tuple:
+                 residual: float | None = None, *, track_only: bool = False) -> tuple:
         """``((Q', M', Sigma'), output side, prior side)``, every matrix projected onto ``ansatz``; the denoiser
-        solved to :meth:`prior_accuracy` of ``residual`` (default: to ``prior_tol``)."""
+        solved to :meth:`prior_accuracy` of ``residual`` (default: to ``prior_tol``). ``track_only`` (after a
+        first evaluation): the prox only continues the branch of the previous evaluation (no start from ``z``,
+        no cold starts), so that the map is continuous in its arguments (finite differences)."""
         self.calls += 1
-        union = self.branches is not None and self.calls % max(1, self.options.union_every) == 0
+        if track_only and self.branches is not None:
+            warm, union, z_start = self.branches, False, self.branches[0]
+        else:
+            warm = self.branches
+            union = self.branches is not None and self.calls % max(1, self.options.union_every) == 0
+            z_start = self.z_branch if self.options.track_z else None
         out = multihead_output_side(Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad,
-                                    warm=None if self.branches is None else self.branches, union=union,
-                                    z_start=self.z_branch if self.options.track_z else None)
+                                    warm=warm, union=union, z_start=z_start)
+        self.last_cold = warm is None or union
         self.branches = [out.h]
         self.z_branch = out.z_branch
         Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
@@ -242,6 +269,8 @@ class MultiHeadSolution:
     residuals: list = field(default_factory=list)
     converged: bool = False
     evaluations: int = 0
+    #: evaluations of the coarse map (:func:`solve_coarse_to_fine`: its iteration and its Jacobian)
+    coarse_evaluations: int = 0
 
 
 def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5, tol: float = 2e-3,
@@ -314,6 +343,182 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
                              evaluations=len(res))
 
 
+#: the coarse design of :func:`solve_coarse_to_fine`: output-side nodes (the first ones of the full design's first
+#: scramble, a Sobol net themselves) and the prior side's dimension (one draw)
+COARSE_POINTS = 512
+COARSE_DIM = 50
+COARSE_DRAWS = 1
+#: the coarse Anderson iteration stops at this relative change, the coarse quasi-Newton steps at ``COARSE_FINISH``
+COARSE_TOL = 1e-2
+COARSE_FINISH = 1e-3
+#: the coarse map's Jacobian: forward differences of this step, relative to the largest entry of the overlaps
+JACOBIAN_STEP = 1e-3
+#: at most this many coarse Jacobians (a new one where the coarse chord steps stall)
+JACOBIANS = 3
+
+
+def coarse_map(se_map: MultiHeadSEMap) -> MultiHeadSEMap | None:
+    """The map of ``se_map``'s problem on the coarse design (``COARSE_POINTS`` nodes of the first scramble of
+    ``se_map``'s nodes, one prior draw at dimension ``COARSE_DIM``, both capped by the full design), or ``None``
+    where the full design is not several times costlier (fewer than ``4 COARSE_POINTS`` nodes and a prior side
+    of less than 4 draws at ``COARSE_DIM``)."""
+    o, quad, sample = se_map.options, se_map.quad, se_map.sample
+    R, N = quad.nodes.shape[:2]
+    draws = sample.S0.shape[0]
+    if R * N < 4 * COARSE_POINTS and draws * sample.D**3 < 4 * COARSE_DIM**3:
+        return None
+    p = se_map.problem
+    D = min(COARSE_DIM, sample.D)
+    Q0 = float(prior_model(p.replace(heads=1, teacher_heads=1)).Q0)
+    R0 = min(COARSE_DRAWS, draws)
+    cs = MultiHeadPriorSample.draw(p.target, Q0, p.heads, p.teacher_heads, D=D, draws=R0, seed=o.sample_seed)
+    cq = OutputQuadrature(np.ascontiguousarray(quad.nodes[:1, :min(COARSE_POINTS, N)]), quad.seed)
+    co = dataclasses.replace(o, sample_dim=D, sample_draws=R0, n_points=cq.nodes.shape[1], n_scrambles=1,
+                             tol=max(o.tol, COARSE_TOL))
+    return MultiHeadSEMap(p, co, sample=cs, quad=cq)
+
+
+def _subspace(ansatz: str, x: tuple) -> tuple:
+    """``(B, flat, unflat)``: an orthonormal basis ``B`` (columns) of the ansatz's subspace in the flattened
+    ``(Q, M, Sigma)``, the flattening and its inverse (projected onto the ansatz)."""
+    shapes = [a.shape for a in x]
+
+    def flat(t: tuple) -> np.ndarray:
+        return np.concatenate([np.asarray(a, float).ravel() for a in t])
+
+    def unflat(v: np.ndarray) -> tuple:
+        out, i = [], 0
+        for sh in shapes:
+            n = int(np.prod(sh))
+            out.append(v[i:i + n].reshape(sh))
+            i += n
+        return project(ansatz, *out)
+
+    n = flat(x).size
+    P = np.stack([flat(unflat(e)) for e in np.eye(n)], axis=1)
+    U, sv, _ = np.linalg.svd(P)
+    return U[:, sv > 1e-9 * sv[0]], flat, unflat
+
+
+def coarse_jacobian(cmap: MultiHeadSEMap, ansatz: str, x: tuple) -> tuple[np.ndarray, int]:
+    """The Jacobian of ``cmap`` at ``x`` in the coordinates of the ansatz's subspace (:func:`_subspace`), by
+    forward differences of step ``JACOBIAN_STEP`` times the largest entry of ``x``, every evaluation with the
+    denoiser at ``prior_tol`` and the prox continuing the branch of the evaluation at ``x`` (``track_only``);
+    and the evaluations used. ``cmap`` is left in the state of the evaluation at ``x``."""
+    B, flat, unflat = _subspace(ansatz, x)
+    xv = flat(x)
+    c = B.T @ xv
+    base, _, _ = cmap(*unflat(B @ c), ansatz, None, track_only=True)
+    f0 = B.T @ flat(base)
+    state = cmap.state()
+    h = JACOBIAN_STEP * max(float(np.max(np.abs(xv))), 1e-12)
+    J = np.empty((c.size, c.size))
+    for i in range(c.size):
+        cmap.restore(state)
+        new, _, _ = cmap(*unflat(B @ (c + h * np.eye(c.size)[i])), ansatz, None, track_only=True)
+        J[:, i] = (B.T @ flat(new) - f0) / h
+    cmap.restore(state)
+    return J, c.size + 1
+
+
+def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol: float, max_iter: int,
+           first_inexact: bool, verbose: bool, label: str) -> tuple:
+    """Chord steps ``x <- x - A^{-1} G(x)`` on ``G(x) = F(x) - x`` in the ansatz's coordinates (each shortened,
+    as :func:`solve_multihead`'s, until ``Sigma`` and the fields' covariance are positive definite), the
+    denoiser at ``prior_tol`` (the first evaluation at that of an infinite residual if ``first_inexact``).
+    Stops at a relative change below ``tol`` in an evaluation at ``prior_tol`` (``ok``), after ``max_iter``
+    evaluations, or when the relative change did not decrease in a step (but for a step to an evaluation that
+    ran the prox's cold starts, where the map itself may change: the next step is compared with it). Returns ``(ok, residuals, best point, last
+    evaluation (new, out, pr))``."""
+    B, flat, unflat = _subspace(ansatz, x)
+    Q0 = se_map.Q0
+    c = B.T @ flat(x)
+    res: list = []
+    last = None
+    best = (x, math.inf)
+    for it in range(max_iter):
+        xt = unflat(B @ c)
+        new, out, pr = se_map(*xt, ansatz, residual=math.inf if (it == 0 and first_inexact) else None)
+        last = (new, out, pr)
+        r = _rel_change(new, xt)
+        res.append(r)
+        if verbose:
+            print(f"  {label} {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
+                  f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}", flush=True)
+        if r < tol and se_map.last_exact:
+            return True, res, xt, last
+        if r >= best[1] and not se_map.last_cold:
+            break
+        if r < best[1] or se_map.last_cold:  # after cold starts (the map may have moved to lower branches): anew
+            best = (xt, r)
+        g = B.T @ (flat(new) - flat(xt))
+        step = -np.linalg.solve(A, g)
+        eta = 1.0
+        cand = c + step
+        while not _admissible(unflat(B @ cand), Q0) and eta > 1e-3:
+            eta *= 0.5
+            cand = c + eta * step
+        c = cand
+    return False, res, best[0], last
+
+
+def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5,
+                         tol: float = 1e-4, max_iter: int = 60, history: int = 4,
+                         verbose: bool = False) -> MultiHeadSolution:
+    """The fixed point of ``se_map`` inside ``ansatz``: approached on the coarse design, finished on the full one.
+
+    1. :func:`solve_multihead` on :func:`coarse_map` from ``start`` to a relative change ``COARSE_TOL``;
+    2. the coarse map's Jacobian ``J`` there (:func:`coarse_jacobian`), and chord steps
+       ``x <- x - (J - I)^{-1} (F(x) - x)`` on the coarse map to ``COARSE_FINISH``;
+    3. the same chord steps on ``se_map`` from there, whose first evaluation runs every cold prox start (a
+       fresh map) with the denoiser at :meth:`MultiHeadSEMap.prior_accuracy` of an infinite residual, the
+       others at ``prior_tol``; they stop as :func:`solve_multihead` does (relative change below ``tol`` in an
+       evaluation with the denoiser at ``prior_tol``).
+
+    A chord step after which ``|F(x) - x|`` did not decrease hands that map's iteration to
+    :func:`solve_multihead` from the best point so far (on the full design: for the evaluations left of
+    ``max_iter``). Where the full design is not several times costlier than the coarse one (``coarse_map`` is
+    ``None``), this is :func:`solve_multihead` on ``se_map``. ``evaluations`` and ``residuals`` are the full
+    design's evaluations; ``coarse_evaluations`` counts the coarse ones.
+    """
+    cmap = coarse_map(se_map)
+    if cmap is None:
+        return solve_multihead(se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history,
+                               verbose=verbose)
+    csol = solve_multihead(cmap, ansatz, start, damping=damping, tol=cmap.options.tol, max_iter=max_iter,
+                           history=history, verbose=verbose)
+    x = project(ansatz, csol.Q, csol.M, csol.Sigma)
+    n_coarse = csol.evaluations
+    for _ in range(JACOBIANS):
+        J, n_jac = coarse_jacobian(cmap, ansatz, x)
+        A = J - np.eye(J.shape[0])
+        if verbose:
+            print(f"  coarse Jacobian ({n_jac} evaluations) eigenvalues {np.round(np.linalg.eigvals(J), 3).tolist()}",
+                  flush=True)
+        ok, res, x, last = _chord(cmap, ansatz, x, A, tol=max(tol, COARSE_FINISH), max_iter=max_iter,
+                                  first_inexact=False, verbose=verbose, label="coarse")
+        n_coarse += n_jac + len(res)
+        if ok:
+            x = last[0]
+            break
+    ok, res, xb, last = _chord(se_map, ansatz, x, A, tol=tol, max_iter=max_iter, first_inexact=True,
+                               verbose=verbose, label="fine")
+    if not ok and len(res) < max_iter:  # the Anderson iteration from the best point, for the evaluations left
+        sol = solve_multihead(se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res),
+                              history=history, verbose=verbose)
+        return dataclasses.replace(sol, residuals=res + sol.residuals, evaluations=len(res) + sol.evaluations,
+                                   coarse_evaluations=n_coarse)
+    new, out, pr = last
+    return MultiHeadSolution(*new, hats=se_map.last[3], out=out, prior=pr, residuals=res, converged=ok,
+                             evaluations=len(res), coarse_evaluations=n_coarse)
+
+
+def _admissible(t: tuple, Q0: np.ndarray) -> bool:
+    """``Sigma`` and the fields' covariance ``[[Q0, M^T], [M, Q]]`` positive definite."""
+    C = np.block([[Q0, t[1].T], [t[1], t[0]]])
+    return bool(np.all(np.linalg.eigvalsh(t[2]) > 0) and np.all(np.linalg.eigvalsh(C) > 1e-9 * np.trace(C)))
+
+
 def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, *, verbose: bool = False) -> Result:
     """The state evolution of ``problem`` (several heads, a softmax channel, factorized student) as a Result.
 
@@ -337,8 +542,9 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     t0 = time.perf_counter()
     se_map = MultiHeadSEMap(problem, o)
     start = o.start if o.start is not None else default_start(problem, se_map.Q0, ansatz)
-    sol = solve_multihead(se_map, ansatz, start, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
-                          history=o.history, verbose=verbose)
+    solve = solve_coarse_to_fine if o.coarse and ansatz == "unspecialised" else solve_multihead
+    sol = solve(se_map, ansatz, start, damping=o.damping, tol=o.tol, max_iter=o.max_iter, history=o.history,
+                verbose=verbose)
     Q, M, Sigma, order = match_heads(sol.Q, sol.M, sol.Sigma)
     Q0 = se_map.Q0
     te = multihead_test_errors(Q, M, problem=problem, Q0=Q0, quad=se_map.quad)
@@ -368,6 +574,7 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
         "train_error_se": sol.out.err["train_error"], "prior_sweeps": sol.prior.sweeps,
         "denoiser_objective": sol.prior.objective, "sample_dim": o.sample_dim, "sample_draws": o.sample_draws,
         **draws,
+        "coarse_evaluations": sol.coarse_evaluations,
     }
     msg = "" if sol.converged else (f"damped iteration did not reach tol={o.tol} in {sol.evaluations} evaluations "
                                     f"(last relative change {sol.residuals[-1]:.2e})")
