@@ -1,20 +1,24 @@
 """Benchmark: wall time of one point of the multi-head softmax state evolution, beside the reference workload.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_multihead_point.py [--repeats 2] [--profile]``.
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_multihead_point.py [--repeats 2] [--profile] [--anderson]``.
 
 Points: seq2lab, ``T = 2``, ``H = H0 = 2``, MP teachers ``kappa0 = 0.5``, ``lam = 0.01``, noise 0.5, default
 :class:`~singlehead.state_evolution.multihead_se.MultiHeadOptions` (``D = 100`` x 4 draws, ``4 x 1024`` nodes):
 ``alpha = 1`` unspecialised and ``alpha = 2`` specialised from the default start, and ``alpha = 1.25``
 unspecialised started from the ``alpha = 1`` fixed point (a curve's next point). Printed: the reference workload
 (:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, and per point
-the median wall time, the map evaluations, the test error and the specialisation index. ``--profile``: a
-cProfile of one solve of the first point, its 25 most expensive functions (cumulative time).
+the median wall time, the full design's map evaluations (and the coarse design's, ``+Nc``), the test error,
+objective, overlaps and the specialisation index. ``--anderson``: each point also with ``coarse=False`` (the
+Anderson iteration on the full design from the start, the solver before the coarse-to-fine one), its numbers
+beside. ``--profile``: a cProfile of one solve of the first point, its 25 most expensive functions (cumulative
+time).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import pstats
 import statistics
 import time
@@ -30,10 +34,27 @@ POINTS = {
 }
 
 
+def _timed(p: Problem, o: MultiHeadOptions, repeats: int) -> tuple:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        r = multihead_theory(p, o)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), r
+
+
+def _line(name: str, t: float, r) -> str:
+    e = r.extras
+    return (f"{name}: {t:7.2f} s  (evaluations {r.iterations}+{e.get('coarse_evaluations', 0)}c, converged "
+            f"{r.converged}, test error {r.test_error:.5f}, objective {e['objective']:.5f}, specialisation "
+            f"{e['specialisation']:.3f}, q {e['q']:.5f}, m {e['m']:.5f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--anderson", action="store_true", help="also run each point with coarse=False")
     args = ap.parse_args()
     print(f"reference workload: {reference_seconds():.3f} s", flush=True)
     if args.profile:
@@ -43,26 +64,21 @@ def main() -> None:
         multihead_theory(p, o)
         prof.disable()
         pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+    r1 = None
     for name, (p, o) in POINTS.items():
-        times = []
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            r = multihead_theory(p, o)
-            times.append(time.perf_counter() - t)
-        print(f"{name}: {statistics.median(times):7.2f} s  (evaluations {r.iterations}, converged {r.converged}, "
-              f"test error {r.test_error:.5f}, objective {r.extras['objective']:.5f}, "
-              f"specialisation {r.extras['specialisation']:.3f}, q {r.extras['q']:.5f}, m {r.extras['m']:.5f})",
-              flush=True)
-    r1 = multihead_theory(*POINTS["alpha=1 unspecialised"])
+        t, r = _timed(p, o, args.repeats)
+        r1 = r if r1 is None else r1
+        print(_line(name, t, r), flush=True)
+        if args.anderson:
+            t, r = _timed(p, dataclasses.replace(o, coarse=False), args.repeats)
+            print(_line("  coarse=False        ", t, r), flush=True)
     start = tuple(r1.extras[k] for k in ("head_Q", "head_M", "head_Sigma"))
     p, o = BASE.replace(alpha=1.25), MultiHeadOptions(ansatz="unspecialised", start=start)
-    times = []
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        r = multihead_theory(p, o)
-        times.append(time.perf_counter() - t)
-    print(f"alpha=1.25 from alpha=1 : {statistics.median(times):7.2f} s  (evaluations {r.iterations}, converged "
-          f"{r.converged}, test error {r.test_error:.5f}, q {r.extras['q']:.5f})", flush=True)
+    t, r = _timed(p, o, args.repeats)
+    print(_line("alpha=1.25 from alpha=1", t, r), flush=True)
+    if args.anderson:
+        t, r = _timed(p, dataclasses.replace(o, coarse=False), args.repeats)
+        print(_line("  coarse=False          ", t, r), flush=True)
     print(f"reference workload: {reference_seconds():.3f} s")
 
 

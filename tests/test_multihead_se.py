@@ -229,3 +229,63 @@ def test_draw_jackknife_vanishes_for_identical_draws_and_enters_the_test_error_b
     sol1 = solve_multihead(same, "unspecialised", x, tol=1e-3)
     flat = multihead_draw_jackknife(same, "unspecialised", (sol1.Q, sol1.M, sol1.Sigma))
     assert flat["test_error_draws_se"] < 0.05 * jk["test_error_draws_se"]
+
+
+@pytest.mark.parametrize("H", [1, 2, 3])
+def test_t2_closed_form_loss_is_the_multihead_loss_through_a_linear_map(H):
+    from singlehead.state_evolution.multihead_se.loss import linear_t2_loss, row_difference_map
+
+    rng = np.random.default_rng(1)
+    x = 2.0 * rng.standard_normal((50, 3 * H))
+    Y = head_attention(rng.standard_normal((50, 6)), 2, 0.9).mean(axis=1)
+    L = np.linalg.cholesky(np.eye(H) + 0.3 * np.ones((H, H)))
+    big = np.kron(L, np.eye(3))  # fields h = big x (the prox's whitened coordinates)
+    v, g, Hs = linear_t2_loss(row_difference_map(H) @ big, 1.3, H)(x, Y, 2)
+    v0, g0, H0 = multihead_fit_loss(x @ big.T, Y, 1.3, H)
+    np.testing.assert_allclose(v, v0, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(g, g0 @ big, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(Hs, big.T @ H0 @ big, rtol=1e-10, atol=1e-13)
+    assert linear_t2_loss(row_difference_map(H), 1.3, H)(x @ big.T, Y, 0)[1] is None
+    with pytest.raises(ValueError, match="G must have 2 \\* heads"):
+        linear_t2_loss(np.eye(3), 1.3, H)
+
+
+def test_sor_relaxation_is_youngs_optimum_and_reaches_the_same_minimiser():
+    from singlehead.state_evolution.multihead_se.prior import sor_relaxation
+
+    Sh = np.array([[0.4, 0.3], [0.3, 0.4]])
+    assert sor_relaxation(Sh) == pytest.approx(2.0 / (1.0 + math.sqrt(1.0 - 0.75**2)))
+    assert sor_relaxation(np.eye(3)) == 1.0  # uncoupled heads: the exact block minimiser
+    assert sor_relaxation(np.array([[1.0, 2.0], [2.0, 1.0]])) == 1.5  # not positive definite
+    s = MultiHeadPriorSample.draw(MPTarget(kappa0=0.5), 1.5, 2, 2, D=30, draws=2, seed=1)
+    B = 0.8 * s.S0 + 0.5 * s.Z
+    a, na, oka = coupled_shrinkage(B, Sh, 0.02, tol=1e-11)
+    b, nb, okb = coupled_shrinkage(B, Sh, 0.02, tol=1e-11, relax=1.5)
+    assert oka and okb and na < nb
+    np.testing.assert_allclose(a, b, atol=1e-8 * np.abs(b).max())
+
+
+def test_options_refuse_a_non_boolean_coarse():
+    with pytest.raises(ValueError, match="coarse must be True or False"):
+        MultiHeadOptions(coarse=1)
+
+
+def test_coarse_to_fine_reaches_the_full_designs_fixed_point():
+    from singlehead.state_evolution.multihead_se.solve import MultiHeadSEMap, coarse_map
+
+    p = PROBLEM.replace(heads=2, teacher_heads=2)
+    o = MultiHeadOptions(ansatz="unspecialised", n_points=1024, n_scrambles=2, sample_dim=30, sample_draws=2)
+    assert coarse_map(MultiHeadSEMap(p, dataclasses.replace(o, n_points=256, sample_dim=12))) is None
+    cm = coarse_map(MultiHeadSEMap(p, o))
+    assert cm.quad.nodes.shape == (1, 512, 12) and cm.sample.D == 30 and cm.sample.S0.shape[0] == 1
+    a = multihead_theory(p, o)
+    b = multihead_theory(p, dataclasses.replace(o, coarse=False))
+    assert a.converged and b.converged and a.extras["coarse_evaluations"] > 0 == b.extras["coarse_evaluations"]
+    assert a.iterations < b.iterations
+    # the same map's fixed point, to the stopping rule (the coarse design's own fixed point is ~5 % away in q)
+    for k in ("q", "m"):
+        assert a.extras[k] == pytest.approx(b.extras[k], rel=2e-3)
+    assert abs(a.test_error - b.test_error) < 0.2 * b.extras["test_error_se"]
+    # the specialised ansatz keeps the Anderson iteration on the full design
+    c = multihead_theory(p, dataclasses.replace(o, ansatz="specialised", max_iter=2))
+    assert c.extras["coarse_evaluations"] == 0

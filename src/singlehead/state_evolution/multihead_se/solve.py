@@ -229,6 +229,8 @@ class MultiHeadSEMap:
         first evaluation): the prox only continues the branch of the previous evaluation (no start from ``z``,
         no cold starts), so that the map is continuous in its arguments (finite differences)."""
         self.calls += 1
+        ptol, sweeps = self.prior_accuracy(residual)
+        exact = (ptol, sweeps) == self.prior_accuracy(None)
         if track_only and self.branches is not None:
             warm, union, z_start = self.branches, False, self.branches[0]
         else:
@@ -241,8 +243,7 @@ class MultiHeadSEMap:
         self.branches = [out.h]
         self.z_branch = out.z_branch
         Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
-        ptol, sweeps = self.prior_accuracy(residual)
-        self.last_exact = (ptol, sweeps) == self.prior_accuracy(None)
+        self.last_exact = exact
         pr = multihead_prior_side(Qh, Mh, Sh, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
                                   warm=self.solutions, tol=ptol, max_sweeps=sweeps)
         self.solutions = pr.solutions
@@ -351,6 +352,8 @@ COARSE_DRAWS = 1
 #: the coarse Anderson iteration stops at this relative change, the coarse quasi-Newton steps at ``COARSE_FINISH``
 COARSE_TOL = 1e-2
 COARSE_FINISH = 1e-3
+#: the coarse map's denoiser tolerance (at least ``prior_tol``)
+COARSE_PRIOR_TOL = 1e-5
 #: the coarse map's Jacobian: forward differences of this step, relative to the largest entry of the overlaps
 JACOBIAN_STEP = 1e-3
 #: at most this many coarse Jacobians (a new one where the coarse chord steps stall)
@@ -374,7 +377,7 @@ def coarse_map(se_map: MultiHeadSEMap) -> MultiHeadSEMap | None:
     cs = MultiHeadPriorSample.draw(p.target, Q0, p.heads, p.teacher_heads, D=D, draws=R0, seed=o.sample_seed)
     cq = OutputQuadrature(np.ascontiguousarray(quad.nodes[:1, :min(COARSE_POINTS, N)]), quad.seed)
     co = dataclasses.replace(o, sample_dim=D, sample_draws=R0, n_points=cq.nodes.shape[1], n_scrambles=1,
-                             tol=max(o.tol, COARSE_TOL))
+                             tol=max(o.tol, COARSE_TOL), prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL))
     return MultiHeadSEMap(p, co, sample=cs, quad=cq)
 
 
