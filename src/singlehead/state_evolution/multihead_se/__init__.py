@@ -33,6 +33,7 @@ from singlehead.state_evolution.multihead_se.solve import (
     multihead_point,
     multihead_theory,
     project,
+    solve_coarse_to_fine,
     solve_multihead,
     specialisation_eigenvalue,
     specialisation_index,
@@ -42,4 +43,4 @@ __all__ = ["multihead_fit_loss", "MultiHeadOutput", "multihead_output_side", "mu
            "multihead_test_errors", "MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage",
            "multihead_prior_side", "ANSATZE", "MAX_HEADS", "MAX_T", "check_multihead_problem",
            "multihead_options", "multihead_point", "MultiHeadOptions", "MultiHeadSEMap", "multihead_theory", "project",
-           "solve_multihead", "specialisation_eigenvalue", "specialisation_index"]
+           "solve_coarse_to_fine", "solve_multihead", "specialisation_eigenvalue", "specialisation_index"]

@@ -40,7 +40,8 @@ from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, 
 from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
-__all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "multihead_theory",
+__all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "solve_coarse_to_fine",
+           "coarse_map", "coarse_jacobian", "multihead_theory",
            "specialisation_index", "match_heads", "default_start", "MAX_HEADS", "MAX_T", "check_multihead_problem",
            "multihead_options", "multihead_point", "specialisation_eigenvalue"]
 
