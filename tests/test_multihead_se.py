@@ -289,3 +289,23 @@ def test_coarse_to_fine_reaches_the_full_designs_fixed_point():
     # the specialised ansatz keeps the Anderson iteration on the full design
     c = multihead_theory(p, dataclasses.replace(o, ansatz="specialised", max_iter=2))
     assert c.extras["coarse_evaluations"] == 0
+
+
+def test_chord_steps_return_to_the_fixed_point_from_a_displaced_start():
+    from singlehead.state_evolution.multihead_se.solve import (
+        MultiHeadSEMap,
+        chord_solve,
+        default_start,
+        solve_coarse_to_fine,
+    )
+
+    p = PROBLEM.replace(heads=2, teacher_heads=2)
+    o = MultiHeadOptions(ansatz="unspecialised", n_points=1024, n_scrambles=2, sample_dim=50, sample_draws=2)
+    se_map = MultiHeadSEMap(p, o)
+    sol = solve_coarse_to_fine(se_map, "unspecialised", default_start(p, se_map.Q0, "unspecialised"), tol=o.tol)
+    assert sol.converged and sol.chord_matrix is not None and sol.chord_matrix.shape == (5, 5)
+    # Q and Sigma displaced by 5 %: back to the same fixed point (to the stopping rule) in a few evaluations
+    back = chord_solve(se_map, "unspecialised", (1.05 * sol.Q, sol.M, 0.95 * sol.Sigma), sol.chord_matrix, tol=o.tol)
+    assert back.converged and back.evaluations <= 8
+    for a, b in ((back.Q, sol.Q), (back.M, sol.M), (back.Sigma, sol.Sigma)):
+        assert np.abs(a - b).max() < 2e-3 * np.abs(b).max()

@@ -27,13 +27,13 @@ import numpy as np
 
 from singlehead.state_evolution.multihead_se.output import multihead_test_errors
 from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample
-from singlehead.state_evolution.multihead_se.solve import MultiHeadSEMap, solve_multihead
+from singlehead.state_evolution.multihead_se.solve import MultiHeadSEMap, chord_solve, solve_multihead
 
 __all__ = ["multihead_draw_jackknife"]
 
 
 def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, tol: float = 1e-3,
-                             max_iter: int = 30) -> dict[str, Any]:
+                             max_iter: int = 30, chord_matrix: np.ndarray | None = None) -> dict[str, Any]:
     """Jackknife standard error over the prior draws of the test error at the fixed point ``x`` (module docstring).
 
     Parameters
@@ -47,6 +47,10 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
     tol, max_iter : float, int
         The leave-one-out solves' stopping rule (:func:`.solve.solve_multihead`): their shifts from ``x`` are a
         few per cent of the overlaps, so a relative change of ``1e-3`` resolves them.
+    chord_matrix : array, optional
+        ``J - I`` of the map in the ansatz's coordinates (a coarse-to-fine solve's ``chord_matrix``): the
+        leave-one-out solves take its chord steps (:func:`.solve.chord_solve`, the same stopping rule) instead
+        of the Anderson iteration.
 
     Returns
     -------
@@ -69,8 +73,12 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
         sub.sample = MultiHeadPriorSample(sample.S0[keep], sample.Z[keep])
         sub.Q0 = sub.sample.teacher_overlaps()
         sub.solutions = None if se_map.solutions is None else se_map.solutions[keep]
-        sol = solve_multihead(sub, ansatz, x, damping=se_map.options.damping, tol=tol, max_iter=max_iter,
-                              history=se_map.options.history)
+        if chord_matrix is not None:
+            sol = chord_solve(sub, ansatz, x, chord_matrix, tol=tol, max_iter=max_iter,
+                              damping=se_map.options.damping, history=se_map.options.history)
+        else:
+            sol = solve_multihead(sub, ansatz, x, damping=se_map.options.damping, tol=tol, max_iter=max_iter,
+                                  history=se_map.options.history)
         evaluations += sol.evaluations
         converged &= sol.converged
         values.append(multihead_test_errors(sol.Q, sol.M, problem=se_map.problem, Q0=sub.Q0,

@@ -41,7 +41,7 @@ from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "solve_coarse_to_fine",
-           "coarse_map", "coarse_jacobian", "multihead_theory",
+           "coarse_map", "coarse_jacobian", "chord_solve", "multihead_theory",
            "specialisation_index", "match_heads", "default_start", "MAX_HEADS", "MAX_T", "check_multihead_problem",
            "multihead_options", "multihead_point", "specialisation_eigenvalue"]
 
@@ -273,6 +273,9 @@ class MultiHeadSolution:
     evaluations: int = 0
     #: evaluations of the coarse map (:func:`solve_coarse_to_fine`: its iteration and its Jacobian)
     coarse_evaluations: int = 0
+    #: :func:`solve_coarse_to_fine`'s chord matrix ``J - I`` (the coarse map's Jacobian in the ansatz's
+    #: coordinates, :func:`chord_solve`), ``None`` from :func:`solve_multihead`
+    chord_matrix: np.ndarray | None = None
 
 
 def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5, tol: float = 2e-3,
@@ -514,7 +517,24 @@ def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, d
                                    coarse_evaluations=n_coarse)
     new, out, pr = last
     return MultiHeadSolution(*new, hats=se_map.last[3], out=out, prior=pr, residuals=res, converged=ok,
-                             evaluations=len(res), coarse_evaluations=n_coarse)
+                             evaluations=len(res), coarse_evaluations=n_coarse, chord_matrix=A)
+
+
+def chord_solve(se_map: MultiHeadSEMap, ansatz: str, start: tuple, chord_matrix: np.ndarray, *, tol: float,
+                max_iter: int = 30, damping: float = 0.5, history: int = 4) -> MultiHeadSolution:
+    """The fixed point of ``se_map`` inside ``ansatz`` near ``start`` by the chord steps of
+    :func:`solve_coarse_to_fine` with a given ``chord_matrix`` (``J - I`` in the ansatz's coordinates, e.g. a
+    solve's ``MultiHeadSolution.chord_matrix``), every evaluation's denoiser at ``prior_tol``; where they stall,
+    :func:`solve_multihead` from the best point for the evaluations left of ``max_iter``. Same stopping rule."""
+    ok, res, xb, last = _chord(se_map, ansatz, project(ansatz, *start), chord_matrix, tol=tol, max_iter=max_iter,
+                               first_inexact=False, verbose=False, label="chord")
+    if not ok and len(res) < max_iter:
+        sol = solve_multihead(se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res),
+                              history=history)
+        return dataclasses.replace(sol, residuals=res + sol.residuals, evaluations=len(res) + sol.evaluations)
+    new, out, pr = last
+    return MultiHeadSolution(*new, hats=se_map.last[3], out=out, prior=pr, residuals=res, converged=ok,
+                             evaluations=len(res), chord_matrix=chord_matrix)
 
 
 def _admissible(t: tuple, Q0: np.ndarray) -> bool:
@@ -558,7 +578,7 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
         # imported here: the jackknife re-solves with this module's solver
         from singlehead.state_evolution.multihead_se.draw_error import multihead_draw_jackknife
 
-        jk = multihead_draw_jackknife(se_map, ansatz, (sol.Q, sol.M, sol.Sigma))
+        jk = multihead_draw_jackknife(se_map, ansatz, (sol.Q, sol.M, sol.Sigma), chord_matrix=sol.chord_matrix)
         dse = jk["test_error_draws_se"] * t_quantile_975(jk["draws_dof"]) / 1.959963984540054
         draws = {"test_error_draws_se": dse, "draws_dof": jk["draws_dof"], "draw_error_evaluations": jk["evaluations"],
                  "draw_error_converged": jk["converged"], "test_error_quadrature_se": te["test_error_se"]}
