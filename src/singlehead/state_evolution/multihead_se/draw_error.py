@@ -73,6 +73,9 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
         sub.sample = MultiHeadPriorSample(sample.S0[keep], sample.Z[keep])
         sub.Q0 = sub.sample.teacher_overlaps()
         sub.solutions = None if se_map.solutions is None else se_map.solutions[keep]
+        # the prox continues the fixed point's branches (whose cold starts the solve ran): the leave-one-out solve
+        # counts its own evaluations, so its cold starts come after union_every of them, not at the solve's count
+        sub.calls = 0
         if chord_matrix is not None:
             sol = chord_solve(sub, ansatz, x, chord_matrix, tol=tol, max_iter=max_iter,
                               damping=se_map.options.damping, history=se_map.options.history)
