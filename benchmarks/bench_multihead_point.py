@@ -7,7 +7,8 @@ Points: seq2lab, ``T = 2``, ``H = H0 = 2``, MP teachers ``kappa0 = 0.5``, ``lam 
 ``alpha = 1`` unspecialised and ``alpha = 2`` specialised from the default start, and ``alpha = 1.25``
 unspecialised started from the ``alpha = 1`` fixed point (a curve's next point). Printed: the reference workload
 (:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, and per point
-the median wall time, the full design's map evaluations (and the coarse design's, ``+Nc``), the test error,
+the median wall time, the full design's map evaluations (then the coarse design's, ``+Nc``, and the draw
+jackknife's, ``+Nj``), the test error,
 objective, overlaps and the specialisation index. ``--anderson``: each point also with ``coarse=False`` (the
 Anderson iteration on the full design from the start, the solver before the coarse-to-fine one), its numbers
 beside. ``--profile``: a cProfile of one solve of the first point, its 25 most expensive functions (cumulative
@@ -45,7 +46,8 @@ def _timed(p: Problem, o: MultiHeadOptions, repeats: int) -> tuple:
 
 def _line(name: str, t: float, r) -> str:
     e = r.extras
-    return (f"{name}: {t:7.2f} s  (evaluations {r.iterations}+{e.get('coarse_evaluations', 0)}c, converged "
+    return (f"{name}: {t:7.2f} s  (evaluations {r.iterations}+{e.get('coarse_evaluations', 0)}c"
+            f"+{e.get('draw_error_evaluations', 0)}j, converged "
             f"{r.converged}, test error {r.test_error:.5f}, objective {e['objective']:.5f}, specialisation "
             f"{e['specialisation']:.3f}, q {e['q']:.5f}, m {e['m']:.5f})")
 

@@ -20,6 +20,7 @@ over sampling seeds several times. The jackknife uses only converged fixed point
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from typing import Any
 
@@ -76,6 +77,8 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
         # the prox continues the fixed point's branches (whose cold starts the solve ran): the leave-one-out solve
         # counts its own evaluations, so its cold starts come after union_every of them, not at the solve's count
         sub.calls = 0
+        # solved to a relative change ``tol``: the denoiser to ``tol/100`` suffices (not the solve's ``prior_tol``)
+        sub.options = dataclasses.replace(se_map.options, prior_tol=max(se_map.options.prior_tol, 1e-2 * tol))
         if chord_matrix is not None:
             sol = chord_solve(sub, ansatz, x, chord_matrix, tol=tol, max_iter=max_iter,
                               damping=se_map.options.damping, history=se_map.options.history)
