@@ -366,7 +366,8 @@ JACOBIANS = 3
 
 def coarse_map(se_map: MultiHeadSEMap) -> MultiHeadSEMap | None:
     """The map of ``se_map``'s problem on the coarse design (``COARSE_POINTS`` nodes of the first scramble of
-    ``se_map``'s nodes, one prior draw at dimension ``COARSE_DIM``, both capped by the full design), or ``None``
+    ``se_map``'s nodes, ``COARSE_DRAWS`` prior draws at dimension ``COARSE_DIM``, capped by the full design; its
+    denoiser to ``COARSE_PRIOR_TOL``, its prox's start from ``z`` continuing its branch, ``track_z``), or ``None``
     where the full design is not several times costlier (fewer than ``4 COARSE_POINTS`` nodes and a prior side
     of less than 4 draws at ``COARSE_DIM``)."""
     o, quad, sample = se_map.options, se_map.quad, se_map.sample
@@ -381,7 +382,7 @@ def coarse_map(se_map: MultiHeadSEMap) -> MultiHeadSEMap | None:
     cs = MultiHeadPriorSample.draw(p.target, Q0, p.heads, p.teacher_heads, D=D, draws=R0, seed=o.sample_seed)
     cq = OutputQuadrature(np.ascontiguousarray(quad.nodes[:1, :min(COARSE_POINTS, N)]), quad.seed)
     co = dataclasses.replace(o, sample_dim=D, sample_draws=R0, n_points=cq.nodes.shape[1], n_scrambles=1,
-                             tol=max(o.tol, COARSE_TOL), prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL))
+                             tol=max(o.tol, COARSE_TOL), prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL), track_z=True)
     return MultiHeadSEMap(p, co, sample=cs, quad=cq)
 
 
