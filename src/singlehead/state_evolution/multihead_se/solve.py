@@ -382,7 +382,8 @@ def coarse_map(se_map: MultiHeadSEMap) -> MultiHeadSEMap | None:
     cs = MultiHeadPriorSample.draw(p.target, Q0, p.heads, p.teacher_heads, D=D, draws=R0, seed=o.sample_seed)
     cq = OutputQuadrature(np.ascontiguousarray(quad.nodes[:1, :min(COARSE_POINTS, N)]), quad.seed)
     co = dataclasses.replace(o, sample_dim=D, sample_draws=R0, n_points=cq.nodes.shape[1], n_scrambles=1,
-                             tol=max(o.tol, COARSE_TOL), prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL), track_z=True)
+                             tol=max(o.tol, COARSE_TOL), prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL),
+                             track_z=True)
     return MultiHeadSEMap(p, co, sample=cs, quad=cq)
 
 
