@@ -437,8 +437,8 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
     denoiser at ``prior_tol`` (the first evaluation at that of an infinite residual if ``first_inexact``).
     Stops at a relative change below ``tol`` in an evaluation at ``prior_tol`` (``ok``), after ``max_iter``
     evaluations, or when the relative change did not decrease in a step (but for a step to an evaluation that
-    ran the prox's cold starts, where the map itself may change: the next step is compared with it). Returns ``(ok, residuals, best point, last
-    evaluation (new, out, pr))``."""
+    ran the prox's cold starts, where the map itself may change: the next step is compared with it).
+    Returns ``(ok, residuals, best point, last evaluation (new, out, pr))``."""
     B, flat, unflat = _subspace(ansatz, x)
     Q0 = se_map.Q0
     c = B.T @ flat(x)
