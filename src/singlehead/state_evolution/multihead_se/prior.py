@@ -40,7 +40,8 @@ import numpy as np
 
 from singlehead.state_evolution.untied.teachers import law_quantiles
 
-__all__ = ["MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage", "multihead_prior_side", "sor_relaxation"]
+__all__ = ["MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage", "multihead_prior_side",
+           "sor_relaxation"]
 
 
 def _goe(rng: np.random.Generator, shape: tuple[int, ...], D: int) -> np.ndarray:
@@ -167,8 +168,8 @@ def coupled_shrinkage(B: np.ndarray, Sigmahat: np.ndarray, tau: float, *, rank: 
         Stop when every head's update is below ``tol`` times its norm (Frobenius).
     relax : float, optional
         Step of each block's proximal-gradient update in units of ``1/Sigmahat_hh`` (1: the exact block minimiser;
-        in ``(1, 2)``: over-relaxation, which speeds up strongly coupled heads). Default: :func:`sor_relaxation`
-        of ``Sigmahat``.
+        in ``(1, 2)``: over-relaxation, which speeds up strongly coupled heads). Default:
+        ``sor_relaxation(Sigmahat)`` (Young's optimal SOR factor of the coupling).
 
     Returns
     -------

@@ -122,7 +122,7 @@ class MultiHeadOptions:
     head's (``extras["test_error_draws_se"]``, ``extras["draws_dof"]``).
     ``coarse``: the fixed point is first approached on a coarse design and finished on the full one by
     quasi-Newton steps (:func:`solve_coarse_to_fine`; ``False``: the Anderson iteration on the full design
-    from the start, :func:`solve_multihead`). Either way the result is a point of the full design's map that
+    from the start, ``solve_multihead``). Either way the result is a point of the full design's map that
     meets ``tol`` in an evaluation with the denoiser solved to ``prior_tol``.
     """
 
@@ -476,19 +476,33 @@ def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, d
                          verbose: bool = False) -> MultiHeadSolution:
     """The fixed point of ``se_map`` inside ``ansatz``: approached on the coarse design, finished on the full one.
 
-    1. :func:`solve_multihead` on :func:`coarse_map` from ``start`` to a relative change ``COARSE_TOL``;
-    2. the coarse map's Jacobian ``J`` there (:func:`coarse_jacobian`), and chord steps
+    1. ``solve_multihead`` on ``coarse_map`` from ``start`` to a relative change ``COARSE_TOL``;
+    2. the coarse map's Jacobian ``J`` there (``coarse_jacobian``), and chord steps
        ``x <- x - (J - I)^{-1} (F(x) - x)`` on the coarse map to ``COARSE_FINISH``;
     3. the same chord steps on ``se_map`` from there, whose first evaluation runs every cold prox start (a
-       fresh map) with the denoiser at :meth:`MultiHeadSEMap.prior_accuracy` of an infinite residual, the
-       others at ``prior_tol``; they stop as :func:`solve_multihead` does (relative change below ``tol`` in an
+       fresh map) with the denoiser at ``MultiHeadSEMap.prior_accuracy`` of an infinite residual, the
+       others at ``prior_tol``; they stop as ``solve_multihead`` does (relative change below ``tol`` in an
        evaluation with the denoiser at ``prior_tol``).
 
-    A chord step after which ``|F(x) - x|`` did not decrease hands that map's iteration to
-    :func:`solve_multihead` from the best point so far (on the full design: for the evaluations left of
-    ``max_iter``). Where the full design is not several times costlier than the coarse one (``coarse_map`` is
-    ``None``), this is :func:`solve_multihead` on ``se_map``. ``evaluations`` and ``residuals`` are the full
-    design's evaluations; ``coarse_evaluations`` counts the coarse ones.
+    A chord step after which the relative change did not decrease (but for one to an evaluation that reran
+    the prox's cold starts) hands that map's iteration to ``solve_multihead`` from the best point so far (on
+    the full design: for the evaluations left of ``max_iter``). Where the full design is not several times
+    costlier than the coarse one (``coarse_map`` is ``None``), this is ``solve_multihead`` on ``se_map``.
+
+    Parameters
+    ----------
+    se_map : MultiHeadSEMap
+        The full design's map (its nodes, draws and warm starts; it is evaluated, so its state changes).
+    ansatz, start : str, tuple
+        The ansatz and the start ``(Q, M, Sigma)`` (projected onto the ansatz).
+    damping, tol, max_iter, history, verbose :
+        As for ``solve_multihead``; ``max_iter`` bounds each stage's evaluations.
+
+    Returns
+    -------
+    MultiHeadSolution
+        ``evaluations`` and ``residuals``: the full design's evaluations; ``coarse_evaluations``: the coarse
+        ones; ``chord_matrix``: ``J - I`` where the full design's chord steps met ``tol`` (``None`` otherwise).
     """
     cmap = coarse_map(se_map)
     if cmap is None:
