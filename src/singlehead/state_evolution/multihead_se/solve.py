@@ -117,7 +117,7 @@ class MultiHeadOptions:
     ``track_z``: between the evaluations that run every cold start, the prox's start from ``z`` continues the
     branch it reached in the previous evaluation (``False``: a fresh start from ``z`` in every evaluation);
     ``draw_errors``: with ``sample_draws >= 2``, the test error's standard error includes the prior draws' sampling
-    error, a jackknife over the draws (:mod:`.draw_error`; ``sample_draws`` more solves, each started at the
+    error, a jackknife over the draws (``multihead_se.draw_error``; ``sample_draws`` more solves, each started at the
     fixed point), inflated by the Student-t quantile of its ``sample_draws - 1`` degrees of freedom as the single
     head's (``extras["test_error_draws_se"]``, ``extras["draws_dof"]``).
     ``coarse``: the fixed point is first approached on a coarse design and finished on the full one by
