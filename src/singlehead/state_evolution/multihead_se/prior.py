@@ -149,7 +149,7 @@ def sor_relaxation(Sigmahat: np.ndarray) -> float:
 
 def coupled_shrinkage(B: np.ndarray, Sigmahat: np.ndarray, tau: float, *, rank: int | None = None,
                       warm: np.ndarray | None = None, tol: float = 1e-9, max_sweeps: int = 5000,
-                      relax: float | None = None) -> tuple[np.ndarray, int, bool]:
+                      relax: float | None = 1.5) -> tuple[np.ndarray, int, bool]:
     """Block-coordinate descent for ``argmin (1/2) sum Sigmahat_hh' <S_h, S_h'> - sum <S_h, B_h> + tau sum Tr S_h``.
 
     Parameters
@@ -168,8 +168,11 @@ def coupled_shrinkage(B: np.ndarray, Sigmahat: np.ndarray, tau: float, *, rank: 
         Stop when every head's update is below ``tol`` times its norm (Frobenius).
     relax : float, optional
         Step of each block's proximal-gradient update in units of ``1/Sigmahat_hh`` (1: the exact block minimiser;
-        in ``(1, 2)``: over-relaxation, which speeds up strongly coupled heads). Default:
-        ``sor_relaxation(Sigmahat)`` (Young's optimal SOR factor of the coupling).
+        in ``(1, 2)``: over-relaxation, which speeds up strongly coupled heads); ``None``:
+        ``sor_relaxation(Sigmahat)`` (Young's optimal SOR factor of the coupling). The default 1.5 is the state
+        evolution's: where the denoiser is solved inexactly, far from the fixed point, the relaxation changes the
+        path of the outer iteration, and with the SOR factor specialised solves ended on the unspecialised
+        branch or did not converge for draws where 1.5 reaches the specialised fixed point.
 
     Returns
     -------
