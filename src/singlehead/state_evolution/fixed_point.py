@@ -228,7 +228,8 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
 
     The damping is multiplied by ``_BACKOFF`` (down to ``_MIN_DAMPING``) whenever the residual
     grows. ``anderson > 0``: each step is instead Anderson's extrapolation (type II, mixing 1) from
-    the last ``anderson + 1`` iterates and their images in ``u``, falling back to the damped step
+    the last ``anderson + 1`` iterates and their images in ``u`` (its step cut to the larger of the trust
+    radius and the plain step's length), falling back to the damped step
     where the extrapolation is not finite or leaves the domain, and restarting where the map's value
     does (history cleared; half way back to the best point, or a damped step from the best point itself). Returns the best ``(residual, x)`` seen (starting from
     ``best``), the number of map evaluations and the last evaluated pair ``(x, F(x))``. ``fx0``:
@@ -267,6 +268,10 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
                 dU, dG = np.diff(np.array(hist_u), axis=0), np.diff(np.array(hist_g), axis=0)
                 gamma = np.linalg.lstsq(dG.T, g, rcond=None)[0]
                 cand = u + g - (dU + dG).T @ gamma
+                # an extrapolation far beyond the plain step (a nearly singular history) is cut to the trust radius
+                size = np.linalg.norm(cand - u)
+                if size > max(_TRUST_RADIUS, np.linalg.norm(g)):
+                    cand = u + (cand - u) * (max(_TRUST_RADIUS, np.linalg.norm(g)) / size)
             # an extrapolation outside the domain (a negative q of a block without teacher) is not taken
             step = cand if np.all(np.isfinite(cand)) and in_domain(from_u(cand, Q0), Q0) else step
         u = step
