@@ -353,11 +353,13 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     ``(A_s + A_a)/Sigmahat``) or when the antisymmetric block is unobserved (``Sigmahat_a = 0``,
     ``A_a = 0``: then ``M_a = 0``, since ``||M||_* >= ||M_s||_*``, and ``M`` is the two-sided
     eigenvalue soft threshold of ``A_s/Sigmahat_s``). Otherwise, without a rank cap, semismooth
-    Newton from ``warm`` (conjugate-gradient steps in the singular bases of ``Mhat + tau G``),
+    Newton from ``warm`` (default: singular-value soft thresholding of ``A_s/Sigmahat_s + A_a/Sigmahat_a`` at
+    ``tau/sqrt(Sigmahat_s Sigmahat_a)``; conjugate-gradient steps in the singular bases of ``Mhat + tau G``),
     stopped when the distance to the minimiser, bounded by the optimality residual over
     ``min Sigmahat``, is below ``tol ||Mhat||`` on every draw (a ``warm`` start that this function
     returned resumes from the Newton state it ended in); where a Newton step does not reduce the
-    residual by a tenth, and with a rank cap, accelerated proximal gradient (constant momentum for
+    residual by a tenth, ``_BRIDGE_STEPS`` proximal-gradient steps and Newton again (``_NEWTON_ROUNDS``
+    rounds in all), then, and with a rank cap, accelerated proximal gradient (constant momentum for
     the strongly convex case, step ``1/max Sigmahat``) from the best iterate, stopped when
     the relative step is below ``tol``. With ``rank`` the top ``rank`` singular values are kept (a
     heuristic projection: the capped problem is not convex).
@@ -386,7 +388,11 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     L = max(Ss, Sa)
     if warm is not None and np.shape(warm) != A.shape:
         warm = None  # a start for other instances
-    M = singular_value_threshold(A / L, tau / L, rank)[0] if warm is None else warm
+    if warm is None:
+        # each block scaled by its own curvature, the threshold by their geometric mean: exact when the two are
+        # equal, and a start from which Newton converges in a few steps where they differ
+        warm = singular_value_threshold(A_s / Ss + A_a / Sa, tau / math.sqrt(Ss * Sa), rank)[0]
+    M = warm
     done = 0
     if rank is None or rank >= A.shape[-1]:
         state = _recall(warm)
