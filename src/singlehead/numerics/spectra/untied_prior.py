@@ -174,8 +174,11 @@ class ProxLinearisation:
     """
 
     def __init__(self, U: np.ndarray, sig: np.ndarray, V: np.ndarray, Ss: float, Sa: float, tau: float) -> None:
-        self.U, self.V = U, V
-        self.Q = np.swapaxes(U, -1, -2) @ V
+        # contiguous factors (a transposed operand takes numpy's batched matmul off its fast path)
+        self.U, self.V = np.ascontiguousarray(U), np.ascontiguousarray(V)
+        self.Ut = np.ascontiguousarray(np.swapaxes(U, -1, -2))
+        self.Vt = np.ascontiguousarray(np.swapaxes(V, -1, -2))
+        self.Q = self.Ut @ self.V
         act = sig > tau
         s = np.where(act, sig - tau, np.nan)
         g = np.where(act, np.nan, sig)
@@ -199,15 +202,15 @@ class ProxLinearisation:
 
     def rotate(self, X: np.ndarray) -> np.ndarray:
         """``P (U^T X V)``."""
-        return self.mask * (np.swapaxes(self.U, -1, -2) @ X @ self.V)
+        return self.mask * (self.Ut @ X @ self.V)
 
     def unrotate(self, x: np.ndarray) -> np.ndarray:
         """``U x V^T``."""
-        return self.U @ x @ np.swapaxes(self.V, -1, -2)
+        return self.U @ x @ self.Vt
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         """``P (W + C) P x`` in the rotated coordinates."""
-        xt = np.swapaxes(x, -1, -2)
+        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
         out = self.Q @ xt @ self.Q
         out *= self._q
         out += self._a * x
@@ -268,11 +271,11 @@ def _svd(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     is as accurate as singular-value soft thresholding (:func:`singular_value_threshold`); the
     columns of ``U`` for singular values near 0 are not, which only slows a Newton step built on
     them (the residual that stops the iteration is computed from the thresholded matrix)."""
-    w, V = np.linalg.eigh(np.swapaxes(Y, -1, -2) @ Y)
-    w, V = w[..., ::-1], V[..., :, ::-1]
+    w, V = np.linalg.eigh(np.ascontiguousarray(np.swapaxes(Y, -1, -2)) @ Y)
+    w, V = w[..., ::-1], np.ascontiguousarray(V[..., :, ::-1])
     sig = np.sqrt(np.maximum(w, 0.0))
     U = (Y @ V) / np.where(sig > 0, sig, 1.0)[:, None, :]
-    return U, sig, np.swapaxes(V, -1, -2)
+    return U, sig, np.ascontiguousarray(np.swapaxes(V, -1, -2))
 
 
 def _blocks_resolved(r: np.ndarray, M: np.ndarray, bound: float) -> bool:
@@ -335,7 +338,7 @@ def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray,
         if np.all(rn <= target) and _blocks_resolved(r, M, tol * mu):
             return M, s, it, True, (Y, U, sig, Vt)
         lin = ProxLinearisation(U, sig, np.swapaxes(Vt, -1, -2), Ss, Sa, tau)
-        rr = np.swapaxes(U, -1, -2) @ r @ lin.V
+        rr = lin.Ut @ r @ lin.V
         # near the minimiser a linear solve to 0.1 of the accuracy asked for saves the next step's SVD
         cg_tol = float(np.clip(0.1 * np.min(target / np.maximum(rn, 1e-300)), 1e-10, _NEWTON_CG_TOL))
         x = lin.solve(lin.mask * rr, cg_tol, 200, strict=False)[0]
