@@ -293,8 +293,8 @@ class _Predicted(Exception):
 def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float | Sequence[float], *, tol: float,
                       switch: float, method: str, jacobian: np.ndarray | None, damping: float, max_iter: int,
                       jacobian_of: Callable[[np.ndarray], np.ndarray | None] | None = None,
-                      exact_switch: float | None = None, fx0: np.ndarray | None = None, anderson: int = 0
-                      ) -> tuple[float, np.ndarray, np.ndarray | None, int]:
+                      exact_switch: float | None = None, fx0: np.ndarray | None = None, anderson: int = 0,
+                      stop_fraction: float = 0.1) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     """Fixed point of ``F`` near ``x``: damped pre-iteration, root finder, damped fallback.
 
     ``method`` is ``"broyden"`` / ``"hybr"`` (pre-iteration to residual ``switch``, then the
@@ -305,7 +305,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
     pre-iteration hands over at residual ``exact_switch`` (default ``switch``). ``fx0``: ``F(x)`` if the
     caller just evaluated it (the map's last evaluation, so its Jacobian there is known too).
     ``anderson``: the pre-iteration and the fallback extrapolate from this many previous iterates
-    (Anderson acceleration; 0: damped iteration; see :func:`_damped_iteration`).
+    (Anderson acceleration; 0: damped iteration; see :func:`_damped_iteration`). The root finder stops at
+    residual ``stop_fraction tol``.
     Returns ``(residual, x, jacobian, evaluations)`` of the best point found.
     """
     best: tuple[float, np.ndarray] = (math.inf, x)
@@ -346,7 +347,7 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
             seen[0] = (np.array(u, float), fx)
             if r < best[0]:
                 best = (r, xx)
-            if r < 0.1 * tol:
+            if r < stop_fraction * tol:
                 raise _Converged
             return to_u(fx, Q0) - u
 
