@@ -38,7 +38,9 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     per point when ``param`` is ``"d"`` or ``"target"``). ``options``, ``prior``, ``init`` and
     ``quad`` are as in :func:`~singlehead.theory`. :func:`~singlehead.state_evolution.iter_theory_curve` yields the points as they are solved.
     Several heads on a softmax channel (the experimental multi-head state evolution): point by point, each
-    started from the previous converged point's overlaps.
+    started from the previous converged point's overlaps. A non-symmetric student (its map has no
+    tangent): from a secant extrapolation of the previous two converged points in ``u`` and ``log`` of a
+    positive ``param``, with the previous point's Jacobian, prox branches and prior-side estimators.
 
     Examples
     --------
