@@ -33,7 +33,7 @@ import numpy as np
 
 from singlehead.model.registry import Registry
 from singlehead.numerics.spectra.untied_prior import BlockPriorSide, untied_prior_side
-from singlehead.numerics.spectra.untied_prior_jacobian import untied_prior_jacobian
+from singlehead.numerics.spectra.untied_prior_jacobian import untied_prior_jacobian, untied_prior_tangent
 
 __all__ = ["PriorSide", "BlockPriorSide", "FieldBlock", "Student", "Factorized", "Direct", "Untied", "register_student", "get_student", "student_names",
            "init_student"]
@@ -231,6 +231,14 @@ class Student:
             f"student {self.name!r}: no Jacobian of the block prior side (Student.block_prior_jacobian), which the "
             "replicon of a non-symmetric student's fixed point needs")
 
+    def block_prior_tangent(self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any,
+                            solutions: Any) -> np.ndarray | None:
+        """The derivative of :meth:`block_prior_side`'s per-draw overlaps in the conjugates at ``hats``,
+        ``(R, 6, 6)`` (``[r, i, j] = d row_i/d hats_j``), from its ``solutions`` there (solved to a tight
+        tolerance); ``None`` (the default) where the student has none there: the state evolution then
+        differentiates the prior side by finite differences of :meth:`block_prior_side`."""
+        return None
+
     def block_collapsed(self, hats: np.ndarray, *, lam: float, sample: Any) -> bool:
         """Whether ``M = 0`` is the prior side's estimator on every instance at the collapse conjugates
         ``hats`` (``qhat_s, mhat_s, -, qhat_a, mhat_a, -``); default ``False`` (no complete collapse)."""
@@ -406,6 +414,9 @@ class Untied(Student):
     def block_prior_jacobian(self, hats, *, lam, kappa, sample, solutions, probes=2, seed=0):
         return untied_prior_jacobian(hats, lam=lam, kappa=kappa, sample=sample, solutions=solutions, probes=probes,
                                      seed=seed)
+
+    def block_prior_tangent(self, hats, *, lam, kappa, sample, solutions):
+        return untied_prior_tangent(hats, lam=lam, kappa=kappa, sample=sample, solutions=solutions)
 
     def block_collapsed(self, hats, *, lam, sample):
         # 0 is the nuclear-norm estimator iff the spectral norm of sum_B A_B is at most 2 lam

@@ -223,10 +223,13 @@ class BlockSEMap(MapCore):
     follows the residual (``1e-4`` of it, between ``1e-3 tol`` and ``1e-6``): far from the fixed
     point a fully accurate prior side is wasted. Without an exact Jacobian, its damped pre-iteration is
     Anderson-accelerated (``pre_iteration_history = 4``): plain iteration of the two blocks can circle
-    a fixed point that it does not approach (seq2lab, ``T = 2``, ``alpha = 0.5``, ``lam = 1e-2``).
+    a fixed point that it does not approach (seq2lab, ``T = 2``, ``alpha = 0.5``, ``lam = 1e-2``). Its root
+    finder stops once the residual is below ``tol`` (``root_stop_fraction = 1``; a one-block map's goes on to
+    ``0.1 tol``): an evaluation costs a batch of matrix denoisers, and the convergence verdict asks ``10 tol``.
     """
 
     pre_iteration_history = 4
+    root_stop_fraction = 1.0
 
     def __init__(self, problem: Problem, point: BlockPoint, quad: OutputQuadrature | None,
                  settings: MapSettings | None = None, *, counter: EvalCounter | None = None,
@@ -320,6 +323,36 @@ class BlockSEMap(MapCore):
         if pt.Ka == 0:
             new[3:] = (0.0, 0.0, 1.0)  # no antisymmetric fields: M_a = 0, Sigma_a unused
         return new, side
+
+    def output_at(self, x6: np.ndarray) -> UntiedOutput:
+        """The output side at the six overlaps ``x6`` from the tracked prox branches, which it leaves unchanged (not
+        counted)."""
+        pt = self.point
+        return untied_output_side(x6, problem=self.problem, Q0s=pt.Q0s, Q0a=pt.Q0a, quad=self.quad,
+                                  warm=self.branches.main)
+
+    def prior_tangent(self, hats: np.ndarray) -> np.ndarray | None:
+        """``dF_prior/d(prior conjugates)`` (6 x 6) of the sampled prior side at the conjugates ``hats`` (before
+        :meth:`BlockPoint.prior_conjugates`), from the solutions of the last evaluation, which must have been at
+        ``hats`` (the student's :meth:`~singlehead.model.students.Student.block_prior_tangent`, extrapolated in
+        ``1/D`` like the values); ``None`` where the student has none there or the tied exact prior is used."""
+        pt, problem = self.point, self.problem
+        if not self.used_sampled:
+            return None
+        h = pt.prior_conjugates(hats)
+        warm = self.warm_prior if isinstance(self.warm_prior, tuple) else (self.warm_prior, None)
+        parts = []
+        for sample, sol in ((pt.sample, warm[0]), (pt.coarse, warm[1])):
+            if sample is None:
+                continue
+            if sol is None:
+                return None
+            t = problem.student.block_prior_tangent(h, lam=problem.lam, kappa=problem.kappa, sample=sample,
+                                                    solutions=sol)
+            if t is None or not np.all(np.isfinite(t)):
+                return None
+            parts.append(t.mean(axis=0))
+        return parts[0] if len(parts) == 1 else 2 * parts[0] - parts[1]
 
     def _evaluate(self, x: np.ndarray, mode: str) -> tuple[np.ndarray, UntiedOutput, Any]:
         new, out, side = self.evaluate_full(self.point.full(x, self.sigma_a), mode)
@@ -430,7 +463,8 @@ def add_draw_errors(result: Result, F: BlockSEMap, x: np.ndarray, options: SEOpt
     With ``F = w sum_r F_r/R - [sum_c F_c/R_c]`` (``w = 2`` and the coarse instances for an extrapolated
     prior side, ``w = 1`` and none otherwise), draw ``r``'s deviation ``F_r(x) - mean`` moves the fixed point by
     ``(I - J)^{-1} (F_r(x) - mean)``, ``J`` the map's Jacobian at ``x`` (forward differences, one evaluation
-    per iterated overlap), and every metric by its gradient times that (differences too; the rank
+    per iterated overlap: of the output side alone, composed with the prior side's tangent
+    :meth:`BlockSEMap.prior_tangent`, where the student has one; else of the whole map), and every metric by its gradient times that (differences too; the rank
     fraction by each instance's own). Then ``se^2 = w^2 var_r/R + var_c/R_c`` with Welch--Satterthwaite
     degrees of freedom ``nu`` (``extras["draws_dof"]``), and the reported error is
     ``se t_nu(0.975)/1.96`` (a standard error whose ``+-1.96`` band is a 95 % t interval), stored as
@@ -443,22 +477,32 @@ def add_draw_errors(result: Result, F: BlockSEMap, x: np.ndarray, options: SEOpt
     x = np.asarray(x, float)
     saved_branches, saved_warm, saved_tol, sigma_a = F.branches.main, F.warm_prior, F.prior_tol, F.sigma_a
 
-    def at(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+    def at(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any, UntiedOutput]:
         F.branches.main = saved_branches
         x6 = pt.full(xi, sigma_a)
         new, out, side = F.evaluate_full(x6)
-        return new[:k], _metrics(F, x6, out), side
+        return new[:k], _metrics(F, x6, out), side, out
 
     try:
-        f0, m0, side = at(x)
+        f0, m0, side, out0 = at(x)
         J = np.empty((k, k))
         G = np.empty((m0.size, k))
         Qt = pt.Q0s + pt.Q0a
+        tangent = F.prior_tangent(out0.hats)
+        h0 = pt.prior_conjugates(out0.hats)
         for j in range(k):
             h = _RESPONSE_STEP * (abs(x[j]) if j % 3 == 2 else max(abs(x[j]), 1e-2 * Qt))
             xj = x.copy()
             xj[j] += h
-            fj, mj, _ = at(xj)
+            if tangent is not None:
+                # the prior side to first order (its tangent at the fixed point), the output side by differences
+                F.branches.main = saved_branches
+                x6 = pt.full(xj, sigma_a)
+                out = F.output_at(x6)
+                J[:, j] = (tangent @ ((pt.prior_conjugates(out.hats) - h0) / h))[:k]
+                G[:, j] = (_metrics(F, x6, out) - m0) / h
+                continue
+            fj, mj, _, _ = at(xj)
             J[:, j] = (fj - f0) / h
             G[:, j] = (mj - m0) / h
         groups = [(2.0 if side.coarse_per_draw is not None else 1.0, side.per_draw, side.rank_per_draw)]
@@ -501,6 +545,8 @@ class BlockSetup:
     point: BlockPoint
     quad: OutputQuadrature | None
     collapse_holds: bool
+    #: the prior side's starting estimators of the attempts' maps (a warm start's ``prior_solutions``)
+    warm_prior: Any = None
 
     @property
     def Q0(self) -> tuple[float, ...]:
@@ -510,8 +556,10 @@ class BlockSetup:
     tangent = False
 
     def new_map(self, settings: MapSettings, branches: ProxBranches | None = None) -> BlockSEMap:
-        """The attempt's map."""
-        return BlockSEMap(self.point.problem, self.point, self.quad, settings, branches=branches)
+        """The attempt's map (its prior side started from :attr:`warm_prior`)."""
+        F = BlockSEMap(self.point.problem, self.point, self.quad, settings, branches=branches)
+        F.warm_prior = self.warm_prior
+        return F
 
     def start_point(self, init: Any) -> np.ndarray:
         return self.point.start_point(init)

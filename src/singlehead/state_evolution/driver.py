@@ -188,6 +188,8 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
         prior_again = prior
     jacobian, branches = None, None
     if isinstance(init, WarmStart):
+        if isinstance(setup, BlockSetup):
+            setup.warm_prior = init.prior_solutions
         init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, (init.branches, init.branches_cv)
         # tracked on another node set: dropped
         branches = tuple(None if b is None or quad is None or any(a.shape[0] != quad.flat.shape[0] for a in b)
@@ -294,7 +296,8 @@ def _next_warm_start(kept: Attempt, Q0: float, alpha_tangent: bool) -> WarmStart
     x = kept.x
     return WarmStart(tuple(map(float, x)), kept.jacobian, None if tracked.main is None else tuple(tracked.main),
                      _alpha_tangent(kept.map, x, Q0) if alpha_tangent else None,
-                     None if tracked.cv is None else tuple(tracked.cv))
+                     None if tracked.cv is None else tuple(tracked.cv),
+                     getattr(kept.map, "warm_prior", None))
 
 
 _TANGENT_RTOL = 1e-4

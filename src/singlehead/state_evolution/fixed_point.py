@@ -228,7 +228,8 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
 
     The damping is multiplied by ``_BACKOFF`` (down to ``_MIN_DAMPING``) whenever the residual
     grows. ``anderson > 0``: each step is instead Anderson's extrapolation (type II, mixing 1) from
-    the last ``anderson + 1`` iterates and their images in ``u``, falling back to the damped step
+    the last ``anderson + 1`` iterates and their images in ``u`` (its step cut to the larger of the trust
+    radius and the plain step's length), falling back to the damped step
     where the extrapolation is not finite or leaves the domain, and restarting where the map's value
     does (history cleared; half way back to the best point, or a damped step from the best point itself). Returns the best ``(residual, x)`` seen (starting from
     ``best``), the number of map evaluations and the last evaluated pair ``(x, F(x))``. ``fx0``:
@@ -267,6 +268,10 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
                 dU, dG = np.diff(np.array(hist_u), axis=0), np.diff(np.array(hist_g), axis=0)
                 gamma = np.linalg.lstsq(dG.T, g, rcond=None)[0]
                 cand = u + g - (dU + dG).T @ gamma
+                # an extrapolation far beyond the plain step (a nearly singular history) is cut to the trust radius
+                size = np.linalg.norm(cand - u)
+                if size > max(_TRUST_RADIUS, np.linalg.norm(g)):
+                    cand = u + (cand - u) * (max(_TRUST_RADIUS, np.linalg.norm(g)) / size)
             # an extrapolation outside the domain (a negative q of a block without teacher) is not taken
             step = cand if np.all(np.isfinite(cand)) and in_domain(from_u(cand, Q0), Q0) else step
         u = step
@@ -288,8 +293,8 @@ class _Predicted(Exception):
 def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float | Sequence[float], *, tol: float,
                       switch: float, method: str, jacobian: np.ndarray | None, damping: float, max_iter: int,
                       jacobian_of: Callable[[np.ndarray], np.ndarray | None] | None = None,
-                      exact_switch: float | None = None, fx0: np.ndarray | None = None, anderson: int = 0
-                      ) -> tuple[float, np.ndarray, np.ndarray | None, int]:
+                      exact_switch: float | None = None, fx0: np.ndarray | None = None, anderson: int = 0,
+                      stop_fraction: float = 0.1) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     """Fixed point of ``F`` near ``x``: damped pre-iteration, root finder, damped fallback.
 
     ``method`` is ``"broyden"`` / ``"hybr"`` (pre-iteration to residual ``switch``, then the
@@ -300,7 +305,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
     pre-iteration hands over at residual ``exact_switch`` (default ``switch``). ``fx0``: ``F(x)`` if the
     caller just evaluated it (the map's last evaluation, so its Jacobian there is known too).
     ``anderson``: the pre-iteration and the fallback extrapolate from this many previous iterates
-    (Anderson acceleration; 0: damped iteration; see :func:`_damped_iteration`).
+    (Anderson acceleration; 0: damped iteration; see :func:`_damped_iteration`). The root finder stops at
+    residual ``stop_fraction tol``.
     Returns ``(residual, x, jacobian, evaluations)`` of the best point found.
     """
     best: tuple[float, np.ndarray] = (math.inf, x)
@@ -341,7 +347,7 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
             seen[0] = (np.array(u, float), fx)
             if r < best[0]:
                 best = (r, xx)
-            if r < 0.1 * tol:
+            if r < stop_fraction * tol:
                 raise _Converged
             return to_u(fx, Q0) - u
 

@@ -450,3 +450,6 @@ class WarmStart:
     du_dlog_alpha: np.ndarray | None = None
     #: the branches of the ``Sigmahat`` control variate's prox at small ``q`` (``OutputSide.branches_cv``)
     branches_cv: tuple[np.ndarray, ...] | None = None
+    #: a sampled block prior side's estimators at ``x`` (non-symmetric students): the next point's prior side
+    #: starts its iterative solves from them (a start only: any array of the instances' shape is valid)
+    prior_solutions: Any = None

@@ -96,6 +96,9 @@ class MapCore:
     """
 
     pre_iteration_history = 0
+    #: the root finder stops at this fraction of ``tol`` (the map's kind: how much an evaluation costs against how
+    #: close to ``tol`` the reported residual may come)
+    root_stop_fraction = 0.1
 
     def __init__(self, problem: Problem, prior: Any, quad: OutputQuadrature | None,
                  settings: MapSettings | None = None, *, counter: EvalCounter | None = None,

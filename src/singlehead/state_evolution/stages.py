@@ -94,7 +94,7 @@ def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol
     return solve_fixed_point(F.values, x, F.Q0, tol=tol, switch=t.switch, method=o.method, jacobian=jac,
                              damping=o.damping, max_iter=max_iter,
                              jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=t.exact_switch, fx0=fx0,
-                             anderson=F.pre_iteration_history)
+                             anderson=F.pre_iteration_history, stop_fraction=F.root_stop_fraction)
 
 
 # ------------------------------------------------------------------------------------------ set-up

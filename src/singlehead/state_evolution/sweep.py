@@ -10,7 +10,7 @@ import numpy as np
 from singlehead.model.channels import Linear
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
-from singlehead.state_evolution.fixed_point import from_u, to_u
+from singlehead.state_evolution.fixed_point import from_u, in_domain, to_u
 from singlehead.state_evolution.driver import solve_point
 from singlehead.state_evolution.sizes import check_theory_size
 from singlehead.state_evolution.multihead import effective_single_head, multihead_result
@@ -19,6 +19,7 @@ from singlehead.state_evolution.options import SEOptions, WarmStart, check_symme
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 from singlehead.state_evolution.stages import SEState
+from singlehead.state_evolution.untied.teachers import teacher_norms
 
 __all__ = ["theory_curve", "iter_theory_curve"]
 
@@ -37,7 +38,9 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     per point when ``param`` is ``"d"`` or ``"target"``). ``options``, ``prior``, ``init`` and
     ``quad`` are as in :func:`~singlehead.theory`. :func:`~singlehead.state_evolution.iter_theory_curve` yields the points as they are solved.
     Several heads on a softmax channel (the experimental multi-head state evolution): point by point, each
-    started from the previous converged point's overlaps.
+    started from the previous converged point's overlaps. A non-symmetric student (its map has no
+    tangent): from a secant extrapolation of the previous two converged points in ``u`` and ``log`` of a
+    positive ``param``, with the previous point's Jacobian, prox branches and prior-side estimators.
 
     Examples
     --------
@@ -203,9 +206,50 @@ def _bar(values: list, param: str) -> Any:
 def _block_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
                  init: object, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
     """:func:`iter_theory_curve` for a non-symmetric student: each point from the previous converged one's warm
-    start (its overlaps, Jacobian and prox branches), by :func:`~.driver.solve_point`."""
+    start (its overlaps, Jacobian, prox branches and prior-side estimators), by :func:`~.driver.solve_point`;
+    once two consecutive points converged, the overlaps are extrapolated linearly in ``u`` (in ``log v`` for
+    positive values ``v``) to the next value, the step at most twice the last one."""
     warm = init
+    hist: list[tuple[float, np.ndarray]] = []  # converged points (coordinate, u)
     for v in (_bar(values, param) if progress else values):
-        sol = solve_point(problem.replace(**{param: v}), options, prior, warm, quad)
+        p = problem.replace(**{param: v})
+        start = _block_prediction(p, v, hist, warm)
+        sol = solve_point(p, options, prior, start, quad)
         yield sol.result
-        warm = sol.warm_start if sol.warm_start is not None else warm
+        if sol.warm_start is None:
+            hist.clear()
+            continue
+        warm = sol.warm_start
+        c = _coordinate(v)
+        if c is None or not hist or len(hist[-1][1]) != len(warm.x):
+            hist.clear()
+        if c is not None:
+            hist.append((c, to_u(np.array(warm.x, float), _block_norms(p, len(warm.x)))))
+
+
+def _coordinate(v: object) -> float | None:
+    """The coordinate a block curve extrapolates in: ``log v`` for a positive number, ``v`` for another one."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(np.log(v)) if v > 0 else float(v)
+
+
+def _block_norms(problem: Problem, size: int) -> tuple[float, ...]:
+    """The teacher norm of each iterated block of a non-symmetric student's ``size`` overlaps."""
+    Q0s, Q0a = teacher_norms(problem)
+    return (Q0s,) if size == 3 else (Q0s, Q0a)
+
+
+def _block_prediction(problem: Problem, v: object, hist: list, warm: object) -> object:
+    """``warm`` with its overlaps moved to the secant prediction at ``v`` (``warm`` itself without two converged
+    points, or where the prediction leaves the domain)."""
+    c = _coordinate(v)
+    if c is None or len(hist) < 2 or not isinstance(warm, WarmStart) or len(hist[-2][1]) != len(hist[-1][1]):
+        return warm
+    (c0, u0), (c1, u1) = hist[-2], hist[-1]
+    if c1 == c0 or len(u1) != len(warm.x):
+        return warm
+    Q0 = _block_norms(problem, len(u1))
+    w = float(np.clip((c - c1) / (c1 - c0), -2.0, 2.0))
+    x = from_u(u1 + w * (u1 - u0), Q0)
+    return replace(warm, x=tuple(map(float, x))) if in_domain(x, Q0) else warm

@@ -36,7 +36,7 @@ import numpy as np
 from singlehead.numerics.spectra.primitives import singular_value_threshold
 
 __all__ = ["BlockPriorSide", "UntiedPriorSample", "UntiedPriorSide", "weighted_nuclear_prox", "untied_prior_side",
-           "extrapolated_side", "ProxLinearisation"]
+           "extrapolated_side", "ProxLinearisation", "draw_rows"]
 
 
 def _sym(M: np.ndarray) -> np.ndarray:
@@ -174,8 +174,11 @@ class ProxLinearisation:
     """
 
     def __init__(self, U: np.ndarray, sig: np.ndarray, V: np.ndarray, Ss: float, Sa: float, tau: float) -> None:
-        self.U, self.V = U, V
-        self.Q = np.swapaxes(U, -1, -2) @ V
+        # contiguous factors (a transposed operand takes numpy's batched matmul off its fast path)
+        self.U, self.V = np.ascontiguousarray(U), np.ascontiguousarray(V)
+        self.Ut = np.ascontiguousarray(np.swapaxes(U, -1, -2))
+        self.Vt = np.ascontiguousarray(np.swapaxes(V, -1, -2))
+        self.Q = self.Ut @ self.V
         act = sig > tau
         s = np.where(act, sig - tau, np.nan)
         g = np.where(act, np.nan, sig)
@@ -199,15 +202,15 @@ class ProxLinearisation:
 
     def rotate(self, X: np.ndarray) -> np.ndarray:
         """``P (U^T X V)``."""
-        return self.mask * (np.swapaxes(self.U, -1, -2) @ X @ self.V)
+        return self.mask * (self.Ut @ X @ self.V)
 
     def unrotate(self, x: np.ndarray) -> np.ndarray:
         """``U x V^T``."""
-        return self.U @ x @ np.swapaxes(self.V, -1, -2)
+        return self.U @ x @ self.Vt
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         """``P (W + C) P x`` in the rotated coordinates."""
-        xt = np.swapaxes(x, -1, -2)
+        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
         out = self.Q @ xt @ self.Q
         out *= self._q
         out += self._a * x
@@ -268,11 +271,11 @@ def _svd(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     is as accurate as singular-value soft thresholding (:func:`singular_value_threshold`); the
     columns of ``U`` for singular values near 0 are not, which only slows a Newton step built on
     them (the residual that stops the iteration is computed from the thresholded matrix)."""
-    w, V = np.linalg.eigh(np.swapaxes(Y, -1, -2) @ Y)
-    w, V = w[..., ::-1], V[..., :, ::-1]
+    w, V = np.linalg.eigh(np.ascontiguousarray(np.swapaxes(Y, -1, -2)) @ Y)
+    w, V = w[..., ::-1], np.ascontiguousarray(V[..., :, ::-1])
     sig = np.sqrt(np.maximum(w, 0.0))
     U = (Y @ V) / np.where(sig > 0, sig, 1.0)[:, None, :]
-    return U, sig, np.swapaxes(V, -1, -2)
+    return U, sig, np.ascontiguousarray(np.swapaxes(V, -1, -2))
 
 
 def _blocks_resolved(r: np.ndarray, M: np.ndarray, bound: float) -> bool:
@@ -335,7 +338,7 @@ def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray,
         if np.all(rn <= target) and _blocks_resolved(r, M, tol * mu):
             return M, s, it, True, (Y, U, sig, Vt)
         lin = ProxLinearisation(U, sig, np.swapaxes(Vt, -1, -2), Ss, Sa, tau)
-        rr = np.swapaxes(U, -1, -2) @ r @ lin.V
+        rr = lin.Ut @ r @ lin.V
         # near the minimiser a linear solve to 0.1 of the accuracy asked for saves the next step's SVD
         cg_tol = float(np.clip(0.1 * np.min(target / np.maximum(rn, 1e-300)), 1e-10, _NEWTON_CG_TOL))
         x = lin.solve(lin.mask * rr, cg_tol, 200, strict=False)[0]
@@ -353,11 +356,13 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     ``(A_s + A_a)/Sigmahat``) or when the antisymmetric block is unobserved (``Sigmahat_a = 0``,
     ``A_a = 0``: then ``M_a = 0``, since ``||M||_* >= ||M_s||_*``, and ``M`` is the two-sided
     eigenvalue soft threshold of ``A_s/Sigmahat_s``). Otherwise, without a rank cap, semismooth
-    Newton from ``warm`` (conjugate-gradient steps in the singular bases of ``Mhat + tau G``),
+    Newton from ``warm`` (default: singular-value soft thresholding of ``A_s/Sigmahat_s + A_a/Sigmahat_a`` at
+    ``tau/sqrt(Sigmahat_s Sigmahat_a)``; conjugate-gradient steps in the singular bases of ``Mhat + tau G``),
     stopped when the distance to the minimiser, bounded by the optimality residual over
     ``min Sigmahat``, is below ``tol ||Mhat||`` on every draw (a ``warm`` start that this function
     returned resumes from the Newton state it ended in); where a Newton step does not reduce the
-    residual by a tenth, and with a rank cap, accelerated proximal gradient (constant momentum for
+    residual by a tenth, ``_BRIDGE_STEPS`` proximal-gradient steps and Newton again (``_NEWTON_ROUNDS``
+    rounds in all), then, and with a rank cap, accelerated proximal gradient (constant momentum for
     the strongly convex case, step ``1/max Sigmahat``) from the best iterate, stopped when
     the relative step is below ``tol``. With ``rank`` the top ``rank`` singular values are kept (a
     heuristic projection: the capped problem is not convex).
@@ -383,19 +388,51 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     if abs(Ss - Sa) <= 1e-14 * max(Ss, Sa):
         M, s = singular_value_threshold((A_s + A_a) / Ss, tau / Ss, rank)
         return M, s, 1
-    L, mu = max(Ss, Sa), min(Ss, Sa)
-    M = singular_value_threshold(A / L, tau / L, rank)[0] if warm is None else warm
+    L = max(Ss, Sa)
+    if warm is not None and np.shape(warm) != A.shape:
+        warm = None  # a start for other instances
+    if warm is None:
+        # each block scaled by its own curvature, the threshold by their geometric mean: exact when the two are
+        # equal, and a start from which Newton converges in a few steps where they differ
+        warm = singular_value_threshold(A_s / Ss + A_a / Sa, tau / math.sqrt(Ss * Sa), rank)[0]
+    M = warm
     done = 0
     if rank is None or rank >= A.shape[-1]:
-        M_newton, s, done, converged, state = _newton_prox(A, Ss, Sa, tau, M, tol, _recall(warm))
-        if converged:
-            _remember(M_newton, state)
-            return M_newton, s, done
-        if s is not None:
-            M = M_newton
+        state = _recall(warm)
+        for attempt in range(_NEWTON_ROUNDS):
+            M_newton, s, steps, converged, state = _newton_prox(A, Ss, Sa, tau, M, tol, state)
+            done += steps
+            if converged:
+                _remember(M_newton, state)
+                return M_newton, s, done
+            if s is not None:
+                M = M_newton
+            if attempt + 1 < _NEWTON_ROUNDS:
+                # a stalled Newton step (a start outside its region of fast convergence): a few proximal-gradient
+                # steps bring the iterate closer, then Newton again
+                M, s, steps, converged = _proximal_gradient(A, Ss, Sa, tau, rank, M, tol, _BRIDGE_STEPS)
+                done += steps
+                if converged:
+                    return M, s, done
+    M, s, steps, _ = _proximal_gradient(A, Ss, Sa, tau, rank, M, tol, max_iter)
+    return M, s, done + steps
+
+
+#: Newton rounds of the weighted nuclear-norm prox (each after the first preceded by ``_BRIDGE_STEPS`` proximal-gradient
+#: steps from the best iterate) before proximal gradient alone takes over
+_NEWTON_ROUNDS = 3
+_BRIDGE_STEPS = 4
+
+
+def _proximal_gradient(A: np.ndarray, Ss: float, Sa: float, tau: float, rank: int | None, M: np.ndarray, tol: float,
+                       max_iter: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """Accelerated proximal gradient (constant momentum for the strongly convex case, step ``1/max Sigmahat``) from
+    ``M``, for at most ``max_iter`` steps; converged when every draw's relative step is below ``tol``. Returns
+    ``(M, singular values, steps, converged)``."""
+    L, mu = max(Ss, Sa), min(Ss, Sa)
     beta = (math.sqrt(L) - math.sqrt(mu)) / (math.sqrt(L) + math.sqrt(mu))
     Y = M
-    s = None
+    s = np.zeros(M.shape[:-1])
     for it in range(1, max_iter + 1):
         grad = Ss * _sym(Y) + Sa * _anti(Y) - A
         M_new, s = singular_value_threshold(Y - grad / L, tau / L, rank)
@@ -404,8 +441,8 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
         Y = M_new + beta * (M_new - M)
         M = M_new
         if np.all(step <= tol * (size + 1e-300)):
-            return M, s, done + it
-    return M, s, done + max_iter
+            return M, s, it, True
+    return M, s, max_iter, False
 
 
 @dataclass
@@ -419,6 +456,32 @@ class UntiedPriorSide(BlockPriorSide):
     """
 
     iterations: int = 0
+
+
+def draw_rows(M: np.ndarray, hats: np.ndarray, sample: UntiedPriorSample) -> np.ndarray:
+    """The overlaps ``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)`` of the estimators ``M`` (``(R, D, D)``) on each
+    draw of ``sample`` at the conjugates ``hats``, ``(R, 6)`` (normalisations: the module docstring; ``Sigma_B``
+    with the control variate along ``M0_B``, whose coefficient is the draws' mean ``m_B/Q0_B``)."""
+    qs, qa = float(hats[0]), float(hats[3])
+    D = sample.D
+    M0s, M0a = _sym(sample.M0), _anti(sample.M0)
+    Ms, Ma = _sym(M), _anti(M)
+
+    def dot(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        return np.einsum("rij,rij->r", X, Y) / D
+
+    def divergence(Mb: np.ndarray, M0b: np.ndarray, Z: np.ndarray, qhat: float, m: np.ndarray) -> np.ndarray:
+        # Stein: E<Mhat_B, Z_B> = sqrt(qhat_B) D Sigma_B. Control variate: Mhat_B's component along
+        # M0_B, (m_B/Q0_B) M0_B, has <., Z_B> of mean exactly 0 but fluctuations ~10x the signal at D = 100
+        if qhat <= 0:
+            return np.full(M.shape[0], np.nan)
+        Q0b = dot(M0b, M0b)
+        c = float(np.mean(m) / np.mean(Q0b)) if np.mean(Q0b) > 0 else 0.0
+        return (dot(Mb, Z) - c * dot(M0b, Z)) / math.sqrt(qhat)
+
+    m_s, m_a = dot(Ms, M0s), dot(Ma, M0a)
+    return np.stack([dot(Ms, Ms), m_s, divergence(Ms, M0s, sample.Zs, qs, m_s),
+                     dot(Ma, Ma), m_a, divergence(Ma, M0a, sample.Za, qa, m_a)], axis=1)
 
 
 def untied_prior_side(hats: np.ndarray, *, lam: float, kappa: float, sample: UntiedPriorSample,
@@ -435,23 +498,7 @@ def untied_prior_side(hats: np.ndarray, *, lam: float, kappa: float, sample: Unt
     A_a = ma * M0a + math.sqrt(max(qa, 0.0)) * sample.Za
     rank = None if kappa >= 1 else max(1, int(round(kappa * D)))
     M, s, iters = weighted_nuclear_prox(A_s, A_a, Ss, Sa, 2.0 * lam, rank=rank, warm=warm, tol=tol)
-    Ms, Ma = _sym(M), _anti(M)
-
-    def dot(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        return np.einsum("rij,rij->r", X, Y) / D
-
-    def divergence(Mb: np.ndarray, M0b: np.ndarray, Z: np.ndarray, qhat: float, m: np.ndarray) -> np.ndarray:
-        # Stein: E<Mhat_B, Z_B> = sqrt(qhat_B) D Sigma_B. Control variate: Mhat_B's component along
-        # M0_B, (m_B/Q0_B) M0_B, has <., Z_B> of mean exactly 0 but fluctuations ~10x the signal at D = 100
-        if qhat <= 0:
-            return np.full(M.shape[0], np.nan)
-        Q0b = dot(M0b, M0b)
-        c = float(np.mean(m) / np.mean(Q0b)) if np.mean(Q0b) > 0 else 0.0
-        return (dot(Mb, Z) - c * dot(M0b, Z)) / math.sqrt(qhat)
-
-    m_s, m_a = dot(Ms, M0s), dot(Ma, M0a)
-    per = np.stack([dot(Ms, Ms), m_s, divergence(Ms, M0s, sample.Zs, qs, m_s),
-                    dot(Ma, Ma), m_a, divergence(Ma, M0a, sample.Za, qa, m_a)], axis=1)
+    per = draw_rows(M, hats, sample)
     return UntiedPriorSide(values=per.mean(axis=0), rank_fraction=float(np.mean(s > 0)), per_draw=per, solutions=M,
                            singular_values=s, rank_per_draw=np.mean(s > 0, axis=-1), iterations=iters)
 

@@ -46,12 +46,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from singlehead.numerics.spectra.untied_prior import ProxLinearisation, UntiedPriorSample
+from singlehead.numerics.spectra.untied_prior import ProxLinearisation, UntiedPriorSample, draw_rows
 
 #: the second word of the probes' seed sequence (keeps them off the stream an instance sample is drawn from)
 _PROBE_STREAM = 0x4A4143
 
-__all__ = ["PriorJacobian", "nuclear_prox_jacobian", "nuclear_prox_jvp", "untied_prior_jacobian", "effective_fields"]
+__all__ = ["PriorJacobian", "nuclear_prox_jacobian", "nuclear_prox_jvp", "untied_prior_jacobian", "effective_fields",
+           "untied_prior_tangent"]
 
 
 def _sym(X: np.ndarray) -> np.ndarray:
@@ -200,3 +201,48 @@ def untied_prior_jacobian(hats: np.ndarray, *, lam: float, kappa: float, sample:
     rank = None if kappa >= 1 else max(1, int(round(kappa * sample.D)))
     return nuclear_prox_jacobian(A_s, A_a, np.asarray(solutions, float), float(hats[2]), float(hats[5]), 2.0 * lam,
                                  rank=rank, probes=probes, seed=seed)
+
+
+def untied_prior_tangent(hats: np.ndarray, *, lam: float, kappa: float, sample: UntiedPriorSample,
+                         solutions: np.ndarray, tol: float = 1e-4, max_iter: int = 500) -> np.ndarray | None:
+    """The derivative of the untied prior side's per-draw overlaps in the conjugates, ``(R, 6, 6)``.
+
+    Entry ``[r, i, j]`` is ``d row_i / d hats_j`` on draw ``r`` (rows and conjugates in the order
+    ``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)`` and ``(qhat_s, mhat_s, Sigmahat_s, qhat_a, mhat_a, Sigmahat_a)``;
+    the rows as :func:`~singlehead.numerics.spectra.untied_prior.draw_rows`, the control variate's
+    coefficient included). ``solutions``: the minimisers at ``hats`` (solved to a tight tolerance). The
+    estimator moves by ``dMhat = K (dA - dW Mhat)``: a conjugate moves the input
+    ``A_B = mhat_B M0_B + sqrt(qhat_B) Z_B`` or the weight ``W`` (``Sigmahat_B``), and ``K`` is the
+    linearisation of the module docstring (one conjugate-gradient solve per conjugate, to the relative
+    residual ``tol``: the draw errors it serves need no more). First order in the conjugates: exact where the active set of singular values does
+    not change. ``None`` where the linearisation does not apply: an unobserved antisymmetric block
+    (``Sigmahat_a = 0``), or a rank cap that binds on some draw.
+    """
+    h = np.asarray(hats, float)
+    Ss, Sa, tau = float(h[2]), float(h[5]), 2.0 * lam
+    if not (Ss > 0 and Sa > 0 and h[0] > 0 and h[3] > 0):
+        return None
+    M = np.asarray(solutions, float)
+    A_s, A_a = effective_fields(h, sample)
+    lin = _Linearised(A_s + A_a, M, Ss, Sa, tau)
+    D = sample.D
+    if kappa < 1 and np.any(np.sum(lin.active, axis=1) > max(1, int(round(kappa * D)))):
+        return None
+    Ms, Ma = _sym(M), _anti(M)
+    inputs = (sample.Zs / (2.0 * math.sqrt(h[0])), _sym(sample.M0), -Ms,
+              sample.Za / (2.0 * math.sqrt(h[3])), _anti(sample.M0), -Ma)
+    base = draw_rows(M, h, sample)
+    out = np.empty((M.shape[0], 6, 6))
+    for j, E in enumerate(inputs):
+        try:
+            x = lin.solve(lin.rotate(E), tol, max_iter)[0]
+        except ArithmeticError:
+            return None
+        dM = lin.unrotate(x)
+        # the rows are linear in M but for q_B (quadratic) and Sigma_B's 1/sqrt(qhat_B): a small step is exact to
+        # O(step) relative, far below the draws' spread
+        step = 1e-6 * max(abs(h[j]), 1e-12)
+        hj = h.copy()
+        hj[j] += step
+        out[:, :, j] = (draw_rows(M + step * dM, hj, sample) - base) / step
+    return out
