@@ -24,10 +24,10 @@ from singlehead.state_evolution.multihead_se.prior import (
 )
 from singlehead.state_evolution.multihead_se.solve import (
     MultiHeadOptions,
-    multihead_theory,
     project,
     specialisation_index,
 )
+from singlehead.state_evolution.multihead_se.theory import multihead_theory
 from singlehead.state_evolution.output import channel_test_errors
 
 PROBLEM = Problem(T=2, alpha=1.0, channel="seq2lab", target=MPTarget(kappa0=0.5), lam=0.01, noise=0.5)

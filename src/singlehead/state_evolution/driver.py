@@ -21,7 +21,8 @@ from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
 from singlehead.state_evolution.block_map import BlockPoint, BlockSetup, check_block_options
 from singlehead.state_evolution.diagnosis import diagnose, record_attempt
 from singlehead.state_evolution.multihead import effective_single_head, multihead_result
-from singlehead.state_evolution.multihead_se.solve import MultiHeadOptions, multihead_point
+from singlehead.state_evolution.multihead_se.solve import MultiHeadOptions
+from singlehead.state_evolution.multihead_se.theory import multihead_point
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import CollapsePoint, PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature

@@ -14,7 +14,8 @@ from singlehead.state_evolution.fixed_point import from_u, in_domain, to_u
 from singlehead.state_evolution.driver import solve_point
 from singlehead.state_evolution.sizes import check_theory_size
 from singlehead.state_evolution.multihead import effective_single_head, multihead_result
-from singlehead.state_evolution.multihead_se.solve import MultiHeadOptions, check_multihead_problem, multihead_point
+from singlehead.state_evolution.multihead_se.solve import MultiHeadOptions
+from singlehead.state_evolution.multihead_se.theory import check_multihead_problem, multihead_point
 from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature

@@ -3,7 +3,10 @@
 * :mod:`.loss`: the fit loss of a mean of softmax heads on ``H K`` fields, with its derivatives;
 * :mod:`.output`: the output side, ``(Q, M, Sigma) -> (Qhat, Mhat, Sigmahat)``, a prox on ``H K`` fields;
 * :mod:`.prior`: the prior side, the head-coupled PSD denoiser on sampled instances;
-* :mod:`.solve`: the map, its ansatz (unspecialised, specialised, general) and its solution as a Result.
+* :mod:`.solve`: the map, its ansatz (unspecialised, specialised, general) and its solvers;
+* :mod:`.draw_error`: the prior draws' sampling error at the fixed point (a jackknife);
+* :mod:`.theory`: the solution as a Result, the routed entry point of :func:`singlehead.theory`, the
+  specialisation eigenvalue.
 
 Experimental. :func:`singlehead.theory` routes a problem with several heads on a softmax channel here
 (:func:`multihead_point`), its result marked experimental.
@@ -24,19 +27,21 @@ from singlehead.state_evolution.multihead_se.prior import (
 )
 from singlehead.state_evolution.multihead_se.solve import (
     ANSATZE,
-    MAX_HEADS,
-    MAX_T,
     MultiHeadOptions,
     MultiHeadSEMap,
+    project,
+    solve_coarse_to_fine,
+    solve_multihead,
+    specialisation_index,
+)
+from singlehead.state_evolution.multihead_se.theory import (
+    MAX_HEADS,
+    MAX_T,
     check_multihead_problem,
     multihead_options,
     multihead_point,
     multihead_theory,
-    project,
-    solve_coarse_to_fine,
-    solve_multihead,
     specialisation_eigenvalue,
-    specialisation_index,
 )
 
 __all__ = ["multihead_fit_loss", "MultiHeadOutput", "multihead_output_side", "multihead_quadrature",

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,21 +28,17 @@ import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.validation import check, finite, is_int
-from singlehead.model.results import Result
 from singlehead.state_evolution.multihead_se.output import (
     isotropic,
     multihead_output_side,
     multihead_quadrature,
-    multihead_test_errors,
 )
 from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, multihead_prior_side
 from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "solve_coarse_to_fine",
-           "coarse_map", "coarse_jacobian", "chord_solve", "multihead_theory",
-           "specialisation_index", "match_heads", "default_start", "MAX_HEADS", "MAX_T", "check_multihead_problem",
-           "multihead_options", "multihead_point", "specialisation_eigenvalue"]
+           "coarse_map", "coarse_jacobian", "chord_solve", "specialisation_index", "match_heads", "default_start"]
 
 ANSATZE = ("unspecialised", "specialised", "general")
 
@@ -557,218 +552,3 @@ def _admissible(t: tuple, Q0: np.ndarray) -> bool:
     """``Sigma`` and the fields' covariance ``[[Q0, M^T], [M, Q]]`` positive definite."""
     C = np.block([[Q0, t[1].T], [t[1], t[0]]])
     return bool(np.all(np.linalg.eigvalsh(t[2]) > 0) and np.all(np.linalg.eigvalsh(C) > 1e-9 * np.trace(C)))
-
-
-def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, *, verbose: bool = False) -> Result:
-    """The state evolution of ``problem`` (several heads, a softmax channel, factorized student) as a Result.
-
-    Fields as for the single head (docs: Concepts, "Multi-head attention"): metrics of ``S_eff = (1/H) sum_h S_h``
-    against ``S0_eff``, penalty ``lam sum_h Tr S_h/d``. Extras: ``head_Q``, ``head_M``, ``head_Q0``, ``head_Sigma``
-    (student heads matched to teacher heads as a simulation's, ``match_heads``; ``head_order``),
-    the conjugates ``Qhat``, ``Mhat``, ``Sigmahat``, ``objective`` (train error + penalty/alpha, the predicted ERM
-    objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
-    the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se``: the quadrature's, with
-    ``draw_errors`` and it converged also the prior draws' (``test_error_quadrature_se``, ``test_error_draws_se``,
-    ``draws_dof``; ``MultiHeadOptions``).
-    """
-    o = options if options is not None else MultiHeadOptions()
-    H, H0 = problem.heads, problem.teacher_heads
-    ansatz = o.ansatz or ("unspecialised" if H == H0 and H > 1 else "general")
-    if ansatz != "general" and H != H0:
-        raise ValueError(f"options.ansatz: {ansatz!r} needs heads == teacher_heads (got {H}, {H0})")
-    if problem.student.name != "factorized":
-        raise ValueError(f"student: the multi-head state evolution covers the factorized student (got "
-                         f"{problem.student.name!r})")
-    t0 = time.perf_counter()
-    se_map = MultiHeadSEMap(problem, o)
-    start = o.start if o.start is not None else default_start(problem, se_map.Q0, ansatz)
-    solve = solve_coarse_to_fine if o.coarse and ansatz == "unspecialised" else solve_multihead
-    sol = solve(se_map, ansatz, start, damping=o.damping, tol=o.tol, max_iter=o.max_iter, history=o.history,
-                verbose=verbose)
-    Q, M, Sigma, order = match_heads(sol.Q, sol.M, sol.Sigma)
-    Q0 = se_map.Q0
-    te = multihead_test_errors(Q, M, problem=problem, Q0=Q0, quad=se_map.quad)
-    draws: dict[str, Any] = {}
-    if o.draw_errors and o.sample_draws > 1 and sol.converged:
-        from singlehead.state_evolution.block_map import t_quantile_975
-        # imported here: the jackknife re-solves with this module's solver
-        from singlehead.state_evolution.multihead_se.draw_error import multihead_draw_jackknife
-
-        jk = multihead_draw_jackknife(se_map, ansatz, (sol.Q, sol.M, sol.Sigma), chord_matrix=sol.chord_matrix)
-        dse = jk["test_error_draws_se"] * t_quantile_975(jk["draws_dof"]) / 1.959963984540054
-        draws = {"test_error_draws_se": dse, "draws_dof": jk["draws_dof"], "draw_error_evaluations": jk["evaluations"],
-                 "draw_error_converged": jk["converged"], "test_error_quadrature_se": te["test_error_se"]}
-        te["test_error_se"] = math.hypot(te["test_error_se"], dse)
-    q, m, q0 = float(Q.mean()), float(M.mean()), float(Q0.mean())
-    penalty = problem.lam * float(np.sum(sol.prior.traces))
-    tr = sol.prior.per_draw["traces"].sum(axis=1)
-    penalty_se = problem.lam * float(tr.std(ddof=1) / math.sqrt(tr.size)) if tr.size > 1 else math.nan
-    objective_se = math.hypot(sol.out.err["train_error"], penalty_se / problem.alpha)
-    extras = {
-        "head_Q": Q, "head_M": M, "head_Q0": Q0, "head_Sigma": Sigma, "head_order": order, "Qhat": sol.hats[0], "Mhat": sol.hats[1],
-        "Sigmahat": sol.hats[2], "q": q, "m": m, "Q0": q0, "objective": sol.out.train_error + penalty / problem.alpha,
-        "objective_se": objective_se, "penalty_draw_se": penalty_se,
-        "specialisation": specialisation_index(M, Q0), "ansatz": ansatz, "residuals": sol.residuals,
-        "head_Q_draw_se": sol.prior.draw_se("Q"), "head_M_draw_se": sol.prior.draw_se("M"),
-        "test_error_se": te["test_error_se"], "test_error_noisy_se": te["test_error_noisy_se"],
-        "train_error_se": sol.out.err["train_error"], "prior_sweeps": sol.prior.sweeps,
-        "denoiser_objective": sol.prior.objective, "sample_dim": o.sample_dim, "sample_draws": o.sample_draws,
-        **draws,
-        "coarse_evaluations": sol.coarse_evaluations,
-    }
-    msg = "" if sol.converged else (f"damped iteration did not reach tol={o.tol} in {sol.evaluations} evaluations "
-                                    f"(last relative change {sol.residuals[-1]:.2e})")
-    return Result("theory", problem.to_dict(), test_error=te["test_error"], test_error_noisy=te["test_error_noisy"],
-                  train_error=sol.out.train_error, penalty=penalty, matrix_error=q - 2 * m + q0,
-                  rank_fraction=sol.prior.rank_fraction, converged=sol.converged, iterations=sol.evaluations,
-                  runtime_s=time.perf_counter() - t0, message=msg, extras=extras)
-
-
-#: the largest number of student or teacher heads, and the longest sequence, the routed state evolution serves
-#: (head matching is exhaustive over assignments; the prox is a dense Newton on ``heads T(T+1)/2`` fields)
-MAX_HEADS = 4
-MAX_T = 3
-
-# SEOptions fields with a counterpart in MultiHeadOptions (an SEOptions given to the multi-head route is
-# translated field by field; a changed field without a counterpart is refused, naming it)
-_SE_TO_MULTIHEAD = ("tol", "max_iter", "damping", "n_points", "n_scrambles", "node_seed", "sample_dim",
-                    "sample_draws", "sample_seed", "draw_errors")
-
-
-def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
-    """Raise ``ValueError``, naming the parameter and its supported range, unless ``problem`` (several heads, a
-    softmax channel) is one the multi-head state evolution serves: the factorized student, ``heads`` and
-    ``teacher_heads`` in ``1..MAX_HEADS``, ``T`` in ``1..MAX_T``, and ``prior="auto"`` (the prior side is
-    sampled; no asymptotic or finite-``d`` mode, no :class:`~singlehead.state_evolution.PriorModel`)."""
-    H, H0 = problem.heads, problem.teacher_heads
-    if problem.student.name != "factorized":
-        raise ValueError(f"student must be 'factorized' for the multi-head state evolution of the "
-                         f"{problem.channel.name!r} channel (got {problem.student.name!r}, heads={H}, "
-                         f"teacher_heads={H0})")
-    for name, v in (("heads", H), ("teacher_heads", H0)):
-        if v > MAX_HEADS:
-            raise ValueError(f"{name} must be in 1..{MAX_HEADS} for the multi-head state evolution of the "
-                             f"{problem.channel.name!r} channel (got {v})")
-    if problem.T > MAX_T:
-        raise ValueError(f"T must be in 1..{MAX_T} for the multi-head state evolution of the "
-                         f"{problem.channel.name!r} channel (got T={problem.T}, heads={H}, teacher_heads={H0})")
-    if not (isinstance(prior, str) and prior == "auto"):
-        raise ValueError(f"prior must be 'auto' for the multi-head state evolution of the {problem.channel.name!r} "
-                         f"channel, whose prior side is sampled (got {prior!r})")
-
-
-def multihead_options(options: Any = None) -> MultiHeadOptions:
-    """The :class:`MultiHeadOptions` of the routed multi-head state evolution from ``theory``'s ``options``.
-
-    ``None``: the defaults. A :class:`MultiHeadOptions`: itself. An
-    :class:`~singlehead.state_evolution.SEOptions`: its fields that differ from their defaults, among ``tol``,
-    ``max_iter``, ``damping``, ``n_points``, ``n_scrambles``, ``node_seed``, ``sample_dim``, ``sample_draws``,
-    ``sample_seed`` and ``draw_errors``, carried over with the same meaning (``sample_seed=None`` takes ``node_seed``), the
-    others at :class:`MultiHeadOptions`' defaults; a changed field without a counterpart (``method``,
-    ``continuation``, ...) raises ``ValueError`` naming it.
-    """
-    from singlehead.state_evolution.options import SEOptions
-
-    if options is None:
-        return MultiHeadOptions()
-    if isinstance(options, MultiHeadOptions):
-        return options
-    if not isinstance(options, SEOptions):
-        raise ValueError(f"options must be None, SEOptions or MultiHeadOptions (got {type(options).__name__})")
-    given, default = options.flat(), SEOptions().flat()
-    changed = {k: v for k, v in given.items() if v != default.get(k)}
-    bad = sorted(k for k in changed if k not in _SE_TO_MULTIHEAD)
-    if bad:
-        raise ValueError(f"options.{bad[0]} is not used by the multi-head state evolution of a softmax channel "
-                         f"(it takes {', '.join(_SE_TO_MULTIHEAD)}; or pass MultiHeadOptions)")
-    kw = {k: v for k, v in changed.items() if k != "sample_seed"}
-    if "node_seed" in changed or "sample_seed" in changed:
-        kw["sample_seed"] = options.sample_seed if options.sample_seed is not None else options.node_seed
-    return MultiHeadOptions(**kw)
-
-
-def multihead_point(problem: Problem, options: Any = None, prior: Any = "auto", init: Any = None,
-                    quad: Any = None) -> Result:
-    """:func:`singlehead.theory` of a problem with several heads on a softmax channel: :func:`multihead_theory`,
-    marked experimental.
-
-    ``options``: see :func:`multihead_options`. ``init``: ``None``, or a :class:`~singlehead.Result` of this
-    route (a neighbouring point of a sweep), whose ``head_Q, head_M, head_Sigma`` become the start when
-    ``options`` gives none. ``quad`` must be ``None`` (the route builds its own nodes). The result is
-    :func:`multihead_theory`'s with, in ``extras``, ``experimental = True``, ``method = "multihead_se"`` and
-    ``residual`` (the last relative change of the overlaps; ``converged`` says whether it met ``tol``), and
-    ``message`` saying that the state evolution is experimental. Raises ``ValueError`` for what
-    :func:`check_multihead_problem` refuses.
-    """
-    check_multihead_problem(problem, prior)
-    if quad is not None:
-        raise ValueError("quad must be None for the multi-head state evolution of a softmax channel (its output "
-                         "side draws nodes in K (heads + teacher_heads) dimensions itself)")
-    o = multihead_options(options)
-    if init is not None:
-        if not isinstance(init, Result) or not all(k in init.extras for k in ("head_Q", "head_M", "head_Sigma")):
-            raise ValueError("init must be None or a Result of the multi-head state evolution (with head_Q, head_M "
-                             f"and head_Sigma) for heads={problem.heads}, teacher_heads={problem.teacher_heads} "
-                             f"(got {type(init).__name__})")
-        if o.start is None:
-            start = tuple(np.asarray(init.extras[k], float) for k in ("head_Q", "head_M", "head_Sigma"))
-            if start[1].shape == (problem.heads, problem.teacher_heads):
-                o = dataclasses.replace(o, start=start)
-    r = multihead_theory(problem, o)
-    res = r.extras.get("residuals") or [math.nan]
-    r.extras.update(experimental=True, method="multihead_se", residual=float(res[-1]))
-    note = ("experimental multi-head state evolution (sampled prior side, "
-            f"D={o.sample_dim} x {o.sample_draws} draws; ansatz {r.extras['ansatz']!r})")
-    r.message = note if not r.message else f"{note}: {r.message}"
-    return r
-
-
-def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None = None, *,
-                              eps: float = 0.05) -> dict[str, Any]:
-    """Linear stability of the unspecialised fixed point against specialisation (``heads == teacher_heads >= 2``).
-
-    The unspecialised subspace (``M = m 11^T``) lies inside the specialised one (``M = a I + b 11^T``), which
-    adds one direction, the gap ``a`` of ``M``; both are invariant, so at the unspecialised fixed point the
-    map's Jacobian inside the specialised subspace is block triangular and that direction has one eigenvalue,
-    ``lambda = d a'/d a``. It is measured by central differences: the map (denoiser to ``prior_tol``, from the
-    solve's warm state) at the fixed point with ``M`` moved by ``+-eps m (I - 11^T/H)``, projected on the
-    specialised subspace. ``lambda < 1``: the undamped iteration returns to the unspecialised point (stable
-    against specialisation); ``lambda > 1``: it leaves it, towards a specialised fixed point.
-
-    Returns
-    -------
-    dict
-        ``lambda``; ``gap_in`` (the gaps ``a`` put in, ``+-``), ``gap_out`` (the map's, ``+-``) and
-        ``gap_at_fixed_point`` (the map's gap at the fixed point itself, zero but for the node layout's and the
-        draws' asymmetry: the scale of ``lambda``'s error is ``|gap_at_fixed_point| / |gap_in|``); ``result``:
-        the unspecialised fixed point (:func:`multihead_theory`'s Result).
-    """
-    H, H0 = problem.heads, problem.teacher_heads
-    if H != H0 or H < 2:
-        raise ValueError(f"heads and teacher_heads must be equal and >= 2 for the specialisation eigenvalue "
-                         f"(got {H}, {H0})")
-    check(finite(eps) and 0 < eps < 1, "eps", "in (0, 1)", eps)
-    o = dataclasses.replace(options if options is not None else MultiHeadOptions(), ansatz="unspecialised")
-    se_map = MultiHeadSEMap(problem, o)
-    start = o.start if o.start is not None else default_start(problem, se_map.Q0, "unspecialised")
-    sol = solve_multihead(se_map, "unspecialised", start, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
-                          history=o.history)
-
-    def gap(A: np.ndarray) -> float:
-        return float(np.mean(np.diag(A)) - (A.sum() - np.trace(A)) / (H * (H - 1)))
-
-    direction = float(sol.M.mean()) * (np.eye(H) - np.ones((H, H)) / H)
-    outs = {}
-    for s in (0.0, 1.0, -1.0):
-        new, _, _ = se_map(sol.Q, sol.M + s * eps * direction, sol.Sigma, "specialised")
-        outs[s] = gap(new[1])
-    gap_in = (gap(sol.M + eps * direction), gap(sol.M - eps * direction))
-    lam = (outs[1.0] - outs[-1.0]) / (gap_in[0] - gap_in[1])
-    Q, M, Sigma, _ = match_heads(sol.Q, sol.M, sol.Sigma)
-    te = multihead_test_errors(Q, M, problem=problem, Q0=se_map.Q0, quad=se_map.quad)
-    result = Result("theory", problem.to_dict(), test_error=te["test_error"], test_error_noisy=te["test_error_noisy"],
-                    train_error=sol.out.train_error, converged=sol.converged, iterations=sol.evaluations,
-                    extras={"q": float(Q.mean()), "m": float(M.mean()), "head_Q": Q, "head_M": M, "head_Sigma": Sigma,
-                            "residuals": sol.residuals, "ansatz": "unspecialised"})
-    return {"lambda": float(lam), "gap_in": gap_in, "gap_out": (outs[1.0], outs[-1.0]),
-            "gap_at_fixed_point": outs[0.0], "result": result}
