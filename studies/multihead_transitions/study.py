@@ -11,6 +11,9 @@ Parts, each cached point by point in the result cache (an interrupted run resume
   alike, ``M = m 11^T``; the library's general ansatz projected onto that subspace after every evaluation), the
   general ansatz from a symmetry-broken start followed down in ``alpha``, and the largest eigenvalue of the map's
   Jacobian at the symmetric point in the symmetry-breaking directions (central differences).
+  With ``--only 2,2,0.01`` also the checks: the full breaking Jacobian of the unspecialised point against
+  ``specialisation_eigenvalue``, the general ansatz started along its leading mode ("escape") and that fixed point
+  followed in ``alpha``, and both ansaetze on other prior draws and nodes.
 * ``erm`` -- ``H = H0 = 2``, ``lam = 1e-2``: multi-start L-BFGS (float64, 3 starts, the lowest objective kept) at
   ``d = 20, 30, 40`` on both sides of the transitions; per task the matched per-head overlaps and the
   specialisation index.
@@ -148,7 +151,11 @@ def se_equal(H: int, lam: float, alpha: float, ansatz: str, start: tuple | None,
         st = start_of(out)
         out["eigen"] = {}
         for eps in EPS:
-            e = specialisation_eigenvalue(p, MultiHeadOptions(start=st, sample_seed=seed, node_seed=seed), eps=eps)
+            try:
+                e = specialisation_eigenvalue(p, MultiHeadOptions(start=st, sample_seed=seed, node_seed=seed), eps=eps)
+            except np.linalg.LinAlgError as exc:  # the perturbed overlaps leave the fields' covariance not PD
+                out["eigen"][str(eps)] = dict(value=math.nan, error=f"{type(exc).__name__}: {exc}")
+                continue
             out["eigen"][str(eps)] = dict(value=e["lambda"], gap_at_fixed_point=e["gap_at_fixed_point"],
                                           gap_in=list(e["gap_in"]))
     return out
@@ -332,7 +339,8 @@ def lam_of(rec: dict, eps: float = EPS[0]) -> float:
     """The instability measure of a symmetric point: ``specialisation_eigenvalue`` (H = H0) or the largest real part
     of the breaking Jacobian's eigenvalues (H != H0)."""
     if "eigen" in rec:
-        return float(rec["eigen"][str(eps)]["value"])
+        v = rec["eigen"][str(eps)]["value"]
+        return math.nan if v is None else float(v)
     H, H0 = np.asarray(rec["head_M"]).shape
     return modes(rec["jac"], H, H0)[0]["value"]
 
@@ -357,7 +365,7 @@ class Sweep:
                 (lambda: se_general(H, H0, lam, alpha, start))
         r = cached(self.store, spec, fn if self.run else None)
         if r is not None and self.run:
-            extra = f"lambda {lam_of(r):.3f}" if kind == "sym" else f"index {f(r['index'])} asym {r['asym']:.3f}"
+            extra = f"lambda {f(lam_of(r))}" if kind == "sym" else f"index {f(r['index'])} asym {r['asym']:.3f}"
             print(f"SE H={H} H0={H0} lam={lam:g} alpha={alpha:.4g} {kind}: obj {r['objective']:.5f} test "
                   f"{r['test']:.4f} {extra} conv {r['converged']} {r['seconds']:.0f} s", flush=True)
         return r
@@ -523,7 +531,7 @@ def checks(store: Cache, sw: Sweep, run: bool) -> dict:
             out["seeds"][str(seed)] = rows
             if run:
                 print(f"check seed {seed} alpha={a}: diff {rows['brk']['objective'] - rows['sym']['objective']:+.2e} "
-                      f"index {rows['brk']['index']:.3f} lambda {lam_of(rows['sym']):.3f}", flush=True)
+                      f"index {rows['brk']['index']:.3f} lambda {f(lam_of(rows['sym']))}", flush=True)
     return out
 
 
@@ -623,8 +631,8 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
               "|---|---|---|---|---|---|---|---|---|"]
         for t in theory:
             g = t["grid"]
-            eig = ", ".join(f"{a:g}: " + (f"{t['sym'][str(a)]['eigen']['0.02']['value']:.2f}/"
-                                          f"{t['sym'][str(a)]['eigen']['0.05']['value']:.2f}"
+            eig = ", ".join(f"{a:g}: " + (f"{f(lam_of(t['sym'][str(a)], 0.02), 2)}/"
+                                          f"{f(lam_of(t['sym'][str(a)], 0.05), 2)}"
                                           if "eigen" in t["sym"][str(a)] else f"{lam_of(t['sym'][str(a)]):.2f}")
                             for a in g)
             dif = ", ".join(f"{a:g}: {1e4 * (t['brk'][str(a)]['objective'] - t['sym'][str(a)]['objective']):+.1f}"
@@ -641,7 +649,7 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
                 txt = f"  - alpha {a:g}:"
                 if s:
                     txt += (f" sym obj {s['objective']:.5f} +- {s['objective_se']:.5f}, test {s['test']:.4f}, "
-                            f"eigenvalue {lam_of(s):.3f}{'' if s['converged'] else ' (not converged)'};")
+                            f"eigenvalue {f(lam_of(s))}{'' if s['converged'] else ' (not converged)'};")
                 if b:
                     txt += (f" brk obj {b['objective']:.5f}, test {b['test']:.4f}, index {f(b['index'])}, asym "
                             f"{b['asym']:.3f}, M {np.round(b['head_M'], 3).tolist()}"
@@ -691,7 +699,7 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
             for seed, rows in c.get("seeds", {}).items():
                 L.append(f"- other draws and nodes (seed {seed}), alpha {CHECK_SEED_ALPHA:g}: specialised minus "
                          f"unspecialised objective {rows['brk']['objective'] - rows['sym']['objective']:+.2e} (index "
-                         f"{rows['brk']['index']:.3f}), specialisation_eigenvalue {lam_of(rows['sym']):.3f}")
+                         f"{rows['brk']['index']:.3f}), specialisation_eigenvalue {f(lam_of(rows['sym']))}")
             L.append("")
     if erm:
         sizes = sorted({r["d"] for r in erm})
