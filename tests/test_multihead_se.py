@@ -318,3 +318,20 @@ def test_a_specialised_solve_reaches_the_specialised_branch_for_a_draw_the_sor_f
     p = PROBLEM.replace(heads=2, teacher_heads=2, alpha=2.0)
     r = multihead_theory(p, MultiHeadOptions(ansatz="specialised", sample_seed=3, draw_errors=False))
     assert r.converged and r.extras["specialisation"] > 0.5 and r.test_error < 0.024
+
+
+def test_specialisation_eigenvalue_refuses_an_inadmissible_perturbation_naming_eps(monkeypatch):
+    import singlehead.state_evolution.multihead_se.theory as theory_module
+    from singlehead.state_evolution.multihead_se import specialisation_eigenvalue
+    from singlehead.state_evolution.multihead_se.solve import admissible
+
+    Q0 = np.array([[1.0, 0.2], [0.2, 1.0]])
+    assert admissible((np.eye(2), 0.5 * np.eye(2), np.eye(2)), Q0)
+    assert not admissible((np.eye(2), 2.0 * np.eye(2), np.eye(2)), Q0)  # |M| > sqrt(Q Q0): no covariance
+    p = PROBLEM.replace(heads=2, teacher_heads=2)
+    o = MultiHeadOptions(n_points=32, n_scrambles=2, sample_dim=12, sample_draws=2, max_iter=3)
+    # where the perturbed overlaps are not admissible (at lam = 1 the unconverged point was: a LinAlgError in the
+    # output side before), a ValueError naming eps
+    monkeypatch.setattr(theory_module, "admissible", lambda t, Q0: False)
+    with pytest.raises(ValueError, match=r"eps=0.1 moves M out of the admissible overlaps"):
+        specialisation_eigenvalue(p, o, eps=0.1)

@@ -38,7 +38,8 @@ from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "solve_coarse_to_fine",
-           "coarse_map", "coarse_jacobian", "chord_solve", "specialisation_index", "match_heads", "default_start"]
+           "coarse_map", "coarse_jacobian", "chord_solve", "specialisation_index", "match_heads", "default_start",
+           "admissible"]
 
 ANSATZE = ("unspecialised", "specialised", "general")
 
@@ -301,11 +302,6 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
         return project(ansatz, *out)
 
     Q0 = se_map.Q0
-
-    def admissible(t: tuple) -> bool:
-        C = np.block([[Q0, t[1].T], [t[1], t[0]]])
-        return bool(np.all(np.linalg.eigvalsh(t[2]) > 0) and np.all(np.linalg.eigvalsh(C) > 1e-9 * np.trace(C)))
-
     res, ok = [], False
     X, Fs = [], []
     new = out = pr = None
@@ -330,11 +326,11 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
             gamma = np.linalg.lstsq(dF, fv, rcond=None)[0]
             step = xv + damping * fv - (dX + damping * dF) @ gamma
         cand = unflat(step)
-        if not admissible(cand):  # the damped step instead, shortened until admissible
+        if not admissible(cand, Q0):  # the damped step instead, shortened until admissible
             X, Fs = X[-1:], Fs[-1:]
             eta = damping
             cand = unflat(xv + eta * fv)
-            while not admissible(cand) and eta > 1e-3:
+            while not admissible(cand, Q0) and eta > 1e-3:
                 eta *= 0.5
                 cand = unflat(xv + eta * fv)
         x = cand
@@ -459,7 +455,7 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
         step = -np.linalg.solve(A, g)
         eta = 1.0
         cand = c + step
-        while not _admissible(unflat(B @ cand), Q0) and eta > 1e-3:
+        while not admissible(unflat(B @ cand), Q0) and eta > 1e-3:
             eta *= 0.5
             cand = c + eta * step
         c = cand
@@ -548,7 +544,7 @@ def chord_solve(se_map: MultiHeadSEMap, ansatz: str, start: tuple, chord_matrix:
                              evaluations=len(res), chord_matrix=chord_matrix)
 
 
-def _admissible(t: tuple, Q0: np.ndarray) -> bool:
+def admissible(t: tuple, Q0: np.ndarray) -> bool:
     """``Sigma`` and the fields' covariance ``[[Q0, M^T], [M, Q]]`` positive definite."""
     C = np.block([[Q0, t[1].T], [t[1], t[0]]])
     return bool(np.all(np.linalg.eigvalsh(t[2]) > 0) and np.all(np.linalg.eigvalsh(C) > 1e-9 * np.trace(C)))

@@ -22,6 +22,7 @@ from singlehead.state_evolution.multihead_se.output import multihead_test_errors
 from singlehead.state_evolution.multihead_se.solve import (
     MultiHeadOptions,
     MultiHeadSEMap,
+    admissible,
     default_start,
     match_heads,
     solve_coarse_to_fine,
@@ -228,6 +229,11 @@ def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None
         return float(np.mean(np.diag(A)) - (A.sum() - np.trace(A)) / (H * (H - 1)))
 
     direction = float(sol.M.mean()) * (np.eye(H) - np.ones((H, H)) / H)
+    for s in (1.0, -1.0):
+        if not admissible((sol.Q, sol.M + s * eps * direction, sol.Sigma), se_map.Q0):
+            raise ValueError(f"eps={eps} moves M out of the admissible overlaps at the unspecialised point (the fields' "
+                             f"covariance [[Q0, M^T], [M, Q]] must stay positive definite; the solve "
+                             f"{'converged' if sol.converged else 'did not converge'}): use a smaller eps")
     outs = {}
     for s in (0.0, 1.0, -1.0):
         new, _, _ = se_map(sol.Q, sol.M + s * eps * direction, sol.Sigma, "specialised")
