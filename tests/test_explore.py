@@ -247,6 +247,9 @@ def test_the_untied_student_streams_its_curve_and_singular_value_law():
     spec = next(e for e in ev if e["event"] == "spectrum")
     assert 0.0 <= spec["zero_atom"] < 1.0 and len(spec["grid"]) == len(spec["density"]) > 10
     assert not any(e["event"] == "decomposition" for e in ev)
+    # the empty panel says why (the page shows it under the panel)
+    why = [e for e in ev if e["event"] == "panel_error" and e["panel"] == "decomposition"]
+    assert len(why) == 1 and "factorized (tied) student, not 'untied'" in why[0]["message"]
 
 
 # several heads: the linear channel (exact theory, one effective head)
@@ -317,7 +320,7 @@ def test_softmax_heads_draw_the_experimental_curve_only_with_a_note(monkeypatch)
     assert "EXPERIMENTAL" in ev[0]["heads"] and "slow" in ev[0]["heads"]
     assert calls == [view.problem] and (view.problem.heads, view.problem.channel.name) == (2, "seq2lab")
     errors = [e for e in ev if e["event"] == "panel_error"]
-    assert [e["panel"] for e in errors] == ["thresholds", "spectrum", "bayes"]
+    assert [e["panel"] for e in errors] == ["thresholds", "spectrum", "bayes", "decomposition"]
     assert all("error curve only" in e["message"] for e in errors) and ev[-1]["event"] == "done"
     code = view.python()
     assert "heads=2, teacher_heads=2" in code and "bayes_optimal(" not in code.split("\n", 5)[-1]

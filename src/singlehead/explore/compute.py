@@ -275,7 +275,7 @@ class Engine:
             msg = (f"several heads on the {view.problem.channel.name!r} channel: the experimental multi-head state "
                    "evolution gives the error curve only (this panel covers one head, or several on the linear channel)")
             panels = []
-            for name in ("thresholds", "spectrum", "bayes"):
+            for name in ("thresholds", "spectrum", "bayes", "decomposition"):
                 yield {"event": "panel_error", "panel": name, "message": msg}
         for name, produce in panels:
             if not alive():
@@ -305,7 +305,10 @@ class Engine:
         if view.problem.multihead:
             spectrum = _spectrum_of_mean(spectrum, math.sqrt(c2), view.problem)
         yield {"event": "spectrum", "alpha": view.alpha_at, **spectrum}
-        if at.student.thresholded and at.student.symmetric and alive():
+        if not (at.student.thresholded and at.student.symmetric):
+            yield {"event": "panel_error", "panel": "decomposition",
+                   "message": f"the four-part decomposition covers the factorized (tied) student, not {at.student.name!r}"}
+        elif alive():
             dc = _public(self.decomposition(at, th))
             if view.problem.multihead:
                 dc = {**dc, "parts": {k: c2 * v for k, v in dc["parts"].items()}, "test_error": c2 * dc["test_error"],

@@ -223,8 +223,8 @@ def heads_note(problem: Problem) -> str | None:
     heads = f"H = {problem.heads} student heads, H0 = {problem.teacher_heads} teacher heads"
     if experimental_heads(problem):
         return (f"{heads} on the {problem.channel.name!r} channel: EXPERIMENTAL multi-head state evolution (sampled "
-                "prior; docs: Multi-head attention), and slow: the first point takes about half a minute, each next "
-                "one about 10 s; the other panels cover one head, or several on the linear channel")
+                "prior; docs: Multi-head attention), and slower than one head: a few seconds a point, more where the heads "
+                "specialise; the other panels cover one head, or several on the linear channel")
     return f"{heads}: exact theory of the linear channel (one effective head); spectrum of S_eff, the mean of the heads"
 
 
