@@ -126,7 +126,7 @@ def write_example_checkpoint(folder: str | Path, *, n_heads: int = 4, d_model: i
     """Write a small random BERT-style checkpoint (``model.safetensors`` and ``config.json``) into ``folder``.
 
     Each layer's ``W_Q`` and ``W_K`` are the same ``d_model x d_model`` standard Gaussian matrix (float32,
-    drawn from ``seed``), stored under :data:`BERT_QUERY` / :data:`BERT_KEY`; ``config.json`` declares
+    drawn from ``seed``), stored under ``BERT_QUERY`` / ``BERT_KEY``; ``config.json`` declares
     ``n_heads`` heads, so ``d_head = d_model / n_heads``. For examples and tests of the loading and
     inspection code without a download; the weights carry no learned structure.
 
