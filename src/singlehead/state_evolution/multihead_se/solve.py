@@ -288,19 +288,7 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     evaluation whose denoiser was solved to ``prior_tol``.
     """
     x = project(ansatz, *(np.asarray(a, float) for a in start))
-    shapes = [a.shape for a in x]
-
-    def flat(t: tuple) -> np.ndarray:
-        return np.concatenate([a.ravel() for a in t])
-
-    def unflat(v: np.ndarray) -> tuple:
-        out, i = [], 0
-        for sh in shapes:
-            n = int(np.prod(sh))
-            out.append(v[i:i + n].reshape(sh))
-            i += n
-        return project(ansatz, *out)
-
+    _, flat, unflat = _subspace(ansatz, x)
     Q0 = se_map.Q0
     res, ok = [], False
     X, Fs = [], []
