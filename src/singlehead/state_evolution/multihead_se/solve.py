@@ -249,6 +249,12 @@ class MultiHeadSEMap:
         return new, out, pr
 
 
+def _log(label: str, it: int, r: float, new: tuple, pr: Any) -> None:
+    """One line of a verbose solve: the evaluation, its relative change, the new overlaps and the denoiser's sweeps."""
+    print(f"  {label} {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
+          f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}", flush=True)
+
+
 def _rel_change(a: tuple, b: tuple) -> float:
     return max(float(np.max(np.abs(x - y)) / max(float(np.max(np.abs(y))), 1e-12)) for x, y in zip(a, b))
 
@@ -298,8 +304,7 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
         r = _rel_change(new, x)
         res.append(r)
         if verbose:
-            print(f"  it {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
-                  f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}", flush=True)
+            _log("it", it, r, new, pr)
         if r < tol and se_map.last_exact:
             ok = True
             break
@@ -431,8 +436,7 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
         r = _rel_change(new, xt)
         res.append(r)
         if verbose:
-            print(f"  {label} {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
-                  f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}", flush=True)
+            _log(label, it, r, new, pr)
         if r < tol and se_map.last_exact:
             return True, res, xt, last
         if r >= best[1] and not se_map.last_cold:
