@@ -359,16 +359,11 @@ def coarse_map(se_map: MultiHeadSEMap) -> MultiHeadSEMap | None:
     draws = sample.S0.shape[0]
     if R * N < 4 * COARSE_POINTS and draws * sample.D**3 < 4 * COARSE_DIM**3:
         return None
-    p = se_map.problem
-    D = min(COARSE_DIM, sample.D)
-    Q0 = float(prior_model(p.replace(heads=1, teacher_heads=1)).Q0)
-    R0 = min(COARSE_DRAWS, draws)
-    cs = MultiHeadPriorSample.draw(p.target, Q0, p.heads, p.teacher_heads, D=D, draws=R0, seed=o.sample_seed)
     cq = OutputQuadrature(np.ascontiguousarray(quad.nodes[:1, :min(COARSE_POINTS, N)]), quad.seed)
-    co = dataclasses.replace(o, sample_dim=D, sample_draws=R0, n_points=cq.nodes.shape[1], n_scrambles=1,
-                             tol=max(o.tol, COARSE_TOL), prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL),
-                             track_z=True)
-    return MultiHeadSEMap(p, co, sample=cs, quad=cq)
+    co = dataclasses.replace(o, sample_dim=min(COARSE_DIM, sample.D), sample_draws=min(COARSE_DRAWS, draws),
+                             n_points=cq.nodes.shape[1], n_scrambles=1, tol=max(o.tol, COARSE_TOL),
+                             prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL), track_z=True)
+    return MultiHeadSEMap(se_map.problem, co, quad=cq)  # its prior draws: the coarse options' (sample_seed kept)
 
 
 def _subspace(ansatz: str, x: tuple) -> tuple:
