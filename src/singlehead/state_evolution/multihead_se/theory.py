@@ -66,7 +66,7 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     draws: dict[str, Any] = {}
     if o.draw_errors and o.sample_draws > 1 and sol.converged:
         jk = multihead_draw_jackknife(se_map, ansatz, (sol.Q, sol.M, sol.Sigma), chord_matrix=sol.chord_matrix)
-        dse = jk["test_error_draws_se"] * t_quantile_975(jk["draws_dof"]) / 1.959963984540054
+        dse = jk["test_error_draws_se"] * t_quantile_975(jk["draws_dof"]) / t_quantile_975(math.inf)
         draws = {"test_error_draws_se": dse, "draws_dof": jk["draws_dof"], "draw_error_evaluations": jk["evaluations"],
                  "draw_error_converged": jk["converged"], "test_error_quadrature_se": te["test_error_se"]}
         te["test_error_se"] = math.hypot(te["test_error_se"], dse)
