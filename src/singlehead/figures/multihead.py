@@ -7,17 +7,23 @@ interpolation and perfect-recovery thresholds of the effective head (dotted, das
 agreement rows: the test error at ``d = inf`` per simulated alpha and teacher, extrapolated by
 ``a + b/d`` as in the finite-size figure.
 
-Right, a softmax channel (seq2lab, ``H = H0 = 2``): the experimental state evolution
-(:func:`singlehead.state_evolution.multihead_se.multihead_theory`, specialised ansatz, sampled prior)
-at a few alphas against L-BFGS fits of two heads (lowest objective of several starts) at one ``d``:
-the test error and the per-head overlaps after matching the student heads to the teacher heads
+Middle and right, a softmax channel (seq2lab, ``H = H0 = 2``): the experimental state evolution
+(:func:`singlehead.state_evolution.multihead_se.multihead_theory`, sampled prior) on its two symmetric
+branches — the unspecialised fixed point and the specialised one, followed down in alpha from the top of
+the grid — with its two transition points marked: where the specialised branch's predicted objective
+drops below the unspecialised one's, and where the unspecialised point loses stability
+(:func:`~singlehead.state_evolution.multihead_se.specialisation_eigenvalue` reaches 1). Against them,
+L-BFGS fits of two heads (lowest objective of several starts) at one ``d``: the test error, the
+specialisation index, and the per-head overlaps after matching the student heads to the teacher heads
 (``head_M``: the mean of its diagonal, student head with its own teacher head, and of its
-off-diagonal). Its tolerance is wider (stated on the rows): the sampled prior's finite-size bias,
-one ``d``, and a theory that is experimental (docs: Multi-head attention).
+off-diagonal), each compared with the fixed point of lower predicted objective. Their tolerance is wider
+(stated on the rows): the sampled prior's finite-size bias, one ``d``, and a theory that is experimental
+(docs: Multi-head attention); their standard error includes the SE's own (quadrature, prior draws).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 from dataclasses import dataclass, field
@@ -26,12 +32,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
 from singlehead.model.problem import MPTarget, Problem
 from singlehead.report.compare import DEFAULT_ALLOWANCE, agreement, extrapolation_p_value, records_to_frame, tol_columns
 from singlehead.state_evolution import effective_single_head
-from singlehead.state_evolution.multihead_se import MultiHeadOptions, multihead_theory
+from singlehead.state_evolution.multihead_se import (
+    MultiHeadOptions,
+    multihead_theory,
+    specialisation_eigenvalue,
+    specialisation_index,
+)
 from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
 from singlehead.figures.figspec import Context, FigureDef, FigureRun, new_figure, params_text, problem_params, register
 from singlehead.figures.finite_size import fit_note, gaps_from_frame, sim_jobs_per_d
@@ -44,6 +54,8 @@ _ARRAYS = ("eigenvalues", "singular_values", "history", "S", "S0", "head_Q", "he
 # the softmax part's relative tolerance: the sampled prior's finite-D bias (+2.5 % on the test error at D = 100 for
 # one head), one d, and an experimental theory
 _SOFTMAX_TOL_REL = 0.08
+#: the specialisation index above which a converged specialised-ansatz point is the specialised branch
+BRANCH_INDEX = 0.15
 
 
 @dataclass(frozen=True)
@@ -53,9 +65,11 @@ class MultiheadSpec(FigureSpec):
     Linear channel: ``heads`` student heads of width ``kappa d`` each, teachers of ``teacher_heads`` heads,
     L-BFGS at each ``d in ds`` (``seeds`` per size) at ``alphas_sim``, theory on ``alphas_theory``. Softmax
     channel (seq2lab, ``heads`` student and teacher heads, ``kappa = 1``): the experimental state evolution at
-    ``softmax_alphas`` (empty: no softmax part) with ``se_sample_dim``, ``se_draws``, ``se_points``,
-    ``se_scrambles``, ``se_max_iter`` (:class:`~singlehead.state_evolution.multihead_se.MultiHeadOptions`), and
-    L-BFGS at ``softmax_d`` (``softmax_seeds`` seeds, ``softmax_starts`` starts each, the lowest objective kept).
+    ``softmax_alphas`` (empty: no softmax part) and on ``transition_alphas`` (the grid the two transition points
+    are interpolated on; fewer than two: none), with ``se_sample_dim``, ``se_draws``, ``se_points``,
+    ``se_scrambles``, ``se_max_iter`` (:class:`~singlehead.state_evolution.multihead_se.MultiHeadOptions`) and the
+    specialisation eigenvalue's step ``transition_eps``; L-BFGS at ``softmax_alphas``, ``d = softmax_d``
+    (``softmax_seeds`` seeds, ``softmax_starts`` starts each, the lowest objective kept).
     Seed plan (:mod:`singlehead.figures.seeds`): an inconclusive row's points get their seeds doubled up to
     ``max_seeds``, at most ``seed_budget`` runs added to the figure (0: no plan).
     """
@@ -69,36 +83,43 @@ class MultiheadSpec(FigureSpec):
     alphas_theory: tuple[float, ...] = (0.1, 0.15, 0.2, 0.3, 0.45, 0.7, 1.0, 1.5, 2.0, 3.0)
     lam: float = 0.01
     n_test: int = 4000
-    softmax_alphas: tuple[float, ...] = field(default=(0.5, 2.0), metadata={"empty": True})
+    softmax_alphas: tuple[float, ...] = field(default=(0.5, 2.5), metadata={"empty": True})
+    transition_alphas: tuple[float, ...] = field(default=(1.5, 1.75, 2.0, 2.5), metadata={"empty": True})
+    transition_eps: float = 0.02
     softmax_d: int = 40
     softmax_seeds: int = 4
-    softmax_starts: int = 4
+    softmax_starts: int = 3
     se_sample_dim: int = 100
     se_draws: int = 4
     se_points: int = 1024
     se_scrambles: int = 4
     se_max_iter: int = 60
     max_seeds: int = 16
-    seed_budget: int = field(default=0, metadata={"min": 0})
+    seed_budget: int = field(default=8, metadata={"min": 0})
 
     def check(self) -> None:
         check_same_length(self, "ds", "seeds")
         if self.heads < 2:
             raise ValueError(f"MultiheadSpec.heads must be an integer >= 2 (got {self.heads})")
+        if not 0 < self.transition_eps < 1:
+            raise ValueError(f"MultiheadSpec.transition_eps must be in (0, 1) (got {self.transition_eps!r})")
+        if self.transition_alphas and not self.softmax_alphas:
+            raise ValueError("MultiheadSpec.transition_alphas needs softmax_alphas (the softmax part; got none)")
 
     @classmethod
     def full(cls) -> "MultiheadSpec":
-        return cls(ds=(40, 60, 80), seeds=(6, 4, 4), n_test=20000, softmax_alphas=(0.5, 1.0, 2.0), seed_budget=168)
+        return cls(ds=(40, 60, 80), seeds=(6, 4, 4), n_test=20000, softmax_alphas=(0.5, 1.0, 2.5),
+                   transition_alphas=(1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5), seed_budget=168)
 
     @classmethod
     def smoke(cls) -> "MultiheadSpec":
         return cls(ds=(12, 16), seeds=(2, 2), alphas_sim=(1.0,), alphas_theory=(0.5, 1.0, 2.0), n_test=300,
-                   softmax_alphas=(1.0,), softmax_d=12, softmax_seeds=2, softmax_starts=1, se_sample_dim=24,
+                   softmax_alphas=(1.0,), transition_alphas=(1.0, 2.0), softmax_d=12, softmax_seeds=2, softmax_starts=1, se_sample_dim=24,
                    se_draws=1, se_points=128, se_scrambles=2, se_max_iter=6)
 
     def se_options(self) -> MultiHeadOptions:
-        """The experimental state evolution's settings (specialised ansatz)."""
-        return MultiHeadOptions(ansatz="specialised", sample_dim=self.se_sample_dim, sample_draws=self.se_draws,
+        """The experimental state evolution's settings (each branch sets its ansatz)."""
+        return MultiHeadOptions(sample_dim=self.se_sample_dim, sample_draws=self.se_draws,
                                 n_points=self.se_points, n_scrambles=self.se_scrambles, max_iter=self.se_max_iter)
 
 
@@ -122,9 +143,10 @@ def multihead_grid(spec: MultiheadSpec) -> dict[str, Any]:
             "softmax": [_softmax(spec, a) for a in spec.softmax_alphas]}
 
 
-def _head_M(rec: dict[str, Any]) -> np.ndarray:
-    """The matched per-head overlaps ``head_M`` (``H x H0``) of a record (top level or in its extras)."""
-    m = rec.get("head_M", (rec.get("extras") or {}).get("head_M"))
+def _head(rec: dict[str, Any], key: str = "head_M") -> np.ndarray:
+    """A per-head overlap matrix of a record (top level or in its extras): the matched ``head_M`` (``H x H0``)
+    by default, or ``head_Q0``."""
+    m = rec.get(key, (rec.get("extras") or {}).get(key))
     return np.asarray(m, dtype=float)
 
 
@@ -135,15 +157,108 @@ def diag_offdiag(M: np.ndarray) -> tuple[float, float]:
     return float(np.mean(np.diag(M))), off
 
 
-def _softmax_se(problem: Problem, options: MultiHeadOptions) -> dict[str, Any]:
-    """The experimental SE point as JSON: errors, ``head_M`` (matched), its draw error, convergence, timing."""
-    r = multihead_theory(problem, options)
+def _se_json(r: Any) -> dict[str, Any]:
+    """A multi-head SE Result as JSON: errors (``test_error_se``: quadrature and draws), the matched ``head_M`` and
+    its draw error, ``head_Q``/``head_Sigma`` (a warm start), objective, specialisation, convergence, timing."""
     ex = r.extras
     return {"test_error": r.test_error, "train_error": r.train_error, "test_error_se": float(ex["test_error_se"]),
             "head_M": np.asarray(ex["head_M"]).tolist(), "head_M_draw_se": np.asarray(ex["head_M_draw_se"]).tolist(),
+            "head_Q": np.asarray(ex["head_Q"]).tolist(), "head_Sigma": np.asarray(ex["head_Sigma"]).tolist(),
             "head_Q0": np.asarray(ex["head_Q0"]).tolist(), "specialisation": float(ex["specialisation"]),
-            "objective": float(ex["objective"]), "converged": bool(r.converged), "iterations": int(r.iterations),
+            "objective": float(ex["objective"]), "objective_se": float(ex["objective_se"]),
+            "ansatz": str(ex["ansatz"]), "converged": bool(r.converged), "iterations": int(r.iterations),
             "runtime_s": float(r.runtime_s)}
+
+
+def _unspecialised_point(problem: Problem, options: MultiHeadOptions, eps: float) -> dict[str, Any]:
+    """The unspecialised fixed point and its specialisation eigenvalue ``lambda``."""
+    e = specialisation_eigenvalue(problem, dataclasses.replace(options, ansatz="unspecialised"), eps=eps)
+    return {**_se_json(e["result"]), "lambda": float(e["lambda"])}
+
+
+def _specialised_branch(problems: list[Problem], options: MultiHeadOptions) -> list[dict[str, Any]]:
+    """The specialised ansatz followed down in alpha: ``problems`` in decreasing alpha, each solve started at the
+    previous fixed point (the first at the ansatz's start, ``M = 0.6 Q0``), so that the branch is kept where it
+    coexists with the unspecialised point; it stops after the first point whose index is at most ``BRANCH_INDEX``
+    (the list is then shorter than ``problems``)."""
+    out, start = [], options.start
+    for p in problems:
+        r = multihead_theory(p, dataclasses.replace(options, ansatz="specialised", start=start))
+        j = _se_json(r)
+        out.append(j)
+        if j["specialisation"] <= BRANCH_INDEX:
+            break  # the branch has ended: further down the ansatz only finds the unspecialised point again
+        start = tuple(np.asarray(j[k]) for k in ("head_Q", "head_M", "head_Sigma"))
+    return out
+
+
+def _branch_exists(pt: dict[str, Any] | None) -> bool:
+    """A specialised-ansatz point counts as the specialised branch when it converged with index above
+    ``BRANCH_INDEX`` (below it the ansatz has returned to the unspecialised point)."""
+    return pt is not None and bool(pt["converged"]) and pt["specialisation"] > BRANCH_INDEX
+
+
+def lower_objective(unspec: dict[str, Any], spec: dict[str, Any] | None) -> dict[str, Any]:
+    """Of the two symmetric fixed points at one alpha, the one ERM is compared with: the specialised branch where it
+    exists and its predicted objective ``L/n`` is the lower, else the unspecialised point."""
+    if _branch_exists(spec) and spec["objective"] < unspec["objective"]:
+        return spec
+    return unspec
+
+
+def _interpolate(a: tuple[float, float], f: tuple[float, float]) -> float:
+    """Where the line through ``(a[0], f[0])``, ``(a[1], f[1])`` crosses zero."""
+    return a[0] + (a[1] - a[0]) * f[0] / (f[0] - f[1])
+
+
+def transitions(alphas: list[float], unspec: dict[float, dict[str, Any]], spec: dict[float, dict[str, Any]]
+                ) -> dict[str, dict[str, Any]]:
+    """The two transition points of ``H = H0`` on an alpha grid, each by linear interpolation in its bracket.
+
+    ``crossing``: where the specialised branch's predicted objective drops below the unspecialised point's
+    (scanned from the top of the grid down, over the alphas where the branch exists); its ``error`` is the
+    objectives' quoted errors carried through the bracket's slope. Where the branch ends before the difference
+    changes sign, the crossing is at or below the branch's last alpha (``value`` nan, ``bracket`` its grid step).
+    ``stability``: where the unspecialised point's specialisation eigenvalue reaches 1 (scanned from the bottom up;
+    ``error`` nan: the eigenvalue carries no error estimate of its own). Each: ``value``, ``bracket`` (grid alphas),
+    ``error``, ``note``.
+    """
+    a = sorted(alphas)
+    out: dict[str, dict[str, Any]] = {}
+    diff = {x: spec[x]["objective"] - unspec[x]["objective"] for x in a if _branch_exists(spec.get(x))}
+    cr: dict[str, Any] = {"value": math.nan, "bracket": None, "error": math.nan, "note": "no specialised branch"}
+    for hi, lo in zip(a[::-1], a[::-1][1:]):
+        if hi not in diff:
+            continue
+        if diff[hi] >= 0:
+            cr = {"value": math.nan, "bracket": None, "error": math.nan,
+                  "note": f"above the grid (the specialised branch is not below the unspecialised point at alpha = {hi:g})"}
+            break
+        if lo not in diff:
+            cr = {"value": math.nan, "bracket": (lo, hi), "error": math.nan,
+                  "note": f"the specialised branch ends between alpha = {lo:g} and {hi:g} while still the lower"}
+            break
+        if diff[lo] >= 0:
+            v = _interpolate((lo, hi), (diff[lo], diff[hi]))
+            slope = (diff[hi] - diff[lo]) / (hi - lo)
+            err = math.sqrt(sum(d[x]["objective_se"] ** 2 for d in (spec, unspec) for x in (lo, hi)) / 2) / abs(slope)
+            cr = {"value": v, "bracket": (lo, hi), "error": err, "note": ""}
+            break
+    else:
+        if diff:
+            cr = {"value": math.nan, "bracket": None, "error": math.nan, "note": "below the grid"}
+    out["crossing"] = cr
+    lam = {x: unspec[x]["lambda"] - 1.0 for x in a}
+    st: dict[str, Any] = {"value": math.nan, "bracket": None, "error": math.nan,
+                          "note": "the eigenvalue stays below 1 on the grid" if all(v < 0 for v in lam.values())
+                          else "the eigenvalue is above 1 at the grid's lowest alpha"}
+    for lo, hi in zip(a, a[1:]):
+        if lam[lo] < 0 <= lam[hi]:
+            st = {"value": _interpolate((lo, hi), (lam[lo], lam[hi])), "bracket": (lo, hi), "error": math.nan,
+                  "note": ""}
+            break
+    out["stability"] = st
+    return out
 
 
 def multihead_run(ctx: Context, spec: MultiheadSpec, grid: dict[str, Any]) -> FigureRun:
@@ -183,57 +298,130 @@ def multihead_run(ctx: Context, spec: MultiheadSpec, grid: dict[str, Any]) -> Fi
                             ("seeds per d", ", ".join(map(str, spec.seeds))), ("n_test", spec.n_test))
     if spec.softmax_alphas:
         params["softmax part"] = (f"seq2lab, H = H0 = {spec.heads}, kappa = 1, d = {spec.softmax_d}, "
-                                  f"{spec.softmax_seeds} seeds x {spec.softmax_starts} starts; SE: specialised ansatz, "
-                                  f"prior D = {spec.se_sample_dim} x {spec.se_draws} draws, "
-                                  f"{spec.se_scrambles} x {spec.se_points} nodes")
+                                  f"{spec.softmax_seeds} seeds x {spec.softmax_starts} starts; SE: unspecialised and "
+                                  f"specialised ansatz, prior D = {spec.se_sample_dim} x {spec.se_draws} draws, "
+                                  f"{spec.se_scrambles} x {spec.se_points} nodes; transitions on alpha = "
+                                  f"{', '.join(f'{a:g}' for a in spec.transition_alphas) or 'none'}, "
+                                  f"eigenvalue step eps = {spec.transition_eps:g}")
     table = pd.concat([sim.assign(kind="simulation linear"),
                        *(f.assign(kind=f"theory linear H0={h0}") for h0, f in th.items()), soft["table"]],
                       ignore_index=True)
     notes = ["Linear channel: the theory of several heads is exact (the mean of the heads is one effective head); "
              "its rows extrapolate the fits' test error to d = inf. Softmax channel: the state evolution of several "
-             "heads is experimental (sampled prior, specialised ansatz, docs: Multi-head attention); its rows compare "
-             "one d with a wider declared tolerance, and head_M is matched (student heads reordered to the "
-             "assignment of largest sum of diagonal overlaps) in the fits and in the theory alike."]
+             "heads is experimental (sampled prior, two symmetric ansätze, docs: Multi-head attention); its rows "
+             "compare one d with a wider declared tolerance against the fixed point of lower predicted objective, "
+             "and head_M is matched (student heads reordered to the assignment of largest sum of diagonal overlaps) "
+             "in the fits and in the theory alike."]
+    tr = soft["transitions"]
+    if tr:
+        notes.append("Transitions of the softmax part (H = H0): " + "; ".join(
+            f"{name} {_transition_text(tr[key])}" for key, name in (
+                ("crossing", "objective crossing (specialised below unspecialised)"),
+                ("stability", "loss of stability of the unspecialised point (eigenvalue 1)"))) + ". The SE's "
+            "fixed points are those of two symmetric ansätze: a fixed point outside them (heads specialised "
+            "unequally) is not searched for here.")
     return FigureRun(table, pd.concat(agr, ignore_index=True), params,
                      {"theory": th, "sim": sim, "gaps": gaps, "thresholds": thresholds, "softmax": soft},
                      notes=notes)
 
 
 def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) -> dict[str, Any]:
-    """The experimental SE (cached in-process values) and the fits at ``softmax_d``; their agreement rows."""
+    """The experimental SE (cached in-process values: the unspecialised point with its specialisation eigenvalue at
+    every alpha of the softmax and transition grids, the specialised branch followed down them), the transitions,
+    and the fits at ``softmax_d`` with their agreement rows (each against the fixed point of lower objective)."""
     if not problems:
-        return {"se": {}, "sim": pd.DataFrame(), "rows": None, "table": pd.DataFrame()}
+        return {"se": {}, "unspec": {}, "spec": {}, "transitions": {}, "sim": pd.DataFrame(), "rows": None,
+                "table": pd.DataFrame()}
     o = spec.se_options()
-    tag = (f"multihead_se H={spec.heads} lam={spec.lam} ansatz={o.ansatz} D={o.sample_dim} draws={o.sample_draws} "
+    tag = (f"multihead_se H={spec.heads} lam={spec.lam} D={o.sample_dim} draws={o.sample_draws} "
            f"nodes={o.n_scrambles}x{o.n_points} max_iter={o.max_iter}")
-    se = ctx.cached_many({f"{tag} alpha={p.alpha!r}": (lambda p=p: _softmax_se(p, o)) for p in problems},
-                         "experimental multi-head SE")
-    se = {p.alpha: se[f"{tag} alpha={p.alpha!r}"] for p in problems}
+    alphas = sorted(set(spec.softmax_alphas) | set(spec.transition_alphas))
+    at = {a: problems[0].replace(alpha=a) for a in alphas}
+    down = [at[a] for a in alphas[::-1]]
+    branch_key = f"{tag} specialised branch down alpha={','.join(repr(a) for a in alphas[::-1])}"
+    tasks = {branch_key: lambda: _specialised_branch(down, o)}  # the dearest first: it is one chain
+    tasks.update({f"{tag} unspecialised eps={spec.transition_eps!r} alpha={a!r}":
+                  (lambda a=a: _unspecialised_point(at[a], o, spec.transition_eps)) for a in alphas})
+    got = ctx.cached_many(tasks, "experimental multi-head SE")
+    sp = dict(zip(alphas[::-1], got[branch_key]))
+    un = {a: got[f"{tag} unspecialised eps={spec.transition_eps!r} alpha={a!r}"] for a in alphas}
+    se = {p.alpha: lower_objective(un[p.alpha], sp.get(p.alpha)) for p in problems}
+    trans = transitions(list(spec.transition_alphas), un, sp) if len(spec.transition_alphas) >= 2 else {}
     raw = ctx.run(ctx.sim_jobs(problems, seeds=spec.softmax_seeds, n_test=spec.n_test, n_starts=spec.softmax_starts),
                   "L-BFGS: seq2lab, two heads")
     sim = records_to_frame(raw, drop=_ARRAYS)
-    dm = [diag_offdiag(_head_M(r)) for r in raw]
+    dm = [diag_offdiag(_head(r)) for r in raw]
     sim["head_M_diag"], sim["head_M_offdiag"] = [x[0] for x in dm], [x[1] for x in dm]
+    sim["head_M_mean"] = [float(np.mean(_head(r))) for r in raw]
+    sim["specialisation"] = [specialisation_index(_head(r), _head(r, "head_Q0")) for r in raw]
     th = pd.DataFrame([{"cfg_alpha": a, "test_error": v["test_error"], "converged": v["converged"],
                         "head_M_diag": diag_offdiag(np.asarray(v["head_M"]))[0],
-                        "head_M_offdiag": diag_offdiag(np.asarray(v["head_M"]))[1]} for a, v in se.items()])
+                        "head_M_offdiag": diag_offdiag(np.asarray(v["head_M"]))[1],
+                        "head_M_mean": float(np.mean(v["head_M"])), "branch": v["ansatz"]} for a, v in se.items()])
     reason = (f"experimental SE: sampled prior at D = {spec.se_sample_dim} (its finite-D bias), one d = "
-              f"{spec.softmax_d} (no extrapolation), and a fixed point of the specialised ansatz")
-    rows = agreement(sim, th, ["cfg_alpha"], ["test_error", "head_M_diag", "head_M_offdiag"], rel=_SOFTMAX_TOL_REL,
-                     tol_abs={"test_error": 0.003, "head_M_diag": 0.02, "head_M_offdiag": 0.02}, reason=reason)
-    rows["quantity"] = rows["quantity"].map(lambda q: f"seq2lab, H = H0 = {spec.heads}: {q}")
+              f"{spec.softmax_d} (no extrapolation), and a fixed point of a symmetric ansatz (the lower objective)")
+    # at the unspecialised point the matched diagonal exceeds the off-diagonal at finite d by the matching alone
+    # (it picks the larger overlaps): its rows compare the mean overlap, which no matching changes
+    quantities = {"unspecialised": ["test_error", "head_M_mean"],
+                  "specialised": ["test_error", "head_M_diag", "head_M_offdiag"]}
+    rows = pd.concat([agreement(sim[sim.cfg_alpha.isin(th.cfg_alpha[th.branch == b])], th[th.branch == b],
+                                ["cfg_alpha"], qs, rel=_SOFTMAX_TOL_REL, reason=reason,
+                                tol_abs={"test_error": 0.003, "head_M_diag": 0.02, "head_M_offdiag": 0.02,
+                                         "head_M_mean": 0.02})
+                      for b, qs in quantities.items() if (th.branch == b).any()], ignore_index=True)
+    # the SE's own error (quadrature and prior draws) joins the seeds' in each row's standard error
+    # (one prior draw has no draw error: those parts count as 0)
+    own = {(a, "test_error"): v["test_error_se"] for a, v in se.items()}
+    for a, v in se.items():
+        dse = np.nan_to_num(np.asarray(v["head_M_draw_se"], dtype=float))
+        off = ~np.eye(*dse.shape, dtype=bool)
+        own[a, "head_M_diag"] = float(np.mean(np.diag(dse)))
+        own[a, "head_M_offdiag"] = float(np.mean(dse[off])) if off.any() else 0.0
+        own[a, "head_M_mean"] = float(np.mean(dse))  # the entries' errors taken as fully correlated: an upper bound
+    rows["se"] = [math.hypot(s_, np.nan_to_num(own.get((a, q), 0.0))) for s_, a, q in zip(rows.se, rows.cfg_alpha, rows.quantity)]
+    branch = {a: v["ansatz"] for a, v in se.items()}
+    rows["quantity"] = [f"seq2lab, H = H0 = {spec.heads}, {branch[a]} point: {q} (s.e. with the SE's own)"
+                        for a, q in zip(rows.cfg_alpha, rows.quantity)]
     # the point's keys, as the linear rows name theirs (the seed plan matches rows to simulated points by them)
     rows.insert(0, "cfg_teacher_heads", spec.heads)
     rows.insert(0, "cfg_channel", "seq2lab")
-    table = pd.concat([sim.assign(kind="simulation seq2lab"), th.assign(kind="theory seq2lab (experimental SE)")],
-                      ignore_index=True)
-    return {"se": se, "sim": sim, "rows": rows, "table": table}
+    curves = pd.DataFrame([{"cfg_alpha": a, "branch": b, "test_error": v["test_error"],
+                            "test_error_se": v["test_error_se"], "objective": v["objective"],
+                            "specialisation": v["specialisation"], "converged": v["converged"],
+                            "lambda": v.get("lambda", math.nan)}
+                           for b, pts in (("unspecialised", un), ("specialised", sp)) for a, v in sorted(pts.items())])
+    table = pd.concat([sim.assign(kind="simulation seq2lab"),
+                       curves.assign(kind="theory seq2lab (experimental SE)")], ignore_index=True)
+    return {"se": se, "unspec": un, "spec": sp, "transitions": trans, "sim": sim, "rows": rows, "table": table}
+
+
+def _transition_text(t: dict[str, Any]) -> str:
+    """A transition point as text: its value with error and bracket, or why there is none."""
+    if math.isfinite(t["value"]):
+        err = f" +- {t['error']:.2f}" if math.isfinite(t["error"]) else ""
+        return (f"at alpha = {t['value']:.2f}{err} (bracket {t['bracket'][0]:g}-{t['bracket'][1]:g}, "
+                "linear interpolation)")
+    if t["bracket"] is not None:
+        return f"between alpha = {t['bracket'][0]:g} and {t['bracket'][1]:g} ({t['note']})"
+    return f"not found ({t['note']})"
+
+
+def _mark_transitions(ax: Any, tr: dict[str, dict[str, Any]], label: bool) -> None:
+    for key, ls, name in (("crossing", "--", "objective crossing"), ("stability", ":", "stability limit")):
+        t = tr.get(key)
+        if t is None or not math.isfinite(t["value"]):
+            continue
+        ax.axvline(t["value"], color="0.3", ls=ls, lw=1.2, label=f"SE {name}: {t['value']:.2f}" if label else None)
+        if math.isfinite(t["error"]):
+            ax.axvspan(t["value"] - t["error"], t["value"] + t["error"], color="0.5", alpha=0.12, lw=0)
 
 
 def multihead_plot(spec: MultiheadSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
-    """Left: linear channel, test error vs alpha per teacher; right: seq2lab, test error and matched head_M."""
+    """Left: linear channel, test error vs alpha per teacher; then seq2lab: test error and specialisation index of
+    the two SE branches with the transitions marked, and the fits."""
     soft = res.data["softmax"]
-    fig, axes = new_figure(1, 2 if soft["se"] else 1, figsize=(11.0 if soft["se"] else 5.5, 5.2), squeeze=False)
+    ncol = 3 if soft["se"] else 1
+    fig, axes = new_figure(1, ncol, figsize=(5.5 * ncol, 5.2), squeeze=False)
     ax = axes[0][0]
     th, sim, dmax = res.data["theory"], res.data["sim"], max(spec.ds)
     colors = dict(zip(spec.teacher_heads, ("tab:blue", "tab:red", "tab:green", "tab:purple")))
@@ -255,32 +443,31 @@ def multihead_plot(spec: MultiheadSpec, grid: dict[str, Any], res: FigureRun) ->
             ax.axvline(a_perf, color=c, ls="-.", lw=1)
     ax.set(xscale="log", yscale="log", xlabel="alpha = n/d^2", ylabel="test error",
            title=f"linear channel, H = {spec.heads} heads")
-    if soft["se"]:
-        ax2 = axes[0][1]
-        alphas = sorted(soft["se"])
-        s = soft["sim"].groupby("cfg_alpha")
-        for q, c, lab in (("head_M_diag", "tab:red", "head_M diagonal"), ("head_M_offdiag", "tab:blue",
-                                                                            "head_M off-diagonal")):
-            ax2.plot(alphas, [diag_offdiag(np.asarray(soft["se"][a]["head_M"]))[0 if q == "head_M_diag" else 1]
-                              for a in alphas], "s-", color=c, label=f"{lab}: SE (experimental)")
-            m = s[q].agg(["mean", "sem"])
-            ax2.errorbar(m.index, m["mean"], yerr=m["sem"].fillna(0.0), fmt="o", mfc="none", color=c, capsize=3,
-                         label=f"{lab}: L-BFGS, d = {spec.softmax_d}")
-        ax3 = ax2.twinx()
-        ax3.plot(alphas, [soft["se"][a]["test_error"] for a in alphas], "^--", color="k", label="test error: SE")
-        m = s.test_error.agg(["mean", "sem"])
-        ax3.errorbar(m.index, m["mean"], yerr=m["sem"].fillna(0.0), fmt="v", mfc="none", color="k", capsize=3,
-                     label="test error: L-BFGS")
-        ax3.set_ylabel("test error")
-        ax2.set(xscale="log", xlabel="alpha = n/d^2", ylabel="per-head overlap Tr(S_h S0_k)/d (matched)",
-                title=f"seq2lab, H = H0 = {spec.heads} (experimental SE)")
-        ax2.xaxis.set_minor_formatter(NullFormatter())
-        ax2.set_xticks(alphas, [f"{a:g}" for a in alphas])
-        h1, l1 = ax2.get_legend_handles_labels()
-        h2, l2 = ax3.get_legend_handles_labels()
-        ax2.legend(h1 + h2, l1 + l2, fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))
-    fig.suptitle("Multi-head attention\n" + textwrap.fill(params_text(res.params), 160), fontsize=7)
+    if soft["se"]:
+        s = soft["sim"].groupby("cfg_alpha")
+        branches = (("unspecialised", soft["unspec"], "tab:blue", "o-"), ("specialised", soft["spec"], "tab:red", "s-"))
+        for k, (q, ylab) in enumerate((("test_error", "test error"), ("specialisation", "specialisation index"))):
+            axk = axes[0][k + 1]
+            for name, pts, c, fmt in branches:
+                a = sorted(x for x, v in pts.items() if name == "unspecialised" or _branch_exists(v))
+                y = [pts[x][q] for x in a]
+                if q == "test_error":
+                    axk.errorbar(a, y, yerr=[pts[x]["test_error_se"] for x in a], fmt=fmt, color=c, ms=4, capsize=2,
+                                 label=f"SE, {name} branch")
+                else:
+                    axk.plot(a, y, fmt, color=c, ms=4, label=f"SE, {name} branch")
+            m = s[q].agg(["mean", "sem", "size"])
+            seeds = "/".join(str(int(n)) for n in m["size"])
+            axk.errorbar(m.index, m["mean"], yerr=m["sem"].fillna(0.0), fmt="D", mfc="none", color="k", capsize=3,
+                         label=f"L-BFGS, d = {spec.softmax_d} ({seeds} seeds x {spec.softmax_starts} starts)")
+            _mark_transitions(axk, soft["transitions"], label=True)
+            axk.set(xlabel="alpha = n/d^2", ylabel=ylab, title=f"seq2lab, H = H0 = {spec.heads}: {ylab} "
+                                                                "(experimental SE)")
+            if q == "test_error":
+                axk.set_yscale("log")
+            axk.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    fig.suptitle("Multi-head attention\n" + textwrap.fill(params_text(res.params), 200), fontsize=7)
     fig.tight_layout(rect=(0, 0, 1, 0.88))
     return fig
 
@@ -294,17 +481,22 @@ def multihead_caption(spec: MultiheadSpec, grid: dict[str, Any], res: FigureRun)
             f"extrapolated to d = inf by a + b/d over d = {', '.join(map(str, spec.ds))}. Dotted and dash-dotted: the "
             "interpolation and perfect-recovery thresholds of the effective head (lam -> 0+), "
             + ", ".join(f"H0 = {h0}: {a:.3f} and {p:.3f}" for h0, (a, p) in thr.items()) + ".")
-    se = res.data["softmax"]["se"]
-    if se:
-        text += (f" Right: seq2lab with H = H0 = {spec.heads} (kappa = 1): the experimental state evolution "
-                 f"(specialised ansatz, sampled prior; squares and triangles) against L-BFGS at d = {spec.softmax_d} "
-                 "(lowest objective of several starts); per-head overlaps head_M after matching the student heads "
-                 "to the teacher heads, diagonal (a head with its own teacher head) and off-diagonal. Specialisation "
-                 "index of the SE: " + ", ".join(f"{se[a]['specialisation']:.2f} at alpha = {a:g}" for a in sorted(se))
-                 + ".")
+    soft = res.data["softmax"]
+    if soft["se"]:
+        text += (f" Middle and right: seq2lab with H = H0 = {spec.heads} (kappa = 1), test error and specialisation "
+                 "index (mean diagonal minus mean off-diagonal of the matched head_M, over the same of the teachers' "
+                 "overlaps: 0 unspecialised, 1 each head its teacher head). Lines: the experimental state evolution's "
+                 "unspecialised branch and its specialised branch (followed down in alpha while it converges with "
+                 f"index above {BRANCH_INDEX:g}); diamonds: L-BFGS at d = {spec.softmax_d} (lowest objective of "
+                 "several starts), compared with the branch of lower predicted objective.")
+        tr = soft["transitions"]
+        if tr:
+            text += (" Dashed: the objective crossing, " + _transition_text(tr["crossing"]) + "; dotted: the "
+                     "unspecialised point's loss of stability, " + _transition_text(tr["stability"]) + " (shaded: "
+                     "their errors).")
     return text
 
 
 register(FigureDef("multihead", "Multi-head attention: exact linear theory and the experimental softmax SE against ERM",
                    MultiheadSpec, multihead_grid, multihead_run, multihead_plot, multihead_caption,
-                   presets=("full", "smoke")))
+                   presets=("quick", "full", "smoke")))

@@ -35,7 +35,7 @@ from singlehead.figures import errors, peak, power_law, spectra  # noqa: F401,I0
 from singlehead.figures import decomposition, emergence  # noqa: F401,I001
 from singlehead.figures import tuning  # noqa: F401,I001  (lam* of the theory vs a validation set)
 from singlehead.figures import untied  # noqa: F401,I001  (beyond the paper: the untied student)
-from singlehead.figures import multihead  # noqa: F401,I001  (beyond the paper: several heads; full and smoke only)
+from singlehead.figures import multihead  # noqa: F401,I001  (beyond the paper: several heads)
 from singlehead.figures import long_sequences  # noqa: F401,I001  (T = 2 ... 64; full and smoke presets only)
 from singlehead.report.compare import DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS
 from singlehead.figures.figspec import DRAWING, FIGURES, Context, FigureDef, FigureRun, Preset, build, register

@@ -46,7 +46,12 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     ``draw_errors`` and it converged also the prior draws' (``test_error_quadrature_se``, ``test_error_draws_se``,
     ``draws_dof``; ``MultiHeadOptions``).
     """
-    o = options if options is not None else MultiHeadOptions()
+    return _solve_point(problem, options if options is not None else MultiHeadOptions(), verbose=verbose)[2]
+
+
+def _solve_point(problem: Problem, o: MultiHeadOptions, *, verbose: bool = False
+                 ) -> tuple[MultiHeadSEMap, Any, Result]:
+    """:func:`multihead_theory`'s solve: the map, the solution in the ansatz's coordinates and the Result."""
     H, H0 = problem.heads, problem.teacher_heads
     ansatz = o.ansatz or ("unspecialised" if H == H0 and H > 1 else "general")
     if ansatz != "general" and H != H0:
@@ -89,10 +94,11 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     }
     msg = "" if sol.converged else (f"damped iteration did not reach tol={o.tol} in {sol.evaluations} evaluations "
                                     f"(last relative change {sol.residuals[-1]:.2e})")
-    return Result("theory", problem.to_dict(), test_error=te["test_error"], test_error_noisy=te["test_error_noisy"],
-                  train_error=sol.out.train_error, penalty=penalty, matrix_error=q - 2 * m + q0,
-                  rank_fraction=sol.prior.rank_fraction, converged=sol.converged, iterations=sol.evaluations,
-                  runtime_s=time.perf_counter() - t0, message=msg, extras=extras)
+    return se_map, sol, Result("theory", problem.to_dict(), test_error=te["test_error"],
+                               test_error_noisy=te["test_error_noisy"], train_error=sol.out.train_error,
+                               penalty=penalty, matrix_error=q - 2 * m + q0, rank_fraction=sol.prior.rank_fraction,
+                               converged=sol.converged, iterations=sol.evaluations,
+                               runtime_s=time.perf_counter() - t0, message=msg, extras=extras)
 
 
 #: the largest number of student or teacher heads, and the longest sequence, the routed state evolution serves
@@ -212,7 +218,8 @@ def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None
         ``lambda``; ``gap_in`` (the gaps ``a`` put in, ``+-``), ``gap_out`` (the map's, ``+-``) and
         ``gap_at_fixed_point`` (the map's gap at the fixed point itself, zero but for the node layout's and the
         draws' asymmetry: the scale of ``lambda``'s error is ``|gap_at_fixed_point| / |gap_in|``); ``result``:
-        the unspecialised fixed point (:func:`multihead_theory`'s Result).
+        the unspecialised fixed point, as :func:`multihead_theory` returns it under ``options`` (its objective,
+        and with ``options.draw_errors`` the draws' error in the test error's).
     """
     H, H0 = problem.heads, problem.teacher_heads
     if H != H0 or H < 2:
@@ -220,10 +227,7 @@ def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None
                          f"(got {H}, {H0})")
     check(finite(eps) and 0 < eps < 1, "eps", "in (0, 1)", eps)
     o = dataclasses.replace(options if options is not None else MultiHeadOptions(), ansatz="unspecialised")
-    se_map = MultiHeadSEMap(problem, o)
-    start = o.start if o.start is not None else default_start(problem, se_map.Q0, "unspecialised")
-    sol = solve_multihead(se_map, "unspecialised", start, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
-                          history=o.history)
+    se_map, sol, result = _solve_point(problem, o)
 
     def gap(A: np.ndarray) -> float:
         return float(np.mean(np.diag(A)) - (A.sum() - np.trace(A)) / (H * (H - 1)))
@@ -240,11 +244,5 @@ def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None
         outs[s] = gap(new[1])
     gap_in = (gap(sol.M + eps * direction), gap(sol.M - eps * direction))
     lam = (outs[1.0] - outs[-1.0]) / (gap_in[0] - gap_in[1])
-    Q, M, Sigma, _ = match_heads(sol.Q, sol.M, sol.Sigma)
-    te = multihead_test_errors(Q, M, problem=problem, Q0=se_map.Q0, quad=se_map.quad)
-    result = Result("theory", problem.to_dict(), test_error=te["test_error"], test_error_noisy=te["test_error_noisy"],
-                    train_error=sol.out.train_error, converged=sol.converged, iterations=sol.evaluations,
-                    extras={"q": float(Q.mean()), "m": float(M.mean()), "head_Q": Q, "head_M": M, "head_Sigma": Sigma,
-                            "residuals": sol.residuals, "ansatz": "unspecialised"})
     return {"lambda": float(lam), "gap_in": gap_in, "gap_out": (outs[1.0], outs[-1.0]),
             "gap_at_fixed_point": outs[0.0], "result": result}
