@@ -125,6 +125,10 @@ def test_transitions_say_where_the_branch_ends_or_nothing_crosses():
     # the branch above the unspecialised point at the top of the grid: the crossing is above the grid
     tr = transitions(alphas, unspec, {a: _pt(0.06, 0.7) for a in alphas})
     assert "above the grid" in tr["crossing"]["note"]
+    # below everywhere: below the grid; a branch at the lowest alpha alone, above the unspecialised point: above
+    assert transitions(alphas, unspec, {a: _pt(0.04, 0.7) for a in alphas})["crossing"]["note"] == "below the grid"
+    tr = transitions(alphas, unspec, {3.0: _pt(0.06, 0.1), 2.0: _pt(0.06, 0.1), 1.0: _pt(0.06, 0.7)})
+    assert "above the grid" in tr["crossing"]["note"] and math.isnan(tr["crossing"]["value"])
 
 
 def test_lower_objective_keeps_the_unspecialised_point_unless_the_branch_is_there_and_lower():

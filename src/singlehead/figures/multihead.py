@@ -86,7 +86,7 @@ class MultiheadSpec(FigureSpec):
     softmax_alphas: tuple[float, ...] = field(default=(0.5, 2.5), metadata={"empty": True})
     transition_alphas: tuple[float, ...] = field(default=(1.5, 1.75, 2.0, 2.5), metadata={"empty": True})
     transition_eps: float = 0.02
-    softmax_d: int = 40
+    softmax_d: int = 30
     softmax_seeds: int = 4
     softmax_starts: int = 3
     se_sample_dim: int = 100
@@ -108,7 +108,8 @@ class MultiheadSpec(FigureSpec):
 
     @classmethod
     def full(cls) -> "MultiheadSpec":
-        return cls(ds=(40, 60, 80), seeds=(6, 4, 4), n_test=20000, softmax_alphas=(0.5, 1.0, 2.5),
+        return cls(ds=(40, 60, 80), seeds=(6, 4, 4), n_test=20000, softmax_alphas=(0.5, 1.0, 2.5), softmax_d=60,
+                   softmax_seeds=6, softmax_starts=4,
                    transition_alphas=(1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5), seed_budget=168)
 
     @classmethod
@@ -245,8 +246,10 @@ def transitions(alphas: list[float], unspec: dict[float, dict[str, Any]], spec: 
             cr = {"value": v, "bracket": (lo, hi), "error": err, "note": ""}
             break
     else:
-        if diff:
-            cr = {"value": math.nan, "bracket": None, "error": math.nan, "note": "below the grid"}
+        if diff:  # no sign change scanned: every branch point below the unspecialised one, or the only one not
+            note = ("below the grid" if diff[min(diff)] < 0 else "above the grid (the specialised branch is not below "
+                    f"the unspecialised point at alpha = {min(diff):g})")
+            cr = {"value": math.nan, "bracket": None, "error": math.nan, "note": note}
     out["crossing"] = cr
     lam = {x: unspec[x]["lambda"] - 1.0 for x in a}
     st: dict[str, Any] = {"value": math.nan, "bracket": None, "error": math.nan,
@@ -337,13 +340,16 @@ def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) ->
            f"nodes={o.n_scrambles}x{o.n_points} max_iter={o.max_iter}")
     alphas = sorted(set(spec.softmax_alphas) | set(spec.transition_alphas))
     at = {a: problems[0].replace(alpha=a) for a in alphas}
-    down = [at[a] for a in alphas[::-1]]
-    branch_key = f"{tag} specialised branch down alpha={','.join(repr(a) for a in alphas[::-1])}"
+    # the specialised branch is followed down to the transition grid's lowest alpha (below the objective crossing
+    # it is not the lower point; without a grid, over the softmax alphas)
+    lowest = min(spec.transition_alphas) if len(spec.transition_alphas) >= 2 else -math.inf
+    down = [at[a] for a in alphas[::-1] if a >= lowest]
+    branch_key = f"{tag} specialised branch down alpha={','.join(repr(p.alpha) for p in down)}"
     tasks = {branch_key: lambda: _specialised_branch(down, o)}  # the dearest first: it is one chain
     tasks.update({f"{tag} unspecialised eps={spec.transition_eps!r} alpha={a!r}":
                   (lambda a=a: _unspecialised_point(at[a], o, spec.transition_eps)) for a in alphas})
     got = ctx.cached_many(tasks, "experimental multi-head SE")
-    sp = dict(zip(alphas[::-1], got[branch_key]))
+    sp = dict(zip([p.alpha for p in down], got[branch_key]))
     un = {a: got[f"{tag} unspecialised eps={spec.transition_eps!r} alpha={a!r}"] for a in alphas}
     se = {p.alpha: lower_objective(un[p.alpha], sp.get(p.alpha)) for p in problems}
     trans = transitions(list(spec.transition_alphas), un, sp) if len(spec.transition_alphas) >= 2 else {}
