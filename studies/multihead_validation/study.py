@@ -44,7 +44,13 @@ from singlehead.runs import Cache, cached
 from singlehead.runs.reference import reference_seconds
 from singlehead.sim.simulation import TrainOptions
 from singlehead.state_evolution.multihead import effective_single_head
-from singlehead.state_evolution.multihead_se import MultiHeadOptions, MultiHeadSEMap, multihead_point
+from singlehead.figures.multihead import transitions
+from singlehead.state_evolution.multihead_se import (
+    MultiHeadOptions,
+    MultiHeadSEMap,
+    multihead_point,
+    specialisation_eigenvalue,
+)
 from singlehead.state_evolution.multihead_se.solve import default_start
 from singlehead.thresholds import interpolation_threshold
 from studies import study_parser
@@ -347,6 +353,52 @@ def write_tables(out: Path, lin: list[dict], soft: list[dict], trans: dict | Non
     return text
 
 
+# ---- stability: the two transition points of H = H0 = 3 -----------------------------------------------------
+
+#: alphas of the unspecialised point's specialisation eigenvalue (``eps = 0.02``, the report figure's step)
+STABILITY_ALPHAS = (2.5, 3.5, 5.0, 7.0)
+
+
+def run_stability(alpha: float) -> dict:
+    """The unspecialised fixed point of ``H = H0 = 3`` and its specialisation eigenvalue (draw errors off: the
+    objective's error is the quadrature's and the penalty's)."""
+    e = specialisation_eigenvalue(problem_for("seq2lab", 3, 3, 2, 1e-2, alpha), MultiHeadOptions(draw_errors=False),
+                                  eps=0.02)
+    r = e["result"]
+    return dict(alpha=alpha, **{"lambda": e["lambda"]}, gap_at_fixed_point=e["gap_at_fixed_point"],
+                gap_in=list(e["gap_in"]), test=r.test_error, objective=float(r.extras["objective"]),
+                objective_se=float(r.extras["objective_se"]), converged=bool(r.converged), seconds=r.runtime_s)
+
+
+def stability_text(stab: dict[float, dict], trans: dict) -> str:
+    """The two transition points of ``H = H0 = 3`` by the report figure's rule (``figures.multihead.transitions``):
+    the eigenvalue's crossing of 1 on ``STABILITY_ALPHAS``, and the objective crossing of the strongly specialised
+    branch (``transitions-strong``: the SE from ERM's heads at alpha = 7, followed down) with the unspecialised
+    point."""
+    down = {**{float(k): v for k, v in trans.get("strong_down", {}).items()},
+            float(TRANSITION_ERM_ALPHAS[-1]): trans.get("strong", {}).get("specialised")}
+    grid = sorted(set(stab) | {a for a, v in down.items() if v is not None and a in stab})
+    unspec = {a: stab[a] for a in grid}
+    spec = {a: {"objective": v["objective"], "objective_se": v["objective_se"], "converged": v["converged"],
+                "specialisation": float(np.mean(v["head_gaps"]))} for a, v in down.items() if v is not None and a in stab}
+    tr = transitions(grid, unspec, spec)
+    lines = ["## Transition points, H = H0 = 3 (report figure's rule)", "",
+             "| alpha | unspecialised: test, objective | specialisation eigenvalue (eps = 0.02) | map's gap at the fixed "
+             "point / gap put in | strong branch: mean head index, objective |", "|---|---|---|---|---|"]
+    for a in grid:
+        u, v = stab[a], spec.get(a)
+        lines.append(f"| {a:g} | {u['test']:.4f}, {u['objective']:.5f} +- {u['objective_se']:.5f} | "
+                     f"{u['lambda']:.3f} | {u['gap_at_fixed_point'] / u['gap_in'][0]:.1f} | "
+                     + (f"{v['specialisation']:.2f}, {v['objective']:.5f} +- {v['objective_se']:.5f}"
+                        f"{'' if v['converged'] else ' (not converged)'}" if v else "-") + " |")
+    for key, name in (("crossing", "objective crossing"), ("stability", "loss of stability (eigenvalue 1)")):
+        t = tr[key]
+        val = (f"alpha = {t['value']:.2f}" + (f" +- {t['error']:.2f}" if math.isfinite(t["error"]) else "")
+               + f" (bracket {t['bracket'][0]:g}-{t['bracket'][1]:g})") if math.isfinite(t["value"]) else t["note"]
+        lines.append(f"- {name}: {val}")
+    return "\n".join(lines) + "\n"
+
+
 # ---- main ---------------------------------------------------------------------------------------------------
 
 def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Path | None = None) -> int:
@@ -448,6 +500,18 @@ def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Pa
             trans["strong_down"][a2] = prev_r = r
             print(f"trans SE strong branch, alpha={a2}: heads {np.round(r['head_gaps'], 3)}, test {r['test']:.4f}, "
                   f"obj {r['objective']:.5f}, conv {r['converged']}, {r['seconds']:.0f} s", flush=True)
+    if "stability" in parts:
+        stab = {}
+        for a in (STABILITY_ALPHAS[-1:] if quick else STABILITY_ALPHAS):
+            r = get({"stage": "mh-stability", "alpha": a}, lambda: run_stability(a), True)
+            stab[a] = r
+            print(f"stability alpha={a}: lambda {r['lambda']:.3f}, objective {r['objective']:.5f}, "
+                  f"{r['seconds']:.0f} s", flush=True)
+        saved = json.loads((RESULTS / "transitions.json").read_text())  # the strong branch of transitions-strong
+        text = stability_text(stab, saved)
+        (out / "stability.json").write_text(json.dumps({str(k): v for k, v in stab.items()}))
+        (out / "stability.md").write_text(text)
+        print(text)
     for name, rows in (("linear", lin), ("softmax", soft)):
         if rows:
             (out / f"{name}.json").write_text(json.dumps(rows))
@@ -457,15 +521,17 @@ def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Pa
                                                           "strong": trans.get("strong", {}),
                                                           "strong_down": {str(k): v for k, v in
                                                                           trans.get("strong_down", {}).items()}}))
-    print(write_tables(out, lin, soft, trans, ref))
+    if lin or soft or trans or only_cached:
+        print(write_tables(out, lin, soft, trans, ref))
     return 0
 
 
 def cli(argv: list[str] | None = None) -> int:
     ap = study_parser(HERE, __doc__)
     ap.add_argument("parts", nargs="*", default=["tables"],
-                    help="linear, linear-more (further seeds), softmax, transitions (the SE), transitions-erm, tables (only "
-                         "what is cached)")
+                    help="linear, linear-more (further seeds), softmax, transitions (the SE), transitions-erm, "
+                         "transitions-strong, stability (H = H0 = 3: the eigenvalue and both transition points), "
+                         "tables (only what is cached)")
     ap.add_argument("--quick", action="store_true", help="small sizes and one point per part; writes no results")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/multihead_validation)")
     a = ap.parse_args(argv)
