@@ -20,6 +20,9 @@ Three parts, each cached point by point in the result cache (an interrupted run 
   ERM at ``d = 30`` (2 seeds, 3 starts) at ``alpha = 3.5``, 5 and 7; ``transitions-strong``: the SE at ``alpha = 7``
   started from ERM's mean matched heads, and that specialised branch followed down to ``alpha = 2.5``.
 
+``stability`` -- ``H = H0 = 3``: the unspecialised point's specialisation eigenvalue at ``STABILITY_ALPHAS`` and,
+with ``transitions-strong``'s branch, both transition points by the report figure's rule.
+
 Further seeds of the linear points above the interpolation threshold: ``linear-more`` (15 at ``d = 30``, 5 at
 ``d = 50``), added to the first ones.
 
