@@ -13,7 +13,7 @@ from singlehead.report.verdict import tally, tally_text
 
 
 @click.command()
-@click.option("--quick", "mode", flag_value="quick", default=True, help="Laptop scale: the MP figures at d = 100 (under 10 min on 2 cores).")
+@click.option("--quick", "mode", flag_value="quick", default=True, help="Laptop scale: the MP figures at d = 100 (about 12 min on 2 cores).")
 @click.option("--full", "mode", flag_value="full", help="Paper scale; uses a GPU when present.")
 @click.option("--out", type=click.Path(file_okay=False), default="singlehead-report", show_default=True,
               help="Output folder: report.html, figures/ (PNG, PDF, CSV) and cache/ (resumable).")

@@ -384,7 +384,9 @@ def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) ->
         own[a, "head_M_diag"] = float(np.mean(np.diag(dse)))
         own[a, "head_M_offdiag"] = float(np.mean(dse[off])) if off.any() else 0.0
         own[a, "head_M_mean"] = float(np.mean(dse))  # the entries' errors taken as fully correlated: an upper bound
-    rows["se"] = [math.hypot(s_, np.nan_to_num(own.get((a, q), 0.0))) for s_, a, q in zip(rows.se, rows.cfg_alpha, rows.quantity)]
+    rows["se"] = [math.hypot(s_, np.nan_to_num(own.get((a, q), 0.0)))
+                  for s_, a, q in zip(rows.se, rows.cfg_alpha, rows.quantity)]
+    rows["within"] = (rows.gap <= 2.0 * rows.se + rows.tolerance) & rows.theory_converged  # agreement()'s, new s.e.
     branch = {a: v["ansatz"] for a, v in se.items()}
     rows["quantity"] = [f"seq2lab, H = H0 = {spec.heads}, {branch[a]} point: {q} (s.e. with the SE's own)"
                         for a, q in zip(rows.cfg_alpha, rows.quantity)]
@@ -491,7 +493,8 @@ def multihead_caption(spec: MultiheadSpec, grid: dict[str, Any], res: FigureRun)
     if soft["se"]:
         text += (f" Middle and right: seq2lab with H = H0 = {spec.heads} (kappa = 1), test error and specialisation "
                  "index (mean diagonal minus mean off-diagonal of the matched head_M, over the same of the teachers' "
-                 "overlaps: 0 unspecialised, 1 each head its teacher head). Lines: the experimental state evolution's "
+                 "overlaps: 0 unspecialised, 1 each head its teacher head; at finite d the matching alone makes a "
+                 "fit's index positive where its heads are unspecialised). Lines: the experimental state evolution's "
                  "unspecialised branch and its specialised branch (followed down in alpha while it converges with "
                  f"index above {BRANCH_INDEX:g}); diamonds: L-BFGS at d = {spec.softmax_d} (lowest objective of "
                  "several starts), compared with the branch of lower predicted objective.")

@@ -9,7 +9,7 @@ Every figure is a frozen spec and four functions (grid -> run -> plot -> caption
 jobs (simulations and theory points), runs them through the cached runner, and builds one tidy
 table (one row per run, full config per row) and the agreement numbers.
 
-Presets (:class:`Preset`, one spec per figure): ``quick`` (2 cores, under 10 minutes: small d and few
+Presets (:class:`Preset`, one spec per figure): ``quick`` (2 cores, about 12 minutes: small d and few
 seeds, stated on each figure), ``full`` (paper scale; uses a GPU for the simulations when one is
 present) and ``smoke`` (tests).
 """
