@@ -335,3 +335,28 @@ def test_specialisation_eigenvalue_refuses_an_inadmissible_perturbation_naming_e
     monkeypatch.setattr(theory_module, "admissible", lambda t, Q0: False)
     with pytest.raises(ValueError, match=r"eps=0.1 moves M out of the admissible overlaps"):
         specialisation_eigenvalue(p, o, eps=0.1)
+
+
+def test_the_jackknife_groups_draws_with_their_nodes_and_so_carries_the_quadrature_error():
+    from singlehead.state_evolution.multihead_se.draw_error import jackknife_groups, multihead_draw_jackknife
+    from singlehead.state_evolution.multihead_se.solve import MultiHeadSEMap, default_start, solve_multihead
+
+    assert jackknife_groups(2, 4) == ([[0], [1]], [[0, 1], [2, 3]])
+    assert jackknife_groups(3, 2)[1] is None
+    p = PROBLEM.replace(heads=2, teacher_heads=2)
+    o = MultiHeadOptions(n_points=64, n_scrambles=3, sample_dim=16, sample_draws=3, tol=1e-3)
+    ex = multihead_theory(p, o).extras
+    # groups of one draw and one scramble: the bar is the jackknife's alone (the quadrature's is inside it)
+    assert ex["draw_error_groups"] == "draws and nodes" and ex["test_error_se"] == ex["test_error_draws_se"]
+    # the mechanism: with three copies of one draw only the nodes spread the leave-one-out test errors; with three
+    # copies of one scramble as well nothing does
+    base = MultiHeadSEMap(p, o)
+    one_draw = MultiHeadPriorSample(base.sample.S0[[0, 0, 0]], base.sample.Z[[0, 0, 0]])
+    spreads = []
+    for quad in (base.quad, type(base.quad)(base.quad.nodes[[0, 0, 0]], base.quad.seed)):
+        m = MultiHeadSEMap(p, o, sample=one_draw, quad=quad)
+        sol = solve_multihead(m, "unspecialised", default_start(p, m.Q0, "unspecialised"), tol=1e-3)
+        jk = multihead_draw_jackknife(m, "unspecialised", (sol.Q, sol.M, sol.Sigma))
+        assert jk["groups"] == "draws and nodes" and jk["converged"]
+        spreads.append(jk["test_error_draws_se"])
+    assert spreads[1] < 0.05 * spreads[0]

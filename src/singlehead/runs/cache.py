@@ -39,7 +39,7 @@ __all__ = ["NUMERICS_VERSION", "Cache", "result_key", "value_key", "cache_for_ex
 
 #: The version of the library's numerics, part of every cache key. Bump it (by one) in every
 #: change that alters a result of any route; see the module docstring.
-NUMERICS_VERSION = 7
+NUMERICS_VERSION = 8
 
 
 def result_key(route: str, problem: Any, seed: int | None = None,

@@ -26,7 +26,6 @@ objective.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -210,7 +210,6 @@ def multihead_prior_side(Qhat: np.ndarray, Mhat: np.ndarray, Sigmahat: np.ndarra
     (``tol``, ``max_sweeps``: the block-coordinate descent's, :func:`coupled_shrinkage`)."""
     Qhat, Mhat, Sigmahat = (np.atleast_2d(np.asarray(a, float)) for a in (Qhat, Mhat, Sigmahat))
     D = sample.D
-    H = sample.Z.shape[1]
     R = _sqrtm_psd(Qhat)
     B = np.einsum("hj,rjab->rhab", Mhat, sample.S0) + np.einsum("hl,rlab->rhab", R, sample.Z)
     rank = None if kappa >= 1 else max(1, int(round(kappa * D)))

@@ -112,10 +112,11 @@ class MultiHeadOptions:
     itself once ``r <= 10 tol`` (the steps that decide convergence are those of ``inexact=False``);
     ``track_z``: between the evaluations that run every cold start, the prox's start from ``z`` continues the
     branch it reached in the previous evaluation (``False``: a fresh start from ``z`` in every evaluation);
-    ``draw_errors``: with ``sample_draws >= 2``, the test error's standard error includes the prior draws' sampling
-    error, a jackknife over the draws (``multihead_se.draw_error``; ``sample_draws`` more solves, each started at the
-    fixed point), inflated by the Student-t quantile of its ``sample_draws - 1`` degrees of freedom as the single
-    head's (``extras["test_error_draws_se"]``, ``extras["draws_dof"]``).
+    ``draw_errors``: with ``sample_draws >= 2``, the test error's standard error is the sampling error of the fixed
+    point, a jackknife over groups of one draw and ``n_scrambles/sample_draws`` node scrambles (over the draws alone
+    where ``n_scrambles`` is not a multiple of ``sample_draws``; ``multihead_se.draw_error``; ``sample_draws`` more
+    solves, each started at the fixed point), inflated by the Student-t quantile of its ``sample_draws - 1`` degrees
+    of freedom as the single head's (``extras["test_error_draws_se"]``, ``extras["draws_dof"]``).
     ``coarse``: the fixed point is first approached on a coarse design and finished on the full one by
     quasi-Newton steps (:func:`solve_coarse_to_fine`; ``False``: the Anderson iteration on the full design
     from the start, ``solve_multihead``). Either way the result is a point of the full design's map that

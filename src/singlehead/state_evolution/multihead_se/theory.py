@@ -42,9 +42,10 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     (student heads matched to teacher heads as a simulation's, ``match_heads``; ``head_order``),
     the conjugates ``Qhat``, ``Mhat``, ``Sigmahat``, ``objective`` (train error + penalty/alpha, the predicted ERM
     objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
-    the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se``: the quadrature's, with
-    ``draw_errors`` and it converged also the prior draws' (``test_error_quadrature_se``, ``test_error_draws_se``,
-    ``draws_dof``; ``MultiHeadOptions``).
+    the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se``: the quadrature's at the fixed point;
+    with ``draw_errors`` and it converged, the grouped jackknife's over the prior draws and the output nodes
+    (:mod:`.draw_error`; ``test_error_draws_se``, ``draws_dof``, ``draw_error_groups``), or, where the groups are
+    the draws alone, that added in quadrature to the quadrature's (``test_error_quadrature_se``).
     """
     return _solve_point(problem, options if options is not None else MultiHeadOptions(), verbose=verbose)[2]
 
@@ -72,9 +73,12 @@ def _solve_point(problem: Problem, o: MultiHeadOptions, *, verbose: bool = False
     if o.draw_errors and o.sample_draws > 1 and sol.converged:
         jk = multihead_draw_jackknife(se_map, ansatz, (sol.Q, sol.M, sol.Sigma), chord_matrix=sol.chord_matrix)
         dse = jk["test_error_draws_se"] * t_quantile_975(jk["draws_dof"]) / t_quantile_975(math.inf)
-        draws = {"test_error_draws_se": dse, "draws_dof": jk["draws_dof"], "draw_error_evaluations": jk["evaluations"],
-                 "draw_error_converged": jk["converged"], "test_error_quadrature_se": te["test_error_se"]}
-        te["test_error_se"] = math.hypot(te["test_error_se"], dse)
+        draws = {"test_error_draws_se": dse, "draws_dof": jk["draws_dof"], "draw_error_groups": jk["groups"],
+                 "draw_error_evaluations": jk["evaluations"], "draw_error_converged": jk["converged"],
+                 "test_error_quadrature_se": te["test_error_se"]}
+        # groups with their nodes carry the quadrature's error already (through the fixed point, which amplifies
+        # it); draws alone leave the quadrature's error of the test-error integral to be added
+        te["test_error_se"] = dse if jk["groups"] == "draws and nodes" else math.hypot(te["test_error_se"], dse)
     q, m, q0 = float(Q.mean()), float(M.mean()), float(Q0.mean())
     penalty = problem.lam * float(np.sum(sol.prior.traces))
     tr = sol.prior.per_draw["traces"].sum(axis=1)
