@@ -115,7 +115,8 @@ class MultiheadSpec(FigureSpec):
     @classmethod
     def smoke(cls) -> "MultiheadSpec":
         return cls(ds=(12, 16), seeds=(2, 2), alphas_sim=(1.0,), alphas_theory=(0.5, 1.0, 2.0), n_test=300,
-                   softmax_alphas=(1.0,), transition_alphas=(1.0, 2.0), softmax_d=12, softmax_seeds=2, softmax_starts=1, se_sample_dim=24,
+                   softmax_alphas=(1.0,), transition_alphas=(1.0, 2.0), softmax_d=12, softmax_seeds=2,
+                   softmax_starts=1, se_sample_dim=24,
                    se_draws=1, se_points=128, se_scrambles=2, se_max_iter=6)
 
     def se_options(self) -> MultiHeadOptions:
@@ -233,7 +234,8 @@ def transitions(alphas: list[float], unspec: dict[float, dict[str, Any]], spec: 
             continue
         if diff[hi] >= 0:
             cr = {"value": math.nan, "bracket": None, "error": math.nan,
-                  "note": f"above the grid (the specialised branch is not below the unspecialised point at alpha = {hi:g})"}
+                  "note": "above the grid (the specialised branch is not below the unspecialised point at "
+                          f"alpha = {hi:g})"}
             break
         if lo not in diff:
             cr = {"value": math.nan, "bracket": (lo, hi), "error": math.nan,

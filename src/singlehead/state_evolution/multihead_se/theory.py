@@ -44,8 +44,8 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
     the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se``: the quadrature's at the fixed point;
     with ``draw_errors`` and it converged, the grouped jackknife's over the prior draws and the output nodes
-    (:mod:`.draw_error`; ``test_error_draws_se``, ``draws_dof``, ``draw_error_groups``), or, where the groups are
-    the draws alone, that added in quadrature to the quadrature's (``test_error_quadrature_se``).
+    (``multihead_se.draw_error``; ``test_error_draws_se``, ``draws_dof``, ``draw_error_groups``), or, where the
+    groups are the draws alone, that added in quadrature to the quadrature's (``test_error_quadrature_se``).
     """
     return _solve_point(problem, options if options is not None else MultiHeadOptions(), verbose=verbose)[2]
 
