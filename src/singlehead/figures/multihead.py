@@ -18,7 +18,7 @@ specialisation index, and the per-head overlaps after matching the student heads
 (``head_M``: the mean of its diagonal, student head with its own teacher head, and of its
 off-diagonal), each compared with the fixed point of lower predicted objective. Their tolerance is wider
 (stated on the rows): the sampled prior's finite-size bias, one ``d``, and a theory that is experimental
-(docs: Multi-head attention); their standard error includes the SE's own (quadrature, prior draws).
+(docs: Multi-head attention); their standard error includes the SE's own (prior draws and nodes).
 """
 
 from __future__ import annotations
@@ -374,10 +374,10 @@ def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) ->
                   "specialised": ["test_error", "head_M_diag", "head_M_offdiag"]}
     rows = pd.concat([agreement(sim[sim.cfg_alpha.isin(th.cfg_alpha[th.branch == b])], th[th.branch == b],
                                 ["cfg_alpha"], qs, rel=_SOFTMAX_TOL_REL, reason=reason,
-                                tol_abs={"test_error": 0.003, "head_M_diag": 0.02, "head_M_offdiag": 0.02,
+                                tol_abs={"test_error": 0.001, "head_M_diag": 0.02, "head_M_offdiag": 0.02,
                                          "head_M_mean": 0.02})
                       for b, qs in quantities.items() if (th.branch == b).any()], ignore_index=True)
-    # the SE's own error (quadrature and prior draws) joins the seeds' in each row's standard error
+    # the SE's own error (its prior draws and nodes) joins the seeds' in each row's standard error
     # (one prior draw has no draw error: those parts count as 0)
     own = {(a, "test_error"): v["test_error_se"] for a, v in se.items()}
     for a, v in se.items():
