@@ -280,6 +280,26 @@ def test_agreement_declares_its_tolerance_and_the_seed_count():
     assert floors.tolerance.tolist() == pytest.approx([0.01, 0.01])
 
 
+def test_agreement_joins_the_theorys_own_standard_error_in_quadrature():
+    import math
+
+    import pandas as pd
+
+    from singlehead.report.compare import agreement
+
+    sim = pd.DataFrame({"cfg_alpha": [1.0] * 4 + [2.0] * 4,
+                        "test_error": [0.200, 0.204, 0.208, 0.212, 0.100, 0.101, 0.102, 0.103]})
+    theory = pd.DataFrame({"cfg_alpha": [1.0, 2.0], "test_error": [0.190, 0.100],
+                           "test_error_own": [0.005, float("nan")]})
+    seeds = agreement(sim, theory, ["cfg_alpha"], ["test_error"]).set_index("cfg_alpha")
+    both = agreement(sim, theory, ["cfg_alpha"], ["test_error"],
+                     theory_se={"test_error": "test_error_own"}).set_index("cfg_alpha")
+    assert both.loc[1.0, "se"] == pytest.approx(math.hypot(seeds.loc[1.0, "se"], 0.005))
+    assert both.loc[2.0, "se"] == seeds.loc[2.0, "se"]  # no own error (nan): the seeds' alone
+    # the fixed-level check uses the joined error: gap 0.016 > 2 x 0.0026 + 0.0057, but < 2 x 0.0056 + 0.0057
+    assert not seeds.loc[1.0, "within"] and both.loc[1.0, "within"]
+
+
 def test_agreement_refuses_an_unconverged_theory_point():
     import pandas as pd
 

@@ -47,7 +47,7 @@ from singlehead.runs import Cache, cached
 from singlehead.runs.reference import reference_seconds
 from singlehead.sim.simulation import TrainOptions
 from singlehead.state_evolution.multihead import effective_single_head
-from singlehead.figures.multihead import transitions
+from singlehead.figures.multihead import transition_text, transitions
 from singlehead.state_evolution.multihead_se import (
     MultiHeadOptions,
     MultiHeadSEMap,
@@ -395,10 +395,7 @@ def stability_text(stab: dict[float, dict], trans: dict) -> str:
                      + (f"{v['specialisation']:.2f}, {v['objective']:.5f} +- {v['objective_se']:.5f}"
                         f"{'' if v['converged'] else ' (not converged)'}" if v else "-") + " |")
     for key, name in (("crossing", "objective crossing"), ("stability", "loss of stability (eigenvalue 1)")):
-        t = tr[key]
-        val = (f"alpha = {t['value']:.2f}" + (f" +- {t['error']:.2f}" if math.isfinite(t["error"]) else "")
-               + f" (bracket {t['bracket'][0]:g}-{t['bracket'][1]:g})") if math.isfinite(t["value"]) else t["note"]
-        lines.append(f"- {name}: {val}")
+        lines.append(f"- {name}: {transition_text(tr[key])}")
     return "\n".join(lines) + "\n"
 
 

@@ -152,6 +152,12 @@ def _head(rec: dict[str, Any], key: str = "head_M") -> np.ndarray:
     return np.asarray(m, dtype=float)
 
 
+def overlap_summary(M: np.ndarray) -> dict[str, float]:
+    """``head_M_diag``, ``head_M_offdiag`` (:func:`diag_offdiag`) and ``head_M_mean`` of a square overlap matrix."""
+    d, off = diag_offdiag(M)
+    return {"head_M_diag": d, "head_M_offdiag": off, "head_M_mean": float(np.mean(M))}
+
+
 def diag_offdiag(M: np.ndarray) -> tuple[float, float]:
     """Mean diagonal and mean off-diagonal entry of a square ``M`` (``nan`` off the diagonal for one head)."""
     n = M.shape[0]
@@ -320,7 +326,7 @@ def multihead_run(ctx: Context, spec: MultiheadSpec, grid: dict[str, Any]) -> Fi
     tr = soft["transitions"]
     if tr:
         notes.append("Transitions of the softmax part (H = H0): " + "; ".join(
-            f"{name} {_transition_text(tr[key])}" for key, name in (
+            f"{name} {transition_text(tr[key])}" for key, name in (
                 ("crossing", "objective crossing (specialised below unspecialised)"),
                 ("stability", "loss of stability of the unspecialised point (eigenvalue 1)"))) + ". The SE's "
             "fixed points are those of two symmetric ansätze: a fixed point outside them (heads specialised "
@@ -358,14 +364,18 @@ def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) ->
     raw = ctx.run(ctx.sim_jobs(problems, seeds=spec.softmax_seeds, n_test=spec.n_test, n_starts=spec.softmax_starts),
                   "L-BFGS: seq2lab, two heads")
     sim = records_to_frame(raw, drop=_ARRAYS)
-    dm = [diag_offdiag(_head(r)) for r in raw]
-    sim["head_M_diag"], sim["head_M_offdiag"] = [x[0] for x in dm], [x[1] for x in dm]
-    sim["head_M_mean"] = [float(np.mean(_head(r))) for r in raw]
+    for k, col in pd.DataFrame([overlap_summary(_head(r)) for r in raw]).items():
+        sim[k] = col.to_numpy()
     sim["specialisation"] = [specialisation_index(_head(r), _head(r, "head_Q0")) for r in raw]
+    # the SE's own error (its prior draws and nodes) joins the seeds' in each row's standard error; for the
+    # overlaps, the summary of the entries' draw errors (their mean: the entries taken as fully correlated, an upper
+    # bound); one prior draw has no draw error, counted as 0
     th = pd.DataFrame([{"cfg_alpha": a, "test_error": v["test_error"], "converged": v["converged"],
-                        "head_M_diag": diag_offdiag(np.asarray(v["head_M"]))[0],
-                        "head_M_offdiag": diag_offdiag(np.asarray(v["head_M"]))[1],
-                        "head_M_mean": float(np.mean(v["head_M"])), "branch": v["ansatz"]} for a, v in se.items()])
+                        **overlap_summary(np.asarray(v["head_M"])), "branch": v["ansatz"],
+                        "test_error_own_se": v["test_error_se"],
+                        **{f"{k}_own_se": x for k, x in
+                           overlap_summary(np.asarray(v["head_M_draw_se"], dtype=float)).items()}}
+                       for a, v in se.items()])
     reason = (f"experimental SE: sampled prior at D = {spec.se_sample_dim} (its finite-D bias), one d = "
               f"{spec.softmax_d} (no extrapolation), and a fixed point of a symmetric ansatz (the lower objective)")
     # at the unspecialised point the matched diagonal exceeds the off-diagonal at finite d by the matching alone
@@ -375,20 +385,8 @@ def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) ->
     rows = pd.concat([agreement(sim[sim.cfg_alpha.isin(th.cfg_alpha[th.branch == b])], th[th.branch == b],
                                 ["cfg_alpha"], qs, rel=_SOFTMAX_TOL_REL, reason=reason,
                                 tol_abs={"test_error": 0.001, "head_M_diag": 0.02, "head_M_offdiag": 0.02,
-                                         "head_M_mean": 0.02})
+                                         "head_M_mean": 0.02}, theory_se={q: f"{q}_own_se" for q in qs})
                       for b, qs in quantities.items() if (th.branch == b).any()], ignore_index=True)
-    # the SE's own error (its prior draws and nodes) joins the seeds' in each row's standard error
-    # (one prior draw has no draw error: those parts count as 0)
-    own = {(a, "test_error"): v["test_error_se"] for a, v in se.items()}
-    for a, v in se.items():
-        dse = np.nan_to_num(np.asarray(v["head_M_draw_se"], dtype=float))
-        off = ~np.eye(*dse.shape, dtype=bool)
-        own[a, "head_M_diag"] = float(np.mean(np.diag(dse)))
-        own[a, "head_M_offdiag"] = float(np.mean(dse[off])) if off.any() else 0.0
-        own[a, "head_M_mean"] = float(np.mean(dse))  # the entries' errors taken as fully correlated: an upper bound
-    rows["se"] = [math.hypot(s_, np.nan_to_num(own.get((a, q), 0.0)))
-                  for s_, a, q in zip(rows.se, rows.cfg_alpha, rows.quantity)]
-    rows["within"] = (rows.gap <= 2.0 * rows.se + rows.tolerance) & rows.theory_converged  # agreement()'s, new s.e.
     branch = {a: v["ansatz"] for a, v in se.items()}
     rows["quantity"] = [f"seq2lab, H = H0 = {spec.heads}, {branch[a]} point: {q} (s.e. with the SE's own)"
                         for a, q in zip(rows.cfg_alpha, rows.quantity)]
@@ -405,7 +403,7 @@ def _softmax_part(ctx: Context, spec: MultiheadSpec, problems: list[Problem]) ->
     return {"se": se, "unspec": un, "spec": sp, "transitions": trans, "sim": sim, "rows": rows, "table": table}
 
 
-def _transition_text(t: dict[str, Any]) -> str:
+def transition_text(t: dict[str, Any]) -> str:
     """A transition point as text: its value with error and bracket, or why there is none."""
     if math.isfinite(t["value"]):
         err = f" +- {t['error']:.2f}" if math.isfinite(t["error"]) else ""
@@ -502,8 +500,8 @@ def multihead_caption(spec: MultiheadSpec, grid: dict[str, Any], res: FigureRun)
                  "several starts), compared with the branch of lower predicted objective.")
         tr = soft["transitions"]
         if tr:
-            text += (" Dashed: the objective crossing, " + _transition_text(tr["crossing"]) + "; dotted: the "
-                     "unspecialised point's loss of stability, " + _transition_text(tr["stability"]) + " (shaded: "
+            text += (" Dashed: the objective crossing, " + transition_text(tr["crossing"]) + "; dotted: the "
+                     "unspecialised point's loss of stability, " + transition_text(tr["stability"]) + " (shaded: "
                      "their errors).")
     return text
 

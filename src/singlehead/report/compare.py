@@ -56,7 +56,8 @@ def sim_summary(df: pd.DataFrame, by: list[str], quantities: list[str],
 
 def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities: list[str],
               n_se: float = 2.0, rel: float = DEFAULT_ALLOWANCE, spread_from: pd.DataFrame | None = None,
-              tol_abs: float | dict[str, float] = DEFAULT_TOL_ABS, reason: str = DEFAULT_TOL_REASON) -> pd.DataFrame:
+              tol_abs: float | dict[str, float] = DEFAULT_TOL_ABS, reason: str = DEFAULT_TOL_REASON,
+              theory_se: dict[str, str] | None = None) -> pd.DataFrame:
     """Compare seed-averaged simulations with theory at matching ``by`` keys.
 
     Each row has the gap ``|simulation mean - theory|``, its standard error ``se`` (the seed
@@ -68,13 +69,16 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
     ``gap <= n_se se + tolerance`` (validation scripts use it; the report replaces it by the verdict).
     ``spread_from``: the seed spread is estimated on these runs. A theory row whose state
     evolution did not converge (``converged`` column False) never counts as agreement: its rows
-    get ``within = False`` and ``theory_converged = False``.
+    get ``within = False`` and ``theory_converged = False``. ``theory_se``: per quantity, the column of
+    ``theory`` holding the theory's own standard error (a sampled state evolution's), joined in quadrature with
+    the seeds' in ``se`` (``nan`` counts as 0).
     """
     summ = sim_summary(sim, by, quantities, spread_from)
     spread = (sim if spread_from is None else spread_from).groupby(by).size().rename("spread_n").reset_index()
     summ = summ.merge(spread, on=by, how="left")
     conv = "converged" in theory.columns
-    th = theory[by + quantities + (["converged"] if conv else [])].copy()
+    own = dict(theory_se or {})
+    th = theory[by + quantities + list(dict.fromkeys(own.values())) + (["converged"] if conv else [])].copy()
     if conv:
         th = th.rename(columns={"converged": "theory_converged"})
     merged = summ.merge(th, on=by, how="inner")
@@ -85,6 +89,8 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
         for q in quantities:
             t, m, s = float(r[q]), float(r[f"{q}_mean"]), float(r[f"{q}_se"])
             s = 0.0 if math.isnan(s) else s
+            if q in own:
+                s = math.hypot(s, float(np.nan_to_num(float(r[own[q]]))))
             floor = float(tol_abs[q] if isinstance(tol_abs, dict) else tol_abs)
             tol = float(tolerance(t, rel, floor))
             row = {**{b: r[b] for b in by}, "quantity": q, "theory": t, "simulation": m, "se": s,
