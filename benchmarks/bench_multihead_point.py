@@ -1,18 +1,18 @@
 """Benchmark: wall time of one point of the multi-head softmax state evolution, beside the reference workload.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_multihead_point.py [--repeats 2] [--profile] [--anderson]``.
+Run: ``python benchmarks/bench_multihead_point.py [--repeats 2] [--profile] [--anderson] [--serial]``.
 
 Points: seq2lab, ``T = 2``, ``H = H0 = 2``, MP teachers ``kappa0 = 0.5``, ``lam = 0.01``, noise 0.5, default
 :class:`~singlehead.state_evolution.multihead_se.MultiHeadOptions` (``D = 100`` x 4 draws, ``4 x 1024`` nodes):
 ``alpha = 1`` unspecialised and ``alpha = 2`` specialised from the default start, and ``alpha = 1.25``
 unspecialised started from the ``alpha = 1`` fixed point (a curve's next point). Printed: the reference workload
-(:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, and per point
-the median wall time, the full design's map evaluations (then the coarse design's, ``+Nc``, and the draw
+(:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, the threads a point runs on (``MultiHeadOptions.threads``: the thread policy's allotment,
+:func:`singlehead.runs.threads.configure` with one worker, i.e. every core), and per point the median wall time, the full design's map evaluations (then the coarse design's, ``+Nc``, and the draw
 jackknife's, ``+Nj``), the test error,
 objective, overlaps and the specialisation index. ``--anderson``: each point also with ``coarse=False`` (the
 Anderson iteration on the full design from the start, the solver before the coarse-to-fine one), its numbers
 beside. ``--profile``: a cProfile of one solve of the first point, its 25 most expensive functions (cumulative
-time).
+time). ``--serial``: each point also on one thread (``threads=1``; the numbers are the same, only the time differs).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ import statistics
 import time
 
 from singlehead import MPTarget, Problem
+from singlehead.numerics.thread_map import blas_threads
 from singlehead.runs.reference import reference_seconds
+from singlehead.runs.threads import configure
 from singlehead.state_evolution.multihead_se import MultiHeadOptions, multihead_theory
 
 BASE = Problem(T=2, channel="seq2lab", target=MPTarget(kappa0=0.5), lam=0.01, noise=0.5, heads=2, teacher_heads=2)
@@ -57,8 +59,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--anderson", action="store_true", help="also run each point with coarse=False")
+    ap.add_argument("--serial", action="store_true", help="also run each point on one thread")
     args = ap.parse_args()
-    print(f"reference workload: {reference_seconds():.3f} s", flush=True)
+    configure()
+    print(f"reference workload: {reference_seconds():.3f} s; threads per point: {blas_threads()}", flush=True)
     if args.profile:
         p, o = next(iter(POINTS.values()))
         prof = cProfile.Profile()
@@ -74,6 +78,9 @@ def main() -> None:
         if args.anderson:
             t, r = _timed(p, dataclasses.replace(o, coarse=False), args.repeats)
             print(_line("  coarse=False        ", t, r), flush=True)
+        if args.serial:
+            t, r = _timed(p, dataclasses.replace(o, threads=1), args.repeats)
+            print(_line("  one thread          ", t, r), flush=True)
     start = tuple(r1.extras[k] for k in ("head_Q", "head_M", "head_Sigma"))
     p, o = BASE.replace(alpha=1.25), MultiHeadOptions(ansatz="unspecialised", start=start)
     t, r = _timed(p, o, args.repeats)
@@ -81,6 +88,9 @@ def main() -> None:
     if args.anderson:
         t, r = _timed(p, dataclasses.replace(o, coarse=False), args.repeats)
         print(_line("  coarse=False          ", t, r), flush=True)
+    if args.serial:
+        t, r = _timed(p, dataclasses.replace(o, threads=1), args.repeats)
+        print(_line("  one thread            ", t, r), flush=True)
     print(f"reference workload: {reference_seconds():.3f} s")
 
 

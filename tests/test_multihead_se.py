@@ -155,6 +155,7 @@ def test_match_heads_puts_the_largest_overlaps_on_the_diagonal():
     ("damping", 0.0, r"damping must be in \(0, 1\] \(got 0.0\)"),
     ("history", -1, r"history must be an integer >= 0"),
     ("tol", float("nan"), r"tol must be a finite number > 0"),
+    ("threads", 0, r"threads must be None or an integer >= 1 \(got 0\)"),
 ])
 def test_options_refuse_out_of_range_values_naming_them(field, value, match):
     with pytest.raises(ValueError, match=match):
@@ -360,3 +361,42 @@ def test_the_jackknife_groups_draws_with_their_nodes_and_so_carries_the_quadratu
         assert jk["groups"] == "draws and nodes" and jk["converged"]
         spreads.append(jk["test_error_draws_se"])
     assert spreads[1] < 0.05 * spreads[0]
+
+
+def test_the_denoiser_on_several_threads_gives_the_serial_numbers_bit_for_bit():
+    # the groups of draws sweep in step and stop together: the same operations, in the same order, as one loop
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((5, 2, 20, 20))
+    B = (A + np.swapaxes(A, -1, -2)) / math.sqrt(40)
+    Sh = np.array([[0.13, 0.11], [0.11, 0.13]])
+    S1, n1, ok1 = coupled_shrinkage(B, Sh, 0.02, tol=1e-8)
+    for threads in (2, 3, 8):
+        S, n, ok = coupled_shrinkage(B, Sh, 0.02, tol=1e-8, threads=threads)
+        assert (n, ok) == (n1, ok1) and np.array_equal(S, S1)
+    assert ok1 and n1 > 5  # coupled heads: several sweeps, so the groups' common stop is exercised
+
+
+def test_an_error_in_one_group_of_the_threaded_denoiser_is_raised_not_a_deadlock(monkeypatch):
+    from singlehead.state_evolution.multihead_se import prior
+
+    real = prior._shrink
+
+    def failing(A, tau, rank):
+        if A.shape[0] == 1:  # the last group holds one instance
+            raise FloatingPointError("group failed")
+        return real(A, tau, rank)
+
+    monkeypatch.setattr(prior, "_shrink", failing)
+    B = np.zeros((3, 2, 4, 4)) + np.eye(4)
+    with pytest.raises(FloatingPointError, match="group failed"):
+        coupled_shrinkage(B, np.eye(2), 0.02, threads=2)
+
+
+def test_a_multihead_point_on_two_threads_equals_the_one_thread_point():
+    # prior side in step over the draws, jackknife groups side by side; BLAS held at one thread either way
+    o = MultiHeadOptions(ansatz="unspecialised", n_points=128, n_scrambles=2, sample_dim=20, sample_draws=2, tol=1e-3)
+    a, b = (multihead_theory(PROBLEM.replace(heads=2, teacher_heads=2), dataclasses.replace(o, threads=t))
+            for t in (1, 2))
+    assert a.converged and a.extras["draw_error_evaluations"] > 0
+    assert a.test_error == b.test_error and a.extras["test_error_se"] == b.extras["test_error_se"]
+    np.testing.assert_array_equal(a.extras["head_M"], b.extras["head_M"])

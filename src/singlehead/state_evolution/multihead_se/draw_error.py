@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from singlehead.numerics.thread_map import thread_map
 from singlehead.state_evolution.multihead_se.output import multihead_test_errors
 from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample
 from singlehead.state_evolution.multihead_se.solve import MultiHeadSEMap, chord_solve, solve_multihead
@@ -83,7 +84,9 @@ def _without(se_map: MultiHeadSEMap, draws: list[int], scrambles: list[int] | No
     # counts its own evaluations, so its cold starts come after union_every of them, not at the solve's count
     sub.calls = 0
     # solved to a relative change ``tol``: the denoiser to ``tol/100`` suffices (not the solve's ``prior_tol``)
-    sub.options = dataclasses.replace(se_map.options, prior_tol=max(se_map.options.prior_tol, 1e-2 * tol))
+    # (and on one thread: the jackknife runs the groups' solves side by side instead)
+    sub.options = dataclasses.replace(se_map.options, prior_tol=max(se_map.options.prior_tol, 1e-2 * tol),
+                                      threads=1)
     return sub
 
 
@@ -95,7 +98,9 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
     Parameters
     ----------
     se_map : MultiHeadSEMap
-        The solved problem's map (its draws, nodes, prox branches and denoiser solutions; left unchanged).
+        The solved problem's map (its draws, nodes, prox branches and denoiser solutions; left unchanged). The
+        ``G`` solves run on its ``options.threads`` threads (BLAS held at one thread by the caller), each of them
+        on one.
     ansatz : str
         The ansatz the fixed point was solved in.
     x : tuple of arrays
@@ -123,8 +128,8 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
         return {"test_error_draws_se": math.nan, "draws_dof": 0, "groups": "draws", "leave_one_out": [],
                 "evaluations": 0, "converged": True}
     draw_groups, scramble_groups = jackknife_groups(R, se_map.quad.n_scrambles)
-    values, evaluations, converged = [], 0, True
-    for g in range(len(draw_groups)):
+
+    def leave_out(g: int) -> tuple[float, int, bool]:
         keep_d = [r for h, grp in enumerate(draw_groups) if h != g for r in grp]
         keep_s = None if scramble_groups is None else [s for h, grp in enumerate(scramble_groups) if h != g
                                                        for s in grp]
@@ -135,10 +140,14 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
         else:
             sol = solve_multihead(sub, ansatz, x, damping=se_map.options.damping, tol=tol, max_iter=max_iter,
                                   history=se_map.options.history)
-        evaluations += sol.evaluations
-        converged &= sol.converged
-        values.append(multihead_test_errors(sol.Q, sol.M, problem=se_map.problem, Q0=sub.Q0,
-                                            quad=sub.quad)["test_error"])
+        te = multihead_test_errors(sol.Q, sol.M, problem=se_map.problem, Q0=sub.Q0, quad=sub.quad)["test_error"]
+        return te, sol.evaluations, sol.converged
+
+    # the groups' solves are independent (each its own copy of the map): side by side on the map's threads
+    solved = thread_map(leave_out, range(len(draw_groups)), se_map.options.threads or 1)
+    values = [v[0] for v in solved]
+    evaluations = sum(v[1] for v in solved)
+    converged = all(v[2] for v in solved)
     t = np.array(values)
     G = t.size
     se = float(math.sqrt((G - 1) / G * np.sum((t - t.mean()) ** 2)))

@@ -33,11 +33,13 @@ objective is still bounded below on the PSD cone if the off-diagonal ``Sigmahat`
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from singlehead.numerics.thread_map import thread_map
 from singlehead.state_evolution.untied.teachers import law_quantiles
 
 __all__ = ["MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage", "multihead_prior_side",
@@ -149,7 +151,7 @@ def sor_relaxation(Sigmahat: np.ndarray) -> float:
 
 def coupled_shrinkage(B: np.ndarray, Sigmahat: np.ndarray, tau: float, *, rank: int | None = None,
                       warm: np.ndarray | None = None, tol: float = 1e-9, max_sweeps: int = 5000,
-                      relax: float | None = 1.5) -> tuple[np.ndarray, int, bool]:
+                      relax: float | None = 1.5, threads: int = 1) -> tuple[np.ndarray, int, bool]:
     """Block-coordinate descent for ``argmin (1/2) sum Sigmahat_hh' <S_h, S_h'> - sum <S_h, B_h> + tau sum Tr S_h``.
 
     Parameters
@@ -174,6 +176,12 @@ def coupled_shrinkage(B: np.ndarray, Sigmahat: np.ndarray, tau: float, *, rank: 
         path of the outer iteration, and with the SOR factor specialised solves ended on the unspecialised
         branch or did not converge for draws where 1.5 reaches the specialised fixed point.
 
+    threads : int
+        The ``R`` instances are swept in that many contiguous groups on as many threads, in step: every group
+        ends each sweep before any starts the next, and all stop at the first sweep after which no head of any
+        instance moved by more than ``tol``, as the serial loop does. The caller holds BLAS at one thread
+        (:mod:`singlehead.numerics.thread_map`).
+
     Returns
     -------
     S : (R, H, D, D) array, sweeps, converged
@@ -184,18 +192,50 @@ def coupled_shrinkage(B: np.ndarray, Sigmahat: np.ndarray, tau: float, *, rank: 
         raise ValueError(f"Sigmahat must be ({H}, {H}) with a positive diagonal (got {Sh})")
     S = np.zeros_like(B) if warm is None else np.array(warm, float)
     relax = sor_relaxation(Sh) if relax is None else float(relax)
-    for sweep in range(1, max_sweeps + 1):
-        worst = 0.0
-        for h in range(H):
-            grad = np.einsum("k,rkab->rab", Sh[h], S) - B[:, h]
-            new = _shrink(S[:, h] - relax * grad / Sh[h, h], relax * tau / Sh[h, h], rank)
-            step = np.sqrt(np.sum((new - S[:, h]) ** 2, axis=(-2, -1)))
-            size = np.sqrt(np.sum(new**2, axis=(-2, -1)))
-            worst = max(worst, float(np.max(step / np.maximum(size, 1e-300) * (size > 0))))
-            S[:, h] = new
-        if worst <= tol:
-            return S, sweep, True
-    return S, max_sweeps, False
+    groups = [slice(int(p[0]), int(p[-1]) + 1) for p in np.array_split(np.arange(B.shape[0]), threads) if p.size]
+    if len(groups) == 1:
+        for sweep in range(1, max_sweeps + 1):
+            if _sweep(S, B, Sh, tau, relax, rank) <= tol:
+                return S, sweep, True
+        return S, max_sweeps, False
+    worst = np.zeros(len(groups))
+    barrier = threading.Barrier(len(groups))
+
+    def run(k: int) -> tuple[int, bool] | BaseException:
+        try:
+            for sweep in range(1, max_sweeps + 1):
+                worst[k] = _sweep(S[groups[k]], B[groups[k]], Sh, tau, relax, rank)  # views: S updated in place
+                barrier.wait()
+                done = float(worst.max()) <= tol
+                barrier.wait()  # every group has read ``worst`` before the next sweep writes it
+                if done:
+                    return sweep, True
+            return max_sweeps, False
+        except threading.BrokenBarrierError as exc:  # another group failed: its error is the one raised
+            return exc
+        except BaseException as exc:
+            barrier.abort()
+            return exc
+
+    out = thread_map(run, range(len(groups)), len(groups))
+    errors = [e for e in out if isinstance(e, BaseException)]
+    if errors:
+        raise next((e for e in errors if not isinstance(e, threading.BrokenBarrierError)), errors[0])
+    return S, out[0][0], out[0][1]
+
+
+def _sweep(S: np.ndarray, B: np.ndarray, Sh: np.ndarray, tau: float, relax: float, rank: int | None) -> float:
+    """One block-coordinate sweep over the heads of the instances ``S`` (updated in place); the largest relative
+    step of a head."""
+    worst = 0.0
+    for h in range(B.shape[1]):
+        grad = np.einsum("k,rkab->rab", Sh[h], S) - B[:, h]
+        new = _shrink(S[:, h] - relax * grad / Sh[h, h], relax * tau / Sh[h, h], rank)
+        step = np.sqrt(np.sum((new - S[:, h]) ** 2, axis=(-2, -1)))
+        size = np.sqrt(np.sum(new**2, axis=(-2, -1)))
+        worst = max(worst, float(np.max(step / np.maximum(size, 1e-300) * (size > 0))))
+        S[:, h] = new
+    return worst
 
 
 def _sqrtm_psd(A: np.ndarray) -> np.ndarray:
@@ -205,15 +245,16 @@ def _sqrtm_psd(A: np.ndarray) -> np.ndarray:
 
 def multihead_prior_side(Qhat: np.ndarray, Mhat: np.ndarray, Sigmahat: np.ndarray, *, lam: float, kappa: float,
                          sample: MultiHeadPriorSample, warm: np.ndarray | None = None,
-                         tol: float = 1e-9, max_sweeps: int = 5000) -> MultiHeadPriorSide:
+                         tol: float = 1e-9, max_sweeps: int = 5000, threads: int = 1) -> MultiHeadPriorSide:
     """``(Qhat, Mhat, Sigmahat) -> (Q, M, Sigma)`` of the module docstring, on the draws of ``sample``
-    (``tol``, ``max_sweeps``: the block-coordinate descent's, :func:`coupled_shrinkage`)."""
+    (``tol``, ``max_sweeps``, ``threads``: the block-coordinate descent's, :func:`coupled_shrinkage`)."""
     Qhat, Mhat, Sigmahat = (np.atleast_2d(np.asarray(a, float)) for a in (Qhat, Mhat, Sigmahat))
     D = sample.D
     R = _sqrtm_psd(Qhat)
     B = np.einsum("hj,rjab->rhab", Mhat, sample.S0) + np.einsum("hl,rlab->rhab", R, sample.Z)
     rank = None if kappa >= 1 else max(1, int(round(kappa * D)))
-    S, sweeps, ok = coupled_shrinkage(B, Sigmahat, 2.0 * lam, rank=rank, warm=warm, tol=tol, max_sweeps=max_sweeps)
+    S, sweeps, ok = coupled_shrinkage(B, Sigmahat, 2.0 * lam, rank=rank, warm=warm, tol=tol, max_sweeps=max_sweeps,
+                                      threads=threads)
     Q = np.einsum("rhab,rkab->rhk", S, S) / D
     M = np.einsum("rhab,rjab->rhj", S, sample.S0) / D
     Q0 = np.einsum("rjab,rkab->rjk", sample.S0, sample.S0) / D

@@ -16,6 +16,7 @@ import numpy as np
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.model.validation import check, finite
+from singlehead.numerics.thread_map import blas_threads, single_blas_thread
 from singlehead.state_evolution.block_map import t_quantile_975
 from singlehead.state_evolution.multihead_se.draw_error import multihead_draw_jackknife
 from singlehead.state_evolution.multihead_se.output import multihead_test_errors
@@ -47,7 +48,14 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     (``multihead_se.draw_error``; ``test_error_draws_se``, ``draws_dof``, ``draw_error_groups``), or, where the
     groups are the draws alone, that added in quadrature to the quadrature's (``test_error_quadrature_se``).
     """
-    return _solve_point(problem, options if options is not None else MultiHeadOptions(), verbose=verbose)[2]
+    o = _with_threads(options if options is not None else MultiHeadOptions())
+    with single_blas_thread():
+        return _solve_point(problem, o, verbose=verbose)[2]
+
+
+def _with_threads(o: MultiHeadOptions) -> MultiHeadOptions:
+    """``o`` with ``threads`` resolved: ``None`` becomes the size of this process's BLAS pool."""
+    return o if o.threads is not None else dataclasses.replace(o, threads=blas_threads())
 
 
 def _solve_point(problem: Problem, o: MultiHeadOptions, *, verbose: bool = False
@@ -230,7 +238,15 @@ def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None
         raise ValueError(f"heads and teacher_heads must be equal and >= 2 for the specialisation eigenvalue "
                          f"(got {H}, {H0})")
     check(finite(eps) and 0 < eps < 1, "eps", "in (0, 1)", eps)
-    o = dataclasses.replace(options if options is not None else MultiHeadOptions(), ansatz="unspecialised")
+    o = _with_threads(dataclasses.replace(options if options is not None else MultiHeadOptions(),
+                                          ansatz="unspecialised"))
+    with single_blas_thread():
+        return _eigenvalue(problem, o, eps)
+
+
+def _eigenvalue(problem: Problem, o: MultiHeadOptions, eps: float) -> dict[str, Any]:
+    """:func:`specialisation_eigenvalue` with its options resolved (and BLAS held as they say)."""
+    H = problem.heads
     se_map, sol, result = _solve_point(problem, o)
 
     def gap(A: np.ndarray) -> float:
