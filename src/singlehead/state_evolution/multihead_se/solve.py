@@ -121,10 +121,10 @@ class MultiHeadOptions:
     quasi-Newton steps (:func:`solve_coarse_to_fine`; ``False``: the Anderson iteration on the full design
     from the start, ``solve_multihead``). Either way the result is a point of the full design's map that
     meets ``tol`` in an evaluation with the denoiser solved to ``prior_tol``.
-    ``threads``: the prior side's draws and the jackknife's leave-one-out solves run on this many threads, BLAS
-    held at one thread meanwhile (:mod:`singlehead.numerics.thread_map`); ``None``: :func:`multihead_theory`
-    takes the size of this process's BLAS pool (the thread policy's allotment), a bare :class:`MultiHeadSEMap`
-    one thread. The numbers do not depend on it.
+    ``threads``: the prior side's draws (swept in step) and the jackknife's leave-one-out solves run on this many
+    threads, BLAS held at one thread meanwhile (:mod:`singlehead.numerics.thread_map`); ``None``:
+    :func:`multihead_theory` takes the size of this process's BLAS pool (the thread policy's allotment), a bare
+    :class:`MultiHeadSEMap` one thread. The numbers do not depend on it.
     """
 
     ansatz: str | None = None
@@ -354,7 +354,6 @@ COARSE_PRIOR_TOL = 1e-5
 JACOBIAN_STEP = 1e-3
 #: at most this many coarse Jacobians (a new one where the coarse chord steps stall)
 JACOBIANS = 3
-BROYDEN = False
 
 
 def coarse_map(se_map: MultiHeadSEMap) -> MultiHeadSEMap | None:
@@ -419,25 +418,20 @@ def coarse_jacobian(cmap: MultiHeadSEMap, ansatz: str, x: tuple) -> tuple[np.nda
 
 
 def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol: float, max_iter: int,
-           first_inexact: bool, verbose: bool, label: str, broyden: bool = False) -> tuple:
+           first_inexact: bool, verbose: bool, label: str) -> tuple:
     """Chord steps ``x <- x - A^{-1} G(x)`` on ``G(x) = F(x) - x`` in the ansatz's coordinates (each shortened,
     as :func:`solve_multihead`'s, until ``Sigma`` and the fields' covariance are positive definite), the
     denoiser at ``prior_tol`` (the first evaluation at that of an infinite residual if ``first_inexact``).
     Stops at a relative change below ``tol`` in an evaluation at ``prior_tol`` (``ok``), after ``max_iter``
     evaluations, or when the relative change did not decrease in a step (but for a step to an evaluation that
     ran the prox's cold starts, where the map itself may change: the next step is compared with it).
-    ``broyden``: after each step between two evaluations of the same map (neither ran the cold starts), ``A`` takes
-    Broyden's rank-one update ``A += (dG - A dx) dx^T / |dx|^2``, so that it learns this map's Jacobian along the
-    steps taken (the start's ``A`` is a coarser map's).
-    Returns ``(ok, residuals, best point, last evaluation (new, out, pr), A)``."""
+    Returns ``(ok, residuals, best point, last evaluation (new, out, pr))``."""
     B, flat, unflat = _subspace(ansatz, x)
     Q0 = se_map.Q0
     c = B.T @ flat(x)
-    A = np.array(A, float)
     res: list = []
     last = None
     best = (x, math.inf)
-    prev = None  # (c, G) of the previous evaluation, where it may enter a Broyden update
     for it in range(max_iter):
         xt = unflat(B @ c)
         new, out, pr = se_map(*xt, ansatz, residual=math.inf if (it == 0 and first_inexact) else None)
@@ -446,19 +440,13 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
         res.append(r)
         if verbose:
             _log(label, it, r, new, pr)
-        g = B.T @ (flat(new) - flat(xt))
-        if broyden and prev is not None and not se_map.last_cold:
-            dx, dg = c - prev[0], g - prev[1]
-            nn = float(dx @ dx)
-            if nn > 0:
-                A += np.outer(dg - A @ dx, dx) / nn
-        prev = (c.copy(), g)
         if r < tol and se_map.last_exact:
-            return True, res, xt, last, A
+            return True, res, xt, last
         if r >= best[1] and not se_map.last_cold:
             break
         if r < best[1] or se_map.last_cold:  # after cold starts (the map may have moved to lower branches): anew
             best = (xt, r)
+        g = B.T @ (flat(new) - flat(xt))
         step = -np.linalg.solve(A, g)
         eta = 1.0
         cand = c + step
@@ -466,7 +454,7 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
             eta *= 0.5
             cand = c + eta * step
         c = cand
-    return False, res, best[0], last, A
+    return False, res, best[0], last
 
 
 def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5,
@@ -516,14 +504,14 @@ def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, d
         if verbose:
             print(f"  coarse Jacobian ({n_jac} evaluations) eigenvalues {np.round(np.linalg.eigvals(J), 3).tolist()}",
                   flush=True)
-        ok, res, x, last, _ = _chord(cmap, ansatz, x, A, tol=max(tol, COARSE_FINISH), max_iter=max_iter,
-                                     first_inexact=False, verbose=verbose, label="coarse")
+        ok, res, x, last = _chord(cmap, ansatz, x, A, tol=max(tol, COARSE_FINISH), max_iter=max_iter,
+                                  first_inexact=False, verbose=verbose, label="coarse")
         n_coarse += n_jac + len(res)
         if ok:
             x = last[0]
             break
-    ok, res, xb, last, A = _chord(se_map, ansatz, x, A, tol=tol, max_iter=max_iter, first_inexact=True,
-                                  verbose=verbose, label="fine", broyden=BROYDEN)
+    ok, res, xb, last = _chord(se_map, ansatz, x, A, tol=tol, max_iter=max_iter, first_inexact=True,
+                               verbose=verbose, label="fine")
     if not ok and len(res) < max_iter:  # the Anderson iteration from the best point, for the evaluations left
         sol = solve_multihead(se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res),
                               history=history, verbose=verbose)
@@ -540,7 +528,7 @@ def chord_solve(se_map: MultiHeadSEMap, ansatz: str, start: tuple, chord_matrix:
     :func:`solve_coarse_to_fine` with a given ``chord_matrix`` (``J - I`` in the ansatz's coordinates, e.g. a
     solve's ``MultiHeadSolution.chord_matrix``), every evaluation's denoiser at ``prior_tol``; where they stall,
     :func:`solve_multihead` from the best point for the evaluations left of ``max_iter``. Same stopping rule."""
-    ok, res, xb, last, _ = _chord(se_map, ansatz, project(ansatz, *start), chord_matrix, tol=tol, max_iter=max_iter,
+    ok, res, xb, last = _chord(se_map, ansatz, project(ansatz, *start), chord_matrix, tol=tol, max_iter=max_iter,
                                first_inexact=False, verbose=False, label="chord")
     if not ok and len(res) < max_iter:
         sol = solve_multihead(se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res),
