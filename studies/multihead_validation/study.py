@@ -91,6 +91,11 @@ TRANSITION_SIZES = {30: 2}
 STRONG_DOWN_ALPHAS = (5.0, 3.5, 2.5)
 #: further seeds of the linear points above the interpolation threshold (``d: seeds``), after the first ones
 LINEAR_MORE = {30: 15, 50: 5}
+#: ``linear-wide``: the points above the interpolation threshold at two sizes far apart. With a task-to-task
+#: scatter of about ``c v/d`` (``c ~ 1-3``), the intercept of ``v_inf + b/d`` through ``d1 < d2`` has standard error
+#: ``c v sqrt(1/n1 + 1/n2)/(d2 - d1)``: 80 between the sizes instead of 20, the small size cheap enough for many seeds
+LINEAR_WIDE = {20: 48, 100: 6}
+LINEAR_WIDE_TOL = dict(tol_rel=0.05, tol_abs=1e-3, tol_reason="exact theory; 1/d extrapolation from d = 20, 100")
 
 
 def problem_for(channel: str, H: int, H0: int, T: int, lam: float, alpha: float, d: int = 100) -> Problem:
@@ -191,6 +196,77 @@ def linear_checks(rows: list[dict]) -> pd.DataFrame:
                          theory=r["theory"], sim=v, gap=abs(v - r["theory"]), se=se, dof=dof,
                          theory_converged=r["theory_converged"], **LINEAR_TOL))
     return judge(pd.DataFrame(recs))
+
+
+def _wide_fit(pt: tuple, d: int, seed: int) -> dict:
+    return erm("linear", pt, {d: 1}, starts=2, first_seed={d: seed})[0]
+
+
+def run_linear_wide(store: Cache, pts: list[tuple], sizes: dict[int, int], workers: int, run: bool) -> list[dict]:
+    """The ``linear-wide`` part: every (point, d, seed) fit cached on its own (an interrupted run resumes), the
+    missing ones on ``workers`` processes (one BLAS thread each); per point the theory and its fits."""
+    from joblib import Parallel, delayed, parallel_config
+
+    from singlehead.runs.threads import configure, joblib_config
+
+    def spec(pt: tuple, d: int, seed: int) -> dict:
+        return {"stage": "mh-linear-wide-fit", "point": list(pt), "d": d, "seed": seed, "starts": 2}
+
+    tasks = [(pt, d, s) for pt in pts for d, n in sizes.items() for s in range(n)]
+    todo = [t for t in tasks if cached(store, spec(*t)) is None]
+    if run and todo:
+        configure(workers=workers)
+        print(f"linear-wide: {len(todo)} fits on {workers} workers", flush=True)
+        with parallel_config(**joblib_config(workers)):
+            done = Parallel(return_as="generator")(delayed(_wide_fit)(*t) for t in todo)
+            for i, (t, rec) in enumerate(zip(todo, done)):
+                cached(store, spec(*t), lambda rec=rec: rec)
+                print(f"  {i + 1}/{len(todo)} {t}: test {rec['test']:.4f}, {rec['seconds']:.0f} s", flush=True)
+    rows = []
+    for pt in pts:
+        sims = [cached(store, spec(pt, d, s)) for d, n in sizes.items() for s in range(n)]
+        if any(x is None for x in sims):
+            continue
+        th = cached(store, {"stage": "mh-linear-wide-theory", "point": list(pt)},
+                    lambda pt=pt: {"theory": float(theory(problem_for("linear", *pt)).test_error),
+                                   "alpha_interp": float(interpolation_threshold(
+                                       effective_single_head(problem_for("linear", *pt))[0]))})
+        H, H0, T, lam, alpha = pt
+        rows.append(dict(H=H, H0=H0, T=T, lam=lam, alpha=alpha, theory=th["theory"], theory_converged=True,
+                         alpha_interp=th["alpha_interp"], sims=sims))
+    return rows
+
+
+def linear_wide_checks(rows: list[dict]) -> pd.DataFrame:
+    recs = []
+    for r in rows:
+        v, se, dof = extrapolate(r["sims"])
+        recs.append(dict(H=r["H"], H0=r["H0"], T=r["T"], lam=r["lam"], alpha=r["alpha"], check="test error, d = inf",
+                         theory=r["theory"], sim=v, gap=abs(v - r["theory"]), se=se, dof=dof,
+                         theory_converged=r["theory_converged"], **LINEAR_WIDE_TOL))
+    return judge(pd.DataFrame(recs))
+
+
+def linear_wide_text(rows: list[dict], sizes: dict[int, int], ref: float) -> str:
+    """``results/linear_wide.md``: the table and the tally."""
+    if not rows:
+        return "No linear-wide point is complete in the cache.\n"
+    chk = linear_wide_checks(rows)
+    d1, d2 = sorted(sizes)
+    lines = ["# Linear channel, two sizes far apart (exact theory)", "",
+             f"The linear points above the interpolation threshold; ERM by L-BFGS float64, 2 starts, d = {d1} "
+             f"({sizes[d1]} seeds) and d = {d2} ({sizes[d2]} seeds); d = inf by v = v_inf + b/d (least squares over "
+             f"every seed). Tolerance max(0.05 |theory|, 0.001). Verdicts by the report's rule, Holm over these "
+             f"{len(rows)} rows. Reference workload (five 1000^3 float64 products): {ref:.2f} s.", "",
+             f"| H | H0 | T | lam | alpha | theory | d = {d1} | d = {d2} | d = inf | rel. s.e. | gap/s.e. | "
+             "p_equiv (Holm) | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r, (_, c) in zip(rows, chk.iterrows()):
+        lines.append(f"| {r['H']} | {r['H0']} | {r['T']} | {r['lam']:g} | {r['alpha']:g} | {r['theory']:.4f} | "
+                     f"{cell(r['sims'], d1)} | {cell(r['sims'], d2)} | {c['sim']:.4f} +- {c['se']:.4f} | "
+                     f"{c['se'] / abs(c['theory']):.1%} | {c['gap'] / c['se']:.2f} | {c['p_equiv_holm']:.3g} | "
+                     f"{c['verdict']} |")
+    lines += ["", "Linear, wide: " + tally_text(tally(chk)), ""]
+    return "\n".join(lines)
 
 
 # ---- softmax ------------------------------------------------------------------------------------------------
@@ -401,7 +477,8 @@ def stability_text(stab: dict[float, dict], trans: dict) -> str:
 
 # ---- main ---------------------------------------------------------------------------------------------------
 
-def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Path | None = None) -> int:
+def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Path | None = None,
+         workers: int = 1) -> int:
     """Run the named ``parts`` (default: only the tables of what is cached) and write ``results/`` (the cache
     directory with ``quick``); 0."""
     parts = list(parts or ["tables"])
@@ -437,6 +514,14 @@ def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Pa
                 lin.append(r)
                 print(f"linear {pt}: theory {r['theory']:.4f}, d=inf {extrapolate(r['sims'])[0]:.4f}, "
                       f"{r['seconds']:.0f} s", flush=True)
+    if "linear-wide" in parts:
+        wide_sizes = {10: 3, 20: 2} if quick else LINEAR_WIDE
+        wide_pts = [pt for pt in lin_pts if pt[-1] >= 0.1][:1 if quick else None]
+        wide = run_linear_wide(store, wide_pts, wide_sizes, workers, True)
+        (out / "linear_wide.json").write_text(json.dumps(wide))
+        text = linear_wide_text(wide, wide_sizes, ref)
+        (out / "linear_wide.md").write_text(text)
+        print(text)
     if "softmax" in parts or only_cached:
         for pt in soft_pts:
             spec = {"stage": "mh-softmax", "point": list(pt), "sizes": SOFTMAX_SIZES}
@@ -529,13 +614,16 @@ def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Pa
 def cli(argv: list[str] | None = None) -> int:
     ap = study_parser(HERE, __doc__)
     ap.add_argument("parts", nargs="*", default=["tables"],
-                    help="linear, linear-more (further seeds), softmax, transitions (the SE), transitions-erm, "
+                    help="linear, linear-more (further seeds), linear-wide (d = 20 and 100), softmax, transitions (the SE), transitions-erm, "
                          "transitions-strong, stability (H = H0 = 3: the eigenvalue and both transition points), "
                          "tables (only what is cached)")
     ap.add_argument("--quick", action="store_true", help="small sizes and one point per part; writes no results")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/multihead_validation)")
+    ap.add_argument("--workers", type=int, default=1, help="processes for the linear-wide fits (default 1)")
     a = ap.parse_args(argv)
-    return main(a.quick, a.parts, cache=a.cache)
+    if a.workers < 1:
+        ap.error(f"--workers must be an integer >= 1 (got {a.workers})")
+    return main(a.quick, a.parts, cache=a.cache, workers=a.workers)
 
 
 if __name__ == "__main__":
