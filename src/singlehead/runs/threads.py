@@ -9,9 +9,13 @@ than two workers with one thread each (measured by ``benchmarks/bench_training.p
 
 * :func:`threads_per_worker` -- ``max(1, cores // workers)``;
 * :func:`configure` -- sets this process's torch intra-op threads, the BLAS pools already
-  loaded (through ``threadpoolctl`` when it is installed) and the ``OMP_NUM_THREADS`` family
+  loaded (through ``threadpoolctl``) and the ``OMP_NUM_THREADS`` family
   of environment variables, which worker processes started afterwards (joblib/loky,
   multiprocessing) inherit before they import numpy or torch.
+
+A computation that runs its own threads takes the size of the BLAS pool as its allotment and
+holds BLAS at one thread meanwhile (:mod:`singlehead.numerics.thread_map`; the multi-head state
+evolution's ``MultiHeadOptions.threads``), so threads x workers stays within the cores.
 
 Call ``configure(workers=n_jobs)`` before starting ``n_jobs`` workers, and ``configure()``
 (one worker: all cores) in a single-process command. Nothing happens on import.
