@@ -47,6 +47,9 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     with ``draw_errors`` and it converged, the grouped jackknife's over the prior draws and the output nodes
     (``multihead_se.draw_error``; ``test_error_draws_se``, ``draws_dof``, ``draw_error_groups``), or, where the
     groups are the draws alone, that added in quadrature to the quadrature's (``test_error_quadrature_se``).
+
+    The point runs on ``options.threads`` threads (``None``: the size of this process's BLAS pool), with every
+    BLAS pool held at one thread for its duration; the numbers do not depend on either.
     """
     o = _with_threads(options if options is not None else MultiHeadOptions())
     with single_blas_thread():
@@ -245,7 +248,8 @@ def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None
 
 
 def _eigenvalue(problem: Problem, o: MultiHeadOptions, eps: float) -> dict[str, Any]:
-    """:func:`specialisation_eigenvalue` with its options resolved (and BLAS held as they say)."""
+    """:func:`specialisation_eigenvalue` with its options' ``threads`` resolved (the caller holds BLAS at one
+    thread)."""
     H = problem.heads
     se_map, sol, result = _solve_point(problem, o)
 
