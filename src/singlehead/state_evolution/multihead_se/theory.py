@@ -49,7 +49,7 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     groups are the draws alone, that added in quadrature to the quadrature's (``test_error_quadrature_se``).
 
     The point runs on ``options.threads`` threads (``None``: the size of this process's BLAS pool), with every
-    BLAS pool held at one thread for its duration; the numbers do not depend on either.
+    BLAS pool held at one thread for its duration; the numbers do not depend on the number of threads.
     """
     o = _with_threads(options if options is not None else MultiHeadOptions())
     with single_blas_thread():
