@@ -180,7 +180,7 @@ def coupled_shrinkage(B: np.ndarray, Sigmahat: np.ndarray, tau: float, *, rank: 
         The ``R`` instances are swept in that many contiguous groups on as many threads, in step: every group
         ends each sweep before any starts the next, and all stop at the first sweep after which no head of any
         instance moved by more than ``tol``, as the serial loop does. The caller holds BLAS at one thread
-        (:mod:`singlehead.numerics.thread_map`).
+        (:func:`~singlehead.numerics.thread_map.thread_map`).
 
     Returns
     -------

@@ -122,9 +122,9 @@ class MultiHeadOptions:
     from the start, ``solve_multihead``). Either way the result is a point of the full design's map that
     meets ``tol`` in an evaluation with the denoiser solved to ``prior_tol``.
     ``threads``: the prior side's draws (swept in step) and the jackknife's leave-one-out solves run on this many
-    threads, BLAS held at one thread meanwhile (:mod:`singlehead.numerics.thread_map`); ``None``:
+    threads, BLAS held at one thread meanwhile (:func:`~singlehead.numerics.thread_map.thread_map`); ``None``:
     :func:`multihead_theory` takes the size of this process's BLAS pool (the thread policy's allotment), a bare
-    :class:`MultiHeadSEMap` one thread. The numbers do not depend on it.
+    ``MultiHeadSEMap`` one thread. The numbers do not depend on it.
     """
 
     ansatz: str | None = None
