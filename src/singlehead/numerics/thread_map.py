@@ -40,6 +40,9 @@ def blas_threads() -> int:
 def single_blas_thread(active: bool = True) -> Iterator[None]:
     """Hold every loaded BLAS pool at one thread inside the block (``active=False``: leave them as they are).
 
+    The pools belong to the process, not the thread: blocks that overlap in two threads each restore the sizes
+    they found on entry, so the one entered second, if it leaves last, leaves the pools at one thread.
+
     Raises ``RuntimeError`` when ``active`` and ``threadpoolctl`` is not installed.
     """
     if not active:
