@@ -668,7 +668,7 @@ def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Pa
         print(text)
     if "softmax-wide" in parts:
         sizes_w = {10: 3, 14: 2} if quick else SOFTMAX_WIDE
-        pts_w = [pt for pt in soft_pts if pt[-1] <= 1.0]
+        pts_w = soft_pts
         wide_s = softmax_wide_rows(store, pts_w, sizes_w, workers, True)
         (out / "softmax_wide.json").write_text(json.dumps(wide_s))
         text = softmax_wide_text(wide_s, sizes_w, ref)
