@@ -36,14 +36,13 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from singlehead import MPTarget, Problem, simulate, theory
-from singlehead.analysis.finite_size import finite_size_gaps
+from singlehead.analysis.finite_size import FiniteSizeGaps, finite_size_gaps
 from singlehead.report.verdict import judge, tally, tally_text
 from singlehead.runs import Cache, cached
 from singlehead.runs.reference import reference_seconds
@@ -201,6 +200,27 @@ def linear_checks(rows: list[dict]) -> pd.DataFrame:
     return judge(pd.DataFrame(recs))
 
 
+def pooled_fit(sims: list[dict], key: str, theory_value: float) -> FiniteSizeGaps:
+    """The report's finite-size fit of ``key`` over every seed of ``sims`` (entries without it left out): ``a + b/d``
+    weighted by the pooled variance model ``c^2/d^2`` (:func:`singlehead.analysis.finite_size.finite_size_gaps`,
+    ``pool=True``: the per-seed scatter is ``O(1/d)``, and a size's own variance from 6 seeds would steer the fit),
+    the standard error inflated by the fit's ``chi2/dof`` where above 1."""
+    per_d: dict[int, list[float]] = {}
+    for x in sims:
+        if x.get(key) is not None:
+            per_d.setdefault(int(x["d"]), []).append(float(x[key]))
+    return finite_size_gaps(per_d, theory_value, pool=True)
+
+
+def earlier_sims(part: str) -> dict:
+    """The seeds per point of the ``linear`` (with ``linear-more``) or ``softmax`` part, from ``results/<part>.json``
+    (empty where it is absent)."""
+    path = RESULTS / f"{part}.json"
+    if not path.exists():
+        return {}
+    return {(x["H"], x["H0"], x["T"], x["lam"], x["alpha"]): x["sims"] for x in json.loads(path.read_text())}
+
+
 def _wide_fit(channel: str, pt: tuple, d: int, seed: int, starts: int) -> dict:
     return erm(channel, pt, {d: 1}, starts=starts, first_seed={d: seed})[0]
 
@@ -254,44 +274,27 @@ def run_linear_wide(store: Cache, pts: list[tuple], sizes: dict[int, int], worke
     return rows
 
 
-def wide_gaps(r: dict, earlier: dict) -> Any:
-    """The report's finite-size fit of one ``linear-wide`` point: ``a + b/d`` through every seed at d = 20 and 100
-    and the ``linear`` part's seeds of the same point (``earlier``: point -> sims, d = 30 and 50), weighted by the
-    pooled variance model ``c^2/d^2`` (:func:`singlehead.analysis.finite_size.finite_size_gaps`, ``pool=True``: the
-    per-seed scatter is ``O(1/d)``, and a size's own variance from 6 seeds would steer the fit), the standard error
-    inflated by the fit's ``chi2/dof`` where above 1."""
-    sims = r["sims"] + earlier.get((r["H"], r["H0"], r["T"], r["lam"], r["alpha"]), [])
-    per_d: dict[int, list[float]] = {}
-    for x in sims:
-        per_d.setdefault(int(x["d"]), []).append(float(x["test"]))
-    return finite_size_gaps(per_d, r["theory"], pool=True)
-
-
-def earlier_linear_sims() -> dict:
-    """The ``linear`` (and ``linear-more``) part's seeds per point, from ``results/linear.json``."""
-    path = RESULTS / "linear.json"
-    if not path.exists():
-        return {}
-    return {(x["H"], x["H0"], x["T"], x["lam"], x["alpha"]): x["sims"] for x in json.loads(path.read_text())}
-
-
-def linear_wide_checks(rows: list[dict], earlier: dict) -> pd.DataFrame:
-    recs = []
+def linear_wide_checks(rows: list[dict], earlier: dict) -> tuple[pd.DataFrame, list[FiniteSizeGaps]]:
+    """The test error at ``d = inf`` (:func:`pooled_fit` over the wide seeds and ``earlier``'s of the same point)
+    against the exact theory; and the fits."""
+    recs, gaps = [], []
     for r in rows:
-        e = wide_gaps(r, earlier).extrapolation
+        g = pooled_fit(r["sims"] + earlier.get((r["H"], r["H0"], r["T"], r["lam"], r["alpha"]), []), "test",
+                       r["theory"])
+        e = g.extrapolation
+        gaps.append(g)
         recs.append(dict(H=r["H"], H0=r["H0"], T=r["T"], lam=r["lam"], alpha=r["alpha"], check="test error, d = inf",
                          theory=r["theory"], sim=r["theory"] + e.intercept, gap=abs(e.intercept), se=e.stderr,
                          fit_p=e.p_value, chi2_dof=e.chi2_per_dof, theory_converged=r["theory_converged"],
                          **LINEAR_WIDE_TOL))
-    return judge(pd.DataFrame(recs))
+    return judge(pd.DataFrame(recs)), gaps
 
 
 def linear_wide_text(rows: list[dict], sizes: dict[int, int], ref: float) -> str:
     """``results/linear_wide.md``: the table and the tally."""
     if not rows:
         return "No linear-wide point is complete in the cache.\n"
-    earlier = earlier_linear_sims()
-    chk = linear_wide_checks(rows, earlier)
+    chk, gaps = linear_wide_checks(rows, earlier_sims("linear"))
     d1, d2 = sorted(sizes)
     lines = ["# Linear channel, two sizes far apart (exact theory)", "",
              f"The linear points above the interpolation threshold; ERM by L-BFGS float64, 2 starts, d = {d1} "
@@ -303,8 +306,7 @@ def linear_wide_text(rows: list[dict], sizes: dict[int, int], ref: float) -> str
              f"| H | H0 | T | lam | alpha | theory | d = {d1} | d = {d2} | c = d sd per d (increasing) | d = inf | "
              "rel. s.e. | fit p | gap/s.e. | p_equiv (Holm) | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r, (_, c) in zip(rows, chk.iterrows()):
-        g = wide_gaps(r, earlier)
+    for r, g, (_, c) in zip(rows, gaps, chk.iterrows()):
         cs = ", ".join(f"{d * sd:.2f}" for d, sd in zip(g.d, g.sd))
         lines.append(f"| {r['H']} | {r['H0']} | {r['T']} | {r['lam']:g} | {r['alpha']:g} | {r['theory']:.4f} | "
                      f"{cell(r['sims'], d1)} | {cell(r['sims'], d2)} | {cs} | {c['sim']:.4f} +- {c['se']:.4f} | "
@@ -316,12 +318,14 @@ def linear_wide_text(rows: list[dict], sizes: dict[int, int], ref: float) -> str
 
 # ---- softmax ------------------------------------------------------------------------------------------------
 
-#: ``softmax-wide``: the softmax points with ``alpha <= 1`` at ``d = 20`` and ``60`` (3 starts), the fits' cost
-#: growing as ``d^4 alpha`` (about 1 s and 26 s per fit at ``alpha = 0.5``)
+#: ``softmax-wide``: the softmax points at ``d = 20`` and ``60`` (3 starts), the fits' cost growing as
+#: ``d^4 alpha`` (about 1 s and 26 s per fit at ``alpha = 0.5``)
 SOFTMAX_WIDE = {20: 48, 60: 8}
+SOFTMAX_WIDE_TOL = dict(tol_rel=0.08, tol_abs=1e-3,
+                        tol_reason="experimental SE: D = 100 prior bias, quadrature; weighted 1/d extrapolation")
 
 
-def _wide_se(pt: tuple) -> dict:
+def softmax_se(pt: tuple) -> dict:
     """The experimental SE of a softmax point: with ``H = H0`` both symmetric ansaetze and the lower predicted
     objective among the converged ones, otherwise the general ansatz."""
     H, H0 = pt[0], pt[1]
@@ -336,27 +340,22 @@ def softmax_wide_rows(store: Cache, pts: list[tuple], sizes: dict[int, int], wor
     """The ``softmax-wide`` part: :func:`wide_fits` (3 starts), the SE per point (cached) and the ``softmax``
     part's seeds of the same point (``results/softmax.json``, ``d = 30`` and ``45``)."""
     fits = wide_fits(store, "seq2lab", pts, sizes, 3, workers, run)
-    path = RESULTS / "softmax.json"
-    earlier = ({(x["H"], x["H0"], x["T"], x["lam"], x["alpha"]): x["sims"] for x in json.loads(path.read_text())}
-               if path.exists() else {})
+    earlier = earlier_sims("softmax")
     rows = []
     for pt, sims in fits.items():
-        se = cached(store, {"stage": "mh-softmax-wide-se", "point": list(pt)}, lambda pt=pt: _wide_se(pt))
+        se = cached(store, {"stage": "mh-softmax-wide-se", "point": list(pt)}, lambda pt=pt: softmax_se(pt))
         H, H0, T, lam, alpha = pt
         rows.append(dict(H=H, H0=H0, T=T, lam=lam, alpha=alpha, **se, sims=sims, earlier=earlier.get(pt, [])))
     return rows
 
 
-def softmax_wide_checks(rows: list[dict]) -> tuple[pd.DataFrame, list]:
+def softmax_wide_checks(rows: list[dict]) -> tuple[pd.DataFrame, list[tuple[FiniteSizeGaps, tuple]]]:
     """The test error at ``d = inf`` (the report's pooled fit over every seed) against the SE's fixed point of
     lower objective, the SE's own error (draws and nodes) joined in quadrature; and the fits."""
     recs, gaps = [], []
     for r in rows:
         th = r["branches"][r["best"]]
-        per_d: dict[int, list[float]] = {}
-        for x in r["sims"] + r["earlier"]:
-            per_d.setdefault(int(x["d"]), []).append(float(x["test"]))
-        g = finite_size_gaps(per_d, th["test"], pool=True)
+        g = pooled_fit(r["sims"] + r["earlier"], "test", th["test"])
         e = g.extrapolation
         gaps.append((g, objective_gap(r)))
         recs.append(dict(H=r["H"], H0=r["H0"], T=r["T"], lam=r["lam"], alpha=r["alpha"], branch=r["best"],
@@ -373,16 +372,9 @@ def objective_gap(r: dict) -> tuple[float, float, float]:
     ERM above the SE means that the fits do not reach the minimum the SE predicts (or that the SE's minimum is
     not ERM's)."""
     th = r["branches"][r["best"]]
-    per_d: dict[int, list[float]] = {}
-    for x in r["sims"] + r["earlier"]:
-        if x.get("objective") is not None:
-            per_d.setdefault(int(x["d"]), []).append(float(x["objective"]))
-    e = finite_size_gaps(per_d, th["objective"], pool=True).extrapolation
+    e = pooled_fit(r["sims"] + r["earlier"], "objective", th["objective"]).extrapolation
     return th["objective"] + e.intercept, e.stderr, th["objective"]
 
-
-SOFTMAX_WIDE_TOL = dict(tol_rel=0.08, tol_abs=1e-3,
-                        tol_reason="experimental SE: D = 100 prior bias, quadrature; weighted 1/d extrapolation")
 
 
 def softmax_wide_text(rows: list[dict], sizes: dict[int, int], ref: float) -> str:
@@ -418,11 +410,7 @@ def softmax_wide_text(rows: list[dict], sizes: dict[int, int], ref: float) -> st
 def run_softmax(pt: tuple) -> dict:
     H, H0, T, lam, alpha = pt
     t0 = time.perf_counter()
-    p = problem_for("seq2lab", *pt)
-    ansaetze = ("unspecialised", "specialised") if H == H0 else ("general",)
-    branches = {a: se_summary(multihead_point(p, MultiHeadOptions(ansatz=a))) for a in ansaetze}
-    best = min(branches, key=lambda a: branches[a]["objective"] if branches[a]["converged"] else math.inf)
-    row = dict(H=H, H0=H0, T=T, lam=lam, alpha=alpha, branches=branches, best=best)
+    row = dict(H=H, H0=H0, T=T, lam=lam, alpha=alpha, **softmax_se(pt))
     row["sims"] = erm("seq2lab", pt, SOFTMAX_SIZES, starts=3)
     row["seconds"] = time.perf_counter() - t0
     return row
@@ -668,8 +656,7 @@ def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Pa
         print(text)
     if "softmax-wide" in parts:
         sizes_w = {10: 3, 14: 2} if quick else SOFTMAX_WIDE
-        pts_w = soft_pts
-        wide_s = softmax_wide_rows(store, pts_w, sizes_w, workers, True)
+        wide_s = softmax_wide_rows(store, soft_pts, sizes_w, workers, True)
         (out / "softmax_wide.json").write_text(json.dumps(wide_s))
         text = softmax_wide_text(wide_s, sizes_w, ref)
         (out / "softmax_wide.md").write_text(text)
@@ -772,7 +759,7 @@ def cli(argv: list[str] | None = None) -> int:
                          "tables (only what is cached)")
     ap.add_argument("--quick", action="store_true", help="small sizes and one point per part; writes no results")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/multihead_validation)")
-    ap.add_argument("--workers", type=int, default=1, help="processes for the linear-wide fits (default 1)")
+    ap.add_argument("--workers", type=int, default=1, help="processes for the fits of linear-wide and softmax-wide (default 1)")
     a = ap.parse_args(argv)
     if a.workers < 1:
         ap.error(f"--workers must be an integer >= 1 (got {a.workers})")
