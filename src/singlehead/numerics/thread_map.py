@@ -24,14 +24,10 @@ R = TypeVar("R")
 
 
 def blas_threads() -> int:
-    """The threads of this process's BLAS pools (the largest among those loaded): the thread policy's allotment.
+    """The threads of this process's BLAS pools (the largest among those loaded; 1 when none is loaded): the thread
+    policy's allotment."""
+    from threadpoolctl import threadpool_info
 
-    1 when ``threadpoolctl`` cannot read them.
-    """
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return 1
     n = [int(i.get("num_threads") or 1) for i in threadpool_info() if i.get("user_api") == "blas"]
     return max(n) if n else 1
 
@@ -42,17 +38,12 @@ def single_blas_thread(active: bool = True) -> Iterator[None]:
 
     The pools belong to the process, not the thread: blocks that overlap in two threads each restore the sizes
     they found on entry, so the one entered second, if it leaves last, leaves the pools at one thread.
-
-    Raises ``RuntimeError`` when ``active`` and ``threadpoolctl`` is not installed.
     """
     if not active:
         yield
         return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError as exc:  # a dependency of the package: only a broken install lacks it
-        raise RuntimeError("threadpoolctl is needed to run several threads of linear algebra "
-                           "(pip install threadpoolctl)") from exc
+    from threadpoolctl import threadpool_limits
+
     with threadpool_limits(limits=1, user_api="blas"):
         yield
 

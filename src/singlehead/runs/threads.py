@@ -98,12 +98,9 @@ def configure(workers: int = 1, threads: int | None = None, *, cores: int | None
 
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: without it only pools not yet loaded follow the environment
-        pass
-    else:
-        threadpool_limits(limits=n)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=n)
     return n
 
 
