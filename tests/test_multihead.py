@@ -25,6 +25,7 @@ from singlehead.sim.objective import Objective, reference_objective_and_grad
 from singlehead.sim.overlaps import head_overlaps, match_heads
 from singlehead.sim.simulation import TrainOptions
 from singlehead.state_evolution import SEOptions, effective_single_head
+from singlehead.state_evolution.models import model_for
 from singlehead.state_evolution.multihead_se import MultiHeadOptions, multihead_options, multihead_theory
 
 F64 = TrainOptions(precision="float64", n_test=500)
@@ -180,34 +181,39 @@ def test_theory_of_heads_is_the_effective_single_head_theory():
 
 # a multi-head softmax state evolution small enough for a unit test (not converged: the route, not the numbers)
 SMALL_MH = MultiHeadOptions(n_points=32, n_scrambles=2, sample_dim=12, sample_draws=2, max_iter=2)
+#: the same settings as theory()'s options
+SMALL_SE = SEOptions(n_points=32, n_scrambles=2, sample_dim=12, sample_draws=2, max_iter=2)
 
 
 @pytest.mark.parametrize("channel,heads,teacher_heads", [("seq2lab", 2, 2), ("seq2seq", 2, 1), ("hardmax", 1, 2)])
 def test_softmax_theory_with_heads_routes_to_the_multihead_state_evolution(channel, heads, teacher_heads):
     p = Problem(T=2, channel=channel, heads=heads, teacher_heads=teacher_heads, noise=0.5, lam=0.01)
-    r, ref = theory(p, options=SMALL_MH), multihead_theory(p, SMALL_MH)
+    ansatz = "unspecialised" if heads == teacher_heads else None  # one fixed point, not the lowest of several
+    se = SMALL_SE.replace(ansatz=ansatz)
+    r, ref = theory(p, options=se), multihead_theory(p, dataclasses.replace(SMALL_MH, ansatz=ansatz))
     for name in ("test_error", "train_error", "matrix_error", "converged", "iterations"):
         assert getattr(r, name) == getattr(ref, name), name
     assert r.extras["q"] == ref.extras["q"] and r.extras["m"] == ref.extras["m"]
     assert r.extras["experimental"] is True and r.extras["method"] == "multihead_se"
     assert r.extras["residual"] == ref.extras["residuals"][-1] and "experimental" in r.message
     assert r.problem == p.to_dict()
-    # an SEOptions is translated field by field (node_seed: the nodes and the prior draws)
-    assert multihead_options(SEOptions(n_points=32, node_seed=3)) == MultiHeadOptions(n_points=32, node_seed=3,
-                                                                                      sample_seed=3)
+    # an SEOptions resolved for the heads model is carried field by field (node_seed: the nodes and the prior draws)
+    prepared = model_for(p).prepare(SEOptions(n_points=32, node_seed=3))
+    assert multihead_options(prepared) == MultiHeadOptions(n_points=32, node_seed=3, sample_seed=3)
     # a curve: point by point, each started from the previous converged one (here none converges: cold starts)
-    curve = theory_curve(p, [1.0, 0.5], options=SMALL_MH)
+    curve = theory_curve(p, [1.0, 0.5], options=se)
     assert curve[0].test_error == r.test_error and curve[1].problem["alpha"] == 0.5
-    assert curve[1].test_error == theory(p.replace(alpha=0.5), options=SMALL_MH).test_error
+    assert curve[1].test_error == theory(p.replace(alpha=0.5), options=se).test_error
 
 
 def test_a_routed_point_starts_from_a_given_neighbour():
     p = Problem(T=2, heads=2, teacher_heads=2, noise=0.5, lam=0.01)
-    a = theory(p, options=SMALL_MH)
-    b = theory(p.replace(alpha=1.1), options=SMALL_MH, init=a)
+    se = SMALL_SE.replace(ansatz="unspecialised")
+    a = theory(p, options=se)
+    b = theory(p.replace(alpha=1.1), options=se, init=a)
     start = (a.extras["head_Q"], a.extras["head_M"], a.extras["head_Sigma"])
     c = multihead_theory(p.replace(alpha=1.1), dataclasses.replace(SMALL_MH, start=start))
-    assert b.test_error == c.test_error and b.test_error != theory(p.replace(alpha=1.1), options=SMALL_MH).test_error
+    assert b.test_error == c.test_error and b.test_error != theory(p.replace(alpha=1.1), options=se).test_error
 
 
 @pytest.mark.parametrize("change,kwargs,match", [
@@ -215,7 +221,7 @@ def test_a_routed_point_starts_from_a_given_neighbour():
     (dict(teacher_heads=6), {}, r"teacher_heads must be in 1\.\.4"),
     (dict(T=4), {}, r"T must be in 1\.\.3"),
     ({}, dict(prior="finite"), r"prior must be 'auto'"),
-    ({}, dict(options=SEOptions(method="iterate")), r"options\.method is not used"),
+    ({}, dict(options=SEOptions(method="iterate")), r"options\.method does not apply to the heads"),
     ({}, dict(init=(1.0, 0.5, 1.0)), r"init must be None or a Result"),
 ])
 def test_unsupported_multihead_softmax_theory_is_refused_by_name(change, kwargs, match):
@@ -364,4 +370,4 @@ def test_cli_theory_of_softmax_heads_runs_the_multihead_state_evolution(capsys):
     assert rec["experimental"] is True and rec["method"] == "multihead_se" and rec["problem"]["heads"] == 2
     assert rec["converged"] and rec["residual"] < 1e-4 and np.array(rec["head_M"]).shape == (2, 2)
     p = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01, heads=2, teacher_heads=2)
-    assert rec["test_error"] == pytest.approx(theory(p, options=MultiHeadOptions(n_points=256)).test_error, rel=1e-12)
+    assert rec["test_error"] == pytest.approx(theory(p, options=SEOptions(n_points=256)).test_error, rel=1e-12)

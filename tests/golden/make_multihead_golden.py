@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from singlehead import MPTarget, Problem, theory
-from singlehead.state_evolution.multihead_se import MultiHeadOptions
+from singlehead.state_evolution import SEOptions
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "multihead_golden.json"
@@ -55,7 +55,7 @@ def solve(problem: Problem, ansatz: str | None):
     """The theory result of one case (softmax channels with the ansatz given explicitly)."""
     if problem.channel.name == "linear" or ansatz is None:
         return theory(problem)
-    return theory(problem, options=MultiHeadOptions(ansatz=ansatz))
+    return theory(problem, options=SEOptions(ansatz=ansatz))
 
 
 def record(problem: Problem, ansatz: str | None) -> dict[str, Any]:

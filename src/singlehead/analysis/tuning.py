@@ -21,6 +21,7 @@ import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
+from singlehead.state_evolution.models import model_for
 from singlehead.state_evolution import SEOptions, prior_model, theory, theory_curve
 
 __all__ = ["TuneResult", "tune", "tune_curve", "alpha_for_error", "validation_pick", "valley_halfwidth"]
@@ -208,7 +209,7 @@ def tune(problem: Problem, *, lam_range: Sequence[float] = DEFAULT_LAM_RANGE, op
     if isinstance(points_per_decade, bool) or not isinstance(points_per_decade, (int, np.integer)) \
             or points_per_decade < 1:
         raise ValueError(f"points_per_decade must be an integer >= 1 (got {points_per_decade!r})")
-    o = options or SEOptions()
+    o = model_for(problem).prepare(options)  # resolved: the tolerance below is the model's
     obj = _Objective(problem, o, prior)
     a, b = math.log10(lo), math.log10(hi)
     n = max(3, int(math.ceil((b - a) * points_per_decade)) + 1)

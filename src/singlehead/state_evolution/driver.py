@@ -9,31 +9,26 @@ point of arXiv 2509.24914 (Sec. 3). See the package docstring for the equations;
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from singlehead.model.channels import Linear
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
-from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
-from singlehead.state_evolution.block_map import BlockPoint, BlockSetup, check_block_options
+from singlehead.state_evolution.block_map import BlockSetup
 from singlehead.state_evolution.diagnosis import diagnose, record_attempt
-from singlehead.state_evolution.multihead import effective_single_head, multihead_result
-from singlehead.state_evolution.multihead_se.solve import MultiHeadOptions
-from singlehead.state_evolution.multihead_se.theory import multihead_point
-from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
-from singlehead.state_evolution.prior import CollapsePoint, PriorModel, collapse_point, prior_model
+from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
+from singlehead.state_evolution.models.base import PointSolution
+from singlehead.state_evolution.options import SEOptions, WarmStart
+from singlehead.state_evolution.prior import CollapsePoint, PriorModel
 from singlehead.state_evolution.quadrature import OutputQuadrature
-from singlehead.state_evolution.sizes import check_theory_size
 from singlehead.state_evolution.se_map import MapSettings, ProxBranches, SEMap
 from singlehead.state_evolution.stages import Attempt, SEState, TiedSetup, solve_attempt
 
-__all__ = ["theory", "solve_point", "PointSolution"]
+__all__ = ["theory", "solve_point", "solve_setup", "PointSolution"]
 
 
-def theory(problem: Problem, *, options: SEOptions | MultiHeadOptions | None = None, prior: str | PriorModel = "auto",
+def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
            init: SEState | WarmStart | Sequence[float] | Result | None = None,
            quad: OutputQuadrature | None = None) -> Result:
     """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-se`).
@@ -57,11 +52,10 @@ def theory(problem: Problem, *, options: SEOptions | MultiHeadOptions | None = N
         ``MAX_HEADS``, ``T`` up to ``MAX_T`` and ``prior="auto"`` (others raise ``ValueError`` naming
         the parameter and its range, :func:`~singlehead.state_evolution.multihead_se.check_multihead_problem`).
         With ``heads = teacher_heads = 1`` the problem is the single-head one.
-    options : SEOptions or MultiHeadOptions, optional
-        Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``. An option
-        that does not apply to the problem's student raises ``ValueError`` naming it. Several heads on a
-        softmax channel: a ``MultiHeadOptions``, or an ``SEOptions`` translated by
-        :func:`~singlehead.state_evolution.multihead_se.multihead_options`.
+    options : SEOptions, optional
+        Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``, its ``None`` fields the
+        problem's model's defaults. An option that does not apply to the problem's model (tied, blocks, heads)
+        raises ``ValueError`` naming it.
     prior : {"auto", "asymptotic", "finite"} or PriorModel
         Target-side model, see :func:`~singlehead.state_evolution.prior_model`.
     init : SEState, WarmStart, (q, m, Sigma), Result or None
@@ -122,17 +116,6 @@ def theory(problem: Problem, *, options: SEOptions | MultiHeadOptions | None = N
     return solve_point(problem, options or SEOptions(), prior, init, quad).result
 
 
-@dataclass
-class PointSolution:
-    """What :func:`solve_point` returns: the point's ``result``, the ``warm_start`` its solution offers to a
-    next point of a sweep (``None`` when it is unconverged or collapsed), and
-    ``warm_start_retried``: whether a warm attempt failed (also ``result.extras["warm_start_retried"]``)."""
-
-    result: Result
-    warm_start: WarmStart | None = None
-    warm_start_retried: bool = False
-
-
 def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
                 quad: OutputQuadrature | None, cold_first: bool = False, alpha_tangent: bool = False,
                 collapse: CollapsePoint | None = None) -> PointSolution:
@@ -143,53 +126,29 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     Jacobian; an ``alpha`` sweep's predictor uses it). ``collapse``: this problem's
     :func:`~singlehead.state_evolution.collapse_point` when the caller has it (a sweep rescales the previous point's).
 
-    Every student runs the same attempts and stages; what differs is the point's setup: a symmetric
-    student's :class:`~.stages.TiedSetup` and :class:`~.se_map.SEMap` (one block of fields), a
-    non-symmetric student's :class:`~.block_map.BlockSetup` and :class:`~.block_map.BlockSEMap`.
-
-    A problem with several heads on the linear channel is solved as its single-head equivalent
-    (``effective_single_head``, which refuses the problems
-    without one); ``init``, ``quad`` and ``collapse`` are then the effective problem's (a ``Result`` as
-    ``init`` is not used), and ``prior`` a mode name when ``teacher_heads > 1``. One on a softmax channel is
-    solved by the experimental multi-head state evolution
-    (:func:`~singlehead.state_evolution.multihead_se.multihead_point`; ``options`` an ``SEOptions``
-    or a ``MultiHeadOptions``, ``init`` ``None`` or that route's ``Result``, ``quad`` ``None``); no warm start
-    is returned for it.
+    The problem's model (:func:`~singlehead.state_evolution.models.model_for`, the one place that asks what a
+    problem is) solves it: the tied and block models by :func:`solve_setup` on their setup, the others by their
+    own means.
     """
-    if problem.multihead and type(problem.channel) is not Linear:
-        return PointSolution(multihead_point(problem, options, prior, init, quad))
-    if problem.multihead:
-        effective, c2 = effective_single_head(problem)
-        if isinstance(prior, PriorModel) and problem.teacher_heads > 1:
-            raise ValueError("prior: with teacher_heads > 1 the target law is the effective single-head target's; "
-                             "give the prior as a mode name ('auto', 'asymptotic', 'finite'), not a PriorModel")
-        sol = solve_point(effective, options, prior, None if isinstance(init, Result) else init, quad, cold_first,
-                          alpha_tangent, collapse)
-        return PointSolution(multihead_result(sol.result, problem, effective, c2), sol.warm_start,
-                             sol.warm_start_retried)
-    t0 = time.perf_counter()
-    o = options
-    check_theory_size(problem, o, prior)  # every size the library cannot serve is refused here, before allocating
-    # the node set is the solver's choice (neither given nor set by n_points): a floor stall may refine it
-    refine = quad is None and o.n_points is None
-    if problem.student.symmetric:
-        check_symmetric_options(o, problem.student)
-        pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
-        if quad is None:
-            quad = o.quadrature(problem)
-        col = collapse if collapse is not None else collapse_point(problem, pm, quad)
-        setup: TiedSetup | BlockSetup = TiedSetup(problem, pm, quad, col)
-        prior_again: str | PriorModel = pm  # a refined re-solve reuses the prior model
-    else:
-        check_block_options(o, prior, quad, problem)
-        if quad is None:
-            quad = o.quadrature(problem)
-        point = BlockPoint.build(problem, o)
-        setup = BlockSetup(point, quad, point.collapse_holds(quad))
-        prior_again = prior
+    from singlehead.state_evolution.models import model_for
+
+    model = model_for(problem)
+    return model.solve_point(model.prepare(options), prior, init, quad, cold_first=cold_first,
+                             alpha_tangent=alpha_tangent, collapse=collapse)
+
+
+def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, init: Any,
+                quad: OutputQuadrature | None, t0: float, *, refine: bool, prior_again: Any, cold_first: bool,
+                alpha_tangent: bool, collapse: CollapsePoint | None) -> PointSolution:
+    """The engine's solve of one point from its model's ``setup``: the attempt plan (:func:`_attempt_plan`), the
+    diagnosis of an unconverged result, and the re-solve on finer nodes of a point that stalled at its
+    quadrature floor (``refine``: the node set is the solver's choice; ``prior_again``: the prior that re-solve
+    uses). Every student with one or two blocks of overlaps runs these same attempts and stages; what differs
+    is the setup: a symmetric student's :class:`~.stages.TiedSetup` and :class:`~.se_map.SEMap`, a
+    non-symmetric student's :class:`~.block_map.BlockSetup` and :class:`~.block_map.BlockSEMap`."""
     jacobian, branches = None, None
     if isinstance(init, WarmStart):
-        if isinstance(setup, BlockSetup):
+        if hasattr(setup, "warm_prior"):  # a sampled prior side starts its solves from the previous point's
             setup.warm_prior = init.prior_solutions
         init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, (init.branches, init.branches_cv)
         # tracked on another node set: dropped
@@ -203,9 +162,11 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
         return PointSolution(r)
 
     def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True,
-              secant: bool = False) -> tuple[Attempt, dict[str, Any]]:
+              secant: bool = False, cap: int | None = None) -> tuple[Attempt, dict[str, Any]]:
         oa = o if escalate else o.quick_attempt()
         oa = oa.replace(exact_jacobian=False) if secant else oa
+        if cap is not None and cap < oa.max_evals:  # what is left of the point's cap (SEOptions.max_iter)
+            oa = oa.replace(max_evals=cap)
         # each attempt has its own budget; closed-form output sides (no nodes) keep Broyden; with softmax
         # (non-convex) the non-trivial solve is still tried when collapse is a fixed point, and if it reaches
         # it (or fails) the collapsed solution is returned
@@ -219,8 +180,13 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
                          secant_fallback=o.exact_jacobian and setup.tangent)
     attempts: list[Attempt] = []
     warm_failed, records = False, []
+    used = 0  # map evaluations of the attempts so far, against the point's cap
     for init_, jac_, br_, escalate, secant in plan:
-        a, trace = solve(init_, jac_, br_, escalate=escalate, secant=secant)
+        cap = None if o.max_iter is None else o.max_iter - used
+        if cap is not None and cap < 1:
+            break
+        a, trace = solve(init_, jac_, br_, escalate=escalate, secant=secant, cap=cap)
+        used += a.map.evaluations
         attempts.append(a)
         records.append(record_attempt(warm=init_ is not None or jac_ is not None, quick=not escalate, secant=secant,
                                       result=a.result, evaluations=a.map.evaluations, budget=trace["budget"],
@@ -236,9 +202,10 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
     r.extras["evaluations_all_attempts"] = int(sum(a.map.evaluations for a in attempts))
     r.runtime_s = time.perf_counter() - t0
-    if refine and r.diagnosis == "quadrature_floor":
+    if refine and r.diagnosis == "quadrature_floor" and (o.max_iter is None or o.max_iter > used):
         # the residual stalled at the map's quadrature error: once more on _REFINE times the nodes per scramble
-        finer = o.replace(n_points=_REFINE * o.points(problem))
+        finer = o.replace(n_points=_REFINE * o.points(problem),
+                          max_iter=None if o.max_iter is None else o.max_iter - used)
         sol2 = solve_point(problem, finer, prior_again, init, None, cold_first, alpha_tangent, collapse=None)
         r2 = sol2.result
         r2.extras["evaluations_all_attempts"] += r.extras["evaluations_all_attempts"]

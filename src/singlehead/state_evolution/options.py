@@ -19,6 +19,10 @@ from singlehead.state_evolution.quadrature import OutputQuadrature
 __all__ = ["SEOptions", "Tuning", "WarmStart", "SE_METHODS", "check_symmetric_options", "result_settings"]
 
 SE_METHODS = ("broyden", "hybr", "iterate")
+#: the heads model's ansätze (``multihead_se.solve``)
+ANSATZE = ("unspecialised", "specialised", "general")
+#: the heads model's own options and tuning constants (no other model reads them)
+HEADS_ONLY = ("ansatz", "threads", "history", "union_every", "prior_tol", "inexact", "track_z")
 PROX_BRANCHES = ("global", "teacher", "z")
 #: up to the fields of this ``T`` the default node count is the student's ``quadrature_points`` (see ``SEOptions.points``)
 LONG_SEQUENCE_T = 8
@@ -66,7 +70,7 @@ class Tuning:
         is itself balanced), used when a scramble has at least ``thin_min_nodes`` nodes (8, 64).
     coarse_tol, coarse_max_iter : float, int
         The coarse stage (and each continuation point) solves to ``max(tol, coarse_tol)`` within
-        ``min(max_iter, coarse_max_iter)`` steps (1e-4, 60).
+        ``min(fallback_iter, coarse_max_iter)`` steps (1e-4, 60).
     accept_coarse : float
         A coarse (or continuation) point with residual below this is accepted as a start; the
         re-solve with every prox start runs only where the stages reached it (1e-3; elsewhere
@@ -78,6 +82,14 @@ class Tuning:
     union_max_evals : int
         Map evaluations of the re-solve with every prox start (cold and tracked; the dearest
         evaluations; 40, which bounds the cost of a point that stays unconverged).
+    fallback_iter : int
+        Steps of the damped iteration that a root finder falls back on (150).
+    history, union_every, prior_tol, inexact, track_z : int, int, float, bool, bool
+        The heads model's solver (several heads on a softmax channel): residuals kept by its Anderson
+        iteration (4); every ``union_every`` evaluations (5) the prox runs its cold starts beside the tracked
+        branch; the denoiser's tolerance (1e-7); ``inexact``: the denoiser is solved only as accurately as the
+        iteration needs while far from the fixed point (the steps that decide convergence are exact);
+        ``track_z``: the prox's start from ``z`` continues the previous evaluation's branch (``False``).
     quick_max_evals, quick_max_iter, quick_union_max_evals : int
         The quick attempt from a warm start (:meth:`SEOptions.quick_attempt`): at most ``quick_max_evals``
         map evaluations (100), its fallback iteration ``quick_max_iter`` steps (30), its re-solve
@@ -110,8 +122,18 @@ class Tuning:
     quick_max_evals: int = 100
     quick_max_iter: int = 30
     quick_union_max_evals: int = 6
+    fallback_iter: int = 150
+    history: int = 4
+    union_every: int = 5
+    prior_tol: float = 1e-7
+    inexact: bool = True
+    track_z: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("inexact", "track_z"):
+            _check(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
+        _check(_is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
+        _check(_finite(self.prior_tol) and self.prior_tol > 0, "prior_tol", "> 0", self.prior_tol)
         _check(self.prox_screen is None or (_is_int(self.prox_screen) and self.prox_screen >= 2), "prox_screen",
                "an integer >= 2 or None", self.prox_screen)
         _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
@@ -121,7 +143,7 @@ class Tuning:
                "an integer >= 1 or None", self.floor_after)
         for name in ("thin_factor", "thin_min_nodes", "coarse_max_iter", "continuation_per_decade",
                      "continuation_max_iter", "union_max_evals", "quick_max_evals", "quick_max_iter",
-                     "quick_union_max_evals"):
+                     "quick_union_max_evals", "fallback_iter", "union_every"):
             _check(_is_int(getattr(self, name)) and getattr(self, name) >= 1, name, "an integer >= 1",
                    getattr(self, name))
         for name in ("coarse_tol", "accept_coarse", "continuation_from"):
@@ -140,12 +162,20 @@ class SEOptions:
     Every field of :class:`Tuning` is also accepted as a keyword (``SEOptions(thin_factor=16)`` is
     ``SEOptions(tuning=Tuning(thin_factor=16))``) and read as an attribute (``options.thin_factor``).
 
+    A field given as ``None`` takes the default of the problem's model (``model_for``: ``tied``, ``blocks``,
+    ``heads``, ``linear_heads``; :meth:`resolved`); an option that does not apply to the problem's model, set away
+    from its default, is refused with a ``ValueError`` naming it.
+
     Parameters
     ----------
-    tol : float
-        Target residual: relative change of ``(q, m, Sigma)`` under one SE step (> 0).
-    max_iter : int
-        Damped-iteration budget of the fallback (>= 1).
+    tol : float or None
+        Target residual: relative change of the overlaps under one SE step (> 0). ``None``: the model's,
+        ``1e-6`` (tied, blocks) or ``1e-4`` (heads, whose prior side is sampled).
+    max_iter : int or None
+        The most SE map evaluations the point's solver may take, over all its attempts and stages (>= 1): past
+        it the solve stops and reports the best point, unconverged (one more evaluation there reports its
+        metrics). ``None``: the model's, no cap beyond each attempt's
+        ``max_evals`` (tied, blocks) or 60 evaluations of the full map per ansatz (heads).
     damping : float
         Fallback iteration ``x <- (1 - damping) x + damping F(x)``, in ``(0, 1]``.
     n_points, n_scrambles : int
@@ -160,10 +190,11 @@ class SEOptions:
         GOE draws of the finite-``d`` prior mode (an integer >= 1; default 3): the prior-side
         map is averaged over them inside the iteration.
     sample_dim, sample_draws : int
-        A sampled prior side (non-symmetric students): ``sample_draws`` instances of dimension
-        ``sample_dim``, drawn with ``sample_seed`` (defaults 100 and 8; ``>= 4`` and ``>= 1``).
-    sample_extrapolate : bool
-        A sampled prior side is extrapolated in ``1/D`` (default ``True``): the map is
+        A sampled prior side (non-symmetric students, several heads): ``sample_draws`` instances of dimension
+        ``sample_dim``, drawn with ``sample_seed`` (defaults 100 and ``None``: the model's, 8 for blocks, 4 for
+        heads; ``>= 4`` and ``>= 1``).
+    sample_extrapolate : bool or None
+        A sampled block prior side is extrapolated in ``1/D`` (``None``: the blocks model's ``True``): the map is
         ``2 F_D - F_{D/2}`` with ``sample_draws`` instances at ``D = sample_dim`` and
         ``2 sample_draws`` at ``D/2`` (``sample_dim // 2 >= 4``), which removes the ``1/D``
         finite-size bias of the instances (Richardson extrapolation).
@@ -181,7 +212,7 @@ class SEOptions:
         ``u = (log q, atanh(m/sqrt(Q0 q)), log Sigma)`` until the residual is below ``Tuning.switch``,
         then a root finder on ``G(u) = u(F(x(u))) - u`` — Broyden's method with a
         finite-difference (or given) initial Jacobian, or MINPACK's hybrid method — with damped
-        iteration as fallback; ``"iterate"``: damped iteration only (at most ``max_iter`` steps).
+        iteration as fallback; ``"iterate"``: damped iteration only (at most ``Tuning.fallback_iter`` steps).
     max_evals : int
         Budget of SE map evaluations of one solve attempt (>= 1; a warm-started attempt that
         fails is redone from the default start with a budget of its own), counted over all its
@@ -214,6 +245,14 @@ class SEOptions:
         reporting evaluation measures the residual there), and an ``alpha`` sweep predicts each point
         from the previous ones' tangents ``du/dlog alpha``. Closed-form output sides (the linear
         channel) and the small-``q`` control-variate regime keep Broyden's method.
+    ansatz : {None, "unspecialised", "specialised", "general"}
+        The heads model's subspace of overlaps (``heads = teacher_heads``: the restricted ones;
+        ``multihead_se.solve``). ``None``: with as many student as teacher heads, the unspecialised and the
+        general ansatz are both solved and the lower training objective's fixed point is returned; otherwise
+        the general one.
+    threads : int or None
+        The heads model's prior draws and jackknife solves run on this many threads (``None``: the size of the
+        process's BLAS pool); the numbers do not depend on it.
     tuning : Tuning
         The stages' tuning constants (default ``Tuning()``).
     Examples
@@ -230,16 +269,16 @@ class SEOptions:
     ValueError: damping must be ...
     """
 
-    tol: float = 1e-6
-    max_iter: int = 150
+    tol: float | None = None
+    max_iter: int | None = None
     damping: float = 0.5
     n_points: int | None = None
     n_scrambles: int = 4
     node_seed: int = 0
     draws: int = DEFAULT_DRAWS
     sample_dim: int = 100
-    sample_draws: int = 8
-    sample_extrapolate: bool = True
+    sample_draws: int | None = None
+    sample_extrapolate: bool | None = None
     sample_seed: int | None = None
     draw_errors: bool = True
     method: str = "broyden"
@@ -247,13 +286,16 @@ class SEOptions:
     max_evals: int = 1000
     prox_branch: str = "global"
     exact_jacobian: bool = True
+    ansatz: str | None = None
+    threads: int | None = None
     tuning: Tuning = field(default_factory=lambda: Tuning())
 
-    def __init__(self, tol: float = 1e-6, max_iter: int = 150, damping: float = 0.5, n_points: int | None = None,
-                 n_scrambles: int = 4, node_seed: int = 0, draws: int = DEFAULT_DRAWS, sample_dim: int = 100,
-                 sample_draws: int = 8, sample_extrapolate: bool = True, sample_seed: int | None = None,
-                 draw_errors: bool = True,
-                 method: str = "broyden", continuation: bool = True, max_evals: int = 1000, prox_branch: str = "global", exact_jacobian: bool = True,
+    def __init__(self, tol: float | None = None, max_iter: int | None = None, damping: float = 0.5,
+                 n_points: int | None = None, n_scrambles: int = 4, node_seed: int = 0, draws: int = DEFAULT_DRAWS,
+                 sample_dim: int = 100, sample_draws: int | None = None, sample_extrapolate: bool | None = None,
+                 sample_seed: int | None = None, draw_errors: bool = True, method: str = "broyden",
+                 continuation: bool = True, max_evals: int = 1000, prox_branch: str = "global",
+                 exact_jacobian: bool = True, ansatz: str | None = None, threads: int | None = None,
                  tuning: "Tuning | None" = None, **tuning_changes: Any) -> None:
         unknown = sorted(set(tuning_changes) - set(TUNING_FIELDS))
         if unknown:
@@ -267,7 +309,7 @@ class SEOptions:
                       node_seed=node_seed, draws=draws, sample_dim=sample_dim, sample_draws=sample_draws,
                       sample_extrapolate=sample_extrapolate, sample_seed=sample_seed, draw_errors=draw_errors,
                       method=method, continuation=continuation, max_evals=max_evals, prox_branch=prox_branch,
-                      exact_jacobian=exact_jacobian, tuning=tuning)
+                      exact_jacobian=exact_jacobian, ansatz=ansatz, threads=threads, tuning=tuning)
         for name, value in values.items():
             object.__setattr__(self, name, value)
         self.__post_init__()
@@ -279,16 +321,20 @@ class SEOptions:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __post_init__(self) -> None:
-        _check(_finite(self.tol) and self.tol > 0, "tol", "> 0", self.tol)
-        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter", "an integer >= 1", self.max_iter)
+        _check(self.tol is None or (_finite(self.tol) and self.tol > 0), "tol", "> 0 or None", self.tol)
+        _check(self.max_iter is None or (_is_int(self.max_iter) and self.max_iter >= 1), "max_iter",
+               "an integer >= 1 or None", self.max_iter)
+        _check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
+        _check(self.threads is None or (_is_int(self.threads) and self.threads >= 1), "threads",
+               "None or an integer >= 1", self.threads)
         _check(_finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
         _check(self.n_points is None or (_is_int(self.n_points) and self.n_points >= 16), "n_points",
                "an integer >= 16 or None", self.n_points)
         _check(_is_int(self.sample_dim) and self.sample_dim >= 4, "sample_dim", "an integer >= 4", self.sample_dim)
-        _check(_is_int(self.sample_draws) and self.sample_draws >= 1, "sample_draws", "an integer >= 1",
-               self.sample_draws)
-        _check(isinstance(self.sample_extrapolate, bool), "sample_extrapolate", "True or False",
-               self.sample_extrapolate)
+        _check(self.sample_draws is None or (_is_int(self.sample_draws) and self.sample_draws >= 1), "sample_draws",
+               "an integer >= 1 or None", self.sample_draws)
+        _check(self.sample_extrapolate is None or isinstance(self.sample_extrapolate, bool), "sample_extrapolate",
+               "True, False or None", self.sample_extrapolate)
         _check(not self.sample_extrapolate or self.sample_dim >= 8, "sample_dim",
                "an integer >= 8 with sample_extrapolate (its half is the coarse size)", self.sample_dim)
         _check(self.sample_seed is None or (_is_int(self.sample_seed) and self.sample_seed >= 0), "sample_seed",
@@ -318,11 +364,25 @@ class SEOptions:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
+    def resolved(self, defaults: dict[str, Any]) -> "SEOptions":
+        """A copy with the fields that are ``None`` and named in ``defaults`` (a model's) set to their value."""
+        changes = {k: v for k, v in defaults.items() if getattr(self, k) is None}
+        return self.replace(**changes) if changes else self
+
+    def refuse(self, allowed: Any, model: str, why: str) -> None:
+        """Raise ``ValueError`` naming the first option (a field or a tuning constant) set away from its default
+        that is not in ``allowed``: it does not apply to ``model`` (``why`` says what the model takes instead)."""
+        default = SEOptions().flat()
+        for name, value in self.flat().items():
+            if name not in allowed and value != default[name]:
+                raise ValueError(f"options.{name} does not apply to the {model}: {why} (got {value!r}; leave it "
+                                 f"at {default[name]!r})")
+
     def quick_attempt(self) -> "SEOptions":
         """The settings of the quick first attempt from a warm start (see ``Tuning.quick_*``)."""
         t = self.tuning
-        return self.replace(max_evals=min(self.max_evals, t.quick_max_evals),
-                            max_iter=min(self.max_iter, t.quick_max_iter), continuation=False,
+        return self.replace(max_evals=min(self.max_evals, t.quick_max_evals), continuation=False,
+                            fallback_iter=min(t.fallback_iter, t.quick_max_iter),
                             union_max_evals=t.quick_union_max_evals)
 
     def thinned(self, quad: OutputQuadrature | None) -> OutputQuadrature | None:
@@ -409,6 +469,9 @@ def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -
     >>> dict(result_settings(Problem(channel="seq2lab", student="untied"), SEOptions()))["n_points"]
     4096
     """
+    from singlehead.state_evolution.models import model_for
+
+    options = model_for(problem).prepare(options)  # the model's values of the options left at None
     prior = "auto" if prior == "asymptotic" else str(prior)
     nodes = problem.channel.needs_quadrature or not problem.student.symmetric
     out: dict[str, Any] = {"prior": prior, "tol": options.tol}

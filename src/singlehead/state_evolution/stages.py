@@ -135,7 +135,7 @@ def coarse_stage(F: SEMap, s: _Solve, o: SEOptions, *, warm: bool) -> None:
         return
     for c in cands:
         rc, xc, jc, itc = _solve(Fc, c, o, s.jac, tol=max(o.tol, o.tuning.coarse_tol),
-                                 max_iter=min(o.max_iter, o.tuning.coarse_max_iter))
+                                 max_iter=min(o.fallback_iter, o.tuning.coarse_max_iter))
         s.iterations += itc
         if rc < o.tuning.accept_coarse:
             s.x = xc
@@ -145,7 +145,7 @@ def coarse_stage(F: SEMap, s: _Solve, o: SEOptions, *, warm: bool) -> None:
 
 def full_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
     """The root finder on the full node set from the current point."""
-    r, x, jac, it = _solve(F, s.x, o, s.jac, tol=o.tol, max_iter=o.max_iter)
+    r, x, jac, it = _solve(F, s.x, o, s.jac, tol=o.tol, max_iter=o.fallback_iter)
     s.r, s.x, s.iterations = r, x, s.iterations + it
     s.jac = jac if jac is not None else s.jac
 
@@ -172,7 +172,7 @@ def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
         xs, js = xl, (jl if jl is not None else js)
         trace["reached"] = float(lv)
     trace["completed"] = True
-    r2, x2, j2, it2 = _solve(F, xs, o, js, tol=o.tol, max_iter=o.max_iter)
+    r2, x2, j2, it2 = _solve(F, xs, o, js, tol=o.tol, max_iter=o.fallback_iter)
     s.iterations += it2
     if r2 < s.r:
         s.r, s.x, s.jac = r2, x2, (j2 if j2 is not None else js)
@@ -230,7 +230,7 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> ReportedPoint:
         n0 = F.evaluations
         try:
             # the union map was just evaluated at x (its value and Jacobian there are known)
-            _, x3, j3, _ = _solve(F, x, o, s.jac, tol=o.tol, max_iter=min(o.max_iter, o.tuning.union_max_evals), fx0=fx)
+            _, x3, j3, _ = _solve(F, x, o, s.jac, tol=o.tol, max_iter=min(o.fallback_iter, o.tuning.union_max_evals), fx0=fx)
         except (AtQuadratureFloor, BudgetExhausted):
             best = F.best_point()[1]
             x3, j3 = (best if best is not None else x), None

@@ -7,26 +7,21 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from singlehead.model.channels import Linear
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import from_u, in_domain, to_u
 from singlehead.state_evolution.driver import solve_point
-from singlehead.state_evolution.sizes import check_theory_size
-from singlehead.state_evolution.multihead import effective_single_head, multihead_result
-from singlehead.state_evolution.multihead_se.solve import MultiHeadOptions
-from singlehead.state_evolution.multihead_se.theory import check_multihead_problem, multihead_point
-from singlehead.state_evolution.options import SEOptions, WarmStart, check_symmetric_options
+from singlehead.state_evolution.options import SEOptions, WarmStart
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 from singlehead.state_evolution.stages import SEState
 from singlehead.state_evolution.untied.teachers import teacher_norms
 
-__all__ = ["theory_curve", "iter_theory_curve"]
+__all__ = ["theory_curve", "iter_theory_curve", "tied_curve", "block_curve", "progress_bar"]
 
 
 def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
-                 options: SEOptions | MultiHeadOptions | None = None, prior: str | PriorModel = "auto",
+                 options: SEOptions | None = None, prior: str | PriorModel = "auto",
                  init: SEState | WarmStart | Sequence[float] | Result | None = None,
                  quad: OutputQuadrature | None = None, progress: bool = False) -> list[Result]:
     """SE along a grid of ``param`` (``"alpha"`` or ``"lam"``, or any Problem field), warm-started.
@@ -58,7 +53,7 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
 
 
 def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
-                      options: SEOptions | MultiHeadOptions | None = None, prior: str | PriorModel = "auto",
+                      options: SEOptions | None = None, prior: str | PriorModel = "auto",
                       init: SEState | WarmStart | Sequence[float] | Result | None = None,
                       quad: OutputQuadrature | None = None, progress: bool = False) -> Iterator[Result]:
     """:func:`~singlehead.theory_curve`, yielding each point's :class:`~singlehead.Result` as soon as it is solved.
@@ -75,25 +70,23 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
     >>> round(next(points).problem["alpha"], 2)        # the first point, before the others are solved
     0.25
     """
-    o = options or SEOptions()
-    values = list(values)
-    if problem.multihead:  # the linear channel's effective curve checks its sizes itself
-        yield from _multihead_curve(problem, values, param, o, prior, init, quad, progress)
-        return
-    check_theory_size(problem, o, prior)  # refused before any node or eigenvalue is allocated
-    if problem.student.symmetric:
-        check_symmetric_options(o, problem.student)
-    else:
-        # a non-symmetric student: each point started from the previous one's overlaps
-        yield from _block_curve(problem, values, param, o, prior, init, quad, progress)
-        return
+    from singlehead.state_evolution.models import model_for
+
+    model = model_for(problem)
+    yield from model.curve(list(values), param, model.prepare(options or SEOptions()), prior, init, quad, progress)
+
+
+def tied_curve(problem: Problem, values: list, param: str, o: SEOptions, prior: str | PriorModel, init: Any,
+               quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
+    """The engine's sweep of a model with one block of overlaps (the tied model): each point predicted from the
+    previous ones (tangent along ``alpha``, secant otherwise) and solved by :func:`~.driver.solve_point`."""
     if quad is None:
         quad = o.quadrature(problem)
     if not isinstance(prior, PriorModel) and param not in ("d", "target"):
         prior = prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
     warm = init
     hist: list[tuple[float, np.ndarray]] = []  # converged points (value, u) for the secant predictor
-    it = _bar(values, param) if progress else values
+    it = progress_bar(values, param) if progress else values
     Q0 = prior.Q0 if isinstance(prior, PriorModel) else None
     tangents: list[tuple[float, np.ndarray]] = []  # (log alpha, du/dlog alpha) at the converged points
     col = None  # along alpha the collapse point's conjugates are rescaled from the previous point's
@@ -131,43 +124,6 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
             tangents.clear()
 
 
-def _multihead_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
-                     init: Any, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
-    """A curve of a problem with several heads. Linear channel: the curve of its single-head equivalent along
-    the same parameter, each point back in the problem's units, when the effective problems differ only in
-    ``param`` (along ``alpha``, ``lam``, ``noise``, ``T``, ...); else point by point. Softmax channels: the
-    multi-head state evolution point by point, each started from the previous converged point's overlaps
-    (``init`` for the first, a Result of that route or ``None``)."""
-    points = [problem.replace(**{param: v}) for v in values]
-    if type(problem.channel) is not Linear:
-        for p in points:
-            check_multihead_problem(p, prior)  # every point refused before the first is solved
-        warm = init if isinstance(init, Result) else None
-        if init is not None and warm is None:
-            raise ValueError(f"init must be None or a Result of the multi-head state evolution for heads="
-                             f"{problem.heads}, teacher_heads={problem.teacher_heads} (got {type(init).__name__})")
-        for p in (_bar(points, param) if progress else points):
-            r = multihead_point(p, options, prior, warm, quad)
-            warm = r if r.converged else warm
-            yield r
-        return
-    effs = [effective_single_head(p) for p in points]
-    e0, c0 = effs[0]
-    rest = {**e0.to_dict(), param: None}
-    if all(c == c0 and {**e.to_dict(), param: None} == rest for e, c in effs):
-        if isinstance(prior, PriorModel) and problem.teacher_heads > 1:
-            raise ValueError("prior: with teacher_heads > 1 the target law is the effective single-head target's; "
-                             "give the prior as a mode name ('auto', 'asymptotic', 'finite'), not a PriorModel")
-        inner = iter_theory_curve(e0, [getattr(e, param) for e, _ in effs], param=param, options=options,
-                                  prior=prior, init=None if isinstance(init, Result) else init, quad=quad,
-                                  progress=progress)
-        for p, (e, c), r in zip(points, effs, inner):
-            yield multihead_result(r, p, e, c)
-        return
-    for p in (_bar(points, param) if progress else points):
-        yield solve_point(p, options, prior, None, quad).result
-
-
 #: the tangent predictor's step in log alpha is capped (beyond it the secant one is used)
 _MAX_TANGENT_STEP = 1.0
 
@@ -197,14 +153,14 @@ def _tangent_prediction(param: str, v: object, hist: list, tangents: list, Q0: f
     return u
 
 
-def _bar(values: list, param: str) -> Any:
+def progress_bar(values: list, param: str) -> Any:
     """``values`` through a tqdm bar (imported here: a theory point from the command line starts without tqdm)."""
     from tqdm import tqdm
 
     return tqdm(values, desc=f"theory over {param}")
 
 
-def _block_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
+def block_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
                  init: object, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
     """:func:`iter_theory_curve` for a non-symmetric student: each point from the previous converged one's warm
     start (its overlaps, Jacobian, prox branches and prior-side estimators), by :func:`~.driver.solve_point`;
@@ -212,7 +168,7 @@ def _block_curve(problem: Problem, values: list, param: str, options: SEOptions,
     positive values ``v``) to the next value, the step at most twice the last one."""
     warm = init
     hist: list[tuple[float, np.ndarray]] = []  # converged points (coordinate, u)
-    for v in (_bar(values, param) if progress else values):
+    for v in (progress_bar(values, param) if progress else values):
         p = problem.replace(**{param: v})
         start = _block_prediction(p, v, hist, warm)
         sol = solve_point(p, options, prior, start, quad)

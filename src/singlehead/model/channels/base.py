@@ -75,6 +75,12 @@ class Channel:
     #: The channel supplies its own Bayes output side (:meth:`bayes_output_information`,
     #: :meth:`bayes_output_denoiser`) instead of the Gaussian observations of ``labels_reveal_logits``.
     own_bayes_output: ClassVar[bool] = False
+    #: The state evolution of several heads (``heads > 1`` or ``teacher_heads > 1``) on this channel:
+    #: ``"reduction"`` (the output is linear in the logits, so a mean of heads is one head of the mean matrix and the
+    #: problem reduces exactly to a single head), ``"heads"`` (the multi-head state evolution of a mean of row-wise
+    #: softmax outputs, whose fit loss it hard-wires), or ``None`` (no theory of several heads: ``theory`` refuses
+    #: such a problem, naming ``heads``). A subclass that changes the output must say which applies.
+    multihead_theory: ClassVar[str | None] = None
 
     def __str__(self) -> str:
         return self.name

@@ -30,6 +30,7 @@ class Linear(Channel):
     name: ClassVar[str] = "linear"
     convex_prox: ClassVar[bool] = True
     needs_quadrature: ClassVar[bool] = False
+    multihead_theory: ClassVar[str | None] = "reduction"
 
     def validate(self, T: int, beta: float, beta0: float) -> None:
         if beta != 1.0:

@@ -48,6 +48,7 @@ class Seq2Lab(Channel):
     """
 
     name: ClassVar[str] = "seq2lab"
+    multihead_theory: ClassVar[str | None] = "heads"
 
     def attention(self, h: Array, beta: float) -> Array:
         return stable_softmax(beta * h)

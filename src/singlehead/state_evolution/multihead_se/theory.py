@@ -121,10 +121,8 @@ def _solve_point(problem: Problem, o: MultiHeadOptions, *, verbose: bool = False
 MAX_HEADS = 4
 MAX_T = 3
 
-# SEOptions fields with a counterpart in MultiHeadOptions (an SEOptions given to the multi-head route is
-# translated field by field; a changed field without a counterpart is refused, naming it)
-_SE_TO_MULTIHEAD = ("tol", "max_iter", "damping", "n_points", "n_scrambles", "node_seed", "sample_dim",
-                    "sample_draws", "sample_seed", "draw_errors")
+#: output-side nodes per scramble where ``SEOptions.n_points`` is ``None`` (the heads model's fields are ``H K``)
+DEFAULT_POINTS = 1024
 
 
 def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
@@ -150,14 +148,12 @@ def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
 
 
 def multihead_options(options: Any = None) -> MultiHeadOptions:
-    """The :class:`MultiHeadOptions` of the routed multi-head state evolution from ``theory``'s ``options``.
+    """The solver settings of the multi-head state evolution from ``theory``'s ``options``.
 
-    ``None``: the defaults. A :class:`MultiHeadOptions`: itself. An
-    :class:`~singlehead.state_evolution.SEOptions`: its fields that differ from their defaults, among ``tol``,
-    ``max_iter``, ``damping``, ``n_points``, ``n_scrambles``, ``node_seed``, ``sample_dim``, ``sample_draws``,
-    ``sample_seed`` and ``draw_errors``, carried over with the same meaning (``sample_seed=None`` takes ``node_seed``), the
-    others at :class:`MultiHeadOptions`' defaults; a changed field without a counterpart (``method``,
-    ``continuation``, ...) raises ``ValueError`` naming it.
+    ``None``: the defaults. A :class:`MultiHeadOptions` (this package's own callers): itself. An
+    :class:`~singlehead.state_evolution.SEOptions` resolved for the heads model (``HeadsModel.prepare``, which
+    refuses the options it does not read): its fields and tuning constants of the same names, ``n_points=None``
+    as :data:`DEFAULT_POINTS` and ``sample_seed=None`` as ``node_seed``.
     """
     from singlehead.state_evolution.options import SEOptions
 
@@ -166,17 +162,14 @@ def multihead_options(options: Any = None) -> MultiHeadOptions:
     if isinstance(options, MultiHeadOptions):
         return options
     if not isinstance(options, SEOptions):
-        raise ValueError(f"options must be None, SEOptions or MultiHeadOptions (got {type(options).__name__})")
-    given, default = options.flat(), SEOptions().flat()
-    changed = {k: v for k, v in given.items() if v != default.get(k)}
-    bad = sorted(k for k in changed if k not in _SE_TO_MULTIHEAD)
-    if bad:
-        raise ValueError(f"options.{bad[0]} is not used by the multi-head state evolution of a softmax channel "
-                         f"(it takes {', '.join(_SE_TO_MULTIHEAD)}; or pass MultiHeadOptions)")
-    kw = {k: v for k, v in changed.items() if k != "sample_seed"}
-    if "node_seed" in changed or "sample_seed" in changed:
-        kw["sample_seed"] = options.sample_seed if options.sample_seed is not None else options.node_seed
-    return MultiHeadOptions(**kw)
+        raise ValueError(f"options must be None or an SEOptions (got {type(options).__name__})")
+    o = options
+    return MultiHeadOptions(ansatz=o.ansatz, sample_dim=o.sample_dim, sample_draws=o.sample_draws,
+                            sample_seed=o.instance_seed, n_points=DEFAULT_POINTS if o.n_points is None else o.n_points,
+                            n_scrambles=o.n_scrambles, damping=o.damping, history=o.history, tol=o.tol,
+                            max_iter=o.max_iter, union_every=o.union_every, prior_tol=o.prior_tol,
+                            node_seed=o.node_seed, inexact=o.inexact, track_z=o.track_z, draw_errors=o.draw_errors,
+                            coarse=o.coarse, threads=o.threads)
 
 
 def multihead_point(problem: Problem, options: Any = None, prior: Any = "auto", init: Any = None,

@@ -1,0 +1,46 @@
+"""The block model: a non-symmetric (untied) student, a symmetric and an antisymmetric block of overlaps.
+
+Its map is :class:`~singlehead.state_evolution.block_map.BlockSEMap` on the setup
+:class:`~singlehead.state_evolution.block_map.BlockSetup` (a sampled prior side, the output side on ``T^2``
+fields); the engine's attempts solve it, as the tied model's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar, Iterator
+
+from singlehead.model.results import Result
+from singlehead.state_evolution.block_map import BlockPoint, BlockSetup, check_block_options
+from singlehead.state_evolution.driver import solve_setup
+from singlehead.state_evolution.models.base import PointSolution, SEModel
+from singlehead.state_evolution.sizes import check_theory_size
+from singlehead.state_evolution.sweep import block_curve
+
+__all__ = ["BlocksModel"]
+
+
+class BlocksModel(SEModel):
+    """A symmetric and an antisymmetric block (the untied student)."""
+
+    name: ClassVar[str] = "blocks"
+    defaults: ClassVar[dict[str, Any]] = {"tol": 1e-6, "sample_draws": 8, "sample_extrapolate": True}
+
+    def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
+                    alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:
+        problem, o = self.problem, options
+        t0 = time.perf_counter()
+        check_theory_size(problem, o, prior)
+        refine = quad is None and o.n_points is None
+        check_block_options(o, prior, quad, problem)
+        if quad is None:
+            quad = o.quadrature(problem)
+        point = BlockPoint.build(problem, o)
+        setup = BlockSetup(point, quad, point.collapse_holds(quad))
+        return solve_setup(problem, setup, o, init, quad, t0, refine=refine, prior_again=prior, cold_first=cold_first,
+                           alpha_tangent=alpha_tangent, collapse=collapse)
+
+    def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
+              progress: bool) -> Iterator[Result]:
+        check_theory_size(self.problem, options, prior)
+        return block_curve(self.problem, values, param, options, prior, init, quad, progress)
