@@ -14,7 +14,7 @@ matrix at long sequences. Three panels against ``T``:
 
 Agreement rows: per simulated ``T``, the test error and the rank fraction at ``d = inf``, each judged by the
 report's rule. The test error's standard error adds the state evolution's reported quadrature error
-(``extras["quadrature_error"]["test_error"]``, which grows with the number of logits per sequence) to
+(``test_error_se``, the quadrature's for the tied model, which grows with the number of logits per sequence) to
 the extrapolation's; the rank fraction's adds the ``1/d`` resolution of a count over ``d`` eigenvalues.
 """
 
@@ -109,7 +109,7 @@ def long_sequences_run(ctx: Context, spec: LongSequencesSpec, grid: dict[str, An
     (test error and rank fraction) as agreement rows."""
     recs = ctx.run(ctx.theory_jobs(grid["theory"]), "theory: long sequences")
     th = records_to_frame(recs, drop=_ARRAYS)
-    qse = {r["problem"]["T"]: float(r.get("quadrature_error", {}).get("test_error", 0.0) or 0.0) for r in recs}
+    qse = {r["problem"]["T"]: float(r.get("test_error_se", 0.0) or 0.0) for r in recs}
     th["test_error_quadrature_se"] = th.cfg_T.map(qse)
     sim = records_to_frame(ctx.run(sim_jobs_per_d(ctx, grid["sims"], dict(zip(spec.ds, spec.seeds)),
                                                   n_test=spec.n_test, **stopping_rule(spec.fit_rtol)),

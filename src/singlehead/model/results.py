@@ -69,8 +69,8 @@ class Result:
       above 1, a binding rank cap, or a large prox-jump share) and ``"solver_miss"`` (the root
       finder missed a point that looks stable); ``None`` otherwise. ``extras["diagnosis_details"]``
       holds the checks behind it and what each solve attempt tried
-      (module ``singlehead.state_evolution.diagnosis``); ``message`` says it in words. Written by
-      :meth:`to_dict` only when set, so records without it read back as ``None``.
+      (module ``singlehead.state_evolution.diagnosis``); ``message`` says it in words. Always written
+      by :meth:`to_dict` (``None``: nothing to diagnose); records without it read back as ``None``.
 
     ``extras`` holds route-specific fields (eigenvalues, order parameters, diagnostics, ...).
 
@@ -105,14 +105,12 @@ class Result:
         return {k: getattr(self, k) for k in METRIC_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat JSON-friendly dict: ``source``, ``problem``, metrics, standard fields, ``diagnosis`` (when set), then the extras.
+        """Flat JSON-friendly dict: ``source``, ``problem``, metrics, standard fields, ``diagnosis``, then the extras.
 
         Non-finite floats become ``None`` (JSON ``null``), so the output is strict JSON.
         """
         out: dict[str, Any] = {"source": self.source, "problem": self.problem, **self.metrics(),
-                               **{k: getattr(self, k) for k in STANDARD_FIELDS}}
-        if self.diagnosis is not None:  # only unconverged theory results have one (older records: absent)
-            out["diagnosis"] = self.diagnosis
+                               **{k: getattr(self, k) for k in STANDARD_FIELDS}, "diagnosis": self.diagnosis}
         out.update(self.extras)
         return jsonable(out)
 

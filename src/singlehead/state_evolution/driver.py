@@ -133,8 +133,10 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     from singlehead.state_evolution.models import model_for
 
     model = model_for(problem)
-    return model.solve_point(model.prepare(options), prior, init, quad, cold_first=cold_first,
-                             alpha_tangent=alpha_tangent, collapse=collapse)
+    sol = model.solve_point(model.prepare(options), prior, init, quad, cold_first=cold_first,
+                            alpha_tangent=alpha_tangent, collapse=collapse)
+    model.finish(sol.result)
+    return sol
 
 
 def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, init: Any,

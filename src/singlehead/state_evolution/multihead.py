@@ -40,7 +40,8 @@ __all__ = ["effective_single_head", "multihead_result"]
 
 # Result fields and extras that scale like S^2 (c^2) and like S (c) from the effective problem
 _SCALE_C2 = ("test_error", "test_error_noisy", "train_error", "penalty", "matrix_error")
-_EXTRAS_C2 = ("q", "m", "Q0", "objective", "test_error_se", "test_error_noisy_se")
+_EXTRAS_C2 = ("q", "m", "Q0", "objective", "test_error_se", "test_error_noisy_se", "train_error_se", "penalty_se",
+              "matrix_error_se")
 _EXTRAS_C = ("first_moment", "delta", "eps", "cutoff")
 _QUADRATURE_C2 = ("train_error", "test_error", "test_error_noisy")
 

@@ -73,7 +73,8 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
     from singlehead.state_evolution.models import model_for
 
     model = model_for(problem)
-    yield from model.curve(list(values), param, model.prepare(options or SEOptions()), prior, init, quad, progress)
+    for r in model.curve(list(values), param, model.prepare(options or SEOptions()), prior, init, quad, progress):
+        yield model.finish(r)
 
 
 def tied_curve(problem: Problem, values: list, param: str, o: SEOptions, prior: str | PriorModel, init: Any,

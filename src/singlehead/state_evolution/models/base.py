@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator
 
 from singlehead.model.problem import Problem
-from singlehead.model.results import Result
+from singlehead.model.results import METRIC_FIELDS, Result
 from singlehead.state_evolution.options import HEADS_ONLY, SEOptions
 
-__all__ = ["SEModel", "PointSolution"]
+__all__ = ["SEModel", "PointSolution", "OVERLAP_NAMES"]
+
+#: the overlaps of one block, by name (``extras["overlaps"][block]``)
+OVERLAP_NAMES = ("q", "m", "Sigma", "qhat", "mhat", "Sigmahat")
 
 
 @dataclass
@@ -56,6 +60,29 @@ class SEModel:
             raise ValueError(f"options must be an SEOptions or None (got {type(options).__name__})")
         options.refuse(self.reads(), f"{self.name} state-evolution model", self.takes)
         return options.resolved(self.defaults)
+
+    #: the model's blocks of overlaps and the suffix of their names in ``extras`` (``q_s``: block ``s``)
+    blocks: ClassVar[dict[str, str]] = {"S": ""}
+
+    def overlaps(self, extras: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The overlaps of each block by name (:data:`OVERLAP_NAMES` that the result holds)."""
+        return {b: {n: extras[n + sfx] for n in OVERLAP_NAMES if n + sfx in extras} for b, sfx in self.blocks.items()}
+
+    def finish(self, result: Result) -> Result:
+        """``result`` in the one schema of every theory result (docs: Concepts, "The theory's result"): every
+        metric with an error bar has ``<metric>_se`` (quadrature and sampling combined where both apply; the
+        parts stay alongside, ``quadrature_error`` and ``<metric>_draws_se``), ``residual``, ``overlaps`` (by
+        block, :meth:`overlaps`) and ``se_model`` (:attr:`name`); ``diagnosis`` is a field of the result."""
+        ex = result.extras
+        parts = ex.get("quadrature_error") if isinstance(ex.get("quadrature_error"), dict) else {}
+        for k in METRIC_FIELDS:
+            if f"{k}_se" not in ex and isinstance(parts.get(k), (int, float)):
+                draws = ex.get(f"{k}_draws_se")
+                ex[f"{k}_se"] = math.hypot(parts[k], draws) if isinstance(draws, (int, float)) else float(parts[k])
+        ex.setdefault("residual", math.nan)
+        ex["overlaps"] = self.overlaps(ex)
+        ex["se_model"] = self.name
+        return result
 
     def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
                     alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:

@@ -25,6 +25,7 @@ class BlocksModel(SEModel):
 
     name: ClassVar[str] = "blocks"
     defaults: ClassVar[dict[str, Any]] = {"tol": 1e-6, "sample_draws": 8, "sample_extrapolate": True}
+    blocks: ClassVar[dict[str, str]] = {"symmetric": "_s", "antisymmetric": "_a"}
 
     def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
                     alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:

@@ -49,6 +49,12 @@ class HeadsModel(SEModel):
     def reads(self) -> set[str]:
         return set(HEADS_READS)
 
+    def overlaps(self, extras: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        # one block of H x H (and H x H0) matrices: the heads matched to the teacher heads, as a simulation's
+        names = {"Q": "head_Q", "M": "head_M", "Sigma": "head_Sigma", "Q0": "head_Q0", "Qhat": "Qhat", "Mhat": "Mhat",
+                 "Sigmahat": "Sigmahat"}
+        return {"heads": {n: extras[k] for n, k in names.items() if k in extras}}
+
     def candidates(self, options: Any) -> tuple[str | None, ...]:
         """The ansätze to solve: the given one, or :data:`CANDIDATE_ANSATZE` where the heads can specialise."""
         o = multihead_options(options)
