@@ -15,6 +15,7 @@ import click
 from singlehead.model.results import Result, jsonable
 from singlehead.runs import Job, cache_for_export, run_jobs
 from singlehead.state_evolution import SEOptions, stability
+from singlehead.state_evolution.models import model_for
 from singlehead.state_evolution.options import result_settings
 from singlehead.cli.common import (
     STUDENT_OPTIONS,
@@ -33,7 +34,8 @@ from singlehead.cli.common import (
 @head_options
 @click.option("--prior", type=click.Choice(["auto", "asymptotic", "finite"]), default="auto", show_default=True,
               help="Target side: auto = asymptotic law (MP, or the discrete law of the d eigenvalues), or the finite-d spectrum with GOE draws.")
-@click.option("--tol", type=float, default=1e-6, show_default=True, help="Fixed-point residual target.")
+@click.option("--tol", type=float, default=None,
+              help="Fixed-point residual target (default: the model's, 1e-6; 1e-4 for several softmax heads).")
 @click.option("--n-points", type=int, default=None,
               help="Sobol nodes per scramble (4 scrambles); default 2048, 4096 for the untied student.")
 @click.option("--node-seed", type=int, default=0, show_default=True,
@@ -50,23 +52,15 @@ def theory(**kwargs: Any) -> None:
     Several heads (--heads, --teacher-heads): on the linear channel its single-head equivalent (kappa ->
     min(1, H kappa), lam -> H sqrt(H0) lam; H0 > 1 needs an MP target), exact; on a softmax channel the
     experimental multi-head state evolution (factorized student, up to 4 heads, T <= 3, --prior auto; its own
-    tolerance 1e-4; a --tol other than the default replaces it), each point started from the previous one.
+    tolerance 1e-4 unless --tol is given), each point started from the previous one.
     """
     problems = problems_from_options(**pop_problem_options(kwargs), **pop_head_options(kwargs))
     options = SEOptions(tol=kwargs["tol"], n_points=kwargs["n_points"], node_seed=kwargs["node_seed"])  # validates
-    if problems[0].multihead:
-        if kwargs["stability"]:
-            raise ValueError("stability: the replica-symmetry check is not available with --heads or "
-                             "--teacher-heads above 1")
-        if problems[0].channel.name == "linear":
-            from singlehead.state_evolution import effective_single_head
-
-            effective_single_head(problems[0])  # refuses, naming why, a problem without a multi-head theory
-        else:
-            from singlehead.state_evolution.multihead_se import check_multihead_problem, multihead_options
-
-            check_multihead_problem(problems[0], kwargs["prior"])  # refuses, naming the parameter and its range
-            multihead_options(options)
+    if problems[0].multihead and kwargs["stability"]:
+        raise ValueError("stability: the replica-symmetry check is not available with --heads or "
+                         "--teacher-heads above 1")
+    model = model_for(problems[0])  # refuses, naming the parameter, what no model serves
+    model.check(model.prepare(options), kwargs["prior"])
     # the key holds the settings that change each point's result
     jobs = [Job("theory", p, None, result_settings(p, options, kwargs["prior"])) for p in problems]
     cache = cache_for_export(kwargs["out"])

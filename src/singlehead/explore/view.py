@@ -27,6 +27,7 @@ import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import stable_hash
+from singlehead.state_evolution.models import model_for
 from singlehead.state_evolution.multihead import effective_single_head
 from singlehead.state_evolution.multihead_se import check_multihead_problem
 from singlehead.state_evolution.sizes import check_theory_size, point_cost_seconds
@@ -212,7 +213,7 @@ def experimental_heads(problem: Problem) -> bool:
     """Whether ``problem`` has several heads on a channel other than the linear one: its curve is the experimental
     multi-head state evolution (:func:`singlehead.state_evolution.multihead_se.multihead_theory`), its other
     panels are not drawn."""
-    return problem.multihead and problem.channel.name != "linear"
+    return model_for(problem).name == "heads"
 
 
 def heads_note(problem: Problem) -> str | None:

@@ -191,6 +191,12 @@ class Target(abc.ABC):
     def validate(self, d: int) -> None:
         """Raise ``ValueError`` naming the parameter when this target cannot be built at dimension ``d``."""
 
+    def mean_of_heads(self, heads: int) -> "Target | None":
+        """The target ``S0'`` with ``(1/heads) sum_k S0_k = S0'/sqrt(heads)`` for ``heads`` independent draws
+        ``S0_k`` of this target, as a target of its own, or ``None`` where that mean has no target law here (the
+        theory of several teacher heads on the linear channel needs one)."""
+        return None
+
     def spectrum(self, d: int) -> np.ndarray | None:
         """Deterministic spectrum of ``S0`` (descending), or ``None`` for a random target."""
         return None
@@ -376,6 +382,10 @@ class MPTarget(Target):
     def rank_ratio(self) -> float:
         """``kappa0 = p0/d``."""
         return float(self.kappa0)
+
+    def mean_of_heads(self, heads: int) -> "MPTarget":
+        """The columns of the heads' ``W0_k`` side by side: the MP target of rank ratio ``heads kappa0``."""
+        return MPTarget(kappa0=heads * self.kappa0)
 
     def caption(self) -> dict[str, Any]:
         return {"kappa0": self.kappa0}

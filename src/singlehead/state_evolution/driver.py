@@ -16,6 +16,7 @@ import numpy as np
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.block_map import BlockSetup
+from singlehead.state_evolution.convergence import attempt_plan
 from singlehead.state_evolution.diagnosis import diagnose, record_attempt
 from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
 from singlehead.state_evolution.models.base import PointSolution
@@ -62,7 +63,7 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
         Starting point (e.g. the previous point of a sweep); default ``(Q0/2, 0.4 Q0, 1)``.
         A solve from ``init`` is tried first without the continuation in ``lam``; if it does not
         converge, the default start runs every stage, then (if still unconverged) ``init`` does, then
-        the default start with secant updates (see ``_attempt_plan``), and the first converged solve
+        the default start with secant updates (see ``attempt_plan``), and the first converged solve
         (else the smallest residual) is kept. If the kept one stalled at the map's quadrature error
         (``diagnosis == "quadrature_floor"``) and neither ``quad`` nor ``SEOptions.n_points`` fixed the
         node set, the point is solved once more on 4 times the nodes per scramble, kept if it converges
@@ -121,7 +122,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
                 collapse: CollapsePoint | None = None) -> PointSolution:
     """:func:`theory`, also returning the warm start its solution offers to a next point (for sweeps).
 
-    ``cold_first``: try the default start before the warm one (see :func:`_attempt_plan`).
+    ``cold_first``: try the default start before the warm one (see :func:`~.convergence.attempt_plan`).
     ``alpha_tangent``: include the fixed point's tangent along ``log alpha`` in the warm start (one more
     Jacobian; an ``alpha`` sweep's predictor uses it). ``collapse``: this problem's
     :func:`~singlehead.state_evolution.collapse_point` when the caller has it (a sweep rescales the previous point's).
@@ -142,7 +143,7 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
 def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, init: Any,
                 quad: OutputQuadrature | None, t0: float, *, refine: bool, prior_again: Any, cold_first: bool,
                 alpha_tangent: bool, collapse: CollapsePoint | None) -> PointSolution:
-    """The engine's solve of one point from its model's ``setup``: the attempt plan (:func:`_attempt_plan`), the
+    """The engine's solve of one point from its model's ``setup``: the attempt plan (:func:`~.convergence.attempt_plan`), the
     diagnosis of an unconverged result, and the re-solve on finer nodes of a point that stalled at its
     quadrature floor (``refine``: the node set is the solver's choice; ``prior_again``: the prior that re-solve
     uses). Every student with one or two blocks of overlaps runs these same attempts and stages; what differs
@@ -178,7 +179,7 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
         a = solve_attempt(setup, setup.new_map(settings, tracked), t0, oa, init=init_, jacobian=jacobian_, trace=trace)
         return a, trace
 
-    plan = _attempt_plan(init, jacobian, branches, cold_first,
+    plan = attempt_plan(init, jacobian, branches, cold_first,
                          secant_fallback=o.exact_jacobian and setup.tangent)
     attempts: list[Attempt] = []
     warm_failed, records = False, []
@@ -227,35 +228,6 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
 #: a solve whose residual stalled at the quadrature floor is redone once on this many times the nodes (the
 #: quadrature error falls like 1/sqrt(nodes) or faster for scrambled Sobol nodes: by 2 or more)
 _REFINE = 4
-
-
-def _attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool, *,
-                  secant_fallback: bool = False) -> list[tuple]:
-    """The solve attempts ``(init, jacobian, branches, escalate, secant)`` in the order they are tried.
-
-    A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly
-    (``SEOptions.quick_attempt``: no continuation in lam, a short re-solve with every prox start).
-    Near a fast change of the fixed point it can lead the root finder into a region it does not
-    leave while the default start converges (e.g. at very small alpha for a power-law target, or
-    across the interpolation peak at very small lam). Then the
-    default start runs the full pipeline, and if that fails too, the warm start does; the first
-    converged solve is kept, else the smallest residual. ``cold_first`` (a sweep whose previous
-    warm start failed) puts the default start first.
-
-    ``secant_fallback`` (the exact-Jacobian Newton solver on a quadrature output side): when every
-    attempt above fails, the default start once more with Broyden's secant updates instead of exact
-    Jacobians (``exact_jacobian=False``). Where the SE equations have several fixed points, the exact
-    Newton steps can lead into the basin of an unstable one (replicon above 1) that the quadrature
-    noise keeps them from reaching, while the secant solver, whose first steps are damped SE
-    iterations, is drawn to the attracting one. It runs only after every other attempt failed, so
-    no converged result changes.
-    """
-    fallback = [(None, None, None, True, True)] if secant_fallback else []
-    if init is None and jacobian is None:
-        return [(None, None, None, True, False), *fallback]
-    cold, warm_quick = (None, None, None, True, False), (init, jacobian, branches, False, False)
-    warm_full = (init, jacobian, branches, True, False)
-    return [cold, warm_quick, warm_full, *fallback] if cold_first else [warm_quick, cold, warm_full, *fallback]
 
 
 def _next_warm_start(kept: Attempt, Q0: float, alpha_tangent: bool) -> WarmStart | None:

@@ -31,10 +31,8 @@ import dataclasses
 import math
 from typing import Any
 
-from singlehead.model.channels import Linear
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
-from singlehead.model.targets import MPTarget
 
 __all__ = ["effective_single_head", "multihead_result"]
 
@@ -67,18 +65,18 @@ def effective_single_head(problem: Problem) -> tuple[Problem, float]:
     if not problem.multihead:
         return problem, 1.0
     H, H0 = problem.heads, problem.teacher_heads
-    if type(problem.channel) is not Linear:
-        raise ValueError(f"channel: the multi-head theory of the {problem.channel.name!r} channel is not available "
-                         f"(heads={H}, teacher_heads={H0}); the theory covers several heads on the 'linear' channel "
-                         "only (singlehead.theory solves several softmax heads by the experimental multi-head state "
-                         "evolution, singlehead.state_evolution.multihead_se.multihead_theory)")
+    if problem.channel.multihead_theory != "reduction":
+        raise ValueError(f"channel: the {problem.channel.name!r} channel's output is not linear in the logits, so "
+                         f"{H} heads do not reduce to one (heads={H}, teacher_heads={H0}); the exact reduction covers "
+                         "channels with Channel.multihead_theory == 'reduction' (the 'linear' channel)")
     target, c2 = problem.target, 1.0
     if H0 > 1:
-        if type(target) is not MPTarget:
-            raise ValueError(f"teacher_heads: the theory of {H0} teacher heads needs an MP target (the mean of "
-                             f"independent MP heads is again an MP target, rescaled); the mean of {H0} independent "
-                             f"{target.name!r} heads has no single-head target law here (got teacher_heads={H0})")
-        target, c2 = MPTarget(kappa0=H0 * target.kappa0), 1.0 / H0
+        target = problem.target.mean_of_heads(H0)
+        if target is None:
+            raise ValueError(f"teacher_heads: the theory of {H0} teacher heads needs a target whose mean of "
+                             f"independent heads is again a target law (an MP target is); the mean of {H0} "
+                             f"independent {problem.target.name!r} heads has none here (got teacher_heads={H0})")
+        c2 = 1.0 / H0
     c = math.sqrt(c2)
     effective = problem.replace(heads=1, teacher_heads=1, kappa=min(1.0, H * problem.kappa),
                                 lam=H * problem.lam / c, noise=problem.noise / c2, target=target)

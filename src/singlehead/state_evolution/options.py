@@ -449,17 +449,17 @@ def check_symmetric_options(options: SEOptions, student: Any) -> None:
 
 
 def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -> tuple[tuple[str, Any], ...]:
-    """The settings among ``prior`` and ``options.(tol, n_points, node_seed, sample_dim, sample_draws,
-    sample_extrapolate, sample_seed, draw_errors)`` that change ``theory(problem)``, as a sorted tuple of ``(name, value)`` (what a cache
-    key of the result holds besides the problem).
+    """The settings among ``prior`` and ``options`` that change ``theory(problem)``, as a sorted tuple of
+    ``(name, value)`` (what a cache key of the result holds besides the problem), ``options`` resolved for the
+    problem's model first.
 
     ``prior``: ``"asymptotic"`` is ``"auto"``. ``tol`` always; ``n_points`` (resolved, see
     :meth:`SEOptions.points`) where nodes are used: a channel without closed forms, or a
     non-symmetric student (its collapse test integrates on nodes); ``node_seed`` where nodes are
-    used or something is drawn: ``prior="finite"``'s GOE draws, a non-symmetric student's prior
-    instances; a non-symmetric student's instances (``sample_dim``, ``sample_draws``,
-    ``sample_extrapolate``, the resolved ``sample_seed``: ``None`` and ``node_seed`` give one key) and
-    whether its error bars include their sampling error (``draw_errors``).
+    used or something is drawn (``prior="finite"``'s GOE draws); and the model's ``key_options``: a
+    sampled prior side's instances (``sample_dim``, ``sample_draws``, ``sample_extrapolate``, the resolved
+    ``sample_seed``: ``None`` and ``node_seed`` give one key), whether its error bars include their sampling
+    error (``draw_errors``), the heads model's ``ansatz`` and ``max_iter``.
 
     Examples
     --------
@@ -471,7 +471,8 @@ def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -
     """
     from singlehead.state_evolution.models import model_for
 
-    options = model_for(problem).prepare(options)  # the model's values of the options left at None
+    model = model_for(problem)
+    options = model.prepare(options)  # the model's values of the options left at None
     prior = "auto" if prior == "asymptotic" else str(prior)
     nodes = problem.channel.needs_quadrature or not problem.student.symmetric
     out: dict[str, Any] = {"prior": prior, "tol": options.tol}
@@ -479,9 +480,8 @@ def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -
         out["n_points"] = options.points(problem)
     if nodes or prior == "finite":
         out["node_seed"] = options.node_seed
-    if not problem.student.symmetric:
-        out.update(sample_dim=options.sample_dim, sample_draws=options.sample_draws,
-                   sample_extrapolate=options.sample_extrapolate, sample_seed=options.instance_seed, draw_errors=options.draw_errors)
+    for name in model.key_options:  # a sampled prior side's instances, an ansatz, ...
+        out[name] = options.instance_seed if name == "sample_seed" else getattr(options, name)
     return tuple(sorted(out.items()))
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
+from singlehead.state_evolution.convergence import ACCEPT_FACTOR, is_converged
 from singlehead.state_evolution.fixed_point import in_domain, solve_fixed_point, step_residual
 from singlehead.state_evolution.draw_spread import prior_draw_spread
 from singlehead.state_evolution.options import SEOptions
@@ -243,8 +244,8 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> ReportedPoint:
             s.jac = j3 if j3 is not None else s.jac
             floor = F.floor_at(x, out) if residual >= o.tol else math.nan
     # at the quadrature floor, one more SE step moves the point by less than the map's own quadrature error
-    at_floor = residual >= 10 * o.tol and below_floor(residual, floor)
-    converged = bool((residual < 10 * o.tol or at_floor) and out.prox_converged)
+    converged, at_floor = is_converged(residual, o.tol, accept=ACCEPT_FACTOR, floor=floor,
+                                       prox_converged=out.prox_converged)
     return ReportedPoint(x, out, pr, residual, floor, converged, at_floor)
 
 

@@ -61,6 +61,13 @@ class SEModel:
         options.refuse(self.reads(), f"{self.name} state-evolution model", self.takes)
         return options.resolved(self.defaults)
 
+    #: the options besides ``tol`` and the nodes that change the model's result (what a cache key holds)
+    key_options: ClassVar[tuple[str, ...]] = ()
+
+    def check(self, options: Any, prior: Any) -> None:
+        """Raise ``ValueError``, naming the parameter, when the model cannot serve :attr:`problem` with ``options``
+        (resolved) and ``prior``, before anything is solved."""
+
     #: the model's blocks of overlaps and the suffix of their names in ``extras`` (``q_s``: block ``s``)
     blocks: ClassVar[dict[str, str]] = {"S": ""}
 

@@ -26,6 +26,12 @@ class BlocksModel(SEModel):
     name: ClassVar[str] = "blocks"
     defaults: ClassVar[dict[str, Any]] = {"tol": 1e-6, "sample_draws": 8, "sample_extrapolate": True}
     blocks: ClassVar[dict[str, str]] = {"symmetric": "_s", "antisymmetric": "_a"}
+    key_options: ClassVar[tuple[str, ...]] = ("sample_dim", "sample_draws", "sample_extrapolate", "sample_seed",
+                                              "draw_errors")
+
+    def check(self, options: Any, prior: Any) -> None:
+        check_theory_size(self.problem, options, prior)
+        check_block_options(options, prior, None, self.problem)
 
     def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
                     alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:

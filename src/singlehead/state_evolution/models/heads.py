@@ -43,7 +43,12 @@ class HeadsModel(SEModel):
     ``None`` (the model draws its own nodes); no warm start is returned."""
 
     name: ClassVar[str] = "heads"
-    defaults: ClassVar[dict[str, Any]] = {"tol": 1e-4, "max_iter": 60, "sample_draws": 4}
+    defaults: ClassVar[dict[str, Any]] = {"tol": 1e-4, "max_iter": 60, "sample_draws": 4, "n_points": 1024}
+    key_options: ClassVar[tuple[str, ...]] = ("sample_dim", "sample_draws", "sample_seed", "draw_errors", "ansatz",
+                                              "max_iter")
+
+    def check(self, options: Any, prior: Any) -> None:
+        check_multihead_problem(self.problem, prior)
     takes: ClassVar[str] = ("its solver takes " + ", ".join(HEADS_READS))
 
     def reads(self) -> set[str]:

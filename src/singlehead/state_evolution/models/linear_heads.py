@@ -31,6 +31,13 @@ class LinearHeadsModel(SEModel):
 
     name: ClassVar[str] = "linear_heads"
 
+    def check(self, options: Any, prior: Any) -> None:
+        from singlehead.state_evolution.models import model_for
+
+        effective = effective_single_head(self.problem)[0]
+        _check_prior(self.problem, prior)
+        model_for(effective).check(options, prior)
+
     def prepare(self, options: Any) -> Any:
         # the effective single-head problem's model checks and resolves the options
         from singlehead.state_evolution.models import model_for

@@ -27,6 +27,10 @@ class TiedModel(SEModel):
 
     name: ClassVar[str] = "tied"
 
+    def check(self, options: Any, prior: Any) -> None:
+        check_theory_size(self.problem, options, prior)
+        check_symmetric_options(options, self.problem.student)
+
     def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
                     alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:
         problem, o = self.problem, options

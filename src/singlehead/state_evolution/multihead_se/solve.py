@@ -28,6 +28,7 @@ import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.validation import check, finite, is_int
+from singlehead.state_evolution.convergence import is_converged
 from singlehead.state_evolution.multihead_se.output import (
     isotropic,
     multihead_output_side,
@@ -313,7 +314,7 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
         res.append(r)
         if verbose:
             _log("it", it, r, new, pr)
-        if r < tol and se_map.last_exact:
+        if is_converged(r, tol, accept=1.0)[0] and se_map.last_exact:  # the rule of .convergence
             ok = True
             break
         xv, fv = flat(x), flat(new) - flat(x)
@@ -440,7 +441,7 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
         res.append(r)
         if verbose:
             _log(label, it, r, new, pr)
-        if r < tol and se_map.last_exact:
+        if is_converged(r, tol, accept=1.0)[0] and se_map.last_exact:  # the rule of .convergence
             return True, res, xt, last
         if r >= best[1] and not se_map.last_cold:
             break
