@@ -74,6 +74,9 @@ LIGHT_FRACTION = 4
 #: relative step of the finite-difference Jacobian of the linear response (draw errors)
 _RESPONSE_STEP = 1e-3
 #: options the block solver has no counterpart for, with the reason
+#: the block model's values of the options that ``SEOptions`` leaves at ``None``
+BLOCK_DEFAULTS = {"tol": 1e-6, "sample_draws": 8, "sample_extrapolate": True}
+
 _NOT_APPLIED = {
     "prox_branch": "its output side takes the global prox minimum only",
     "draws": "it has no finite-d GOE prior mode (its prior side samples instances: sample_dim, sample_draws)",
@@ -132,7 +135,9 @@ class BlockPoint:
 
     @classmethod
     def build(cls, problem: Problem, options: SEOptions) -> "BlockPoint":
-        """The point's instances and teacher norms for ``problem`` under ``options``."""
+        """The point's instances and teacher norms for ``problem`` under ``options`` (its ``None`` fields the
+        block model's :data:`BLOCK_DEFAULTS`)."""
+        options = options.resolved(BLOCK_DEFAULTS)
         problem.student.field_blocks()  # a student without blocks raises here
         draw, symmetric_teacher = teacher_sampler(problem.target)
         Q0s, Q0a = teacher_norms(problem)

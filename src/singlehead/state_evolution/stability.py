@@ -72,7 +72,7 @@ from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 from singlehead.state_evolution.stability_record import Stability
 
-__all__ = ["Stability", "stability"]
+__all__ = ["Stability", "stability", "tied_stability"]
 
 
 def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
@@ -140,16 +140,18 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     >>> check.replicon < 1.0, 0.0 <= check.prox_jump_share < 0.05
     (True, True)
     """
-    problem.check_single_head("the stability check")
-    ex = result.extras
+    from singlehead.state_evolution.models import model_for
+
     if result.problem and result.problem != problem.to_dict():
         raise ValueError("result is the fixed point of another problem: pass the problem it was solved for "
                          f"(result.problem = {result.problem})")
-    if len(problem.student.field_blocks()) > 1:
-        # the replicon of two blocks of fields is a 2 x 2 map (needs the block map: imported when needed)
-        from singlehead.state_evolution.block_stability import block_stability
+    return model_for(problem).stability(result, options=options, quad=quad)
 
-        return block_stability(problem, result, options=options, quad=quad)
+
+def tied_stability(problem: Problem, result: Result, *, options: SEOptions | None = None,
+                   quad: OutputQuadrature | None = None) -> Stability:
+    """:func:`stability` of the tied model's fixed point ``result`` (one block of fields)."""
+    ex = result.extras
     for key in ("q", "m", "Sigma", "Sigmahat", "Q0"):
         if key not in ex:
             raise ValueError(f"result.extras lacks {key!r}: pass a state-evolution Result of theory()")

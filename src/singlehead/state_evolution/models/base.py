@@ -91,6 +91,13 @@ class SEModel:
         ex["se_model"] = self.name
         return result
 
+    def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
+        """The replica-symmetry check of the fixed point ``result`` (:func:`~singlehead.state_evolution.stability`);
+        a model without one refuses, naming ``heads``."""
+        raise ValueError(f"heads: the replica-symmetry check is not available for the {self.name} state-evolution "
+                         f"model (got heads={self.problem.heads}, teacher_heads={self.problem.teacher_heads}; it "
+                         "covers one head)")
+
     def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
                     alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:
         """The fixed point of :attr:`problem` (``cold_first``, ``alpha_tangent``, ``collapse``: a sweep's hints,

@@ -11,7 +11,7 @@ import time
 from typing import Any, ClassVar, Iterator
 
 from singlehead.model.results import Result
-from singlehead.state_evolution.block_map import BlockPoint, BlockSetup, check_block_options
+from singlehead.state_evolution.block_map import BLOCK_DEFAULTS, BlockPoint, BlockSetup, check_block_options
 from singlehead.state_evolution.driver import solve_setup
 from singlehead.state_evolution.models.base import PointSolution, SEModel
 from singlehead.state_evolution.sizes import check_theory_size
@@ -24,7 +24,7 @@ class BlocksModel(SEModel):
     """A symmetric and an antisymmetric block (the untied student)."""
 
     name: ClassVar[str] = "blocks"
-    defaults: ClassVar[dict[str, Any]] = {"tol": 1e-6, "sample_draws": 8, "sample_extrapolate": True}
+    defaults: ClassVar[dict[str, Any]] = BLOCK_DEFAULTS
     blocks: ClassVar[dict[str, str]] = {"symmetric": "_s", "antisymmetric": "_a"}
     key_options: ClassVar[tuple[str, ...]] = ("sample_dim", "sample_draws", "sample_extrapolate", "sample_seed",
                                               "draw_errors")
@@ -46,6 +46,12 @@ class BlocksModel(SEModel):
         setup = BlockSetup(point, quad, point.collapse_holds(quad))
         return solve_setup(problem, setup, o, init, quad, t0, refine=refine, prior_again=prior, cold_first=cold_first,
                            alpha_tangent=alpha_tangent, collapse=collapse)
+
+    def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
+        # the replicon of two blocks of fields is a 2 x 2 map
+        from singlehead.state_evolution.block_stability import block_stability
+
+        return block_stability(self.problem, result, options=self.prepare(options), quad=quad)
 
     def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
               progress: bool) -> Iterator[Result]:

@@ -46,6 +46,11 @@ class TiedModel(SEModel):
         return solve_setup(problem, TiedSetup(problem, pm, quad, col), o, init, quad, t0, refine=refine,
                            prior_again=pm, cold_first=cold_first, alpha_tangent=alpha_tangent, collapse=collapse)
 
+    def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
+        from singlehead.state_evolution.stability import tied_stability
+
+        return tied_stability(self.problem, result, options=self.prepare(options), quad=quad)
+
     def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
               progress: bool) -> Iterator[Result]:
         check_theory_size(self.problem, options, prior)  # refused before any node or eigenvalue is allocated
