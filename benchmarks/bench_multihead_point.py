@@ -26,7 +26,7 @@ import time
 
 from singlehead import MPTarget, Problem
 from singlehead.numerics.thread_map import blas_threads
-from singlehead.runs.reference import reference_seconds
+from singlehead.runs import reference_seconds
 from singlehead.runs.threads import configure
 from singlehead.state_evolution.multihead_se import MultiHeadOptions, multihead_theory
 

@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--kappa0", type=float, nargs="*", default=[0.5, 0.25])
     args = ap.parse_args()
     from singlehead.numerics.nuclear_recovery import blocked_nuclear_threshold
-    from singlehead.runs.reference import reference_seconds
+    from singlehead.runs import reference_seconds
 
     ref = reference_seconds()
     print(f"reference workload (5 x 1000^3 float64 GEMM): {ref:.3f} s")

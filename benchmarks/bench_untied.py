@@ -33,10 +33,9 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from singlehead import MPTarget, Problem, simulate
+    from singlehead import MPTarget, Problem, TrainOptions, simulate
     from singlehead.sim.data import sample_sequences
-    from singlehead.runs.reference import reference_seconds
-    from singlehead.sim.simulation import TrainOptions
+    from singlehead.runs import reference_seconds
     from singlehead.sim.training import Objective
 
     print(f"reference workload (5 x 1000^3 float64 GEMM): {reference_seconds():.3f} s; "

@@ -21,9 +21,8 @@ import time
 
 import numpy as np
 
-from singlehead import MPTarget, Problem, theory, theory_curve
-from singlehead.runs.reference import reference_seconds
-from singlehead.state_evolution import SEOptions
+from singlehead import MPTarget, Problem, SEOptions, theory, theory_curve
+from singlehead.runs import reference_seconds
 
 
 def _problem(lam: float, alpha: float = 1.0) -> Problem:

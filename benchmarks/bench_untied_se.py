@@ -16,10 +16,8 @@ import argparse
 import statistics
 import time
 
-from singlehead import MPTarget, Problem, theory
-from singlehead.runs.reference import reference_seconds
-from singlehead.state_evolution import SEOptions
-from singlehead.model.targets import UntiedMPTarget
+from singlehead import MPTarget, Problem, SEOptions, UntiedMPTarget, theory
+from singlehead.runs import reference_seconds
 
 POINTS = {
     "seq2lab alpha=1 lam=1e-2": dict(channel="seq2lab", alpha=1.0, lam=1e-2, target=MPTarget(0.5)),

@@ -96,7 +96,7 @@ class Outcome:
 
 
 def reference() -> float:
-    from singlehead.runs.reference import reference_seconds
+    from singlehead.runs import reference_seconds
 
     return reference_seconds()
 

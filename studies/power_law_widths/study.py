@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from singlehead.runs import Cache, Job, run_jobs
-from singlehead.model.problem import PowerLawTarget, Problem
+from singlehead import PowerLawTarget, Problem
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent

@@ -35,13 +35,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from singlehead import MPTarget, Problem, UntiedMPTarget, simulate, theory
+from singlehead import MPTarget, Problem, SEOptions, TrainOptions, UntiedMPTarget, simulate, theory
 from singlehead.figures.finite_size import gaps_from_frame
 from singlehead.report.verdict import judge
-from singlehead.runs import Cache, cached
-from singlehead.runs.reference import reference_seconds
-from singlehead.sim.simulation import TrainOptions
-from singlehead.state_evolution.options import SEOptions
+from singlehead.runs import Cache, cached, reference_seconds
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

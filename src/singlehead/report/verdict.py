@@ -50,7 +50,14 @@ FAMILY_LEVEL = 0.05
 #: away from the theory can never agree.
 MAX_TOL_REL = 0.10
 
-AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE = "agrees", "deviates", "deviates, explained", "inconclusive"
+#: Verdict of a row whose equivalence with the theory (within its tolerance) is shown.
+AGREES = "agrees"
+#: Verdict of a row whose difference from the theory (beyond its tolerance) is shown.
+DEVIATES = "deviates"
+#: Verdict of a row that deviates where a diagnostic computed in the same run fails.
+EXPLAINED = "deviates, explained"
+#: Verdict of a row where neither test decides, or whose theory did not converge.
+INCONCLUSIVE = "inconclusive"
 #: The four verdicts, in the report's order.
 VERDICTS = (AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE)
 
