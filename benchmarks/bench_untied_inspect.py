@@ -20,9 +20,8 @@ import time
 
 import numpy as np
 
+from singlehead.inspect import UntiedLawCache, fit_untied, sample_untied_map
 from singlehead.runs import reference_seconds
-from singlehead.inspect.untied import UntiedLawCache
-from singlehead.inspect import fit_untied, sample_untied_map
 
 POINTS = (("untied", 0.5, 0.5, 0.25 * math.pi), ("tied", 0.5, 0.5, 0.0), ("tied", 0.3, 1.0, 0.5 * math.pi),
           ("untied", 0.1, 0.1, 0.25 * math.pi))

@@ -30,9 +30,8 @@ import torch
 
 from singlehead import MPTarget, PowerLawTarget, Problem, TrainOptions, simulate, theory
 from singlehead.analysis import learned_spectrum
+from singlehead.inspect import LawCache, fit_spectrum, outlier_margin
 from singlehead.runs import Cache, cached
-from singlehead.inspect.fit import LawCache, outlier_margin
-from singlehead.inspect import fit_spectrum
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
