@@ -6,7 +6,7 @@ Points (``T = 2``, noise 0.5, MP teachers ``kappa0 = 0.5``, ``kappa = 1``): seq2
 ``alpha = 1, lam = 1e-2`` (tied teacher), seq2lab with the untied teacher, seq2lab at ``lam = 1e-4``
 (continuation in ``lam``). Settings: the default (``D = 100``, 4 draws, per-draw error bars) and
 the light one the explorer could use (``D = 100``, 2 draws, no per-draw error bars). Printed: the
-reference workload (:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before
+reference workload (:func:`singlehead.runs.reference_seconds`, 5 float64 1000^3 GEMMs) before
 and after, and the median wall time per point with its map evaluations.
 """
 

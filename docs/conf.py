@@ -172,7 +172,8 @@ def _resolve_public_alias(app, env, node, contnode):
         if fullname is not None:
             return py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], fullname, node, contnode)
     if "." not in target:  # a bare name (an autosummary table's summary line): the one documented object so named
-        named = [name for name in py.objects if name.rpartition(".")[2] == target]
+        named = [name for name, entry in py.objects.items()
+                 if name.rpartition(".")[2] == target and not getattr(entry, "aliased", False)]
         if len(named) == 1:
             return py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], named[0], node, contnode)
     return None
