@@ -5,7 +5,9 @@
   (``M`` is ``singlehead`` or a module the reference documents), ``import M`` needs ``M`` to be ``singlehead``
   or a documented module, and an attribute chain ``singlehead.a.b`` must reach a listed name or module;
 * none of those files edits ``sys.path`` (or ``PYTHONPATH`` in ``os.environ``, or calls ``site.addsitedir``);
-* every name in ``singlehead.__all__`` is importable from ``singlehead`` and listed in the reference.
+* every name in ``singlehead.__all__`` is importable from ``singlehead`` and listed in the reference;
+* the python code blocks of the pages a new user reads first (``index.rst``, ``getting_started.rst``) use
+  only the public API too.
 
 The checker's own tests feed it sources with violations, so a check that cannot fail is caught here too.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -156,6 +159,29 @@ def test_known_internal_uses_name_existing_files() -> None:
     assert all((ROOT / name).is_file() for name in KNOWN_INTERNAL), sorted(KNOWN_INTERNAL)
 
 
+FIRST_PAGES = ("index.rst", "getting_started.rst")  # what a new user reads first: public API only
+
+
+def python_blocks(rst: str) -> list[str]:
+    """The ``.. code-block:: python`` bodies of a reST page, dedented."""
+    blocks = re.findall(r"^\.\. code-block:: python\n((?:\n|[ ]{3,}.*\n)+)", rst, re.M)
+    return [textwrap.dedent(b) for b in blocks]
+
+
+@pytest.mark.parametrize("page", FIRST_PAGES)
+def test_first_pages_use_only_the_public_api(page: str) -> None:
+    blocks = python_blocks((ROOT / "docs" / page).read_text())
+    assert blocks, f"docs/{page} has no python code block"
+    for block in blocks:
+        assert violations(block) == [], f"docs/{page}: {violations(block)}"
+
+
+def test_code_blocks_are_found_and_checked() -> None:
+    rst = "Title\n\n.. code-block:: python\n\n   from singlehead.sim.simulation import TrainOptions\n\nText.\n"
+    (block,) = python_blocks(rst)
+    assert violations(block) == ["line 2: from singlehead.sim.simulation import TrainOptions"]
+
+
 def test_there_are_scripts_in_every_folder() -> None:
     for folder in FOLDERS:
         assert any(p.is_relative_to(ROOT / folder) for p in SOURCES), folder
@@ -218,3 +244,16 @@ def test_the_reference_parser_reads_currentmodule_sections() -> None:
     text = (".. currentmodule:: singlehead\n\n.. autosummary::\n   :toctree: generated\n\n   Problem\n   theory\n\n"
             ".. currentmodule:: singlehead.analysis\n\n.. autosummary::\n\n   decompose\n")
     assert documented(text) == (LISTED, PUBLIC_MODULES)
+
+
+@pytest.mark.slow
+def test_the_first_curve_of_getting_started_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's first block, as printed (a theory curve and six simulations at d = 40; about 20 s)."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(tmp_path)
+    block = python_blocks((ROOT / "docs" / "getting_started.rst").read_text())[0]
+    namespace: dict = {}
+    exec(compile(block, "getting_started.rst", "exec"), namespace)  # noqa: S102
+    curve, sims = namespace["curve"], namespace["sims"]
+    assert len(curve) == 12 and all(r.converged for r in curve)
+    assert sorted(sims) == [0.5, 1.5, 2.5] and all(len(v) == 2 for v in sims.values())
