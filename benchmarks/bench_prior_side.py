@@ -21,11 +21,11 @@ import time
 
 import numpy as np
 
-from singlehead.runs import reference_seconds
 from singlehead import MPTarget, Problem, theory
-from singlehead.numerics.spectra._mp_reference import reference_routes
-from singlehead.state_evolution import prior_model
 from singlehead.model.students import Factorized
+from singlehead.numerics.spectra._mp_reference import reference_routes
+from singlehead.runs import reference_seconds
+from singlehead.state_evolution import prior_model
 
 FIELDS = ("q", "m", "Sigma", "eta", "delta", "eps", "cutoff", "rank_fraction", "first_moment")
 

@@ -22,9 +22,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from singlehead import MPTarget, Problem  # noqa: E402
+from singlehead import MPTarget, Problem, TrainOptions, simulate  # noqa: E402
 from singlehead.runs import reference_seconds  # noqa: E402
-from singlehead import simulate, TrainOptions  # noqa: E402
 
 # (label, problem parameters): the report's seq2lab operating points (T = 2; noise 0.5 and kappa0 0.5 unless given)
 POINTS = [

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from singlehead.analysis import extrapolate_to_infinite_d
 from singlehead import MPTarget, Problem, stability, theory_curve
+from singlehead.analysis import extrapolate_to_infinite_d
 from singlehead.runs import Cache, Job, run_jobs
 from studies import echo_into, study_parser, write_table
 
