@@ -12,16 +12,16 @@ import time
 
 import torch
 
-from singlehead.amp import AMPOptions, run_amp
-from singlehead.sim.data import child_seeds, sample_sequences
-from singlehead.model.problem import Problem
-from singlehead.sim.data import sample_target
+from singlehead import AMPOptions, Problem
+from singlehead.amp import run_amp
+from singlehead.numerics.rng import child_seeds
+from singlehead.sim.data import sample_sequences
 
 
 def time_per_iteration(d: int, bayes: bool, iters: int, threads: int) -> float:
     p = Problem(d=d, T=2, alpha=1.0, noise=0.0, lam=0.01)
     s_t, s_tr, _, _ = child_seeds(0, 4)
-    S0 = sample_target(p.target, d, s_t)
+    S0 = p.target.sample(d, s_t)
     data = sample_sequences(p, S0, p.n, s_tr)
     stamps: list[float] = []
     run_amp(p, data, S0=S0, options=AMPOptions(bayes=bayes, max_iter=iters + 1, tol=0.0, adaptive=False,

@@ -25,7 +25,7 @@ import time
 import urllib.request
 
 import numpy as np
-from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
+from singlehead.runs import reference_seconds
 
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -50,9 +50,8 @@ def _start_server(workers: int) -> tuple[subprocess.Popen, str]:
 
 def _solver_floor(points: int) -> tuple[float, float]:
     """Cold first point and one warm-started sweep of the default view at a lam the page never drew."""
-    from singlehead import Problem, theory
+    from singlehead import Problem, theory, theory_curve
     from singlehead.explore import parse_view
-    from singlehead.state_evolution import theory_curve
 
     view = parse_view({"n_alpha": str(points), "lam": "0.0111"})
     problem: Problem = view.problem

@@ -16,7 +16,7 @@ spread of the whole finite prediction, feedback of the fixed point included. A r
 workload (5 products of 1000 x 1000 float64 matrices) is timed in the same run, so times from
 machines under different load can be compared.
 
-Run: ``OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_finite_prior.py [--seeds 3]``
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_finite_prior.py [--seeds 3]``
 (the script also runs against older versions of the library: missing extras print as nan).
 """
 
@@ -28,9 +28,7 @@ import time
 
 import numpy as np
 
-from singlehead.model.problem import Problem
-from singlehead.state_evolution import SEOptions, theory, theory_curve
-from singlehead.model.targets import PowerLawTarget
+from singlehead import PowerLawTarget, Problem, SEOptions, theory, theory_curve
 
 D = 400
 WIDTHS = (1, 4, 14, 55, 400)

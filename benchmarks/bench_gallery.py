@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
+from singlehead.runs import reference_seconds
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BUDGET_S = 60.0

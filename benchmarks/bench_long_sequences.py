@@ -16,10 +16,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
 
-from singlehead import Problem
-from singlehead.state_evolution import SEOptions, theory
+from singlehead import Problem, SEOptions, theory
+from singlehead.runs import reference_seconds
 
 
 def one_point(T: int, options: SEOptions) -> tuple[float, float, object]:

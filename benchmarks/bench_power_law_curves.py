@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
+from singlehead.runs import Cache, reference_seconds
 
 from singlehead.figures import figspec
 from singlehead.figures.figspec import FIGURES, Context, Preset, build
-from singlehead.runs import Cache
 
 
 class _Timed(Exception):

@@ -11,7 +11,7 @@ each time is the best of ``--repeat`` passes over the calls, in ms per call, bes
 workload measured in the same run. The largest relative difference of the nine ``PriorSide`` fields
 between the two routes is printed too.
 
-Run: ``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_prior_side.py``
+Run: ``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/bench_prior_side.py``
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import time
 
 import numpy as np
 
-from _reference import reference_seconds
-from singlehead import MPTarget, Problem
-from singlehead.numerics.spectra._mp_reference import reference_routes
-from singlehead.state_evolution import prior_model, theory
+from singlehead import MPTarget, Problem, theory
 from singlehead.model.students import Factorized
+from singlehead.numerics.spectra._mp_reference import reference_routes
+from singlehead.runs import reference_seconds
+from singlehead.state_evolution import prior_model
 
 FIELDS = ("q", "m", "Sigma", "eta", "delta", "eps", "cutoff", "rank_fraction", "first_moment")
 

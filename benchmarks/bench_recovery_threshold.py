@@ -4,7 +4,7 @@ families), seconds per call beside the reference workload.
 Run: ``python benchmarks/bench_recovery_threshold.py [--repeat 3] [--instances 8] [--size 48]``
 (one thread: ``OMP_NUM_THREADS=1``).
 
-Printed: the reference workload (:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3
+Printed: the reference workload (:func:`singlehead.runs.reference_seconds`, 5 float64 1000^3
 GEMMs) before and after, then per case (``T = 2, 3, 4`` softmax families at ``kappa0 = 0.5`` and
 ``0.25``) the value of :func:`singlehead.numerics.nuclear_recovery.blocked_nuclear_threshold` and the
 minimum wall time of one uncached call over ``--repeat`` calls, and that time in reference units.
@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--kappa0", type=float, nargs="*", default=[0.5, 0.25])
     args = ap.parse_args()
     from singlehead.numerics.nuclear_recovery import blocked_nuclear_threshold
-    from singlehead.runs.reference import reference_seconds
+    from singlehead.runs import reference_seconds
 
     ref = reference_seconds()
     print(f"reference workload (5 x 1000^3 float64 GEMM): {ref:.3f} s")

@@ -22,18 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
 
-from singlehead import MPTarget, Problem
-from singlehead.state_evolution import stability, theory, theory_curve
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from problem_grids import random_problems  # noqa: E402  (the test suite's fixture grid)
+from singlehead import MPTarget, Problem, stability, theory, theory_curve
+from singlehead.runs import random_problems, reference_seconds
 
 
 def summary(name: str, times: list[float], evals: list[int], conv: list[bool]) -> dict:

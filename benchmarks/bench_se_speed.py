@@ -25,18 +25,12 @@ where the reference takes 0.13-0.15 s).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
 
-from singlehead import MPTarget, Problem
-from singlehead.state_evolution import theory, theory_curve
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from problem_grids import random_problems  # noqa: E402  (the test suite's fixture grid)
+from singlehead import MPTarget, Problem, theory, theory_curve
+from singlehead.runs import random_problems, reference_seconds
 
 REPORT_BASE = Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
 REPORT_ALPHAS = np.geomspace(0.05, 4.0, 24)

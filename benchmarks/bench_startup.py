@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from _reference import reference_seconds  # benchmarks/ is on sys.path when run as a script
+from singlehead.runs import reference_seconds
 
 CMD = [sys.executable, "-m", "singlehead", "theory", "--alpha", "1"]
 NEVER = ("scipy.stats", "scipy.optimize", "scipy.integrate", "torch", "pandas", "matplotlib", "joblib")

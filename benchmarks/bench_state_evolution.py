@@ -14,9 +14,7 @@ import time
 
 import numpy as np
 
-from singlehead import MPTarget, Problem
-from singlehead.bayes import bayes_optimal
-from singlehead.state_evolution import SEOptions, theory, theory_curve
+from singlehead import MPTarget, Problem, SEOptions, bayes_optimal, theory, theory_curve
 
 
 def row(name: str, seconds: float, detail: str, target: str = "") -> None:

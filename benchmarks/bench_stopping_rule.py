@@ -3,13 +3,13 @@
 Run: ``python benchmarks/bench_stopping_rule.py [--d 100] [--seeds 3] [--rtol 1e-6]``.
 
 For each operating point, every seed is fitted twice on the same data: with the default rule
-(:class:`singlehead.sim.simulation.TrainOptions` defaults: relative objective change ``1e-7`` in
+(:class:`singlehead.TrainOptions` defaults: relative objective change ``1e-7`` in
 float32, then a float64 polish to ``3e-8``) and with the loose rule (``tol = polish_rtol = rtol``).
 Printed per point: the mean iterations and seconds of both, the largest paired change of the test
 error ``max |E_loose - E_default|`` and the seed standard deviation ``sd`` of the default fits, and
 their ratio. A loose rule is harmless at a point when the ratio is small against the seed spread
 that the report's verdicts are computed from (the figures adopt it only where it stays <= 0.05).
-The reference workload (:func:`singlehead.runs.reference.reference_seconds`) is printed beside.
+The reference workload (:func:`singlehead.runs.reference_seconds`) is printed beside.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from singlehead.model.problem import MPTarget, Problem  # noqa: E402
-from singlehead.runs.reference import reference_seconds  # noqa: E402
-from singlehead.sim.simulation import TrainOptions, simulate  # noqa: E402
+from singlehead import MPTarget, Problem, TrainOptions, simulate  # noqa: E402
+from singlehead.runs import reference_seconds  # noqa: E402
 
 # (label, problem parameters): the report's seq2lab operating points (T = 2; noise 0.5 and kappa0 0.5 unless given)
 POINTS = [

@@ -36,7 +36,7 @@ SETTING = {"d": 100, "T": 2, "alpha": 1.0}
 
 
 def _problem(cfg: dict):
-    from singlehead.model.problem import Problem
+    from singlehead import Problem
 
     return Problem(d=cfg["d"], T=cfg["T"], alpha=cfg["alpha"], noise=0.5, lam=0.01)
 
@@ -57,13 +57,13 @@ def _step_worker(cfg: dict, queue) -> None:
     import torch
 
     torch.set_num_threads(cfg["threads"])
-    from singlehead.sim.data import generator, sample_sequences
+    from singlehead.numerics.rng import generator
+    from singlehead.sim.data import sample_sequences
     from singlehead.model.students import init_student
-    from singlehead.sim.data import sample_target
     from singlehead.sim.training import Objective, reference_objective_and_grad, step_flops
 
     p = _problem(cfg)
-    S0 = sample_target(p.target, p.d, 0)
+    S0 = p.target.sample(p.d, 0)
     data = sample_sequences(p, S0, p.n, 1)
     flops = step_flops(p.n, p.T, p.d, p.p)
     out = {**cfg, "n": p.n, "step_gflop": flops / 1e9}
@@ -92,7 +92,7 @@ def _fit_worker(cfg: dict, queue) -> None:
     import torch
 
     torch.set_num_threads(cfg["threads"])
-    from singlehead.sim.simulation import TrainOptions, simulate
+    from singlehead import TrainOptions, simulate
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     p = _problem(cfg)

@@ -3,7 +3,7 @@
 Run: ``python benchmarks/bench_untied.py [--d 100] [--alpha 1] [--seeds 2]``.
 
 Setting (issue 27): ``T = 2``, seq2lab, ``Delta = 0.5``, ``lam = 1e-2``, MP teacher ``kappa0 = 0.5``,
-``kappa = 1``. Printed: the reference workload (:func:`singlehead.runs.reference.reference_seconds`,
+``kappa = 1``. Printed: the reference workload (:func:`singlehead.runs.reference_seconds`,
 5 float64 1000^3 GEMMs), the minimum wall time of one objective + gradient evaluation of the untied
 student in closed form (:class:`singlehead.sim.training.Objective`) and by autograd through the
 module's ``logits`` (the generic path), the tied step, and per seed the wall time, iterations and
@@ -33,10 +33,9 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from singlehead import MPTarget, Problem, simulate
+    from singlehead import MPTarget, Problem, TrainOptions, simulate
     from singlehead.sim.data import sample_sequences
-    from singlehead.runs.reference import reference_seconds
-    from singlehead.sim.simulation import TrainOptions
+    from singlehead.runs import reference_seconds
     from singlehead.sim.training import Objective
 
     print(f"reference workload (5 x 1000^3 float64 GEMM): {reference_seconds():.3f} s; "

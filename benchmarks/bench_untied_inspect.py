@@ -10,7 +10,7 @@
    rank 32), with a fresh cache (grid laws included) and with the cache of a previous head (the
    per-head cost inside ``inspect``), beside the reference workload.
 
-Run: ``OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_untied_inspect.py``
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_untied_inspect.py``
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from _reference import reference_seconds
-from singlehead.inspect.untied import UntiedLawCache, fit_untied, sample_untied_map
+from singlehead.inspect import UntiedLawCache, fit_untied, sample_untied_map
+from singlehead.runs import reference_seconds
 
 POINTS = (("untied", 0.5, 0.5, 0.25 * math.pi), ("tied", 0.5, 0.5, 0.0), ("tied", 0.3, 1.0, 0.5 * math.pi),
           ("untied", 0.1, 0.1, 0.25 * math.pi))
@@ -57,8 +57,7 @@ def convergence() -> None:
 def _heads() -> tuple[list[tuple[np.ndarray, float]], str]:
     """Two heads ``(singular values of M_h/sqrt(d_model), asymmetry)`` of MiniLM-L6 layer 1 (else synthetic)."""
     try:
-        from singlehead.inspect import load_attention_weights
-        from singlehead.inspect.heads import head_spectrum
+        from singlehead.inspect import head_spectrum, load_attention_weights
 
         w = load_attention_weights("all-MiniLM-L6-v2", layers=[1])
         out = []

@@ -3,12 +3,12 @@
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_untied_point.py [--repeats 2] [--curve-points 20]``.
 
 Setting: ``d = 60``, seq2lab, ``T = 2``, noise 0.5, MP teacher ``kappa0 = 0.5``, ``kappa = 1``, default
-:class:`~singlehead.state_evolution.SEOptions` (``D = 100 x 8`` and ``D = 50 x 16`` instances,
+:class:`~singlehead.SEOptions` (``D = 100 x 8`` and ``D = 50 x 16`` instances,
 extrapolated in ``1/D``, draw errors by linear response). Cases: a cold point at ``alpha = 1`` for
 ``lam = 1e-2, 1e-3, 1e-4`` (median over ``--repeats``), and a curve of ``--curve-points`` points
 along ``alpha`` in ``[0.15, 3]`` at ``lam = 1e-2`` (:func:`~singlehead.theory_curve`, warm-started
 from point to point, every point with its error bar). Printed: the reference workload
-(:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, and
+(:func:`singlehead.runs.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, and
 per case the wall time and the process's CPU time (on a shared machine the CPU time is the steadier
 figure), map evaluations, convergence, test error and its draw error.
 """
@@ -21,9 +21,8 @@ import time
 
 import numpy as np
 
-from singlehead import MPTarget, Problem, theory, theory_curve
-from singlehead.runs.reference import reference_seconds
-from singlehead.state_evolution import SEOptions
+from singlehead import MPTarget, Problem, SEOptions, theory, theory_curve
+from singlehead.runs import reference_seconds
 
 
 def _problem(lam: float, alpha: float = 1.0) -> Problem:

@@ -6,7 +6,7 @@ Points (``T = 2``, noise 0.5, MP teachers ``kappa0 = 0.5``, ``kappa = 1``): seq2
 ``alpha = 1, lam = 1e-2`` (tied teacher), seq2lab with the untied teacher, seq2lab at ``lam = 1e-4``
 (continuation in ``lam``). Settings: the default (``D = 100``, 4 draws, per-draw error bars) and
 the light one the explorer could use (``D = 100``, 2 draws, no per-draw error bars). Printed: the
-reference workload (:func:`singlehead.runs.reference.reference_seconds`, 5 float64 1000^3 GEMMs) before
+reference workload (:func:`singlehead.runs.reference_seconds`, 5 float64 1000^3 GEMMs) before
 and after, and the median wall time per point with its map evaluations.
 """
 
@@ -16,10 +16,8 @@ import argparse
 import statistics
 import time
 
-from singlehead import MPTarget, Problem, theory
-from singlehead.runs.reference import reference_seconds
-from singlehead.state_evolution import SEOptions
-from singlehead.model.targets import UntiedMPTarget
+from singlehead import MPTarget, Problem, SEOptions, UntiedMPTarget, theory
+from singlehead.runs import reference_seconds
 
 POINTS = {
     "seq2lab alpha=1 lam=1e-2": dict(channel="seq2lab", alpha=1.0, lam=1e-2, target=MPTarget(0.5)),

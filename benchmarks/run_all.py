@@ -2,7 +2,7 @@
 
 Each benchmark runs in a fresh process (this interpreter, the environment below added to the caller's) and
 its printed table goes into the page verbatim, beside the reference workload (five float64 1000 x 1000
-matrix products in numpy, :func:`singlehead.runs.reference.reference_seconds`) timed by this script right before
+matrix products in numpy, :func:`singlehead.runs.reference_seconds`) timed by this script right before
 and right after it, and with the machine's facts (CPU model, cores, numpy and its BLAS, torch). A figure
 means little without the machine's speed at the time it was measured: compare figures across machines and
 loads as multiples of the reference.
@@ -96,7 +96,7 @@ class Outcome:
 
 
 def reference() -> float:
-    from singlehead.runs.reference import reference_seconds
+    from singlehead.runs import reference_seconds
 
     return reference_seconds()
 
@@ -206,7 +206,7 @@ def render(outcomes: list[Outcome], facts: list[tuple[str, str]], command: str, 
            ".. code-block:: bash", "", f"   {command}", "",
            "Each benchmark ran in a fresh process; its printed table is reproduced verbatim. Beside each one stands",
            "the **reference workload**, five float64 ``1000 x 1000`` matrix products in numpy",
-           "(``singlehead.runs.reference.reference_seconds``, numpy's default threads), timed by ``run_all.py``",
+           "(``singlehead.runs.reference_seconds``, numpy's default threads), timed by ``run_all.py``",
            "right before and right after the benchmark; most benchmarks also time it themselves, under their own",
            "thread settings. Timings from another machine, or from this one under other load, compare as",
            "multiples of the reference, not in seconds. "

@@ -13,8 +13,7 @@ Test error is ``E ||yhat - y||_F^2`` per sequence on fresh data, against noisele
 import matplotlib.pyplot as plt
 import numpy as np
 
-from singlehead import MPTarget, Problem, simulate, theory_curve
-from singlehead.sim.simulation import TrainOptions
+from singlehead import MPTarget, Problem, TrainOptions, simulate, theory_curve
 
 base = Problem(d=30, T=2, noise=0.5, target=MPTarget(kappa0=0.5))
 alphas_theory = np.geomspace(0.1, 3.0, 14)

@@ -13,8 +13,7 @@ at ``d = 40`` (points, 3 seeds) of the two students. Matrix error is ``||S - S0|
 import matplotlib.pyplot as plt
 import numpy as np
 
-from singlehead import MPTarget, Problem, simulate, theory_curve
-from singlehead.sim.simulation import TrainOptions
+from singlehead import MPTarget, Problem, TrainOptions, simulate, theory_curve
 
 base = Problem(d=40, T=2, noise=0.5, lam=0.05, target=MPTarget(kappa0=0.25))
 alphas = np.geomspace(0.1, 3.0, 12)

@@ -12,9 +12,8 @@ with zero.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from singlehead import MPTarget, Problem, simulate, theory
+from singlehead import MPTarget, Problem, TrainOptions, simulate, theory
 from singlehead.analysis import finite_size_gaps
-from singlehead.sim.simulation import TrainOptions
 
 problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.05, target=MPTarget(kappa0=0.5))
 prediction = theory(problem).test_error

@@ -13,9 +13,8 @@ distribution functions.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from singlehead import MPTarget, Problem, simulate, theory
+from singlehead import MPTarget, Problem, TrainOptions, simulate, theory
 from singlehead.analysis import compare_spectrum, learned_spectrum
-from singlehead.sim.simulation import TrainOptions
 
 problem = Problem(d=80, T=2, alpha=1.0, noise=0.5, lam=0.05, target=MPTarget(kappa0=0.5))
 prediction = learned_spectrum(problem, theory(problem))

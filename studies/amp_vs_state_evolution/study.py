@@ -18,10 +18,9 @@ from pathlib import Path
 
 import torch
 
-from singlehead.amp import AMPOptions, amp, se_iterates
+from singlehead import AMPOptions, MPTarget, Problem, theory
+from singlehead.amp import amp, se_iterates
 from singlehead.bayes import bayes_overlap
-from singlehead.model.problem import MPTarget, Problem
-from singlehead.state_evolution import theory
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent

@@ -28,12 +28,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from singlehead import MPTarget, PowerLawTarget, Problem, simulate, theory
+from singlehead import MPTarget, PowerLawTarget, Problem, TrainOptions, simulate, theory
 from singlehead.analysis import learned_spectrum
-from singlehead.sim.data import sample_target
+from singlehead.inspect import LawCache, fit_spectrum, outlier_margin
 from singlehead.runs import Cache, cached
-from singlehead.inspect.fit import LawCache, fit_spectrum, outlier_margin
-from singlehead.sim.simulation import TrainOptions
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
@@ -76,7 +74,7 @@ def law_samples(problem: Problem, eta: float, delta: float, eps: float, draws: i
     d = problem.d
     out = []
     for k in range(draws):
-        S0 = sample_target(problem.target, d, 1000 + k).numpy()
+        S0 = problem.target.sample(d, 1000 + k).numpy()
         G = rng.standard_normal((d, d))
         Z = (G + G.T) / np.sqrt(2 * d)
         out.append(eta * np.maximum(np.linalg.eigvalsh(S0 + delta * Z) - eps, 0.0))

@@ -40,12 +40,11 @@ import pandas as pd
 
 from scipy.stats import norm
 
-from singlehead import MPTarget, Problem
+from singlehead import MPTarget, Problem, SEOptions, interpolation_threshold, perfect_recovery_threshold
 from singlehead.analysis import finite_size_gaps
 from singlehead.report.verdict import judge, tally, tally_text
 from singlehead.runs import Cache, Job, run_jobs
-from singlehead.state_evolution import SEOptions
-from singlehead.thresholds import informative_directions, interpolation_threshold, perfect_recovery_threshold
+from singlehead.thresholds import informative_directions
 from studies import echo_into, study_parser
 
 HERE = Path(__file__).resolve().parent

@@ -30,19 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
-from singlehead import MPTarget, Problem, simulate
-from singlehead.runs import Cache, cached
-from singlehead.runs.reference import reference_seconds
-from singlehead.sim.simulation import TrainOptions
+from singlehead import MPTarget, Problem, TrainOptions, simulate
+from singlehead.runs import Cache, cached, reference_seconds
 from singlehead.state_evolution.multihead_se import (
     MultiHeadOptions,
     MultiHeadSEMap,
+    default_start,
+    match_heads,
     multihead_theory,
     project,
+    solve_multihead,
     specialisation_eigenvalue,
     specialisation_index,
 )
-from singlehead.state_evolution.multihead_se.solve import default_start, match_heads, solve_multihead
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

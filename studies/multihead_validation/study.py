@@ -41,22 +41,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from singlehead import MPTarget, Problem, simulate, theory
-from singlehead.analysis.finite_size import FiniteSizeGaps, finite_size_gaps
+from singlehead import MPTarget, Problem, TrainOptions, interpolation_threshold, simulate, theory
+from singlehead.analysis import FiniteSizeGaps, finite_size_gaps
 from singlehead.report.verdict import judge, tally, tally_text
-from singlehead.runs import Cache, cached
-from singlehead.runs.reference import reference_seconds
-from singlehead.sim.simulation import TrainOptions
-from singlehead.state_evolution.multihead import effective_single_head
+from singlehead.runs import Cache, cached, reference_seconds
+from singlehead.state_evolution import effective_single_head
 from singlehead.figures.multihead import transition_text, transitions
 from singlehead.state_evolution.multihead_se import (
     MultiHeadOptions,
     MultiHeadSEMap,
+    default_start,
     multihead_point,
     specialisation_eigenvalue,
 )
-from singlehead.state_evolution.multihead_se.solve import default_start
-from singlehead.thresholds import interpolation_threshold
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from singlehead.analysis.finite_size import extrapolate_to_infinite_d
-from singlehead import MPTarget, Problem, theory_curve
+from singlehead import MPTarget, Problem, stability, theory_curve
+from singlehead.analysis import extrapolate_to_infinite_d
 from singlehead.runs import Cache, Job, run_jobs
-from singlehead.state_evolution import stability
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent

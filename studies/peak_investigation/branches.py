@@ -31,10 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from singlehead import Problem, Result
+from singlehead import Problem, Result, SEOptions, stability
 from singlehead.runs import Cache, cached
-from singlehead.state_evolution import (OutputQuadrature, PriorModel, SEOptions, channel_test_errors, output_side,
-                                        prior_model, prior_side, stability)
+from singlehead.state_evolution import (
+    OutputQuadrature,
+    PriorModel,
+    channel_test_errors,
+    output_side,
+    prior_model,
+    prior_side,
+)
 
 __all__ = ["BRANCHES", "branch_output", "solve_branch", "replicon_terms", "per_seed_theory"]
 
@@ -182,13 +188,12 @@ def per_seed_theory(cache: Cache, make, d: int, seed: int) -> dict:
     rest: the SE with a :class:`~singlehead.CustomTarget` holding the ``d`` eigenvalues that ``simulate`` drew.
     """
     from singlehead import CustomTarget, theory
-    from singlehead.sim.data import sample_target
     from singlehead.numerics.rng import child_seeds
 
     prob = make(d)
 
     def run() -> dict:
-        S0 = sample_target(prob.target, d, child_seeds(seed, 4)[0]).numpy()
+        S0 = prob.target.sample(d, child_seeds(seed, 4)[0]).numpy()
         eig = np.clip(np.linalg.eigvalsh(S0), 0.0, None)
         r = theory(prob.replace(target=CustomTarget(tuple(float(x) for x in eig))))
         return {"test_error": r.test_error, "train_error": r.train_error, "converged": bool(r.converged)}

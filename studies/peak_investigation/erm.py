@@ -66,7 +66,7 @@ def fit_instance(problem: Problem, data_seed: int, inits: list[int], optimizer: 
     """
     import torch
 
-    from singlehead.sim.data import sample_sequences, sample_target
+    from singlehead.sim.data import sample_sequences
     from singlehead.numerics.rng import child_seeds, generator
     from singlehead.sim.simulation import measure_estimate
     from singlehead.model.students import init_student
@@ -77,7 +77,7 @@ def fit_instance(problem: Problem, data_seed: int, inits: list[int], optimizer: 
     if not inits:
         raise ValueError("inits must name at least one initialisation index (got an empty list)")
     s_target, s_train, s_test, s_init = child_seeds(data_seed, 4)
-    S0 = sample_target(problem.target, problem.d, s_target)
+    S0 = problem.target.sample(problem.d, s_target)
     train = sample_sequences(problem, S0, problem.n, s_train).to("cpu", torch.float64)
     test = sample_sequences(problem, S0, n_test, s_test)
     objective = Objective(train, problem.channel, problem.beta, problem.lam)

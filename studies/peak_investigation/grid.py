@@ -37,7 +37,7 @@ def solve_grid_point(p: Problem) -> dict[str, Any]:
 
 
 def _rs_check(p: Problem, r) -> dict[str, Any]:
-    from singlehead.state_evolution import stability
+    from singlehead import stability
 
     try:
         st = stability(p, r)
@@ -49,7 +49,7 @@ def _rs_check(p: Problem, r) -> dict[str, Any]:
 
 def classify(p: Problem, points: int = 9) -> dict[str, Any]:
     """Continuation in ``lam`` from 1e-2 to ``p.lam`` with the RS check along it (see the module docstring)."""
-    from singlehead.state_evolution import theory_curve
+    from singlehead import theory_curve
 
     lam0 = max(1e-2, 10 * p.lam)
     lams = [float(x) for x in np.geomspace(lam0, p.lam, points)]

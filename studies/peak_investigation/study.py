@@ -38,9 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from singlehead import MPTarget, Problem, theory, theory_curve
+from singlehead import MPTarget, Problem, stability, theory, theory_curve
 from singlehead.runs import Cache, cached
-from singlehead.state_evolution import stability
 from studies import study_parser
 from studies.peak_investigation import tables as rep
 from studies.peak_investigation.branches import per_seed_theory, solve_branch

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from singlehead.analysis.finite_size import extrapolate_to_infinite_d
+from singlehead.analysis import extrapolate_to_infinite_d
 
 #: exponents c of the finite-size model a + b d^-c that are compared (1/d, 1/sqrt(d), d^(-2/3))
 EXPONENTS = (1.0, 0.5, 2.0 / 3.0)

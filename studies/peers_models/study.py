@@ -44,17 +44,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from singlehead import MPTarget, Problem
+from singlehead import MPTarget, Problem, Result, stability
 from singlehead.amp import instance_prior
 from singlehead.analysis import finite_size_gaps
 from singlehead.bayes import bayes_overlap
 from singlehead.figures.rs_diagnostic import RSPoint
-from singlehead.model.results import Result
 from singlehead.numerics.rng import child_seeds
 from singlehead.report.verdict import AGREES, INCONCLUSIVE, judge, tally
 from singlehead.runs import Cache, Job, cached, run_jobs
-from singlehead.sim.data import sample_target
-from singlehead.state_evolution import stability
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent
@@ -161,7 +158,7 @@ def judge_erm(rows: pd.DataFrame) -> pd.DataFrame:
 def instance_se(problem: Problem, seed: int, store: Cache) -> dict[str, Any]:
     """Bayes SE of the target drawn for ``seed`` (the draw of ``simulate`` and ``amp``), cached."""
     def compute() -> dict[str, Any]:
-        S0 = sample_target(problem.target, problem.d, child_seeds(seed, 4)[0]).numpy()
+        S0 = problem.target.sample(problem.d, child_seeds(seed, 4)[0]).numpy()
         out = bayes_overlap(problem, instance_prior(S0))
         return {"mmse": float(out["mmse"]), "Q0": float(np.sum(S0 * S0) / problem.d)}
     return cached(store, {"stage": "bayes_se_instance", "problem": problem.to_dict(), "seed": seed}, compute)

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from singlehead import PowerLawTarget, Problem
 from singlehead.runs import Cache, Job, run_jobs
-from singlehead.model.problem import PowerLawTarget, Problem
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent

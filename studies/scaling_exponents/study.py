@@ -32,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from singlehead.analysis.scaling import SAMPLE_LIMITED_SETTING as SL
-from singlehead.analysis.scaling import regime_map, scaling_curve
+from singlehead.analysis import SAMPLE_LIMITED_SETTING as SL, regime_map, scaling_curve
 from studies import echo_into, study_parser, write_table
 
 HERE = Path(__file__).resolve().parent

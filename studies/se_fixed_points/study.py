@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from singlehead import MPTarget, Problem, simulate
-from singlehead.state_evolution import SEOptions, SEState, channel_test_errors, prior_model, theory
+from singlehead import MPTarget, Problem, SEOptions, simulate, theory
+from singlehead.state_evolution import SEState, channel_test_errors, prior_model
 from singlehead.state_evolution.se_map import SEMap, residual_floor
 from studies import study_parser
 

@@ -16,10 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from singlehead import MPTarget, Problem, simulate, theory
+from singlehead import MPTarget, Problem, TrainOptions, simulate, theory
 from singlehead.analysis import compare_spectrum, learned_spectrum, plot_spectrum_comparison, spectrum_table
 from singlehead.runs import Cache, cached
-from singlehead.sim.simulation import TrainOptions
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

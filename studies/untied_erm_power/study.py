@@ -13,7 +13,7 @@ Per point:
   objective kept; the spread of the starts' objectives and test errors recorded) at the sizes and
   seeds of ``SIZES``;
 * per quantity (test error, train error, objective): the gap ``ERM(d) - theory`` extrapolated to
-  ``d = inf`` by a weighted fit ``a + b/d`` (:func:`singlehead.figures.finite_size.gaps_from_frame`,
+  ``d = inf`` by a weighted fit ``a + b/d`` (:func:`singlehead.analysis.finite_size_gaps`,
   pooled variance model), its standard error combined in quadrature with the theory's own.
 
 The 36 rows form one family per test (difference test and TOST equivalence test at a declared
@@ -35,13 +35,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from singlehead import MPTarget, Problem, UntiedMPTarget, simulate, theory
-from singlehead.figures.finite_size import gaps_from_frame
+from singlehead import MPTarget, Problem, SEOptions, TrainOptions, UntiedMPTarget, simulate, theory
+from singlehead.analysis import finite_size_gaps
 from singlehead.report.verdict import judge
-from singlehead.runs import Cache, cached
-from singlehead.runs.reference import reference_seconds
-from singlehead.sim.simulation import TrainOptions
-from singlehead.state_evolution.options import SEOptions
+from singlehead.runs import Cache, cached, reference_seconds
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
@@ -131,8 +128,11 @@ def rows_of(points: list[dict]) -> pd.DataFrame:
         frame = pd.DataFrame(p["sims"]).rename(columns={"d": "cfg_d"})
         for q in QUANTITIES:
             th, th_se = p["theory"][q], p["theory"][f"{q}_se"]
-            sub = frame if q == "test_error" else frame.drop(columns=["test_error_se"])
-            g = gaps_from_frame(sub, th, q, pool=True)
+            # per-d gaps, with the per-run Monte Carlo error ``<q>_se`` where the runs report one (the test error)
+            per_d = {int(d): g[q].to_numpy(dtype=float) for d, g in frame.groupby("cfg_d")}
+            mc = ({int(d): g[f"{q}_se"].to_numpy(dtype=float) for d, g in frame.groupby("cfg_d")}
+                  if f"{q}_se" in frame else None)
+            g = finite_size_gaps(per_d, th, mc_se=mc, pool=True)
             e = g.extrapolation
             se = math.hypot(e.stderr, th_se)
             row = dict(point=name, T=T, teacher=teacher, alpha=alpha, lam=lam, kappa=kappa, beta=beta, quantity=q,

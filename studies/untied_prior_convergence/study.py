@@ -18,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from singlehead import Problem, theory
+from singlehead import Problem, SEOptions, theory
 from singlehead.runs import Cache, cached
-from singlehead.state_evolution import SEOptions
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from singlehead import MPTarget, Problem, untied_perfect_recovery_threshold
-from singlehead.thresholds import nuclear_statistical_dimension
-from singlehead.numerics.nuclear_recovery import min_nuclear_norm
-from singlehead.runs.reference import reference_seconds
+from singlehead.numerics.nuclear_recovery import min_nuclear_norm, nuclear_statistical_dimension
+from singlehead.runs import reference_seconds
 from studies import study_parser, write_table
 
 from studies.untied_recovery_threshold.instances import mp_teacher, row_difference_measurements, t2_measurements

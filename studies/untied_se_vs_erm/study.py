@@ -30,10 +30,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from singlehead import MPTarget, Problem, UntiedMPTarget, simulate, theory
+from singlehead import MPTarget, Problem, TrainOptions, UntiedMPTarget, simulate, theory
 from singlehead.runs import Cache, cached
 from singlehead.report.verdict import gap_p_value, holm
-from singlehead.sim.simulation import TrainOptions
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

@@ -19,8 +19,7 @@ import os
 import time
 from pathlib import Path
 
-from singlehead import MPTarget, Problem, UntiedMPTarget, simulate
-from singlehead.sim.simulation import TrainOptions
+from singlehead import MPTarget, Problem, TrainOptions, UntiedMPTarget, simulate
 from studies import study_parser
 
 HERE = Path(__file__).resolve().parent

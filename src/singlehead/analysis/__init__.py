@@ -39,6 +39,7 @@ from singlehead.analysis.power_law import (  # noqa: E402
     switch_on_sample_sizes,
 )
 from singlehead.analysis.scaling import (  # noqa: E402
+    SAMPLE_LIMITED_SETTING,
     ExponentFit,
     classify_regime,
     fit_exponent,
@@ -52,6 +53,7 @@ __all__ += [
     "power_law_curve", "power_law_problem", "recovered_modes", "spiked_prior", "switch_on_sample_sizes",
     "noise_limited_law", "finite_d_mismatch", "threshold_switch_on_exponent",
     "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
+    "SAMPLE_LIMITED_SETTING",
 ]
 
 from singlehead.analysis.finite_size import (  # noqa: E402

@@ -253,13 +253,30 @@ def check_heads(problem: Problem) -> None:
 
 
 def parse_view(params: Mapping[str, Any]) -> View:
-    """Build a :class:`View` from the controls' text values (missing ones take :data:`DEFAULTS`).
+    """Build a :class:`View` from the controls' text values (missing ones take ``DEFAULTS``, the explorer's
+    starting view).
+
+    ``params`` maps control names (the page's query parameters: ``T``, ``d``, ``lam``, ``n_alpha``, the target's
+    parameters, ...) to text or values; the view's problem and its geometric alpha grid (``View.alphas``) are
+    what the explorer computes, so a script can time or reproduce a page.
 
     Raises
     ------
     ViewError
         With ``field`` the control to flag and the library's message (``Problem`` validates
         every problem field; the explorer checks only its own grid controls).
+
+    Examples
+    --------
+    >>> from singlehead.explore import ViewError, parse_view
+    >>> view = parse_view({"n_alpha": "5", "lam": "0.02"})
+    >>> view.problem.lam, len(view.alphas)
+    (0.02, 5)
+    >>> try:
+    ...     parse_view({"n_alpha": "1"})
+    ... except ViewError as err:
+    ...     print(err.field)
+    n_alpha
     """
     target_kind = str(params.get("target", DEFAULTS["target"]))
     offered = explorer_targets()

@@ -41,7 +41,21 @@ JUMP_SHARE_LIMIT = DEFAULT_ALLOWANCE
 
 @dataclass(frozen=True)
 class RSPoint:
-    """The RS diagnostic at one SE point: ``replicon``, ``jump`` (share, 0-1) and its quadrature s.e."""
+    """The RS diagnostic at one SE point: ``replicon``, ``jump`` (share, 0-1) and its quadrature s.e.
+
+    The values are those of :func:`singlehead.stability` at the point (``replicon``, ``prox_jump_share``,
+    ``prox_jump_share_se``). The declared criterion: RS fails (:attr:`fails`) where the smooth replicon is at
+    least ``REPLICON_LIMIT = 1`` (the de Almeida--Thouless instability) or the prox-jump share exceeds
+    ``JUMP_SHARE_LIMIT``, the relative tolerance the agreement checks grant the theory (3 %).
+
+    Examples
+    --------
+    >>> from singlehead.figures.rs_diagnostic import RSPoint
+    >>> RSPoint(replicon=0.4, jump=0.01, jump_err=0.002).fails
+    False
+    >>> RSPoint(replicon=1.2, jump=0.0, jump_err=0.0).describe()
+    'RS fails (replicon >= 1): replicon 1.20, prox jumps 0.0 ± 0.0 %'
+    """
 
     replicon: float
     jump: float
@@ -49,7 +63,7 @@ class RSPoint:
 
     @property
     def fails(self) -> bool:
-        """Whether the declared criterion says RS does not hold here (see the module docstring)."""
+        """Whether the declared criterion says RS does not hold here (class docstring)."""
         return bool(self.replicon >= REPLICON_LIMIT or self.jump > JUMP_SHARE_LIMIT)
 
     def describe(self) -> str:

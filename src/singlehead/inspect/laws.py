@@ -63,7 +63,14 @@ def outlier_margin(eta: float, sigma: float, d: int) -> float:
     ``sigma`` is the standard deviation of the bulk of ``mu0 ⊞ SC(delta^2)``: the largest
     eigenvalue of a ``d x d`` matrix fluctuates around the edge on the Tracy–Widom scale
     ``~ sigma d^{-2/3}`` (``sigma = delta`` for a pure semicircle); four of those separate
-    outliers from edge fluctuations.
+    outliers from edge fluctuations. :func:`~singlehead.inspect.fit_spectrum` counts an eigenvalue as an
+    outlier when it lies more than this margin above the fitted law's bulk edge.
+
+    Examples
+    --------
+    >>> from singlehead.inspect import outlier_margin
+    >>> round(outlier_margin(1.0, 0.3, 1000), 6)  # 4 * 0.3 / 1000^(2/3)
+    0.012
     """
     return 4.0 * eta * sigma * float(d) ** (-2.0 / 3.0)
 
@@ -82,14 +89,33 @@ class _Table:
 
 
 class LawCache:
-    """Quantile tables of ``mu0 ⊞ SC(delta^2)``, cached by ``(prior, shape, d, delta)``."""
+    """Quantile tables of ``mu0 ⊞ SC(delta^2)``, cached by ``(prior, shape, d, delta)``.
+
+    ``prior`` is one of ``"mp"`` (shape ``kappa0``; ``d`` is ignored) and ``"power_law"`` (shape ``gamma``, the
+    ``d`` eigenvalues of the power-law target). Each table holds the law's CDF ``cum`` at increasing points ``x``,
+    its bulk ``edge`` (the top of the highest component of mass at least ``2/d``), the mass ``bulk_mass`` below it,
+    the bulk's standard deviation ``sigma`` (the edge resolution of :func:`outlier_margin`) and the positions
+    ``isolated`` of lighter components above it. Pass one cache to several
+    :func:`~singlehead.inspect.fit_spectrum` calls (``cache=``) to share the tables; ``evaluations`` counts the
+    tables computed.
+
+    Examples
+    --------
+    >>> from singlehead.inspect import LawCache
+    >>> cache = LawCache()
+    >>> table = cache.table("mp", 0.5, 0.3, None)
+    >>> table.edge > table.sigma > 0, cache.evaluations
+    (True, 1)
+    >>> cache.table("mp", 0.5, 0.3, None) is table, cache.evaluations
+    (True, 1)
+    """
 
     def __init__(self) -> None:
         self._tab: dict[tuple, _Table] = {}
         self.evaluations = 0
 
     def table(self, prior: str, shape: float, delta: float, d: int | None) -> _Table:
-        """The :class:`_Table` of the full law (spikes included) at these parameters."""
+        """The quantile table of the full law (spikes included) at these parameters (class docstring)."""
         key = (prior, round(float(shape), 12), d if prior == "power_law" else None, round(float(delta), 12))
         if key not in self._tab:
             law = prior_law(prior, shape, d)

@@ -53,7 +53,17 @@ class UntiedLawCache:
 
     The ``k``-th sample of size ``d`` uses ``numpy.random.default_rng([seed, d, k])`` for four
     ``d x d`` standard Gaussian matrices: the teacher's factors (their first ``p0`` columns) and
-    the raw noises ``H, K`` with ``Z_s = (H + H^T)/sqrt(2d)``, ``Z_a = (K - K^T)/sqrt(2d)``.
+    the raw noises ``H, K`` with ``Z_s = (H + H^T)/sqrt(2d)``, ``Z_a = (K - K^T)/sqrt(2d)``. Pass one cache to
+    several :func:`~singlehead.inspect.fit_untied` calls (``cache=``): the fits then compare laws on the same draws,
+    and each sampled law is computed once (``evaluations`` counts them).
+
+    Examples
+    --------
+    >>> from singlehead.inspect import UntiedLawCache
+    >>> cache = UntiedLawCache(seed=0)
+    >>> G1, G2, Zs, Za = cache.draws(4, 0)
+    >>> bool((Zs == Zs.T).all() and (Za == -Za.T).all()), cache.draws(4, 0)[0] is G1
+    (True, True)
     """
 
     def __init__(self, seed: int = 0) -> None:

@@ -165,7 +165,7 @@ class Student:
 
     def penalty_prox(self, nu: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Spectrum-wise ``argmin_S t pen(S) + ||S - R||_F^2/2`` at eigenvalues ``nu`` of ``R``
-        (singular values for a student whose matrix is not :attr:`~singlehead.model.students.Student.symmetric`): ``(f(nu), f'(nu))``."""
+        (singular values for a student whose matrix is not ``symmetric`` (a class attribute)): ``(f(nu), f'(nu))``."""
         raise NotImplementedError
 
     # ---------------------------------------------------------------- state evolution: prior side
@@ -212,7 +212,7 @@ class Student:
         ``A_B = mhat_B M0_B + sqrt(qhat_B) Z_B`` (``Z_s`` GOE, ``Z_a`` antisymmetric Gaussian, both
         with off-diagonal variance ``1/D``), and ``q_B = ||Mhat_B||_F^2/D``, ``m_B = <Mhat_B, M0_B>/D``,
         ``Sigma_B = <Mhat_B, Z_B>/(D sqrt(qhat_B))``. ``sample``: fixed instances ``(M0, Z_s, Z_a)``
-        (:class:`~singlehead.state_evolution.untied.UntiedPriorSample`, with ``M0`` normalised to the
+        (``UntiedPriorSample``, internal, with ``M0`` normalised to the
         teacher's ``Q0_B``), for a student that samples; ``warm``: the previous call's
         ``solutions``; ``tol``: the accuracy an iterative estimator is asked for.
         """
@@ -223,7 +223,7 @@ class Student:
     def block_prior_jacobian(self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any, solutions: Any,
                              probes: int = 2, seed: int = 0) -> Any:
         """The block norms of the Jacobian of the prior side's estimator ``Mhat`` in its input ``A = A_s + A_a``
-        at the conjugates ``hats`` (a :class:`~singlehead.numerics.spectra.untied_prior_jacobian.PriorJacobian`:
+        at the conjugates ``hats`` (a ``PriorJacobian``, internal:
         ``||K_{b b'}||_F^2/(D^2/2)`` and ``tr K_{b b}/(D^2/2)`` per draw), for the replicon of a block fixed
         point. ``solutions``: :meth:`block_prior_side`'s estimators there (solved to a tight tolerance);
         ``probes``, ``seed``: the Hutchinson probes per draw and block and their seed."""
@@ -367,7 +367,7 @@ class Untied(Student):
     (``R`` orthogonal), which exist when ``rank M <= p``. The proximal map soft-thresholds the
     singular values. The state evolution's prior side (:meth:`block_prior_side`) is the weighted
     nuclear-norm denoiser on sampled instances
-    (:func:`~singlehead.state_evolution.untied.untied_prior_side`).
+    (``untied_prior_side``, internal).
 
     Examples
     --------

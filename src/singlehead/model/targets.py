@@ -92,6 +92,14 @@ class TargetParam:
     giving the option on the command line picks a target that takes it when ``--target`` is
     omitted (``False`` for modifiers such as the power law's ``normalisation``). ``label`` is the
     explorer's short label (default: ``name``).
+
+    Examples
+    --------
+    >>> from singlehead import TargetParam
+    >>> TargetParam("eigenvalues", kind="floats").parse("1, 0.5")
+    (1.0, 0.5)
+    >>> TargetParam("gamma").format(0.5)
+    '0.5'
     """
 
     name: str
@@ -259,6 +267,15 @@ class SpectralTarget(Target):
 
     Subclasses implement :meth:`spectrum` (``d`` real eigenvalues, descending); sampling and every law model of the module docstring follow from it, with
     ``Q0 = mean(s^2)`` at this ``d``.
+
+    Examples
+    --------
+    >>> from singlehead import PowerLawTarget, SpectralTarget
+    >>> target = PowerLawTarget(gamma=1.0)
+    >>> isinstance(target, SpectralTarget), target.spectrum(4).shape
+    (True, (4,))
+    >>> round(target.spectral_law(4).Q0, 6) == round(float((target.spectrum(4) ** 2).mean()), 6)
+    True
     """
 
     @abc.abstractmethod
@@ -313,7 +330,7 @@ def register_target(cls: type[Target]) -> type[Target]:
     >>> from typing import ClassVar
     >>> import numpy as np
     >>> from singlehead import Problem
-    >>> from singlehead.model.targets import SpectralTarget, TargetParam, register_target
+    >>> from singlehead import SpectralTarget, TargetParam, register_target
     >>> @register_target
     ... @dataclass(frozen=True)
     ... class Flat(SpectralTarget):
@@ -331,7 +348,17 @@ def register_target(cls: type[Target]) -> type[Target]:
 
 
 def target_names() -> tuple[str, ...]:
-    """The registered target names, in registration order."""
+    """The registered target names, in registration order (the built-in ones first).
+
+    Each name is accepted wherever a target is named: ``Problem(target=name)``, ``--target`` on the command
+    line, :func:`get_target`.
+
+    Examples
+    --------
+    >>> from singlehead import target_names
+    >>> target_names()[:4]
+    ('mp', 'power_law', 'custom', 'untied_mp')
+    """
     return _TARGETS.names()
 
 
@@ -341,7 +368,18 @@ def target_class(name: str) -> type[Target]:
 
 
 def get_target(spec: "str | Target") -> Target:
-    """A target object: a :class:`Target` passes through, a registered name gives its default instance."""
+    """A target object: a :class:`Target` passes through, a registered name gives its default instance.
+
+    An unknown name raises ``ValueError`` listing the registered ones (:func:`target_names`).
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, get_target
+    >>> get_target("mp") == MPTarget()
+    True
+    >>> get_target(MPTarget(kappa0=0.5)).kappa0
+    0.5
+    """
     return _TARGETS.get(spec)
 
 
@@ -567,6 +605,13 @@ def target_from_dict(spec: dict[str, Any]) -> Target:
     """Rebuild a target from :meth:`Target.to_dict` output (cached configs, ``Problem.from_dict``).
 
     ``spec["kind"]`` is a registered name; an unknown one raises ``ValueError`` listing the registered names.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, target_from_dict
+    >>> target = MPTarget(kappa0=0.5)
+    >>> target_from_dict(target.to_dict()) == target
+    True
     """
     kind = spec.get("kind")
     args = {k: v for k, v in spec.items() if k != "kind"}

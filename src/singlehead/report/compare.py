@@ -61,7 +61,7 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
     """Compare seed-averaged simulations with theory at matching ``by`` keys.
 
     Each row has the gap ``|simulation mean - theory|``, its standard error ``se`` (the seed
-    s.d. over ``sqrt(k)``; :func:`sim_summary`), ``dof`` (the number of seeds the s.d. is
+    s.d. over ``sqrt(k)``; ``sim_summary``), ``dof`` (the number of seeds the s.d. is
     estimated on, minus 1; ``nan`` below 2), and the declared tolerance: ``tol_rel = rel``,
     ``tol_abs`` (one floor, or one per quantity), ``tol_reason = reason`` and
     ``tolerance = max(tol_rel |theory|, tol_abs)``. The report judges the rows from these

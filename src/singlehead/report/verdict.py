@@ -50,7 +50,14 @@ FAMILY_LEVEL = 0.05
 #: away from the theory can never agree.
 MAX_TOL_REL = 0.10
 
-AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE = "agrees", "deviates", "deviates, explained", "inconclusive"
+#: Verdict of a row whose equivalence with the theory (within its tolerance) is shown.
+AGREES = "agrees"
+#: Verdict of a row whose difference from the theory (beyond its tolerance) is shown.
+DEVIATES = "deviates"
+#: Verdict of a row that deviates where a diagnostic computed in the same run fails.
+EXPLAINED = "deviates, explained"
+#: Verdict of a row where neither test decides, or whose theory did not converge.
+INCONCLUSIVE = "inconclusive"
 #: The four verdicts, in the report's order.
 VERDICTS = (AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE)
 
@@ -192,7 +199,7 @@ def holm(p_values: Any, level: float = FAMILY_LEVEL) -> np.ndarray:
     """Which hypotheses Holm's step-down procedure rejects at family-wise error rate ``level``.
 
     Rejects ``p_(1), ..., p_(k)`` for the largest ``k`` such that ``p_(j) <= level/(m - j + 1)``
-    for all ``j <= k`` (equivalently: the adjusted p-value of :func:`holm_adjusted` is
+    for all ``j <= k`` (equivalently: the adjusted p-value of ``holm_adjusted`` is
     ``<= level``). ``nan`` entries are outside the family and never rejected.
 
     Returns
@@ -301,7 +308,7 @@ def tally(agr: pd.DataFrame | None) -> dict[str, Any]:
     ``inconclusive``, ``worst_rel`` (the largest ``|gap|/|theory|`` of a converged row whose gap exceeds
     its absolute floor ``tol_abs``: below the floor a relative deviation says nothing),
     ``worst_se`` (the largest ``gap/se`` of a statistical row; ``nan`` when none) and
-    ``inconclusive_rows`` (:func:`row_label` of each inconclusive row).
+    ``inconclusive_rows`` (``row_label`` of each inconclusive row).
     """
     empty = {"n": 0, AGREES: 0, DEVIATES: 0, "explained": 0, INCONCLUSIVE: 0, "worst_rel": math.nan,
              "worst_se": math.nan, "inconclusive_rows": []}

@@ -6,7 +6,8 @@ library's numbers: bump it in a change that alters any result, and no cache serv
 new code would not compute.
 
 Jobs and grids (:mod:`.grid`), the runner (:mod:`.runner`) with its route table (:mod:`.routes`), any
-computation cached by description (:mod:`.memo`) and the thread policy (:mod:`.threads`) live here too;
+computation cached by description (:mod:`.memo`), the reference workload printed beside timings
+(:mod:`.reference`) and the thread policy (:mod:`.threads`) live here too;
 names this module does not import itself (``_LAZY``) are imported on first use.
 """
 
@@ -24,6 +25,7 @@ _LAZY = {
     "load_grid": "singlehead.runs.grid",
     "random_problems": "singlehead.runs.grid",
     "cached": "singlehead.runs.memo",
+    "reference_seconds": "singlehead.runs.reference",
 }
 
 __all__ = ["NUMERICS_VERSION", "Cache", "result_key", "value_key", "cache_for_export", "export_jsonl",

@@ -7,7 +7,7 @@ On a 2-core machine, two workers with two threads each run such work several tim
 than two workers with one thread each (measured by ``benchmarks/bench_training.py
 --threads``). The policy is therefore explicit and applied in one place:
 
-* :func:`threads_per_worker` -- ``max(1, cores // workers)``;
+* ``threads_per_worker`` -- ``max(1, cores // workers)``;
 * :func:`configure` -- sets this process's torch intra-op threads, the BLAS pools already
   loaded (through ``threadpoolctl``) and the ``OMP_NUM_THREADS`` family
   of environment variables, which worker processes started afterwards (joblib/loky,
@@ -60,7 +60,7 @@ def configure(workers: int = 1, threads: int | None = None, *, cores: int | None
     workers : int
         Parallel worker processes about to run (``>= 1``).
     threads : int, optional
-        Threads per worker; default :func:`threads_per_worker`, capped by the user's
+        Threads per worker; default ``threads_per_worker``, capped by the user's
         ``OMP_NUM_THREADS`` (the value found before the first call, kept in
         ``SINGLEHEAD_USER_OMP_NUM_THREADS``; a user's limit wins when smaller, the values this
         function set do not cap later calls).
@@ -68,7 +68,7 @@ def configure(workers: int = 1, threads: int | None = None, *, cores: int | None
         ``threads * workers > cores`` is refused (``ValueError``): that is the
         oversubscription this policy exists to prevent.
     cores : int, optional
-        Override of :func:`available_cores` (tests).
+        Override of ``available_cores`` (tests).
 
     Returns
     -------

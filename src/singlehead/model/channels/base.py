@@ -215,7 +215,7 @@ class Channel:
 
     def prox_convex_everywhere(self, T: int, beta: float, Sigma: float) -> bool:
         """Whether the prox objective is strictly convex at every ``z`` and label (one minimum: a single Newton
-        start finds it, and no other start can find a lower one). Default: :attr:`~singlehead.model.channels.Channel.convex_prox`."""
+        start finds it, and no other start can find a lower one). Default: the class attribute ``convex_prox``."""
         return self.convex_prox
 
     def prox_starts(self, z: np.ndarray, y: np.ndarray, *, T: int, beta: float, beta0: float) -> list[np.ndarray]:

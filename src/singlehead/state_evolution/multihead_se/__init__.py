@@ -27,6 +27,8 @@ from singlehead.state_evolution.multihead_se.prior import (
 )
 from singlehead.state_evolution.multihead_se.solve import (
     ANSATZE,
+    default_start,
+    match_heads,
     MultiHeadOptions,
     MultiHeadSEMap,
     project,
