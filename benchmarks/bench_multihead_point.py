@@ -3,10 +3,10 @@
 Run: ``python benchmarks/bench_multihead_point.py [--repeats 2] [--profile] [--anderson] [--serial]``.
 
 Points: seq2lab, ``T = 2``, ``H = H0 = 2``, MP teachers ``kappa0 = 0.5``, ``lam = 0.01``, noise 0.5, default
-:class:`~singlehead.state_evolution.multihead_se.MultiHeadOptions` (``D = 100`` x 4 draws, ``4 x 1024`` nodes):
+:class:`~singlehead.SEOptions` (``D = 100`` x 4 draws, ``4 x 1024`` nodes):
 ``alpha = 1`` unspecialised and ``alpha = 2`` specialised from the default start, and ``alpha = 1.25``
 unspecialised started from the ``alpha = 1`` fixed point (a curve's next point). Printed: the reference workload
-(:func:`singlehead.runs.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, the threads a point runs on (``MultiHeadOptions.threads``: the thread policy's allotment,
+(:func:`singlehead.runs.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, the threads a point runs on (``SEOptions.threads``: the thread policy's allotment,
 :func:`singlehead.runs.threads.configure` with one worker, i.e. every core), and per point the median wall time, the full design's map evaluations (then the coarse design's, ``+Nc``, and the draw
 jackknife's, ``+Nj``), the test error,
 objective, overlaps and the specialisation index. ``--anderson``: each point also with ``coarse=False`` (the
@@ -19,29 +19,28 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import dataclasses
 import pstats
 import statistics
 import time
 
-from singlehead import MPTarget, Problem
+from singlehead import MPTarget, Problem, SEOptions
 from singlehead.numerics.thread_map import blas_threads
 from singlehead.runs import reference_seconds
 from singlehead.runs.threads import configure
-from singlehead.state_evolution.multihead_se import MultiHeadOptions, multihead_theory
+from singlehead.state_evolution.multihead_se import multihead_theory
 
 BASE = Problem(T=2, channel="seq2lab", target=MPTarget(kappa0=0.5), lam=0.01, noise=0.5, heads=2, teacher_heads=2)
 POINTS = {
-    "alpha=1 unspecialised": (BASE.replace(alpha=1.0), MultiHeadOptions(ansatz="unspecialised")),
-    "alpha=2 specialised  ": (BASE.replace(alpha=2.0), MultiHeadOptions(ansatz="specialised")),
+    "alpha=1 unspecialised": (BASE.replace(alpha=1.0), SEOptions(ansatz="unspecialised")),
+    "alpha=2 specialised  ": (BASE.replace(alpha=2.0), SEOptions(ansatz="specialised")),
 }
 
 
-def _timed(p: Problem, o: MultiHeadOptions, repeats: int) -> tuple:
+def _timed(p: Problem, o: SEOptions, repeats: int, start: tuple | None = None) -> tuple:
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        r = multihead_theory(p, o)
+        r = multihead_theory(p, o, start=start)
         times.append(time.perf_counter() - t)
     return statistics.median(times), r
 
@@ -76,20 +75,20 @@ def main() -> None:
         r1 = r if r1 is None else r1
         print(_line(name, t, r), flush=True)
         if args.anderson:
-            t, r = _timed(p, dataclasses.replace(o, coarse=False), args.repeats)
+            t, r = _timed(p, o.replace(coarse=False), args.repeats)
             print(_line("  coarse=False        ", t, r), flush=True)
         if args.serial:
-            t, r = _timed(p, dataclasses.replace(o, threads=1), args.repeats)
+            t, r = _timed(p, o.replace(threads=1), args.repeats)
             print(_line("  one thread          ", t, r), flush=True)
     start = tuple(r1.extras[k] for k in ("head_Q", "head_M", "head_Sigma"))
-    p, o = BASE.replace(alpha=1.25), MultiHeadOptions(ansatz="unspecialised", start=start)
-    t, r = _timed(p, o, args.repeats)
+    p, o = BASE.replace(alpha=1.25), SEOptions(ansatz="unspecialised")
+    t, r = _timed(p, o, args.repeats, start)
     print(_line("alpha=1.25 from alpha=1", t, r), flush=True)
     if args.anderson:
-        t, r = _timed(p, dataclasses.replace(o, coarse=False), args.repeats)
+        t, r = _timed(p, o.replace(coarse=False), args.repeats, start)
         print(_line("  coarse=False          ", t, r), flush=True)
     if args.serial:
-        t, r = _timed(p, dataclasses.replace(o, threads=1), args.repeats)
+        t, r = _timed(p, o.replace(threads=1), args.repeats)
         print(_line("  one thread            ", t, r), flush=True)
     print(f"reference workload: {reference_seconds():.3f} s")
 

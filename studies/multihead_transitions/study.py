@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from singlehead import MPTarget, Problem, TrainOptions, simulate
+from singlehead import MPTarget, Problem, SEOptions, TrainOptions, simulate
 from singlehead.runs import Cache, cached, reference_seconds
 from singlehead.state_evolution.multihead_se import (
-    MultiHeadOptions,
+    multihead_options,
     MultiHeadSEMap,
     default_start,
     match_heads,
@@ -145,14 +145,14 @@ def se_equal(H: int, lam: float, alpha: float, ansatz: str, start: tuple | None,
     ``seed``: the prior draws' and the nodes' seed); with ``ansatz="unspecialised"`` also the specialisation
     eigenvalue at it, for each of ``EPS``."""
     p = problem_for(H, H, lam, alpha)
-    r = multihead_theory(p, MultiHeadOptions(ansatz=ansatz, start=start, sample_seed=seed, node_seed=seed))
+    r = multihead_theory(p, SEOptions(ansatz=ansatz, sample_seed=seed, node_seed=seed), start=start)
     out = summary(r)
     if ansatz == "unspecialised":
         st = start_of(out)
         out["eigen"] = {}
         for eps in EPS:
             try:
-                e = specialisation_eigenvalue(p, MultiHeadOptions(start=st, sample_seed=seed, node_seed=seed), eps=eps)
+                e = specialisation_eigenvalue(p, SEOptions(sample_seed=seed, node_seed=seed), start=st, eps=eps)
             except np.linalg.LinAlgError as exc:  # the perturbed overlaps leave the fields' covariance not PD
                 out["eigen"][str(eps)] = dict(value=math.nan, error=f"{type(exc).__name__}: {exc}")
                 continue
@@ -286,7 +286,7 @@ def se_symmetric(H: int, H0: int, lam: float, alpha: float, start: tuple | None,
     symmetry-breaking directions (central differences, steps ``eps m`` along orthonormal directions)."""
     t0 = time.perf_counter()
     p = problem_for(H, H0, lam, alpha)
-    o = MultiHeadOptions(ansatz="general")
+    o = multihead_options(SEOptions(ansatz="general"))
     base = MultiHeadSEMap(p, o)
     x0 = start if start is not None else sym_project(*default_start(p, base.Q0, "general"))
     sol = solve_multihead(SymmetricMap(base), "general", x0, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
@@ -329,8 +329,8 @@ def se_general(H: int, H0: int, lam: float, alpha: float, start: tuple | None) -
     """The general ansatz from ``start`` (``None``: :func:`broken_start`)."""
     p = problem_for(H, H0, lam, alpha)
     if start is None:
-        start = broken_start(p, MultiHeadSEMap(p, MultiHeadOptions(ansatz="general")).Q0)
-    return summary(multihead_theory(p, MultiHeadOptions(ansatz="general", start=start)))
+        start = broken_start(p, MultiHeadSEMap(p, SEOptions(ansatz="general")).Q0)
+    return summary(multihead_theory(p, SEOptions(ansatz="general"), start=start))
 
 
 # ---- theory: sweeps and bisection ---------------------------------------------------------------------------
@@ -490,7 +490,7 @@ def checks(store: Cache, sw: Sweep, run: bool) -> dict:
         st = unpack(x + ESCAPE * float(np.mean(j["sym_M"])) * lead_vector(j["jac"], 2, 2), 2, 2)
         spec = {"stage": "mht-escape", "alpha": a, "lam": sw.lam, "start": rounded(st)}
         r = cached(store, spec, (lambda: summary(multihead_theory(problem_for(2, 2, sw.lam, a),
-                                                                   MultiHeadOptions(ansatz="general", start=st))))
+                                                                   SEOptions(ansatz="general"), start=st)))
                    if run else None)
         if r is not None:
             out["escape"][str(a)] = r
@@ -507,7 +507,7 @@ def checks(store: Cache, sw: Sweep, run: bool) -> dict:
                 st = start_of(prev)
                 spec = {"stage": "mht-asym-branch", "alpha": a, "lam": sw.lam, "start": rounded(st)}
                 r = cached(store, spec, (lambda: summary(multihead_theory(problem_for(2, 2, sw.lam, a),
-                                                                           MultiHeadOptions(ansatz="general", start=st))))
+                                                                           SEOptions(ansatz="general"), start=st)))
                            if run else None)
                 if r is None:
                     break

@@ -41,14 +41,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from singlehead import MPTarget, Problem, TrainOptions, interpolation_threshold, simulate, theory
+from singlehead import MPTarget, Problem, SEOptions, TrainOptions, interpolation_threshold, simulate, theory
 from singlehead.analysis import FiniteSizeGaps, finite_size_gaps
 from singlehead.report.verdict import judge, tally, tally_text
 from singlehead.runs import Cache, cached, reference_seconds
 from singlehead.state_evolution import effective_single_head
 from singlehead.figures.multihead import transition_text, transitions
 from singlehead.state_evolution.multihead_se import (
-    MultiHeadOptions,
+    multihead_options,
     MultiHeadSEMap,
     default_start,
     multihead_point,
@@ -328,7 +328,7 @@ def softmax_se(pt: tuple) -> dict:
     H, H0 = pt[0], pt[1]
     p = problem_for("seq2lab", *pt)
     ansaetze = ("unspecialised", "specialised") if H == H0 else ("general",)
-    branches = {a: se_summary(multihead_point(p, MultiHeadOptions(ansatz=a))) for a in ansaetze}
+    branches = {a: se_summary(multihead_point(p, SEOptions(ansatz=a))) for a in ansaetze}
     best = min(branches, key=lambda a: branches[a]["objective"] if branches[a]["converged"] else math.inf)
     return dict(branches=branches, best=best)
 
@@ -435,10 +435,8 @@ def softmax_checks(rows: list[dict]) -> pd.DataFrame:
 
 def run_transition_se(alpha: float, ansatz: str, init: dict | None) -> dict:
     p = problem_for("seq2lab", 3, 3, 2, 1e-2, alpha)
-    o = MultiHeadOptions(ansatz=ansatz)
-    if init is not None:
-        o = MultiHeadOptions(ansatz=ansatz, start=tuple(np.asarray(init[k], float) for k in ("head_Q", "head_M",
-                                                                                              "head_Sigma")))
+    start = None if init is None else tuple(np.asarray(init[k], float) for k in ("head_Q", "head_M", "head_Sigma"))
+    o = multihead_options(SEOptions(ansatz=ansatz), start=start)
     r = multihead_point(p, o)
     out = se_summary(r)
     out["head_Sigma"] = np.asarray(r.extras["head_Sigma"]).tolist()
@@ -449,7 +447,7 @@ def run_transition_se(alpha: float, ansatz: str, init: dict | None) -> dict:
 def general_start(alpha: float) -> dict:
     """A specialised start for the general ansatz: ``M = 0.6 Q0``-like with the heads' own overlaps."""
     p = problem_for("seq2lab", 3, 3, 2, 1e-2, alpha)
-    Q0 = MultiHeadSEMap(p, MultiHeadOptions(ansatz="specialised")).Q0
+    Q0 = MultiHeadSEMap(p, SEOptions(ansatz="specialised")).Q0
     Q, M, S = default_start(p, Q0, "specialised")
     M = M + 0.05 * np.diag([1.0, 0.0, -1.0]) * float(np.mean(np.diag(Q0)))  # break the heads' symmetry
     return dict(head_Q=Q.tolist(), head_M=M.tolist(), head_Sigma=S.tolist())
@@ -570,7 +568,7 @@ STABILITY_ALPHAS = (2.5, 3.5, 5.0, 7.0)
 def run_stability(alpha: float) -> dict:
     """The unspecialised fixed point of ``H = H0 = 3`` and its specialisation eigenvalue (draw errors off: the
     objective's error is the quadrature's and the penalty's)."""
-    e = specialisation_eigenvalue(problem_for("seq2lab", 3, 3, 2, 1e-2, alpha), MultiHeadOptions(draw_errors=False),
+    e = specialisation_eigenvalue(problem_for("seq2lab", 3, 3, 2, 1e-2, alpha), SEOptions(draw_errors=False),
                                   eps=0.02)
     r = e["result"]
     return dict(alpha=alpha, **{"lambda": e["lambda"]}, gap_at_fixed_point=e["gap_at_fixed_point"],

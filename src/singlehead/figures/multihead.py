@@ -23,7 +23,6 @@ off-diagonal), each compared with the fixed point of lower predicted objective. 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import textwrap
 from dataclasses import dataclass, field
@@ -35,9 +34,8 @@ from matplotlib.figure import Figure
 
 from singlehead.model.problem import MPTarget, Problem
 from singlehead.report.compare import DEFAULT_ALLOWANCE, agreement, extrapolation_p_value, records_to_frame, tol_columns
-from singlehead.state_evolution import effective_single_head
+from singlehead.state_evolution import SEOptions, effective_single_head
 from singlehead.state_evolution.multihead_se import (
-    MultiHeadOptions,
     multihead_theory,
     specialisation_eigenvalue,
     specialisation_index,
@@ -67,7 +65,7 @@ class MultiheadSpec(FigureSpec):
     channel (seq2lab, ``heads`` student and teacher heads, ``kappa = 1``): the experimental state evolution at
     ``softmax_alphas`` (empty: no softmax part) and on ``transition_alphas`` (the grid the two transition points
     are interpolated on; fewer than two: none), with ``se_sample_dim``, ``se_draws``, ``se_points``,
-    ``se_scrambles``, ``se_max_iter`` (:class:`~singlehead.state_evolution.multihead_se.MultiHeadOptions`) and the
+    ``se_scrambles``, ``se_max_iter`` (:class:`~singlehead.SEOptions`) and the
     specialisation eigenvalue's step ``transition_eps``; L-BFGS at ``softmax_alphas``, ``d = softmax_d``
     (``softmax_seeds`` seeds, ``softmax_starts`` starts each, the lowest objective kept).
     Seed plan (:mod:`singlehead.figures.seeds`): an inconclusive row's points get their seeds doubled up to
@@ -119,10 +117,10 @@ class MultiheadSpec(FigureSpec):
                    softmax_starts=1, se_sample_dim=24,
                    se_draws=1, se_points=128, se_scrambles=2, se_max_iter=6)
 
-    def se_options(self) -> MultiHeadOptions:
+    def se_options(self) -> SEOptions:
         """The experimental state evolution's settings (each branch sets its ansatz)."""
-        return MultiHeadOptions(sample_dim=self.se_sample_dim, sample_draws=self.se_draws,
-                                n_points=self.se_points, n_scrambles=self.se_scrambles, max_iter=self.se_max_iter)
+        return SEOptions(sample_dim=self.se_sample_dim, sample_draws=self.se_draws, n_points=self.se_points,
+                         n_scrambles=self.se_scrambles, max_iter=self.se_max_iter)
 
 
 def _linear(spec: MultiheadSpec, d: int, alpha: float, h0: int) -> Problem:
@@ -178,20 +176,20 @@ def _se_json(r: Any) -> dict[str, Any]:
             "runtime_s": float(r.runtime_s)}
 
 
-def _unspecialised_point(problem: Problem, options: MultiHeadOptions, eps: float) -> dict[str, Any]:
+def _unspecialised_point(problem: Problem, options: SEOptions, eps: float) -> dict[str, Any]:
     """The unspecialised fixed point and its specialisation eigenvalue ``lambda``."""
-    e = specialisation_eigenvalue(problem, dataclasses.replace(options, ansatz="unspecialised"), eps=eps)
+    e = specialisation_eigenvalue(problem, options.replace(ansatz="unspecialised"), eps=eps)
     return {**_se_json(e["result"]), "lambda": float(e["lambda"])}
 
 
-def _specialised_branch(problems: list[Problem], options: MultiHeadOptions) -> list[dict[str, Any]]:
+def _specialised_branch(problems: list[Problem], options: SEOptions) -> list[dict[str, Any]]:
     """The specialised ansatz followed down in alpha: ``problems`` in decreasing alpha, each solve started at the
     previous fixed point (the first at the ansatz's start, ``M = 0.6 Q0``), so that the branch is kept where it
     coexists with the unspecialised point; it stops after the first point whose index is at most ``BRANCH_INDEX``
     (the list is then shorter than ``problems``)."""
-    out, start = [], options.start
+    out, start = [], None
     for p in problems:
-        r = multihead_theory(p, dataclasses.replace(options, ansatz="specialised", start=start))
+        r = multihead_theory(p, options.replace(ansatz="specialised"), start=start)
         j = _se_json(r)
         out.append(j)
         if j["specialisation"] <= BRANCH_INDEX:

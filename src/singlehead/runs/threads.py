@@ -15,7 +15,7 @@ than two workers with one thread each (measured by ``benchmarks/bench_training.p
 
 A computation that runs its own threads takes the size of the BLAS pool as its allotment and
 holds BLAS at one thread meanwhile (:func:`~singlehead.numerics.thread_map.thread_map`; the multi-head state
-evolution's ``MultiHeadOptions.threads``), so threads x workers stays within the cores.
+evolution's ``SEOptions.threads``), so threads x workers stays within the cores.
 
 Call ``configure(workers=n_jobs)`` before starting ``n_jobs`` workers, and ``configure()``
 (one worker: all cores) in a single-process command. Nothing happens on import.

@@ -17,15 +17,11 @@ from typing import Any, ClassVar, Iterator
 
 from singlehead.model.results import Result
 from singlehead.state_evolution.models.base import PointSolution, SEModel
-from singlehead.state_evolution.options import HEADS_ONLY
-from singlehead.state_evolution.multihead_se.theory import check_multihead_problem, multihead_options, multihead_point
+from singlehead.state_evolution.multihead_se.solve import HEADS_DEFAULTS, HEADS_READS, multihead_options
+from singlehead.state_evolution.multihead_se.theory import check_multihead_problem, multihead_point
 from singlehead.state_evolution.sweep import progress_bar
 
 __all__ = ["HeadsModel", "CANDIDATE_ANSATZE"]
-
-#: the options the heads model reads (``multihead_options`` carries them to its solver)
-HEADS_READS = ("tol", "max_iter", "damping", "n_points", "n_scrambles", "node_seed", "sample_dim", "sample_draws",
-               "sample_seed", "draw_errors", "coarse", *HEADS_ONLY)
 
 #: the ansätze solved, for ``heads = teacher_heads >= 2`` without a given ansatz, to find the lowest objective
 CANDIDATE_ANSATZE = ("unspecialised", "general")
@@ -43,7 +39,7 @@ class HeadsModel(SEModel):
     ``None`` (the model draws its own nodes); no warm start is returned."""
 
     name: ClassVar[str] = "heads"
-    defaults: ClassVar[dict[str, Any]] = {"tol": 1e-4, "max_iter": 60, "sample_draws": 4, "n_points": 1024}
+    defaults: ClassVar[dict[str, Any]] = HEADS_DEFAULTS
     key_options: ClassVar[tuple[str, ...]] = ("sample_dim", "sample_draws", "sample_seed", "draw_errors", "ansatz",
                                               "max_iter")
 

@@ -31,6 +31,7 @@ from singlehead.state_evolution.multihead_se.solve import (
     match_heads,
     MultiHeadOptions,
     MultiHeadSEMap,
+    multihead_options,
     project,
     solve_coarse_to_fine,
     solve_multihead,
@@ -40,13 +41,12 @@ from singlehead.state_evolution.multihead_se.theory import (
     MAX_HEADS,
     MAX_T,
     check_multihead_problem,
-    multihead_options,
     multihead_point,
     multihead_theory,
     specialisation_eigenvalue,
 )
 
-__all__ = ["multihead_fit_loss", "MultiHeadOutput", "multihead_output_side", "multihead_quadrature",
+__all__ = ["default_start", "match_heads", "multihead_fit_loss", "MultiHeadOutput", "multihead_output_side", "multihead_quadrature",
            "multihead_test_errors", "MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage",
            "multihead_prior_side", "ANSATZE", "MAX_HEADS", "MAX_T", "check_multihead_problem",
            "multihead_options", "multihead_point", "MultiHeadOptions", "MultiHeadSEMap", "multihead_theory", "project",

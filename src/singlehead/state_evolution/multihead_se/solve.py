@@ -38,7 +38,7 @@ from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, 
 from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
-__all__ = ["ANSATZE", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "solve_coarse_to_fine",
+__all__ = ["ANSATZE", "HEADS_DEFAULTS", "HEADS_READS", "multihead_options", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "solve_coarse_to_fine",
            "coarse_map", "coarse_jacobian", "chord_solve", "specialisation_index", "match_heads", "default_start",
            "admissible"]
 
@@ -97,7 +97,8 @@ def specialisation_index(M: np.ndarray, Q0: np.ndarray) -> float:
 
 @dataclass
 class MultiHeadOptions:
-    """Settings of ``multihead_theory``.
+    """The heads model's solver settings (internal: users pass an :class:`~singlehead.SEOptions`, which
+    :func:`multihead_options` carries here by name).
 
     ``ansatz`` (``ANSATZE``; default ``"unspecialised"`` for ``H = H0 > 1``, ``"general"`` otherwise);
     ``sample_dim``, ``sample_draws``, ``sample_seed``: the prior side's instances; ``n_points``,
@@ -168,6 +169,42 @@ class MultiHeadOptions:
             check(finite(v) and v > 0, name, "a finite number > 0", v)
 
 
+#: the heads model's values of the options that ``SEOptions`` leaves at ``None``
+HEADS_DEFAULTS = {"tol": 1e-4, "max_iter": 60, "sample_draws": 4, "n_points": 1024}
+#: the ``SEOptions`` fields and tuning constants the heads model reads (the others are refused when set)
+HEADS_READS = ("tol", "max_iter", "damping", "n_points", "n_scrambles", "node_seed", "sample_dim", "sample_draws",
+               "sample_seed", "draw_errors", "coarse", "ansatz", "threads", "history", "union_every", "prior_tol",
+               "inexact", "track_z")
+
+
+def multihead_options(options: Any = None, *, start: tuple | None = None) -> MultiHeadOptions:
+    """The solver settings of the multi-head state evolution (internal) from an :class:`~singlehead.SEOptions`.
+
+    ``None``: the defaults. An ``SEOptions``: checked (a field or tuning constant outside :data:`HEADS_READS` set
+    away from its default raises ``ValueError`` naming it), resolved with :data:`HEADS_DEFAULTS` and carried by
+    name (``sample_seed=None`` as ``node_seed``). A :class:`MultiHeadOptions` (this package's own callers):
+    itself. ``start``: the ``(Q, M, Sigma)`` to start from, if given.
+    """
+    from singlehead.state_evolution.options import SEOptions
+
+    if options is None:
+        o = MultiHeadOptions()
+    elif isinstance(options, MultiHeadOptions):
+        o = options
+    elif isinstance(options, SEOptions):
+        options.refuse(HEADS_READS, "heads state-evolution model", "its solver takes " + ", ".join(HEADS_READS))
+        r = options.resolved(HEADS_DEFAULTS)
+        o = MultiHeadOptions(ansatz=r.ansatz, sample_dim=r.sample_dim, sample_draws=r.sample_draws,
+                             sample_seed=r.instance_seed, n_points=r.n_points, n_scrambles=r.n_scrambles,
+                             damping=r.damping, history=r.history, tol=r.tol, max_iter=r.max_iter,
+                             union_every=r.union_every, prior_tol=r.prior_tol, node_seed=r.node_seed,
+                             inexact=r.inexact, track_z=r.track_z, draw_errors=r.draw_errors, coarse=r.coarse,
+                             threads=r.threads)
+    else:
+        raise ValueError(f"options must be None or an SEOptions (got {type(options).__name__})")
+    return o if start is None else dataclasses.replace(o, start=start)
+
+
 def default_start(problem: Problem, Q0: np.ndarray, ansatz: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A start inside the ansatz: ``Q = 0.8 Q0``-like, ``M`` at ``0.6`` of the teachers' mean overlap (specialised:
     ``M = 0.6 Q0``), ``Sigma = 0.5 I``. With one teacher head the student heads' off-diagonal overlap is
@@ -190,8 +227,9 @@ class MultiHeadSEMap:
     """The map of one problem on fixed nodes and fixed prior draws, with the prox branch and the denoiser's
     solutions carried from one evaluation to the next (warm starts)."""
 
-    def __init__(self, problem: Problem, options: MultiHeadOptions, *, sample: MultiHeadPriorSample | None = None,
+    def __init__(self, problem: Problem, options: Any = None, *, sample: MultiHeadPriorSample | None = None,
                  quad: OutputQuadrature | None = None) -> None:
+        options = multihead_options(options)
         self.problem, self.options = problem, options
         if sample is None:
             Q0 = float(prior_model(problem.replace(heads=1, teacher_heads=1)).Q0)

@@ -22,6 +22,7 @@ from singlehead.state_evolution.multihead_se.draw_error import multihead_draw_ja
 from singlehead.state_evolution.multihead_se.output import multihead_test_errors
 from singlehead.state_evolution.multihead_se.solve import (
     MultiHeadOptions,
+    multihead_options,
     MultiHeadSEMap,
     admissible,
     default_start,
@@ -31,11 +32,12 @@ from singlehead.state_evolution.multihead_se.solve import (
     specialisation_index,
 )
 
-__all__ = ["multihead_theory", "MAX_HEADS", "MAX_T", "check_multihead_problem", "multihead_options",
-           "multihead_point", "specialisation_eigenvalue"]
+__all__ = ["multihead_theory", "MAX_HEADS", "MAX_T", "check_multihead_problem", "multihead_point",
+           "specialisation_eigenvalue"]
 
 
-def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, *, verbose: bool = False) -> Result:
+def multihead_theory(problem: Problem, options: Any = None, *, start: tuple | None = None,
+                     verbose: bool = False) -> Result:
     """The state evolution of ``problem`` (several heads, a softmax channel, factorized student) as a Result.
 
     Fields as for the single head (docs: Concepts, "Multi-head attention"): metrics of ``S_eff = (1/H) sum_h S_h``
@@ -48,10 +50,14 @@ def multihead_theory(problem: Problem, options: MultiHeadOptions | None = None, 
     (``multihead_se.draw_error``; ``test_error_draws_se``, ``draws_dof``, ``draw_error_groups``), or, where the
     groups are the draws alone, that added in quadrature to the quadrature's (``test_error_quadrature_se``).
 
+    ``options``: an :class:`~singlehead.SEOptions` (its ``None`` fields the heads model's defaults; options the
+    model does not read are refused by name), or ``None``. ``start``: ``(Q, M, Sigma)`` to start from (default:
+    the ansatz's generic start, ``default_start``).
+
     The point runs on ``options.threads`` threads (``None``: the size of this process's BLAS pool), with every
     BLAS pool held at one thread for its duration; the numbers do not depend on the number of threads.
     """
-    o = _with_threads(options if options is not None else MultiHeadOptions())
+    o = _with_threads(multihead_options(options, start=start))
     with single_blas_thread():
         return _solve_point(problem, o, verbose=verbose)[2]
 
@@ -121,10 +127,6 @@ def _solve_point(problem: Problem, o: MultiHeadOptions, *, verbose: bool = False
 MAX_HEADS = 4
 MAX_T = 3
 
-#: output-side nodes per scramble where ``SEOptions.n_points`` is ``None`` (the heads model's fields are ``H K``)
-DEFAULT_POINTS = 1024
-
-
 def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
     """Raise ``ValueError``, naming the parameter and its supported range, unless ``problem`` (several heads, a
     softmax channel) is one the multi-head state evolution serves: the factorized student, ``heads`` and
@@ -147,37 +149,12 @@ def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
                          f"channel, whose prior side is sampled (got {prior!r})")
 
 
-def multihead_options(options: Any = None) -> MultiHeadOptions:
-    """The solver settings of the multi-head state evolution from ``theory``'s ``options``.
-
-    ``None``: the defaults. A :class:`MultiHeadOptions` (this package's own callers): itself. An
-    :class:`~singlehead.state_evolution.SEOptions` resolved for the heads model (``HeadsModel.prepare``, which
-    refuses the options it does not read): its fields and tuning constants of the same names, ``n_points=None``
-    as :data:`DEFAULT_POINTS` and ``sample_seed=None`` as ``node_seed``.
-    """
-    from singlehead.state_evolution.options import SEOptions
-
-    if options is None:
-        return MultiHeadOptions()
-    if isinstance(options, MultiHeadOptions):
-        return options
-    if not isinstance(options, SEOptions):
-        raise ValueError(f"options must be None or an SEOptions (got {type(options).__name__})")
-    o = options
-    return MultiHeadOptions(ansatz=o.ansatz, sample_dim=o.sample_dim, sample_draws=o.sample_draws,
-                            sample_seed=o.instance_seed, n_points=DEFAULT_POINTS if o.n_points is None else o.n_points,
-                            n_scrambles=o.n_scrambles, damping=o.damping, history=o.history, tol=o.tol,
-                            max_iter=o.max_iter, union_every=o.union_every, prior_tol=o.prior_tol,
-                            node_seed=o.node_seed, inexact=o.inexact, track_z=o.track_z, draw_errors=o.draw_errors,
-                            coarse=o.coarse, threads=o.threads)
-
-
 def multihead_point(problem: Problem, options: Any = None, prior: Any = "auto", init: Any = None,
                     quad: Any = None) -> Result:
     """:func:`singlehead.theory` of a problem with several heads on a softmax channel: :func:`multihead_theory`,
     marked experimental.
 
-    ``options``: see :func:`multihead_options`. ``init``: ``None``, or a :class:`~singlehead.Result` of this
+    ``options``: see :func:`~.solve.multihead_options`. ``init``: ``None``, or a :class:`~singlehead.Result` of this
     route (a neighbouring point of a sweep), whose ``head_Q, head_M, head_Sigma`` become the start when
     ``options`` gives none. ``quad`` must be ``None`` (the route builds its own nodes). The result is
     :func:`multihead_theory`'s with, in ``extras``, ``experimental = True``, ``method = "multihead_se"`` and
@@ -208,7 +185,7 @@ def multihead_point(problem: Problem, options: Any = None, prior: Any = "auto", 
     return r
 
 
-def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None = None, *,
+def specialisation_eigenvalue(problem: Problem, options: Any = None, *, start: tuple | None = None,
                               eps: float = 0.05) -> dict[str, Any]:
     """Linear stability of the unspecialised fixed point against specialisation (``heads == teacher_heads >= 2``).
 
@@ -234,8 +211,7 @@ def specialisation_eigenvalue(problem: Problem, options: MultiHeadOptions | None
         raise ValueError(f"heads and teacher_heads must be equal and >= 2 for the specialisation eigenvalue "
                          f"(got {H}, {H0})")
     check(finite(eps) and 0 < eps < 1, "eps", "in (0, 1)", eps)
-    o = _with_threads(dataclasses.replace(options if options is not None else MultiHeadOptions(),
-                                          ansatz="unspecialised"))
+    o = _with_threads(dataclasses.replace(multihead_options(options, start=start), ansatz="unspecialised"))
     with single_blas_thread():
         return _eigenvalue(problem, o, eps)
 
