@@ -75,6 +75,11 @@ class Channel:
     #: The channel supplies its own Bayes output side (:meth:`bayes_output_information`,
     #: :meth:`bayes_output_denoiser`) instead of the Gaussian observations of ``labels_reveal_logits``.
     own_bayes_output: ClassVar[bool] = False
+    #: The smallest number of tokens ``T`` the channel supports: with fewer, its output does not depend on
+    #: the logits (the softmax over a single token is 1). :class:`~singlehead.model.problem.Problem` refuses
+    #: ``T < min_T``, naming ``T``; for every ``T >= min_T`` the labels carry
+    #: :meth:`informative_directions` ``>= 1`` field directions.
+    min_T: ClassVar[int] = 1
 
     def __str__(self) -> str:
         return self.name
