@@ -296,7 +296,7 @@ def amp(
     AMP and ERM see the same target and training set for the same ``seed``. ``options`` as in
     :func:`run_amp` (``AMPOptions(bayes=True)`` for Bayes-GAMP; ``n_test`` fresh test sequences,
     ``rank_tol`` the zero threshold of eigenvalues). The training set must hold ``n = round(alpha d^2) >= 1``
-    sequences (:meth:`~singlehead.model.problem.Problem.check_training_set`: ``ValueError`` naming ``alpha``
+    sequences (:meth:`~singlehead.Problem.check_training_set`: ``ValueError`` naming ``alpha``
     and ``d``), as for ``simulate``.
 
     Returns

@@ -174,7 +174,7 @@ def instance_run_options(func: Callable) -> Callable:
 
 def instance_seeds(kwargs: dict[str, Any], problems: list[Problem]) -> list[int]:
     """Validate the :func:`instance_run_options` values and that each of ``problems`` has a training set
-    (:meth:`~singlehead.model.problem.Problem.check_training_set`, before any run starts); returns the parsed seeds."""
+    (:meth:`~singlehead.Problem.check_training_set`, before any run starts); returns the parsed seeds."""
     for problem in problems:
         problem.check_training_set()
     if kwargs["n_test"] < 2:

@@ -322,7 +322,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     ----------
     problem : Problem
         Task, student and regularisation; its training set must hold ``n = round(alpha d^2) >= 1`` sequences
-        (:meth:`~singlehead.model.problem.Problem.check_training_set`: ``ValueError`` naming ``alpha`` and ``d``).
+        (:meth:`~singlehead.Problem.check_training_set`: ``ValueError`` naming ``alpha`` and ``d``).
     seed : int
         Master seed (target, training set, test set and initialisation are derived from it).
     options : TrainOptions, optional
