@@ -60,11 +60,9 @@ __all__ = [
 
 
 def informative_directions(problem: Problem) -> int:
-    """``c_T`` of the channel: ``K - 1 = (T^2 + T - 2)/2`` for softmax channels, ``K = T(T+1)/2`` for linear."""
-    c = problem.channel.informative_directions(problem.T)
-    if c <= 0:
-        raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
-    return c
+    """``c_T`` of the channel: ``K - 1 = (T^2 + T - 2)/2`` for softmax channels, ``K = T(T+1)/2`` for linear;
+    ``>= 1`` for every problem (``Problem`` refuses ``T`` below the channel's ``min_T``)."""
+    return problem.channel.informative_directions(problem.T)
 
 
 def semicircle_tail_moments(u: float) -> tuple[float, float, float]:
@@ -184,8 +182,6 @@ def untied_interpolation_threshold(problem: Problem) -> float:
     if problem.noise == 0:
         return math.inf
     e, antisymmetric = problem.channel.block_label_equations(problem.T, problem.student.field_blocks())
-    if e <= 0:
-        raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
     k = problem.kappa
     return (k * (2 - k) if antisymmetric else k * (1 - k / 2)) / e
 
@@ -248,8 +244,6 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     """
     problem.check_single_head("the thresholds")
     e, _ = problem.channel.block_label_equations(problem.T, problem.student.field_blocks())
-    if e <= 0:
-        raise ValueError("T must be >= 2 for the softmax channels (with T = 1 the output is constant)")
     if not problem.channel.labels_reveal_logits:
         return math.inf
     k0 = problem.target.rank_ratio  # MPTarget and UntiedMPTarget: rank ratio kappa0

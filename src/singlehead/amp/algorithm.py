@@ -295,7 +295,9 @@ def amp(
     Same seed streams as ``simulate`` (``child_seeds(seed, 4)`` = target, train, test, init), so
     AMP and ERM see the same target and training set for the same ``seed``. ``options`` as in
     :func:`run_amp` (``AMPOptions(bayes=True)`` for Bayes-GAMP; ``n_test`` fresh test sequences,
-    ``rank_tol`` the zero threshold of eigenvalues).
+    ``rank_tol`` the zero threshold of eigenvalues). The training set must hold ``n = round(alpha d^2) >= 1``
+    sequences (:meth:`~singlehead.Problem.check_training_set`: ``ValueError`` naming ``alpha``
+    and ``d``), as for ``simulate``.
 
     Returns
     -------
@@ -315,6 +317,7 @@ def amp(
     ('amp', True)
     """
     problem.check_single_head("amp")
+    problem.check_training_set()
     o = options or AMPOptions()
     n_test = o.n_test
     t0 = time.perf_counter()

@@ -29,7 +29,7 @@ from singlehead.cli.common import (
 def amp(**kwargs: Any) -> None:
     """Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history."""
     problems = problems_from_options(**pop_problem_options(kwargs))
-    seeds = instance_seeds(kwargs)
+    seeds = instance_seeds(kwargs, problems)
     options = AMPOptions(bayes=kwargs["bayes"], max_iter=kwargs["max_iter"], damping=kwargs["damping"],
                          tol=kwargs["tol"], n_test=kwargs["n_test"])  # validates
     settings = {k: getattr(options, k) for k in ("bayes", "max_iter", "damping", "tol", "n_test")}

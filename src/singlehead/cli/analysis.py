@@ -12,9 +12,9 @@ import click
 import numpy as np
 
 from singlehead.analysis import decompose, learned_spectrum, plot_spectrum_comparison
+from singlehead.analysis.power_law import power_law_problem
 from singlehead.analysis.scaling import SAMPLE_LIMITED_SETTING as SL
 from singlehead.analysis.scaling import scaling_curve
-from singlehead.model.channels import get_channel
 from singlehead.model.problem import PowerLawTarget
 from singlehead.state_evolution import theory
 from singlehead.cli.common import (
@@ -99,7 +99,7 @@ def decompose_cmd(**kwargs: Any) -> None:
 @click.option("--normalisation", type=click.Choice(["sqrt_d", "unit_q0"]), default="sqrt_d", show_default=True)
 @click.option("--prior", type=click.Choice(["spiked", "asymptotic", "finite"]), default="spiked", show_default=True)
 @click.option("--channel", type=CHANNEL, default="linear", show_default=True,
-              help="Output channel (softmax channels need --T >= 2).")
+              help="Output channel (the softmax channels need --T >= 2).")
 @click.option("--T", "T", type=int, default=1, show_default=True, help="Tokens per sequence.")
 @click.option("--level", type=float, default=0.95, show_default=True, help="Confidence level of the exponent interval.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -118,10 +118,7 @@ def scaling_cmd(gamma, d, n_spec, lam, lam_scaling, noise, normalisation, prior,
     if len(ns) < 3 or min(ns) <= 0:
         raise ValueError(f"n must contain at least 3 sample sizes > 0 (got {len(ns)})")
     lam_fn = (lambda a: lam * math.sqrt(a)) if lam_scaling == "sqrt_alpha" else lam
-    if get_channel(channel).informative_directions(T) <= 0:
-        raise ValueError(f"T must be >= 2 for the softmax channel {channel} (got {T})")
-    if T < 1:
-        raise ValueError(f"T must be an integer >= 1 (got {T})")
+    power_law_problem(gamma, d, ns[0], channel=channel, T=T)  # T for the channel, refused before the curve runs
     res = scaling_curve(gamma, d, sorted(ns), lam=lam_fn, noise=noise, normalisation=normalisation, prior=prior,
                         level=level, channel=channel, T=T)
     df = res["curve"]

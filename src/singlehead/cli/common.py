@@ -103,7 +103,8 @@ TARGET_PARAMS = params_by_name()
 _PROBLEM_OPTIONS: dict[str, Callable] = {
     "channel": click.option("--task", "channel", type=CHANNEL, default="seq2lab", show_default=True,
                             help="Output channel."),
-    "T": click.option("--T", "T", type=int, default=2, show_default=True, help="Tokens per sequence (>= 1)."),
+    "T": click.option("--T", "T", type=int, default=2, show_default=True,
+                      help="Tokens per sequence (>= 2 for the softmax channels, >= 1 for linear)."),
     "d": click.option("--d", type=int, default=50, show_default=True, help="Token dimension (>= 2)."),
     "alpha": click.option("--alpha", default="1.0", show_default=True,
                           help="n/d^2: a number, 'a,b,c', 'start:stop:num' or 'log:start:stop:num'."),
@@ -171,8 +172,11 @@ def instance_run_options(func: Callable) -> Callable:
     return func
 
 
-def instance_seeds(kwargs: dict[str, Any]) -> list[int]:
-    """Validate the :func:`instance_run_options` values; returns the parsed seeds."""
+def instance_seeds(kwargs: dict[str, Any], problems: list[Problem]) -> list[int]:
+    """Validate the :func:`instance_run_options` values and that each of ``problems`` has a training set
+    (:meth:`~singlehead.Problem.check_training_set`, before any run starts); returns the parsed seeds."""
+    for problem in problems:
+        problem.check_training_set()
     if kwargs["n_test"] < 2:
         raise ValueError(f"n-test must be an integer >= 2 (got {kwargs['n_test']})")
     return parse_seeds(kwargs["seeds"])

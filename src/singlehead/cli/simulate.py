@@ -45,7 +45,7 @@ from singlehead.cli.common import (
 def simulate(**kwargs: Any) -> None:
     """Train students by ERM and print test/train/matrix errors and the learned spectrum."""
     problems = problems_from_options(**pop_problem_options(kwargs), **pop_head_options(kwargs))
-    seeds = instance_seeds(kwargs)
+    seeds = instance_seeds(kwargs, problems)
     dev = resolve_device(kwargs["device"])
     options = TrainOptions(optimizer=kwargs["optimizer"], precision=kwargs["precision"],
                            max_steps=kwargs["max_steps"], tol=kwargs["tol"], lr=kwargs["lr"],

@@ -2,7 +2,8 @@
 
 Conventions (normative; docs: :ref:`theory`, sections 1-7, and arXiv 2509.24914 §2):
 
-* token dimension ``d``, tokens per sequence ``T``, samples ``n = round(alpha d^2)``;
+* token dimension ``d``, tokens per sequence ``T``, samples ``n = round(alpha d^2)`` (at least one for
+  the routes that sample data: :meth:`Problem.check_training_set`);
 * student width ``p = max(1, round(kappa d))`` for the factorized student;
 * target rank ratio ``kappa0 = p0/d`` for the Marchenko--Pastur target;
 * ``noise`` is the label-noise variance ``Delta`` added to the target logits
@@ -52,9 +53,16 @@ class Problem:
     d : int
         Token dimension, ``d >= 2``.
     T : int
-        Tokens per sequence, ``T >= 1``.
+        Tokens per sequence, ``T >= channel.min_T``
+        (:attr:`~singlehead.model.channels.Channel.min_T`): ``T >= 2`` for the softmax channels
+        (``seq2lab``, ``seq2seq``, ``hardmax``: the softmax over a single token is 1 whatever the
+        logits), ``T >= 1`` for ``linear``.
     alpha : float
-        Sample ratio ``n/d^2 > 0``.
+        Sample ratio ``n/d^2 > 0``. The routes that sample a training set (:func:`singlehead.simulate`,
+        :func:`singlehead.amp.amp`, ``singlehead simulate`` and ``singlehead amp``) need ``n =
+        round(alpha d^2) >= 1``, i.e. ``alpha > 1/(2 d^2)``, and refuse a smaller ``alpha`` naming
+        ``alpha`` and ``d`` (:meth:`check_training_set`); the theory routes (``theory``,
+        ``bayes_optimal``, the thresholds), which take ``d -> inf`` at fixed ``alpha``, accept it.
     channel : str or Channel
         Output channel (docs: Theory, :ref:`theory-channels`): a registered name (``"seq2lab"``, ``"seq2seq"``,
         ``"linear"``, or one added with :func:`singlehead.model.channels.register_channel`) or a
@@ -122,6 +130,8 @@ class Problem:
         # names are resolved here, once: past this point the code holds channel / student objects
         object.__setattr__(self, "channel", get_channel(self.channel))
         object.__setattr__(self, "student", get_student(self.student))
+        _check(self.T >= self.channel.min_T, "T", f"an integer >= {self.channel.min_T} for the "
+               f"{self.channel.name!r} channel, whose output with fewer tokens does not depend on the logits", self.T)
         _check(_finite(self.beta) and self.beta > 0, "beta", "> 0", self.beta)
         _check(_finite(self.beta0) and self.beta0 > 0, "beta0", "> 0", self.beta0)
         _check(_finite(self.noise) and self.noise >= 0, "noise", ">= 0", self.noise)
@@ -161,11 +171,32 @@ class Problem:
         _check(not self.multihead, "heads", f"1 for {route}, which covers the single-head model only "
                f"(got heads={self.heads}, teacher_heads={self.teacher_heads})", self.heads)
 
+    def check_training_set(self) -> None:
+        """Raise ``ValueError`` naming ``alpha`` and ``d`` unless the training set has ``n = round(alpha d^2) >= 1``
+        sequences, i.e. ``alpha > 1/(2 d^2)`` (``alpha = 1/d^2`` gives ``n = 1``).
+
+        Every route that samples a training set calls it (through :attr:`n` at the latest); the theory
+        routes, which take ``d -> inf`` at fixed ``alpha``, do not.
+
+        Examples
+        --------
+        >>> Problem(d=20, alpha=1e-6).check_training_set()
+        Traceback (most recent call last):
+            ...
+        ValueError: alpha must be > 1/(2 d^2) = 0.00125 at d=20, so that the training set has n = round(alpha d^2) >= 1 sequences (alpha = 1/d^2 = 0.0025 gives n = 1) (got 1e-06)
+        """
+        d2 = self.d * self.d
+        _check(round(self.alpha * d2) >= 1, "alpha", f"> 1/(2 d^2) = {0.5 / d2:.6g} at d={self.d}, so that the "
+               f"training set has n = round(alpha d^2) >= 1 sequences (alpha = 1/d^2 = {1 / d2:.6g} gives n = 1)",
+               self.alpha)
+
     # ---- derived sizes -------------------------------------------------
     @property
     def n(self) -> int:
-        """Number of training sequences ``round(alpha d^2)`` (at least 1)."""
-        return max(1, int(round(self.alpha * self.d * self.d)))
+        """Number of training sequences ``round(alpha d^2)``; ``ValueError`` naming ``alpha`` and ``d`` when it is 0
+        (:meth:`check_training_set`)."""
+        self.check_training_set()
+        return int(round(self.alpha * self.d * self.d))
 
     @property
     def p(self) -> int:

@@ -321,7 +321,8 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     Parameters
     ----------
     problem : Problem
-        Task, student and regularisation.
+        Task, student and regularisation; its training set must hold ``n = round(alpha d^2) >= 1`` sequences
+        (:meth:`~singlehead.Problem.check_training_set`: ``ValueError`` naming ``alpha`` and ``d``).
     seed : int
         Master seed (target, training set, test set and initialisation are derived from it).
     options : TrainOptions, optional
@@ -363,6 +364,7 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     >>> run.converged, 0.0 < run.test_error < 0.1
     (True, True)
     """
+    problem.check_training_set()
     opts = options or TrainOptions()
     dev = resolve_device(device)
     opts = opts.resolved(dev)

@@ -81,6 +81,11 @@ class Channel:
     #: softmax outputs, whose fit loss it hard-wires), or ``None`` (no theory of several heads: ``theory`` refuses
     #: such a problem, naming ``heads``). A subclass that changes the output must say which applies.
     multihead_theory: ClassVar[str | None] = None
+    #: The smallest number of tokens ``T`` the channel supports: with fewer, its output does not depend on
+    #: the logits (the softmax over a single token is 1). :class:`~singlehead.model.problem.Problem` refuses
+    #: ``T < min_T``, naming ``T``; for every ``T >= min_T`` the labels carry
+    #: :meth:`informative_directions` ``>= 1`` field directions.
+    min_T: ClassVar[int] = 1
 
     def __str__(self) -> str:
         return self.name

@@ -40,6 +40,9 @@ class Seq2Lab(Channel):
     informative (docs: Theory, :ref:`theory-thresholds`); the prox is non-convex and is started from ``z``, the interpolating
     point and their midpoint.
 
+    Needs ``T >= 2`` (:attr:`~singlehead.model.channels.Channel.min_T`, inherited by :class:`Seq2Seq` and
+    :class:`~singlehead.model.channels.Hardmax`): over a single token the softmax is 1 whatever the logits.
+
     Examples
     --------
     >>> import numpy as np
@@ -49,6 +52,7 @@ class Seq2Lab(Channel):
 
     name: ClassVar[str] = "seq2lab"
     multihead_theory: ClassVar[str | None] = "heads"
+    min_T: ClassVar[int] = 2
 
     def attention(self, h: Array, beta: float) -> Array:
         return stable_softmax(beta * h)
