@@ -219,7 +219,7 @@ def test_a_routed_point_starts_from_a_given_neighbour():
 @pytest.mark.parametrize("change,kwargs,match", [
     (dict(heads=5), {}, r"heads must be in 1\.\.4"),
     (dict(teacher_heads=6), {}, r"teacher_heads must be in 1\.\.4"),
-    (dict(T=4), {}, r"T must be in 1\.\.3"),
+    (dict(T=4), {}, r"T must be in 2\.\.3"),
     ({}, dict(prior="finite"), r"prior must be 'auto'"),
     ({}, dict(options=SEOptions(method="iterate")), r"options\.method does not apply to the heads"),
     ({}, dict(init=(1.0, 0.5, 1.0)), r"init must be None or a Result"),
@@ -342,7 +342,7 @@ def test_cli_heads(capsys, usage_error):
     main(["theory", "--task", "linear", "--T", "1", "--alpha", "1", "--heads", "2", "--teacher-heads", "2", "--json"])
     rec = json.loads(capsys.readouterr().out.splitlines()[0])
     assert rec["problem"]["teacher_heads"] == 2 and rec["effective_problem"]["target"]["kappa0"] == 1.0
-    usage_error(["theory", "--heads", "2", "--T", "4"], "T must be in 1..3")
+    usage_error(["theory", "--heads", "2", "--T", "4"], "T must be in 2..3")
     usage_error(["theory", "--heads", "2", "--prior", "finite"], "prior must be 'auto'")
     usage_error(["theory", "--task", "linear", "--heads", "2", "--stability"], "stability")
     usage_error(["simulate", "--heads", "0"], "heads")

@@ -142,7 +142,7 @@ def check_multihead_problem(problem: Problem, prior: Any = "auto") -> None:
             raise ValueError(f"{name} must be in 1..{MAX_HEADS} for the multi-head state evolution of the "
                              f"{problem.channel.name!r} channel (got {v})")
     if problem.T > MAX_T:
-        raise ValueError(f"T must be in 1..{MAX_T} for the multi-head state evolution of the "
+        raise ValueError(f"T must be in {problem.channel.min_T}..{MAX_T} for the multi-head state evolution of the "
                          f"{problem.channel.name!r} channel (got T={problem.T}, heads={H}, teacher_heads={H0})")
     if not (isinstance(prior, str) and prior == "auto"):
         raise ValueError(f"prior must be 'auto' for the multi-head state evolution of the {problem.channel.name!r} "
