@@ -1,4 +1,4 @@
-"""The finite-d prior of the state evolution (issue 12, part 3): exactness, speed structure, spread."""
+"""The finite-d prior of the state evolution: exactness, speed structure, spread."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from singlehead.numerics.spectra.finite_d import _divergence
 from singlehead.state_evolution import SEOptions, prior_model, theory
 from singlehead.model.targets import PowerLawTarget
 
-# the quadratic-network setting of the issue (linear T = 1, power law gamma = 1.25, Q0 = 1)
+# the quadratic-network setting (linear T = 1, power law gamma = 1.25, Q0 = 1)
 D = 400
 SETTING = dict(d=D, T=1, alpha=1.0, channel="linear", noise=0.1, lam=0.1)
 TARGET = PowerLawTarget(gamma=1.25, normalisation="unit_q0")
@@ -104,7 +104,7 @@ def p14():
 
 
 def test_finite_matches_asymptotic_at_d400(p14):
-    """Issue 12: within 1 % of the asymptotic prior (measured +0.03 %; the old finite prior: +2.1 %)."""
+    """Within 1 % of the asymptotic prior (measured +0.03 %; the old finite prior: +2.1 %)."""
     fin, asy, _ = p14
     assert fin.converged and asy.converged
     assert fin.extras["prior_mode"] == "finite" and asy.extras["prior_mode"] == "asymptotic"

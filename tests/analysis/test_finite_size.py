@@ -1,4 +1,4 @@
-"""Finite-size extrapolation (issue 13 item 5): the fit recovers known intercepts with honest intervals."""
+"""Finite-size extrapolation: the fit recovers known intercepts with honest intervals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of the analysis layer (issue 6): learned spectrum, error decomposition, power laws, scaling."""
+"""The analysis layer: learned spectrum, error decomposition, power laws, scaling."""
 
 from __future__ import annotations
 

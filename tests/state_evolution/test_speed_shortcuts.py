@@ -1,4 +1,4 @@
-"""The speed machinery of the state evolution must not change its answers (issue 13, item 1).
+"""The speed machinery of the state evolution must not change its answers.
 
 Each shortcut is checked against the slow route it replaces: the cached quadrature nodes against
 a fresh computation, the T = 2 closed-form loss against the general formula, the prox that runs
@@ -120,7 +120,7 @@ def test_random_grid_small_problems_converge():
 
 @pytest.mark.slow
 def test_random_grid_convergence_rate():
-    """Issue 13: at most 1% unconverged on the 128-problem random grid (all T, channels, students)."""
+    """At most 1% unconverged on the 128-problem random grid (all T, channels, students)."""
     bad, n = _grid_unconverged(128, lambda p: True)
     assert bad <= 0.01 * n, f"{bad} of {n} unconverged"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("singlehead", "singlehead.state_evolution", "singlehead.model.channels", "singlehead.model.students",
             "singlehead.analysis", "singlehead.numerics.spectra",
             "singlehead.amp", "singlehead.inspect", "singlehead.runs")

@@ -246,7 +246,7 @@ def test_untied_perfect_recovery_limits():
 
 def test_untied_perfect_recovery_below_the_isotropic_value():
     """T = 2, kappa0 = 1/2: the symmetric-only equations bring the threshold to 0.4234 (large-size reference,
-    tests/test_nuclear_recovery.py; spread of the evaluation about 5e-5), below the isotropic 0.4527; the
+    tests/numerics/test_nuclear_recovery.py; spread of the evaluation about 5e-5), below the isotropic 0.4527; the
     tied student's 0.211 and the Bayes-optimal 0.1875 stay below it."""
     from singlehead import perfect_recovery_threshold
 

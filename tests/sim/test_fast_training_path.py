@@ -1,4 +1,4 @@
-"""The fast training path (issue 13): closed-form gradient, L-BFGS stopping and polish,
+"""The fast training path: closed-form gradient, L-BFGS stopping and polish,
 TrainOptions, precision policy, trajectory recording, thread policy, emergence figure.
 
 Speed itself is measured by ``benchmarks/bench_training.py``, never here.

