@@ -10,14 +10,21 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.amp import (AMPOptions, SensingOperator, amp, bayes_se_iterates, erm_objective, instance_prior, run_amp, se_iterates,
-                            spectral_divergence)
-from singlehead.sim.convex import solve_reference
-from singlehead.sim.data import child_seeds, sample_sequences
+from singlehead.amp import (
+    AMPOptions,
+    SensingOperator,
+    amp,
+    bayes_se_iterates,
+    erm_objective,
+    instance_prior,
+    run_amp,
+    se_iterates,
+    spectral_divergence,
+)
 from singlehead.model.problem import MPTarget, Problem
 from singlehead.model.results import METRIC_FIELDS
-from singlehead.sim.data import sample_target
-
+from singlehead.sim.convex import solve_reference
+from singlehead.sim.data import child_seeds, sample_sequences, sample_target
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -34,8 +34,7 @@ def mp_softmax():
 
 @pytest.fixture(scope="module")
 def pl_linear():
-    p = Problem(d=100, T=1, channel="linear", alpha=0.3, noise=0.1, lam=0.1,
-                target=PowerLawTarget(1.25, "sqrt_d"))
+    p = Problem(d=100, T=1, channel="linear", alpha=0.3, noise=0.1, lam=0.1, target=PowerLawTarget(1.25, "sqrt_d"))
     return p, theory(p, prior="asymptotic", options=SEOptions(tol=1e-9))
 
 
@@ -256,7 +255,7 @@ def test_switch_on_sample_sizes_synthetic():
 def test_fit_exponent_ols_and_bootstrap():
     x = np.geomspace(1, 1e3, 12)
     rng = np.random.default_rng(0)
-    y = 3.0 * x ** -0.6 * np.exp(0.01 * rng.standard_normal(x.size))
+    y = 3.0 * x**-0.6 * np.exp(0.01 * rng.standard_normal(x.size))
     f = fit_exponent(x, y)
     assert abs(f.exponent - 0.6) < 0.01 and f.ci_low < 0.6 < f.ci_high and f.r2 > 0.999
     b = fit_exponent(x, y, method="bootstrap", n_boot=500, seed=1)
@@ -301,8 +300,9 @@ def test_threshold_exponent_needs_no_label_noise(gamma):
     ns = np.geomspace(lo * d, hi * d, 5)
     fits = {}
     for noise in (0.0, 4.0):
-        res = scaling_curve(gamma, d, ns, lam=lambda a: SL["lam_prefactor"] * math.sqrt(a), noise=noise,
-                            prior="spiked", tol=1e-7)
+        res = scaling_curve(
+            gamma, d, ns, lam=lambda a: SL["lam_prefactor"] * math.sqrt(a), noise=noise, prior="spiked", tol=1e-7
+        )
         df = res["curve"]
         assert df["converged"].all()
         assert (df["cutoff"] > 2 * df["delta"]).all()  # the threshold sets the last mode at every point
@@ -329,7 +329,6 @@ def test_threshold_exponent_gamma_075_no_label_noise():
 
 def test_classify_regime_rules():
     """Labels by the scale that sets the last recovered mode (synthetic fixed points, d = 1000)."""
-    from singlehead.analysis import classify_regime
 
     base = {"rank_fraction": 0.05, "delta": 1.0, "eps": 2.5, "eta": 1.0, "cutoff": 2.5, "K": 10, "matrix_error": 0.3}
     assert classify_regime(base, 1000) == "threshold"  # c > 2 delta
@@ -348,8 +347,15 @@ def test_classify_regime_rules():
 def test_harmful_overfitting_error_rises():
     """Paper's small lam (0.1 sqrt(alpha)) with Delta = 4, d = 1000: the error rises with n and says so."""
     d = 1000
-    res = scaling_curve(1.25, d, np.geomspace(10 * d, d * d / 10, 7), lam=lambda a: 0.1 * math.sqrt(a), noise=4.0,
-                        prior="spiked", tol=1e-7)
+    res = scaling_curve(
+        1.25,
+        d,
+        np.geomspace(10 * d, d * d / 10, 7),
+        lam=lambda a: 0.1 * math.sqrt(a),
+        noise=4.0,
+        prior="spiked",
+        tol=1e-7,
+    )
     df = res["curve"]
     ho = df[df["regime"] == "harmful_overfitting"]
     assert len(ho) >= 2 and (ho["local_exponent_n"] < 0).all()
@@ -364,8 +370,17 @@ def test_scaling_curve_softmax_channel():
     fit 0.564 against 0.600. Here 3 points in the upper decade.
     """
     d = 100_000
-    res = scaling_curve(1.25, d, np.geomspace(1000 * d, 10_000 * d, 3), lam=lambda a: math.sqrt(a), noise=0.0,
-                        prior="spiked", tol=1e-7, channel="seq2lab", T=2)
+    res = scaling_curve(
+        1.25,
+        d,
+        np.geomspace(1000 * d, 10_000 * d, 3),
+        lam=lambda a: math.sqrt(a),
+        noise=0.0,
+        prior="spiked",
+        tol=1e-7,
+        channel="seq2lab",
+        T=2,
+    )
     df = res["curve"]
     assert df["converged"].all() and (df["cutoff"] > 2 * df["delta"]).all()
     assert abs(res["fit"].exponent - 0.6) < 0.05
@@ -462,13 +477,18 @@ def test_finite_k_noise_limited_law():
     for K, noise in ((10, 0.0), (50, 0.0), (20, 1.0)):
         dt = K**-1.25 * 1.0001
         law = noise_limited_law(dt, 1.25, d, noise)
-        lo, hi = noise_limited_law(dt * math.exp(-1e-4), 1.25, d, noise), noise_limited_law(dt * math.exp(1e-4), 1.25, d, noise)
+        lo, hi = (
+            noise_limited_law(dt * math.exp(-1e-4), 1.25, d, noise),
+            noise_limited_law(dt * math.exp(1e-4), 1.25, d, noise),
+        )
         fd = -math.log(hi["E"] / lo["E"]) / math.log(hi["x"] / lo["x"])
         assert law["exponent"] == pytest.approx(fd, abs=1e-5)
         assert law["x"] == pytest.approx((law["E"] + noise / 2) / (2 * dt * dt))
     p = {K: noise_limited_law(K**-1.25 * 1.0001, 1.25, d)["exponent"] for K in (10, 100, 1000)}
     assert 1.25 < p[10] < 1.35 and 1.47 < p[100] < 1.49 and abs(p[1000] - 1.5) < 0.003  # 1.5 - 1.9/K
-    assert abs(noise_limited_law(1e-3, 1.25, d, noise=100.0)["exponent"] - 0.6) < 0.02  # Delta dominant: 1 - 1/(2 gamma)
+    assert (
+        abs(noise_limited_law(1e-3, 1.25, d, noise=100.0)["exponent"] - 0.6) < 0.02
+    )  # Delta dominant: 1 - 1/(2 gamma)
 
 
 def test_regime_map_small_finite_d_crossovers():
@@ -485,8 +505,9 @@ def test_regime_map_small_finite_d_crossovers():
     from singlehead.analysis import regime_map
 
     d = 1000
-    rm = regime_map(1.25, d, np.geomspace(12.9 * d, 100 * d, 4), [1e-3, 0.19307, 10.0], noise=0.0, prior="spiked",
-                    tol=1e-7)
+    rm = regime_map(
+        1.25, d, np.geomspace(12.9 * d, 100 * d, 4), [1e-3, 0.19307, 10.0], noise=0.0, prior="spiked", tol=1e-7
+    )
     assert rm["converged"].all()
     lab = rm[rm["predicted_exponent"].notna()]
     assert {"threshold", "plateau", "tail_noise"} <= set(lab["regime"])
@@ -498,7 +519,9 @@ def test_regime_map_small_finite_d_crossovers():
     # the miss is the finite-d departure changing along n (-4.4 % -> -1.0 % across its stencil), not a wrong law:
     # the law's exponent plus that shift is the measured exponent (exact at end points), here and on every cell
     # where detection binds, crossovers included (where the shift is 0.2-0.5)
-    assert abs(m["finite_d_mismatch"]) < 0.05 and m["finite_d_exponent_shift"] == pytest.approx(m["exponent_gap"], abs=1e-6)
+    assert abs(m["finite_d_mismatch"]) < 0.05 and m["finite_d_exponent_shift"] == pytest.approx(
+        m["exponent_gap"], abs=1e-6
+    )
     on_law = rm[rm["finite_d_exponent_shift"].notna()]
     assert len(on_law) >= 6
     recon = on_law["discrete_law_exponent"] + on_law["finite_d_exponent_shift"]

@@ -41,8 +41,10 @@ def test_stderr_matches_the_scatter_of_replicas():
 def test_ci_covers_the_truth_at_the_nominal_rate(order, c):
     n = 200
     band = 3 * math.sqrt(0.95 * 0.05 / n)  # binomial error of the coverage, 3 sigma
-    exact = [extrapolate_to_infinite_d(DS, y, SE, order=order, inflate=False).contains(0.01)
-             for y in _replicas(n, 7 + order, c=c)]
+    exact = [
+        extrapolate_to_infinite_d(DS, y, SE, order=order, inflate=False).contains(0.01)
+        for y in _replicas(n, 7 + order, c=c)
+    ]
     assert abs(np.mean(exact) - 0.95) < band
     # inflation by chi2/dof only widens: coverage at or above nominal (within the band)
     infl = [extrapolate_to_infinite_d(DS, y, SE, order=order).contains(0.01) for y in _replicas(n, 7 + order, c=c)]
@@ -76,20 +78,23 @@ def test_gaps_from_per_seed_values():
     assert g.extrapolation.slopes[0] == pytest.approx(0.5, abs=0.5)
 
 
-@pytest.mark.parametrize("kwargs,name", [
-    (dict(d=[25, 50], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1]), "values"),
-    (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1]), "stderr"),
-    (dict(d=[25, 0, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1]), "d"),
-    (dict(d=[25, -5, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1]), "d"),
-    (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.0, 0.1]), "stderr"),
-    (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, -1, 0.1]), "stderr"),
-    (dict(d=[25, 50, 100], values=[0.1, np.nan, 0.3], stderr=[0.1, 0.1, 0.1]), "values"),
-    (dict(d=[25], values=[0.1], stderr=[0.1]), "d"),  # one point, two parameters
-    (dict(d=[25, 50], values=[0.1, 0.2], stderr=[0.1, 0.1], order=2), "d"),  # two points, three parameters
-    (dict(d=[25, 25, 25], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1]), "d"),  # one distinct size
-    (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1], order=3), "order"),
-    (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1], level=1.0), "level"),
-])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        (dict(d=[25, 50], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1]), "values"),
+        (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1]), "stderr"),
+        (dict(d=[25, 0, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1]), "d"),
+        (dict(d=[25, -5, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1]), "d"),
+        (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.0, 0.1]), "stderr"),
+        (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, -1, 0.1]), "stderr"),
+        (dict(d=[25, 50, 100], values=[0.1, np.nan, 0.3], stderr=[0.1, 0.1, 0.1]), "values"),
+        (dict(d=[25], values=[0.1], stderr=[0.1]), "d"),  # one point, two parameters
+        (dict(d=[25, 50], values=[0.1, 0.2], stderr=[0.1, 0.1], order=2), "d"),  # two points, three parameters
+        (dict(d=[25, 25, 25], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1]), "d"),  # one distinct size
+        (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1], order=3), "order"),
+        (dict(d=[25, 50, 100], values=[0.1, 0.2, 0.3], stderr=[0.1, 0.1, 0.1], level=1.0), "level"),
+    ],
+)
 def test_bad_input_names_the_parameter(kwargs, name):
     with pytest.raises(ValueError, match=f"^{name} must"):
         extrapolate_to_infinite_d(**kwargs)

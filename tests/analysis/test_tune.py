@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem, alpha_for_error, theory, theory_curve, tune, tune_curve
-from singlehead.analysis import valley_halfwidth, validation_pick
+from singlehead.analysis import validation_pick, valley_halfwidth
 from singlehead.analysis.tuning import TuneResult
 from singlehead.state_evolution import SEOptions, prior_model
 
@@ -96,14 +96,17 @@ def test_interior_minimum_next_to_the_collapse_is_found(noise, alpha, dip):
     assert res.lam < res.result.extras["collapse_lam"]
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"lam_range": (1.0, 0.1)}, "lam_range"),
-    ({"lam_range": (-1.0, 1.0)}, "lam_range"),
-    ({"lam_range": (0.0, 1.0)}, "lam_range"),
-    ({"lam_range": (1e-3,)}, "lam_range"),
-    ({"lam_tol": 0.0}, "lam_tol"),
-    ({"points_per_decade": 0}, "points_per_decade"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"lam_range": (1.0, 0.1)}, "lam_range"),
+        ({"lam_range": (-1.0, 1.0)}, "lam_range"),
+        ({"lam_range": (0.0, 1.0)}, "lam_range"),
+        ({"lam_range": (1e-3,)}, "lam_range"),
+        ({"lam_tol": 0.0}, "lam_tol"),
+        ({"points_per_decade": 0}, "points_per_decade"),
+    ],
+)
 def test_bad_tune_input_names_the_parameter(kwargs, name):
     with pytest.raises(ValueError, match=name):
         tune(BASE, **kwargs)
@@ -174,8 +177,26 @@ def test_result_to_dict_is_json():
 def test_cli_tune_json(capsys):
     from singlehead.cli import main
 
-    main(["tune", "--T", "2", "--alpha", "1", "--noise", "0.5", "--kappa0", "0.5", "--points-per-decade", "2",
-          "--lam-min", "1e-3", "--lam-max", "1", "--json"])
+    main(
+        [
+            "tune",
+            "--T",
+            "2",
+            "--alpha",
+            "1",
+            "--noise",
+            "0.5",
+            "--kappa0",
+            "0.5",
+            "--points-per-decade",
+            "2",
+            "--lam-min",
+            "1e-3",
+            "--lam-max",
+            "1",
+            "--json",
+        ]
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1
     rec = json.loads(lines[0])
@@ -196,8 +217,30 @@ def test_cli_tune_bad_range_exits_2(capsys):
 def test_cli_tune_target_error_json(capsys):
     from singlehead.cli import main
 
-    main(["tune", "--T", "2", "--noise", "0.5", "--kappa0", "0.5", "--target-error", "0.04", "--alpha", "0.5,1",
-          "--alpha-tol", "0.01", "--points-per-decade", "2", "--lam-min", "1e-3", "--lam-max", "1", "--json"])
+    main(
+        [
+            "tune",
+            "--T",
+            "2",
+            "--noise",
+            "0.5",
+            "--kappa0",
+            "0.5",
+            "--target-error",
+            "0.04",
+            "--alpha",
+            "0.5,1",
+            "--alpha-tol",
+            "0.01",
+            "--points-per-decade",
+            "2",
+            "--lam-min",
+            "1e-3",
+            "--lam-max",
+            "1",
+            "--json",
+        ]
+    )
     rec = json.loads(capsys.readouterr().out.strip())
     assert 0.5 < rec["alpha"] < 1.0 and rec["test_error"] <= 0.04 and rec["converged"] is True
 
@@ -217,16 +260,17 @@ def test_untied_student_tuned_lam_is_a_minimum():
 
 # --- validation_pick and valley_halfwidth: the tools of the report's tuned_lam figure ---------------------------
 
+
 @pytest.mark.parametrize("vertex", [-1.37, -1.2, -1.5, -1.0])
 def test_validation_pick_returns_the_vertex_of_a_parabola(vertex):
     """Errors that are a parabola in log10 lam (here with its vertex between the grid's neighbours of the minimum,
     or on a grid point): the pick is the vertex, whatever the grid's order."""
     x = np.array([-2.0, -5 / 3, -4 / 3, -1.0, -2 / 3, -1 / 3])
     errors = 0.03 + 0.02 * (x - vertex) ** 2
-    lams = 10.0 ** x
-    assert validation_pick(lams, errors) == pytest.approx(10.0 ** vertex, rel=1e-10)
+    lams = 10.0**x
+    assert validation_pick(lams, errors) == pytest.approx(10.0**vertex, rel=1e-10)
     order = np.array([3, 0, 5, 1, 4, 2])
-    assert validation_pick(lams[order], errors[order]) == pytest.approx(10.0 ** vertex, rel=1e-10)
+    assert validation_pick(lams[order], errors[order]) == pytest.approx(10.0**vertex, rel=1e-10)
 
 
 def test_validation_pick_keeps_the_grid_point_at_an_end():
@@ -235,7 +279,7 @@ def test_validation_pick_keeps_the_grid_point_at_an_end():
     assert validation_pick(lams, [3.0, 2.0, 1.0]) == pytest.approx(1.0)  # at the upper end
     assert validation_pick(lams, [2.0, 1.0, 2.0]) == pytest.approx(0.1)  # symmetric: the grid point itself
     # a tie with the right neighbour: the first minimum, moved to the vertex halfway to the neighbour
-    assert validation_pick(lams + [10.0], [2.0, 1.0, 1.0, 3.0]) == pytest.approx(10.0 ** -0.5)
+    assert validation_pick(lams + [10.0], [2.0, 1.0, 1.0, 3.0]) == pytest.approx(10.0**-0.5)
     assert validation_pick([0.5], [1.0]) == pytest.approx(0.5)
 
 
@@ -244,16 +288,19 @@ def test_validation_pick_leaves_out_failed_runs():
     errors = (x + 1.1) ** 2
     with_nan = errors.copy()
     with_nan[0] = np.nan
-    assert validation_pick(10.0 ** x, with_nan) == pytest.approx(10.0 ** -1.1, rel=1e-10)
+    assert validation_pick(10.0**x, with_nan) == pytest.approx(10.0**-1.1, rel=1e-10)
 
 
-@pytest.mark.parametrize("lams, errors, match", [
-    ([0.1, 1.0], [1.0], "one entry per lam"),
-    ([0.1, -1.0], [1.0, 2.0], "finite numbers > 0"),
-    ([0.1, 0.1], [1.0, 2.0], "distinct"),
-    ([0.1, 1.0], [math.nan, math.nan], "at least one finite"),
-    ([], [], "at least one"),
-])
+@pytest.mark.parametrize(
+    "lams, errors, match",
+    [
+        ([0.1, 1.0], [1.0], "one entry per lam"),
+        ([0.1, -1.0], [1.0, 2.0], "finite numbers > 0"),
+        ([0.1, 0.1], [1.0, 2.0], "distinct"),
+        ([0.1, 1.0], [math.nan, math.nan], "at least one finite"),
+        ([], [], "at least one"),
+    ],
+)
 def test_validation_pick_rejects_bad_input(lams, errors, match):
     with pytest.raises(ValueError, match=match):
         validation_pick(lams, errors)
@@ -264,13 +311,13 @@ def test_valley_halfwidth_of_a_quadratic_and_an_asymmetric_valley():
     square root of the excess is exact for it); an asymmetric valley gives the nearer edge."""
     x = np.linspace(-1.0, 1.0, 9)  # a coarse grid: the crossing is between samples
     e0, lam0 = 0.05, 0.03
-    quad = e0 * (1.0 + 4.0 * x ** 2)
-    assert valley_halfwidth(lam0 * 10.0 ** x, quad, lam0, e0, rel=0.01) == pytest.approx(0.05, rel=1e-12)
-    assert valley_halfwidth(lam0 * 10.0 ** x, quad, lam0, e0, rel=0.04) == pytest.approx(0.1, rel=1e-12)
-    asym = e0 * (1.0 + np.where(x < 0, 1.0, 16.0) * x ** 2)  # the right side steeper: edge at 0.1/4
-    assert valley_halfwidth(lam0 * 10.0 ** x, asym, lam0, e0, rel=0.01) == pytest.approx(0.025, rel=1e-12)
-    flat = e0 * (1.0 + 1e-4 * x ** 2)
-    assert valley_halfwidth(lam0 * 10.0 ** x, flat, lam0, e0, rel=0.01) == math.inf
+    quad = e0 * (1.0 + 4.0 * x**2)
+    assert valley_halfwidth(lam0 * 10.0**x, quad, lam0, e0, rel=0.01) == pytest.approx(0.05, rel=1e-12)
+    assert valley_halfwidth(lam0 * 10.0**x, quad, lam0, e0, rel=0.04) == pytest.approx(0.1, rel=1e-12)
+    asym = e0 * (1.0 + np.where(x < 0, 1.0, 16.0) * x**2)  # the right side steeper: edge at 0.1/4
+    assert valley_halfwidth(lam0 * 10.0**x, asym, lam0, e0, rel=0.01) == pytest.approx(0.025, rel=1e-12)
+    flat = e0 * (1.0 + 1e-4 * x**2)
+    assert valley_halfwidth(lam0 * 10.0**x, flat, lam0, e0, rel=0.01) == math.inf
 
 
 def test_valley_halfwidth_of_the_theory_curve_bounds_the_error_rise():
@@ -278,11 +325,11 @@ def test_valley_halfwidth_of_the_theory_curve_bounds_the_error_rise():
     just outside (on the steeper side) it is not."""
     res = tune(BASE)
     x = np.linspace(-0.5, 0.5, 21)
-    errors = [r.test_error for r in theory_curve(BASE.replace(lam=res.lam), list(res.lam * 10.0 ** x), param="lam")]
-    h = valley_halfwidth(res.lam * 10.0 ** x, errors, res.lam, res.test_error)
+    errors = [r.test_error for r in theory_curve(BASE.replace(lam=res.lam), list(res.lam * 10.0**x), param="lam")]
+    h = valley_halfwidth(res.lam * 10.0**x, errors, res.lam, res.test_error)
     assert 0.05 < h < 0.5
-    inside = [theory(BASE.replace(lam=res.lam * 10.0 ** s), init=res.result).test_error for s in (-0.9 * h, 0.9 * h)]
-    outside = [theory(BASE.replace(lam=res.lam * 10.0 ** s), init=res.result).test_error for s in (-1.1 * h, 1.1 * h)]
+    inside = [theory(BASE.replace(lam=res.lam * 10.0**s), init=res.result).test_error for s in (-0.9 * h, 0.9 * h)]
+    outside = [theory(BASE.replace(lam=res.lam * 10.0**s), init=res.result).test_error for s in (-1.1 * h, 1.1 * h)]
     assert max(inside) < 1.01 * res.test_error
     assert max(outside) > 1.01 * res.test_error
 

@@ -19,15 +19,47 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("singlehead", "singlehead.state_evolution", "singlehead.model.channels", "singlehead.model.students",
-            "singlehead.analysis", "singlehead.numerics.spectra",
-            "singlehead.amp", "singlehead.inspect", "singlehead.runs")
+PACKAGES = (
+    "singlehead",
+    "singlehead.state_evolution",
+    "singlehead.model.channels",
+    "singlehead.model.students",
+    "singlehead.analysis",
+    "singlehead.numerics.spectra",
+    "singlehead.amp",
+    "singlehead.inspect",
+    "singlehead.runs",
+)
 # Examples that take more than about a second (training, AMP, whole curves): run under -m slow.
-SLOW = {"simulate", "compare_spectrum", "power_law_curve", "classify_regime", "scaling_curve", "amp",
-        "run_amp", "AMPRun", "erm_objective", "instance_prior", "SensingOperator", "bayes_optimal",
-        "theory_curve", "MPTarget", "decompose", "ErrorDecomposition", "stability", "Stability",
-        "init_student", "solve_reference", "fit_spectrum", "SpectralFit", "inspect_model", "Inspection", "inspect_weights",
-        "tune_curve", "alpha_for_error"}
+SLOW = {
+    "simulate",
+    "compare_spectrum",
+    "power_law_curve",
+    "classify_regime",
+    "scaling_curve",
+    "amp",
+    "run_amp",
+    "AMPRun",
+    "erm_objective",
+    "instance_prior",
+    "SensingOperator",
+    "bayes_optimal",
+    "theory_curve",
+    "MPTarget",
+    "decompose",
+    "ErrorDecomposition",
+    "stability",
+    "Stability",
+    "init_student",
+    "solve_reference",
+    "fit_spectrum",
+    "SpectralFit",
+    "inspect_model",
+    "Inspection",
+    "inspect_weights",
+    "tune_curve",
+    "alpha_for_error",
+}
 MIN_PROSE_CHARS = 40  # a summary line alone does not state conventions
 
 
@@ -52,7 +84,7 @@ PUBLIC = _public()
 
 def _split(doc: str) -> tuple[str, str]:
     match = re.search(r"^Examples\n-{8}\n", doc, re.M)
-    return (doc, "") if match is None else (doc[:match.start()], doc[match.end():])
+    return (doc, "") if match is None else (doc[: match.start()], doc[match.end() :])
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))
@@ -63,7 +95,8 @@ def test_public_name_has_docstring_with_conventions_and_example(name: str) -> No
     summary, _, rest = prose.strip().partition("\n")
     assert summary.strip(), f"{name}: the docstring must open with a summary line"
     assert len(re.sub(r"\s+", " ", prose).strip()) >= MIN_PROSE_CHARS, (
-        f"{name}: the docstring must state its conventions beyond a short summary")
+        f"{name}: the docstring must state its conventions beyond a short summary"
+    )
     assert ">>> " in examples, f"{name}: the docstring needs an 'Examples' section (numpydoc) with a >>> example"
 
 

@@ -24,8 +24,10 @@ def test_import_layers_contract():
 
 
 def test_theory_imports_no_torch_or_matplotlib():
-    code = ("import sys, singlehead.state_evolution, singlehead.analysis, singlehead.numerics.spectra, singlehead.bayes, "
-            "singlehead.thresholds; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
+    code = (
+        "import sys, singlehead.state_evolution, singlehead.analysis, singlehead.numerics.spectra, singlehead.bayes, "
+        "singlehead.thresholds; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -33,10 +35,12 @@ def test_theory_imports_no_torch_or_matplotlib():
 def test_one_theory_point_loads_no_heavy_scipy_module():
     """Start-up: a softmax SE point needs neither scipy.stats (~1.3 s to import) nor
     scipy.linalg / scipy.optimize (~0.5 s each); the quadrature nodes come from the node cache."""
-    code = ("import sys\nfrom singlehead import MPTarget, Problem\nfrom singlehead.state_evolution import theory\n"
-            "theory(Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)))\n"
-            "print(sorted(m for m in ('scipy.stats', 'scipy.linalg', 'scipy.optimize', 'scipy.integrate', 'torch')"
-            " if m in sys.modules))")
+    code = (
+        "import sys\nfrom singlehead import MPTarget, Problem\nfrom singlehead.state_evolution import theory\n"
+        "theory(Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)))\n"
+        "print(sorted(m for m in ('scipy.stats', 'scipy.linalg', 'scipy.optimize', 'scipy.integrate', 'torch')"
+        " if m in sys.modules))"
+    )
     subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)  # fills the node cache
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -49,9 +53,11 @@ def test_cli_theory_point_loads_no_heavy_module(tmp_path):
     by the routes and commands that run it). Structural, not timed; the first run fills the
     quadrature-node cache (a miss imports scipy.stats to draw the nodes)."""
     heavy = ("scipy.stats", "scipy.optimize", "scipy.integrate", "torch", "pandas", "matplotlib")
-    code = ("import sys\nfrom singlehead.cli import main\nmain(['theory', '--alpha', '1', '--T', '2'])\n"
-            f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
-            "print(sorted(m for m in sys.modules if m.startswith('singlehead.')))")
+    code = (
+        "import sys\nfrom singlehead.cli import main\nmain(['theory', '--alpha', '1', '--T', '2'])\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('singlehead.')))"
+    )
     env = {**os.environ, "SINGLEHEAD_CACHE_DIR": str(tmp_path)}
     subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)

@@ -39,6 +39,7 @@ def test_bvn_cdf_known_values_and_tail():
     assert bvn_cdf(1.3, 0.7, 0.0) == pytest.approx(0.9031995154 * 0.7580363478, rel=1e-9)
     # far tail, relative accuracy: Phi2(x, +inf) = Phi(x)
     from scipy.special import log_ndtr
+
     assert float(log_bvn_cdf(-30.0, 30.0, 0.3)) == pytest.approx(float(log_ndtr(-30.0)), rel=1e-10)
 
 
@@ -180,8 +181,12 @@ def test_bayes_amp_on_instances_matches_bayes_se(alpha):
     p = Problem(d=100, T=2, alpha=alpha, noise=0.0, channel="hardmax", target=MPTarget(kappa0=2.0))
     devs = []
     for seed in (0, 1):
-        r = amp(p, seed, options=AMPOptions(bayes=True, max_iter=200, tol=1e-6, n_test=500, num_threads=1),
-                return_matrices=True)
+        r = amp(
+            p,
+            seed,
+            options=AMPOptions(bayes=True, max_iter=200, tol=1e-6, n_test=500, num_threads=1),
+            return_matrices=True,
+        )
         se = bayes_overlap(p, instance_prior(r.extras["S0"]))["mmse"]
         devs.append(r.matrix_error - se)
     assert abs(float(np.mean(devs))) < 0.025, devs
@@ -191,8 +196,9 @@ def test_explorer_bayes_panel_for_hardmax():
     from singlehead.explore.compute import Engine
     from singlehead.explore.view import parse_view
 
-    view = parse_view({"n_alpha": "2", "alpha_min": "0.3", "alpha_max": "1", "alpha_at": "0.5", "lam": "0.02",
-                       "channel": "hardmax"})
+    view = parse_view(
+        {"n_alpha": "2", "alpha_min": "0.3", "alpha_max": "1", "alpha_at": "0.5", "lam": "0.02", "channel": "hardmax"}
+    )
     events = list(Engine(memory_only=True).events(view))
     assert not [e for e in events if e["event"] == "panel_error"]
     erm = {e["i"]: e["test_error"] for e in events if e["event"] == "point"}

@@ -48,7 +48,9 @@ def test_cuda_request_without_gpu_is_refused(capsys):
 
 
 def test_no_traceback_from_console_script():
-    out = subprocess.run([sys.executable, "-m", "singlehead", "simulate", "--lam", "-2"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "singlehead", "simulate", "--lam", "-2"], capture_output=True, text=True
+    )
     assert out.returncode == 2
     assert out.stderr.strip() == "error: lam must be >= 0 (got -2.0)"
 
@@ -60,8 +62,18 @@ def test_json_keys_stream_and_resume(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     recs = [json.loads(x) for x in lines]
     assert len(recs) == 2 and len(out.read_text().splitlines()) == 2
-    for key in ("test_error", "test_error_noisy", "train_error", "matrix_error", "rank", "eigenvalues", "problem",
-                "seed", "version", "runtime_s"):
+    for key in (
+        "test_error",
+        "test_error_noisy",
+        "train_error",
+        "matrix_error",
+        "rank",
+        "eigenvalues",
+        "problem",
+        "seed",
+        "version",
+        "runtime_s",
+    ):
         assert key in recs[0]
     assert recs[0]["problem"]["d"] == 10 and len(recs[0]["eigenvalues"]) == 10
     # Simulate an interruption that left a half-written line, then resume with one more seed.
@@ -77,8 +89,24 @@ def test_json_keys_stream_and_resume(tmp_path, capsys):
 
 def test_spectrum_json_and_plot(tmp_path, capsys):
     plot = tmp_path / "law.png"
-    main(["spectrum", "--target", "mp", "--kappa0", "0.5", "--variance", "0.1", "--threshold", "0.3",
-          "--scale", "2", "--json", "--plot", str(plot)])
+    main(
+        [
+            "spectrum",
+            "--target",
+            "mp",
+            "--kappa0",
+            "0.5",
+            "--variance",
+            "0.1",
+            "--threshold",
+            "0.3",
+            "--scale",
+            "2",
+            "--json",
+            "--plot",
+            str(plot),
+        ]
+    )
     rec = json.loads(capsys.readouterr().out)
     for key in ("grid", "density", "atom_at_zero", "edges", "outliers"):
         assert key in rec
@@ -98,14 +126,17 @@ def test_spectrum_outlier(capsys):
     assert len(rec["outliers"]) == 1
 
 
-@pytest.mark.parametrize("args,name", [
-    (["--variance", "-1"], "variance"),
-    (["--variance", "0.1", "--threshold", "-1"], "threshold"),
-    (["--variance", "0.1", "--scale", "0"], "scale"),
-    (["--variance", "0.1", "--kappa0", "-1"], "kappa0"),
-    (["--variance", "0.1", "--target", "power-law"], "gamma"),
-    (["--variance", "0.1", "--rank-cap", "1.5"], "rank-cap"),
-])
+@pytest.mark.parametrize(
+    "args,name",
+    [
+        (["--variance", "-1"], "variance"),
+        (["--variance", "0.1", "--threshold", "-1"], "threshold"),
+        (["--variance", "0.1", "--scale", "0"], "scale"),
+        (["--variance", "0.1", "--kappa0", "-1"], "kappa0"),
+        (["--variance", "0.1", "--target", "power-law"], "gamma"),
+        (["--variance", "0.1", "--rank-cap", "1.5"], "rank-cap"),
+    ],
+)
 def test_spectrum_bad_input(args, name, usage_error):
     usage_error(["spectrum", *args], name)
 
@@ -135,7 +166,9 @@ def test_help_loads_no_command_module():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom singlehead.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.startswith('singlehead.cli.') or m in ('torch', 'matplotlib')))")
+    code = (
+        "import sys\nfrom singlehead.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('singlehead.cli.') or m in ('torch', 'matplotlib')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"

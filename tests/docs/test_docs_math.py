@@ -25,8 +25,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 MATH_EXTENSIONS = ["sphinx.ext.mathjax", "sphinx-mathjax-offline"]
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def test_conf_ships_mathjax_locally() -> None:
@@ -49,8 +56,12 @@ def _built_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (src / "conf.py").write_text(f"extensions = {MATH_EXTENSIONS!r}\nroot_doc = 'theory'\n")
     shutil.copy(DOCS / "theory.rst", src / "theory.rst")
     # the page alone: its links to other pages and to the API stay unresolved, which only warns
-    proc = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(out)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out / "theory.html"
 
@@ -71,7 +82,9 @@ def test_theory_equations_are_typeset_without_network(tmp_path_factory: pytest.T
     def local_only(route, request) -> None:
         url = request.url
         requested.append(url)
-        if url.startswith(("file:", "data:", "blob:", "about:")) or re.match(r"https?://(127\.0\.0\.1|localhost)[:/]", url):
+        if url.startswith(("file:", "data:", "blob:", "about:")) or re.match(
+            r"https?://(127\.0\.0\.1|localhost)[:/]", url
+        ):
             route.continue_()
         else:
             blocked.append(url)

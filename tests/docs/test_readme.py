@@ -41,8 +41,7 @@ def test_readme_is_short_and_has_no_commit_hashes_or_history():
     assert hashes == []
     assert "THEORY" not in README, "every reference must point at a page in the repository"
     # Per-run timings belong on docs/performance.rst, written by benchmarks/run_all.py.
-    assert not re.search(r"\d+(\.\d+)?\s*(s|ms|min|minutes|seconds)\b", README), \
-        "no measured timings in the README"
+    assert not re.search(r"\d+(\.\d+)?\s*(s|ms|min|minutes|seconds)\b", README), "no measured timings in the README"
 
 
 def test_readme_links_point_at_files_that_exist_or_are_being_written():
@@ -53,14 +52,14 @@ def test_readme_links_point_at_files_that_exist_or_are_being_written():
 
 
 def test_readme_cli_at_a_glance_lists_every_subcommand():
-    help_text = subprocess.run([sys.executable, "-m", "singlehead", "--help"], capture_output=True, text=True,
-                               check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "singlehead", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     section = help_text.split("Commands:", 1)[1]
     commands = {m.group(1) for m in re.finditer(r"^  ([a-z][a-z-]*)\s", section, re.M)}
     glance = next(body for lang, body in _fenced_blocks(README) if lang == "text" and "singlehead docs" in body)
     listed = [line.split()[1] for line in glance.splitlines() if line.startswith("singlehead ")]
-    assert len(listed) == len(set(listed)) and set(listed) == commands, \
-        "one line per subcommand of `singlehead --help`"
+    assert len(listed) == len(set(listed)) and set(listed) == commands, "one line per subcommand of `singlehead --help`"
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -34,13 +34,17 @@ def private_imports(source: str) -> list[str]:
             if parts[0] in ("tests", "conftest", "problem_grids"):
                 bad.append(node.module)
             elif parts[0] == "singlehead":
-                bad += [f"{node.module}.{a.name}" for a in node.names
-                        if any(p.startswith("_") for p in parts) or a.name.startswith("_")]
+                bad += [
+                    f"{node.module}.{a.name}"
+                    for a in node.names
+                    if any(p.startswith("_") for p in parts) or a.name.startswith("_")
+                ]
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
                 if parts[0] in ("tests", "conftest", "problem_grids") or (
-                        parts[0] == "singlehead" and any(p.startswith("_") for p in parts)):
+                    parts[0] == "singlehead" and any(p.startswith("_") for p in parts)
+                ):
                     bad.append(a.name)
     return bad
 
@@ -69,11 +73,17 @@ def test_no_sys_path_edits_or_private_imports(path):
 
 
 def test_the_import_check_can_fail():
-    bad = ("from singlehead.numerics.spectra._mp_reference import step\nfrom singlehead.x import _y\n"
-           "import singlehead._registry\nfrom problem_grids import random_problems\n"
-           "from singlehead.runs import cached\nimport numpy as np\n")
-    assert private_imports(bad) == ["singlehead.numerics.spectra._mp_reference.step", "singlehead.x._y",
-                                    "singlehead._registry", "problem_grids"]
+    bad = (
+        "from singlehead.numerics.spectra._mp_reference import step\nfrom singlehead.x import _y\n"
+        "import singlehead._registry\nfrom problem_grids import random_problems\n"
+        "from singlehead.runs import cached\nimport numpy as np\n"
+    )
+    assert private_imports(bad) == [
+        "singlehead.numerics.spectra._mp_reference.step",
+        "singlehead.x._y",
+        "singlehead._registry",
+        "problem_grids",
+    ]
 
 
 def test_no_cache_or_worker_files_tracked():

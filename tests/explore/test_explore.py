@@ -23,9 +23,14 @@ def _events(engine: Engine, params: dict[str, str]) -> list[dict]:
 
 
 # each bad control, and the library call that refuses the same value
-BAD = {"lam": ("-1", lambda: Problem(lam=-1.0)), "T": ("0", lambda: Problem(T=0)),
-       "kappa0": ("-1", lambda: MPTarget(kappa0=-1.0)), "kappa": ("1.5", lambda: Problem(kappa=1.5)),
-       "noise": ("-0.1", lambda: Problem(noise=-0.1)), "beta0": ("0", lambda: Problem(beta0=0.0))}
+BAD = {
+    "lam": ("-1", lambda: Problem(lam=-1.0)),
+    "T": ("0", lambda: Problem(T=0)),
+    "kappa0": ("-1", lambda: MPTarget(kappa0=-1.0)),
+    "kappa": ("1.5", lambda: Problem(kappa=1.5)),
+    "noise": ("-0.1", lambda: Problem(noise=-0.1)),
+    "beta0": ("0", lambda: Problem(beta0=0.0)),
+}
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
@@ -39,8 +44,13 @@ def test_a_bad_control_gets_the_library_message_under_its_name(name):
 
 
 def test_grid_controls_are_checked_by_the_explorer():
-    for params, field in (({"alpha_max": "0.05"}, "alpha_max"), ({"n_alpha": "1"}, "n_alpha"),
-                          ({"n_alpha": "x"}, "n_alpha"), ({"alpha_at": "-1"}, "alpha_at"), ({"target": "x"}, "target")):
+    for params, field in (
+        ({"alpha_max": "0.05"}, "alpha_max"),
+        ({"n_alpha": "1"}, "n_alpha"),
+        ({"n_alpha": "x"}, "n_alpha"),
+        ({"alpha_at": "-1"}, "alpha_at"),
+        ({"target": "x"}, "target"),
+    ):
         with pytest.raises(ViewError) as exc:
             parse_view({**SMALL, **params})
         assert exc.value.field == field and field in str(exc.value)
@@ -84,7 +94,9 @@ def test_a_failing_panel_says_why_and_the_others_still_come(small_engine, monkey
     monkeypatch.setattr(small_engine, "thresholds", refuse)
     events = _events(small_engine, SMALL)
     errors = [e for e in events if e["event"] == "panel_error"]
-    assert errors == [{"event": "panel_error", "panel": "thresholds", "message": "NotImplementedError: no closed form here"}]
+    assert errors == [
+        {"event": "panel_error", "panel": "thresholds", "message": "NotImplementedError: no closed form here"}
+    ]
     assert {"spectrum", "decomposition", "bayes", "done"} <= {e["event"] for e in events}
 
 
@@ -147,8 +159,27 @@ def sim_files(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("sims")
     jsonl = root / "runs.jsonl"
-    main(["simulate", "--T", "2", "--d", "12", "--alpha", "0.25,0.5", "--seeds", "3", "--noise", "0.5",
-          "--lam", "0.02", "--n-test", "100", "--out", str(jsonl)])
+    main(
+        [
+            "simulate",
+            "--T",
+            "2",
+            "--d",
+            "12",
+            "--alpha",
+            "0.25,0.5",
+            "--seeds",
+            "3",
+            "--noise",
+            "0.5",
+            "--lam",
+            "0.02",
+            "--n-test",
+            "100",
+            "--out",
+            str(jsonl),
+        ]
+    )
     records = [json.loads(x) for x in jsonl.read_text().splitlines()]
     csv = root / "errors_vs_alpha.csv"
     records_to_frame(records).assign(kind="simulation_lbfgs").to_csv(csv, index=False)
@@ -188,7 +219,9 @@ def test_server_routes():
     assert client.get("/static/plotly.min.js").content == plotly_bundle().read_bytes()
     assert client.get("/static/nothing.js").status_code == 404
     lines = client.get("/api/stream", params={**SMALL, "lam": "-1"}).text.splitlines()
-    assert [json.loads(x) for x in lines] == [{"event": "invalid", "field": "lam", "message": "lam must be >= 0 (got -1.0)"}]
+    assert [json.loads(x) for x in lines] == [
+        {"event": "invalid", "field": "lam", "message": "lam must be >= 0 (got -1.0)"}
+    ]
     bad = client.post("/api/overlay", content=b"x,y\n1,2\n")
     assert bad.status_code == 400 and "no simulation rows" in bad.json()["error"]
 
@@ -216,7 +249,10 @@ def test_worker_processes_give_the_same_points_and_bayes_curve():
     cache.put({"key": jobs[3].key, "test_error": 0.5})  # a cached point starts the segment after it
     assert cut([0, 1, 4, 5, 6], 3, cache) == ([[0, 1], [4, 5], [6]], [])
     assert [init for *_, init in theory_chains(jobs, {jobs[k].key for k in (0, 1, 4, 5, 6)}, 3, 1, cache)[0]] == [
-        None, cache.get(jobs[3].key), None]
+        None,
+        cache.get(jobs[3].key),
+        None,
+    ]
     assert cut([3], 4) == ([], [3])  # one point: a cold solve, no chain
     from singlehead import bayes_optimal
 
@@ -283,7 +319,8 @@ def test_linear_heads_stream_the_exact_multihead_theory():
     assert thr["alpha_perf"] == pytest.approx(perfect_recovery_threshold(eff), rel=1e-12)
     bayes = sorted((e for e in ev if e["event"] == "bayes"), key=lambda e: e["i"])
     assert [b["test_error"] for b in bayes] == pytest.approx(
-        [c2 * bayes_optimal(eff.replace(alpha=a)).test_error for a in view.alphas], rel=1e-12)
+        [c2 * bayes_optimal(eff.replace(alpha=a)).test_error for a in view.alphas], rel=1e-12
+    )
     # the spectrum of S_eff: the rank of the mean of two heads of width p, not of one head
     spec = next(e for e in ev if e["event"] == "spectrum")
     at = theory(view.problem.replace(alpha=view.alpha_at))
@@ -327,8 +364,10 @@ def test_softmax_heads_draw_the_experimental_curve_only_with_a_note(monkeypatch)
     assert shlex.split(view.cli())[-5:] == ["--heads", "2", "--teacher-heads", "2", "--json"]
 
 
-@pytest.mark.parametrize("params, field", [({"heads": "5"}, "heads"), ({"teacher_heads": "5"}, "teacher_heads"),
-                                           ({"heads": "2", "T": "4"}, "T")])
+@pytest.mark.parametrize(
+    "params, field",
+    [({"heads": "5"}, "heads"), ({"teacher_heads": "5"}, "teacher_heads"), ({"heads": "2", "T": "4"}, "T")],
+)
 def test_softmax_heads_beyond_the_state_evolution_are_refused_naming_the_control(params, field):
     from singlehead.state_evolution.multihead_se import check_multihead_problem
 

@@ -30,8 +30,15 @@ pytest.importorskip("starlette", reason="explore needs the 'explore' extra (star
 
 from singlehead import Problem, interpolation_threshold, theory  # noqa: E402
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # T = 2 quick problem on three alpha points: one view costs a few seconds
 VIEW = "?n_alpha=3&alpha_min=0.1&alpha_max=1&alpha_at=0.3&lam=0.02"
 DONE = "window.__explorer && window.__explorer.status === 'done'"
@@ -50,8 +57,12 @@ def server(tmp_path_factory):
     port = _free_port()
     cache = tmp_path_factory.mktemp("explore-cache")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "singlehead", "explore", "--port", str(port), "--no-browser",
-                             "--cache-dir", str(cache)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "singlehead", "explore", "--port", str(port), "--no-browser", "--cache-dir", str(cache)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}/"
     for _ in range(300):
         try:
@@ -146,8 +157,27 @@ def test_a_simulation_file_is_drawn_with_error_bars(page, tmp_path):
     from singlehead.report.compare import records_to_frame
 
     jsonl = tmp_path / "runs.jsonl"
-    main(["simulate", "--T", "2", "--d", "12", "--alpha", "0.2,0.5", "--seeds", "3", "--noise", "0.5", "--lam", "0.02",
-          "--n-test", "100", "--out", str(jsonl)])
+    main(
+        [
+            "simulate",
+            "--T",
+            "2",
+            "--d",
+            "12",
+            "--alpha",
+            "0.2,0.5",
+            "--seeds",
+            "3",
+            "--noise",
+            "0.5",
+            "--lam",
+            "0.02",
+            "--n-test",
+            "100",
+            "--out",
+            str(jsonl),
+        ]
+    )
     records = [json.loads(x) for x in jsonl.read_text().splitlines()]
     csv = tmp_path / "errors_vs_alpha.csv"  # the tidy table `reproduce` writes per figure
     records_to_frame(records).assign(kind="simulation_lbfgs").to_csv(csv, index=False)
@@ -193,8 +223,7 @@ def test_the_target_menu_shows_the_selected_targets_controls(page):
     """The target menu and its controls come from the registry; the page shows the selected target's."""
     assert page.is_visible("[name=kappa0]") and not page.is_visible("[name=gamma]") and not page.is_visible("[name=d]")
     page.select_option("[name=target]", "power_law")
-    page.wait_for_function(DONE + " && window.__explorer.data.view.problem.target.kind === 'power_law'",
-                           timeout=60_000)
+    page.wait_for_function(DONE + " && window.__explorer.data.view.problem.target.kind === 'power_law'", timeout=60_000)
     assert page.is_visible("[name=gamma]") and page.is_visible("[name=normalisation]") and page.is_visible("[name=d]")
     assert not page.is_visible("[name=kappa0]")
     assert _data(page)["view"]["problem"]["target"] == {"gamma": 1.0, "normalisation": "sqrt_d", "kind": "power_law"}

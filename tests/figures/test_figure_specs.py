@@ -25,27 +25,35 @@ def test_every_figure_has_three_frozen_presets(name):
         setattr(quick, dataclasses.fields(quick)[0].name, None)
 
 
-@pytest.mark.parametrize("figure,field,value,match", [
-    ("finite_size", "ds", (25, 0, 50, 70, 100), r"FiniteSizeSpec\.ds must hold values valid"),
-    ("finite_size", "seeds", (12, 10), r"FiniteSizeSpec\.seeds must have one entry per entry of ds \(5\)"),
-    ("finite_size", "alphas", (), r"FiniteSizeSpec\.alphas must not be empty"),
-    ("errors_vs_alpha", "seeds", 0, r"ErrorsSpec\.seeds must be an integer >= 1 \(got 0\)"),
-    ("errors_vs_alpha", "adam_alphas", (0.1, 0.7), r"ErrorsSpec\.adam_alphas must be a subset of sim_alphas"),
-    ("errors_vs_alpha", "fit_rtol", 0.0, r"ErrorsSpec\.fit_rtol must be a real number > 0"),
-    ("interpolation_peak", "sim_lams", (1e-3, -1e-5), r"PeakSpec\.sim_lams must hold values valid"),
-    ("bayes_vs_erm", "amp_d", 20, r"BayesSpec\.amp_d must be an integer >= 50"),
-    ("power_law", "tail_lam", 0.0, r"PowerLawSpec\.tail_lam must be a real number > 0 \(got 0.0\)"),
-    ("power_law", "scaling_points", 1, r"PowerLawSpec\.scaling_points must be an integer >= 2"),
-    ("learned_spectra", "fs_seeds", (8, 6), r"LearnedSpectraSpec\.fs_seeds must have one entry per entry of fs_ds"),
-    ("error_decomposition", "sim_d", -5, r"DecompositionSpec\.sim_d must be an integer >= 1"),
-    ("emergence", "seed", -1, r"EmergenceSpec\.seed must be an integer >= 0"),
-    ("tuned_lam", "seeds", 1, r"TunedLamSpec\.seeds must be an integer >= 2 \(got 1\)"),
-    ("tuned_lam", "theory_span", 0.5, r"TunedLamSpec\.theory_span must be >= lam_steps \* lam_step = 0\.667"),
-    ("tuned_lam", "band", 0.2, r"TunedLamSpec\.band must be a real number in \(0, 0\.1\]"),
-    ("tuned_lam", "band", 0.0, r"TunedLamSpec\.band must be a real number > 0"),
-    ("tuned_lam", "lam_range", (1.0, 0.1), r"TunedLamSpec\.lam_range must be a pair \(low, high\) with 0 < low < high"),
-    ("tuned_lam", "fit_rtol", -1e-6, r"TunedLamSpec\.fit_rtol must be a real number > 0"),
-])
+@pytest.mark.parametrize(
+    "figure,field,value,match",
+    [
+        ("finite_size", "ds", (25, 0, 50, 70, 100), r"FiniteSizeSpec\.ds must hold values valid"),
+        ("finite_size", "seeds", (12, 10), r"FiniteSizeSpec\.seeds must have one entry per entry of ds \(5\)"),
+        ("finite_size", "alphas", (), r"FiniteSizeSpec\.alphas must not be empty"),
+        ("errors_vs_alpha", "seeds", 0, r"ErrorsSpec\.seeds must be an integer >= 1 \(got 0\)"),
+        ("errors_vs_alpha", "adam_alphas", (0.1, 0.7), r"ErrorsSpec\.adam_alphas must be a subset of sim_alphas"),
+        ("errors_vs_alpha", "fit_rtol", 0.0, r"ErrorsSpec\.fit_rtol must be a real number > 0"),
+        ("interpolation_peak", "sim_lams", (1e-3, -1e-5), r"PeakSpec\.sim_lams must hold values valid"),
+        ("bayes_vs_erm", "amp_d", 20, r"BayesSpec\.amp_d must be an integer >= 50"),
+        ("power_law", "tail_lam", 0.0, r"PowerLawSpec\.tail_lam must be a real number > 0 \(got 0.0\)"),
+        ("power_law", "scaling_points", 1, r"PowerLawSpec\.scaling_points must be an integer >= 2"),
+        ("learned_spectra", "fs_seeds", (8, 6), r"LearnedSpectraSpec\.fs_seeds must have one entry per entry of fs_ds"),
+        ("error_decomposition", "sim_d", -5, r"DecompositionSpec\.sim_d must be an integer >= 1"),
+        ("emergence", "seed", -1, r"EmergenceSpec\.seed must be an integer >= 0"),
+        ("tuned_lam", "seeds", 1, r"TunedLamSpec\.seeds must be an integer >= 2 \(got 1\)"),
+        ("tuned_lam", "theory_span", 0.5, r"TunedLamSpec\.theory_span must be >= lam_steps \* lam_step = 0\.667"),
+        ("tuned_lam", "band", 0.2, r"TunedLamSpec\.band must be a real number in \(0, 0\.1\]"),
+        ("tuned_lam", "band", 0.0, r"TunedLamSpec\.band must be a real number > 0"),
+        (
+            "tuned_lam",
+            "lam_range",
+            (1.0, 0.1),
+            r"TunedLamSpec\.lam_range must be a pair \(low, high\) with 0 < low < high",
+        ),
+        ("tuned_lam", "fit_rtol", -1e-6, r"TunedLamSpec\.fit_rtol must be a real number > 0"),
+    ],
+)
 def test_a_spec_rejects_an_invalid_field_and_names_it(figure, field, value, match):
     spec = FIGURES[figure].spec.quick()
     with pytest.raises(ValueError, match=match):
@@ -100,9 +108,22 @@ def _toy_run(ctx: Any, spec: _ToySpec, grid: dict[str, Any]) -> FigureRun:
     means = [float(np.random.default_rng(s).standard_normal(spec.n).mean()) for s in grid["seeds"]]
     se = float(np.std(means, ddof=1) / np.sqrt(len(means)))
     m = float(np.mean(means))
-    agr = pd.DataFrame([{"quantity": "mean", "theory": 0.0, "simulation": m, "se": se, "gap": abs(m),
-                         "dof": len(means) - 1, "tol_rel": 0.0, "tol_abs": 0.2, "tol_reason": "toy margin",
-                         "n_seeds": spec.seeds}])
+    agr = pd.DataFrame(
+        [
+            {
+                "quantity": "mean",
+                "theory": 0.0,
+                "simulation": m,
+                "se": se,
+                "gap": abs(m),
+                "dof": len(means) - 1,
+                "tol_rel": 0.0,
+                "tol_abs": 0.2,
+                "tol_reason": "toy margin",
+                "n_seeds": spec.seeds,
+            }
+        ]
+    )
     return FigureRun(pd.DataFrame({"seed": grid["seeds"], "mean": means}), agr, {"n": spec.n}, {"means": means})
 
 

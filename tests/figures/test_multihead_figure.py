@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 from singlehead import theory
-# reproduce first: it registers the figures in the report's order
-from singlehead.figures.reproduce import FIGURES, reproduce  # noqa: I001
+
+# reproduce first: it registers the figures in the report's order (its imports' order)
+from singlehead.figures.reproduce import FIGURES, reproduce
+
+# isort: split
 from singlehead.figures.multihead import (
     BRANCH_INDEX,
     MultiheadSpec,
@@ -92,8 +95,13 @@ def test_spec_refuses_one_head_and_mismatched_seeds():
 
 
 def _pt(objective, index=0.0, converged=True, lam=0.5):
-    return {"objective": objective, "objective_se": 1e-4, "specialisation": index, "converged": converged,
-            "lambda": lam}
+    return {
+        "objective": objective,
+        "objective_se": 1e-4,
+        "specialisation": index,
+        "converged": converged,
+        "lambda": lam,
+    }
 
 
 def test_transitions_interpolate_the_objective_crossing_and_the_eigenvalue_in_their_brackets():

@@ -62,8 +62,21 @@ def test_agreement_tables_are_complete(smoke):
     _, res = smoke
     for o in res.outputs:
         assert o.agreement is not None and len(o.agreement) > 0, o.name
-        for col in ("quantity", "theory", "simulation", "gap", "tol_rel", "tol_abs", "tol_reason", "tolerance",
-                    "p_diff", "p_diff_holm", "p_equiv", "p_equiv_holm", "verdict"):
+        for col in (
+            "quantity",
+            "theory",
+            "simulation",
+            "gap",
+            "tol_rel",
+            "tol_abs",
+            "tol_reason",
+            "tolerance",
+            "p_diff",
+            "p_diff_holm",
+            "p_equiv",
+            "p_equiv_holm",
+            "verdict",
+        ):
             assert col in o.agreement.columns, (o.name, col)
         assert set(o.agreement.verdict) <= set(VERDICTS), o.name
         assert o.agreement.tol_reason.astype(str).str.len().gt(0).all(), o.name
@@ -115,8 +128,14 @@ def test_report_renders_in_headless_browser(smoke, tmp_path, width):
 
     mod = _render_module()
     # written again from the smoke outputs: a cached rerun of this module rewrites the shared report with one figure
-    report = write_report(smoke[1].outputs, tmp_path / "report.html", title="smoke", mode="smoke",
-                          total_runtime_s=smoke[1].runtime_s, environment={})
+    report = write_report(
+        smoke[1].outputs,
+        tmp_path / "report.html",
+        title="smoke",
+        mode="smoke",
+        total_runtime_s=smoke[1].runtime_s,
+        environment={},
+    )
     png = mod.screenshot(report, tmp_path / f"shot{width}.png", width=width, height=2000)
     ok, frac = mod.is_rendered(png)
     assert ok, f"blank screenshot ({frac:.1%} non-white pixels)"
@@ -130,9 +149,11 @@ def test_layout_probe_sees_a_page_wider_than_the_viewport(tmp_path):
     """The probe can fail: a 2000 px block widens the body; a broken image does not load."""
     mod = _render_module()
     page = tmp_path / "wide.html"
-    page.write_text("<!doctype html><html><head><meta name='viewport' content='width=device-width'></head><body>"
-                    "<nav>contents</nav><div style='width:2000px;height:3000px'>wide</div>"
-                    "<img src='data:image/png;base64,AAAA'></body></html>")
+    page.write_text(
+        "<!doctype html><html><head><meta name='viewport' content='width=device-width'></head><body>"
+        "<nav>contents</nav><div style='width:2000px;height:3000px'>wide</div>"
+        "<img src='data:image/png;base64,AAAA'></body></html>"
+    )
     bad = mod.layout_problems(mod.layout_probe(page, 390))
     assert any("horizontal scroll" in b for b in bad) and any("not loaded" in b for b in bad)
     assert any("contents not on screen" in b for b in bad)  # the nav scrolls away: it is not sticky
@@ -148,30 +169,56 @@ def test_report_table_is_compact_and_marks_explained_rows(tmp_path):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from singlehead.report.write import FigureOutput, write_report
     from singlehead.report.verdict import judge
+    from singlehead.report.write import FigureOutput, write_report
 
-    agr = judge(pd.DataFrame({
-        "cfg_lam": [1e-5, 1e-5], "cfg_alpha": [0.2, 0.3], "quantity": ["test_error", "test_error"],
-        "theory": [0.40, 0.26], "simulation": [0.40, 0.23], "se": [0.01, 0.002], "gap": [0.0, 0.03], "dof": [3, 3],
-        "tol_rel": [0.03, 0.03], "tol_abs": [0.005, 0.005], "n_seeds": [4, 4], "note": ["a long note " * 30, ""],
-        "diagnostic": ["replicon 0.80, prox jumps 2.0 ± 0.3 %", "RS fails (jumps > 3 %): prox jumps 5.6 ± 0.3 %"],
-        "diagnostic_fails": [False, True]}))
-    out = FigureOutput("peak", "Peak", "caption", {"lam": 1e-5}, plt.figure(figsize=(12, 3)), pd.DataFrame(), agr,
-                       diagnostics=["lam = 1e-05: the RS diagnostic fails for alpha in 0.195-0.371"])
-    html = write_report([out], tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0,
-                        environment={}).read_text()
-    fig_part = html[html.index("<h2 id='peak'>"):]
-    first_table = fig_part[fig_part.index("<table>"):fig_part.index("</table>")]
+    agr = judge(
+        pd.DataFrame(
+            {
+                "cfg_lam": [1e-5, 1e-5],
+                "cfg_alpha": [0.2, 0.3],
+                "quantity": ["test_error", "test_error"],
+                "theory": [0.40, 0.26],
+                "simulation": [0.40, 0.23],
+                "se": [0.01, 0.002],
+                "gap": [0.0, 0.03],
+                "dof": [3, 3],
+                "tol_rel": [0.03, 0.03],
+                "tol_abs": [0.005, 0.005],
+                "n_seeds": [4, 4],
+                "note": ["a long note " * 30, ""],
+                "diagnostic": [
+                    "replicon 0.80, prox jumps 2.0 ± 0.3 %",
+                    "RS fails (jumps > 3 %): prox jumps 5.6 ± 0.3 %",
+                ],
+                "diagnostic_fails": [False, True],
+            }
+        )
+    )
+    out = FigureOutput(
+        "peak",
+        "Peak",
+        "caption",
+        {"lam": 1e-5},
+        plt.figure(figsize=(12, 3)),
+        pd.DataFrame(),
+        agr,
+        diagnostics=["lam = 1e-05: the RS diagnostic fails for alpha in 0.195-0.371"],
+    )
+    html = write_report(
+        [out], tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0, environment={}
+    ).read_text()
+    fig_part = html[html.index("<h2 id='peak'>") :]
+    first_table = fig_part[fig_part.index("<table>") : fig_part.index("</table>")]
     assert first_table.split("</tr>")[0].count("<th") <= 8
     assert "<tr class='explained'>" in first_table and "prox jumps 5.6" in first_table
     assert "<tr class='inconclusive'>" in first_table  # 0 ± 0.01 (t, 3 dof) is not within 0.012
     assert fig_part.index("<details class='more'>") < fig_part.index("a long note")
     assert html.index("id='summary'") < html.index("id='rule'") < html.index("<h2 id='peak'>")
     assert "0 of 2 checks agree</b>" in html and "1 deviate, explained" in html and "1 inconclusive" in html
-    summary = html[html.index("id='summary'"):html.index("id='rule'")]
+    summary = html[html.index("id='summary'") : html.index("id='rule'")]
     assert "lam=1e-05, alpha=0.2 · test_error" in summary  # the inconclusive row, listed
-    holds = html[html.index("<h2 id='holds'>"):html.index("<h2 id='peak'>")]
+    holds = html[html.index("<h2 id='holds'>") : html.index("<h2 id='peak'>")]
     assert "fails at 1 of 2 compared points" in holds and "1 deviating rows are explained" in holds
     assert "alpha in 0.195-0.371" in holds
 
@@ -202,7 +249,7 @@ def test_tuned_lam_figure_smoke(tmp_path):
     lam* 10^(k step); each seed's pick is validation_pick of its own curve; the picked-lam row compares the mean
     log10 pick with log10 lam* within the valley half-width of the figure's theory curve (no relative part); the
     error rows compare with err* at 3 %, floor 0.005."""
-    from singlehead.analysis import valley_halfwidth, validation_pick
+    from singlehead.analysis import validation_pick, valley_halfwidth
 
     sc = Preset.named("smoke").spec("tuned_lam")
     (o,) = reproduce("smoke", tmp_path, n_jobs=1, progress=False, only=["tuned_lam"]).outputs
@@ -211,8 +258,11 @@ def test_tuned_lam_figure_smoke(tmp_path):
     assert agr.theory_converged.all() and (agr.tolerance > 0).all()
     for a in sc.alphas:
         rows = agr[agr.cfg_alpha == a].set_index("quantity")
-        assert list(rows.index) == ["test_error at lam*", "log10 lam picked by validation",
-                                    "test_error at the validated lam"]
+        assert list(rows.index) == [
+            "test_error at lam*",
+            "log10 lam picked by validation",
+            "test_error at the validated lam",
+        ]
         curve = tab[(tab.kind == "theory") & (tab.cfg_alpha == a)]
         lam_star, err_star = float(curve.lam_star.iloc[0]), float(curve.err_star.iloc[0])
         assert curve.test_error.min() == pytest.approx(err_star, rel=1e-4)  # the curve's minimum is the tuned one
@@ -265,8 +315,9 @@ def test_agreement_declares_its_tolerance_and_the_seed_count():
     from singlehead.report.compare import agreement
     from singlehead.report.verdict import judge
 
-    sim = pd.DataFrame({"cfg_alpha": [1.0] * 4 + [2.0] * 4,
-                        "test_error": [0.200, 0.204, 0.208, 0.212, 0.100, 0.101, 0.102, 0.103]})
+    sim = pd.DataFrame(
+        {"cfg_alpha": [1.0] * 4 + [2.0] * 4, "test_error": [0.200, 0.204, 0.208, 0.212, 0.100, 0.101, 0.102, 0.103]}
+    )
     theory = pd.DataFrame({"cfg_alpha": [1.0, 2.0], "test_error": [0.200, 0.100]})
     agr = agreement(sim, theory, ["cfg_alpha"], ["test_error"], reason="finite size")
     r = agr.iloc[0]
@@ -287,13 +338,16 @@ def test_agreement_joins_the_theorys_own_standard_error_in_quadrature():
 
     from singlehead.report.compare import agreement
 
-    sim = pd.DataFrame({"cfg_alpha": [1.0] * 4 + [2.0] * 4,
-                        "test_error": [0.200, 0.204, 0.208, 0.212, 0.100, 0.101, 0.102, 0.103]})
-    theory = pd.DataFrame({"cfg_alpha": [1.0, 2.0], "test_error": [0.190, 0.100],
-                           "test_error_own": [0.005, float("nan")]})
+    sim = pd.DataFrame(
+        {"cfg_alpha": [1.0] * 4 + [2.0] * 4, "test_error": [0.200, 0.204, 0.208, 0.212, 0.100, 0.101, 0.102, 0.103]}
+    )
+    theory = pd.DataFrame(
+        {"cfg_alpha": [1.0, 2.0], "test_error": [0.190, 0.100], "test_error_own": [0.005, float("nan")]}
+    )
     seeds = agreement(sim, theory, ["cfg_alpha"], ["test_error"]).set_index("cfg_alpha")
-    both = agreement(sim, theory, ["cfg_alpha"], ["test_error"],
-                     theory_se={"test_error": "test_error_own"}).set_index("cfg_alpha")
+    both = agreement(sim, theory, ["cfg_alpha"], ["test_error"], theory_se={"test_error": "test_error_own"}).set_index(
+        "cfg_alpha"
+    )
     assert both.loc[1.0, "se"] == pytest.approx(math.hypot(seeds.loc[1.0, "se"], 0.005))
     assert both.loc[2.0, "se"] == seeds.loc[2.0, "se"]  # no own error (nan): the seeds' alone
     # the fixed-level check uses the joined error: gap 0.016 > 2 x 0.0026 + 0.0057, but < 2 x 0.0056 + 0.0057
@@ -319,8 +373,11 @@ def test_report_states_the_reference_workload_beside_its_runtimes(smoke):
     html = res.report.read_text()
     assert "reference workload (5 x 1000^3 float64 matmul) at start / end" in html
     # the values, not those of ``res``: a later test of this module rewrites the shared report (a rerun, cached)
-    assert re.search(r"float32 reference workload \(5 x 1000\^3 float32 torch matmul.{0,40} at start / end "
-                     r"\d+\.\d{3} s / \d+\.\d{3} s", html)
+    assert re.search(
+        r"float32 reference workload \(5 x 1000\^3 float32 torch matmul.{0,40} at start / end "
+        r"\d+\.\d{3} s / \d+\.\d{3} s",
+        html,
+    )
 
 
 def test_summary_names_what_each_figure_checks(smoke, tmp_path):
@@ -340,14 +397,28 @@ def test_summary_names_what_each_figure_checks(smoke, tmp_path):
             assert ("a pretrained network measured" if o.name == "inspect_minilm" else "theory-simulation") in o.checks
     from singlehead.report.verdict import judge
 
-    agr = judge(pd.DataFrame({"quantity": ["x"], "theory": [1.0], "simulation": [1.0], "se": [0.01], "gap": [0.0],
-                              "tol_rel": [0.05], "tol_abs": [0.005]}))
-    outs = [FigureOutput(name, name, "caption", {}, plt.figure(), pd.DataFrame(), agr, **kw)
-            for name, kw in (("sim", {}), ("net", {"checks": "layers measured on a network"}))]
-    html = write_report(outs, tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0,
-                        environment={}).read_text()
+    agr = judge(
+        pd.DataFrame(
+            {
+                "quantity": ["x"],
+                "theory": [1.0],
+                "simulation": [1.0],
+                "se": [0.01],
+                "gap": [0.0],
+                "tol_rel": [0.05],
+                "tol_abs": [0.005],
+            }
+        )
+    )
+    outs = [
+        FigureOutput(name, name, "caption", {}, plt.figure(), pd.DataFrame(), agr, **kw)
+        for name, kw in (("sim", {}), ("net", {"checks": "layers measured on a network"}))
+    ]
+    html = write_report(
+        outs, tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0, environment={}
+    ).read_text()
     start = html.index("<h2 id='summary'>Summary</h2>")
-    summary = html[start:html.index("</table>", start)]
+    summary = html[start : html.index("</table>", start)]
     assert "0 inconclusive</span> of 1<br><small>theory-simulation checks" in summary
     assert "0 inconclusive</span> of 1<br><small>layers measured on a network" in summary
     assert "2 of 2 checks agree" in summary
@@ -371,7 +442,7 @@ def test_peak_rows_carry_the_replica_symmetry_check(smoke):
     assert (o.agreement.verdict != EXPLAINED).all() or o.agreement.diagnostic_fails.any()
     assert any("de Almeida-Thouless" in n and "3 %" in n for n in o.notes)
     sc = Preset.named("smoke").spec("interpolation_peak")
-    assert all(f"lam = {l:g}: the RS diagnostic" in o.caption for l in sc.sim_lams)
+    assert all(f"lam = {lam:g}: the RS diagnostic" in o.caption for lam in sc.sim_lams)
     assert len(o.diagnostics) == len(sc.sim_lams) and all(t in o.caption for t in o.diagnostics)
     assert "peak_finite_size" not in " ".join(o.notes) + o.caption
 
@@ -394,22 +465,25 @@ def test_seed_plan_is_stated_and_within_its_budget(smoke, tmp_path):
     from singlehead.report.write import write_report
 
     # a page of its own: a later test of this module rewrites the shared report
-    html = write_report(res.outputs, tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0,
-                        environment={}).read_text()
+    html = write_report(
+        res.outputs, tmp_path / "r.html", title="t", mode="smoke", total_runtime_s=1.0, environment={}
+    ).read_text()
     assert "<th>seeds added</th>" in html and f"of {rep.plan.budget} runs added" in html
     assert f"+{rep.spent} of {rep.plan.budget}" in html
     for o2 in res.outputs:  # a figure without a plan adds nothing
         if o2.seeds is not None and not o2.seeds.plan.active:
-            assert o2.seeds.spent == 0 and (o2.agreement is None or "seeds_added" not in o2.agreement
-                                            or (o2.agreement.seeds_added == 0).all())
+            assert o2.seeds.spent == 0 and (
+                o2.agreement is None or "seeds_added" not in o2.agreement or (o2.agreement.seeds_added == 0).all()
+            )
 
 
 def test_failing_ranges_and_the_declared_criterion():
     from singlehead.figures.rs_diagnostic import RSPoint, failing_ranges
 
     a = np.array([0.1, 0.2, 0.4, 0.8, 1.6])
-    np.testing.assert_allclose(failing_ranges(a, [False, True, True, False, True]),
-                               [(np.sqrt(0.02), np.sqrt(0.32)), (np.sqrt(1.28), 1.6)])
+    np.testing.assert_allclose(
+        failing_ranges(a, [False, True, True, False, True]), [(np.sqrt(0.02), np.sqrt(0.32)), (np.sqrt(1.28), 1.6)]
+    )
     assert failing_ranges(a, [False] * 5) == []
     assert RSPoint(0.9, 0.056, 0.003).fails and RSPoint(1.0, 0.0, 0.001).fails
     assert not RSPoint(0.9, 0.029, 0.003).fails
@@ -448,9 +522,12 @@ def test_figures_built_two_at_a_time_give_the_sequential_numbers(smoke, tmp_path
     par = {o.name: o for o in smoke[1].outputs}
     for o in seq.outputs:
         cols = [c for c in ("theory", "simulation", "se", "verdict") if c in o.agreement]
-        pd.testing.assert_frame_equal(o.agreement[cols].reset_index(drop=True),
-                                      par[o.name].agreement[cols].reset_index(drop=True), check_exact=False,
-                                      rtol=1e-9)
+        pd.testing.assert_frame_equal(
+            o.agreement[cols].reset_index(drop=True),
+            par[o.name].agreement[cols].reset_index(drop=True),
+            check_exact=False,
+            rtol=1e-9,
+        )
         assert par[o.name].compute_s > 0 or o.name == "emergence"  # emergence runs in-process, not as a job
 
 

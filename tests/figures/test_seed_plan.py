@@ -18,9 +18,11 @@ from singlehead.runs.cache import Cache
 
 #: alpha -> (mean, spread) of the fake simulation; theory 1, tolerance 0.1 (absolute) at every point. A seed's value
 #: is mean + spread (-1)^seed, so an even number of seeds has exactly the mean and the standard error spread/sqrt(k-1).
-POINTS = {0.1: (1.0, 0.01),   # agrees at 4 seeds
-          0.2: (1.3, 0.15),   # gap 0.3: inconclusive at 4 seeds (Holm p_diff 0.16), deviates at 8 (0.014)
-          0.3: (1.1, 0.05)}   # gap = tolerance: never decided
+POINTS = {
+    0.1: (1.0, 0.01),  # agrees at 4 seeds
+    0.2: (1.3, 0.15),  # gap 0.3: inconclusive at 4 seeds (Holm p_diff 0.16), deviates at 8 (0.014)
+    0.3: (1.1, 0.05),
+}  # gap = tolerance: never decided
 #: every fake simulation computed, by (alpha, seed)
 CALLS: Counter = Counter()
 
@@ -50,10 +52,23 @@ def _run(ctx: Context, spec: _SeedSpec, grid: list[Problem]) -> FigureRun:
         vals = [ctx.cached(f"fake-{j.key}", lambda j=j: _simulate(j.problem.alpha, j.seed)) for j in jobs]
         s = pd.Series(vals)
         table += [{"cfg_alpha": p.alpha, "seed": j.seed, "value": v} for j, v in zip(jobs, vals)]
-        rows.append({"cfg_alpha": p.alpha, "quantity": "value", "theory": 1.0, "simulation": s.mean(),
-                     "se": s.std(ddof=1) / len(s) ** 0.5, "gap": abs(s.mean() - 1.0), "dof": len(s) - 1,
-                     "tol_rel": 0.0, "tol_abs": 0.1, "tol_reason": "fake", "n_seeds": len(s),
-                     "diagnostic_fails": spec.explained, "diagnostic": "fake diagnostic fails"})
+        rows.append(
+            {
+                "cfg_alpha": p.alpha,
+                "quantity": "value",
+                "theory": 1.0,
+                "simulation": s.mean(),
+                "se": s.std(ddof=1) / len(s) ** 0.5,
+                "gap": abs(s.mean() - 1.0),
+                "dof": len(s) - 1,
+                "tol_rel": 0.0,
+                "tol_abs": 0.1,
+                "tol_reason": "fake",
+                "n_seeds": len(s),
+                "diagnostic_fails": spec.explained,
+                "diagnostic": "fake diagnostic fails",
+            }
+        )
     return FigureRun(pd.DataFrame(table), pd.DataFrame(rows), {"seeds": spec.seeds})
 
 
@@ -88,8 +103,9 @@ def test_inconclusive_rows_get_doubled_seeds_until_decided(tmp_path):
     assert out.seeds.spent == 4 + 4 + 8 and out.seeds.rounds == 2
     assert out.seeds.rows == [("alpha=0.2", 4, 8), ("alpha=0.3", 4, 16)]
     # the new seeds continue the sequence: each seed computed once
-    assert sorted(CALLS) == sorted([(0.1, s) for s in range(4)] + [(0.2, s) for s in range(8)]
-                                   + [(0.3, s) for s in range(16)])
+    assert sorted(CALLS) == sorted(
+        [(0.1, s) for s in range(4)] + [(0.2, s) for s in range(8)] + [(0.3, s) for s in range(16)]
+    )
     assert set(CALLS.values()) == {1}
     assert "seed plan" in out.params and "16 added" in out.params["seed plan"]
 
@@ -120,10 +136,16 @@ def test_no_plan_adds_no_seeds(tmp_path):
 
 def test_plan_round_serves_rows_in_table_order_and_only_eligible_ones():
     groups = {f"g{i}": SeedGroup(f"g{i}", "fake", Problem(alpha=a), 4, 4) for i, a in enumerate((0.1, 0.2, 0.3))}
-    judged = pd.DataFrame({"cfg_alpha": [0.1, 0.2, 0.3, 0.3], "quantity": ["q", "q", "q", "r"],
-                           "verdict": [INCONCLUSIVE, INCONCLUSIVE, AGREES, INCONCLUSIVE],
-                           "theory_converged": [False, True, True, True], "se": [0.1, 0.1, 0.1, 0.1],
-                           "n_seeds": [4, 4, 4, 4]})
+    judged = pd.DataFrame(
+        {
+            "cfg_alpha": [0.1, 0.2, 0.3, 0.3],
+            "quantity": ["q", "q", "q", "r"],
+            "verdict": [INCONCLUSIVE, INCONCLUSIVE, AGREES, INCONCLUSIVE],
+            "theory_converged": [False, True, True, True],
+            "se": [0.1, 0.1, 0.1, 0.1],
+            "n_seeds": [4, 4, 4, 4],
+        }
+    )
     # alpha = 0.1: theory not converged (more seeds cannot decide it); alpha = 0.3 asked for once by its 2nd row
     assert plan_round(judged, groups, SeedPlan(16, 100), 0) == {"g1": 8, "g2": 8}
     assert plan_round(judged, groups, SeedPlan(16, 100), 96) == {"g1": 8}  # 4 runs left: the first row only

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights
-from singlehead.sim.simulation import TrainOptions
 from singlehead.inspect.esd import esd_power_law
 from singlehead.inspect.fit import bbp_inverse, bbp_position, fit_spectrum, power_law_values
 from singlehead.inspect.heads import head_spectrum
 from singlehead.numerics.spectra import MarchenkoPastur
+from singlehead.sim.simulation import TrainOptions
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
@@ -27,11 +27,14 @@ def _write_bert(tmp_path, layers=2, heads=2, d_model=8, key_rows=None, config=Tr
 
     rng = np.random.default_rng(seed)
     t = {}
-    for l in range(layers):
-        t[f"bert.encoder.layer.{l}.attention.self.query.weight"] = rng.standard_normal((d_model, d_model)).astype(np.float32)
-        t[f"bert.encoder.layer.{l}.attention.self.key.weight"] = rng.standard_normal(
-            (key_rows or d_model, d_model)).astype(np.float32)
-        t[f"bert.encoder.layer.{l}.attention.self.query.bias"] = np.zeros(d_model, dtype=np.float32)
+    for layer in range(layers):
+        t[f"bert.encoder.layer.{layer}.attention.self.query.weight"] = rng.standard_normal((d_model, d_model)).astype(
+            np.float32
+        )
+        t[f"bert.encoder.layer.{layer}.attention.self.key.weight"] = rng.standard_normal(
+            (key_rows or d_model, d_model)
+        ).astype(np.float32)
+        t[f"bert.encoder.layer.{layer}.attention.self.query.bias"] = np.zeros(d_model, dtype=np.float32)
     path = tmp_path / "model.safetensors"
     save_file(t, str(path))
     if config:
@@ -148,7 +151,9 @@ def test_fit_on_trained_students_matches_state_evolution():
     from singlehead.state_evolution import theory
 
     problem = Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    ev = np.concatenate([simulate(problem, s, options=TrainOptions(n_test=100)).extras["eigenvalues"] for s in range(2)])
+    ev = np.concatenate(
+        [simulate(problem, s, options=TrainOptions(n_test=100)).extras["eigenvalues"] for s in range(2)]
+    )
     th = theory(problem).extras
     f = fit_spectrum(ev, 100, prior="mp", shape=0.5)
     for k in ("eta", "delta"):
@@ -172,11 +177,19 @@ def test_fit_on_trained_students_slow(case):
     from singlehead.state_evolution import theory
 
     if case == "power_law":
-        problem, prior, shape, n_out = Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01,
-                                               target=PowerLawTarget(2.0)), "power_law", 2.0, 3
+        problem, prior, shape, n_out = (
+            Problem(d=100, T=2, alpha=0.5, noise=0.5, lam=0.01, target=PowerLawTarget(2.0)),
+            "power_law",
+            2.0,
+            3,
+        )
     else:
-        problem, prior, shape, n_out = Problem(d=100, T=2, alpha=4.0, noise=0.5, lam=0.01,
-                                               target=MPTarget(0.5)), "mp", 0.5, 0
+        problem, prior, shape, n_out = (
+            Problem(d=100, T=2, alpha=4.0, noise=0.5, lam=0.01, target=MPTarget(0.5)),
+            "mp",
+            0.5,
+            0,
+        )
     evs = [simulate(problem, s, options=TrainOptions(n_test=100)).extras["eigenvalues"] for s in range(2)]
     th = theory(problem).extras
     f = fit_spectrum(np.concatenate(evs), 100, prior=prior, shape=shape)
@@ -195,8 +208,9 @@ def test_load_bert_style_safetensors(tmp_path):
     A, B = w.head(1, 1)
     np.testing.assert_array_equal(A, t["bert.encoder.layer.1.attention.self.query.weight"][4:8])
     np.testing.assert_array_equal(B, t["bert.encoder.layer.1.attention.self.key.weight"][4:8])
-    w2 = load_attention_weights(str(tmp_path), layers=[1], n_heads=4,
-                                query_pattern="encoder.layer.{layer}.attention.self.query.weight")
+    w2 = load_attention_weights(
+        str(tmp_path), layers=[1], n_heads=4, query_pattern="encoder.layer.{layer}.attention.self.query.weight"
+    )
     assert w2.layers == [1] and w2.d_head == 2
 
 
@@ -207,8 +221,11 @@ def test_load_bfloat16_safetensors(tmp_path):
     header, blobs, off = {}, [], 0
     for k, v in vals.items():
         b = (v.view(np.uint32) >> 16).astype("<u2").tobytes()  # truncate float32 -> bfloat16
-        header[f"encoder.layer.0.attention.self.{k}.weight"] = {"dtype": "BF16", "shape": [4, 4],
-                                                               "data_offsets": [off, off + len(b)]}
+        header[f"encoder.layer.0.attention.self.{k}.weight"] = {
+            "dtype": "BF16",
+            "shape": [4, 4],
+            "data_offsets": [off, off + len(b)],
+        }
         blobs.append(b)
         off += len(b)
     h = json.dumps(header).encode()
@@ -293,9 +310,11 @@ def test_cli_table_json_csv_plot(tmp_path, capsys):
 
 def test_inspect_import_and_safetensors_path_stay_torch_free(tmp_path):
     path, _ = _write_bert(tmp_path, layers=1, heads=2, d_model=16)
-    code = ("import sys; from singlehead.inspect import inspect_model; "
-            f"r = inspect_model({str(path)!r}); assert 'torch' not in sys.modules, 'torch imported'; "
-            "assert 'matplotlib' not in sys.modules; print(len(r.rows))")
+    code = (
+        "import sys; from singlehead.inspect import inspect_model; "
+        f"r = inspect_model({str(path)!r}); assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert 'matplotlib' not in sys.modules; print(len(r.rows))"
+    )
     env = {**os.environ, "PYTHONPATH": os.path.abspath(SRC)}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0, res.stderr

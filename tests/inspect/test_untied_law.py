@@ -79,11 +79,14 @@ def test_ginibre_noise_matches_the_free_convolution_and_elliptic_noise_does_not(
 
 
 # ------------------------------------------------------------------------------ fit
-@pytest.mark.parametrize("teacher, kappa0, sigma_s, sigma_a, sd", [
-    # sd: standard deviations of (kappa0, sigma, ratio, eps, eta) over 8 seeds (d = 128, measured)
-    ("untied", 0.5, 0.3, 0.3, (0.027, 0.024, 0.19, 0.008, 0.034)),
-    ("tied", 0.5, 0.4, 0.1, (0.028, 0.026, 0.022, 0.019, 0.050)),
-])
+@pytest.mark.parametrize(
+    "teacher, kappa0, sigma_s, sigma_a, sd",
+    [
+        # sd: standard deviations of (kappa0, sigma, ratio, eps, eta) over 8 seeds (d = 128, measured)
+        ("untied", 0.5, 0.3, 0.3, (0.027, 0.024, 0.19, 0.008, 0.034)),
+        ("tied", 0.5, 0.4, 0.1, (0.028, 0.026, 0.022, 0.019, 0.050)),
+    ],
+)
 def test_fit_recovers_a_head_drawn_from_the_untied_law(teacher, kappa0, sigma_s, sigma_a, sd):
     d = 128
     m = sample_untied_map(d, kappa0, sigma_s, sigma_a, eps=0.2, eta=2.0, teacher=teacher, seed=0)
@@ -105,7 +108,7 @@ def test_psd_head_is_fitted_at_least_as_well_by_the_tied_law():
     d, cap = 192, 0.25
     S0 = MPTarget(0.5).sample(d, seed=1).numpy()
     e = np.maximum(np.linalg.eigvalsh(S0 + 0.3 * goe(d, np.random.default_rng(11)))[::-1] - 0.3, 0.0)
-    e[int(cap * d):] = 0.0
+    e[int(cap * d) :] = 0.0
     tied = fit_spectrum(e, d, rank_cap=cap)
     untied = fit_untied(e, d, asymmetry=0.0, rank_cap=cap)
     assert better_fit(untied.ks, tied.ks, untied.n_nonzero) in ("tied", "tie")
@@ -121,25 +124,28 @@ def test_better_fit_needs_a_gap_of_one_ks_standard_deviation():
     assert better_fit(math.nan, 0.1, n) == "n/a"
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: sample_singular_values(0.0, 0.1, 0.1), "kappa0"),
-    (lambda: sample_singular_values(0.5, -0.1, 0.1), "sigma_s"),
-    (lambda: sample_singular_values(0.5, 0.1, math.inf), "sigma_a"),
-    (lambda: sample_singular_values(0.5, 0.1, 0.1, teacher="wide"), "teacher"),
-    (lambda: sample_singular_values(0.5, 0.1, 0.1, d_prior=2), "d_prior"),
-    (lambda: sample_singular_values(0.5, 0.1, 0.1, n_samples=0), "n_samples"),
-    (lambda: sample_untied_head(32, 0.5, 0.1, 0.1, eps=-1.0), "eps"),
-    (lambda: sample_untied_head(32, 0.5, 0.1, 0.1, eta=0.0), "eta"),
-    (lambda: sample_untied_head(32, 0.5, 0.1, 0.1, rank_cap=1.5), "rank_cap"),
-    (lambda: fit_untied(np.ones(8), 16, asymmetry=2.5), "asymmetry"),
-    (lambda: fit_untied(np.ones(20), 16), "singular_values"),
-    (lambda: fit_untied(-np.ones(8), 16), "singular_values"),
-    (lambda: fit_untied(np.zeros(8), 16), "singular_values"),
-    (lambda: fit_untied(np.ones(8), 16, rank_cap=0.0), "rank_cap"),
-    (lambda: fit_untied(np.ones(8), 16, teachers=()), "teachers"),
-    (lambda: fit_untied(np.ones(8), 16, teachers=("wide",)), "teacher"),
-    (lambda: fit_untied(np.ones(8), 2), "d must"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: sample_singular_values(0.0, 0.1, 0.1), "kappa0"),
+        (lambda: sample_singular_values(0.5, -0.1, 0.1), "sigma_s"),
+        (lambda: sample_singular_values(0.5, 0.1, math.inf), "sigma_a"),
+        (lambda: sample_singular_values(0.5, 0.1, 0.1, teacher="wide"), "teacher"),
+        (lambda: sample_singular_values(0.5, 0.1, 0.1, d_prior=2), "d_prior"),
+        (lambda: sample_singular_values(0.5, 0.1, 0.1, n_samples=0), "n_samples"),
+        (lambda: sample_untied_head(32, 0.5, 0.1, 0.1, eps=-1.0), "eps"),
+        (lambda: sample_untied_head(32, 0.5, 0.1, 0.1, eta=0.0), "eta"),
+        (lambda: sample_untied_head(32, 0.5, 0.1, 0.1, rank_cap=1.5), "rank_cap"),
+        (lambda: fit_untied(np.ones(8), 16, asymmetry=2.5), "asymmetry"),
+        (lambda: fit_untied(np.ones(20), 16), "singular_values"),
+        (lambda: fit_untied(-np.ones(8), 16), "singular_values"),
+        (lambda: fit_untied(np.zeros(8), 16), "singular_values"),
+        (lambda: fit_untied(np.ones(8), 16, rank_cap=0.0), "rank_cap"),
+        (lambda: fit_untied(np.ones(8), 16, teachers=()), "teachers"),
+        (lambda: fit_untied(np.ones(8), 16, teachers=("wide",)), "teacher"),
+        (lambda: fit_untied(np.ones(8), 2), "d must"),
+    ],
+)
 def test_invalid_inputs_raise_value_errors_naming_the_parameter(call, name):
     with pytest.raises(ValueError, match=name):
         call()
@@ -154,16 +160,47 @@ def test_inspect_table_gains_the_untied_columns(tmp_path):
 
     rng = np.random.default_rng(2)
     d_model, heads = 48, 2
-    t = {f"encoder.layer.0.attention.self.{k}.weight": rng.standard_normal((d_model, d_model)).astype(np.float32)
-         for k in ("query", "key")}
+    t = {
+        f"encoder.layer.0.attention.self.{k}.weight": rng.standard_normal((d_model, d_model)).astype(np.float32)
+        for k in ("query", "key")
+    }
     save_file(t, str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": heads}))
     r = inspect_model(str(tmp_path / "model.safetensors"), untied=True)
     df = r.table()
-    assert COLUMNS[:31] == ["layer", "head", "d_model", "d_head", "rank", "zero_beyond_cap", "sv1", "sv2", "sv3",
-                            "tied_top", "n_outliers", "outliers", "top_spike", "top_overlap", "prior", "shape", "eta",
-                            "delta", "eps", "zero_beyond_cap_fit", "eta_delta", "eps_over_delta", "bulk_edge", "ks",
-                            "ks_critical", "fits", "asymmetry", "ww_alpha", "ww_xmin", "ww_alpha_q", "ww_alpha_k"]
+    assert COLUMNS[:31] == [
+        "layer",
+        "head",
+        "d_model",
+        "d_head",
+        "rank",
+        "zero_beyond_cap",
+        "sv1",
+        "sv2",
+        "sv3",
+        "tied_top",
+        "n_outliers",
+        "outliers",
+        "top_spike",
+        "top_overlap",
+        "prior",
+        "shape",
+        "eta",
+        "delta",
+        "eps",
+        "zero_beyond_cap_fit",
+        "eta_delta",
+        "eps_over_delta",
+        "bulk_edge",
+        "ks",
+        "ks_critical",
+        "fits",
+        "asymmetry",
+        "ww_alpha",
+        "ww_xmin",
+        "ww_alpha_q",
+        "ww_alpha_k",
+    ]
     heads_df = df[df["head"] != "all"]
     assert heads_df["ks_untied"].notna().all() and (heads_df["ks_tied"] == heads_df["ks"]).all()
     assert set(heads_df["better_fit"]) <= {"untied", "tied", "tie"}

@@ -173,13 +173,15 @@ class TwoLevel(Target):
     def sample(self, d, seed):
         g = torch.Generator().manual_seed(seed)
         q, r = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
-        O = q * torch.sign(torch.diagonal(r))  # Haar
-        S0 = (O * torch.as_tensor(self.spectrum(d))) @ O.T
+        U = q * torch.sign(torch.diagonal(r))  # Haar
+        S0 = (U * torch.as_tensor(self.spectrum(d))) @ U.T
         return (S0 + S0.T) / 2
 
     def spectral_law(self, d, model="asymptotic", **options):
         s = self.spectrum(d)
         return PriorModel("asymptotic", float(np.mean(s * s)), DiscreteLaw(s), {"law": "discrete", "eigenvalues": s})
+
+
 class FullMatrixModule(nn.Module):
     """A general ``d x d`` matrix ``M`` trained entry-wise, regulariser ``lam d ||M||_F^2``."""
 
@@ -315,13 +317,45 @@ def test_amp_lands_on_the_state_evolution():
 
 
 def test_cli_knows_the_registered_names(capsys):
-    main(["theory", "--task", "tanh", "--student", "elastic", "--alpha", "0.5,1", "--noise", "0.5", "--lam", "0.05",
-          "--json"])
+    main(
+        [
+            "theory",
+            "--task",
+            "tanh",
+            "--student",
+            "elastic",
+            "--alpha",
+            "0.5,1",
+            "--noise",
+            "0.5",
+            "--lam",
+            "0.05",
+            "--json",
+        ]
+    )
     lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
     want = [r.test_error for r in theory_curve(Problem(d=50, alpha=0.5, **BASE), [0.5, 1.0])]
     assert [x["test_error"] for x in lines] == pytest.approx(want, rel=1e-9)
-    main(["simulate", "--task", "tanh", "--student", "elastic", "--d", "16", "--alpha", "1", "--noise", "0.5",
-          "--lam", "0.05", "--json", "--n-test", "200"])
+    main(
+        [
+            "simulate",
+            "--task",
+            "tanh",
+            "--student",
+            "elastic",
+            "--d",
+            "16",
+            "--alpha",
+            "1",
+            "--noise",
+            "0.5",
+            "--lam",
+            "0.05",
+            "--json",
+            "--n-test",
+            "200",
+        ]
+    )
     rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert rec["problem"]["channel"] == "tanh" and rec["problem"]["student"] == "elastic"
     assert math.isfinite(rec["test_error"])
@@ -332,15 +366,20 @@ TWO_LEVEL = dict(T=2, noise=0.5, lam=0.05, beta=1.0, beta0=1.0)
 
 def test_target_by_name_round_trip_and_unknown_name():
     p = Problem(d=40, target="two_level", **TWO_LEVEL)
-    assert p.target == TwoLevel() and p.to_dict()["target"] == {"base": 0.5, "bump": 1.5, "share": 0.2,
-                                                                 "kind": "two_level"}
+    assert p.target == TwoLevel() and p.to_dict()["target"] == {
+        "base": 0.5,
+        "bump": 1.5,
+        "share": 0.2,
+        "kind": "two_level",
+    }
     assert Problem.from_dict(p.to_dict()) == p and p.key() != p.replace(target=TwoLevel(share=0.3)).key()
     with pytest.raises(ValueError, match=r"target must be one of .*'two_level'.* \(got 'nope'\)"):
         Problem(target="nope")
     # the sampler keeps the law's normalisation: Tr S0^2/d = Q0 (exact for a rotated deterministic spectrum)
     S0 = p.target.sample(40, seed=3).numpy()
-    assert np.allclose(S0, S0.T) and float((S0 * S0).sum() / 40) == pytest.approx(p.target.spectral_law(40).Q0,
-                                                                                       rel=1e-10)
+    assert np.allclose(S0, S0.T) and float((S0 * S0).sum() / 40) == pytest.approx(
+        p.target.spectral_law(40).Q0, rel=1e-10
+    )
 
 
 def test_target_theory_agrees_with_simulation():
@@ -364,8 +403,24 @@ def test_target_theory_agrees_with_simulation():
 
 
 def test_cli_builds_the_registered_target(capsys):
-    main(["theory", "--target", "two_level", "--target-param", "share=0.3", "--d", "40", "--alpha", "0.5",
-          "--noise", "0.5", "--lam", "0.05", "--json"])
+    main(
+        [
+            "theory",
+            "--target",
+            "two_level",
+            "--target-param",
+            "share=0.3",
+            "--d",
+            "40",
+            "--alpha",
+            "0.5",
+            "--noise",
+            "0.5",
+            "--lam",
+            "0.05",
+            "--json",
+        ]
+    )
     rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     p = Problem(d=40, alpha=0.5, target=TwoLevel(share=0.3), **TWO_LEVEL)
     assert rec["problem"]["target"] == p.target.to_dict()
@@ -382,8 +437,18 @@ def test_explorer_offers_the_registered_target(capsys):
     from singlehead.explore import parse_view
     from singlehead.explore.server import _target_controls, _target_options
 
-    view = parse_view({"target": "two_level", "share": "0.3", "d": "40", "noise": "0.5", "lam": "0.05",
-                       "alpha_min": "0.5", "alpha_max": "1", "n_alpha": "2"})
+    view = parse_view(
+        {
+            "target": "two_level",
+            "share": "0.3",
+            "d": "40",
+            "noise": "0.5",
+            "lam": "0.05",
+            "alpha_min": "0.5",
+            "alpha_max": "1",
+            "n_alpha": "2",
+        }
+    )
     assert view.problem.target == TwoLevel(share=0.3)
     assert 'value="two_level"' in _target_options() and 'name="share"' in _target_controls()
     # the copied command line rebuilds the target (with options of its own, or --target-param when the
@@ -392,11 +457,15 @@ def test_explorer_offers_the_registered_target(capsys):
     main(argv[1:])
     out = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
     assert out[0]["problem"]["target"] == TwoLevel(share=0.3).to_dict()
-    assert [o["test_error"] for o in out] == pytest.approx([r.test_error for r in theory_curve(view.problem,
-                                                                                               view.alphas)], rel=1e-9)
+    assert [o["test_error"] for o in out] == pytest.approx(
+        [r.test_error for r in theory_curve(view.problem, view.alphas)], rel=1e-9
+    )
+
+
 def test_non_symmetric_student_blocks_and_tied_limit():
-    p = Problem(d=40, T=2, channel="linear", student="untied_ridge", alpha=1.0, noise=0.5, lam=0.05,
-                target=MPTarget(0.5))
+    p = Problem(
+        d=40, T=2, channel="linear", student="untied_ridge", alpha=1.0, noise=0.5, lam=0.05, target=MPTarget(0.5)
+    )
     assert [b.name for b in p.student.field_blocks()] == ["s", "a"]
     # a symmetric teacher: the labels have no antisymmetric part, so M_a = 0 and M is the direct
     # student's S (the same ridge problem); equal to the solver's tolerance (1e-6 relative per step)
@@ -412,16 +481,21 @@ def test_non_symmetric_student_theory_agrees_with_simulation():
     # here (closed forms on both sides: no quadrature, no draws). The simulations carry O(1/d)
     # corrections (about 10 % at d = 24), so the seed means at d = 24 and 48 are extrapolated linearly
     # in 1/d, y_inf = 2 y_48 - y_24, with the standard error propagated from the seeds' spread
-    base = dict(T=2, channel="linear", student="untied_ridge", alpha=1.0, noise=0.5, lam=0.05,
-                target=UntiedMPTarget(kappa0=0.5))
+    base = dict(
+        T=2, channel="linear", student="untied_ridge", alpha=1.0, noise=0.5, lam=0.05, target=UntiedMPTarget(kappa0=0.5)
+    )
     th = theory(Problem(d=48, **base))
     assert th.converged, th.message
     assert th.extras["q_a"] > 0.5 * th.extras["q_s"]  # the antisymmetric block is learned
     metrics = ("test_error", "matrix_error")
     means, ses = {}, {}
     for d in (24, 48):
-        v = np.array([[getattr(simulate(Problem(d=d, **base), seed=s, options=TrainOptions(n_test=4000)), k)
-                       for k in metrics] for s in range(4)])
+        v = np.array(
+            [
+                [getattr(simulate(Problem(d=d, **base), seed=s, options=TrainOptions(n_test=4000)), k) for k in metrics]
+                for s in range(4)
+            ]
+        )
         means[d], ses[d] = v.mean(axis=0), v.std(axis=0, ddof=1) / math.sqrt(len(v))
     y_inf = 2 * means[48] - means[24]
     se_inf = np.sqrt(4 * ses[48] ** 2 + ses[24] ** 2)

@@ -23,7 +23,6 @@ from singlehead import (
 )
 from singlehead.sim.simulation import TrainOptions
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
@@ -65,8 +64,12 @@ def _extrapolated(base: dict, sizes: tuple[int, int], seeds: int, metrics: tuple
     """Seed means at two sizes extrapolated linearly in 1/d to d = inf, with the propagated standard error."""
     means, ses = {}, {}
     for d in sizes:
-        v = np.array([[getattr(simulate(Problem(d=d, **base), seed=s, options=TrainOptions(n_test=4000)), k)
-                       for k in metrics] for s in range(seeds)])
+        v = np.array(
+            [
+                [getattr(simulate(Problem(d=d, **base), seed=s, options=TrainOptions(n_test=4000)), k) for k in metrics]
+                for s in range(seeds)
+            ]
+        )
         means[d], ses[d] = v.mean(axis=0), v.std(axis=0, ddof=1) / math.sqrt(seeds)
     d1, d2 = sizes
     w = d2 / (d2 - d1)  # y_inf = w y_d2 - (w - 1) y_d1

@@ -117,8 +117,9 @@ def test_large_beta0_seq2lab_approaches_hardmax_on_samples_and_in_theory(T):
         K = hm.n_pairs
         z0, z = gauss_pair(quad.flat[:, :K], quad.flat[:, K:], Q0, 2 * Q0, 4 * Q0)
         A = softmax_rows(vec_to_mat(z, T))
-        per = (((s2l.channel.labels(z0, T, b) - A) ** 2).sum(axis=(1, 2))
-               - ((hm.channel.labels(z0, T, 1.0) - A) ** 2).sum(axis=(1, 2)))
+        per = ((s2l.channel.labels(z0, T, b) - A) ** 2).sum(axis=(1, 2)) - (
+            (hm.channel.labels(z0, T, 1.0) - A) ** 2
+        ).sum(axis=(1, 2))
         Dt, Dt_se = (float(v) for v in quad.mean_and_error(per))
         # consistency with channel_test_errors (the function the state evolution reports)
         th_s = channel_test_errors(4 * Q0, 2 * Q0, problem=s2l, Q0=Q0, quad=quad)["test_error"]
@@ -162,8 +163,12 @@ def _extrapolated_agreement(T, alphas, sizes, seeds):
         assert th.converged, th.message
         mean, se = {}, {}
         for d in sizes:
-            v = np.array([simulate(Problem(d=d, T=T, alpha=a, **BASE), seed=s,
-                                   options=TrainOptions(n_test=4000)).test_error for s in seeds])
+            v = np.array(
+                [
+                    simulate(Problem(d=d, T=T, alpha=a, **BASE), seed=s, options=TrainOptions(n_test=4000)).test_error
+                    for s in seeds
+                ]
+            )
             mean[d], se[d] = v.mean(), v.std(ddof=1) / math.sqrt(len(v))
         w1, w2 = -d1 / (d2 - d1), d2 / (d2 - d1)
         y = w1 * mean[d1] + w2 * mean[d2]
@@ -196,8 +201,24 @@ def test_cli_theory_and_simulate(capsys):
     assert rec["problem"]["channel"] == "hardmax"
     p = Problem.from_dict(rec["problem"])
     assert rec["test_error"] == pytest.approx(theory(p).test_error, rel=1e-9)
-    main(["simulate", "--task", "hardmax", "--T", "3", "--d", "16", "--alpha", "1", "--noise", "0.5", "--json",
-          "--n-test", "200"])
+    main(
+        [
+            "simulate",
+            "--task",
+            "hardmax",
+            "--T",
+            "3",
+            "--d",
+            "16",
+            "--alpha",
+            "1",
+            "--noise",
+            "0.5",
+            "--json",
+            "--n-test",
+            "200",
+        ]
+    )
     rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert rec["problem"]["channel"] == "hardmax" and rec["problem"]["T"] == 3
     assert math.isfinite(rec["test_error"]) and rec["test_error"] > 0

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from singlehead import Problem
+from singlehead.model.targets import PowerLawTarget
 from singlehead.numerics.spectra import FiniteDSpectrum
 from singlehead.numerics.spectra.finite_d import _divergence
 from singlehead.state_evolution import SEOptions, prior_model, theory
-from singlehead.model.targets import PowerLawTarget
 
 # the quadratic-network setting (linear T = 1, power law gamma = 1.25, Q0 = 1)
 D = 400

@@ -14,12 +14,12 @@ import math
 import numpy as np
 import pytest
 
+from singlehead.model.students import Factorized
 from singlehead.numerics.spectra import MarchenkoPastur, free_convolve_semicircle
-from singlehead.numerics.spectra.mp_engines import MPEngine, _quartic_discriminant, _quartic_roots
 from singlehead.numerics.spectra._mp_reference import _quartic_polynomial, reference_routes
+from singlehead.numerics.spectra.mp_engines import MPEngine, _quartic_discriminant, _quartic_roots
 from singlehead.numerics.spectra.primitives import cubic_roots, cubic_roots_fast
 from singlehead.numerics.spectra.prior_model import PriorModel
-from singlehead.model.students import Factorized
 
 FIELDS = ("q", "m", "Sigma", "eta", "delta", "eps", "cutoff", "rank_fraction", "first_moment")
 RTOL = 1e-10
@@ -66,7 +66,7 @@ def test_prior_side_matches_reference_routes():
     assert np.all(np.isfinite(new))
     rel = _rel(ref, new)
     worst = np.unravel_index(np.argmax(rel), rel.shape)
-    assert rel.max() <= RTOL, (f"{FIELDS[worst[1]]} differs by {rel.max():.2e} at input {inputs[worst[0]]}")
+    assert rel.max() <= RTOL, f"{FIELDS[worst[1]]} differs by {rel.max():.2e} at input {inputs[worst[0]]}"
     binds = [k < 1 for *_, k in inputs]
     assert any(binds) and not all(binds)
 

@@ -84,8 +84,13 @@ def test_blocked_threshold_limits():
         blocked_nuclear_threshold(1.5, 1, 0, 1)
     with pytest.raises(ValueError, match="n_sym"):
         blocked_nuclear_threshold(0.5, 0, 0, 0)
-    for bad, name in (({"size": 4}, "size"), ({"instances": 0}, "instances"), ({"tol": 0.0}, "tol"),
-                      ({"fista_iters": 0}, "fista_iters"), ({"max_rounds": 0}, "max_rounds")):
+    for bad, name in (
+        ({"size": 4}, "size"),
+        ({"instances": 0}, "instances"),
+        ({"tol": 0.0}, "tol"),
+        ({"fista_iters": 0}, "fista_iters"),
+        ({"max_rounds": 0}, "max_rounds"),
+    ):
         with pytest.raises(ValueError, match=name):
             blocked_nuclear_threshold(0.5, 1, 0, 1, **bad)
 

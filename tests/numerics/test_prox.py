@@ -25,7 +25,10 @@ def test_embedding_roundtrip_and_norm(T):
     v = rng.normal(size=(7, K))
     H = vec_to_mat(v, T)
     assert np.allclose(H, np.swapaxes(H, -1, -2))
-    assert np.allclose(np.diagonal(H, axis1=-2, axis2=-1), np.sqrt(2) * v[:, [k for k, (a, b) in enumerate(zip(*np.triu_indices(T))) if a == b]])
+    assert np.allclose(
+        np.diagonal(H, axis1=-2, axis2=-1),
+        np.sqrt(2) * v[:, [k for k, (a, b) in enumerate(zip(*np.triu_indices(T))) if a == b]],
+    )
     assert np.allclose(mat_to_vec(H), v)
     assert np.allclose((H**2).sum(axis=(1, 2)), 2 * (v**2).sum(axis=1))
 
@@ -46,8 +49,22 @@ def test_gradient_hessian_finite_differences(T, beta):
     _, g, H = softmax_fit_loss(h, Y, beta)
     e = 1e-6
     E = np.eye(K)
-    gfd = np.stack([(softmax_fit_loss(h + e * E[k], Y, beta, order=0)[0] - softmax_fit_loss(h - e * E[k], Y, beta, order=0)[0]) / (2 * e) for k in range(K)], 1)
-    Hfd = np.stack([(softmax_fit_loss(h + e * E[k], Y, beta, order=1)[1] - softmax_fit_loss(h - e * E[k], Y, beta, order=1)[1]) / (2 * e) for k in range(K)], 2)
+    gfd = np.stack(
+        [
+            (softmax_fit_loss(h + e * E[k], Y, beta, order=0)[0] - softmax_fit_loss(h - e * E[k], Y, beta, order=0)[0])
+            / (2 * e)
+            for k in range(K)
+        ],
+        1,
+    )
+    Hfd = np.stack(
+        [
+            (softmax_fit_loss(h + e * E[k], Y, beta, order=1)[1] - softmax_fit_loss(h - e * E[k], Y, beta, order=1)[1])
+            / (2 * e)
+            for k in range(K)
+        ],
+        2,
+    )
     assert np.abs(g - gfd).max() < 1e-7
     assert np.abs(H - Hfd).max() < 1e-6
 
@@ -133,8 +150,8 @@ def test_t2_newton_reaches_the_generic_newtons_minima():
     """The T = 2 Newton (in the plane of the row differences, 2 x 2 Newton systems) against the generic Newton
     from the same starts (z, the interpolating point, their midpoint) across Sigma and beta: the same local
     minimum at every node (end points within 1e-9), the same objective and node-wise best start."""
-    from singlehead.numerics.attention_maps import softmax_fit_loss
     from singlehead.model.channels import get_channel
+    from singlehead.numerics.attention_maps import softmax_fit_loss
     from singlehead.numerics.prox import prox_newton
     from singlehead.numerics.prox_t2 import newton_t2
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem
+from singlehead.model.channels import Seq2Lab
 from singlehead.numerics.attention_maps import (
     T2_ROW_CURVATURE_BOUND,
     softmax_t2_prox_convex,
     softmax_t2_prox_convex_everywhere,
 )
-from singlehead.model.channels import Seq2Lab
 from singlehead.state_evolution import SEOptions
 from singlehead.state_evolution.output import _fields, node_labels, output_side
 
@@ -61,8 +61,9 @@ def test_below_the_bound_every_cold_start_ends_at_one_point(beta):
         assert np.max(np.abs(e - ends[0])) < 1e-8
     # and the SE output side (one start there) equals the node-wise best of the three
     out = output_side(1.0, 0.6, Sigma, problem=problem, Q0=1.5, quad=quad, labels=node_labels(problem, quad, 1.5))
-    every = output_side(1.0, 0.6, Sigma, problem=problem, Q0=1.5, quad=quad, union=True,
-                        warm=[np.array(s) for s in starts])
+    every = output_side(
+        1.0, 0.6, Sigma, problem=problem, Q0=1.5, quad=quad, union=True, warm=[np.array(s) for s in starts]
+    )
     assert len(out.branches) == 1
     for k in ("qhat", "mhat", "Sigmahat", "train_error"):
         assert getattr(out, k) == pytest.approx(getattr(every, k), rel=1e-9)

@@ -204,8 +204,12 @@ def test_cdf_quantile_roundtrip():
 def test_burgers_identity_and_eps_derivative(law, delta, eps, cap):
     ti = soft_threshold_integrals(law, delta, eps, cap)
     h = 1e-3
-    fd = (soft_threshold_integrals(law, delta + h, eps, cap).J - soft_threshold_integrals(law, delta - h, eps, cap).J) / (2 * h)
-    fe = (soft_threshold_integrals(law, delta, eps + h, cap).J - soft_threshold_integrals(law, delta, eps - h, cap).J) / (2 * h)
+    fd = (
+        soft_threshold_integrals(law, delta + h, eps, cap).J - soft_threshold_integrals(law, delta - h, eps, cap).J
+    ) / (2 * h)
+    fe = (
+        soft_threshold_integrals(law, delta, eps + h, cap).J - soft_threshold_integrals(law, delta, eps - h, cap).J
+    ) / (2 * h)
     # central-difference truncation error ~ h^2: measured <= 4e-7 relative
     assert ti.dJ_ddelta == pytest.approx(fd, rel=1e-5)
     assert ti.dJ_deps == pytest.approx(fe, rel=1e-5)

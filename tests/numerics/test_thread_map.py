@@ -45,6 +45,7 @@ def test_threads_must_be_a_positive_integer(threads):
 
 def test_the_blas_pools_are_at_one_thread_inside_the_block_and_restored_after():
     import threadpoolctl
+
     before = blas_threads()
     with single_blas_thread():
         assert blas_threads() == 1

@@ -67,8 +67,9 @@ def test_prox_ignores_a_start_of_another_shape():
 
 def test_draw_errors_agree_with_map_differences(monkeypatch):
     monkeypatch.setattr(block_map, "_RESPONSE_STEP", 1e-5)
-    p = Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.1, student="untied",
-                target=UntiedMPTarget(kappa0=0.5))
+    p = Problem(
+        d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.1, student="untied", target=UntiedMPTarget(kappa0=0.5)
+    )
     o = SEOptions(sample_dim=24, sample_draws=4)
     with_tangent = theory(p, options=o)
     monkeypatch.setattr(Untied, "block_prior_tangent", lambda self, *a, **k: None)
@@ -85,8 +86,9 @@ def test_block_curve_points_match_cold_points():
     # starts only, so each point is the cold solve's fixed point to the stopping rule (100 tol relative)
     from singlehead import theory_curve
 
-    p = Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.1, student="untied",
-                target=UntiedMPTarget(kappa0=0.5))
+    p = Problem(
+        d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.1, student="untied", target=UntiedMPTarget(kappa0=0.5)
+    )
     o = SEOptions(sample_dim=24, sample_draws=4)
     alphas = [0.8, 1.0, 1.25, 1.5]
     curve = theory_curve(p, alphas, options=o)

@@ -10,7 +10,16 @@ import pytest
 from scipy import stats
 
 from singlehead.report.verdict import (
-    AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE, equivalence_p_value, gap_p_value, holm, holm_adjusted, judge, tally,
+    AGREES,
+    DEVIATES,
+    EXPLAINED,
+    INCONCLUSIVE,
+    equivalence_p_value,
+    gap_p_value,
+    holm,
+    holm_adjusted,
+    judge,
+    tally,
 )
 
 
@@ -120,15 +129,17 @@ def test_judge_gives_each_of_the_four_verdicts():
     deviates, and with a failing diagnostic -> deviates, explained; a wide s.e. (0.2, 0.2) -> inconclusive;
     an exact match whose theory did not converge -> inconclusive (never agrees); tolerance rows (no s.e.):
     within -> agrees, outside -> deviates, outside with a failing diagnostic -> deviates, explained."""
-    agr = _rows(gap=[0.001, 0.2, 0.2, 0.2, 0.0, 0.01, 0.1, 0.1],
-                se=[0.002, 0.01, 0.01, 0.2, 1e-4, math.nan, math.nan, math.nan],
-                dof=[3.0] * 5 + [math.nan] * 3,
-                theory_converged=[True] * 4 + [False] + [True] * 3,
-                diagnostic_fails=[False, False, True, False, False, False, False, True],
-                p_value=[0.5] * 8, within=[False] * 5 + [True, False, False])
+    agr = _rows(
+        gap=[0.001, 0.2, 0.2, 0.2, 0.0, 0.01, 0.1, 0.1],
+        se=[0.002, 0.01, 0.01, 0.2, 1e-4, math.nan, math.nan, math.nan],
+        dof=[3.0] * 5 + [math.nan] * 3,
+        theory_converged=[True] * 4 + [False] + [True] * 3,
+        diagnostic_fails=[False, False, True, False, False, False, False, True],
+        p_value=[0.5] * 8,
+        within=[False] * 5 + [True, False, False],
+    )
     j = judge(agr)
-    assert j.verdict.tolist() == [AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE, INCONCLUSIVE, AGREES, DEVIATES,
-                                  EXPLAINED]
+    assert j.verdict.tolist() == [AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE, INCONCLUSIVE, AGREES, DEVIATES, EXPLAINED]
     assert not ({"within", "p_value", "allowance"} & set(j.columns))
     for col in ("tolerance", "p_diff", "p_diff_holm", "p_equiv", "p_equiv_holm", "verdict"):
         assert col in j
@@ -170,9 +181,18 @@ def test_a_row_more_than_10_percent_off_never_agrees():
     theory = rng.choice([-1.0, 1.0], n) * 10 ** rng.uniform(-4, 1, n)
     gap = np.maximum(0.1 * np.abs(theory), 0.005) * (1.0 + 10 ** rng.uniform(-6, 1, n))
     se = np.where(rng.random(n) < 0.1, 0.0, gap * 10 ** rng.uniform(-3, 1, n))
-    agr = pd.DataFrame({"quantity": "e", "theory": theory, "simulation": theory + gap, "gap": gap, "se": se,
-                        "dof": np.where(rng.random(n) < 0.5, np.nan, rng.integers(1, 30, n)),
-                        "tol_rel": rng.uniform(0.0, 0.1, n), "tol_abs": rng.uniform(0.0, 0.005, n)})
+    agr = pd.DataFrame(
+        {
+            "quantity": "e",
+            "theory": theory,
+            "simulation": theory + gap,
+            "gap": gap,
+            "se": se,
+            "dof": np.where(rng.random(n) < 0.5, np.nan, rng.integers(1, 30, n)),
+            "tol_rel": rng.uniform(0.0, 0.1, n),
+            "tol_abs": rng.uniform(0.0, 0.005, n),
+        }
+    )
     for fam in np.array_split(np.arange(n), 200):  # families of 10, and each row alone
         assert (judge(agr.iloc[fam]).verdict != AGREES).all()
     for i in range(0, n, 50):
@@ -188,10 +208,12 @@ def test_a_row_more_than_10_percent_off_never_agrees():
 def test_the_peak_row_of_the_report_is_not_shown_to_agree():
     """theory 0.2612 vs 4 seeds 0.2237 ± 0.0058 (a 14 % deviation): the tolerance is 3 % (0.0078);
     alone it deviates (raw p_diff ~ 0.01), with a failing RS diagnostic 'deviates, explained'."""
-    row = _rows(gap=[0.2612 - 0.2237], theory=[0.2612], simulation=[0.2237], se=[0.0058], dof=[3.0],
-                diagnostic_fails=[True])
+    row = _rows(
+        gap=[0.2612 - 0.2237], theory=[0.2612], simulation=[0.2237], se=[0.0058], dof=[3.0], diagnostic_fails=[True]
+    )
     j = judge(row)
     assert j.tolerance[0] == pytest.approx(0.03 * 0.2612)
-    assert j.p_diff[0] == pytest.approx(_t3_sf((0.0375 - 0.007836) / 0.0058) + _t3_sf((0.0375 + 0.007836) / 0.0058),
-                                        rel=1e-3)
+    assert j.p_diff[0] == pytest.approx(
+        _t3_sf((0.0375 - 0.007836) / 0.0058) + _t3_sf((0.0375 + 0.007836) / 0.0058), rel=1e-3
+    )
     assert j.p_equiv[0] > 0.5 and j.verdict[0] == EXPLAINED

@@ -15,10 +15,8 @@ import pytest
 
 import singlehead.runs.cache as cache_module
 from singlehead import Problem
-from singlehead.runs import Job, expand_grid, run_jobs
-from singlehead.runs import runner
 from singlehead.figures.figspec import Context
-from singlehead.runs import Cache, result_key, value_key
+from singlehead.runs import Cache, Job, expand_grid, result_key, run_jobs, runner, value_key
 
 
 def _bump(monkeypatch) -> None:

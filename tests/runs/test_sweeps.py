@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from singlehead.runs import Cache, expand_grid, load_grid, run_jobs
-from singlehead.runs import runner
 from singlehead.model.problem import MPTarget, Problem
+from singlehead.runs import Cache, expand_grid, load_grid, run_jobs, runner
 
 GRID = {
     "route": "simulation",
@@ -24,7 +23,8 @@ def test_grid_expansion_is_cartesian_and_keys_unique():
     assert len(jobs) == 2 * 2 * 2
     assert len({j.key for j in jobs}) == len(jobs)
     assert {(j.problem.alpha, j.problem.kappa, j.seed) for j in jobs} == {
-        (a, k, s) for a in (0.5, 1.0) for k in (0.5, 1.0) for s in (0, 1)}
+        (a, k, s) for a in (0.5, 1.0) for k in (0.5, 1.0) for s in (0, 1)
+    }
     assert all(j.problem.target == MPTarget(0.5) for j in jobs)
     # keys depend on the full config and the settings, not on the order of expansion
     again = {j.key for j in expand_grid({**GRID, "sweep": {"kappa": [1.0, 0.5], "alpha": [1.0, 0.5]}})}
@@ -38,20 +38,22 @@ def test_deterministic_routes_ignore_seeds():
     assert len(jobs) == 4 and all(j.seed is None for j in jobs)
 
 
-@pytest.mark.parametrize("bad,msg", [
-    ({"sweep": {"alpha": []}}, "sweep.alpha"),
-    ({"sweep": {"alpah": [1]}}, "alpah"),
-    ({"base": {"lam": -1}}, "lam"),
-    ({"sweeps": {}}, "unknown sections"),
-])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        ({"sweep": {"alpha": []}}, "sweep.alpha"),
+        ({"sweep": {"alpah": [1]}}, "alpah"),
+        ({"base": {"lam": -1}}, "lam"),
+        ({"sweeps": {}}, "unknown sections"),
+    ],
+)
 def test_grid_validation(bad, msg):
     with pytest.raises(ValueError, match=msg):
         expand_grid({**GRID, **bad})
 
 
 def test_grid_files(tmp_path):
-    (tmp_path / "g.toml").write_text(
-        'route = "simulation"\nseeds = 2\n[base]\nd = 8\n[sweep]\nalpha = [0.5, 1.0]\n')
+    (tmp_path / "g.toml").write_text('route = "simulation"\nseeds = 2\n[base]\nd = 8\n[sweep]\nalpha = [0.5, 1.0]\n')
     (tmp_path / "g.yaml").write_text("route: simulation\nseeds: 2\nbase: {d: 8}\nsweep: {alpha: [0.5, 1.0]}\n")
     a = [j.key for j in expand_grid(load_grid(tmp_path / "g.toml"))]
     b = [j.key for j in expand_grid(load_grid(tmp_path / "g.yaml"))]
@@ -95,8 +97,9 @@ def test_dask_local_cluster_path(tmp_path):
     distributed = pytest.importorskip("distributed")
     jobs = expand_grid({**GRID, "sweep": {"alpha": [0.5]}, "seeds": [3]})
     serial = run_jobs(jobs, Cache(tmp_path / "a"), progress=False)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
         recs = run_jobs(jobs, Cache(tmp_path / "b"), scheduler=cluster.scheduler_address, progress=False)
     assert [r["test_error"] for r in recs] == [r["test_error"] for r in serial]
 
@@ -128,8 +131,13 @@ def test_cached_many_runs_missing_values_on_workers_and_caches_each(tmp_path):
 
     ctx = Context(Cache(tmp_path / "c"), n_jobs=2, progress=False)
     ctx.cached("a", functools.partial(pow, 2, 3))  # already cached: not recomputed
-    out = ctx.cached_many({"a": functools.partial(pow, 5, 5), "b": functools.partial(pow, 3, 2),
-                           "c": functools.partial(sorted, [3, 1, 2])})
+    out = ctx.cached_many(
+        {
+            "a": functools.partial(pow, 5, 5),
+            "b": functools.partial(pow, 3, 2),
+            "c": functools.partial(sorted, [3, 1, 2]),
+        }
+    )
     assert out == {"a": 8, "b": 9, "c": [1, 2, 3]}
     assert ctx.cached("b", functools.partial(pow, 7, 7)) == 9  # read back from the cache
 
@@ -178,9 +186,16 @@ def test_phase_diagram_hatches_unconverged_cells():
     from singlehead.figures.figspec import new_figure
     from singlehead.figures.power_law_plot import phase_diagram
 
-    rmap = pd.DataFrame({"n": [1e3, 1e4, 1e3, 1e4], "lam": [1e-3, 1e-3, 1.0, 1.0],
-                         "local_exponent_n": [0.5, 0.6, 0.7, 0.8], "predicted_exponent": [0.5, 0.6, 0.7, 0.8],
-                         "regime": ["threshold"] * 4, "converged": [False, True, True, True]})
+    rmap = pd.DataFrame(
+        {
+            "n": [1e3, 1e4, 1e3, 1e4],
+            "lam": [1e-3, 1e-3, 1.0, 1.0],
+            "local_exponent_n": [0.5, 0.6, 0.7, 0.8],
+            "predicted_exponent": [0.5, 0.6, 0.7, 0.8],
+            "regime": ["threshold"] * 4,
+            "converged": [False, True, True, True],
+        }
+    )
     fig, (a, b) = new_figure(1, 2, figsize=(8, 3))
     phase_diagram(a, b, rmap, 1000, 1.25, 0.0)
     hatched = [p for p in a.patches if p.get_hatch() == "xxx"]
@@ -221,8 +236,9 @@ def test_dask_runs_theory_chains(tmp_path):
     distributed = pytest.importorskip("distributed")
     jobs = expand_grid({"route": "theory", "base": {"T": 2, "noise": 0.5}, "sweep": {"alpha": [0.3, 0.6, 1.0]}})
     serial = run_jobs(jobs, Cache(tmp_path / "a"), progress=False)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
         recs = run_jobs(jobs, Cache(tmp_path / "b"), scheduler=cluster.scheduler_address, progress=False)
     assert [r["key"] for r in recs] == [j.key for j in jobs]
     assert [r["test_error"] for r in recs] == pytest.approx([r["test_error"] for r in serial], rel=1e-9)

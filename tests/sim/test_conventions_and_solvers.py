@@ -9,15 +9,13 @@ import pytest
 import torch
 
 from singlehead.model.attention_layers import DirectStudent, FactorizedStudent
-from singlehead.sim.simulation import TrainOptions
 from singlehead.model.channels import get_channel, squared_error
-from singlehead.sim.convex import solve_reference
-from singlehead.sim.data import generator, logits, sample_sequences
-from singlehead.model.problem import CustomTarget, MPTarget, PowerLawTarget, Problem
-from singlehead.sim.simulation import simulate
+from singlehead.model.problem import MPTarget, PowerLawTarget, Problem
 from singlehead.model.students import init_student
-from singlehead.sim.data import sample_target
 from singlehead.model.targets import power_law_eigenvalues
+from singlehead.sim.convex import solve_reference
+from singlehead.sim.data import generator, logits, sample_sequences, sample_target
+from singlehead.sim.simulation import TrainOptions, simulate
 from singlehead.sim.training import fit_adam, fit_lbfgs, objective_and_grad
 
 
@@ -35,7 +33,7 @@ def test_mp_target_moments():
     ev = np.linalg.eigvalsh(S0)
     # Finite-d fluctuations of Tr S0/d and Tr S0^2/d are O(1/d).
     assert abs(ev.mean() - math.sqrt(k0)) < 0.02
-    assert abs((ev ** 2).mean() - (1 + k0)) < 0.05
+    assert abs((ev**2).mean() - (1 + k0)) < 0.05
     assert abs(np.mean(ev < 1e-9) - (1 - k0)) < 1e-9  # exact rank p0 = kappa0 d
 
 
@@ -44,7 +42,7 @@ def test_power_law_normalisations():
     s = power_law_eigenvalues(1.25, d, "sqrt_d")
     assert s[0] == pytest.approx(math.sqrt(d))
     u = power_law_eigenvalues(1.25, d, "unit_q0")
-    assert np.sum(u ** 2) / d == pytest.approx(1.0, rel=1e-12)
+    assert np.sum(u**2) / d == pytest.approx(1.0, rel=1e-12)
     S0 = sample_target(PowerLawTarget(1.25), d, seed=0).numpy()
     np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(S0))[::-1], s, atol=1e-9)
 
@@ -58,8 +56,12 @@ def test_logit_and_noise_variances():
     data = sample_sequences(p, S0, n, seed=2)
     h0 = data.y_clean
     xi = data.y - data.y_clean
-    for est, target in [(h0[:, 0, 1].var(), q0), (h0[:, 0, 0].var(), 2 * q0),
-                        (xi[:, 0, 1].var(), 0.3), (xi[:, 1, 1].var(), 0.6)]:
+    for est, target in [
+        (h0[:, 0, 1].var(), q0),
+        (h0[:, 0, 0].var(), 2 * q0),
+        (xi[:, 0, 1].var(), 0.3),
+        (xi[:, 1, 1].var(), 0.6),
+    ]:
         se = float(target) * math.sqrt(2.0 / n)  # sd of a Gaussian sample variance
         assert abs(float(est) - target) < 5 * se + 0.02 * target
     assert torch.allclose(xi, xi.transpose(-1, -2))
@@ -78,12 +80,12 @@ def test_weight_decay_is_nuclear_norm():
     np.testing.assert_allclose(W @ W.T / c, S, atol=1e-12)
     Q, _ = np.linalg.qr(rng.standard_normal((p, p)))
     for Wf in (W, W @ Q):  # every feasible W has the same Frobenius norm (Tr W W^T = c Tr S)
-        assert np.sum(Wf ** 2) == pytest.approx(c * np.trace(S), rel=1e-12)
+        assert np.sum(Wf**2) == pytest.approx(c * np.trace(S), rel=1e-12)
     st = FactorizedStudent(torch.as_tensor(W))
     kappa = p / d
     with torch.no_grad():
         reg = float(st.regulariser(lam))
-    assert reg == pytest.approx(lam / math.sqrt(kappa) * np.sum(W ** 2), rel=1e-12)
+    assert reg == pytest.approx(lam / math.sqrt(kappa) * np.sum(W**2), rel=1e-12)
     assert reg == pytest.approx(lam * d * np.trace(S), rel=1e-12)
 
 
@@ -226,8 +228,12 @@ def test_lbfgs_direction_matches_the_two_loop_recursion(dtype, tol):
         for s, y in zip(s_list, y_list):
             mem.remember(s, y)
         kept = list(zip(s_list, y_list))[-size:]
-        ref_mem = {"s": [s for s, _ in kept], "y": [y for _, y in kept],
-                   "rho": [1.0 / float(torch.dot(y, s)) for s, y in kept], "h_diag": mem.h_diag}
+        ref_mem = {
+            "s": [s for s, _ in kept],
+            "y": [y for _, y in kept],
+            "rho": [1.0 / float(torch.dot(y, s)) for s, y in kept],
+            "h_diag": mem.h_diag,
+        }
         g = torch.randn(n, generator=gen, dtype=torch.float64).to(dtype)
         got, ref = mem.direction(g), _two_loop_reference(g, ref_mem)
         assert mem.count == len(kept)

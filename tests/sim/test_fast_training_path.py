@@ -13,21 +13,28 @@ import numpy as np
 import pytest
 import torch
 
-from singlehead.sim.data import child_seeds, generator, sample_sequences
 from singlehead.model.problem import MPTarget, PowerLawTarget, Problem
-from singlehead.sim.simulation import TrainOptions, simulate
 from singlehead.model.students import init_student
-from singlehead.sim.data import sample_target
+from singlehead.sim.data import child_seeds, generator, sample_sequences, sample_target
+from singlehead.sim.simulation import TrainOptions, simulate
 from singlehead.sim.training import Objective, fit_lbfgs, reference_objective_and_grad, step_flops
-
 
 CASES = list(itertools.product(["seq2lab", "seq2seq", "linear"], [1, 2, 3], ["factorized", "direct"]))
 
 
 @pytest.mark.parametrize("channel,T,student", CASES)
 def test_closed_form_gradient_matches_autograd(channel, T, student):
-    p = Problem(d=9, T=T, alpha=1.5, channel=channel, noise=0.3, lam=0.07, kappa=0.67, student=student,
-                beta=1.0 if channel == "linear" else 1.7)
+    p = Problem(
+        d=9,
+        T=T,
+        alpha=1.5,
+        channel=channel,
+        noise=0.3,
+        lam=0.07,
+        kappa=0.67,
+        student=student,
+        beta=1.0 if channel == "linear" else 1.7,
+    )
     S0 = sample_target(p.target, p.d, 0)
     data = sample_sequences(p, S0, p.n, 1)
     st = init_student(student, p.d, p.p, generator(2), torch.float64, "cpu")
@@ -85,8 +92,7 @@ def test_float32_fit_with_float64_polish_reaches_the_float64_objective():
     assert abs(info.objective - ref.objective) / ref.objective < 1e-6
 
 
-@pytest.mark.parametrize("precision,student", [("mixed", "factorized"), ("float32", "factorized"),
-                                               ("mixed", "direct")])
+@pytest.mark.parametrize("precision,student", [("mixed", "factorized"), ("float32", "factorized"), ("mixed", "direct")])
 def test_precision_policies_give_the_float64_test_error_within_its_standard_error(precision, student):
     p = Problem(d=30, T=2, alpha=1.0, noise=0.5, lam=0.01, student=student)
     a = simulate(p, 3, options=TrainOptions(n_test=4000, precision="float64"))
@@ -199,8 +205,9 @@ def test_emergence_data_and_figure(tmp_path):
     from singlehead.figures.emergence import emergence_data, plot_emergence
 
     p = Problem(d=12, T=1, alpha=2.0, channel="linear", noise=0.1, lam=0.05, target=PowerLawTarget(1.5))
-    o = TrainOptions(optimizer="adam", lr=0.02, init_scale=1e-3, max_steps=60, n_test=300, record_every=10,
-                     record_top=3)
+    o = TrainOptions(
+        optimizer="adam", lr=0.02, init_scale=1e-3, max_steps=60, n_test=300, record_every=10, record_top=3
+    )
     data = emergence_data(p, o, theory=False)
     assert data["trajectory"]["step"][0] == 10 and len(data["final"]["top_eigenvalues"]) == 3
     # Small initialisation: S starts near zero and its top eigenvalue grows towards the target's.
@@ -225,8 +232,24 @@ def test_cli_simulate_builds_train_options(capsys, usage_error):
 
     from singlehead.cli import main
 
-    main(["simulate", "--d", "8", "--alpha", "0.5", "--n-test", "50", "--precision", "mixed", "--record-every", "5",
-          "--max-steps", "30", "--json"])
+    main(
+        [
+            "simulate",
+            "--d",
+            "8",
+            "--alpha",
+            "0.5",
+            "--n-test",
+            "50",
+            "--precision",
+            "mixed",
+            "--record-every",
+            "5",
+            "--max-steps",
+            "30",
+            "--json",
+        ]
+    )
     rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert rec["precision"] == "mixed" and rec["options"]["record_every"] == 5 and rec["options"]["device"] == "cpu"
     assert rec["trajectory"]["step"][0] == 5

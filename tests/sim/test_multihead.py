@@ -49,11 +49,22 @@ def test_one_head_keeps_dict_repr_and_keys():
 def test_one_head_gives_the_single_head_numbers():
     # float64 CPU numbers of the single-head code (recorded before heads existed); the head code is not on this path
     r = simulate(P1, seed=3, options=F64)
-    recorded = {"test_error": 0.0686904788249853, "train_error": 0.5335700692683466,
-                "objective": 0.570514190539565, "penalty": 0.03694412127121846,
-                "matrix_error": 0.012019952287889378, "q": 1.6344043784994011}
-    got = {"test_error": r.test_error, "train_error": r.train_error, "objective": r.extras["objective"],
-           "penalty": r.penalty, "matrix_error": r.matrix_error, "q": r.extras["q"]}
+    recorded = {
+        "test_error": 0.0686904788249853,
+        "train_error": 0.5335700692683466,
+        "objective": 0.570514190539565,
+        "penalty": 0.03694412127121846,
+        "matrix_error": 0.012019952287889378,
+        "q": 1.6344043784994011,
+    }
+    got = {
+        "test_error": r.test_error,
+        "train_error": r.train_error,
+        "objective": r.extras["objective"],
+        "penalty": r.penalty,
+        "matrix_error": r.matrix_error,
+        "q": r.extras["q"],
+    }
     assert got == pytest.approx(recorded, rel=1e-12)
     assert "head_M" not in r.extras and "heads" not in r.problem
     # the one-head teacher is the target's sample, bit for bit
@@ -143,14 +154,25 @@ def test_linear_theory_of_heads_matches_simulations():
     noise' = H0 noise, kappa0' = H0 kappa0, errors / H0: 0.0421) against ERM at d = 40 and 80 (6 seeds each),
     extrapolated linearly in 1/d (s.e. about 0.002). The wrong maps are far: lam' = H lam or sqrt(H0) lam gives
     0.025, noise' = noise gives 0.032."""
-    p = Problem(T=2, alpha=1.0, channel="linear", noise=0.05, lam=0.5, kappa=0.5, target=MPTarget(kappa0=0.125),
-                heads=2, teacher_heads=4)
+    p = Problem(
+        T=2,
+        alpha=1.0,
+        channel="linear",
+        noise=0.05,
+        lam=0.5,
+        kappa=0.5,
+        target=MPTarget(kappa0=0.125),
+        heads=2,
+        teacher_heads=4,
+    )
     th = theory(p)
     assert th.converged and th.problem["heads"] == 2
     means, ses, ds = [], [], [40, 80]
     for d in ds:
-        errs = [simulate(p.replace(d=d), seed=s, options=TrainOptions(precision="float64", n_test=4000)).test_error
-                for s in range(6)]
+        errs = [
+            simulate(p.replace(d=d), seed=s, options=TrainOptions(precision="float64", n_test=4000)).test_error
+            for s in range(6)
+        ]
         means.append(float(np.mean(errs)))
         ses.append(float(np.std(errs, ddof=1) / math.sqrt(len(errs))))
     value, se = _extrapolate(ds, means, ses)
@@ -159,8 +181,17 @@ def test_linear_theory_of_heads_matches_simulations():
 
 # ---------------------------------------------------------------- theory: the map and the refusals
 def test_theory_of_heads_is_the_effective_single_head_theory():
-    p = Problem(T=2, alpha=1.0, channel="linear", noise=0.2, lam=0.05, kappa=0.25, target=MPTarget(kappa0=0.5),
-                heads=3, teacher_heads=2)
+    p = Problem(
+        T=2,
+        alpha=1.0,
+        channel="linear",
+        noise=0.2,
+        lam=0.05,
+        kappa=0.25,
+        target=MPTarget(kappa0=0.5),
+        heads=3,
+        teacher_heads=2,
+    )
     eff, c2 = effective_single_head(p)
     assert (eff.kappa, eff.heads, eff.teacher_heads, eff.target) == (0.75, 1, 1, MPTarget(kappa0=1.0))
     assert (eff.lam, eff.noise, c2) == (pytest.approx(3 * math.sqrt(2) * 0.05), pytest.approx(0.4), 0.5)
@@ -193,8 +224,9 @@ def test_softmax_theory_with_heads_routes_to_the_multihead_state_evolution(chann
     assert r.extras["residual"] == ref.extras["residuals"][-1] and "experimental" in r.message
     assert r.problem == p.to_dict()
     # an SEOptions is translated field by field (node_seed: the nodes and the prior draws)
-    assert multihead_options(SEOptions(n_points=32, node_seed=3)) == MultiHeadOptions(n_points=32, node_seed=3,
-                                                                                      sample_seed=3)
+    assert multihead_options(SEOptions(n_points=32, node_seed=3)) == MultiHeadOptions(
+        n_points=32, node_seed=3, sample_seed=3
+    )
     # a curve: point by point, each started from the previous converged one (here none converges: cold starts)
     curve = theory_curve(p, [1.0, 0.5], options=SMALL_MH)
     assert curve[0].test_error == r.test_error and curve[1].problem["alpha"] == 0.5
@@ -210,14 +242,17 @@ def test_a_routed_point_starts_from_a_given_neighbour():
     assert b.test_error == c.test_error and b.test_error != theory(p.replace(alpha=1.1), options=SMALL_MH).test_error
 
 
-@pytest.mark.parametrize("change,kwargs,match", [
-    (dict(heads=5), {}, r"heads must be in 1\.\.4"),
-    (dict(teacher_heads=6), {}, r"teacher_heads must be in 1\.\.4"),
-    (dict(T=4), {}, r"T must be in 1\.\.3"),
-    ({}, dict(prior="finite"), r"prior must be 'auto'"),
-    ({}, dict(options=SEOptions(method="iterate")), r"options\.method is not used"),
-    ({}, dict(init=(1.0, 0.5, 1.0)), r"init must be None or a Result"),
-])
+@pytest.mark.parametrize(
+    "change,kwargs,match",
+    [
+        (dict(heads=5), {}, r"heads must be in 1\.\.4"),
+        (dict(teacher_heads=6), {}, r"teacher_heads must be in 1\.\.4"),
+        (dict(T=4), {}, r"T must be in 1\.\.3"),
+        ({}, dict(prior="finite"), r"prior must be 'auto'"),
+        ({}, dict(options=SEOptions(method="iterate")), r"options\.method is not used"),
+        ({}, dict(init=(1.0, 0.5, 1.0)), r"init must be None or a Result"),
+    ],
+)
 def test_unsupported_multihead_softmax_theory_is_refused_by_name(change, kwargs, match):
     p = Problem(T=2, heads=2, teacher_heads=2).replace(**change)
     with pytest.raises(ValueError, match=match):
@@ -234,8 +269,12 @@ def test_one_head_theory_is_the_single_head_theory(channel, capsys):
     p = Problem(T=2, alpha=1.0, channel=channel, noise=0.5, lam=0.01, target=MPTarget(kappa0=0.5))
     one = p.replace(heads=1, teacher_heads=1)
     a, b = theory(p), theory(one)
-    for x, y in ((a.test_error, b.test_error), (a.train_error, b.train_error), (a.extras["q"], b.extras["q"]),
-                 (a.extras["m"], b.extras["m"])):
+    for x, y in (
+        (a.test_error, b.test_error),
+        (a.train_error, b.train_error),
+        (a.extras["q"], b.extras["q"]),
+        (a.extras["m"], b.extras["m"]),
+    ):
         assert abs(x - y) <= 1e-6
     args = ["theory", "--task", channel, "--T", "2", "--alpha", "1", "--noise", "0.5", "--lam", "0.01", "--json"]
     main(args + ["--heads", "1", "--teacher-heads", "1"])
@@ -301,8 +340,18 @@ def test_simulation_reports_matched_head_overlaps():
 
 
 # ---------------------------------------------------------------- bad input
-@pytest.mark.parametrize("field,value", [("heads", 0), ("heads", -1), ("heads", 1.5), ("heads", "2"),
-                                         ("heads", True), ("teacher_heads", 0), ("teacher_heads", 2.0)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("heads", 0),
+        ("heads", -1),
+        ("heads", 1.5),
+        ("heads", "2"),
+        ("heads", True),
+        ("teacher_heads", 0),
+        ("teacher_heads", 2.0),
+    ],
+)
 def test_bad_head_counts_are_refused_by_name(field, value):
     with pytest.raises(ValueError, match=f"{field} must be an integer >= 1"):
         Problem(**{field: value})
@@ -326,8 +375,9 @@ def test_heads_need_the_factorized_student_and_a_symmetric_teacher():
 def test_cli_heads(capsys, usage_error):
     from singlehead.cli import main
 
-    main(["simulate", "--d", "12", "--alpha", "0.5", "--heads", "2", "--teacher-heads", "2", "--n-test", "100",
-          "--json"])
+    main(
+        ["simulate", "--d", "12", "--alpha", "0.5", "--heads", "2", "--teacher-heads", "2", "--n-test", "100", "--json"]
+    )
     rec = json.loads(capsys.readouterr().out.splitlines()[0])
     assert rec["problem"]["heads"] == 2 and np.array(rec["head_M"]).shape == (2, 2)
     main(["simulate", "--d", "12", "--alpha", "0.5", "--n-test", "100", "--json"])
@@ -358,8 +408,26 @@ def test_single_head_routes_refuse_several_heads():
 def test_cli_theory_of_softmax_heads_runs_the_multihead_state_evolution(capsys):
     from singlehead.cli import main
 
-    main(["theory", "--T", "2", "--alpha", "1", "--noise", "0.5", "--lam", "0.01", "--heads", "2",
-          "--teacher-heads", "2", "--n-points", "256", "--json"])
+    main(
+        [
+            "theory",
+            "--T",
+            "2",
+            "--alpha",
+            "1",
+            "--noise",
+            "0.5",
+            "--lam",
+            "0.01",
+            "--heads",
+            "2",
+            "--teacher-heads",
+            "2",
+            "--n-points",
+            "256",
+            "--json",
+        ]
+    )
     rec = json.loads(capsys.readouterr().out.splitlines()[0])
     assert rec["experimental"] is True and rec["method"] == "multihead_se" and rec["problem"]["heads"] == 2
     assert rec["converged"] and rec["residual"] < 1e-4 and np.array(rec["head_M"]).shape == (2, 2)

@@ -45,6 +45,8 @@ def test_cli_option(capsys):
 
     from singlehead.cli import main
 
-    main(["simulate", "--student", "untied", "--d", "20", "--alpha", "1", "--noise", "0.5", "--n-starts", "2", "--json"])
+    main(
+        ["simulate", "--student", "untied", "--d", "20", "--alpha", "1", "--noise", "0.5", "--n-starts", "2", "--json"]
+    )
     rec = json.loads(capsys.readouterr().out.splitlines()[0])
     assert len(rec["start_objectives"]) == 2 and rec["objective"] == min(rec["start_objectives"])

@@ -1,4 +1,6 @@
-"""The untied student and the untied teacher in the simulator (the conventions of the docs page Theory with S -> M non-symmetric; section '16. Untied attention').
+"""The untied student and the untied teacher in the simulator.
+
+Conventions: the docs page Theory with ``S -> M`` non-symmetric (section '16. Untied attention').
 
 Penalty identity (weight decay = ``lam d ||M||_*`` at balanced factors, tied objective at
 ``W_Q = W_K``), the closed-form gradient, the tied limit of gradient flow, float32/float64 paths,
@@ -16,10 +18,10 @@ import torch
 
 from singlehead import Problem, UntiedMPTarget, simulate, solve_reference
 from singlehead.model.attention_layers import FactorizedStudent, UntiedStudent
+from singlehead.model.students import Untied, get_student
 from singlehead.sim.data import sample_sequences
 from singlehead.sim.overlaps import overlaps
 from singlehead.sim.simulation import TrainOptions
-from singlehead.model.students import Untied, get_student
 from singlehead.sim.training import Objective, fit_lbfgs, reference_objective_and_grad
 
 
@@ -125,8 +127,9 @@ def test_convex_reference_equals_gradient_erm_linear():
     unique and the untied ERM over ``(W_Q, W_K)`` (no spurious minima for ``p >= rank``) reaches it.
     Tolerances: both solvers stop at a relative objective change ~1e-9..1e-12 per step, hence
     objectives within 1e-7 and, by strong convexity, ``M`` within ~sqrt(gap/mu) ~ 1e-3 relative."""
-    problem = Problem(d=20, T=2, alpha=1.0, channel="linear", noise=0.5, lam=0.05, student="untied",
-                      target=UntiedMPTarget(0.5))
+    problem = Problem(
+        d=20, T=2, alpha=1.0, channel="linear", noise=0.5, lam=0.05, student="untied", target=UntiedMPTarget(0.5)
+    )
     run = simulate(problem, seed=3, options=TrainOptions(precision="float64", n_test=200), return_matrices=True)
     from singlehead.sim.data import child_seeds, sample_target
 
@@ -145,8 +148,12 @@ def test_untied_teacher_norm_split():
     """``E ||M0||_F^2/d = 1`` exactly; the split is 1/2 + O(1/d). Over 8 draws at d = 200 the
     standard deviation of each part is ~0.007 (measured): tolerance 0.03."""
     d = 200
-    parts = np.array([[overlaps(M, M)[k] for k in ("Q0", "q_s", "q_a")]
-                      for M in (UntiedMPTarget(0.5).sample(d, s).numpy() for s in range(8))])
+    parts = np.array(
+        [
+            [overlaps(M, M)[k] for k in ("Q0", "q_s", "q_a")]
+            for M in (UntiedMPTarget(0.5).sample(d, s).numpy() for s in range(8))
+        ]
+    )
     Q0, qs, qa = parts.mean(axis=0)
     assert Q0 == pytest.approx(1.0, abs=0.03)
     assert qs == pytest.approx(0.5, abs=0.03) and qa == pytest.approx(0.5, abs=0.03)
@@ -162,14 +169,17 @@ def test_problem_round_trip_and_registry():
     assert problem.student.rank_cap(0.5) == 0.5 and problem.student.rank_cap(1.0) is None
 
 
-@pytest.mark.parametrize("make,name", [
-    (lambda: UntiedMPTarget(kappa0=0.0), "kappa0"),
-    (lambda: UntiedMPTarget(kappa0=1.5), "kappa0"),
-    (lambda: Problem(student="untied", kappa=1.5), "kappa"),
-    (lambda: Problem(student="untie"), "student"),
-    (lambda: Problem.from_dict({"target": {"kind": "untied"}}), "target kind"),
-    (lambda: UntiedStudent(torch.zeros(3, 2), torch.zeros(3, 3)), "WQ and WK"),
-])
+@pytest.mark.parametrize(
+    "make,name",
+    [
+        (lambda: UntiedMPTarget(kappa0=0.0), "kappa0"),
+        (lambda: UntiedMPTarget(kappa0=1.5), "kappa0"),
+        (lambda: Problem(student="untied", kappa=1.5), "kappa"),
+        (lambda: Problem(student="untie"), "student"),
+        (lambda: Problem.from_dict({"target": {"kind": "untied"}}), "target kind"),
+        (lambda: UntiedStudent(torch.zeros(3, 2), torch.zeros(3, 3)), "WQ and WK"),
+    ],
+)
 def test_validation_errors_name_the_parameter(make, name):
     with pytest.raises(ValueError, match=name):
         make()
@@ -178,8 +188,22 @@ def test_validation_errors_name_the_parameter(make, name):
 def test_cli_simulate_untied(capsys, usage_error):
     from singlehead.cli import main
 
-    main(["simulate", "--student", "untied", "--target", "untied_mp", "--kappa0", "0.5", "--d", "8",
-          "--n-test", "100", "--json"])
+    main(
+        [
+            "simulate",
+            "--student",
+            "untied",
+            "--target",
+            "untied_mp",
+            "--kappa0",
+            "0.5",
+            "--d",
+            "8",
+            "--n-test",
+            "100",
+            "--json",
+        ]
+    )
     rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert rec["problem"]["student"] == "untied" and rec["problem"]["target"]["kind"] == "untied_mp"
     assert len(rec["singular_values"]) == 8 and 0 < rec["asymmetry"]
@@ -207,7 +231,9 @@ def test_fixed_matrix_predictions_and_trajectory():
     assert all(a >= b >= 0 for a, b in zip(traj["top_singular_values"][-1], traj["top_singular_values"][-1][1:]))
 
 
-@pytest.mark.parametrize("changes,name", [({"student": "untied"}, "student"), ({"target": UntiedMPTarget(0.5)}, "target")])
+@pytest.mark.parametrize(
+    "changes,name", [({"student": "untied"}, "student"), ({"target": UntiedMPTarget(0.5)}, "target")]
+)
 def test_amp_refuses_non_symmetric_problems(changes, name):
     """AMP's matrix step denoises eigenvalues of a symmetric estimate: an untied student or teacher
     would give silently wrong numbers, so it is refused."""

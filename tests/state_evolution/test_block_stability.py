@@ -50,10 +50,12 @@ def test_prior_jacobian_is_the_derivative_of_the_prox(Ss, Sa):
     E, F = rng.standard_normal((2,) + M.shape)
     KE = nuclear_prox_jvp(A_s, A_a, M, Ss, Sa, tau, E, tol=1e-12)
     h = 1e-6
-    Mp = weighted_nuclear_prox(A_s + h * _sym(E), A_a + h * _anti(E), Ss, Sa, tau, warm=M, tol=1e-14,
-                               max_iter=100000)[0]
-    Mm = weighted_nuclear_prox(A_s - h * _sym(E), A_a - h * _anti(E), Ss, Sa, tau, warm=M, tol=1e-14,
-                               max_iter=100000)[0]
+    Mp = weighted_nuclear_prox(A_s + h * _sym(E), A_a + h * _anti(E), Ss, Sa, tau, warm=M, tol=1e-14, max_iter=100000)[
+        0
+    ]
+    Mm = weighted_nuclear_prox(A_s - h * _sym(E), A_a - h * _anti(E), Ss, Sa, tau, warm=M, tol=1e-14, max_iter=100000)[
+        0
+    ]
     fd = (Mp - Mm) / (2 * h)
     assert np.linalg.norm(fd - KE) < 1e-5 * np.linalg.norm(fd)
     KF = nuclear_prox_jvp(A_s, A_a, M, Ss, Sa, tau, F, tol=1e-12)
@@ -74,7 +76,9 @@ def test_equal_curvatures_give_the_singular_value_threshold_jacobian():
     f = np.maximum(x - t, 0.0)
     Et = U.T @ E[0] @ Vt.T / S
     dx = x[:, None] - x[None, :]
-    dsym = np.where(np.eye(x.size, dtype=bool), (x > t)[:, None] * 1.0, (f[:, None] - f[None, :]) / np.where(dx == 0, 1, dx))
+    dsym = np.where(
+        np.eye(x.size, dtype=bool), (x > t)[:, None] * 1.0, (f[:, None] - f[None, :]) / np.where(dx == 0, 1, dx)
+    )
     danti = (f[:, None] + f[None, :]) / (x[:, None] + x[None, :])
     expect = U @ (dsym * _sym(Et) + danti * _anti(Et)) @ Vt
     assert np.max(np.abs(KE - expect)) < 1e-8 * np.max(np.abs(expect))
@@ -128,8 +132,14 @@ def test_block_jacobian_averages_are_the_block_norms():
     for n in range(3):
         J = H[n] @ np.linalg.inv(np.eye(4) + np.diag(sig) @ H[n])
         s, a = slice(0, 3), slice(3, 4)
-        expect = [np.sum(J[s, s] ** 2), np.sum(J[s, a] ** 2), np.sum(J[a, s] ** 2), np.sum(J[a, a] ** 2),
-                  np.trace(J[s, s]), np.trace(J[a, a])]
+        expect = [
+            np.sum(J[s, s] ** 2),
+            np.sum(J[s, a] ** 2),
+            np.sum(J[a, s] ** 2),
+            np.sum(J[a, a] ** 2),
+            np.trace(J[s, s]),
+            np.trace(J[a, a]),
+        ]
         assert np.allclose(out[n], expect, rtol=1e-12)
 
 
@@ -149,8 +159,9 @@ def test_tied_limit_reproduces_the_tied_replicon():
     assert un.output_factor == pytest.approx(tied.output_factor, rel=1e-6)
     assert math.isnan(un.output_matrix[1][1]) or un.output_matrix[1][1] == 0.0
     pt = BlockPoint.build(pu, SEOptions())
-    hats = pt.prior_conjugates(np.array([u.extras[k] for k in ("qhat_s", "mhat_s", "Sigmahat_s", "qhat_a",
-                                                                "mhat_a", "Sigmahat_a")]))
+    hats = pt.prior_conjugates(
+        np.array([u.extras[k] for k in ("qhat_s", "mhat_s", "Sigmahat_s", "qhat_a", "mhat_a", "Sigmahat_a")])
+    )
     nu = np.linalg.eigvalsh(effective_fields(hats, pt.sample)[0])
     assert nu.min() > -2 * p.lam  # the two-sided threshold is the one-sided one on these draws
     D = pt.sample.D
@@ -168,10 +179,10 @@ def test_ridgeless_linear_blocks_follow_the_ratio_law():
     factor-2 error in either block's normalisation would move it to 1 or 1/4."""
     p = Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=1e-6, student="untied")
     s = stability(p, theory(p))
-    O, P = np.array(s.output_matrix), np.array(s.prior_matrix)
+    Mo, P = np.array(s.output_matrix), np.array(s.prior_matrix)
     D = SEOptions().sample_dim
-    assert O[0, 1] == O[1, 0] == 0.0
-    assert O[0, 0] * P[0, 0] == pytest.approx((1 + 1 / D) / 6, rel=0.02)
+    assert Mo[0, 1] == Mo[1, 0] == 0.0
+    assert Mo[0, 0] * P[0, 0] == pytest.approx((1 + 1 / D) / 6, rel=0.02)
     assert abs(s.replicon - (1 - 1 / D) / 2) < 3 * s.replicon_se + 0.005
     assert s.prox_jump_share == 0.0
 
@@ -182,8 +193,16 @@ def test_convex_untied_problem_is_rs_stable(alpha):
     below 1 (measured 0.49 and 0.25 at D = 100; here on smaller instances), and the prior's block traces are the
     SE's Sigma_B (Stein's lemma on the same draws) within 3 of its draw standard errors."""
     o = SEOptions(sample_dim=40, sample_draws=3)
-    p = Problem(d=100, T=2, channel="linear", alpha=alpha, noise=0.5, lam=1e-2, student="untied",
-                target=UntiedMPTarget(kappa0=0.5))
+    p = Problem(
+        d=100,
+        T=2,
+        channel="linear",
+        alpha=alpha,
+        noise=0.5,
+        lam=1e-2,
+        student="untied",
+        target=UntiedMPTarget(kappa0=0.5),
+    )
     r = theory(p, options=o)
     s = stability(p, r, options=o)
     assert 0.1 < s.replicon < 0.8 and s.replicon + 3 * s.replicon_se < 1.0
@@ -193,10 +212,22 @@ def test_convex_untied_problem_is_rs_stable(alpha):
 
 # the untied fixed point of seq2lab, T = 2, alpha = 1, lam = 1e-2, noise 0.5, MP(0.5) teacher (defaults of the
 # tied-vs-untied figure), solved with SEOptions()
-_UNTIED_1 = {"q_s": 1.6689227477457738, "m_s": 1.479506663678147, "Sigma_s": 2.2992957351612353,
-             "q_a": 0.4832542181402573, "m_a": 0.0, "Sigma_a": 7.798764671009056, "qhat_s": 0.0403447163121865,
-             "mhat_s": 0.43283627949000314, "Sigmahat_s": 0.4292806956786833, "qhat_a": 0.007751188354892934,
-             "mhat_a": 0.0, "Sigmahat_a": 0.10996208181129175, "Sigma_s_se": 0.0445, "Sigma_a_se": 0.169}
+_UNTIED_1 = {
+    "q_s": 1.6689227477457738,
+    "m_s": 1.479506663678147,
+    "Sigma_s": 2.2992957351612353,
+    "q_a": 0.4832542181402573,
+    "m_a": 0.0,
+    "Sigma_a": 7.798764671009056,
+    "qhat_s": 0.0403447163121865,
+    "mhat_s": 0.43283627949000314,
+    "Sigmahat_s": 0.4292806956786833,
+    "qhat_a": 0.007751188354892934,
+    "mhat_a": 0.0,
+    "Sigmahat_a": 0.10996208181129175,
+    "Sigma_s_se": 0.0445,
+    "Sigma_a_se": 0.169,
+}
 
 
 def test_softmax_block_point_is_stable_and_smooth():
@@ -209,14 +240,14 @@ def test_softmax_block_point_is_stable_and_smooth():
     r = Result(source="theory", problem=p.to_dict(), extras=dict(_UNTIED_1), converged=True)
     s = stability(p, r)
     assert 0.5 < s.replicon < 0.8 and s.replicon_se < 0.05
-    O = np.array(s.output_matrix)
-    assert np.all(O > 0) and O[0, 1] == pytest.approx(O[1, 0], rel=1e-10)  # J = (H^-1 + Sigma)^-1 is symmetric
+    Mo = np.array(s.output_matrix)
+    assert np.all(Mo > 0) and Mo[0, 1] == pytest.approx(Mo[1, 0], rel=1e-10)  # J = (H^-1 + Sigma)^-1 is symmetric
     for share, se in zip(s.prox_jump_shares, s.prox_jump_shares_se):
         assert share >= -3 * se and abs(share) < 3 * se + 0.002
     for b, k in enumerate(("Sigma_s", "Sigma_a")):
         assert abs(s.sigma_prior_blocks[b] - _UNTIED_1[k]) < 3 * _UNTIED_1[f"{k}_se"]
-    # the Perron root of the non-negative O P is at least each block's own loop, coupling included
-    assert s.replicon >= np.max(np.diag(O @ np.array(s.prior_matrix))) * (1 - 1e-12)
+    # the Perron root of the non-negative Mo P is at least each block's own loop, coupling included
+    assert s.replicon >= np.max(np.diag(Mo @ np.array(s.prior_matrix))) * (1 - 1e-12)
     pts = rs_points([{**r.to_dict(), "key": "x"}])
     assert pts[(p.lam, p.alpha)].replicon == pytest.approx(s.replicon, rel=1e-9)
     assert "two blocks" in s.describe()

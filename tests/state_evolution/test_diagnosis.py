@@ -10,8 +10,6 @@ best point found.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from singlehead import MPTarget, PowerLawTarget, Problem, Result, theory
@@ -36,8 +34,18 @@ def _check_common(r: Result, cause: str) -> dict:
 def test_rs_unstable_point_names_the_replicon():
     """Point 158 of ``random_problems_wide(200, seed=35001)``: seq2seq, noise 2, beta = 2 beta0. Every attempt
     (Newton, and the secant fallback) ends near a point whose smooth replicon is about 3.5."""
-    p = Problem(d=100, T=2, alpha=1.499061779255894, channel="seq2seq", beta=4.0, beta0=2.0, noise=2.0,
-                target=PowerLawTarget(1.25), student="direct", lam=0.009036581865136225)
+    p = Problem(
+        d=100,
+        T=2,
+        alpha=1.499061779255894,
+        channel="seq2seq",
+        beta=4.0,
+        beta0=2.0,
+        noise=2.0,
+        target=PowerLawTarget(1.25),
+        student="direct",
+        lam=0.009036581865136225,
+    )
     r = theory(p)
     d = _check_common(r, "rs_unstable")
     assert d["replicon"] > 1.5 and d["residual"] < 0.1
@@ -122,8 +130,16 @@ def test_converged_results_carry_no_diagnosis():
 def test_binding_rank_cap_is_named():
     """Point 176 of ``random_problems_wide(200, seed=35001)``: T = 3 seq2seq, kappa = 0.5 at lam = 3.9e-5: the rank
     cap binds at the best point (formal replicon infinite) and prox jumps carry ~18 % of Sigmahat."""
-    p = Problem(d=100, T=3, alpha=0.18036157179319504, channel="seq2seq", noise=1.0, target=MPTarget(1.0),
-                kappa=0.5, lam=3.876263636771342e-05)
+    p = Problem(
+        d=100,
+        T=3,
+        alpha=0.18036157179319504,
+        channel="seq2seq",
+        noise=1.0,
+        target=MPTarget(1.0),
+        kappa=0.5,
+        lam=3.876263636771342e-05,
+    )
     r = theory(p)
     d = _check_common(r, "rs_unstable")
     assert d["cap_binds"] and "rank cap binds" in r.message
@@ -134,8 +150,18 @@ def test_a_floor_stall_is_solved_again_on_finer_nodes():
     """Point 198 of ``random_problems_wide(200, seed=35003)`` (T = 3 seq2seq, noiseless, alpha = 13): on the
     default 2048 nodes per scramble the residual stalls at 4.9e-3 against one step's quadrature error of 3.7e-2;
     on 4 times the nodes it converges (residual ~7e-7)."""
-    p = Problem(d=100, T=3, alpha=13.265183032146036, channel="seq2seq", beta=4.0, beta0=2.0, noise=0.0,
-                target=PowerLawTarget(2.0), student="direct", lam=0.0009996980248566626)
+    p = Problem(
+        d=100,
+        T=3,
+        alpha=13.265183032146036,
+        channel="seq2seq",
+        beta=4.0,
+        beta0=2.0,
+        noise=0.0,
+        target=PowerLawTarget(2.0),
+        student="direct",
+        lam=0.0009996980248566626,
+    )
     coarse = theory(p, options=SEOptions(n_points=2048))
     assert coarse.diagnosis == "quadrature_floor"
     r = theory(p)

@@ -56,8 +56,11 @@ def test_one_head_output_side_is_the_single_heads(x):
     quad = multihead_quadrature(PROBLEM, n_points=256)
     a = output_side(q, m, S, problem=PROBLEM, Q0=1.5, quad=quad)
     b = multihead_output_side([[q]], [[m]], [[S]], problem=PROBLEM, Q0=[[1.5]], quad=quad)
-    np.testing.assert_allclose([b.Qhat[0, 0], b.Mhat[0, 0], b.Sigmahat[0, 0], b.train_error],
-                               [a.qhat, a.mhat, a.Sigmahat, a.train_error], rtol=1e-9)
+    np.testing.assert_allclose(
+        [b.Qhat[0, 0], b.Mhat[0, 0], b.Sigmahat[0, 0], b.train_error],
+        [a.qhat, a.mhat, a.Sigmahat, a.train_error],
+        rtol=1e-9,
+    )
     c = channel_test_errors(q, m, problem=PROBLEM, Q0=1.5, quad=quad)
     d = multihead_test_errors([[q]], [[m]], problem=PROBLEM, Q0=[[1.5]], quad=quad)
     assert d["test_error"] == pytest.approx(c["test_error"], rel=1e-12)
@@ -73,8 +76,11 @@ def test_output_side_is_equivariant_under_a_head_permutation():
     P = np.array([[0, 1], [1, 0]])
     b = multihead_output_side(P @ Q @ P, P @ M, P @ S @ P, problem=p, Q0=Q0, quad=quad)
     # the node layout is not permuted with the heads: equal up to quadrature error
-    for x, y, e in ((a.Qhat, P @ b.Qhat @ P, a.err["Qhat"]), (a.Mhat, P @ b.Mhat, a.err["Mhat"]),
-                    (a.Sigmahat, P @ b.Sigmahat @ P, a.err["Sigmahat"])):
+    for x, y, e in (
+        (a.Qhat, P @ b.Qhat @ P, a.err["Qhat"]),
+        (a.Mhat, P @ b.Mhat, a.err["Mhat"]),
+        (a.Sigmahat, P @ b.Sigmahat @ P, a.err["Sigmahat"]),
+    ):
         assert np.all(np.abs(x - y) < 5 * np.sqrt(2) * e + 1e-12)
 
 
@@ -105,8 +111,9 @@ def test_coupled_shrinkage_is_a_fixed_point_of_every_block_update():
     # uncoupled heads: one spectral shrinkage each
     S2, _, _ = coupled_shrinkage(B, np.diag([1.0, 2.0]), 0.1, tol=1e-12)
     w, V = np.linalg.eigh(B[:, 1] / 2.0)
-    np.testing.assert_allclose(S2[:, 1], (V * np.maximum(w - 0.05, 0.0)[:, None, :]) @ np.swapaxes(V, -1, -2),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        S2[:, 1], (V * np.maximum(w - 0.05, 0.0)[:, None, :]) @ np.swapaxes(V, -1, -2), atol=1e-12
+    )
 
 
 def test_projections_and_specialisation_index():
@@ -139,6 +146,7 @@ def test_one_head_through_the_multihead_path_matches_the_single_head_theory():
 
 def test_match_heads_puts_the_largest_overlaps_on_the_diagonal():
     from singlehead.state_evolution.multihead_se.solve import match_heads
+
     Q = np.array([[2.0, 0.5], [0.5, 1.0]])
     M = np.array([[0.2, 0.9], [0.8, 0.3]])
     S = np.array([[3.0, -1.0], [-1.0, 4.0]])
@@ -149,14 +157,17 @@ def test_match_heads_puts_the_largest_overlaps_on_the_diagonal():
     np.testing.assert_allclose(Sm, [[4.0, -1.0], [-1.0, 3.0]])
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("ansatz", "diagonal", r"ansatz must be None or one of"),
-    ("sample_dim", 1, r"sample_dim must be an integer >= 2 \(got 1\)"),
-    ("damping", 0.0, r"damping must be in \(0, 1\] \(got 0.0\)"),
-    ("history", -1, r"history must be an integer >= 0"),
-    ("tol", float("nan"), r"tol must be a finite number > 0"),
-    ("threads", 0, r"threads must be None or an integer >= 1 \(got 0\)"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("ansatz", "diagonal", r"ansatz must be None or one of"),
+        ("sample_dim", 1, r"sample_dim must be an integer >= 2 \(got 1\)"),
+        ("damping", 0.0, r"damping must be in \(0, 1\] \(got 0.0\)"),
+        ("history", -1, r"history must be an integer >= 0"),
+        ("tol", float("nan"), r"tol must be a finite number > 0"),
+        ("threads", 0, r"threads must be None or an integer >= 1 \(got 0\)"),
+    ],
+)
 def test_options_refuse_out_of_range_values_naming_them(field, value, match):
     with pytest.raises(ValueError, match=match):
         MultiHeadOptions(**{field: value})
@@ -222,8 +233,9 @@ def test_draw_jackknife_vanishes_for_identical_draws_and_enters_the_test_error_b
     jk = multihead_draw_jackknife(se_map, "unspecialised", x)
     t = np.array(jk["leave_one_out"])
     assert jk["test_error_draws_se"] == pytest.approx(math.sqrt(2 / 3 * np.sum((t - t.mean()) ** 2)))
-    assert ex["test_error_draws_se"] == pytest.approx(jk["test_error_draws_se"] * t_quantile_975(2) / 1.959963984540054,
-                                                      rel=0.05)
+    assert ex["test_error_draws_se"] == pytest.approx(
+        jk["test_error_draws_se"] * t_quantile_975(2) / 1.959963984540054, rel=0.05
+    )
     same = MultiHeadSEMap(p, o)
     same.sample = MultiHeadPriorSample(same.sample.S0[[0, 0, 0]], same.sample.Z[[0, 0, 0]])
     same.Q0 = same.sample.teacher_overlaps()
@@ -395,8 +407,9 @@ def test_an_error_in_one_group_of_the_threaded_denoiser_is_raised_not_a_deadlock
 def test_a_multihead_point_on_two_threads_equals_the_one_thread_point():
     # prior side in step over the draws, jackknife groups side by side; BLAS held at one thread either way
     o = MultiHeadOptions(ansatz="unspecialised", n_points=128, n_scrambles=2, sample_dim=20, sample_draws=2, tol=1e-3)
-    a, b = (multihead_theory(PROBLEM.replace(heads=2, teacher_heads=2), dataclasses.replace(o, threads=t))
-            for t in (1, 2))
+    a, b = (
+        multihead_theory(PROBLEM.replace(heads=2, teacher_heads=2), dataclasses.replace(o, threads=t)) for t in (1, 2)
+    )
     assert a.converged and a.extras["draw_error_evaluations"] > 0
     assert a.test_error == b.test_error and a.extras["test_error_se"] == b.extras["test_error_se"]
     np.testing.assert_array_equal(a.extras["head_M"], b.extras["head_M"])

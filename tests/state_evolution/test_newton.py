@@ -20,11 +20,13 @@ from singlehead.state_evolution.fixed_point import to_u
 from singlehead.state_evolution.output import _Q_CV
 from singlehead.state_evolution.se_map import MapSettings, SEMap
 
-PROBLEMS = [Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)),
-            Problem(T=3, alpha=2.0, noise=0.1, lam=0.1, beta=2.0),
-            Problem(T=2, alpha=0.3, noise=0.5, lam=1e-3, kappa=0.5, channel="seq2seq"),
-            # small q (q/Q0 ~ 6e-4): Sigmahat with the control variate, the prox at z = 0
-            Problem(T=2, alpha=1.0, noise=0.5, lam=3.0, target=MPTarget(0.5))]
+PROBLEMS = [
+    Problem(T=2, alpha=0.5, noise=0.5, lam=0.01, target=MPTarget(0.5)),
+    Problem(T=3, alpha=2.0, noise=0.1, lam=0.1, beta=2.0),
+    Problem(T=2, alpha=0.3, noise=0.5, lam=1e-3, kappa=0.5, channel="seq2seq"),
+    # small q (q/Q0 ~ 6e-4): Sigmahat with the control variate, the prox at z = 0
+    Problem(T=2, alpha=1.0, noise=0.5, lam=3.0, target=MPTarget(0.5)),
+]
 
 
 def _fixed_point(p: Problem) -> np.ndarray:
@@ -132,7 +134,9 @@ def test_alpha_tangent_predicts_the_next_fixed_point():
     assert warm is not None and warm.du_dlog_alpha is not None
     h = 1e-3
     up, um = (theory(base.replace(alpha=float(np.exp(s * h)))) for s in (1, -1))
-    fd = (to_u(np.array([up["q"], up["m"], up["Sigma"]]), pm.Q0) - to_u(np.array([um["q"], um["m"], um["Sigma"]]), pm.Q0)) / (2 * h)
+    fd = (
+        to_u(np.array([up["q"], up["m"], up["Sigma"]]), pm.Q0) - to_u(np.array([um["q"], um["m"], um["Sigma"]]), pm.Q0)
+    ) / (2 * h)
     assert np.abs(warm.du_dlog_alpha - fd).max() < 2e-3 * np.abs(fd).max(), (warm.du_dlog_alpha, fd)
 
 
@@ -147,8 +151,9 @@ def test_iter_theory_curve_yields_the_points_of_theory_curve_one_at_a_time():
     assert [r.test_error for r in [first, *rest]] == [r.test_error for r in whole]
 
 
-@pytest.mark.parametrize("p, mode", [(Problem(T=2, lam=0.05, kappa=0.3), "asymptotic"),
-                                     (Problem(T=2, lam=0.01, d=60), "finite")])
+@pytest.mark.parametrize(
+    "p, mode", [(Problem(T=2, lam=0.05, kappa=0.3), "asymptotic"), (Problem(T=2, lam=0.01, d=60), "finite")]
+)
 def test_factorized_prior_side_scales_with_sigmahat_as_declared(p, mode):
     """q, m, Sigma proportional to Sigmahat^(-2, -1, -1) at fixed qhat, mhat (rank cap, finite-d prior too)."""
     from singlehead.state_evolution import prior_side

@@ -52,9 +52,14 @@ def test_sizes_served_up_to_T40():
 def test_cli_clean_messages(capsys):
     from singlehead.cli import main  # the entry point catches ValueError itself: one line on stderr, exit code 2
 
-    for argv, start, also in ((["theory", "--T", "1000000"], "error: T must be <= 145 ", ("got 1000000", "21201")),
-                              (["theory", "--d", "99999999999", "--gamma", "1"], "error: d is too large: the prior side",
-                               ("d = 99999999999", "SINGLEHEAD_MEMORY_LIMIT", "lower d"))):
+    for argv, start, also in (
+        (["theory", "--T", "1000000"], "error: T must be <= 145 ", ("got 1000000", "21201")),
+        (
+            ["theory", "--d", "99999999999", "--gamma", "1"],
+            "error: d is too large: the prior side",
+            ("d = 99999999999", "SINGLEHEAD_MEMORY_LIMIT", "lower d"),
+        ),
+    ):
         capsys.readouterr()
         with pytest.raises(SystemExit) as exc:
             main(argv)

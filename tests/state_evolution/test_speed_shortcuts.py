@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 import pytest
+from problem_grids import random_problems  # tests/ is on sys.path under pytest
 
 from singlehead import MPTarget, Problem
 from singlehead.numerics.attention_maps import _softmax_fit_loss_general, _softmax_fit_loss_t2, softmax_rows
-from problem_grids import random_problems  # tests/ is on sys.path under pytest
 from singlehead.numerics.prox import interpolating_start, pair_embedding, prox_softmax
 from singlehead.state_evolution import SEOptions, theory, theory_curve
 from singlehead.state_evolution import quadrature as quad_mod
@@ -130,9 +130,9 @@ def test_residual_floor_is_the_scramble_spread_of_one_step_and_stops_the_peak_po
     now stops at a tenth of that error (residual_floor, over the scrambles jointly: propagating the three hat errors
     separately would ignore that mhat and Sigmahat share their nodes). The values stay within the quadrature error of
     a fully converged sweep (HEAD before the floor: alpha = 0.211769 -> 0.39358 at residual 1.4e-9)."""
-    from singlehead.state_evolution.se_map import FLOOR_FRACTION, residual_floor
     from singlehead.state_evolution.output import output_side
     from singlehead.state_evolution.prior import prior_model
+    from singlehead.state_evolution.se_map import FLOOR_FRACTION, residual_floor
 
     base = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, d=100, noise=0.5)
     grid = [0.111492, 0.130888, 0.153657, 0.180388, 0.211769]
@@ -190,15 +190,27 @@ def test_a_floor_too_large_to_determine_a_fixed_point_certifies_none():
     """Problem 10 of the benchmark's random grid (seed 7101) at alpha = 0.9178: started at (q, m, Sigma) = (20, 5, 20)
     the solve used to stop at q = 360, test error 0.515, "converged to the quadrature floor" 4.9e-2 (one step's
     quadrature s.e. 49 %; under a 16x finer quadrature its residual is 0.38). ERM gives 0.1125 +- 0.0007 at d = 100
-    (studies/se_fixed_points/results/se_fixed_points.md), the default start's fixed point (residual 1e-8) 0.1124. A floor above
-    MAX_FLOOR no longer ends a solve or certifies a point, and the solve from there goes on to that fixed point."""
+    (studies/se_fixed_points/results/se_fixed_points.md), the default start's fixed point (residual 1e-8) 0.1124. A
+    floor above MAX_FLOOR no longer ends a solve or certifies a point, and the solve from there goes on to that fixed
+    point."""
     from singlehead.state_evolution import SEState
     from singlehead.state_evolution.se_map import MAX_FLOOR, below_floor
 
     assert below_floor(1e-3, 2e-3) and not below_floor(1e-2, 2e-2) and not below_floor(1e-3, math.nan)
     assert MAX_FLOOR == 1e-2
-    p = Problem(d=100, T=2, alpha=0.9178, channel="seq2lab", beta=0.5, beta0=1.0, noise=1.0, target=MPTarget(1.0),
-                student="direct", kappa=1.0, lam=1.3650866926987315e-05)
+    p = Problem(
+        d=100,
+        T=2,
+        alpha=0.9178,
+        channel="seq2lab",
+        beta=0.5,
+        beta0=1.0,
+        noise=1.0,
+        target=MPTarget(1.0),
+        student="direct",
+        kappa=1.0,
+        lam=1.3650866926987315e-05,
+    )
     ref = theory(p)
     r = theory(p, init=SEState(20.0, 5.0, 20.0))
     assert ref.converged and ref.extras["residual"] < 1e-7 and ref.test_error == pytest.approx(0.1124, abs=2e-4)

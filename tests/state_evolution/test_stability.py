@@ -9,9 +9,9 @@ import pytest
 
 from singlehead import MPTarget, Problem
 from singlehead.model.results import Result
+from singlehead.model.targets import PowerLawTarget
 from singlehead.state_evolution import stability, theory, theory_curve
 from singlehead.state_evolution.stability import _prior_factor
-from singlehead.model.targets import PowerLawTarget
 
 _PEAK = dict(d=100, T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, noise=0.5)
 
@@ -72,9 +72,18 @@ def _peak_fixed_point(alpha: float, extras: dict) -> tuple[Problem, Result]:
 
 # SE fixed point at lam = 1e-5, alpha = 0.3 of the interpolation-peak figure (reached by the figure's
 # warm-started chain from alpha = 0.1; test error 0.262 against 0.225-0.24 for every ERM route at d = 100-150)
-_PEAK_03 = {"q": 4.619723327472908, "m": 2.122262805078985, "Sigma": 26.722152877994827, "Q0": 1.5,
-            "qhat": 0.0016548424296407357, "mhat": 0.03448976778236536, "Sigmahat": 0.02540985795194497,
-            "delta": 1.179473135314428, "eps": 0.00057988212985957, "cap_binds": False}
+_PEAK_03 = {
+    "q": 4.619723327472908,
+    "m": 2.122262805078985,
+    "Sigma": 26.722152877994827,
+    "Q0": 1.5,
+    "qhat": 0.0016548424296407357,
+    "mhat": 0.03448976778236536,
+    "Sigmahat": 0.02540985795194497,
+    "delta": 1.179473135314428,
+    "eps": 0.00057988212985957,
+    "cap_binds": False,
+}
 
 
 def test_prox_jumps_are_measured_where_the_peak_disagrees():
@@ -111,8 +120,21 @@ def test_cli_theory_reports_the_rs_check(capsys, tmp_path):
 
     from singlehead.cli import main
 
-    args = ["theory", "--T", "2", "--alpha", "1.0", "--lam", "1e-3", "--noise", "0.5", "--n-points", "512",
-            "--out", str(tmp_path / "t.jsonl")]
+    args = [
+        "theory",
+        "--T",
+        "2",
+        "--alpha",
+        "1.0",
+        "--lam",
+        "1e-3",
+        "--noise",
+        "0.5",
+        "--n-points",
+        "512",
+        "--out",
+        str(tmp_path / "t.jsonl"),
+    ]
     main(args + ["--json"])
     assert "replicon" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     main(args + ["--json", "--stability"])
@@ -136,8 +158,7 @@ def test_output_jacobian_is_the_finite_difference_of_the_prox():
 
     def prox(zz):
         hi = interpolating_start(zz, y, 1.0, p.T)
-        return p.channel.prox(zz, y, Sigma, T=p.T, beta=1.0, beta0=1.0,
-                            starts=[zz, hi, 0.5 * (zz + hi)]).h
+        return p.channel.prox(zz, y, Sigma, T=p.T, beta=1.0, beta0=1.0, starts=[zz, hi, 0.5 * (zz + hi)]).h
 
     h = prox(z)
     _, _, H = _fit_derivatives(h, y, p)

@@ -10,8 +10,8 @@ import pytest
 from singlehead import MPTarget, Problem
 from singlehead.sim.simulation import TrainOptions
 from singlehead.state_evolution import (
-    SEOptions,
     OutputQuadrature,
+    SEOptions,
     output_side,
     prior_model,
     prior_side,
@@ -166,8 +166,7 @@ def test_theory_vs_simulation_small_d(student, kappa):
 # ----------------------------------------------------------------------------------------
 # Complete rank collapse (S = 0)
 # ----------------------------------------------------------------------------------------
-_COLLAPSE_BASE = dict(d=16, T=2, noise=0.05, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab",
-                      kappa=1.0)
+_COLLAPSE_BASE = dict(d=16, T=2, noise=0.05, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab", kappa=1.0)
 
 
 def _assert_finite(r):
@@ -204,7 +203,9 @@ def test_collapse_linear_channel_closed_form():
     assert c.out.qhat == pytest.approx(32 * 0.3 * Vy) and c.out.mhat == pytest.approx(8 * 0.3)
     assert c.out.Sigmahat == pytest.approx(8 * 0.3)
     # the generic (prox + quadrature) code agrees with the closed form at q = m = Sigma = 0
-    g = output_side(0.0, 0.0, 0.0, problem=p, Q0=pm.Q0, analytic_linear=False, quad=OutputQuadrature.sobol(2, 4096, 4, 1))
+    g = output_side(
+        0.0, 0.0, 0.0, problem=p, Q0=pm.Q0, analytic_linear=False, quad=OutputQuadrature.sobol(2, 4096, 4, 1)
+    )
     for name in ("qhat", "mhat", "Sigmahat"):
         assert getattr(g, name) == pytest.approx(getattr(c.out, name), rel=2e-3)
     assert c.holds and p.lam >= c.lam_c
@@ -246,7 +247,9 @@ def test_lam_sweep_all_alphas_both_students():
                 assert r["converged"], (student, alpha, lam, r["residual"])
     for alpha in (0.02, 1.0):
         for lam in (10.0, 1e4):
-            r = theory(Problem(alpha=alpha, lam=lam, student="direct", **_COLLAPSE_BASE), options=SEOptions(n_points=128))
+            r = theory(
+                Problem(alpha=alpha, lam=lam, student="direct", **_COLLAPSE_BASE), options=SEOptions(n_points=128)
+            )
             _assert_finite(r)
             assert r["converged"] and not r["collapsed"] and 0 < r["q"] and r.matrix_error < r["Q0"]
 

@@ -21,8 +21,9 @@ from singlehead import MPTarget, Problem, theory
 from singlehead.state_evolution import SEOptions
 
 #: linear channel, T = 2, full-rank Wishart teacher, lam = 5: the tied fixed point has qhat = 24.4 <= lam^2
-EXACT_CASE = Problem(d=100, T=2, channel="linear", alpha=2.0, noise=0.2, lam=5.0, student="untied",
-                     target=MPTarget(kappa0=1.0))
+EXACT_CASE = Problem(
+    d=100, T=2, channel="linear", alpha=2.0, noise=0.2, lam=5.0, student="untied", target=MPTarget(kappa0=1.0)
+)
 SEEDS = range(12)
 
 

@@ -17,10 +17,10 @@ from typing import ClassVar
 import pytest
 
 from singlehead import Problem, theory, theory_curve
+from singlehead.model.students import Student
 from singlehead.state_evolution import SEOptions, prior_model
 from singlehead.state_evolution.options import result_settings
 from singlehead.state_evolution.quadrature import OutputQuadrature
-from singlehead.model.students import Student
 
 # cheap settings: closed-form output side, small prior instances
 LINEAR = Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.5, student="untied")
@@ -52,7 +52,9 @@ def test_tol_and_sample_settings_are_applied():
     assert other_seed.test_error != tight.test_error  # node_seed draws the prior's instances
     # sample_seed alone redraws them; None is node_seed
     assert theory(LINEAR, options=SMALL.replace(tol=1e-7, sample_seed=1)).test_error == other_seed.test_error
-    assert theory(LINEAR, options=SMALL.replace(tol=1e-7, method="iterate", sample_seed=0)).test_error == tight.test_error
+    assert (
+        theory(LINEAR, options=SMALL.replace(tol=1e-7, method="iterate", sample_seed=0)).test_error == tight.test_error
+    )
     plain = theory(LINEAR, options=SMALL.replace(tol=1e-7, method="iterate", sample_extrapolate=False))
     assert plain.extras["prior"] == "sampled D=24 x 2" and plain.test_error != tight.test_error
 
@@ -86,13 +88,21 @@ def test_the_stages_options_apply():
     # the one solver's methods and stages act on the block map as on a symmetric student's
     base = theory(LINEAR, options=SMALL)
     assert base.converged
-    for change in (dict(method="hybr"), dict(method="iterate"), dict(switch=0.1), dict(coarse=False),
-                   dict(exact_jacobian=False), dict(prox_screen=None)):
+    for change in (
+        dict(method="hybr"),
+        dict(method="iterate"),
+        dict(switch=0.1),
+        dict(coarse=False),
+        dict(exact_jacobian=False),
+        dict(prox_screen=None),
+    ):
         r = theory(LINEAR, options=SMALL.replace(**change))
         assert r.converged, change
         assert r.test_error == pytest.approx(base.test_error, rel=1e-4), change  # 100 tol
-    evals = {m: theory(LINEAR, options=SMALL.replace(method=m)).extras["evaluations_all_attempts"]
-             for m in ("broyden", "hybr", "iterate")}
+    evals = {
+        m: theory(LINEAR, options=SMALL.replace(method=m)).extras["evaluations_all_attempts"]
+        for m in ("broyden", "hybr", "iterate")
+    }
     assert len(set(evals.values())) > 1  # the method changes the solve's path
 
 
@@ -140,7 +150,10 @@ def test_a_non_symmetric_student_without_a_block_prior_side_is_refused():
 
 
 def test_cache_settings_hold_what_changes_the_result():
-    tied_linear, tied_soft = LINEAR.replace(student="factorized"), LINEAR.replace(student="factorized", channel="seq2lab")
+    tied_linear, tied_soft = (
+        LINEAR.replace(student="factorized"),
+        LINEAR.replace(student="factorized", channel="seq2lab"),
+    )
     untied_linear = LINEAR
     # closed forms, asymptotic prior: no nodes, nothing drawn
     assert result_settings(tied_linear, SEOptions(n_points=512, node_seed=3)) == (("prior", "auto"), ("tol", 1e-6))
@@ -152,10 +165,16 @@ def test_cache_settings_hold_what_changes_the_result():
     assert result_settings(untied_linear, SEOptions()) != result_settings(untied_linear, SEOptions(n_points=2048))
     assert dict(result_settings(untied_linear, SEOptions(node_seed=2)))["node_seed"] == 2
     # the prior's instances and their sampling error change a non-symmetric student's result
-    for change in (dict(sample_dim=50), dict(sample_draws=2), dict(draw_errors=False), dict(sample_seed=1),
-                   dict(sample_extrapolate=False)):
+    for change in (
+        dict(sample_dim=50),
+        dict(sample_draws=2),
+        dict(draw_errors=False),
+        dict(sample_seed=1),
+        dict(sample_extrapolate=False),
+    ):
         assert result_settings(untied_linear, SEOptions(**change)) != result_settings(untied_linear, SEOptions())
     # sample_seed None is node_seed: one key
     assert result_settings(untied_linear, SEOptions(sample_seed=0)) == result_settings(untied_linear, SEOptions())
-    assert (result_settings(untied_linear, SEOptions(node_seed=2, sample_seed=2))
-            == result_settings(untied_linear, SEOptions(node_seed=2)))
+    assert result_settings(untied_linear, SEOptions(node_seed=2, sample_seed=2)) == result_settings(
+        untied_linear, SEOptions(node_seed=2)
+    )

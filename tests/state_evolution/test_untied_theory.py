@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem, theory
+from singlehead.model.students import Factorized
+from singlehead.numerics.spectra.untied_prior import _anti, _sym
 from singlehead.state_evolution import SEOptions, prior_model
 from singlehead.state_evolution.untied import (
     UntiedPriorSample,
@@ -27,8 +29,6 @@ from singlehead.state_evolution.untied import (
     untied_prior_side,
     weighted_nuclear_prox,
 )
-from singlehead.numerics.spectra.untied_prior import _anti, _sym
-from singlehead.model.students import Factorized
 
 
 def test_tied_limit_T1_large_lam_reproduces_the_tied_state_evolution():
@@ -39,8 +39,13 @@ def test_tied_limit_T1_large_lam_reproduces_the_tied_state_evolution():
     assert u.converged and ux["prior"] == "exact (tied prior)"
     assert ux["qhat_s"] <= p.lam**2  # the regime where the two priors coincide
     e = tied.extras
-    for mine, ref in ((ux["q_s"], e["q"]), (ux["m_s"], e["m"]), (ux["Sigma_s"], e["Sigma"]),
-                      (u.test_error, tied.test_error), (u.train_error, tied.train_error)):
+    for mine, ref in (
+        (ux["q_s"], e["q"]),
+        (ux["m_s"], e["m"]),
+        (ux["Sigma_s"], e["Sigma"]),
+        (u.test_error, tied.test_error),
+        (u.train_error, tied.train_error),
+    ):
         assert mine == pytest.approx(ref, rel=1e-8)
     assert ux["q_a"] == 0.0 and ux["asymmetry"] == 0.0
 
@@ -50,8 +55,9 @@ def test_sampled_prior_matches_the_exact_prior_where_they_coincide():
     hats, lam = (1.0, 2.0, 2.5), 1.2  # delta = 0.5, eps = 1.2 > 2 delta: no eigenvalue below -eps
     ex = Factorized().prior_side(*hats, lam=lam, kappa=1.0, prior=prior_model(p))
     draw, _ = teacher_sampler(p.target)
-    side = untied_prior_side(np.array([*hats, 0, 0, 0]), lam=lam, kappa=1.0,
-                             sample=UntiedPriorSample.draw(draw, 200, 8, 1))
+    side = untied_prior_side(
+        np.array([*hats, 0, 0, 0]), lam=lam, kappa=1.0, sample=UntiedPriorSample.draw(draw, 200, 8, 1)
+    )
     # finite-D bias at D = 200 measured below 0.5 % (docs/untied_theory.rst); plus 3 draw s.e.
     for k, ref in enumerate((ex.q, ex.m, ex.Sigma)):
         assert abs(side.values[k] - ref) <= 3 * side.draw_se[k] + 0.005 * abs(ref)
@@ -59,8 +65,13 @@ def test_sampled_prior_matches_the_exact_prior_where_they_coincide():
 
 def _objective(M, A_s, A_a, Ss, Sa, tau):
     Ms, Ma = _sym(M), _anti(M)
-    return (0.5 * Ss * np.sum(Ms**2) - np.sum(Ms * A_s) + 0.5 * Sa * np.sum(Ma**2) - np.sum(Ma * A_a)
-            + tau * np.sum(np.linalg.svd(M, compute_uv=False)))
+    return (
+        0.5 * Ss * np.sum(Ms**2)
+        - np.sum(Ms * A_s)
+        + 0.5 * Sa * np.sum(Ma**2)
+        - np.sum(Ma * A_a)
+        + tau * np.sum(np.linalg.svd(M, compute_uv=False))
+    )
 
 
 def test_weighted_nuclear_prox_is_the_minimiser():
@@ -198,8 +209,16 @@ def test_theory_routes_an_untied_student_and_thresholds():
     from singlehead import interpolation_threshold
     from singlehead.model.targets import UntiedMPTarget
 
-    p = Problem(d=100, T=2, channel="seq2lab", alpha=2.0, noise=0.5, lam=0.1, student="untied",
-                target=UntiedMPTarget(kappa0=0.5))
+    p = Problem(
+        d=100,
+        T=2,
+        channel="seq2lab",
+        alpha=2.0,
+        noise=0.5,
+        lam=0.1,
+        student="untied",
+        target=UntiedMPTarget(kappa0=0.5),
+    )
     r = theory(p)
     assert r.source == "theory" and r.converged
     assert r.extras["m_a"] > 0 and r.extras["q_a"] > 0  # an untied teacher: the antisymmetric part is learned
@@ -258,9 +277,9 @@ def test_untied_perfect_recovery_below_the_isotropic_value():
 @pytest.mark.parametrize("channel", ["linear", "seq2lab"])
 def test_block_interface_of_the_channel(channel):
     """One symmetric block is the tied fit loss; two blocks are the T^2 untied fields (P(h), P^T P = 2 I)."""
-    from singlehead.numerics.attention_maps import untied_embedding
     from singlehead.model.channels import Channel, get_channel
     from singlehead.model.students import get_student
+    from singlehead.numerics.attention_maps import untied_embedding
 
     ch, T, beta = get_channel(channel), 2, 1.3
     rng = np.random.default_rng(0)
@@ -284,8 +303,8 @@ def test_light_point_takes_the_first_instances_of_each_size():
     pt = BlockPoint.build(p, SEOptions(sample_dim=16, sample_draws=8))
     light = pt.light()
     assert light.sample.draws == 8 // LIGHT_FRACTION and light.coarse.draws == pt.coarse.draws // LIGHT_FRACTION
-    assert np.array_equal(light.sample.Zs, pt.sample.Zs[:light.sample.draws])
-    assert np.array_equal(light.coarse.M0, pt.coarse.M0[:light.coarse.draws])
+    assert np.array_equal(light.sample.Zs, pt.sample.Zs[: light.sample.draws])
+    assert np.array_equal(light.coarse.M0, pt.coarse.M0[: light.coarse.draws])
     # one draw stays one draw; no coarse sample stays none
     one = BlockPoint.build(p, SEOptions(sample_dim=16, sample_draws=1, sample_extrapolate=False)).light()
     assert one.sample.draws == 1 and one.coarse is None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem
 from singlehead.bayes import bayes_overlap
-from singlehead.state_evolution import SEOptions, theory, theory_curve
+from singlehead.state_evolution import SEOptions, theory
 from singlehead.thresholds import (
     bayes_perfect_recovery_threshold,
     informative_directions,
