@@ -1,4 +1,4 @@
-"""Finite-``d`` prior against the asymptotic prior on the quadratic-network setting (issue 12, part 3).
+"""Finite-``d`` prior against the asymptotic prior on the quadratic-network setting.
 
 Setting: linear channel ``T = 1``, power-law target ``gamma = 1.25`` with ``Q0 = 1``
 (``normalisation="unit_q0"``), ``d = 400``, ``Delta = 0.1``, ``lam = 0.1``, ``alpha = 1``,

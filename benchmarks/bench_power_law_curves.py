@@ -1,4 +1,4 @@
-"""The power-law figure's in-process theory curves, one by one (issue 13: the quick report's runtime).
+"""The power-law figure's in-process theory curves, one by one.
 
 Times, on one thread and next to the reference workload of the same run (5 x numpy 1000x1000
 float64 matmul), each curve the quick report's ``power_law`` figure computes through

@@ -1,4 +1,4 @@
-"""State-evolution speed and robustness on a random grid of valid problems (issue 13, item 1).
+"""State-evolution speed and robustness on a random grid of valid problems.
 
 Prints, next to a reference workload timed in the same run (5 x numpy 1000x1000 float64
 matmul), the per-point wall time (median, 90th percentile, max), the number of SE map

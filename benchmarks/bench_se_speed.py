@@ -1,4 +1,4 @@
-"""State-evolution speed for interactive use (issue 25, item 3), beside the reference workload.
+"""State-evolution speed for interactive use, beside the reference workload.
 
 Prints, with the reference workload (5 x numpy 1000^3 float64 matmul, :func:`reference_seconds`)
 timed in the same run before and after:
@@ -16,7 +16,7 @@ Each figure is the median over ``--repeats`` runs of the same workload; every ti
 as a multiple of the reference, which is what to compare across machines and loads, and beside it
 the process CPU time (one thread: on a shared machine it is far less load-dependent than the wall
 time).
-Targets (issue 25): single point <= 0.1 s, warm sweep <= 0.05 s per point (idle 2-core machine,
+Targets: single point <= 0.1 s, warm sweep <= 0.05 s per point (idle 2-core machine,
 where the reference takes 0.13-0.15 s).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_se_speed.py [--n 64] [--seed 7101] [--repeats 3]

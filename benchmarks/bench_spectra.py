@@ -1,6 +1,6 @@
 """Speed of the spectral engine (a plain script printing a table; not a test).
 
-Targets (issue 3): MP target, J and its derivatives at one point <= 5 ms; a density on 1000
+Targets: MP target, J and its derivatives at one point <= 5 ms; a density on 1000
 grid points <= 50 ms; finite-d mode at d = 400 <= 0.1 s per draw.
 
 Run: ``python benchmarks/bench_spectra.py``

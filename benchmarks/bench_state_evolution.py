@@ -1,6 +1,6 @@
 """Speed of the state evolution (prints a table).
 
-Targets (issue 4, 2 CPU cores): one alpha point at T = 2 converged to residual 1e-6 in <= 2 s;
+Targets (2 CPU cores): one alpha point at T = 2 converged to residual 1e-6 in <= 2 s;
 a 40-point alpha curve in <= 60 s; T = 3 and T = 4 supported (cost reported).
 Setting: seq2lab, MP target kappa0 = 0.5, Delta = 0.5, lam = 0.01, beta = beta0 = 1.
 

@@ -7,7 +7,7 @@ Run: ``python benchmarks/bench_training.py [--quick] [--threads N] [--oversubscr
    float64 and float32.
 2. **Step**: one full-batch objective + gradient (:class:`singlehead.sim.training.Objective`),
    its FLOP count (:func:`singlehead.sim.training.step_flops`) and achieved FLOP rate, next to
-   the autograd evaluation of the same objective (the implementation before issue 13).
+   the autograd evaluation of the same objective (the implementation the closed-form gradient replaced).
    Timings interleave the reference GEMMs and the steps and keep the minimum of each, so
    that other load on a shared machine affects both alike; CPU time (``process_time``)
    is printed too.
@@ -19,7 +19,7 @@ Run: ``python benchmarks/bench_training.py [--quick] [--threads N] [--oversubscr
    eigendecompositions and tall GEMMs) with 1 thread each vs 2 threads each, the
    penalty that :mod:`singlehead.runs.threads` prevents.
 
-Targets (issue 13, 2 cores): float64 step within 2x of the float64 GEMM rate, float32 within
+Targets (2 cores): float64 step within 2x of the float64 GEMM rate, float32 within
 2x of the float32 rate; converged L-BFGS fit <= 2 s with the objective within 1e-6 of the
 float64 one.
 """

@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_untied.py [--d 100] [--alpha 1] [--seeds 2]``.
 
-Setting (issue 27): ``T = 2``, seq2lab, ``Delta = 0.5``, ``lam = 1e-2``, MP teacher ``kappa0 = 0.5``,
+Setting: ``T = 2``, seq2lab, ``Delta = 0.5``, ``lam = 1e-2``, MP teacher ``kappa0 = 0.5``,
 ``kappa = 1``. Printed: the reference workload (:func:`singlehead.runs.reference_seconds`,
 5 float64 1000^3 GEMMs), the minimum wall time of one objective + gradient evaluation of the untied
 student in closed form (:class:`singlehead.sim.training.Objective`) and by autograd through the

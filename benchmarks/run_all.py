@@ -181,7 +181,7 @@ def _docline(script: str) -> str:
 
     doc = ast.get_docstring(ast.parse((HERE / script).read_text())) or ""
     first = " ".join(doc.split("\n\n")[0].split())
-    return re.sub(r"\s*\((issue|a script|a plain script)[^)]*\)", "", first)  # tracker and file-kind asides
+    return re.sub(r"\s*\((a script|a plain script)[^)]*\)", "", first)  # file-kind asides
 
 
 def _rst_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:

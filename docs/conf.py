@@ -65,7 +65,7 @@ autodoc_typehints = "none"  # the signatures carry them; numpydoc sections carry
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 # The docstrings of this project use ``Attributes`` and prose sections freely; numpydoc's
-# validation stays off, tests/test_docstrings.py checks what the project requires.
+# validation stays off, tests/architecture/test_docstrings.py checks what the project requires.
 numpydoc_validation_checks: set[str] = set()
 
 sphinx_gallery_conf = {

@@ -22,8 +22,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 
 def find_browser() -> str | None:
@@ -56,9 +65,11 @@ window.addEventListener('load', () => {
 
 def _wrapper(html: Path, width: int, height: int, probe: bool) -> str:
     script = f"<script>{_PROBE}</script>" if probe else ""
-    return (f"<!doctype html><html><head><meta charset='utf-8'><style>body{{margin:0}}iframe{{border:0;display:block}}"
-            f"</style></head><body><iframe id='page' src='{html.resolve().as_uri()}' width='{width}' "
-            f"height='{height}'></iframe>{script}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><style>body{{margin:0}}iframe{{border:0;display:block}}"
+        f"</style></head><body><iframe id='page' src='{html.resolve().as_uri()}' width='{width}' "
+        f"height='{height}'></iframe>{script}</body></html>"
+    )
 
 
 def _run(args: list[str], timeout: float) -> str:
@@ -66,8 +77,14 @@ def _run(args: list[str], timeout: float) -> str:
     if browser is None:
         raise RuntimeError("no Chromium found (apt-get install chromium)")
     with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", *args], check=True, timeout=timeout,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        done = subprocess.run(
+            [browser, *FLAGS, f"--user-data-dir={profile}", *args],
+            check=True,
+            timeout=timeout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
     return done.stdout
 
 
@@ -78,8 +95,15 @@ def screenshot(html: Path, png: Path, width: int = 1200, height: int = 3000, tim
         if width < 500:  # the narrowest headless window: the page goes into a frame of the width
             target = Path(tmp) / "wrapper.html"
             target.write_text(_wrapper(html, width, height, probe=False))
-        _run(["--allow-file-access-from-files", f"--window-size={max(width, 500)},{height}",
-              f"--screenshot={png.resolve()}", target.resolve().as_uri()], timeout)
+        _run(
+            [
+                "--allow-file-access-from-files",
+                f"--window-size={max(width, 500)},{height}",
+                f"--screenshot={png.resolve()}",
+                target.resolve().as_uri(),
+            ],
+            timeout,
+        )
     return png
 
 
@@ -93,8 +117,16 @@ def layout_probe(html: Path, width: int, height: int = 900, timeout: float = 120
     with tempfile.TemporaryDirectory() as tmp:
         wrapper = Path(tmp) / "wrapper.html"
         wrapper.write_text(_wrapper(html, width, height, probe=True))
-        dom = _run(["--allow-file-access-from-files", f"--window-size={max(width, 500)},{height + 100}",
-                    "--virtual-time-budget=10000", "--dump-dom", wrapper.resolve().as_uri()], timeout)
+        dom = _run(
+            [
+                "--allow-file-access-from-files",
+                f"--window-size={max(width, 500)},{height + 100}",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+                wrapper.resolve().as_uri(),
+            ],
+            timeout,
+        )
     m = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
     if m is None:
         raise RuntimeError(f"the layout probe wrote nothing (is the page at {html} readable?)")
@@ -109,8 +141,10 @@ def layout_problems(probe: dict) -> list[str]:
     vw = probe["innerWidth"]
     bad = []
     if probe["bodyScrollWidth"] > vw or probe["docScrollWidth"] > vw:
-        bad.append(f"horizontal scroll: body {probe['bodyScrollWidth']} px, document {probe['docScrollWidth']} px "
-                   f"> viewport {vw} px")
+        bad.append(
+            f"horizontal scroll: body {probe['bodyScrollWidth']} px, document {probe['docScrollWidth']} px "
+            f"> viewport {vw} px"
+        )
     for k, im in enumerate(probe["images"]):
         if not im["complete"] or im["naturalWidth"] <= 0:
             bad.append(f"image {k} not loaded")

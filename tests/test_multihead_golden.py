@@ -39,8 +39,17 @@ from make_multihead_golden import CASES, record  # noqa: E402
 SOFTMAX_TOL = 1e-4  # the multi-head state evolution's default tol, with which the file was written
 SOFTMAX_RTOL = 10 * SOFTMAX_TOL
 #: counters, timings and the solver's own path: not part of the prediction
-SKIP = {"iterations", "evaluations", "residual", "runtime_s", "evaluations_all_attempts", "coarse_evaluations",
-        "prior_sweeps", "residual_floor", "draw_error_evaluations"}
+SKIP = {
+    "iterations",
+    "evaluations",
+    "residual",
+    "runtime_s",
+    "evaluations_all_attempts",
+    "coarse_evaluations",
+    "prior_sweeps",
+    "residual_floor",
+    "draw_error_evaluations",
+}
 
 STORED = json.loads(GOLDEN.read_text())
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from singlehead import Problem, theory
+from singlehead import Problem
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "untied_golden.json"
 sys.path.insert(0, str(GOLDEN.parent))

@@ -3,9 +3,9 @@
 Run from the repository root: ``python tests/golden/make_golden.py [OUT]`` (default
 ``tests/golden/golden.json``). ``tests/test_golden.py`` recomputes every entry and compares it
 within the tolerance its route allows (see that module). Each theory entry also records the final
-residual of its fixed point, from which the test derives that entry's tolerance. The cases span the channels, the students, ``T``, rank caps, the MP and
-power-law targets, the simulation route (float64, small ``d``), AMP, the Bayes baseline, the
-thresholds and the learned-spectrum law.
+residual of its fixed point, from which the test derives that entry's tolerance. The cases span
+the channels, the students, ``T``, rank caps, the MP and power-law targets, the simulation route
+(float64, small ``d``), AMP, the Bayes baseline, the thresholds and the learned-spectrum law.
 """
 
 from __future__ import annotations
@@ -56,10 +56,15 @@ SIM_CASES: list[dict[str, Any]] = [
 ]
 
 SPECTRUM_CASES = [0, 3, 4, 13, 22]  # indices into THEORY_CASES (factorized students)
-AMP_CASES = [dict(d=30, channel="linear", T=1, alpha=1.0, lam=0.05, noise=0.1),
-             dict(d=30, channel="seq2lab", T=2, alpha=1.0, lam=0.05, noise=0.1)]
-THRESHOLD_CASES = [dict(channel="seq2lab", T=2, noise=0.5), dict(channel="linear", T=1, noise=0.1),
-                   dict(channel="seq2lab", T=3, noise=0.0, target=MPTarget(0.25))]
+AMP_CASES = [
+    dict(d=30, channel="linear", T=1, alpha=1.0, lam=0.05, noise=0.1),
+    dict(d=30, channel="seq2lab", T=2, alpha=1.0, lam=0.05, noise=0.1),
+]
+THRESHOLD_CASES = [
+    dict(channel="seq2lab", T=2, noise=0.5),
+    dict(channel="linear", T=1, noise=0.1),
+    dict(channel="seq2lab", T=3, noise=0.0, target=MPTarget(0.25)),
+]
 BAYES_CASES = [dict(channel="seq2lab", T=2, alpha=0.1, noise=0.0), dict(channel="linear", T=1, alpha=0.5, noise=0.1)]
 
 
@@ -76,10 +81,36 @@ def _numbers(d: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-THEORY_KEYS = ("test_error", "test_error_noisy", "train_error", "penalty", "matrix_error", "rank_fraction",
-               "converged", "q", "m", "Sigma", "qhat", "mhat", "Sigmahat", "eta", "delta", "eps")
-SIM_KEYS = ("test_error", "test_error_noisy", "train_error", "penalty", "matrix_error", "rank_fraction",
-            "objective", "q", "m", "Q0")
+THEORY_KEYS = (
+    "test_error",
+    "test_error_noisy",
+    "train_error",
+    "penalty",
+    "matrix_error",
+    "rank_fraction",
+    "converged",
+    "q",
+    "m",
+    "Sigma",
+    "qhat",
+    "mhat",
+    "Sigmahat",
+    "eta",
+    "delta",
+    "eps",
+)
+SIM_KEYS = (
+    "test_error",
+    "test_error_noisy",
+    "train_error",
+    "penalty",
+    "matrix_error",
+    "rank_fraction",
+    "objective",
+    "q",
+    "m",
+    "Q0",
+)
 
 
 def trapezoid_edge_error(x: np.ndarray, rho: np.ndarray, bulks: list[tuple[float, float]]) -> float:
@@ -113,8 +144,13 @@ def compute() -> dict[str, Any]:
         r = theory(p)
         theory_results.append(r)
         rec = _numbers({**r.to_dict()})
-        out["theory"].append({"problem": p.to_dict(), "residual": float(r.extras["residual"]),
-                              "values": {k: rec.get(k, math.nan) for k in THEORY_KEYS}})
+        out["theory"].append(
+            {
+                "problem": p.to_dict(),
+                "residual": float(r.extras["residual"]),
+                "values": {k: rec.get(k, math.nan) for k in THEORY_KEYS},
+            }
+        )
     for case in SIM_CASES:
         p = Problem(**case)
         r = simulate(p, seed=7, options=TrainOptions(precision="float64", n_test=2000))
@@ -127,26 +163,48 @@ def compute() -> dict[str, Any]:
         p = Problem(**THEORY_CASES[i])
         ls = learned_spectrum(p, theory_results[i])
         x, rho = ls.law.grid, ls.law.density
-        vals = {"zero_atom": ls.zero_atom, "cutoff": ls.cutoff, "n_bulks": float(len(ls.bulks)),
-                "edge_lo": ls.bulks[0][0] if ls.bulks else math.nan, "edge_hi": ls.bulks[-1][1] if ls.bulks else math.nan,
-                "mass": float(np.trapezoid(rho, x)), "mean": float(np.trapezoid(x * rho, x)),
-                "cdf_mid": float(ls.cdf(0.5 * (x[0] + x[-1])))}
-        out["spectrum"].append({"problem": p.to_dict(), "trapezoid_error": trapezoid_edge_error(x, rho, ls.bulks), "values": vals})
+        vals = {
+            "zero_atom": ls.zero_atom,
+            "cutoff": ls.cutoff,
+            "n_bulks": float(len(ls.bulks)),
+            "edge_lo": ls.bulks[0][0] if ls.bulks else math.nan,
+            "edge_hi": ls.bulks[-1][1] if ls.bulks else math.nan,
+            "mass": float(np.trapezoid(rho, x)),
+            "mean": float(np.trapezoid(x * rho, x)),
+            "cdf_mid": float(ls.cdf(0.5 * (x[0] + x[-1]))),
+        }
+        out["spectrum"].append(
+            {"problem": p.to_dict(), "trapezoid_error": trapezoid_edge_error(x, rho, ls.bulks), "values": vals}
+        )
     for case in AMP_CASES:
         p = Problem(**case)
         r = amp(p, seed=3)
         rec = _numbers(r.to_dict())
-        out["amp"].append({"problem": p.to_dict(), "seed": 3,
-                           "values": {k: rec.get(k, math.nan) for k in ("test_error", "train_error", "matrix_error", "q", "m")}})
+        out["amp"].append(
+            {
+                "problem": p.to_dict(),
+                "seed": 3,
+                "values": {k: rec.get(k, math.nan) for k in ("test_error", "train_error", "matrix_error", "q", "m")},
+            }
+        )
     for case in THRESHOLD_CASES:
         p = Problem(**case)
-        out["thresholds"].append({"problem": p.to_dict(), "values": {
-            "alpha_interp": interpolation_threshold(p), "alpha_perf": perfect_recovery_threshold(p.replace(noise=0.0))}})
+        out["thresholds"].append(
+            {
+                "problem": p.to_dict(),
+                "values": {
+                    "alpha_interp": interpolation_threshold(p),
+                    "alpha_perf": perfect_recovery_threshold(p.replace(noise=0.0)),
+                },
+            }
+        )
     for case in BAYES_CASES:
         p = Problem(**case)
         r = bayes_optimal(p)
         rec = _numbers(r.to_dict())
-        out["bayes"].append({"problem": p.to_dict(), "values": {k: rec.get(k, math.nan) for k in ("test_error", "matrix_error", "q")}})
+        out["bayes"].append(
+            {"problem": p.to_dict(), "values": {k: rec.get(k, math.nan) for k in ("test_error", "matrix_error", "q")}}
+        )
     return out
 
 

@@ -28,16 +28,26 @@ _BASE = dict(T=2, alpha=1.0, noise=0.5, lam=0.01, target=MPTarget(kappa0=0.5))
 CASES: dict[str, tuple[Problem, str | None]] = {
     "seq2lab_H2_H02_unspecialised": (Problem(**_BASE, heads=2, teacher_heads=2), "unspecialised"),
     "seq2lab_H2_H02_alpha2.5_general": (Problem(**{**_BASE, "alpha": 2.5}, heads=2, teacher_heads=2), "general"),
-    "seq2lab_H2_H02_alpha2.5_unspecialised": (Problem(**{**_BASE, "alpha": 2.5}, heads=2, teacher_heads=2),
-                                              "unspecialised"),
+    "seq2lab_H2_H02_alpha2.5_unspecialised": (
+        Problem(**{**_BASE, "alpha": 2.5}, heads=2, teacher_heads=2),
+        "unspecialised",
+    ),
     "seq2lab_H2_H03_general": (Problem(**{**_BASE, "lam": 0.1}, heads=2, teacher_heads=3), "general"),
     "seq2lab_H2_H01_general": (Problem(**{**_BASE, "alpha": 0.5}, heads=2, teacher_heads=1), "general"),
     "linear_H2_H02": (Problem(**{**_BASE, "channel": "linear"}, heads=2, teacher_heads=2), None),
     "linear_H3_H01": (Problem(**{**_BASE, "channel": "linear", "kappa": 0.25}, heads=3, teacher_heads=1), None),
 }
 
-_STANDARD = ("test_error", "test_error_noisy", "train_error", "penalty", "matrix_error", "rank_fraction",
-             "converged", "iterations")
+_STANDARD = (
+    "test_error",
+    "test_error_noisy",
+    "train_error",
+    "penalty",
+    "matrix_error",
+    "rank_fraction",
+    "converged",
+    "iterations",
+)
 #: per-head matrices recorded as nested lists
 _MATRICES = ("head_Q", "head_M", "head_Sigma", "head_Q0")
 
@@ -73,8 +83,10 @@ def record(problem: Problem, ansatz: str | None) -> dict[str, Any]:
 
 
 def main() -> None:
-    data = {"problems": {name: {"problem": p.to_dict(), "ansatz": a} for name, (p, a) in CASES.items()},
-            "results": {name: record(p, a) for name, (p, a) in CASES.items()}}
+    data = {
+        "problems": {name: {"problem": p.to_dict(), "ansatz": a} for name, (p, a) in CASES.items()},
+        "results": {name: record(p, a) for name, (p, a) in CASES.items()},
+    }
     OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT}")
 

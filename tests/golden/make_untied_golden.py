@@ -23,16 +23,26 @@ OUT = HERE / "untied_golden.json"
 #: name -> Problem; all with the untied student
 PROBLEMS: dict[str, Problem] = {
     # a tied teacher at large lam: the untied fixed point equals the tied one
-    "linear_T2_lam6": Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=6.0, student="untied",
-                              target=MPTarget(kappa0=0.5)),
+    "linear_T2_lam6": Problem(
+        d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=6.0, student="untied", target=MPTarget(kappa0=0.5)
+    ),
     "seq2lab_T2_alpha0.5": Problem(d=100, T=2, channel="seq2lab", alpha=0.5, noise=0.5, lam=1e-2, student="untied"),
     "seq2lab_T2_alpha1": Problem(d=100, T=2, channel="seq2lab", alpha=1.0, noise=0.5, lam=1e-2, student="untied"),
-    "linear_T2_untied_teacher": Problem(d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.1,
-                                        student="untied", target=UntiedMPTarget(kappa0=0.5)),
+    "linear_T2_untied_teacher": Problem(
+        d=100, T=2, channel="linear", alpha=1.0, noise=0.5, lam=0.1, student="untied", target=UntiedMPTarget(kappa0=0.5)
+    ),
 }
 
-_STANDARD = ("test_error", "test_error_noisy", "train_error", "penalty", "matrix_error", "rank_fraction",
-             "converged", "iterations")
+_STANDARD = (
+    "test_error",
+    "test_error_noisy",
+    "train_error",
+    "penalty",
+    "matrix_error",
+    "rank_fraction",
+    "converged",
+    "iterations",
+)
 
 
 def _scalar(v: Any) -> Any:
@@ -56,8 +66,10 @@ def record(problem: Problem) -> dict[str, Any]:
 
 
 def main() -> None:
-    data = {"problems": {name: p.to_dict() for name, p in PROBLEMS.items()},
-            "results": {name: record(p) for name, p in PROBLEMS.items()}}
+    data = {
+        "problems": {name: p.to_dict() for name, p in PROBLEMS.items()},
+        "results": {name: record(p) for name, p in PROBLEMS.items()},
+    }
     OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT}", file=sys.stderr)
 
