@@ -15,7 +15,7 @@ from singlehead import __version__
 
 # name -> (module of singlehead.cli, function, one-line help). A command's module is imported when the
 # command runs (or its --help is asked), so `singlehead --help` and a theory point load no simulation code;
-# tests/test_cli.py checks that each help here begins the command's own docstring.
+# tests/cli/test_cli.py checks that each help here begins the command's own docstring.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("simulate", "simulate", "Train students by ERM and print test/train/matrix errors and the learned spectrum."),
     "theory": ("theory", "theory", "State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."),

@@ -14,7 +14,7 @@ midpoint and three quarters of the way: ``_PROBE_POINTS``). The screening nodes 
 flagged measure the probes' misses: where some extra start reaches, on one of them, a minimum that
 the others missed, every start runs on every node (what ``screen=None`` does from the outset).
 Missing the global minimum at even a few of thousands of nodes moves the train error by a
-sizeable fraction of a quadrature standard error (``tests/test_prox_screen.py``), hence the two
+sizeable fraction of a quadrature standard error (``tests/state_evolution/test_prox_screen.py``), hence the two
 safeguards (probes and fallback).
 
 In an evaluation with the tracked branches as lead starts (the reporting and re-solve evaluations),
