@@ -24,9 +24,13 @@ def time_per_iteration(d: int, bayes: bool, iters: int, threads: int) -> float:
     S0 = p.target.sample(d, s_t)
     data = sample_sequences(p, S0, p.n, s_tr)
     stamps: list[float] = []
-    run_amp(p, data, S0=S0, options=AMPOptions(bayes=bayes, max_iter=iters + 1, tol=0.0, adaptive=False,
-                                               num_threads=threads),
-            callback=lambda t, rec: stamps.append(time.perf_counter()))
+    run_amp(
+        p,
+        data,
+        S0=S0,
+        options=AMPOptions(bayes=bayes, max_iter=iters + 1, tol=0.0, adaptive=False, num_threads=threads),
+        callback=lambda t, rec: stamps.append(time.perf_counter()),
+    )
     return (stamps[-1] - stamps[0]) / (len(stamps) - 1)
 
 

@@ -25,18 +25,41 @@ import time
 import urllib.request
 
 import numpy as np
+
 from singlehead.runs import reference_seconds
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _start_server(workers: int) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "singlehead", "explore", "--port", str(port), "--no-browser",
-                             "--cache-dir", "off", "--workers", str(workers)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "singlehead",
+            "explore",
+            "--port",
+            str(port),
+            "--no-browser",
+            "--cache-dir",
+            "off",
+            "--workers",
+            str(workers),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/"
     for _ in range(300):
         try:
@@ -84,29 +107,40 @@ def main() -> None:
             page.goto(f"{url}?n_alpha={args.points}")
             page.wait_for_function("window.__explorer && window.__explorer.status === 'done'", timeout=600_000)
             for k in range(args.repeat):
-                lam = f"{0.0123 * 1.31 ** k:.6g}"
+                lam = f"{0.0123 * 1.31**k:.6g}"
                 page.fill("[name=lam]", lam)
                 page.dispatch_event("[name=lam]", "change")
-                page.wait_for_function(f"window.__explorer.status === 'done' && window.__explorer.data.view.problem.lam"
-                                       f" === {float(lam)}", timeout=600_000)
+                page.wait_for_function(
+                    f"window.__explorer.status === 'done' && window.__explorer.data.view.problem.lam === {float(lam)}",
+                    timeout=600_000,
+                )
                 t = page.evaluate("window.__explorer.timing")
                 first.append(t["first_point_ms"] / 1e3)
                 curve.append(t["curve_ms"] / 1e3)
-                print(f"lam={lam}: first point {first[-1]:.2f} s, {args.points}-point curve {curve[-1]:.2f} s, "
-                      f"all panels {t['done_ms'] / 1e3:.2f} s", flush=True)
+                print(
+                    f"lam={lam}: first point {first[-1]:.2f} s, {args.points}-point curve {curve[-1]:.2f} s, "
+                    f"all panels {t['done_ms'] / 1e3:.2f} s",
+                    flush=True,
+                )
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=10)
     floor = _solver_floor(args.points)
     ref1 = reference_seconds()
-    print(f"median over {args.repeat} changes: first point {np.median(first):.2f} s (target <= 1 s), "
-          f"{args.points}-point curve {np.median(curve):.2f} s (target <= 4 s)")
-    print(f"solver alone, same grid, this process: first point {floor[0]:.2f} s, one warm-started "
-          f"{args.points}-point theory_curve {floor[1]:.2f} s (the explorer's floor)")
-    print(f"reference workload (5 x 1000^3 float64 matmul): {ref0:.3f} s before, {ref1:.3f} s after; "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, workers={args.workers}, "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"median over {args.repeat} changes: first point {np.median(first):.2f} s (target <= 1 s), "
+        f"{args.points}-point curve {np.median(curve):.2f} s (target <= 4 s)"
+    )
+    print(
+        f"solver alone, same grid, this process: first point {floor[0]:.2f} s, one warm-started "
+        f"{args.points}-point theory_curve {floor[1]:.2f} s (the explorer's floor)"
+    )
+    print(
+        f"reference workload (5 x 1000^3 float64 matmul): {ref0:.3f} s before, {ref1:.3f} s after; "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, workers={args.workers}, "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -68,8 +68,10 @@ def main() -> None:
     ref = reference_workload()
     print(f"reference workload: {MATMUL_REPEATS} x numpy {MATMUL_SIZE}x{MATMUL_SIZE} matmul = {ref:.3f} s")
     print(f"d = {D}, {SETTING}, gamma = {GAMMA}, Q0 = 1; finite prior draws = {SEOptions().draws}")
-    head = (f"{'p':>4} {'t_fin[s]':>9} {'t_asy[s]':>9} {'TE finite':>10} {'TE asympt':>10} {'rel diff':>9} "
-            f"{'draw s.e.':>10}")
+    head = (
+        f"{'p':>4} {'t_fin[s]':>9} {'t_asy[s]':>9} {'TE finite':>10} {'TE asympt':>10} {'rel diff':>9} "
+        f"{'draw s.e.':>10}"
+    )
     if args.seeds > 1:
         head += f" {'seed sd':>9}"
     print(head)
@@ -86,9 +88,11 @@ def main() -> None:
             tes = [te_f] + [solve(prob, "finite", seed=s)[0] for s in range(1, args.seeds)]
             line += f" {np.std(tes, ddof=1):>9.2e}"
         print(line, flush=True)
-    print(f"finite prior: max {max(t_fin):.2f} s/point (target {TIME_TARGET_S} s), "
-          f"max |rel diff| {100 * max(map(abs, rels)):.3f}% (target {100 * REL_TARGET:.0f}%), "
-          f"total {sum(t_fin):.1f} s = {sum(t_fin) / ref:.1f} reference workloads")
+    print(
+        f"finite prior: max {max(t_fin):.2f} s/point (target {TIME_TARGET_S} s), "
+        f"max |rel diff| {100 * max(map(abs, rels)):.3f}% (target {100 * REL_TARGET:.0f}%), "
+        f"total {sum(t_fin):.1f} s = {sum(t_fin) / ref:.1f} reference workloads"
+    )
     # the same widths as one warm-started sweep (theory_curve: each point starts from the last)
     base = Problem(d=D, kappa=1.0, target=PowerLawTarget(gamma=GAMMA, normalisation="unit_q0"), **SETTING)
     for prior in ("finite", "asymptotic"):

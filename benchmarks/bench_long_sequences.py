@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import time
 
-
 from singlehead import Problem, SEOptions, theory
 from singlehead.runs import reference_seconds
 
@@ -37,16 +36,21 @@ def main() -> None:
     print(f"reference workload: {ref0:.3f} s")
     for T in (int(t) for t in args.T.split(",")):
         wall, cpu, r = one_point(T, SEOptions())
-        print(f"T={T:3d} nodes={r.extras['n_nodes']:5d} wall={wall:7.2f} s ({wall / ref0:6.1f} ref) cpu={cpu:7.2f} s "
-              f"evals={r.extras['evaluations_all_attempts']:3d} converged={r.converged} test_error={r.test_error:.6e}",
-              flush=True)
+        print(
+            f"T={T:3d} nodes={r.extras['n_nodes']:5d} wall={wall:7.2f} s ({wall / ref0:6.1f} ref) cpu={cpu:7.2f} s "
+            f"evals={r.extras['evaluations_all_attempts']:3d} converged={r.converged} test_error={r.test_error:.6e}",
+            flush=True,
+        )
         if args.quadrature:
             pts = SEOptions().points(Problem(T=T))
             for label, o in (("node_seed=1", SEOptions(node_seed=1)), ("4x nodes", SEOptions(n_points=4 * pts))):
                 w2, _, r2 = one_point(T, o)
-                print(f"      {label:12s} wall={w2:7.2f} s  d(test_error)/test_error="
-                      f"{(r2.test_error - r.test_error) / r.test_error:+.2e}  d(q)/q="
-                      f"{(r2.extras['q'] - r.extras['q']) / r.extras['q']:+.2e}", flush=True)
+                print(
+                    f"      {label:12s} wall={w2:7.2f} s  d(test_error)/test_error="
+                    f"{(r2.test_error - r.test_error) / r.test_error:+.2e}  d(q)/q="
+                    f"{(r2.extras['q'] - r.extras['q']) / r.extras['q']:+.2e}",
+                    flush=True,
+                )
     print(f"reference workload (after): {reference_seconds():.3f} s")
 
 

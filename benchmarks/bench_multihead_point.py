@@ -47,10 +47,12 @@ def _timed(p: Problem, o: SEOptions, repeats: int, start: tuple | None = None) -
 
 def _line(name: str, t: float, r) -> str:
     e = r.extras
-    return (f"{name}: {t:7.2f} s  (evaluations {r.iterations}+{e.get('coarse_evaluations', 0)}c"
-            f"+{e.get('draw_error_evaluations', 0)}j, converged "
-            f"{r.converged}, test error {r.test_error:.5f}, objective {e['objective']:.5f}, specialisation "
-            f"{e['specialisation']:.3f}, q {e['q']:.5f}, m {e['m']:.5f})")
+    return (
+        f"{name}: {t:7.2f} s  (evaluations {r.iterations}+{e.get('coarse_evaluations', 0)}c"
+        f"+{e.get('draw_error_evaluations', 0)}j, converged "
+        f"{r.converged}, test error {r.test_error:.5f}, objective {e['objective']:.5f}, specialisation "
+        f"{e['specialisation']:.3f}, q {e['q']:.5f}, m {e['m']:.5f})"
+    )
 
 
 def main() -> None:

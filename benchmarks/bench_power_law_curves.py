@@ -17,10 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from singlehead.runs import Cache, reference_seconds
-
 from singlehead.figures import figspec
 from singlehead.figures.figspec import FIGURES, Context, Preset, build
+from singlehead.runs import Cache, reference_seconds
 
 
 class _Timed(Exception):
@@ -53,8 +52,10 @@ def main() -> None:
             build(FIGURES["power_law"], ctx, Preset.named(args.mode).spec("power_law"))
         except _Timed:
             pass
-    print(f"total {total[0]:.1f} s of curves (one thread); reference workload {r0:.3f} s -> "
-          f"{reference_seconds():.3f} s", flush=True)
+    print(
+        f"total {total[0]:.1f} s of curves (one thread); reference workload {r0:.3f} s -> {reference_seconds():.3f} s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

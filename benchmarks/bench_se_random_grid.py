@@ -32,12 +32,22 @@ from singlehead.runs import random_problems, reference_seconds
 
 def summary(name: str, times: list[float], evals: list[int], conv: list[bool]) -> dict:
     t = np.asarray(times)
-    out = {"name": name, "n": len(t), "median_s": float(np.median(t)), "p90_s": float(np.quantile(t, 0.9)),
-           "max_s": float(t.max()), "total_s": float(t.sum()), "median_evals": float(np.median(evals)),
-           "unconverged": int(len(conv) - sum(conv))}
-    print(f"{name:<42} n={out['n']:>4}  median {out['median_s']:6.3f} s  p90 {out['p90_s']:6.3f} s  "
-          f"max {out['max_s']:6.2f} s  total {out['total_s']:7.1f} s  evals(median) {out['median_evals']:5.1f}  "
-          f"unconverged {out['unconverged']}", flush=True)
+    out = {
+        "name": name,
+        "n": len(t),
+        "median_s": float(np.median(t)),
+        "p90_s": float(np.quantile(t, 0.9)),
+        "max_s": float(t.max()),
+        "total_s": float(t.sum()),
+        "median_evals": float(np.median(evals)),
+        "unconverged": int(len(conv) - sum(conv)),
+    }
+    print(
+        f"{name:<42} n={out['n']:>4}  median {out['median_s']:6.3f} s  p90 {out['p90_s']:6.3f} s  "
+        f"max {out['max_s']:6.2f} s  total {out['total_s']:7.1f} s  evals(median) {out['median_evals']:5.1f}  "
+        f"unconverged {out['unconverged']}",
+        flush=True,
+    )
     return out
 
 
@@ -68,9 +78,17 @@ def main() -> None:
             conv.append(bool(r.converged))
             if p.T == 2 and p.channel != "linear":
                 times2.append(dt)
-            records.append({"i": i, "problem": p.to_dict(), "seconds": dt, "evals": r.iterations,
-                            "converged": bool(r.converged), "residual": r.extras["residual"],
-                            "message": r.message})
+            records.append(
+                {
+                    "i": i,
+                    "problem": p.to_dict(),
+                    "seconds": dt,
+                    "evals": r.iterations,
+                    "converged": bool(r.converged),
+                    "residual": r.extras["residual"],
+                    "message": r.message,
+                }
+            )
             if not r.converged or dt > 3:
                 print(f"  point {i}: {dt:.2f} s, {r.message}; {p}; {_rs_check(p, r)}", flush=True)
         rows.append(summary(f"random grid (n={args.n}, seed={args.seed})", times, evals, conv))
@@ -88,14 +106,21 @@ def main() -> None:
         rows[-1]["wall_s"] = total
         for a, r in zip(grid, rs):
             if r.runtime_s > 3 or not r.converged:
-                print(f"  alpha = {a:.4f}: {r.runtime_s:.2f} s, {r.iterations} evaluations; "
-                      f"{_rs_check(prob.replace(alpha=float(a)), r)}", flush=True)
+                print(
+                    f"  alpha = {a:.4f}: {r.runtime_s:.2f} s, {r.iterations} evaluations; "
+                    f"{_rs_check(prob.replace(alpha=float(a)), r)}",
+                    flush=True,
+                )
     ref2 = reference_seconds()
     print(f"reference again at the end: {ref2:.3f} s")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"reference_s": [ref, ref2], "rows": rows, "records": records}, fh, indent=1,
-                      default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else str(o))
+            json.dump(
+                {"reference_s": [ref, ref2], "rows": rows, "records": records},
+                fh,
+                indent=1,
+                default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else str(o),
+            )
 
 
 if __name__ == "__main__":

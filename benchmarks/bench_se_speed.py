@@ -63,8 +63,10 @@ def sweep_time(base: Problem, alphas: np.ndarray, repeats: int) -> tuple[float, 
 
 
 def row(name: str, seconds: float, cpu: float, ref: float, target: str, detail: str = "") -> None:
-    print(f"{name:<48} {seconds:8.3f} s  = {seconds / ref:5.2f} x ref  (CPU {cpu:.3f} s)   target {target:<8} {detail}",
-          flush=True)
+    print(
+        f"{name:<48} {seconds:8.3f} s  = {seconds / ref:5.2f} x ref  (CPU {cpu:.3f} s)   target {target:<8} {detail}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -79,24 +81,43 @@ def main() -> None:
     print(f"reference (5 x 1000^3 float64 matmul): {ref0:.3f} s")
     alphas = REPORT_ALPHAS[::3] if args.quick else REPORT_ALPHAS
     t, c, bad = point_times([REPORT_BASE.replace(alpha=float(a)) for a in alphas], args.repeats)
-    row(f"T=2 point, report grid ({len(alphas)} alphas): median", float(np.median(t)), float(np.median(c)), ref0,
-        "<= 0.1 s", f"max {t.max():.3f} s, unconverged {bad}")
+    row(
+        f"T=2 point, report grid ({len(alphas)} alphas): median",
+        float(np.median(t)),
+        float(np.median(c)),
+        ref0,
+        "<= 0.1 s",
+        f"max {t.max():.3f} s, unconverged {bad}",
+    )
     grid = [p for p in random_problems(args.n, seed=args.seed) if p.T == 2 and p.channel.name != "linear"]
     t, c, bad = point_times(grid, args.repeats)
-    row(f"T=2 point, random grid seed {args.seed} ({len(grid)} softmax): median", float(np.median(t)),
-        float(np.median(c)), ref0, "<= 0.1 s",
-        f"p90 {np.quantile(t, 0.9):.3f} s, max {t.max():.3f} s, unconverged {bad}")
+    row(
+        f"T=2 point, random grid seed {args.seed} ({len(grid)} softmax): median",
+        float(np.median(t)),
+        float(np.median(c)),
+        ref0,
+        "<= 0.1 s",
+        f"p90 {np.quantile(t, 0.9):.3f} s, max {t.max():.3f} s, unconverged {bad}",
+    )
     s, c, bad = sweep_time(REPORT_BASE, alphas, args.repeats)
     row(f"warm sweep lam=0.01 ({len(alphas)} points): per point", s, c, ref0, "<= 0.05 s", f"unconverged {bad}")
     if not args.quick:
-        for lam in (1e-3, 1e-5):  # the interpolation-peak figure's grid (singlehead.figures.peak: 24 alphas in [0.05, 2])
+        for lam in (
+            1e-3,
+            1e-5,
+        ):  # the interpolation-peak figure's grid (singlehead.figures.peak: 24 alphas in [0.05, 2])
             s, c, bad = sweep_time(REPORT_BASE.replace(lam=lam), np.geomspace(0.05, 2.0, 24), args.repeats)
             row(f"warm peak sweep lam={lam:g} (24 points): per point", s, c, ref0, "<= 0.05 s", f"unconverged {bad}")
         per = [sweep_time(p, np.geomspace(p.alpha / 4, p.alpha * 4, 12), 1) for p in grid]
         w, c = np.array([x[0] for x in per]), np.array([x[1] for x in per])
-        row(f"warm sweeps, random grid seed {args.seed} ({len(grid)} x 12): per point", float(np.median(w)),
-            float(np.median(c)), ref0, "<= 0.05 s",
-            f"p90 {np.quantile(w, 0.9):.3f} s, max {w.max():.3f} s, unconverged {sum(x[2] for x in per)}")
+        row(
+            f"warm sweeps, random grid seed {args.seed} ({len(grid)} x 12): per point",
+            float(np.median(w)),
+            float(np.median(c)),
+            ref0,
+            "<= 0.05 s",
+            f"p90 {np.quantile(w, 0.9):.3f} s, max {w.max():.3f} s, unconverged {sum(x[2] for x in per)}",
+        )
     print(f"reference again at the end: {reference_seconds():.3f} s")
 
 

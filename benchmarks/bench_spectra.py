@@ -38,14 +38,30 @@ def main() -> None:
     mp = MarchenkoPastur(0.5)
     x = np.linspace(-1.0, 5.0, 1000)
     rows = []
-    rows.append(("MP J, dJ/ddelta, dJ/deps (delta=0.5, eps=0.3)", timeit(lambda: soft_threshold_integrals(mp, 0.5, 0.3)), 5e-3))
-    rows.append(("MP same, rank cap kappa=0.2 (binds)", timeit(lambda: soft_threshold_integrals(mp, 0.5, 0.3, 0.2)), None))
+    rows.append(
+        ("MP J, dJ/ddelta, dJ/deps (delta=0.5, eps=0.3)", timeit(lambda: soft_threshold_integrals(mp, 0.5, 0.3)), 5e-3)
+    )
+    rows.append(
+        ("MP same, rank cap kappa=0.2 (binds)", timeit(lambda: soft_threshold_integrals(mp, 0.5, 0.3, 0.2)), None)
+    )
     rows.append(("MP same, two bulks (delta=0.1)", timeit(lambda: soft_threshold_integrals(mp, 0.1, 0.3)), None))
-    rows.append(("MP density on 1000 points (incl. edges)", timeit(lambda: free_convolve_semicircle(mp, 0.25).density(x)), 50e-3))
+    rows.append(
+        (
+            "MP density on 1000 points (incl. edges)",
+            timeit(lambda: free_convolve_semicircle(mp, 0.25).density(x)),
+            50e-3,
+        )
+    )
     rows.append(("MP RIE integral int mu^3", timeit(lambda: rie_mmse_integral(mp, 0.25)), None))
     for d in (300, 1000):
         law = DiscreteLaw(math.sqrt(d) * np.arange(1, d + 1) ** -1.0)
-        rows.append((f"power law d={d} (discrete law) J & derivs, delta=1", timeit(lambda: soft_threshold_integrals(law, 1.0, 0.5), 5), None))
+        rows.append(
+            (
+                f"power law d={d} (discrete law) J & derivs, delta=1",
+                timeit(lambda: soft_threshold_integrals(law, 1.0, 0.5), 5),
+                None,
+            )
+        )
     d, draws = 400, 4
     fd = FiniteDSpectrum(math.sqrt(d) * np.arange(1, d + 1) ** -1.0, draws=draws, seed=0)
     deltas = iter(np.linspace(0.5, 1.5, 1000))

@@ -46,7 +46,7 @@ def parse_importtime(stderr: str) -> list[tuple[int, str, float, float]]:
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, cum_us, name = line[len("import time:"):].split("|", 2)
+        self_us, cum_us, name = line[len("import time:") :].split("|", 2)
         depth = (len(name) - len(name.lstrip())) // 2
         rows.append((depth, name.strip(), int(self_us) / 1e3, int(cum_us) / 1e3))
     return rows
@@ -70,18 +70,19 @@ def main() -> None:
     runs = [timed(CMD) for _ in range(args.repeat)]
     walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
     ref_end = reference_seconds()
-    print(f"{' '.join(CMD[1:])}: wall median {statistics.median(walls):.3f} s (min {min(walls):.3f}, "
-          f"max {max(walls):.3f}, {args.repeat} runs)  cpu median {statistics.median(cpus):.3f} s  "
-          f"target <= {TARGET_S} s")
+    print(
+        f"{' '.join(CMD[1:])}: wall median {statistics.median(walls):.3f} s (min {min(walls):.3f}, "
+        f"max {max(walls):.3f}, {args.repeat} runs)  cpu median {statistics.median(cpus):.3f} s  "
+        f"target <= {TARGET_S} s"
+    )
     print(f"reference workload at start / end: {ref_start:.3f} s / {ref_end:.3f} s")
 
     wall, _, out = timed([sys.executable, "-X", "importtime", *CMD[1:]])
     rows = parse_importtime(out.stderr)
     total = sum(r[2] for r in rows)
-    print(f"\nimport time (python -X importtime, one run of {wall:.2f} s wall): {total:.0f} ms in "
-          f"{len(rows)} modules")
-    print(f"  top-level imports by cumulative time (ms):")
-    for depth, name, _, cum in sorted((r for r in rows if r[0] == 0), key=lambda r: -r[3])[:args.top]:
+    print(f"\nimport time (python -X importtime, one run of {wall:.2f} s wall): {total:.0f} ms in {len(rows)} modules")
+    print("  top-level imports by cumulative time (ms):")
+    for depth, name, _, cum in sorted((r for r in rows if r[0] == 0), key=lambda r: -r[3])[: args.top]:
         print(f"    {cum:8.1f}  {name}")
     own: collections.Counter[str] = collections.Counter()
     for _, name, self_ms, _ in rows:

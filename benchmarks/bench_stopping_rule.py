@@ -48,8 +48,10 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="a substring of the point labels")
     a = ap.parse_args()
     print(f"reference workload: {reference_seconds():.3f} s; d = {a.d}, {a.seeds} seeds, loose rtol {a.rtol:g}")
-    print(f"{'point':30s} {'steps def':>9s} {'steps loose':>11s} {'s def':>6s} {'s loose':>7s} "
-          f"{'max|dE|':>9s} {'sd':>9s} {'ratio':>6s}")
+    print(
+        f"{'point':30s} {'steps def':>9s} {'steps loose':>11s} {'s def':>6s} {'s loose':>7s} "
+        f"{'max|dE|':>9s} {'sd':>9s} {'ratio':>6s}"
+    )
     loose = TrainOptions(tol=a.rtol, polish_rtol=a.rtol)
     for label, kw in POINTS:
         if a.only and a.only not in label:
@@ -67,9 +69,12 @@ def main() -> None:
         e_def = np.array([r[0][0] for r in rows])
         de = np.abs(np.array([r[1][0] for r in rows]) - e_def).max()
         sd = e_def.std(ddof=1)
-        print(f"{label:30s} {np.mean([r[0][1] for r in rows]):9.0f} {np.mean([r[1][1] for r in rows]):11.0f} "
-              f"{np.mean([r[0][2] for r in rows]):6.2f} {np.mean([r[1][2] for r in rows]):7.2f} "
-              f"{de:9.2e} {sd:9.2e} {de / sd:6.3f}", flush=True)
+        print(
+            f"{label:30s} {np.mean([r[0][1] for r in rows]):9.0f} {np.mean([r[1][1] for r in rows]):11.0f} "
+            f"{np.mean([r[0][2] for r in rows]):6.2f} {np.mean([r[1][2] for r in rows]):7.2f} "
+            f"{de:9.2e} {sd:9.2e} {de / sd:6.3f}",
+            flush=True,
+        )
     print(f"reference workload (end): {reference_seconds():.3f} s")
 
 

@@ -57,9 +57,9 @@ def _step_worker(cfg: dict, queue) -> None:
     import torch
 
     torch.set_num_threads(cfg["threads"])
+    from singlehead.model.students import init_student
     from singlehead.numerics.rng import generator
     from singlehead.sim.data import sample_sequences
-    from singlehead.model.students import init_student
     from singlehead.sim.training import Objective, reference_objective_and_grad, step_flops
 
     p = _problem(cfg)
@@ -99,10 +99,20 @@ def _fit_worker(cfg: dict, queue) -> None:
     opts = TrainOptions(optimizer=cfg["optimizer"], precision=cfg["precision"], n_test=2000)
     t0, c0 = time.perf_counter(), time.process_time()
     r = simulate(p, seed=0, options=opts)
-    queue.put({**cfg, "fit_s": time.perf_counter() - t0, "fit_cpu_s": time.process_time() - c0,
-               "steps": r.iterations, "polish_steps": r["polish_steps"], "converged": r.converged,
-               "objective": r["objective"], "test_error": r.test_error, "test_error_se": r["test_error_se"],
-               "peak_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024})
+    queue.put(
+        {
+            **cfg,
+            "fit_s": time.perf_counter() - t0,
+            "fit_cpu_s": time.process_time() - c0,
+            "steps": r.iterations,
+            "polish_steps": r["polish_steps"],
+            "converged": r.converged,
+            "objective": r["objective"],
+            "test_error": r.test_error,
+            "test_error_se": r["test_error_se"],
+            "peak_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024,
+        }
+    )
 
 
 def _linalg_worker(threads: int, reps: int, queue) -> None:
@@ -145,8 +155,13 @@ def oversubscription(workers: int = 2, reps: int = 300) -> dict:
         for pr in procs:
             pr.join()
         res.setdefault(threads, []).append(max(times))
-    return {"workers": workers, "reps": reps, "wall_1_thread_s": min(res[1]), "wall_2_threads_s": min(res[2]),
-            "penalty": min(res[2]) / min(res[1])}
+    return {
+        "workers": workers,
+        "reps": reps,
+        "wall_1_thread_s": min(res[1]),
+        "wall_2_threads_s": min(res[2]),
+        "penalty": min(res[2]) / min(res[1]),
+    }
 
 
 def main() -> None:
@@ -161,22 +176,35 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, {args.threads} thread(s), CPU; minimum of {args.rounds} interleaved rounds")
     rows = []
-    shapes = [dict(SETTING)] if args.quick else [dict(SETTING), {"d": 100, "T": 3, "alpha": 1.0},
-                                                 {"d": 200, "T": 2, "alpha": 0.5}]
-    print(f"{'d':>4} {'T':>2} {'alpha':>5} {'n':>6} {'prec':>4} {'GEMM1k':>7} {'GEMMsh':>7} {'step ms':>8} "
-          f"{'GF/s':>6} {'1k/step':>7} {'sh/step':>7} {'old ms':>7} {'old GF/s':>8}")
+    shapes = (
+        [dict(SETTING)]
+        if args.quick
+        else [dict(SETTING), {"d": 100, "T": 3, "alpha": 1.0}, {"d": 200, "T": 2, "alpha": 0.5}]
+    )
+    print(
+        f"{'d':>4} {'T':>2} {'alpha':>5} {'n':>6} {'prec':>4} {'GEMM1k':>7} {'GEMMsh':>7} {'step ms':>8} "
+        f"{'GF/s':>6} {'1k/step':>7} {'sh/step':>7} {'old ms':>7} {'old GF/s':>8}"
+    )
     for cfg in shapes:
         r = run(_step_worker, {**cfg, "threads": args.threads, "rounds": args.rounds, "skip_old": cfg["d"] > 100})
         rows.append(r)
         for nm in ("f64", "f32"):
-            old = (f"{r[f'{nm}_old_step_ms']:>7.1f} {r[f'{nm}_old_step_gflops']:>8.1f}" if f"{nm}_old_step_ms" in r
-                   else f"{'-':>7} {'-':>8}")
-            print(f"{cfg['d']:>4} {cfg['T']:>2} {cfg['alpha']:>5} {r['n']:>6} {nm:>4} {r[f'{nm}_gemm_1k_gflops']:>7.1f} "
-                  f"{r[f'{nm}_gemm_shape_gflops']:>7.1f} {r[f'{nm}_step_ms']:>8.1f} {r[f'{nm}_step_gflops']:>6.1f} "
-                  f"{r[f'{nm}_gemm_1k_gflops'] / r[f'{nm}_step_gflops']:>7.2f} "
-                  f"{r[f'{nm}_gemm_shape_gflops'] / r[f'{nm}_step_gflops']:>7.2f} {old}", flush=True)
-    print("  (GEMM1k, GEMMsh, GF/s: GFLOP/s of a 1000^3 GEMM, of the step's two GEMM shapes and of the step;"
-          " 1k/step, sh/step: how far the step is from those rates)")
+            old = (
+                f"{r[f'{nm}_old_step_ms']:>7.1f} {r[f'{nm}_old_step_gflops']:>8.1f}"
+                if f"{nm}_old_step_ms" in r
+                else f"{'-':>7} {'-':>8}"
+            )
+            print(
+                f"{cfg['d']:>4} {cfg['T']:>2} {cfg['alpha']:>5} {r['n']:>6} {nm:>4} {r[f'{nm}_gemm_1k_gflops']:>7.1f} "
+                f"{r[f'{nm}_gemm_shape_gflops']:>7.1f} {r[f'{nm}_step_ms']:>8.1f} {r[f'{nm}_step_gflops']:>6.1f} "
+                f"{r[f'{nm}_gemm_1k_gflops'] / r[f'{nm}_step_gflops']:>7.2f} "
+                f"{r[f'{nm}_gemm_shape_gflops'] / r[f'{nm}_step_gflops']:>7.2f} {old}",
+                flush=True,
+            )
+    print(
+        "  (GEMM1k, GEMMsh, GF/s: GFLOP/s of a 1000^3 GEMM, of the step's two GEMM shapes and of the step;"
+        " 1k/step, sh/step: how far the step is from those rates)"
+    )
     print("\nconverged fits (d=100, T=2, alpha=1, kappa0=0.5, Delta=0.5, lam=0.01, seed 0):")
     fits = [("lbfgs", "float64"), ("lbfgs", "mixed")] + ([] if args.quick else [("adam", "float64"), ("adam", "mixed")])
     ref = None
@@ -186,16 +214,21 @@ def main() -> None:
         if opt == "lbfgs" and prec == "float64":
             ref = r["objective"]
         rel = (r["objective"] - ref) / ref if ref else float("nan")
-        print(f"  {opt:6s} {prec:8s} {r['fit_s']:6.2f} s (cpu {r['fit_cpu_s']:6.2f} s), {r['steps']} iterations "
-              f"({r['polish_steps']} float64 polish), converged={r['converged']}, objective {r['objective']:.12g} "
-              f"(rel. to L-BFGS float64 {rel:+.1e}), test error {r['test_error']:.5f} ± {r['test_error_se']:.5f}, "
-              f"peak {r['peak_mib']:.0f} MiB", flush=True)
+        print(
+            f"  {opt:6s} {prec:8s} {r['fit_s']:6.2f} s (cpu {r['fit_cpu_s']:6.2f} s), {r['steps']} iterations "
+            f"({r['polish_steps']} float64 polish), converged={r['converged']}, objective {r['objective']:.12g} "
+            f"(rel. to L-BFGS float64 {rel:+.1e}), test error {r['test_error']:.5f} ± {r['test_error_se']:.5f}, "
+            f"peak {r['peak_mib']:.0f} MiB",
+            flush=True,
+        )
     if args.oversubscription:
         o = oversubscription()
         rows.append(o)
-        print(f"\noversubscription: {o['workers']} workers x {o['reps']} x (eigvalsh 100x100 + 2000x100 GEMM + 100^3 GEMM):"
-              f" 1 thread each {o['wall_1_thread_s']:.2f} s, 2 threads each {o['wall_2_threads_s']:.2f} s "
-              f"-> {o['penalty']:.1f}x slower")
+        print(
+            f"\noversubscription: {o['workers']} workers x {o['reps']} x (eigvalsh 100x100 + 2000x100 GEMM + 100^3 GEMM):"
+            f" 1 thread each {o['wall_1_thread_s']:.2f} s, 2 threads each {o['wall_2_threads_s']:.2f} s "
+            f"-> {o['penalty']:.1f}x slower"
+        )
     if args.json:
         print(json.dumps(rows))
 

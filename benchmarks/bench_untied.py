@@ -34,12 +34,14 @@ def main() -> None:
     import torch
 
     from singlehead import MPTarget, Problem, TrainOptions, simulate
-    from singlehead.sim.data import sample_sequences
     from singlehead.runs import reference_seconds
+    from singlehead.sim.data import sample_sequences
     from singlehead.sim.training import Objective
 
-    print(f"reference workload (5 x 1000^3 float64 GEMM): {reference_seconds():.3f} s; "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"reference workload (5 x 1000^3 float64 GEMM): {reference_seconds():.3f} s; "
+        f"torch threads {torch.get_num_threads()}"
+    )
     base = Problem(d=args.d, T=2, alpha=args.alpha, noise=0.5, lam=1e-2, target=MPTarget(0.5))
     data = sample_sequences(base, base.target.sample(base.d, 0), base.n, 1)
     for student in ("factorized", "untied"):
@@ -56,8 +58,11 @@ def main() -> None:
             problem = base.replace(student=student)
             for seed in range(args.seeds):
                 r = simulate(problem, seed=seed, options=TrainOptions(precision=precision, n_test=2000))
-                print(f"{student} {precision} seed {seed}: {r.runtime_s:.2f} s, {r.iterations} iterations, "
-                      f"converged {r.converged}, test error {r.test_error:.5f}", flush=True)
+                print(
+                    f"{student} {precision} seed {seed}: {r.runtime_s:.2f} s, {r.iterations} iterations, "
+                    f"converged {r.converged}, test error {r.test_error:.5f}",
+                    flush=True,
+                )
     print(f"reference workload again: {reference_seconds():.3f} s")
 
 

@@ -23,8 +23,12 @@ import numpy as np
 from singlehead.inspect import UntiedLawCache, fit_untied, sample_untied_map
 from singlehead.runs import reference_seconds
 
-POINTS = (("untied", 0.5, 0.5, 0.25 * math.pi), ("tied", 0.5, 0.5, 0.0), ("tied", 0.3, 1.0, 0.5 * math.pi),
-          ("untied", 0.1, 0.1, 0.25 * math.pi))
+POINTS = (
+    ("untied", 0.5, 0.5, 0.25 * math.pi),
+    ("tied", 0.5, 0.5, 0.0),
+    ("tied", 0.3, 1.0, 0.5 * math.pi),
+    ("untied", 0.1, 0.1, 0.25 * math.pi),
+)
 N_VALUES = 4096
 KAPPA = 1 / 12
 
@@ -32,12 +36,15 @@ KAPPA = 1 / 12
 def _ks(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sample KS distance of sorted samples."""
     grid = np.concatenate([a, b])
-    return float(np.max(np.abs(np.searchsorted(a, grid, side="right") / a.size
-                               - np.searchsorted(b, grid, side="right") / b.size)))
+    return float(
+        np.max(
+            np.abs(np.searchsorted(a, grid, side="right") / a.size - np.searchsorted(b, grid, side="right") / b.size)
+        )
+    )
 
 
 def _tail(v: np.ndarray) -> np.ndarray:
-    return v[int(v.size * (1 - KAPPA)):]
+    return v[int(v.size * (1 - KAPPA)) :]
 
 
 def convergence() -> None:
@@ -47,11 +54,16 @@ def convergence() -> None:
         ss, sa = sg * math.cos(th), sg * math.sin(th)
         laws = {d: c.law(t, k0, ss, sa, d, N_VALUES // d) for d in (64, 128, 256, 512)}
         other = c2.law(t, k0, ss, sa, 128, N_VALUES // 128)
-        cells = [f"{d}->{2 * d}: {_ks(laws[d], laws[2 * d]):.4f} | {_ks(_tail(laws[d]), _tail(laws[2 * d])):.4f}"
-                 for d in (64, 128, 256)]
+        cells = [
+            f"{d}->{2 * d}: {_ks(laws[d], laws[2 * d]):.4f} | {_ks(_tail(laws[d]), _tail(laws[2 * d])):.4f}"
+            for d in (64, 128, 256)
+        ]
         floor = f"{_ks(laws[128], other):.4f} | {_ks(_tail(laws[128]), _tail(other)):.4f}"
-        print(f"  {t:6s} kappa0={k0} sigma={sg} ratio={math.tan(th) if th < 1.5 else math.inf:.3g}: "
-              + "; ".join(cells) + f"; floor {floor}")
+        print(
+            f"  {t:6s} kappa0={k0} sigma={sg} ratio={math.tan(th) if th < 1.5 else math.inf:.3g}: "
+            + "; ".join(cells)
+            + f"; floor {floor}"
+        )
 
 
 def _heads() -> tuple[list[tuple[np.ndarray, float]], str]:
@@ -81,9 +93,11 @@ def timing() -> None:
         t = time.perf_counter()
         fits.append(fit_untied(sv, 384, asymmetry=asym, rank_cap=32 / 384, cache=cache))
         times.append(time.perf_counter() - t)
-    print(f"one head's untied fit ({name}, d_prior={fits[0].d_prior}, n_samples={fits[0].n_samples}): "
-          f"first head {times[0]:.2f} s ({fits[0].evaluations} laws, grid included), second head {times[1]:.2f} s "
-          f"({fits[1].evaluations} laws, grid shared); reference workload {reference_seconds():.3f} s")
+    print(
+        f"one head's untied fit ({name}, d_prior={fits[0].d_prior}, n_samples={fits[0].n_samples}): "
+        f"first head {times[0]:.2f} s ({fits[0].evaluations} laws, grid included), second head {times[1]:.2f} s "
+        f"({fits[1].evaluations} laws, grid shared); reference workload {reference_seconds():.3f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -26,14 +26,17 @@ from singlehead.runs import reference_seconds
 
 
 def _problem(lam: float, alpha: float = 1.0) -> Problem:
-    return Problem(d=60, T=2, noise=0.5, kappa=1.0, alpha=alpha, lam=lam, channel="seq2lab", target=MPTarget(0.5),
-                   student="untied")
+    return Problem(
+        d=60, T=2, noise=0.5, kappa=1.0, alpha=alpha, lam=lam, channel="seq2lab", target=MPTarget(0.5), student="untied"
+    )
 
 
 def _line(r) -> str:
     ex = r.extras
-    return (f"evals {ex.get('evaluations')}, converged {r.converged}, test error {r.test_error:.5f} "
-            f"+- {ex.get('test_error_draws_se', float('nan')):.5f}")
+    return (
+        f"evals {ex.get('evaluations')}, converged {r.converged}, test error {r.test_error:.5f} "
+        f"+- {ex.get('test_error_draws_se', float('nan')):.5f}"
+    )
 
 
 def main() -> None:
@@ -52,16 +55,22 @@ def main() -> None:
             r = theory(_problem(lam), options=options)
             times.append(time.perf_counter() - t)
             cpus.append(time.process_time() - c)
-        print(f"cold point  lam={lam:g}: {statistics.median(times):6.2f} s (CPU {statistics.median(cpus):6.2f} s)  "
-              f"({_line(r)})", flush=True)
+        print(
+            f"cold point  lam={lam:g}: {statistics.median(times):6.2f} s (CPU {statistics.median(cpus):6.2f} s)  "
+            f"({_line(r)})",
+            flush=True,
+        )
     if args.curve_points:
         alphas = np.geomspace(0.15, 3.0, args.curve_points)
         t, c = time.perf_counter(), time.process_time()
         curve = theory_curve(_problem(1e-2), alphas, options=options)
         dt, dc = time.perf_counter() - t, time.process_time() - c
         ok = sum(r.converged for r in curve)
-        print(f"curve {len(curve)} points lam=0.01: {dt:6.2f} s (CPU {dc:6.2f} s)  ({dt / len(curve):.2f} s/point, "
-              f"{ok} converged, evals {sum(r.extras.get('evaluations', 0) for r in curve)})", flush=True)
+        print(
+            f"curve {len(curve)} points lam=0.01: {dt:6.2f} s (CPU {dc:6.2f} s)  ({dt / len(curve):.2f} s/point, "
+            f"{ok} converged, evals {sum(r.extras.get('evaluations', 0) for r in curve)})",
+            flush=True,
+        )
     print(f"reference workload: {reference_seconds():.3f} s", flush=True)
 
 

@@ -25,16 +25,21 @@ POINTS = {
     "seq2lab untied teacher  ": dict(channel="seq2lab", alpha=1.0, lam=1e-2, target=UntiedMPTarget(0.5)),
     "seq2lab alpha=1 lam=1e-4": dict(channel="seq2lab", alpha=1.0, lam=1e-4, target=MPTarget(0.5)),
 }
-SETTINGS = {"default (D=100 x 8 + D=50 x 16, extrapolated, errors)": SEOptions(),
-            "light (D=100 x 2, not extrapolated, no errors)": SEOptions(sample_draws=2, sample_extrapolate=False,
-                                                                       draw_errors=False)}
+SETTINGS = {
+    "default (D=100 x 8 + D=50 x 16, extrapolated, errors)": SEOptions(),
+    "light (D=100 x 2, not extrapolated, no errors)": SEOptions(
+        sample_draws=2, sample_extrapolate=False, draw_errors=False
+    ),
+}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    theory(Problem(T=2, noise=0.5, student="untied"), options=SEOptions(sample_dim=20, sample_draws=1))  # imports, nodes
+    theory(
+        Problem(T=2, noise=0.5, student="untied"), options=SEOptions(sample_dim=20, sample_draws=1)
+    )  # imports, nodes
     print(f"reference workload: {reference_seconds():.3f} s")
     for sname, opts in SETTINGS.items():
         for pname, kw in POINTS.items():
@@ -45,8 +50,11 @@ def main() -> None:
                 u = theory(p, options=opts)
                 times.append(time.perf_counter() - t)
                 its.append(u.iterations)
-            print(f"{sname:30s} {pname}: {statistics.median(times):6.2f} s  (iterations {its[-1]}, "
-                  f"converged {u.converged}, test error {u.test_error:.4f})", flush=True)
+            print(
+                f"{sname:30s} {pname}: {statistics.median(times):6.2f} s  (iterations {its[-1]}, "
+                f"converged {u.converged}, test error {u.test_error:.4f})",
+                flush=True,
+            )
     print(f"reference workload: {reference_seconds():.3f} s")
 
 

@@ -58,29 +58,54 @@ class Bench:
 # The order of the page: the command line first, then the state evolution, the simulations, the rest.
 BENCHMARKS: tuple[Bench, ...] = (
     Bench("bench_startup.py", "Start-up: one theory point from the shell", quick=("--repeat", "3")),
-    Bench("bench_se_speed.py", "State evolution: one point and warm sweeps", quick=("--quick", "--repeats", "1"),
-          env=ONE_THREAD),
+    Bench(
+        "bench_se_speed.py",
+        "State evolution: one point and warm sweeps",
+        quick=("--quick", "--repeats", "1"),
+        env=ONE_THREAD,
+    ),
     Bench("bench_state_evolution.py", "State evolution: points, curves, T = 3 and T = 4", quick=("--quick",)),
-    Bench("bench_se_random_grid.py", "State evolution on a random grid of valid problems", quick=("--n", "24"),
-          env=ONE_THREAD),
+    Bench(
+        "bench_se_random_grid.py",
+        "State evolution on a random grid of valid problems",
+        quick=("--n", "24"),
+        env=ONE_THREAD,
+    ),
     Bench("bench_prior_side.py", "Prior side of the tied state evolution", quick=("--repeat", "2"), env=ONE_THREAD),
     Bench("bench_finite_prior.py", "Finite-d prior against the asymptotic prior", env=ONE_THREAD),
     Bench("bench_untied_se.py", "Untied state evolution: time per point", quick=("--repeats", "1"), env=ONE_THREAD),
-    Bench("bench_multihead_point.py", "Multi-head softmax state evolution: time per point", quick=("--repeats", "1"),
-          env=ONE_THREAD),
-    Bench("bench_untied_point.py", "Untied state evolution: a point with its error bar, and a curve", quick=None,
-          env=ONE_THREAD),
+    Bench(
+        "bench_multihead_point.py",
+        "Multi-head softmax state evolution: time per point",
+        quick=("--repeats", "1"),
+        env=ONE_THREAD,
+    ),
+    Bench(
+        "bench_untied_point.py",
+        "Untied state evolution: a point with its error bar, and a curve",
+        quick=None,
+        env=ONE_THREAD,
+    ),
     Bench("bench_spectra.py", "Spectral engine"),
     Bench("bench_power_law_curves.py", "Power-law figure: theory curves", quick=("--mode", "smoke"), env=ONE_THREAD),
     Bench("bench_training.py", "Training: step throughput and converged fits", quick=("--quick", "--rounds", "3")),
     Bench("bench_untied.py", "Untied student: step and fit", quick=("--seeds", "1")),
     Bench("bench_amp.py", "GAMP: time per iteration", quick=("--iters", "5")),
     Bench("bench_untied_inspect.py", "inspect: the untied law's fit", quick=None, env=ONE_THREAD),
-    Bench("bench_recovery_threshold.py", "Untied perfect-recovery threshold: seconds per call",
-          quick=("--repeat", "1", "--kappa0", "0.5"), env=ONE_THREAD),
+    Bench(
+        "bench_recovery_threshold.py",
+        "Untied perfect-recovery threshold: seconds per call",
+        quick=("--repeat", "1", "--kappa0", "0.5"),
+        env=ONE_THREAD,
+    ),
     Bench("bench_gallery.py", "Documentation gallery examples", quick=("--only", "thresholds")),
-    Bench("bench_explore.py", "The explorer in a headless browser", quick=("--repeat", "2", "--points", "10"),
-          env=ONE_THREAD, needs="chromium"),
+    Bench(
+        "bench_explore.py",
+        "The explorer in a headless browser",
+        quick=("--repeat", "2", "--points", "10"),
+        env=ONE_THREAD,
+        needs="chromium",
+    ),
 )
 
 
@@ -116,8 +141,12 @@ def blas_facts() -> list[tuple[str, str]]:
     libs = sorted({line.split()[-1] for line in lines if "openblas" in line.lower() and "/" in line})
     for lib in libs:
         so = ctypes.CDLL(lib)
-        for sym in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename64_",
-                    "openblas_get_corename"):
+        for sym in (
+            "scipy_openblas_get_corename64_",
+            "scipy_openblas_get_corename",
+            "openblas_get_corename64_",
+            "openblas_get_corename",
+        ):
             fn = getattr(so, sym, None)
             if fn is not None:
                 fn.restype = ctypes.c_char_p
@@ -138,9 +167,12 @@ def machine_facts() -> list[tuple[str, str]]:
                 model = line.split(":", 1)[1].strip()
                 break
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    facts = [("CPU", model), ("cores", f"{os.cpu_count()} ({usable} usable by this process)"),
-             ("system", f"{platform.system()} {platform.release()}"),
-             ("Python", platform.python_version())]
+    facts = [
+        ("CPU", model),
+        ("cores", f"{os.cpu_count()} ({usable} usable by this process)"),
+        ("system", f"{platform.system()} {platform.release()}"),
+        ("Python", platform.python_version()),
+    ]
     facts += blas_facts()
     try:
         import torch
@@ -164,8 +196,14 @@ def run_one(bench: Bench, quick: bool, timeout_s: float) -> Outcome:
     ref_before = reference()
     t = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, str(HERE / bench.script), *args], cwd=ROOT,
-                              env={**os.environ, **bench.env}, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, str(HERE / bench.script), *args],
+            cwd=ROOT,
+            env={**os.environ, **bench.env},
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
         output = proc.stdout + (f"\n[stderr]\n{proc.stderr[-3000:]}" if proc.returncode and proc.stderr else "")
         status = "ok" if proc.returncode == 0 else f"failed (exit {proc.returncode})"
     except subprocess.TimeoutExpired as exc:
@@ -197,24 +235,47 @@ def _literal(text: str) -> list[str]:
     return ["::", "", *textwrap.indent(body.expandtabs(), "   ").splitlines(), ""]
 
 
-def render(outcomes: list[Outcome], facts: list[tuple[str, str]], command: str, quick: bool, started: str,
-           load: tuple[str, str]) -> str:
+def render(
+    outcomes: list[Outcome],
+    facts: list[tuple[str, str]],
+    command: str,
+    quick: bool,
+    started: str,
+    load: tuple[str, str],
+) -> str:
     title = "Performance"
-    out = [".. This page is written by benchmarks/run_all.py: rerun it rather than editing the page.", "",
-           title, "=" * len(title), "",
-           "Every figure on this page was measured by one command, on the machine described below, in one run:", "",
-           ".. code-block:: bash", "", f"   {command}", "",
-           "Each benchmark ran in a fresh process; its printed table is reproduced verbatim. Beside each one stands",
-           "the **reference workload**, five float64 ``1000 x 1000`` matrix products in numpy",
-           "(``singlehead.runs.reference_seconds``, numpy's default threads), timed by ``run_all.py``",
-           "right before and right after the benchmark; most benchmarks also time it themselves, under their own",
-           "thread settings. Timings from another machine, or from this one under other load, compare as",
-           "multiples of the reference, not in seconds. "
-           + ("This is the quick set (smaller sizes, fewer repeats; ``--list --quick`` shows the arguments); "
-              "run ``python benchmarks/run_all.py`` for every benchmark at its own default sizes."
-              if quick else "Every benchmark ran at its own default sizes."), "",
-           "Machine", "-------", ""]
-    out += _rst_table(("machine", "value"), [*facts, ("started (UTC)", started), ("load average, start / end", " / ".join(load))])
+    out = [
+        ".. This page is written by benchmarks/run_all.py: rerun it rather than editing the page.",
+        "",
+        title,
+        "=" * len(title),
+        "",
+        "Every figure on this page was measured by one command, on the machine described below, in one run:",
+        "",
+        ".. code-block:: bash",
+        "",
+        f"   {command}",
+        "",
+        "Each benchmark ran in a fresh process; its printed table is reproduced verbatim. Beside each one stands",
+        "the **reference workload**, five float64 ``1000 x 1000`` matrix products in numpy",
+        "(``singlehead.runs.reference_seconds``, numpy's default threads), timed by ``run_all.py``",
+        "right before and right after the benchmark; most benchmarks also time it themselves, under their own",
+        "thread settings. Timings from another machine, or from this one under other load, compare as",
+        "multiples of the reference, not in seconds. "
+        + (
+            "This is the quick set (smaller sizes, fewer repeats; ``--list --quick`` shows the arguments); "
+            "run ``python benchmarks/run_all.py`` for every benchmark at its own default sizes."
+            if quick
+            else "Every benchmark ran at its own default sizes."
+        ),
+        "",
+        "Machine",
+        "-------",
+        "",
+    ]
+    out += _rst_table(
+        ("machine", "value"), [*facts, ("started (UTC)", started), ("load average, start / end", " / ".join(load))]
+    )
     out += ["Summary", "-------", ""]
     rows = []
     for o in outcomes:
@@ -223,14 +284,29 @@ def render(outcomes: list[Outcome], facts: list[tuple[str, str]], command: str, 
         rows.append((f":ref:`{o.bench.name} <perf-{o.bench.name}>`", o.status, wall, ref))
     out += _rst_table(("benchmark", "status", "wall (s)", "reference before / after (s)"), rows)
     for o in outcomes:
-        out += [f".. _perf-{o.bench.name}:", "", o.bench.title, "-" * len(o.bench.title), "",
-                _docline(o.bench.script), "", "Command (from the repository root):", "",
-                ".. code-block:: bash", "", f"   {o.command}", ""]
+        out += [
+            f".. _perf-{o.bench.name}:",
+            "",
+            o.bench.title,
+            "-" * len(o.bench.title),
+            "",
+            _docline(o.bench.script),
+            "",
+            "Command (from the repository root):",
+            "",
+            ".. code-block:: bash",
+            "",
+            f"   {o.command}",
+            "",
+        ]
         if o.status.startswith("skipped"):
             out += [f"Not run: {o.status.removeprefix('skipped: ')}.", ""]
             continue
-        out += [f"Status: {o.status}; wall {o.wall_s:.1f} s; reference workload {o.ref_before:.3f} s before and "
-                f"{o.ref_after:.3f} s after.", ""]
+        out += [
+            f"Status: {o.status}; wall {o.wall_s:.1f} s; reference workload {o.ref_before:.3f} s before and "
+            f"{o.ref_after:.3f} s after.",
+            "",
+        ]
         out += _literal(o.output)
     return "\n".join(out).rstrip() + "\n"
 
@@ -239,13 +315,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the quick set: smaller sizes, fewer repeats")
     ap.add_argument("--list", action="store_true", help="print what would run and exit")
-    ap.add_argument("--only", action="append", default=[], metavar="NAME",
-                    help="run only benchmarks whose name contains NAME (repeatable)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only benchmarks whose name contains NAME (repeatable)",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.rst", help="the page to write")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds one benchmark may run")
     args = ap.parse_args(argv)
-    chosen = [b for b in BENCHMARKS if b.args(args.quick) is not None
-              and (not args.only or any(o in b.name for o in args.only))]
+    chosen = [
+        b
+        for b in BENCHMARKS
+        if b.args(args.quick) is not None and (not args.only or any(o in b.name for o in args.only))
+    ]
     if not chosen:
         ap.error(f"--only {args.only} matches none of: {', '.join(b.name for b in BENCHMARKS)}")
     if args.list:
@@ -256,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     shown = ["python", "benchmarks/run_all.py", *(argv if argv is not None else sys.argv[1:])]
     if os.getpriority(os.PRIO_PROCESS, 0) > 0:
         shown = ["nice", "-n", str(os.getpriority(os.PRIO_PROCESS, 0)), *shown]
-    started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    started = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M")
     load0 = " ".join(f"{x:.2f}" for x in os.getloadavg())
     outcomes = []
     for b in chosen:

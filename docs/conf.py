@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 import singlehead  # noqa: E402
+
 # Gallery examples are timed one thread each (the budget is <= 60 s per example on 2 cores);
 # a headless backend so that the build runs anywhere.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -153,8 +154,9 @@ def _resolve_public_alias(app, env, node, contnode):
         return None
     target = node["reftarget"].lstrip("~.")
     module, cls = node.get("py:module"), node.get("py:class")
-    candidates = [target] + ([f"{module}.{cls}.{target}"] if module and cls else []) + (
-        [f"{module}.{target}"] if module else [])
+    candidates = (
+        [target] + ([f"{module}.{cls}.{target}"] if module and cls else []) + ([f"{module}.{target}"] if module else [])
+    )
     # the module that defines the documented object whose docstring holds the reference
     owner = _lookup(f"{module}.{cls}") if module and cls else None
     home = getattr(owner, "__module__", None)
@@ -172,8 +174,11 @@ def _resolve_public_alias(app, env, node, contnode):
         if fullname is not None:
             return py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], fullname, node, contnode)
     if "." not in target:  # a bare name (an autosummary table's summary line): the one documented object so named
-        named = [name for name, entry in py.objects.items()
-                 if name.rpartition(".")[2] == target and not getattr(entry, "aliased", False)]
+        named = [
+            name
+            for name, entry in py.objects.items()
+            if name.rpartition(".")[2] == target and not getattr(entry, "aliased", False)
+        ]
         if len(named) == 1:
             return py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], named[0], node, contnode)
     return None
@@ -181,4 +186,3 @@ def _resolve_public_alias(app, env, node, contnode):
 
 def setup(app):
     app.connect("missing-reference", _resolve_public_alias)
-

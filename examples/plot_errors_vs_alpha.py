@@ -27,13 +27,20 @@ for lam, colour in [(1e-3, "C0"), (1e-2, "C1"), (1e-1, "C2")]:
     ax.plot(alphas_theory, [r.test_error for r in curve], color=colour, label=f"theory, lam = {lam:g}")
     means, errs = [], []
     for alpha in alphas_sim:
-        runs = [simulate(problem.replace(alpha=alpha), seed=s, options=TrainOptions(optimizer="lbfgs")).test_error
-                for s in seeds]
+        runs = [
+            simulate(problem.replace(alpha=alpha), seed=s, options=TrainOptions(optimizer="lbfgs")).test_error
+            for s in seeds
+        ]
         means.append(np.mean(runs))
         errs.append(np.std(runs, ddof=1) / np.sqrt(len(runs)))
     ax.errorbar(alphas_sim, means, yerr=errs, fmt="o", color=colour, ms=4)
 
-ax.set(xscale="log", yscale="log", xlabel="alpha = n / d^2", ylabel="test error",
-       title="seq2lab, T = 2, Delta = 0.5, kappa0 = 0.5; points: d = 30")
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="alpha = n / d^2",
+    ylabel="test error",
+    title="seq2lab, T = 2, Delta = 0.5, kappa0 = 0.5; points: d = 30",
+)
 ax.legend()
 fig.tight_layout()

@@ -25,11 +25,18 @@ for student, colour in [("factorized", "C0"), ("direct", "C3")]:
     curve = theory_curve(problem, alphas)
     left.plot(alphas, [r.test_error for r in curve], color=colour, label=f"{student} (theory)")
     right.plot(alphas, [r.rank_fraction for r in curve], color=colour, label=f"{student} (theory)")
-    sims = [[simulate(problem.replace(alpha=a), seed=s, options=TrainOptions(optimizer="lbfgs")) for s in range(3)]
-            for a in alphas_sim]
-    left.errorbar(alphas_sim, [np.mean([r.test_error for r in runs]) for runs in sims],
-                  yerr=[np.std([r.test_error for r in runs], ddof=1) / np.sqrt(3) for runs in sims],
-                  fmt="o", color=colour, ms=4)
+    sims = [
+        [simulate(problem.replace(alpha=a), seed=s, options=TrainOptions(optimizer="lbfgs")) for s in range(3)]
+        for a in alphas_sim
+    ]
+    left.errorbar(
+        alphas_sim,
+        [np.mean([r.test_error for r in runs]) for runs in sims],
+        yerr=[np.std([r.test_error for r in runs], ddof=1) / np.sqrt(3) for runs in sims],
+        fmt="o",
+        color=colour,
+        ms=4,
+    )
     right.plot(alphas_sim, [np.mean([r.rank_fraction for r in runs]) for runs in sims], "o", color=colour, ms=4)
 left.set(xscale="log", yscale="log", xlabel="alpha", ylabel="test error", title="kappa0 = 0.25, lam = 0.05")
 right.set(xscale="log", xlabel="alpha", ylabel="rank / d", title="rank of the learned S")

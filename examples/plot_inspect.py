@@ -32,8 +32,16 @@ from singlehead.inspect import inspect_model
 from singlehead.numerics.spectra import MarchenkoPastur, goe, learned_spectrum_law
 
 
-def synthetic_checkpoint(folder: Path, *, d_model: int = 256, n_heads: int = 1, layers: int = 2,
-                         delta: float = 0.3, eps: float = 0.3, kappa0: float = 0.5) -> Path:
+def synthetic_checkpoint(
+    folder: Path,
+    *,
+    d_model: int = 256,
+    n_heads: int = 1,
+    layers: int = 2,
+    delta: float = 0.3,
+    eps: float = 0.3,
+    kappa0: float = 0.5,
+) -> Path:
     """Write a BERT-style safetensors checkpoint whose tied heads follow the learned-spectrum law."""
     d_head = d_model // n_heads
     rng = np.random.default_rng(0)
@@ -71,13 +79,21 @@ for ax, layer in zip(axes[0], layers):
     nonzero = eig[eig > 1e-3 * eig.max()]
     ax.hist(nonzero, bins=40, density=True, alpha=0.5, label="pooled head eigenvalues (non-zero)")
     if fit.prior == "mp":
-        law = learned_spectrum_law(MarchenkoPastur(fit.shape), fit.delta**2, threshold=fit.eps, scale=fit.eta,
-                                   rank_cap=fit.rank_cap)
+        law = learned_spectrum_law(
+            MarchenkoPastur(fit.shape), fit.delta**2, threshold=fit.eps, scale=fit.eta, rank_cap=fit.rank_cap
+        )
         ax.plot(law.grid, law.density / max(1e-12, 1 - law.atom_at_zero), "k", label="fitted law (bulk)")
-    ax.set(xlabel="eigenvalue of S_h", title=f"layer {layer}: delta {fit.delta:.3f}, eps {fit.eps:.3f}, "
-           f"KS {fit.ks:.3f} ({'fits' if fit.fits else 'does not fit'})")
+    ax.set(
+        xlabel="eigenvalue of S_h",
+        title=f"layer {layer}: delta {fit.delta:.3f}, eps {fit.eps:.3f}, "
+        f"KS {fit.ks:.3f} ({'fits' if fit.fits else 'does not fit'})",
+    )
     ax.legend(fontsize=8)
 fig.suptitle(source)
 fig.tight_layout()
 table = inspection.table()
-print(table[table["head"] == "all"][["layer", "rank", "n_outliers", "shape", "eta", "delta", "eps", "ks", "fits"]].to_string())
+print(
+    table[table["head"] == "all"][
+        ["layer", "rank", "n_outliers", "shape", "eta", "delta", "eps", "ks", "fits"]
+    ].to_string()
+)

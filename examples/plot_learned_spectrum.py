@@ -18,9 +18,9 @@ from singlehead.analysis import compare_spectrum, learned_spectrum
 
 problem = Problem(d=80, T=2, alpha=1.0, noise=0.5, lam=0.05, target=MPTarget(kappa0=0.5))
 prediction = learned_spectrum(problem, theory(problem))
-eigenvalues = np.concatenate([
-    simulate(problem, seed=s, options=TrainOptions(optimizer="lbfgs")).extras["eigenvalues"] for s in range(4)
-])
+eigenvalues = np.concatenate(
+    [simulate(problem, seed=s, options=TrainOptions(optimizer="lbfgs")).extras["eigenvalues"] for s in range(4)]
+)
 report = compare_spectrum(problem, eigenvalues, prediction=prediction)
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -29,13 +29,20 @@ left.hist(nonzero, bins=30, density=True, alpha=0.5, label="trained students (no
 # The histogram shows only the non-zero part, so the predicted density is rescaled to it.
 law = prediction.law
 left.plot(law.grid, law.density / prediction.rank_fraction, "k", label="theory: bulk density")
-left.set(xlabel="eigenvalue of S", ylabel="density",
-         title=f"zero atom: theory {report['zero_atom_theory']:.3f}, simulation {report['zero_atom_sim']:.3f}")
+left.set(
+    xlabel="eigenvalue of S",
+    ylabel="density",
+    title=f"zero atom: theory {report['zero_atom_theory']:.3f}, simulation {report['zero_atom_sim']:.3f}",
+)
 left.legend(fontsize=8)
 
 x = np.linspace(0, eigenvalues.max() * 1.05, 400)
-right.step(np.sort(eigenvalues), np.arange(1, eigenvalues.size + 1) / eigenvalues.size, where="post",
-           label="empirical CDF (4 seeds)")
+right.step(
+    np.sort(eigenvalues),
+    np.arange(1, eigenvalues.size + 1) / eigenvalues.size,
+    where="post",
+    label="empirical CDF (4 seeds)",
+)
 right.plot(x, prediction.cdf(x), "k--", label="predicted CDF")
 right.set(xlabel="eigenvalue of S", ylabel="CDF", title=f"KS distance {report['ks']:.3f}")
 right.legend()

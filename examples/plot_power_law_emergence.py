@@ -33,14 +33,17 @@ left.step(curve.n / d, curve.K, where="post", label="K recovered modes (theory)"
 i = np.arange(1, int(curve.K.max()) + 2)
 i = i[i ** (2 * gamma) <= curve.n.max() / d]
 left.plot(i ** (2 * gamma), i, ":", color="grey", label="slope of n_i / d ~ i^(2 gamma)")
-left.set(xscale="log", yscale="log", xlabel="n / d", ylabel="K",
-         title=f"sequential recovery, gamma = {gamma}, d = {d}")
+left.set(xscale="log", yscale="log", xlabel="n / d", ylabel="K", title=f"sequential recovery, gamma = {gamma}, d = {d}")
 left.legend()
 
 sc = scaling["curve"]
 right.loglog(sc.n / d_s, sc.excess_error, "o-", label="theory (lam = 10 sqrt(alpha), Delta = 4)")
-right.loglog(sc.n / d_s, fit.prefactor * sc.n.to_numpy() ** (-fit.exponent), "k--",
-             label=f"fit: exponent {fit.exponent:.3f} [{fit.ci_low:.3f}, {fit.ci_high:.3f}]")
+right.loglog(
+    sc.n / d_s,
+    fit.prefactor * sc.n.to_numpy() ** (-fit.exponent),
+    "k--",
+    label=f"fit: exponent {fit.exponent:.3f} [{fit.ci_low:.3f}, {fit.ci_high:.3f}]",
+)
 right.set(xlabel="n / d", ylabel="test error", title=f"predicted exponent 1 - 1/(2 gamma) = {predicted:.3f}")
 right.legend(fontsize=8)
 fig.tight_layout()

@@ -10,8 +10,8 @@ in the library's result cache (:class:`singlehead.runs.Cache`) under ``runs/stud
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 __all__ = ["ROOT", "names", "study_parser", "echo_into", "write_table"]
 
@@ -25,8 +25,9 @@ def names() -> list[str]:
 
 def study_parser(here: Path, doc: str | None) -> argparse.ArgumentParser:
     """The command line of the study in folder ``here``: ``python -m studies <name>``, its docstring as help."""
-    return argparse.ArgumentParser(prog=f"python -m studies {here.name}", description=doc,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    return argparse.ArgumentParser(
+        prog=f"python -m studies {here.name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def echo_into(lines: list[str]) -> Callable[..., None]:
@@ -34,6 +35,7 @@ def echo_into(lines: list[str]) -> Callable[..., None]:
 
     Keyword arguments (``flush=...``) are accepted and ignored: the line is always flushed.
     """
+
     def say(*parts: object, **_: object) -> None:
         text = " ".join(map(str, parts))
         print(text, flush=True)

@@ -60,9 +60,9 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.stats import qmc
 
-from singlehead.numerics.attention_maps import vec_to_mat
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
+from singlehead.numerics.attention_maps import vec_to_mat
 from singlehead.state_evolution import PriorModel, prior_model
 from singlehead.thresholds import informative_directions
 
@@ -92,7 +92,8 @@ def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mo
         raise ValueError(
             f"channel must be one whose labels reveal the teacher's noisy logits, or one with its own Bayes output "
             f"side, for the Bayes-optimal baseline (Channel.labels_reveal_logits / Channel.own_bayes_output; got "
-            f"{ch.name!r}, which has no Bayes estimator here)")
+            f"{ch.name!r}, which has no Bayes estimator here)"
+        )
     pm = prior if prior is not None else prior_model(problem, prior_mode)
     Q0 = pm.Q0
     c = informative_directions(problem)
@@ -100,6 +101,7 @@ def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mo
     Dh = problem.noise / 2
 
     if ch.own_bayes_output:
+
         def qhat_of(V: float) -> float:
             return 2 * problem.alpha * ch.bayes_output_information(problem.T, Q0 - V, V, problem.noise)
 
@@ -107,6 +109,7 @@ def bayes_overlap(problem: Problem, prior: PriorModel | None = None, *, prior_mo
             qh = qhat_of(V)
             return denoising_mmse(pm, 1.0 / qh if qh > 0 else math.inf) - V
     else:
+
         def qhat_of(V: float) -> float:
             return a / (V + Dh) if V + Dh > 0 else math.inf
 
@@ -150,8 +153,11 @@ def bayes_test_errors(
     ch, b0 = problem.channel, problem.beta0
     closed = ch.closed_form_test_errors(T, Q0, q, q, problem.noise)
     if closed is not None:  # the posterior mean is linear in the fields: plug-in and Bayes coincide
-        return {"test_error": closed["test_error"], "test_error_noisy": closed["test_error_noisy"],
-                "test_error_plugin": closed["test_error"]}
+        return {
+            "test_error": closed["test_error"],
+            "test_error_noisy": closed["test_error_noisy"],
+            "test_error_plugin": closed["test_error"],
+        }
     ss = np.random.SeedSequence(seed)
     s1, s2, s3 = (int(s.generate_state(1)[0]) for s in ss.spawn(3))
     W = _sobol_normal(K, n_outer, s1) * math.sqrt(max(q, 0.0))
@@ -201,8 +207,20 @@ def bayes_optimal(
     pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior)
     ov = bayes_overlap(problem, pm)
     te = bayes_test_errors(problem, ov["q"], ov["Q0"], n_outer=n_outer, n_inner=n_inner, seed=node_seed)
-    extras: dict[str, Any] = {**ov, "test_error_plugin": te["test_error_plugin"],
-                              "c_T": informative_directions(problem)}
-    return Result(source="bayes", problem=problem.to_dict(), test_error=te["test_error"],
-                  test_error_noisy=te["test_error_noisy"], matrix_error=ov["mmse"], converged=True, iterations=0,
-                  runtime_s=time.perf_counter() - t0, message="closed-form fixed point and quadrature", extras=extras)
+    extras: dict[str, Any] = {
+        **ov,
+        "test_error_plugin": te["test_error_plugin"],
+        "c_T": informative_directions(problem),
+    }
+    return Result(
+        source="bayes",
+        problem=problem.to_dict(),
+        test_error=te["test_error"],
+        test_error_noisy=te["test_error_noisy"],
+        matrix_error=ov["mmse"],
+        converged=True,
+        iterations=0,
+        runtime_s=time.perf_counter() - t0,
+        message="closed-form fixed point and quadrature",
+        extras=extras,
+    )

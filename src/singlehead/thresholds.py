@@ -73,8 +73,9 @@ def semicircle_tail_moments(u: float) -> tuple[float, float, float]:
     u = float(np.clip(u, -2.0, 2.0))
 
     def mom(k: int) -> float:
-        return integrate.quad(lambda x: (x - u) ** k * math.sqrt(max(4 - x * x, 0.0)) / (2 * math.pi), u, 2.0,
-                              epsabs=1e-14, epsrel=1e-13)[0]
+        return integrate.quad(
+            lambda x: (x - u) ** k * math.sqrt(max(4 - x * x, 0.0)) / (2 * math.pi), u, 2.0, epsabs=1e-14, epsrel=1e-13
+        )[0]
 
     return mom(0), mom(1), mom(2)
 
@@ -83,8 +84,9 @@ def _mp_kappa0(problem: Problem) -> float:
     """The target's rank ratio (:attr:`~singlehead.model.targets.Target.rank_ratio`) for the tied closed forms."""
     k0 = problem.target.rank_ratio
     if k0 is None or not problem.target.symmetric:
-        raise NotImplementedError("closed-form perfect-recovery thresholds exist only for symmetric targets with a "
-                                  "rank ratio (MP targets)")
+        raise NotImplementedError(
+            "closed-form perfect-recovery thresholds exist only for symmetric targets with a rank ratio (MP targets)"
+        )
     return float(k0)
 
 
@@ -118,8 +120,10 @@ def perfect_recovery_threshold(problem: Problem) -> float:
     if problem.kappa < k0:
         return math.inf
     if problem.kappa < 1:
-        warnings.warn("perfect_recovery_threshold: with a rank cap kappa < 1 the nuclear-norm value is an upper bound",
-                      stacklevel=2)
+        warnings.warn(
+            "perfect_recovery_threshold: with a rank cap kappa < 1 the nuclear-norm value is an upper bound",
+            stacklevel=2,
+        )
     if k0 >= 1:
         # full rank: on positive definite matrices the nuclear norm is the (linear) trace, its descent cone a
         # half-space: every one of the d^2/2 parameters must be measured
@@ -257,7 +261,9 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
     return _blocked_threshold(rho, _untied_measurement_families(problem))
 
 
-def interpolation_threshold(problem: Problem, *, prior: str = "auto", draws: int = DEFAULT_DRAWS, seed: int = 0) -> float:
+def interpolation_threshold(
+    problem: Problem, *, prior: str = "auto", draws: int = DEFAULT_DRAWS, seed: int = 0
+) -> float:
     """Interpolation threshold ``alpha_interp`` at ``lam -> 0+`` (docs: Theory, :ref:`theory-thresholds`, arXiv 2509.24914 Cor. 3.2).
 
     Factorized student: ``dJ/ddelta(dbar,0)/(4 c_T dbar)`` with ``dbar`` solving

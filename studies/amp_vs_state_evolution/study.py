@@ -53,32 +53,42 @@ def main(quick: bool = False, *, seed: int = 0) -> int:
         n_und = next((i for i, dmp in enumerate(h["damping"]) if dmp < 1), len(h["q"]) - 1)
         n_se = min(n_und, 15)
         se = se_iterates(p, h["q"][0], h["m"][0], h["Sigma"][0], n_se)
-        say(f"\nalpha = {alpha}, Delta = {noise}: {r['iterations']} iterations ({t_amp:.0f} s), "
-              f"converged = {r['converged']}, undamped for {n_und}")
+        say(
+            f"\nalpha = {alpha}, Delta = {noise}: {r['iterations']} iterations ({t_amp:.0f} s), "
+            f"converged = {r['converged']}, undamped for {n_und}"
+        )
         say("   t |   q_AMP    q_SE  |   m_AMP    m_SE  | Sigma_AMP Sigma_SE")
         for t in range(n_se + 1):
-            say(f"  {t:2d} | {h['q'][t]:7.4f} {se['q'][t]:7.4f} | {h['m'][t]:7.4f} {se['m'][t]:7.4f} | "
-                  f"{h['Sigma'][t]:8.4f} {se['Sigma'][t]:8.4f}")
+            say(
+                f"  {t:2d} | {h['q'][t]:7.4f} {se['q'][t]:7.4f} | {h['m'][t]:7.4f} {se['m'][t]:7.4f} | "
+                f"{h['Sigma'][t]:8.4f} {se['Sigma'][t]:8.4f}"
+            )
         rows.append((alpha, noise, r, th))
-    say("\n alpha Delta | matrix_err AMP    SE   rel  | test_err AMP    SE    rel  | train AMP    SE   "
-          "| q AMP   SE    | m AMP   SE")
+    say(
+        "\n alpha Delta | matrix_err AMP    SE   rel  | test_err AMP    SE    rel  | train AMP    SE   "
+        "| q AMP   SE    | m AMP   SE"
+    )
     for alpha, noise, r, th in rows:
         em, et = rel(r.matrix_error, th.matrix_error), rel(r.test_error, th.test_error)
         ok &= em < 0.05 and et < 0.05
-        say(f" {alpha:5.2f} {noise:4.1f}  |  {r.matrix_error:8.4f} {th.matrix_error:8.4f} {em:5.1%} | "
-              f"{r.test_error:8.5f} {th.test_error:8.5f} {et:5.1%} | {r.train_error:7.5f} {th.train_error:7.5f} | "
-              f"{r['q']:.4f} {th['q']:.4f} | {r['m']:.4f} {th['m']:.4f}")
+        say(
+            f" {alpha:5.2f} {noise:4.1f}  |  {r.matrix_error:8.4f} {th.matrix_error:8.4f} {em:5.1%} | "
+            f"{r.test_error:8.5f} {th.test_error:8.5f} {et:5.1%} | {r.train_error:7.5f} {th.train_error:7.5f} | "
+            f"{r['q']:.4f} {th['q']:.4f} | {r['m']:.4f} {th['m']:.4f}"
+        )
 
     say(f"\n== Bayes-GAMP (GAMP-RIE) vs Bayes-optimal SE: noiseless seq2lab, T = 2, kappa0 = 0.5, d = {d} ==")
     say(" alpha | MSE AMP   MMSE SE   rel   | iterations | Q0 sample")
-    for alpha in ([0.05, 0.1, 0.15] if not quick else [0.1]):
+    for alpha in [0.05, 0.1, 0.15] if not quick else [0.1]:
         p = Problem(d=d, T=2, alpha=alpha, noise=0.0, target=MPTarget(0.5))
         r = amp(p, seed, options=AMPOptions(bayes=True, max_iter=200, tol=1e-6, n_test=2000))
         bo = bayes_overlap(p)
         e = rel(r.matrix_error, bo["mmse"])
         ok &= e < 0.05
-        say(f" {alpha:5.2f} | {r.matrix_error:8.4f} {bo['mmse']:8.4f}  {e:5.1%} | {r['iterations']:4d} "
-              f"({'conv' if r['converged'] else 'not conv'}) | {r['Q0']:.4f}")
+        say(
+            f" {alpha:5.2f} | {r.matrix_error:8.4f} {bo['mmse']:8.4f}  {e:5.1%} | {r['iterations']:4d} "
+            f"({'conv' if r['converged'] else 'not conv'}) | {r['Q0']:.4f}"
+        )
     say("\nPASS" if ok else "\nFAIL (some relative error >= 5%)")
     if not quick:
         write_table(HERE, lines)

@@ -47,14 +47,19 @@ def student_eigenvalues(label: str, problem: Problem, seeds: int, cache: Cache) 
     """Eigenvalues of the S trained by ``simulate(problem, seed)`` for each seed (cached)."""
     evs = []
     for seed in range(seeds):
+
         def fit() -> dict:
             r = simulate(problem, seed, options=TrainOptions(n_test=2000))
             print(f"  simulated {label} seed {seed}: {r.runtime_s:.0f} s", flush=True)
-            return {"eigenvalues": np.asarray(r.extras["eigenvalues"]).tolist(), "runtime_s": r.runtime_s,
-                    "steps": r.iterations}
+            return {
+                "eigenvalues": np.asarray(r.extras["eigenvalues"]).tolist(),
+                "runtime_s": r.runtime_s,
+                "steps": r.iterations,
+            }
 
-        rec = cached(cache, {"stage": "inspect-student", "problem": problem.to_dict(), "seed": seed, "n_test": 2000},
-                     fit)
+        rec = cached(
+            cache, {"stage": "inspect-student", "problem": problem.to_dict(), "seed": seed, "n_test": 2000}, fit
+        )
         evs.append(np.asarray(rec["eigenvalues"]))
     return evs
 
@@ -85,8 +90,9 @@ def rel(a: float, b: float) -> float:
     return (a - b) / b if b else float("nan")
 
 
-def main(quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(CASES),
-         cache: str | Path | None = None) -> int:
+def main(
+    quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(CASES), cache: str | Path | None = None
+) -> int:
     """Fit every case's pooled and per-seed spectra and print the tables; 0."""
     lines: list[str] = []
 
@@ -105,8 +111,10 @@ def main(quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(
         th = theory(problem)
         se = {k: float(th.extras[k]) for k in ("eta", "delta", "eps")}
         n_th, pos_th = theory_outliers(problem, th, prior, shape)
-        sources = {"students": student_eigenvalues(label, problem, seeds, store),
-                   "theory law (finite d)": law_samples(problem, se["eta"], se["delta"], se["eps"], seeds)}
+        sources = {
+            "students": student_eigenvalues(label, problem, seeds, store),
+            "theory law (finite d)": law_samples(problem, se["eta"], se["delta"], se["eps"], seeds),
+        }
         for src, evs in sources.items():
             for fixed in (True, False):
                 t0 = time.perf_counter()
@@ -117,28 +125,35 @@ def main(quick: bool = False, *, seeds: int = 8, cases: tuple[str, ...] = tuple(
                 n_out = [p.n_outliers for p in per]
                 rows.append((label, src, "fixed" if fixed else "fitted", f, se, spread, n_out, n_th, pos_th, t_fit))
     say()
-    say("| case | eigenvalues | mu0 shape | eta fit (SE) | delta fit (SE) | eps fit (SE) | shape fit | "
-          "per-seed sd eta/delta/eps | z eta/delta/eps | outliers per seed (theory) | KS | all within 10% |")
+    say(
+        "| case | eigenvalues | mu0 shape | eta fit (SE) | delta fit (SE) | eps fit (SE) | shape fit | "
+        "per-seed sd eta/delta/eps | z eta/delta/eps | outliers per seed (theory) | KS | all within 10% |"
+    )
     say("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label, src, mode, f, se, sp, n_out, n_th, pos_th, t_fit in rows:
         r = {k: rel(getattr(f, k), se[k]) for k in ("eta", "delta", "eps")}
         ok = all(abs(v) <= 0.10 for v in r.values()) and all(n == n_th for n in n_out)
         # z: (pooled fit - SE) / (per-seed sd / sqrt(seeds)), the gap in standard errors of the pooled fit
-        z = [(getattr(f, k) - se[k]) / (sp[k] / np.sqrt(len(n_out))) if sp[k] > 0 else float("nan")
-             for k in ("eta", "delta", "eps")]
-        say(f"| {label} | {src} | {mode} | {f.eta:.4f} ({se['eta']:.4f}, {r['eta']:+.1%}) | "
-              f"{f.delta:.4f} ({se['delta']:.4f}, {r['delta']:+.1%}) | {f.eps:.4f} ({se['eps']:.4f}, {r['eps']:+.1%}) | "
-              f"{f.shape:.3f} | {sp['eta']:.3f}/{sp['delta']:.3f}/{sp['eps']:.4f} | "
-              f"{z[0]:+.1f}/{z[1]:+.1f}/{z[2]:+.1f} | {n_out} ({n_th}) | "
-              f"{f.ks:.3f} | {'yes' if ok else 'NO'} |")
+        z = [
+            (getattr(f, k) - se[k]) / (sp[k] / np.sqrt(len(n_out))) if sp[k] > 0 else float("nan")
+            for k in ("eta", "delta", "eps")
+        ]
+        say(
+            f"| {label} | {src} | {mode} | {f.eta:.4f} ({se['eta']:.4f}, {r['eta']:+.1%}) | "
+            f"{f.delta:.4f} ({se['delta']:.4f}, {r['delta']:+.1%}) | {f.eps:.4f} ({se['eps']:.4f}, {r['eps']:+.1%}) | "
+            f"{f.shape:.3f} | {sp['eta']:.3f}/{sp['delta']:.3f}/{sp['eps']:.4f} | "
+            f"{z[0]:+.1f}/{z[1]:+.1f}/{z[2]:+.1f} | {n_out} ({n_th}) | "
+            f"{f.ks:.3f} | {'yes' if ok else 'NO'} |"
+        )
     say()
     for label, src, mode, f, se, sp, n_out, n_th, pos_th, t_fit in rows:
         if src == "students" and mode == "fixed" and n_th:
             meas = [round(o["position"], 3) for o in f.outliers]
             pred = [round(p, 3) for p in f.extras["predicted_outliers"]]
-            say(f"{label}: theory (SE) outlier positions {np.round(pos_th, 3).tolist()}; fitted law's "
-                  f"{pred}; measured (pooled) {meas}")
-
+            say(
+                f"{label}: theory (SE) outlier positions {np.round(pos_th, 3).tolist()}; fitted law's "
+                f"{pred}; measured (pooled) {meas}"
+            )
 
     if not quick:
         write_table(HERE, lines)

@@ -33,10 +33,10 @@ import numpy as np
 from singlehead import MPTarget, Problem, SEOptions, TrainOptions, simulate
 from singlehead.runs import Cache, cached, reference_seconds
 from singlehead.state_evolution.multihead_se import (
-    multihead_options,
     MultiHeadSEMap,
     default_start,
     match_heads,
+    multihead_options,
     multihead_theory,
     project,
     solve_multihead,
@@ -59,8 +59,17 @@ ERM_STARTS = 3
 
 
 def problem_for(H: int, H0: int, lam: float, alpha: float, d: int = 100) -> Problem:
-    return Problem(d=d, T=T, channel="seq2lab", alpha=alpha, noise=NOISE, lam=lam, target=MPTarget(kappa0=KAPPA0),
-                   heads=H, teacher_heads=H0)
+    return Problem(
+        d=d,
+        T=T,
+        channel="seq2lab",
+        alpha=alpha,
+        noise=NOISE,
+        lam=lam,
+        target=MPTarget(kappa0=KAPPA0),
+        heads=H,
+        teacher_heads=H0,
+    )
 
 
 def asym_index(M: np.ndarray, Q0: np.ndarray) -> float:
@@ -75,33 +84,66 @@ def asym_index(M: np.ndarray, Q0: np.ndarray) -> float:
 
 # ---- ERM ------------------------------------------------------------------------------------------------------
 
+
 def erm_task(alpha: float, d: int, seed: int, lam: float = ERM_LAM) -> dict:
     t0 = time.perf_counter()
-    r = simulate(problem_for(2, 2, lam, alpha, d=d), seed=seed,
-                 options=TrainOptions(optimizer="lbfgs", precision="float64", n_starts=ERM_STARTS))
+    r = simulate(
+        problem_for(2, 2, lam, alpha, d=d),
+        seed=seed,
+        options=TrainOptions(optimizer="lbfgs", precision="float64", n_starts=ERM_STARTS),
+    )
     M, Q0 = np.asarray(r.extras["head_M"], float), np.asarray(r.extras["head_Q0"], float)
-    return dict(alpha=alpha, lam=lam, d=d, seed=seed, test=r.test_error, train=r.train_error,
-                objective=r.train_error + r.penalty / alpha, converged=bool(r.converged),
-                head_M=M.tolist(), head_Q=np.asarray(r.extras["head_Q"]).tolist(), head_Q0=Q0.tolist(),
-                index=specialisation_index(M, Q0), seconds=time.perf_counter() - t0)
+    return dict(
+        alpha=alpha,
+        lam=lam,
+        d=d,
+        seed=seed,
+        test=r.test_error,
+        train=r.train_error,
+        objective=r.train_error + r.penalty / alpha,
+        converged=bool(r.converged),
+        head_M=M.tolist(),
+        head_Q=np.asarray(r.extras["head_Q"]).tolist(),
+        head_Q0=Q0.tolist(),
+        index=specialisation_index(M, Q0),
+        seconds=time.perf_counter() - t0,
+    )
 
 
-def run_erm(store: Cache, alphas, sizes: dict[int, int], lam: float = ERM_LAM, run: bool = True,
-            more: dict[int, int] | None = None, more_alphas=()) -> list[dict]:
+def run_erm(
+    store: Cache,
+    alphas,
+    sizes: dict[int, int],
+    lam: float = ERM_LAM,
+    run: bool = True,
+    more: dict[int, int] | None = None,
+    more_alphas=(),
+) -> list[dict]:
     """ERM tasks: seeds ``0..sizes[d]-1`` at every alpha, then up to ``more[d]`` seeds at ``more_alphas``."""
     out = []
     plan = [(d, a, range(n)) for d, n in sizes.items() for a in alphas]
     plan += [(d, a, range(sizes.get(d, 0), n)) for d, n in (more or {}).items() for a in more_alphas]
     for d, a, seeds in plan:
         for s in seeds:
-            spec = {"stage": "mht-erm", "H": 2, "H0": 2, "lam": lam, "alpha": a, "d": d, "seed": s,
-                    "starts": ERM_STARTS}
+            spec = {
+                "stage": "mht-erm",
+                "H": 2,
+                "H0": 2,
+                "lam": lam,
+                "alpha": a,
+                "d": d,
+                "seed": s,
+                "starts": ERM_STARTS,
+            }
             r = cached(store, spec, (lambda: erm_task(a, d, s, lam)) if run else None)
             if r is not None:
                 out.append(r)
                 if run:
-                    print(f"erm lam={lam:g} alpha={a} d={d} seed={s}: index {r['index']:.3f} test {r['test']:.4f} "
-                          f"obj {r['objective']:.5f} {r['seconds']:.1f} s", flush=True)
+                    print(
+                        f"erm lam={lam:g} alpha={a} d={d} seed={s}: index {r['index']:.3f} test {r['test']:.4f} "
+                        f"obj {r['objective']:.5f} {r['seconds']:.1f} s",
+                        flush=True,
+                    )
     return out
 
 
@@ -133,11 +175,21 @@ def start_of(rec: dict | None) -> tuple | None:
 def summary(r) -> dict:
     e = r.extras
     M, Q0 = np.asarray(e["head_M"], float), np.asarray(e["head_Q0"], float)
-    return dict(objective=float(e["objective"]), objective_se=float(e["objective_se"]), test=r.test_error,
-                train=r.train_error, converged=bool(r.converged), iterations=r.iterations, seconds=r.runtime_s,
-                index=specialisation_index(M, Q0) if M.shape == Q0.shape else math.nan, asym=asym_index(M, Q0),
-                head_M=M.tolist(), head_Q=np.asarray(e["head_Q"]).tolist(), head_Sigma=np.asarray(e["head_Sigma"]).tolist(),
-                head_Q0=Q0.tolist())
+    return dict(
+        objective=float(e["objective"]),
+        objective_se=float(e["objective_se"]),
+        test=r.test_error,
+        train=r.train_error,
+        converged=bool(r.converged),
+        iterations=r.iterations,
+        seconds=r.runtime_s,
+        index=specialisation_index(M, Q0) if M.shape == Q0.shape else math.nan,
+        asym=asym_index(M, Q0),
+        head_M=M.tolist(),
+        head_Q=np.asarray(e["head_Q"]).tolist(),
+        head_Sigma=np.asarray(e["head_Sigma"]).tolist(),
+        head_Q0=Q0.tolist(),
+    )
 
 
 def se_equal(H: int, lam: float, alpha: float, ansatz: str, start: tuple | None, seed: int = 0) -> dict:
@@ -156,12 +208,14 @@ def se_equal(H: int, lam: float, alpha: float, ansatz: str, start: tuple | None,
             except np.linalg.LinAlgError as exc:  # the perturbed overlaps leave the fields' covariance not PD
                 out["eigen"][str(eps)] = dict(value=math.nan, error=f"{type(exc).__name__}: {exc}")
                 continue
-            out["eigen"][str(eps)] = dict(value=e["lambda"], gap_at_fixed_point=e["gap_at_fixed_point"],
-                                          gap_in=list(e["gap_in"]))
+            out["eigen"][str(eps)] = dict(
+                value=e["lambda"], gap_at_fixed_point=e["gap_at_fixed_point"], gap_in=list(e["gap_in"])
+            )
     return out
 
 
 # ---- theory: H != H0 (the symmetric point, its Jacobian in the symmetry-breaking directions) ---------------------
+
 
 def sym_project(Q: np.ndarray, M: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Onto the subspace where every student head is alike and every teacher head too: ``Q``, ``Sigma`` of the
@@ -195,11 +249,11 @@ def pack(Q, M, S) -> np.ndarray:
 def unpack(v: np.ndarray, H: int, H0: int) -> tuple:
     iu, n = np.triu_indices(H), H * (H + 1) // 2
     out = []
-    for part in (v[:n], v[n + H * H0:]):
+    for part in (v[:n], v[n + H * H0 :]):
         A = np.zeros((H, H))
         A[iu] = part
         out.append(A + np.triu(A, 1).T)
-    return out[0], v[n:n + H * H0].reshape(H, H0), out[1]
+    return out[0], v[n : n + H * H0].reshape(H, H0), out[1]
 
 
 def breaking_basis(H: int, H0: int) -> np.ndarray:
@@ -219,11 +273,16 @@ def group_average(J: np.ndarray, H: int, H0: int) -> np.ndarray:
     dim = B.shape[0]
     Jf = B @ np.asarray(J, float) @ B.T
     acc = np.zeros_like(Jf)
-    perms = [(np.eye(H)[list(a)], np.eye(H0)[list(b)]) for a in itertools.permutations(range(H))
-             for b in itertools.permutations(range(H0))]
+    perms = [
+        (np.eye(H)[list(a)], np.eye(H0)[list(b)])
+        for a in itertools.permutations(range(H))
+        for b in itertools.permutations(range(H0))
+    ]
     for P, R in perms:
-        G = np.stack([pack(*(lambda Q, M, S: (P @ Q @ P.T, P @ M @ R.T, P @ S @ P.T))(*unpack(e, H, H0)))
-                      for e in np.eye(dim)], axis=1)
+        G = np.stack(
+            [pack(*(lambda Q, M, S: (P @ Q @ P.T, P @ M @ R.T, P @ S @ P.T))(*unpack(e, H, H0))) for e in np.eye(dim)],
+            axis=1,
+        )
         acc += G @ Jf @ G.T
     return B.T @ (acc / len(perms)) @ B
 
@@ -255,11 +314,19 @@ def modes(J: np.ndarray, H: int, H0: int) -> list[dict]:
         Q, M, S = unpack(v, H, H0)
         stud = pack(np.diag(np.diag(Q)), np.repeat(M.mean(axis=1, keepdims=True), H0, axis=1), np.diag(np.diag(S)))
         stud = B @ (B.T @ stud)
-        out.append(dict(value=float(w[k].real), imag=float(w[k].imag), Q=float(np.sum(v[:n] ** 2)),
-                        M=float(np.sum(v[n:n + H * H0] ** 2)), Sigma=float(np.sum(v[n + H * H0:] ** 2)),
-                        specialisation=float(v @ spec) ** 2 if spec is not None else math.nan,
-                        student_difference=float(v @ stud) ** 2 / max(float(stud @ stud), 1e-300)
-                        if float(stud @ stud) > 1e-12 else 0.0))
+        out.append(
+            dict(
+                value=float(w[k].real),
+                imag=float(w[k].imag),
+                Q=float(np.sum(v[:n] ** 2)),
+                M=float(np.sum(v[n : n + H * H0] ** 2)),
+                Sigma=float(np.sum(v[n + H * H0 :] ** 2)),
+                specialisation=float(v @ spec) ** 2 if spec is not None else math.nan,
+                student_difference=float(v @ stud) ** 2 / max(float(stud @ stud), 1e-300)
+                if float(stud @ stud) > 1e-12
+                else 0.0,
+            )
+        )
     return out
 
 
@@ -273,12 +340,21 @@ def solution_record(problem: Problem, se_map: MultiHeadSEMap, sol, t0: float) ->
     tr = sol.prior.per_draw["traces"].sum(axis=1)
     pen_se = problem.lam * float(tr.std(ddof=1) / math.sqrt(tr.size))
     Q0 = se_map.Q0
-    return dict(objective=sol.out.train_error + penalty / problem.alpha,
-                objective_se=math.hypot(sol.out.err["train_error"], pen_se / problem.alpha), test=te["test_error"],
-                train=sol.out.train_error, converged=bool(sol.converged), iterations=sol.evaluations,
-                seconds=time.perf_counter() - t0,
-                index=specialisation_index(M, Q0) if M.shape == Q0.shape else math.nan, asym=asym_index(M, Q0),
-                head_M=M.tolist(), head_Q=Q.tolist(), head_Sigma=S.tolist(), head_Q0=Q0.tolist())
+    return dict(
+        objective=sol.out.train_error + penalty / problem.alpha,
+        objective_se=math.hypot(sol.out.err["train_error"], pen_se / problem.alpha),
+        test=te["test_error"],
+        train=sol.out.train_error,
+        converged=bool(sol.converged),
+        iterations=sol.evaluations,
+        seconds=time.perf_counter() - t0,
+        index=specialisation_index(M, Q0) if M.shape == Q0.shape else math.nan,
+        asym=asym_index(M, Q0),
+        head_M=M.tolist(),
+        head_Q=Q.tolist(),
+        head_Sigma=S.tolist(),
+        head_Q0=Q0.tolist(),
+    )
 
 
 def se_symmetric(H: int, H0: int, lam: float, alpha: float, start: tuple | None, eps: float = EPS[0]) -> dict:
@@ -289,8 +365,9 @@ def se_symmetric(H: int, H0: int, lam: float, alpha: float, start: tuple | None,
     o = multihead_options(SEOptions(ansatz="general"))
     base = MultiHeadSEMap(p, o)
     x0 = start if start is not None else sym_project(*default_start(p, base.Q0, "general"))
-    sol = solve_multihead(SymmetricMap(base), "general", x0, damping=o.damping, tol=o.tol, max_iter=o.max_iter,
-                          history=o.history)
+    sol = solve_multihead(
+        SymmetricMap(base), "general", x0, damping=o.damping, tol=o.tol, max_iter=o.max_iter, history=o.history
+    )
     rec = solution_record(p, base, sol, t0)
     # the fixed point itself, not the matched one (it is symmetric up to the draws)
     xs = (sol.Q, sol.M, sol.Sigma)
@@ -305,10 +382,18 @@ def se_symmetric(H: int, H0: int, lam: float, alpha: float, start: tuple | None,
         J[:, j] = B.T @ (fp - fm) / (2 * h)
     ev = np.linalg.eigvals(J)
     ev = ev[np.argsort(-ev.real)]
-    rec.update(jac_eigs_real=ev.real.tolist(), jac_eigs_imag=ev.imag.tolist(), jac=J.tolist(),
-               asym_at_fixed_point=float(np.linalg.norm(B.T @ (f0 - x))), step=h, eps=eps,
-               sym_Q=sol.Q.tolist(), sym_M=sol.M.tolist(), sym_Sigma=sol.Sigma.tolist(),
-               seconds=time.perf_counter() - t0)
+    rec.update(
+        jac_eigs_real=ev.real.tolist(),
+        jac_eigs_imag=ev.imag.tolist(),
+        jac=J.tolist(),
+        asym_at_fixed_point=float(np.linalg.norm(B.T @ (f0 - x))),
+        step=h,
+        eps=eps,
+        sym_Q=sol.Q.tolist(),
+        sym_M=sol.M.tolist(),
+        sym_Sigma=sol.Sigma.tolist(),
+        seconds=time.perf_counter() - t0,
+    )
     return rec
 
 
@@ -334,6 +419,7 @@ def se_general(H: int, H0: int, lam: float, alpha: float, start: tuple | None) -
 
 
 # ---- theory: sweeps and bisection ---------------------------------------------------------------------------
+
 
 def lam_of(rec: dict, eps: float = EPS[0]) -> float:
     """The instability measure of a symmetric point: ``specialisation_eigenvalue`` (H = H0) or the largest real part
@@ -361,13 +447,19 @@ class Sweep:
         if H == H0:
             fn = lambda: se_equal(H, lam, alpha, "unspecialised" if kind == "sym" else "specialised", start)
         else:
-            fn = (lambda: se_symmetric(H, H0, lam, alpha, start)) if kind == "sym" else \
-                (lambda: se_general(H, H0, lam, alpha, start))
+            fn = (
+                (lambda: se_symmetric(H, H0, lam, alpha, start))
+                if kind == "sym"
+                else (lambda: se_general(H, H0, lam, alpha, start))
+            )
         r = cached(self.store, spec, fn if self.run else None)
         if r is not None and self.run:
             extra = f"lambda {f(lam_of(r))}" if kind == "sym" else f"index {f(r['index'])} asym {r['asym']:.3f}"
-            print(f"SE H={H} H0={H0} lam={lam:g} alpha={alpha:.4g} {kind}: obj {r['objective']:.5f} test "
-                  f"{r['test']:.4f} {extra} conv {r['converged']} {r['seconds']:.0f} s", flush=True)
+            print(
+                f"SE H={H} H0={H0} lam={lam:g} alpha={alpha:.4g} {kind}: obj {r['objective']:.5f} test "
+                f"{r['test']:.4f} {extra} conv {r['converged']} {r['seconds']:.0f} s",
+                flush=True,
+            )
         return r
 
     def on_branch(self, r: dict | None) -> bool:
@@ -456,8 +548,13 @@ class Sweep:
         return dict(status="bracketed", bracket=[a_lo, a_hi], estimate=est, values=sorted(vals))
 
     def record(self) -> dict:
-        return dict(H=self.H, H0=self.H0, lam=self.lam, sym={str(a): r for a, r in sorted(self.sym.items())},
-                    brk={str(a): r for a, r in sorted(self.brk.items())})
+        return dict(
+            H=self.H,
+            H0=self.H0,
+            lam=self.lam,
+            sym={str(a): r for a, r in sorted(self.sym.items())},
+            brk={str(a): r for a, r in sorted(self.brk.items())},
+        )
 
 
 #: H = H0 = 2, lam = ERM_LAM: the breaking Jacobian at these alphas (against specialisation_eigenvalue), and the
@@ -479,8 +576,10 @@ def checks(store: Cache, sw: Sweep, run: bool) -> dict:
         if r is not None:
             out["jac"][str(a)] = r
             if run:
-                print(f"check jac alpha={a}: eigs {np.round(r['jac_eigs_real'], 3).tolist()} obj {r['objective']:.5f}",
-                      flush=True)
+                print(
+                    f"check jac alpha={a}: eigs {np.round(r['jac_eigs_real'], 3).tolist()} obj {r['objective']:.5f}",
+                    flush=True,
+                )
     out["escape"] = {}
     for a in ESCAPE_ALPHAS:
         j = out["jac"].get(str(a))
@@ -489,14 +588,21 @@ def checks(store: Cache, sw: Sweep, run: bool) -> dict:
         x = pack(*(np.asarray(j[k], float) for k in ("sym_Q", "sym_M", "sym_Sigma")))
         st = unpack(x + ESCAPE * float(np.mean(j["sym_M"])) * lead_vector(j["jac"], 2, 2), 2, 2)
         spec = {"stage": "mht-escape", "alpha": a, "lam": sw.lam, "start": rounded(st)}
-        r = cached(store, spec, (lambda: summary(multihead_theory(problem_for(2, 2, sw.lam, a),
-                                                                   SEOptions(ansatz="general"), start=st)))
-                   if run else None)
+        r = cached(
+            store,
+            spec,
+            (lambda: summary(multihead_theory(problem_for(2, 2, sw.lam, a), SEOptions(ansatz="general"), start=st)))
+            if run
+            else None,
+        )
         if r is not None:
             out["escape"][str(a)] = r
             if run:
-                print(f"escape alpha={a}: obj {r['objective']:.5f} (sym {j['objective']:.5f}) index {r['index']:.3f} "
-                      f"asym {r['asym']:.3f} Q {np.round(r['head_Q'], 3).tolist()} conv {r['converged']}", flush=True)
+                print(
+                    f"escape alpha={a}: obj {r['objective']:.5f} (sym {j['objective']:.5f}) index {r['index']:.3f} "
+                    f"asym {r['asym']:.3f} Q {np.round(r['head_Q'], 3).tolist()} conv {r['converged']}",
+                    flush=True,
+                )
     out["asym_branch"] = {}
     a0 = ESCAPE_ALPHAS[0]
     if str(a0) in out["escape"]:
@@ -506,15 +612,26 @@ def checks(store: Cache, sw: Sweep, run: bool) -> dict:
             for a in chain:
                 st = start_of(prev)
                 spec = {"stage": "mht-asym-branch", "alpha": a, "lam": sw.lam, "start": rounded(st)}
-                r = cached(store, spec, (lambda: summary(multihead_theory(problem_for(2, 2, sw.lam, a),
-                                                                           SEOptions(ansatz="general"), start=st)))
-                           if run else None)
+                r = cached(
+                    store,
+                    spec,
+                    (
+                        lambda: summary(
+                            multihead_theory(problem_for(2, 2, sw.lam, a), SEOptions(ansatz="general"), start=st)
+                        )
+                    )
+                    if run
+                    else None,
+                )
                 if r is None:
                     break
                 out["asym_branch"][str(a)] = prev = r
                 if run:
-                    print(f"asym branch alpha={a}: obj {r['objective']:.5f} index {r['index']:.3f} Q "
-                          f"{np.round(r['head_Q'], 3).tolist()} conv {r['converged']} {r['seconds']:.0f} s", flush=True)
+                    print(
+                        f"asym branch alpha={a}: obj {r['objective']:.5f} index {r['index']:.3f} Q "
+                        f"{np.round(r['head_Q'], 3).tolist()} conv {r['converged']} {r['seconds']:.0f} s",
+                        flush=True,
+                    )
     a = CHECK_SEED_ALPHA
     s0, b0 = sw.sym_at(a), sw.brk_at(a)
     for seed in CHECK_SEEDS:
@@ -523,15 +640,25 @@ def checks(store: Cache, sw: Sweep, run: bool) -> dict:
             if base is None:
                 continue
             st = start_of(base)
-            spec = {"stage": "mht-check-seed", "alpha": a, "lam": sw.lam, "seed": seed, "kind": kind, "start": rounded(st)}
+            spec = {
+                "stage": "mht-check-seed",
+                "alpha": a,
+                "lam": sw.lam,
+                "seed": seed,
+                "kind": kind,
+                "start": rounded(st),
+            }
             r = cached(store, spec, (lambda: se_equal(2, sw.lam, a, ansatz, st, seed)) if run else None)
             if r is not None:
                 rows[kind] = r
         if len(rows) == 2:
             out["seeds"][str(seed)] = rows
             if run:
-                print(f"check seed {seed} alpha={a}: diff {rows['brk']['objective'] - rows['sym']['objective']:+.2e} "
-                      f"index {rows['brk']['index']:.3f} lambda {f(lam_of(rows['sym']))}", flush=True)
+                print(
+                    f"check seed {seed} alpha={a}: diff {rows['brk']['objective'] - rows['sym']['objective']:+.2e} "
+                    f"index {rows['brk']['index']:.3f} lambda {f(lam_of(rows['sym']))}",
+                    flush=True,
+                )
     return out
 
 
@@ -542,7 +669,7 @@ def run_theory(store: Cache, run: bool, quick: bool = False, only: list[tuple] |
     """Every configuration's sweep and transitions (computing only those in ``only``, default all, when ``run``;
     the others from the cache)."""
     out = []
-    for H, H0, lam in (CONFIGS[1:2] if quick else CONFIGS):
+    for H, H0, lam in CONFIGS[1:2] if quick else CONFIGS:
         here = run and (only is None or (H, H0, lam) in only)
         sw = Sweep(store, H, H0, lam, here, BRANCH_INDEX if H0 > 1 else 0.05)
         grid = GRID if H == H0 else UNEQUAL_GRID
@@ -560,8 +687,11 @@ def run_theory(store: Cache, run: bool, quick: bool = False, only: list[tuple] |
             rec["checks"] = checks(store, sw, here)
         rec.update(sw.record())
         out.append(rec)
-        print(f"H={H} H0={H0} lam={lam:g}: stab {rec['stab'].get('estimate', rec['stab']['status'])}, cross "
-              f"{rec['cross'].get('estimate', rec['cross']['status'])}", flush=True)
+        print(
+            f"H={H} H0={H0} lam={lam:g}: stab {rec['stab'].get('estimate', rec['stab']['status'])}, cross "
+            f"{rec['cross'].get('estimate', rec['cross']['status'])}",
+            flush=True,
+        )
     return out
 
 
@@ -604,8 +734,10 @@ def mode_text(rec: dict, H: int, H0: int, k: int = 2) -> str:
     for m in modes(rec["jac"], H, H0)[:k]:
         lab = f"spec {m['specialisation']:.2f}, " if H == H0 else ""
         im = "" if abs(m["imag"]) < 1e-9 else f"{m['imag']:+.2f}i"
-        out.append(f"{m['value']:.2f}{im} ({lab}stud-diff "
-                   f"{m['student_difference']:.2f}; Q/M/Sigma {m['Q']:.2f}/{m['M']:.2f}/{m['Sigma']:.2f})")
+        out.append(
+            f"{m['value']:.2f}{im} ({lab}stud-diff "
+            f"{m['student_difference']:.2f}; Q/M/Sigma {m['Q']:.2f}/{m['M']:.2f}/{m['Sigma']:.2f})"
+        )
     return ", ".join(out)
 
 
@@ -617,43 +749,68 @@ def transition_text(t: dict) -> str:
 
 
 def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
-    L = ["# Multi-head attention: specialisation transitions", "",
-         f"seq2lab, T = {T}, MP teachers kappa0 = {KAPPA0}, noise {NOISE}, factorized students kappa = 1. SE: D = 100, "
-         "4 draws, 4 x 1024 nodes (the library's defaults). Reference workload (five 1000^3 float64 products) on the "
-         f"shared machine: {ref:.2f} s.", ""]
+    L = [
+        "# Multi-head attention: specialisation transitions",
+        "",
+        f"seq2lab, T = {T}, MP teachers kappa0 = {KAPPA0}, noise {NOISE}, factorized students kappa = 1. SE: D = 100, "
+        "4 draws, 4 x 1024 nodes (the library's defaults). Reference workload (five 1000^3 float64 products) on the "
+        f"shared machine: {ref:.2f} s.",
+        "",
+    ]
     if theory:
-        L += ["## Transitions (state evolution)", "",
-              "stability: the symmetric point's eigenvalue crosses 1 (eps = 0.02; H = H0: specialisation_eigenvalue, "
-              "otherwise the largest real part of the breaking Jacobian); crossing: the broken branch's objective "
-              "drops below the symmetric one's. Estimate by linear interpolation in the last bracket [lo, hi].", "",
-              "| H | H0 | lam | grid | stability: alpha [bracket] | eigenvalue at grid points (eps 0.02 / 0.05) | "
-              "objective crossing: alpha [bracket] | broken - symmetric objective at grid points | broken branch index (asym) at grid points |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        L += [
+            "## Transitions (state evolution)",
+            "",
+            "stability: the symmetric point's eigenvalue crosses 1 (eps = 0.02; H = H0: specialisation_eigenvalue, "
+            "otherwise the largest real part of the breaking Jacobian); crossing: the broken branch's objective "
+            "drops below the symmetric one's. Estimate by linear interpolation in the last bracket [lo, hi].",
+            "",
+            "| H | H0 | lam | grid | stability: alpha [bracket] | eigenvalue at grid points (eps 0.02 / 0.05) | "
+            "objective crossing: alpha [bracket] | broken - symmetric objective at grid points | broken branch index (asym) at grid points |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for t in theory:
             g = t["grid"]
-            eig = ", ".join(f"{a:g}: " + (f"{f(lam_of(t['sym'][str(a)], 0.02), 2)}/"
-                                          f"{f(lam_of(t['sym'][str(a)], 0.05), 2)}"
-                                          if "eigen" in t["sym"][str(a)] else f"{lam_of(t['sym'][str(a)]):.2f}")
-                            for a in g)
-            dif = ", ".join(f"{a:g}: {1e4 * (t['brk'][str(a)]['objective'] - t['sym'][str(a)]['objective']):+.1f}"
-                            for a in g if str(a) in t["brk"])
+            eig = ", ".join(
+                f"{a:g}: "
+                + (
+                    f"{f(lam_of(t['sym'][str(a)], 0.02), 2)}/{f(lam_of(t['sym'][str(a)], 0.05), 2)}"
+                    if "eigen" in t["sym"][str(a)]
+                    else f"{lam_of(t['sym'][str(a)]):.2f}"
+                )
+                for a in g
+            )
+            dif = ", ".join(
+                f"{a:g}: {1e4 * (t['brk'][str(a)]['objective'] - t['sym'][str(a)]['objective']):+.1f}"
+                for a in g
+                if str(a) in t["brk"]
+            )
             idx = ", ".join(f"{a:g}: {t['brk'][str(a)]['asym']:.2f}" for a in g if str(a) in t["brk"])
-            L.append(f"| {t['H']} | {t['H0']} | {t['lam']:g} | {g[0]:g}..{g[-1]:g} | {transition_text(t['stab'])} | "
-                     f"{eig} | {transition_text(t['cross'])} | {dif} (1e-4) | {idx} |")
-        L += ["", "Every SE point (sym: the symmetric / unspecialised fixed point; brk: the broken / specialised one):",
-              ""]
+            L.append(
+                f"| {t['H']} | {t['H0']} | {t['lam']:g} | {g[0]:g}..{g[-1]:g} | {transition_text(t['stab'])} | "
+                f"{eig} | {transition_text(t['cross'])} | {dif} (1e-4) | {idx} |"
+            )
+        L += [
+            "",
+            "Every SE point (sym: the symmetric / unspecialised fixed point; brk: the broken / specialised one):",
+            "",
+        ]
         for t in theory:
             L.append(f"- H = {t['H']}, H0 = {t['H0']}, lam = {t['lam']:g}:")
             for a in sorted(set(map(float, t["sym"])) | set(map(float, t["brk"]))):
                 s, b = t["sym"].get(str(a)), t["brk"].get(str(a))
                 txt = f"  - alpha {a:g}:"
                 if s:
-                    txt += (f" sym obj {s['objective']:.5f} +- {s['objective_se']:.5f}, test {s['test']:.4f}, "
-                            f"eigenvalue {f(lam_of(s))}{'' if s['converged'] else ' (not converged)'};")
+                    txt += (
+                        f" sym obj {s['objective']:.5f} +- {s['objective_se']:.5f}, test {s['test']:.4f}, "
+                        f"eigenvalue {f(lam_of(s))}{'' if s['converged'] else ' (not converged)'};"
+                    )
                 if b:
-                    txt += (f" brk obj {b['objective']:.5f}, test {b['test']:.4f}, index {f(b['index'])}, asym "
-                            f"{b['asym']:.3f}, M {np.round(b['head_M'], 3).tolist()}"
-                            f"{'' if b['converged'] else ' (not converged)'}")
+                    txt += (
+                        f" brk obj {b['objective']:.5f}, test {b['test']:.4f}, index {f(b['index'])}, asym "
+                        f"{b['asym']:.3f}, M {np.round(b['head_M'], 3).tolist()}"
+                        f"{'' if b['converged'] else ' (not converged)'}"
+                    )
                 if s and "jac" in s:
                     txt += " breaking modes: " + mode_text(s, t["H"], t["H0"])
                 L.append(txt)
@@ -662,57 +819,80 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
             c = t.get("checks")
             if not c:
                 continue
-            L += [f"## Checks, H = H0 = 2, lam = {t['lam']:g}", "",
-                  "Breaking Jacobian of the unspecialised point (every symmetry-breaking direction, central differences, "
-                  "step 0.02 m; eigenvalues after averaging over the heads' symmetry group; per mode its shares in "
-                  "the specialisation direction and in the student-difference directions) against "
-                  "specialisation_eigenvalue (eps 0.02) at the same point; ||breaking part of F(x*) - x*|| is the "
-                  "sampled map's own asymmetry at the fixed point:", ""]
+            L += [
+                f"## Checks, H = H0 = 2, lam = {t['lam']:g}",
+                "",
+                "Breaking Jacobian of the unspecialised point (every symmetry-breaking direction, central differences, "
+                "step 0.02 m; eigenvalues after averaging over the heads' symmetry group; per mode its shares in "
+                "the specialisation direction and in the student-difference directions) against "
+                "specialisation_eigenvalue (eps 0.02) at the same point; ||breaking part of F(x*) - x*|| is the "
+                "sampled map's own asymmetry at the fixed point:",
+                "",
+            ]
             for a in sorted(c["jac"], key=float):
                 j = c["jac"][a]
                 lib = t["sym"].get(a)
-                L.append(f"- alpha {float(a):g}: {mode_text(j, 2, 2, 3)}; raw (not averaged) "
-                         f"{np.round(j['jac_eigs_real'][:3], 3).tolist()}; specialisation_eigenvalue "
-                         f"{f(lam_of(lib)) if lib else '-'}; asymmetry at x* {j['asym_at_fixed_point']:.3f} "
-                         f"(step {j['step']:.3f})")
+                L.append(
+                    f"- alpha {float(a):g}: {mode_text(j, 2, 2, 3)}; raw (not averaged) "
+                    f"{np.round(j['jac_eigs_real'][:3], 3).tolist()}; specialisation_eigenvalue "
+                    f"{f(lam_of(lib)) if lib else '-'}; asymmetry at x* {j['asym_at_fixed_point']:.3f} "
+                    f"(step {j['step']:.3f})"
+                )
             for a, r in c.get("escape", {}).items():
                 j = c["jac"][a]
-                L.append(f"- escape, alpha {float(a):g}: general ansatz from x* + {ESCAPE} m v (v the leading mode): "
-                         f"objective {r['objective']:.5f} (unspecialised {j['objective']:.5f}), index {f(r['index'])}, "
-                         f"asym {r['asym']:.3f}, Q {np.round(r['head_Q'], 3).tolist()}, M "
-                         f"{np.round(r['head_M'], 3).tolist()}, converged {r['converged']}")
+                L.append(
+                    f"- escape, alpha {float(a):g}: general ansatz from x* + {ESCAPE} m v (v the leading mode): "
+                    f"objective {r['objective']:.5f} (unspecialised {j['objective']:.5f}), index {f(r['index'])}, "
+                    f"asym {r['asym']:.3f}, Q {np.round(r['head_Q'], 3).tolist()}, M "
+                    f"{np.round(r['head_M'], 3).tolist()}, converged {r['converged']}"
+                )
             if c.get("asym_branch"):
-                L += ["", "The fixed point the escape reaches (specialised heads that differ from each other: outside "
-                      "both ansaetze), followed in alpha by the general ansatz, against the two ansaetze (objective "
-                      "differences in 1e-4):", "",
-                      "| alpha | objective | minus unspecialised | minus specialised ansatz | index | Q diag | M | converged |",
-                      "|---|---|---|---|---|---|---|---|"]
+                L += [
+                    "",
+                    "The fixed point the escape reaches (specialised heads that differ from each other: outside "
+                    "both ansaetze), followed in alpha by the general ansatz, against the two ansaetze (objective "
+                    "differences in 1e-4):",
+                    "",
+                    "| alpha | objective | minus unspecialised | minus specialised ansatz | index | Q diag | M | converged |",
+                    "|---|---|---|---|---|---|---|---|",
+                ]
                 for a in sorted(c["asym_branch"], key=float):
                     r = c["asym_branch"][a]
                     su, sb = t["sym"].get(a), t["brk"].get(a)
                     du = f"{1e4 * (r['objective'] - su['objective']):+.1f}" if su else "-"
                     db = f"{1e4 * (r['objective'] - sb['objective']):+.1f}" if sb else "-"
-                    L.append(f"| {float(a):g} | {r['objective']:.5f} | {du} | {db} | {f(r['index'])} | "
-                             f"{np.round(np.diag(r['head_Q']), 3).tolist()} | {np.round(r['head_M'], 3).tolist()} | "
-                             f"{r['converged']} |")
+                    L.append(
+                        f"| {float(a):g} | {r['objective']:.5f} | {du} | {db} | {f(r['index'])} | "
+                        f"{np.round(np.diag(r['head_Q']), 3).tolist()} | {np.round(r['head_M'], 3).tolist()} | "
+                        f"{r['converged']} |"
+                    )
                 L.append("")
             for seed, rows in c.get("seeds", {}).items():
-                L.append(f"- other draws and nodes (seed {seed}), alpha {CHECK_SEED_ALPHA:g}: specialised minus "
-                         f"unspecialised objective {rows['brk']['objective'] - rows['sym']['objective']:+.2e} (index "
-                         f"{rows['brk']['index']:.3f}), specialisation_eigenvalue {f(lam_of(rows['sym']))}")
+                L.append(
+                    f"- other draws and nodes (seed {seed}), alpha {CHECK_SEED_ALPHA:g}: specialised minus "
+                    f"unspecialised objective {rows['brk']['objective'] - rows['sym']['objective']:+.2e} (index "
+                    f"{rows['brk']['index']:.3f}), specialisation_eigenvalue {f(lam_of(rows['sym']))}"
+                )
             L.append("")
     if erm:
         sizes = sorted({r["d"] for r in erm})
         alphas = sorted({r["alpha"] for r in erm})
         th = next((t for t in theory if t["H"] == t["H0"] == 2 and t["lam"] == ERM_LAM), None)
-        L += [f"## ERM, H = H0 = 2, lam = {ERM_LAM:g}", "",
-              f"L-BFGS float64, {ERM_STARTS} starts per task (the lowest objective kept); the student heads matched to "
-              "the teacher heads (largest matched overlap); index = (mean diag M - mean off-diag M)/(same of Q0). "
-              f"Mean +- s.e. over tasks (seeds 0..n-1); in parentheses the fraction of tasks with index > "
-              f"{ERM_SPECIALISED}.", "",
-              "| alpha | " + " | ".join(f"d = {d}: index (frac.), n" for d in sizes) + " | SE unspec. / spec. test | "
-              + " | ".join(f"d = {d}: test" for d in sizes) + " |",
-              "|---" * (2 + 2 * len(sizes)) + "|"]
+        L += [
+            f"## ERM, H = H0 = 2, lam = {ERM_LAM:g}",
+            "",
+            f"L-BFGS float64, {ERM_STARTS} starts per task (the lowest objective kept); the student heads matched to "
+            "the teacher heads (largest matched overlap); index = (mean diag M - mean off-diag M)/(same of Q0). "
+            f"Mean +- s.e. over tasks (seeds 0..n-1); in parentheses the fraction of tasks with index > "
+            f"{ERM_SPECIALISED}.",
+            "",
+            "| alpha | "
+            + " | ".join(f"d = {d}: index (frac.), n" for d in sizes)
+            + " | SE unspec. / spec. test | "
+            + " | ".join(f"d = {d}: test" for d in sizes)
+            + " |",
+            "|---" * (2 + 2 * len(sizes)) + "|",
+        ]
         for a in alphas:
             cells, tests = [], []
             for d in sizes:
@@ -728,21 +908,33 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
             se_txt = "-"
             if th and str(a) in th["sym"]:
                 b = th["brk"].get(str(a))
-                se_txt = f"{th['sym'][str(a)]['test']:.4f} / " + (f"{b['test']:.4f} (index {b['index']:.2f})" if b else "-")
+                se_txt = f"{th['sym'][str(a)]['test']:.4f} / " + (
+                    f"{b['test']:.4f} (index {b['index']:.2f})" if b else "-"
+                )
             L.append(f"| {a:g} | " + " | ".join(cells) + f" | {se_txt} | " + " | ".join(tests) + " |")
         rng = np.random.default_rng(0)
-        L += ["", "Where ERM's fraction of specialised tasks crosses 1/2 (linear interpolation between alphas; "
-              "bootstrap s.e. over tasks):", ""]
+        L += [
+            "",
+            "Where ERM's fraction of specialised tasks crosses 1/2 (linear interpolation between alphas; "
+            "bootstrap s.e. over tasks):",
+            "",
+        ]
         for d in sizes:
             est, se = erm_jump(erm, d, rng)
             L.append(f"- d = {d}: alpha_1/2 = {f(est, 2)} +- {f(se, 2)}")
-        L += ["", "Matched per-head overlaps M (mean over tasks, specialised tasks only / all) against the SE's head_M:",
-              ""]
+        L += [
+            "",
+            "Matched per-head overlaps M (mean over tasks, specialised tasks only / all) against the SE's head_M:",
+            "",
+        ]
         for a in alphas:
             parts = []
             for d in sizes:
-                xs = [np.asarray(r["head_M"]) for r in erm if r["d"] == d and r["alpha"] == a
-                      and r["index"] > ERM_SPECIALISED]
+                xs = [
+                    np.asarray(r["head_M"])
+                    for r in erm
+                    if r["d"] == d and r["alpha"] == a and r["index"] > ERM_SPECIALISED
+                ]
                 if xs:
                     parts.append(f"d = {d} ({len(xs)} spec.): {np.round(np.mean(xs, axis=0), 3).tolist()}")
             if th and str(a) in th["sym"]:
@@ -750,11 +942,15 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
                 if str(a) in th["brk"]:
                     parts.append(f"SE spec. {np.round(th['brk'][str(a)]['head_M'], 3).tolist()}")
             L.append(f"- alpha {a:g}: " + "; ".join(parts))
-        L += ["", "Difference between the two matched student heads (the specialised ansatz forces them equal): "
-              "|M11 - M22| and |Q11 - Q22|, mean +- s.e. over the specialised tasks (index > "
-              f"{ERM_SPECIALISED}); the SE's specialised point has 0 by construction.", "",
-              "| alpha | " + " | ".join(f"d = {d}: abs(M11 - M22), abs(Q11 - Q22)" for d in sizes) + " |",
-              "|---" * (1 + len(sizes)) + "|"]
+        L += [
+            "",
+            "Difference between the two matched student heads (the specialised ansatz forces them equal): "
+            "|M11 - M22| and |Q11 - Q22|, mean +- s.e. over the specialised tasks (index > "
+            f"{ERM_SPECIALISED}); the SE's specialised point has 0 by construction.",
+            "",
+            "| alpha | " + " | ".join(f"d = {d}: abs(M11 - M22), abs(Q11 - Q22)" for d in sizes) + " |",
+            "|---" * (1 + len(sizes)) + "|",
+        ]
         for a in alphas:
             cells = []
             for d in sizes:
@@ -778,8 +974,14 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
 
 # ---- main -----------------------------------------------------------------------------------------------------
 
-def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Path | None = None,
-         only: list[tuple] | None = None) -> int:
+
+def main(
+    quick: bool = False,
+    parts: list[str] | None = None,
+    *,
+    cache: str | Path | None = None,
+    only: list[tuple] | None = None,
+) -> int:
     """Run the named ``parts`` (``theory``: the configurations in ``only``, default all) and rewrite ``results/`` from
     everything cached (with ``quick``: small sizes, nothing written); 0."""
     parts = list(parts or ["tables"])
@@ -788,8 +990,14 @@ def main(quick: bool = False, parts: list[str] | None = None, *, cache: str | Pa
     ref = reference_seconds()
     print(f"reference workload: {ref:.2f} s", flush=True)
     th = run_theory(store, "theory" in parts, quick, only)
-    erm = run_erm(store, ERM_ALPHAS[:2] if quick else ERM_ALPHAS, {12: 1} if quick else ERM_SIZES, run="erm" in parts,
-                  more=None if quick else ERM_MORE, more_alphas=ERM_MORE_ALPHAS)
+    erm = run_erm(
+        store,
+        ERM_ALPHAS[:2] if quick else ERM_ALPHAS,
+        {12: 1} if quick else ERM_SIZES,
+        run="erm" in parts,
+        more=None if quick else ERM_MORE,
+        more_alphas=ERM_MORE_ALPHAS,
+    )
     if not quick:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "theory.json").write_text(json.dumps(th))
@@ -803,11 +1011,19 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("parts", nargs="*", default=["tables"], help="theory, erm, tables (only what is cached)")
     ap.add_argument("--quick", action="store_true", help="small sizes, few points; writes no results")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/multihead_transitions)")
-    ap.add_argument("--only", action="append", default=None, metavar="H,H0,LAM",
-                    help="theory: compute only this configuration (repeatable; the others from the cache)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        metavar="H,H0,LAM",
+        help="theory: compute only this configuration (repeatable; the others from the cache)",
+    )
     a = ap.parse_args(argv)
-    only = None if a.only is None else [(int(x.split(",")[0]), int(x.split(",")[1]), float(x.split(",")[2]))
-                                        for x in a.only]
+    only = (
+        None
+        if a.only is None
+        else [(int(x.split(",")[0]), int(x.split(",")[1]), float(x.split(",")[2])) for x in a.only]
+    )
     return main(a.quick, a.parts, cache=a.cache, only=only)
 
 

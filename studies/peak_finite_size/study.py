@@ -42,8 +42,9 @@ def main(quick: bool = False, *, jobs: int = 2, cache: str | Path | None = None)
     sizes = {30: 3, 40: 3, 50: 3} if quick else SIZES
     store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
     t0 = time.perf_counter()
-    fit_jobs = [Job("simulation", Problem(d=d, alpha=a, **BASE), s) for a in ALPHAS for d, k in sizes.items()
-                for s in range(k)]
+    fit_jobs = [
+        Job("simulation", Problem(d=d, alpha=a, **BASE), s) for a in ALPHAS for d, k in sizes.items() for s in range(k)
+    ]
     recs = run_jobs(fit_jobs, store, n_jobs=jobs, desc="L-BFGS fits")
     sim = {}
     for j, r in zip(fit_jobs, recs):
@@ -52,8 +53,10 @@ def main(quick: bool = False, *, jobs: int = 2, cache: str | Path | None = None)
     say(f"fits and SE: {time.perf_counter() - t0:.0f} s")
     for a, res in zip(ALPHAS, chain[1:]):
         st = stability(Problem(d=100, alpha=a, **BASE), res)
-        say(f"\nalpha = {a}: SE test {res.test_error:.5f}, train {res.train_error:.5f} "
-              f"(converged {res.converged}); {st.describe()}")
+        say(
+            f"\nalpha = {a}: SE test {res.test_error:.5f}, train {res.train_error:.5f} "
+            f"(converged {res.converged}); {st.describe()}"
+        )
         for qi, (name, th) in enumerate((("test error", res.test_error), ("train error", res.train_error))):
             ds, mean, se = [], [], []
             for d in sizes:
@@ -64,9 +67,10 @@ def main(quick: bool = False, *, jobs: int = 2, cache: str | Path | None = None)
                 say(f"  {name:<11} d = {d:3d} ({v.size:2d} seeds): {mean[-1]:.5f} +- {se[-1]:.5f}")
             e = extrapolate_to_infinite_d(ds, mean, se)
             inside = e.ci[0] <= th <= e.ci[1]
-            say(f"  {name:<11} d = inf (a + b/d): {e.intercept:.5f}, 95 % [{e.ci[0]:.5f}, {e.ci[1]:.5f}]; "
-                  f"SE {th:.5f}: {'inside' if inside else 'OUTSIDE'}")
-
+            say(
+                f"  {name:<11} d = inf (a + b/d): {e.intercept:.5f}, 95 % [{e.ci[0]:.5f}, {e.ci[1]:.5f}]; "
+                f"SE {th:.5f}: {'inside' if inside else 'OUTSIDE'}"
+            )
 
     if not quick:
         write_table(HERE, lines)

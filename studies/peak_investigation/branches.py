@@ -58,8 +58,9 @@ def _nodes(q: float, m: float, Q0: float, problem: Problem, quad: OutputQuadratu
     return y, z
 
 
-def branch_output(x: np.ndarray, problem: Problem, Q0: float, quad: OutputQuadrature, branch: str,
-                  jacobian: bool = False):
+def branch_output(
+    x: np.ndarray, problem: Problem, Q0: float, quad: OutputQuadrature, branch: str, jacobian: bool = False
+):
     """The output side at ``x = (q, m, Sigma)`` with the prox minimum of ``branch`` (see module docstring)."""
     if branch not in BRANCHES:
         raise ValueError(f"branch must be one of {BRANCHES} (got {branch!r})")
@@ -87,8 +88,9 @@ def check_nodes(problem: Problem, x: np.ndarray, Q0: float, quad: OutputQuadratu
 
 def _to_u(x: np.ndarray, Q0: float) -> np.ndarray:
     q, m, S = map(float, x)
-    return np.array([math.log(q), math.atanh(float(np.clip(m / math.sqrt(Q0 * q), -1 + 1e-12, 1 - 1e-12))),
-                     math.log(S)])
+    return np.array(
+        [math.log(q), math.atanh(float(np.clip(m / math.sqrt(Q0 * q), -1 + 1e-12, 1 - 1e-12))), math.log(S)]
+    )
 
 
 def _from_u(u: np.ndarray, Q0: float) -> np.ndarray:
@@ -96,8 +98,16 @@ def _from_u(u: np.ndarray, Q0: float) -> np.ndarray:
     return np.array([q, math.tanh(u[1]) * math.sqrt(Q0 * q), math.exp(float(np.clip(u[2], -700, 700)))])
 
 
-def solve_branch(problem: Problem, x0: np.ndarray, branch: str, *, prior: PriorModel | None = None,
-                 quad: OutputQuadrature | None = None, tol: float = 1e-7, damped_steps: int = 8) -> dict[str, Any]:
+def solve_branch(
+    problem: Problem,
+    x0: np.ndarray,
+    branch: str,
+    *,
+    prior: PriorModel | None = None,
+    quad: OutputQuadrature | None = None,
+    tol: float = 1e-7,
+    damped_steps: int = 8,
+) -> dict[str, Any]:
     """Fixed point of the SE with the prox minimum of ``branch``, from ``x0 = (q, m, Sigma)``.
 
     Returns a dict with ``q, m, Sigma, qhat, mhat, Sigmahat``, ``test_error``, ``train_error`` (and their
@@ -140,23 +150,37 @@ def solve_branch(problem: Problem, x0: np.ndarray, branch: str, *, prior: PriorM
 
     if best[0] >= tol:
         optimize.root(G, _to_u(best[1], Q0), method="hybr", options={"xtol": tol, "maxfev": 80})
-    return summarize(problem, best[1], branch, prior, quad) | {"residual": float(best[0]), "evaluations": n_eval[0],
-                                                              "converged": bool(best[0] < 1e-4)}
+    return summarize(problem, best[1], branch, prior, quad) | {
+        "residual": float(best[0]),
+        "evaluations": n_eval[0],
+        "converged": bool(best[0] < 1e-4),
+    }
 
 
-def summarize(problem: Problem, x: np.ndarray, branch: str, prior: PriorModel, quad: OutputQuadrature
-              ) -> dict[str, Any]:
+def summarize(
+    problem: Problem, x: np.ndarray, branch: str, prior: PriorModel, quad: OutputQuadrature
+) -> dict[str, Any]:
     """Order parameters, conjugates, errors and the replicon terms at ``x`` on ``branch``."""
     Q0 = prior.Q0
     out = branch_output(x, problem, Q0, quad, branch, jacobian=True)
     pr = prior_side(out.qhat, out.mhat, out.Sigmahat, problem=problem, prior=prior)
     te = channel_test_errors(float(x[0]), float(x[1]), problem=problem, Q0=Q0, quad=quad)
     rt = replicon_terms(problem, out, pr, x, Q0)
-    return {"branch": branch, "q": float(x[0]), "m": float(x[1]), "Sigma": float(x[2]), "qhat": out.qhat,
-            "mhat": out.mhat, "Sigmahat": out.Sigmahat, "test_error": te["test_error"],
-            "test_error_err": te["test_error_se"], "train_error": out.train_error,
-            "train_error_err": out.err.get("train_error", math.nan), "matrix_error": Q0 - 2 * float(x[1]) + float(x[0]),
-            **rt}
+    return {
+        "branch": branch,
+        "q": float(x[0]),
+        "m": float(x[1]),
+        "Sigma": float(x[2]),
+        "qhat": out.qhat,
+        "mhat": out.mhat,
+        "Sigmahat": out.Sigmahat,
+        "test_error": te["test_error"],
+        "test_error_err": te["test_error_se"],
+        "train_error": out.train_error,
+        "train_error_err": out.err.get("train_error", math.nan),
+        "matrix_error": Q0 - 2 * float(x[1]) + float(x[0]),
+        **rt,
+    }
 
 
 def replicon_terms(problem: Problem, out, pr, x: np.ndarray, Q0: float) -> dict[str, float]:
@@ -169,16 +193,31 @@ def replicon_terms(problem: Problem, out, pr, x: np.ndarray, Q0: float) -> dict[
     from ``out``, the output side on the branch.
     """
     q, m, Sigma = map(float, x)
-    point = Result(source="theory", problem=problem.to_dict(), extras={
-        "q": q, "m": m, "Sigma": Sigma, "Q0": Q0, "Sigmahat": out.Sigmahat, "eps": pr.eps, "delta": pr.delta,
-        "cap_binds": bool(getattr(pr, "cap_binds", False))})
+    point = Result(
+        source="theory",
+        problem=problem.to_dict(),
+        extras={
+            "q": q,
+            "m": m,
+            "Sigma": Sigma,
+            "Q0": Q0,
+            "Sigmahat": out.Sigmahat,
+            "eps": pr.eps,
+            "delta": pr.delta,
+            "cap_binds": bool(getattr(pr, "cap_binds", False)),
+        },
+    )
     prior_f = stability(problem, point).prior_factor
     if out.scramble_jacobian is None:
         return {"replicon": math.nan, "output_factor": math.nan, "prior_factor": prior_f, "jump_weight": math.nan}
     per = 2 * problem.alpha * out.scramble_jacobian
     out_f, sh_pw = (float(v) for v in per.mean(axis=0))
-    return {"replicon": out_f * prior_f, "output_factor": out_f, "prior_factor": prior_f,
-            "jump_weight": 1.0 - out.Sigmahat / sh_pw}
+    return {
+        "replicon": out_f * prior_f,
+        "output_factor": out_f,
+        "prior_factor": prior_f,
+        "jump_weight": 1.0 - out.Sigmahat / sh_pw,
+    }
 
 
 def per_seed_theory(cache: Cache, make, d: int, seed: int) -> dict:

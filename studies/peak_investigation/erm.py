@@ -38,8 +38,14 @@ def pair_distances(mats: list[np.ndarray], d: int) -> list[float]:
     return [float(np.sum((mats[i] - mats[j]) ** 2) / d) for i in range(len(mats)) for j in range(i + 1, len(mats))]
 
 
-def fit_instance(problem: Problem, data_seed: int, inits: list[int], optimizer: str = "lbfgs",
-                 n_test: int = 10000, adam_max_steps: int = 20000) -> dict[str, Any]:
+def fit_instance(
+    problem: Problem,
+    data_seed: int,
+    inits: list[int],
+    optimizer: str = "lbfgs",
+    n_test: int = 10000,
+    adam_max_steps: int = 20000,
+) -> dict[str, Any]:
     """Fit ``problem`` on the data of ``data_seed`` from each initialisation in ``inits``.
 
     Parameters
@@ -66,10 +72,10 @@ def fit_instance(problem: Problem, data_seed: int, inits: list[int], optimizer: 
     """
     import torch
 
-    from singlehead.sim.data import sample_sequences
-    from singlehead.numerics.rng import child_seeds, generator
-    from singlehead.sim.simulation import measure_estimate
     from singlehead.model.students import init_student
+    from singlehead.numerics.rng import child_seeds, generator
+    from singlehead.sim.data import sample_sequences
+    from singlehead.sim.simulation import measure_estimate
     from singlehead.sim.training import Objective, fit_adam, fit_lbfgs
 
     if optimizer not in ("lbfgs", "adam"):
@@ -84,8 +90,9 @@ def fit_instance(problem: Problem, data_seed: int, inits: list[int], optimizer: 
     fits, mats = [], []
     for k in inits:
         t0 = time.perf_counter()
-        student = init_student(problem.student, problem.d, problem.p, generator(_init_seed(s_init, k)),
-                               torch.float32, "cpu")
+        student = init_student(
+            problem.student, problem.d, problem.p, generator(_init_seed(s_init, k)), torch.float32, "cpu"
+        )
         if optimizer == "adam":
             info = fit_adam(student, objective, lr=0.1, tol=1e-7, max_steps=adam_max_steps)
             first_steps = info.steps
@@ -97,10 +104,22 @@ def fit_instance(problem: Problem, data_seed: int, inits: list[int], optimizer: 
         with torch.no_grad():
             S = student.matrix().detach().to("cpu", torch.float64).numpy()
         metrics, ex = measure_estimate(problem, S, S0.numpy(), train, test, student=student)
-        fits.append({"init": int(k), "test_error": metrics["test_error"], "train_error": metrics["train_error"],
-                     "objective": float(info.objective), "matrix_error": metrics["matrix_error"], "q": ex["q"],
-                     "m": ex["m"], "Q0": ex["Q0"], "test_error_se": ex["test_error_se"], "steps": int(first_steps),
-                     "polish_steps": int(info.steps if optimizer == "adam" else info.polish_steps),
-                     "converged": bool(info.converged), "runtime_s": time.perf_counter() - t0})
+        fits.append(
+            {
+                "init": int(k),
+                "test_error": metrics["test_error"],
+                "train_error": metrics["train_error"],
+                "objective": float(info.objective),
+                "matrix_error": metrics["matrix_error"],
+                "q": ex["q"],
+                "m": ex["m"],
+                "Q0": ex["Q0"],
+                "test_error_se": ex["test_error_se"],
+                "steps": int(first_steps),
+                "polish_steps": int(info.steps if optimizer == "adam" else info.polish_steps),
+                "converged": bool(info.converged),
+                "runtime_s": time.perf_counter() - t0,
+            }
+        )
         mats.append(S)
     return {"fits": fits, "distances": pair_distances(mats, problem.d) if len(mats) > 1 else []}

@@ -32,8 +32,12 @@ def solve_grid_point(p: Problem) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     r = theory(p)
-    return {"converged": bool(r.converged), "residual": float(r.extras.get("residual", math.nan)),
-            "test_error": float(r.test_error), "runtime_s": time.perf_counter() - t0}
+    return {
+        "converged": bool(r.converged),
+        "residual": float(r.extras.get("residual", math.nan)),
+        "test_error": float(r.test_error),
+        "runtime_s": time.perf_counter() - t0,
+    }
 
 
 def _rs_check(p: Problem, r) -> dict[str, Any]:
@@ -43,8 +47,12 @@ def _rs_check(p: Problem, r) -> dict[str, Any]:
         st = stability(p, r)
     except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
         return {"replicon": math.nan, "jump_weight": math.nan, "jump_weight_err": math.nan, "error": str(exc)}
-    return {"replicon": float(st.replicon), "jump_weight": float(st.prox_jump_share),
-            "jump_weight_err": float(st.prox_jump_share_se), "cap_binds": bool(r.extras.get("cap_binds", False))}
+    return {
+        "replicon": float(st.replicon),
+        "jump_weight": float(st.prox_jump_share),
+        "jump_weight_err": float(st.prox_jump_share_se),
+        "cap_binds": bool(r.extras.get("cap_binds", False)),
+    }
 
 
 def classify(p: Problem, points: int = 9) -> dict[str, Any]:
@@ -56,8 +64,12 @@ def classify(p: Problem, points: int = 9) -> dict[str, Any]:
     res = theory_curve(p.replace(lam=lams[0]), lams, param="lam")
     path = []
     for lam, r in zip(lams, res):
-        row = {"lam": lam, "converged": bool(r.converged), "residual": float(r.extras.get("residual", math.nan)),
-               "test_error": float(r.test_error)}
+        row = {
+            "lam": lam,
+            "converged": bool(r.converged),
+            "residual": float(r.extras.get("residual", math.nan)),
+            "test_error": float(r.test_error),
+        }
         if r.converged:
             row |= _rs_check(p.replace(lam=lam), r)
         path.append(row)
@@ -68,14 +80,21 @@ def classify(p: Problem, points: int = 9) -> dict[str, Any]:
         last = conv[-1] if conv else None
         if last is None:
             verdict = "unresolved: no converged point on the continuation path"
-        elif last.get("cap_binds") or last["replicon"] > 1 or (
-                last["jump_weight"] > 3 * max(last["jump_weight_err"], 1e-12)):
-            verdict = (f"no stable RS fixed point: at lam = {last['lam']:.2g} (last converged) replicon "
-                       f"{last['replicon']:.2f}, cap binds {bool(last.get('cap_binds'))}, jump share "
-                       f"{100 * last['jump_weight']:.1f} ± {100 * last['jump_weight_err']:.1f} %")
+        elif (
+            last.get("cap_binds")
+            or last["replicon"] > 1
+            or (last["jump_weight"] > 3 * max(last["jump_weight_err"], 1e-12))
+        ):
+            verdict = (
+                f"no stable RS fixed point: at lam = {last['lam']:.2g} (last converged) replicon "
+                f"{last['replicon']:.2f}, cap binds {bool(last.get('cap_binds'))}, jump share "
+                f"{100 * last['jump_weight']:.1f} ± {100 * last['jump_weight_err']:.1f} %"
+            )
         else:
-            verdict = (f"unresolved: last converged lam = {last['lam']:.2g} passes the RS check (replicon "
-                       f"{last['replicon']:.2f}, jump share {100 * last['jump_weight']:.1f} %)")
+            verdict = (
+                f"unresolved: last converged lam = {last['lam']:.2g} passes the RS check (replicon "
+                f"{last['replicon']:.2f}, jump share {100 * last['jump_weight']:.1f} %)"
+            )
     return {"path": path, "verdict": verdict}
 
 
@@ -93,8 +112,10 @@ def run_grid(cache: Cache, seeds: tuple[int, ...], n: int, cached_only: bool = F
                 ckey = {"stage": "grid-classify", "problem": p.to_dict()}
                 row["class"] = cached(cache, ckey, None if cached_only else lambda: classify(p))
                 if not cached_only:
-                    print(f"grid {seed}/{i}: unconverged (residual {rec['residual']:.1e}): {row['class']['verdict']}",
-                          flush=True)
+                    print(
+                        f"grid {seed}/{i}: unconverged (residual {rec['residual']:.1e}): {row['class']['verdict']}",
+                        flush=True,
+                    )
             rows.append(row)
     return rows
 
@@ -105,15 +126,22 @@ def grid_section(cache: Cache, seeds: tuple[int, ...], n: int) -> list[str]:
     if not rows:
         return []
     bad = [r for r in rows if not r["converged"]]
-    lines = [f"## Unconverged SE on fresh random grids (seeds {', '.join(map(str, seeds))}, "
-             f"`random_problems({n}, seed)`, one thread)", "",
-             f"{len(bad)} of {len(rows)} unconverged ({100 * len(bad) / len(rows):.1f} %); median SE time "
-             f"{np.median([r['runtime_s'] for r in rows]):.2f} s.", "",
-             "| seed/i | problem | residual | verdict |", "|---|---|---|---|"]
+    lines = [
+        f"## Unconverged SE on fresh random grids (seeds {', '.join(map(str, seeds))}, "
+        f"`random_problems({n}, seed)`, one thread)",
+        "",
+        f"{len(bad)} of {len(rows)} unconverged ({100 * len(bad) / len(rows):.1f} %); median SE time "
+        f"{np.median([r['runtime_s'] for r in rows]):.2f} s.",
+        "",
+        "| seed/i | problem | residual | verdict |",
+        "|---|---|---|---|",
+    ]
     for r in bad:
         p = r["problem"]
-        desc = (f"{p.channel} T={p.T} {p.student} kappa={p.kappa:g} alpha={p.alpha:.3g} lam={p.lam:.2g} "
-                f"noise={p.noise:g} beta={p.beta:g} beta0={p.beta0:g}")
+        desc = (
+            f"{p.channel} T={p.T} {p.student} kappa={p.kappa:g} alpha={p.alpha:.3g} lam={p.lam:.2g} "
+            f"noise={p.noise:g} beta={p.beta:g} beta0={p.beta0:g}"
+        )
         verdict = r["class"]["verdict"] if r.get("class") else "(not classified)"
         lines.append(f"| {r['seed']}/{r['i']} | {desc} | {r['residual']:.1e} | {verdict} |")
     return lines + [""]

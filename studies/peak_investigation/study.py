@@ -70,8 +70,9 @@ BRANCH_ALPHAS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 LINEAR_ALPHAS = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
 #: the direct (Frobenius) student of the factorized-vs-direct figure (MP(0.05) target,
 #: Delta = 0.05) at its smallest lam, alpha = 0.1-0.2
-DIRECT_BASE = dict(T=2, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab", student="direct", noise=0.05,
-                   lam=1e-3)
+DIRECT_BASE = dict(
+    T=2, beta=1.0, beta0=1.0, target=MPTarget(0.05), channel="seq2lab", student="direct", noise=0.05, lam=1e-3
+)
 DIRECT_SIZES = {40: 8, 60: 8, 100: 8}
 DIRECT_ALPHAS = (0.1, 0.2)
 DIRECT_SE_ALPHAS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
@@ -85,8 +86,9 @@ def direct_problem(d: int, alpha: float) -> Problem:
     return Problem(d=d, alpha=alpha, **DIRECT_BASE)
 
 
-def run_erm(cache: Cache, sizes: dict[int, int], make, tag: str, only: list[int] | None = None,
-            cached_only: bool = False) -> dict[int, list[dict]]:
+def run_erm(
+    cache: Cache, sizes: dict[int, int], make, tag: str, only: list[int] | None = None, cached_only: bool = False
+) -> dict[int, list[dict]]:
     """L-BFGS fits of ``make(d)`` per size (data seeds ``range(sizes[d])``, the first ``OVERLAP_SEEDS``
     also from init 1), small sizes first so that the largest can be cut; returns the records by d."""
     out: dict[int, list[dict]] = {}
@@ -97,7 +99,13 @@ def run_erm(cache: Cache, sizes: dict[int, int], make, tag: str, only: list[int]
             inits = [0, 1] if s < OVERLAP_SEEDS else [0]
             prob = make(d)
             # the alpha = 0.3 ladder keeps the stage name "erm" of its first runs (the cache key)
-            key = {"stage": "erm" if tag == "peak" else f"erm-{tag}", "problem": prob.to_dict(), "data_seed": s, "inits": inits, "opt": "lbfgs"}
+            key = {
+                "stage": "erm" if tag == "peak" else f"erm-{tag}",
+                "problem": prob.to_dict(),
+                "data_seed": s,
+                "inits": inits,
+                "opt": "lbfgs",
+            }
             if cached_only:
                 rec = cached(cache, key)
                 if rec is not None:
@@ -108,8 +116,11 @@ def run_erm(cache: Cache, sizes: dict[int, int], make, tag: str, only: list[int]
             out.setdefault(d, []).append(rec)
             if time.perf_counter() - t0 > 1:
                 f = rec["fits"][0]
-                print(f"erm-{tag} d={d} seed={s} inits={inits}: test {f['test_error']:.4f} train {f['train_error']:.5f} "
-                      f"dist {rec['distances']} ({time.perf_counter() - t0:.0f} s)", flush=True)
+                print(
+                    f"erm-{tag} d={d} seed={s} inits={inits}: test {f['test_error']:.4f} train {f['train_error']:.5f} "
+                    f"dist {rec['distances']} ({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
     return out
 
 
@@ -131,33 +142,48 @@ def run_optim(cache: Cache, cached_only: bool = False) -> dict[tuple[str, int], 
     inits = list(range(OPTIM_INITS))
     for s in OPTIM_DATA:
         for opt in ("lbfgs", "adam"):
-            key = {"stage": "optim", "problem": problem(OPTIM_D).to_dict(), "data_seed": s, "inits": inits,
-                   "opt": opt}
+            key = {"stage": "optim", "problem": problem(OPTIM_D).to_dict(), "data_seed": s, "inits": inits, "opt": opt}
             if cached_only:
                 if (rec := cached(cache, key)) is not None:
                     out[(opt, s)] = rec
                 continue
             t0 = time.perf_counter()
             out[(opt, s)] = cached(cache, key, lambda: fit_instance(problem(OPTIM_D), s, inits, optimizer=opt))
-            print(f"optim {opt} seed={s}: objectives "
-                  f"{[round(f['objective'], 6) for f in out[(opt, s)]['fits']]} ({time.perf_counter() - t0:.0f} s)",
-                  flush=True)
+            print(
+                f"optim {opt} seed={s}: objectives "
+                f"{[round(f['objective'], 6) for f in out[(opt, s)]['fits']]} ({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
     return out
 
 
 def _result_row(r, st=None) -> dict:
     ex = r.extras
-    row = {"q": ex["q"], "m": ex["m"], "Sigma": ex["Sigma"], "test_error": r.test_error,
-           "train_error": r.train_error, "converged": bool(r.converged), "residual": ex["residual"]}
+    row = {
+        "q": ex["q"],
+        "m": ex["m"],
+        "Sigma": ex["Sigma"],
+        "test_error": r.test_error,
+        "train_error": r.train_error,
+        "converged": bool(r.converged),
+        "residual": ex["residual"],
+    }
     if st is not None:
-        row |= {"replicon": st.replicon, "jump_weight": st.prox_jump_share, "jump_weight_err": st.prox_jump_share_se,
-                "output_factor": st.output_factor, "prior_factor": st.prior_factor}
+        row |= {
+            "replicon": st.replicon,
+            "jump_weight": st.prox_jump_share,
+            "jump_weight_err": st.prox_jump_share_se,
+            "output_factor": st.output_factor,
+            "prior_factor": st.prior_factor,
+        }
     return row
 
 
-def run_se_path(cache: Cache, base: Problem, alphas: tuple[float, ...], branch_alphas: tuple[float, ...],
-                tag: str) -> dict:
+def run_se_path(
+    cache: Cache, base: Problem, alphas: tuple[float, ...], branch_alphas: tuple[float, ...], tag: str
+) -> dict:
     """Global-branch SE chain over ``alphas`` (with the RS check) and the local-branch fixed points."""
+
     def chain() -> dict:
         res = theory_curve(base.replace(alpha=alphas[0]), list(alphas))
         return {str(a): _result_row(r, stability(base.replace(alpha=a), r)) for a, r in zip(alphas, res)}
@@ -169,18 +195,23 @@ def run_se_path(cache: Cache, base: Problem, alphas: tuple[float, ...], branch_a
         for b in ("z", "teacher"):
             key = {"stage": f"branch-{tag}", "problem": base.replace(alpha=a).to_dict(), "branch": b}
             t0 = time.perf_counter()
-            out[b][str(a)] = cached(cache, key, lambda: solve_branch(base.replace(alpha=a),
-                                                                          np.array([g["q"], g["m"], g["Sigma"]]), b))
+            out[b][str(a)] = cached(
+                cache, key, lambda: solve_branch(base.replace(alpha=a), np.array([g["q"], g["m"], g["Sigma"]]), b)
+            )
             r = out[b][str(a)]
             if time.perf_counter() - t0 > 1:
-                print(f"{tag} alpha={a} {b:<7}: test {r['test_error']:.4f} train {r['train_error']:.5f} "
-                      f"replicon {r['replicon']:.2f} jumps {100 * r['jump_weight']:.1f} % residual {r['residual']:.1e} "
-                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                print(
+                    f"{tag} alpha={a} {b:<7}: test {r['test_error']:.4f} train {r['train_error']:.5f} "
+                    f"replicon {r['replicon']:.2f} jumps {100 * r['jump_weight']:.1f} % residual {r['residual']:.1e} "
+                    f"({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
     return out
 
 
 def linear_replicon(cache: Cache) -> dict:
     """The replicon where RS is exact (linear channel, convex: kappa = 1) and where the rank cap binds."""
+
     def run() -> dict:
         rows = []
         for lam in (1e-5, 1e-3):
@@ -189,8 +220,16 @@ def linear_replicon(cache: Cache) -> dict:
                     p = problem(100, a, channel="linear", lam=lam, kappa=kappa)
                     r = theory(p)
                     st = stability(p, r)
-                    rows.append({"lam": lam, "kappa": kappa, "alpha": a, "replicon": st.replicon,
-                                 "converged": bool(r.converged), "cap_binds": bool(r.extras.get("cap_binds"))})
+                    rows.append(
+                        {
+                            "lam": lam,
+                            "kappa": kappa,
+                            "alpha": a,
+                            "replicon": st.replicon,
+                            "converged": bool(r.converged),
+                            "cap_binds": bool(r.extras.get("cap_binds")),
+                        }
+                    )
         return {"rows": rows}
 
     return cached(cache, {"stage": "linear-replicon", "alphas": list(LINEAR_ALPHAS)}, run)
@@ -217,61 +256,110 @@ def _finite_size_section(cache: Cache, se: dict) -> list[str]:
     rows = []
     for name in ("test_error", "train_error", "q", "m"):
         rows += rep.extrapolation_rows(erm, name, {f"SE {b}": se[b][a][name] for b in ("global", "teacher", "z")})
-    return ["## 1. Finite size (alpha = 0.3, L-BFGS float32 + float64 polish, init 0 of each data seed)", "",
-            *rep.size_table(erm), "",
-            "Extrapolation `a + b d^-c` (weighted least squares on the seed means; covariance inflated by chi²/dof "
-            "when > 1; 95 % interval; residuals in standard errors, one per d in increasing order; `free c` "
-            "minimises chi² over c in [0.2, 3]; at an end of that range the exponent is not determined by the data). `q = Tr S²/d`, `m = Tr S S0/d`: the test error is a function of "
-            "(q, m) alone.", "",
-            "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | SE values inside? |",
-            "|---|---|---|---|---|---|", *rows, "",
-            "SE at alpha = 0.3: " + "; ".join(f"{b}: test {se[b][a]['test_error']:.4f}, train {se[b][a]['train_error']:.5f}"
-                                             f", q {se[b][a]['q']:.3f}, m {se[b][a]['m']:.3f}"
-                                             for b in ("global", "teacher", "z")), ""]
+    return [
+        "## 1. Finite size (alpha = 0.3, L-BFGS float32 + float64 polish, init 0 of each data seed)",
+        "",
+        *rep.size_table(erm),
+        "",
+        "Extrapolation `a + b d^-c` (weighted least squares on the seed means; covariance inflated by chi²/dof "
+        "when > 1; 95 % interval; residuals in standard errors, one per d in increasing order; `free c` "
+        "minimises chi² over c in [0.2, 3]; at an end of that range the exponent is not determined by the data). `q = Tr S²/d`, `m = Tr S S0/d`: the test error is a function of "
+        "(q, m) alone.",
+        "",
+        "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | SE values inside? |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "SE at alpha = 0.3: "
+        + "; ".join(
+            f"{b}: test {se[b][a]['test_error']:.4f}, train {se[b][a]['train_error']:.5f}"
+            f", q {se[b][a]['q']:.3f}, m {se[b][a]['m']:.3f}"
+            for b in ("global", "teacher", "z")
+        ),
+        "",
+    ]
 
 
 def _overlap_section(cache: Cache) -> list[str]:
     erm = run_erm(cache, SIZES, problem, "peak", cached_only=True)
     ov = run_overlap(cache, cached_only=True)
     optim = run_optim(cache, cached_only=True)
-    return ["## 5. Overlap of independent minimisers on the same data", "",
-            "RS predicts that two minimisers of the same data coincide at d = ∞ (`‖S1−S2‖²/d → 0`). Pairs of "
-            f"initialisations: {OVERLAP_INITS} inits on each of {OVERLAP_DATA} data sets at d = "
-            f"{', '.join(map(str, OVERLAP_DS))} (all pairs), and inits 0, 1 on the first {OVERLAP_SEEDS} data sets "
-            "of the finite-size ladder (the d = 100 optimizer study below has 28 pairs per data set).", "",
-            "Overlap study:", "", *rep.overlap_table(ov, all_pairs=True), "",
-            f"Optimizer study (L-BFGS, {OPTIM_INITS} inits):", "",
-            *rep.overlap_table({OPTIM_D: [r for (o, _), r in optim.items() if o == "lbfgs"]}, all_pairs=True), "",
-            "Finite-size ladder:", "",
-            *rep.overlap_table(erm), ""]
+    return [
+        "## 5. Overlap of independent minimisers on the same data",
+        "",
+        "RS predicts that two minimisers of the same data coincide at d = ∞ (`‖S1−S2‖²/d → 0`). Pairs of "
+        f"initialisations: {OVERLAP_INITS} inits on each of {OVERLAP_DATA} data sets at d = "
+        f"{', '.join(map(str, OVERLAP_DS))} (all pairs), and inits 0, 1 on the first {OVERLAP_SEEDS} data sets "
+        "of the finite-size ladder (the d = 100 optimizer study below has 28 pairs per data set).",
+        "",
+        "Overlap study:",
+        "",
+        *rep.overlap_table(ov, all_pairs=True),
+        "",
+        f"Optimizer study (L-BFGS, {OPTIM_INITS} inits):",
+        "",
+        *rep.overlap_table({OPTIM_D: [r for (o, _), r in optim.items() if o == "lbfgs"]}, all_pairs=True),
+        "",
+        "Finite-size ladder:",
+        "",
+        *rep.overlap_table(erm),
+        "",
+    ]
 
 
 def report(cache: Cache, out: Path) -> None:
     """Print the tables and write the markdown summary ``out`` from the cache (SE points are solved if missing)."""
     se = run_se_path(cache, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
-    lines = ["# The interpolation peak at lam = 1e-5", "",
-             "Generated by `python -m studies peak_investigation report` from the cached runs (stages `erm`, `optim`, "
-             "`se`, `direct`). Point: seq2lab, T = 2, MP(0.5) target, kappa = 1, Delta = 0.5, lam = 1e-5.", ""]
+    lines = [
+        "# The interpolation peak at lam = 1e-5",
+        "",
+        "Generated by `python -m studies peak_investigation report` from the cached runs (stages `erm`, `optim`, "
+        "`se`, `direct`). Point: seq2lab, T = 2, MP(0.5) target, kappa = 1, Delta = 0.5, lam = 1e-5.",
+        "",
+    ]
     lines += _finite_size_section(cache, se) + _overlap_section(cache)
     optim = run_optim(cache, cached_only=True)
-    lines += [f"## 2. Optimizer: {OPTIM_INITS} initialisations per data set, d = {OPTIM_D}, alpha = {ALPHA}", "",
-              "Both end with the float64 L-BFGS polish; objective `L/n` in float64.", "", *rep.optim_table(optim), "",
-              *[f"- {x}" for x in rep.optim_cross(optim)], ""]
-    lines += ["## 3. The prox branch: SE with the global vs a local minimum of the output prox", "",
-              "`global`: the library's SE (a warm chain from alpha = 0.1; min over Newton runs from z, the "
-              "interpolating point and their midpoint); `teacher`: Newton from the teacher's logits (beta0/beta) y; "
-              "`z`: Newton from the student's field z. Residual: relative change of (q, m, Sigma) in one SE step.", "",
-              *rep.branch_table(se, SE_ALPHAS), ""]
+    lines += [
+        f"## 2. Optimizer: {OPTIM_INITS} initialisations per data set, d = {OPTIM_D}, alpha = {ALPHA}",
+        "",
+        "Both end with the float64 L-BFGS polish; objective `L/n` in float64.",
+        "",
+        *rep.optim_table(optim),
+        "",
+        *[f"- {x}" for x in rep.optim_cross(optim)],
+        "",
+    ]
+    lines += [
+        "## 3. The prox branch: SE with the global vs a local minimum of the output prox",
+        "",
+        "`global`: the library's SE (a warm chain from alpha = 0.1; min over Newton runs from z, the "
+        "interpolating point and their midpoint); `teacher`: Newton from the teacher's logits (beta0/beta) y; "
+        "`z`: Newton from the student's field z. Residual: relative change of (q, m, Sigma) in one SE step.",
+        "",
+        *rep.branch_table(se, SE_ALPHAS),
+        "",
+    ]
     for a in PATH_ALPHAS:
         erm = run_erm(cache, PATH_SIZES, lambda d: problem(d, a), f"path{a}", cached_only=True)
         if erm:
-            lines += [f"ERM at alpha = {a} (finite d only; the SE values of the table above for comparison):", "",
-                      *rep.size_table(erm), ""]
+            lines += [
+                f"ERM at alpha = {a} (finite d only; the SE values of the table above for comparison):",
+                "",
+                *rep.size_table(erm),
+                "",
+            ]
     lin = linear_replicon(cache)["rows"]
-    lines += ["## 4. RS stability (replicon)", "", REPLICON_FORMULA, "",
-              "Linear channel (RS exact for kappa = 1, the problem being convex in S; kappa = 0.3: the rank cap binds "
-              "and f jumps at the cut-off, AT = inf):", "", "| lam | kappa | " + " | ".join(
-                  f"alpha {a}" for a in LINEAR_ALPHAS) + " |", "|---|---|" + "---|" * len(LINEAR_ALPHAS)]
+    lines += [
+        "## 4. RS stability (replicon)",
+        "",
+        REPLICON_FORMULA,
+        "",
+        "Linear channel (RS exact for kappa = 1, the problem being convex in S; kappa = 0.3: the rank cap binds "
+        "and f jumps at the cut-off, AT = inf):",
+        "",
+        "| lam | kappa | " + " | ".join(f"alpha {a}" for a in LINEAR_ALPHAS) + " |",
+        "|---|---|" + "---|" * len(LINEAR_ALPHAS),
+    ]
     for lam in (1e-5, 1e-3):
         for kap in (1.0, 0.3):
             vals = [r["replicon"] for r in lin if r["lam"] == lam and r["kappa"] == kap]
@@ -286,12 +374,19 @@ def report(cache: Cache, out: Path) -> None:
 
 def _direct_section(cache: Cache) -> list[str]:
     se = run_se_path(cache, direct_problem(100, 0.1), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,), "direct")
-    se_peak = run_se_path(cache, problem(100, 0.1, student="direct"), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,),
-                          "direct-peak")
-    lines = ["## The direct student (MP(0.05) target, Delta = 0.05, lam = 1e-3)", "",
-             *rep.branch_table(se, DIRECT_SE_ALPHAS), "",
-             "The direct student on the peak problem (MP(0.5), Delta = 0.5, lam = 1e-5), SE only:", "",
-             *rep.branch_table(se_peak, DIRECT_SE_ALPHAS), ""]
+    se_peak = run_se_path(
+        cache, problem(100, 0.1, student="direct"), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,), "direct-peak"
+    )
+    lines = [
+        "## The direct student (MP(0.05) target, Delta = 0.05, lam = 1e-3)",
+        "",
+        *rep.branch_table(se, DIRECT_SE_ALPHAS),
+        "",
+        "The direct student on the peak problem (MP(0.5), Delta = 0.5, lam = 1e-5), SE only:",
+        "",
+        *rep.branch_table(se_peak, DIRECT_SE_ALPHAS),
+        "",
+    ]
     for a in DIRECT_ALPHAS:
         erm = run_erm(cache, DIRECT_SIZES, lambda d: direct_problem(d, a), f"direct{a}", cached_only=True)
         if not erm:
@@ -299,27 +394,47 @@ def _direct_section(cache: Cache) -> list[str]:
         th = {f"SE {b}": se[b][str(a)]["test_error"] for b in ("global", "teacher", "z") if str(a) in se[b]}
         gaps, gap_vals = [], {}
         for d in sorted(erm):
-            g = [rec["fits"][0]["test_error"] - per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, i)["test_error"]
-                 for i, rec in enumerate(erm[d])]
-            ths = [per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, i)["test_error"] for i in range(len(erm[d]))]
+            g = [
+                rec["fits"][0]["test_error"]
+                - per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, i)["test_error"]
+                for i, rec in enumerate(erm[d])
+            ]
+            ths = [
+                per_seed_theory(cache, lambda dd: direct_problem(dd, a), d, i)["test_error"] for i in range(len(erm[d]))
+            ]
             gm, gs = rep.mean_se(g)
             tm, ts = rep.mean_se(ths)
             gaps.append(f"| {d} | {len(g)} | {tm:.4f} ± {ts:.4f} | {gm:+.4f} ± {gs:.4f} |")
             gap_vals[d] = g
-        lines += [f"### alpha = {a}", "", *rep.size_table(erm), "",
-                  "SE with each seed's own target spectrum (CustomTarget of the drawn S0's eigenvalues) and the "
-                  "paired gap ERM − SE(seed):", "", "| d | seeds | SE(seed) test error | ERM − SE(seed) |",
-                  "|---|---|---|---|", *gaps, "", "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | "
-                  "0 inside? |", "|---|---|---|---|---|---|", *rep.extrapolation_rows_values(gap_vals, "ERM − SE(seed)",
-                                                                                            {"0": 0.0}), "",
-                  "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | SE values inside? |",
-                  "|---|---|---|---|---|---|", *rep.extrapolation_rows(erm, "test_error", th), "",
-                  *rep.overlap_table(erm), ""]
+        lines += [
+            f"### alpha = {a}",
+            "",
+            *rep.size_table(erm),
+            "",
+            "SE with each seed's own target spectrum (CustomTarget of the drawn S0's eigenvalues) and the "
+            "paired gap ERM − SE(seed):",
+            "",
+            "| d | seeds | SE(seed) test error | ERM − SE(seed) |",
+            "|---|---|---|---|",
+            *gaps,
+            "",
+            "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | 0 inside? |",
+            "|---|---|---|---|---|---|",
+            *rep.extrapolation_rows_values(gap_vals, "ERM − SE(seed)", {"0": 0.0}),
+            "",
+            "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | SE values inside? |",
+            "|---|---|---|---|---|---|",
+            *rep.extrapolation_rows(erm, "test_error", th),
+            "",
+            *rep.overlap_table(erm),
+            "",
+        ]
     return lines
 
 
-def main(quick: bool = False, *, stage: str = "report", cache: str | Path | None = None,
-         sizes: list[int] | None = None) -> int:
+def main(
+    quick: bool = False, *, stage: str = "report", cache: str | Path | None = None, sizes: list[int] | None = None
+) -> int:
     """Run ``stage`` (see the module docstring); with ``quick``, the SE on the three prox branches at
     alpha = 0.2 and 0.3 instead, printed. 0."""
     if stage not in STAGES:
@@ -346,13 +461,16 @@ def main(quick: bool = False, *, stage: str = "report", cache: str | Path | None
         run_se_path(store, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
     elif stage == "figure":
         se = run_se_path(store, problem(100), SE_ALPHAS, BRANCH_ALPHAS, "peak")
-        rep.finding_figure(run_erm(store, SIZES, problem, "peak", cached_only=True),
-                           {b: se[b][str(ALPHA)]["test_error"] for b in ("global", "teacher")},
-                           HERE.parents[1] / "docs" / "findings" / "peak_finite_size.png")
+        rep.finding_figure(
+            run_erm(store, SIZES, problem, "peak", cached_only=True),
+            {b: se[b][str(ALPHA)]["test_error"] for b in ("global", "teacher")},
+            HERE.parents[1] / "docs" / "findings" / "peak_finite_size.png",
+        )
     elif stage == "direct":
         run_se_path(store, direct_problem(100, 0.1), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,), "direct")
-        run_se_path(store, problem(100, 0.1, student="direct"), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,),
-                    "direct-peak")
+        run_se_path(
+            store, problem(100, 0.1, student="direct"), DIRECT_SE_ALPHAS, DIRECT_ALPHAS + (0.15,), "direct-peak"
+        )
         for a in DIRECT_ALPHAS:
             run_erm(store, DIRECT_SIZES, lambda d: direct_problem(d, a), f"direct{a}")
             for d, k in DIRECT_SIZES.items():

@@ -48,8 +48,9 @@ def free_exponent(ds: list[int], ms: list[float], ses: list[float]) -> tuple[flo
 
 def extrapolation_rows(erm: dict[int, list[dict]], name: str, theory: dict[str, float]) -> list[str]:
     """Markdown rows: one per exponent (and the free one), with chi^2/dof, residuals and the SE values inside."""
-    return extrapolation_rows_values({d: [rec["fits"][0][name] for rec in recs] for d, recs in erm.items()}, name,
-                                     theory)
+    return extrapolation_rows_values(
+        {d: [rec["fits"][0][name] for rec in recs] for d, recs in erm.items()}, name, theory
+    )
 
 
 def extrapolation_rows_values(values: dict[int, list[float]], name: str, theory: dict[str, float]) -> list[str]:
@@ -68,41 +69,63 @@ def extrapolation_rows_values(values: dict[int, list[float]], name: str, theory:
         fit = e.predict(np.asarray(ds, float) ** c)
         resid = ", ".join(f"{(m - f) / s:+.1f}" for m, f, s in zip(ms, fit, ses))
         inside = ", ".join(f"{k} {'in' if e.ci[0] <= v <= e.ci[1] else 'OUT'}" for k, v in theory.items())
-        rows.append(f"| {name} | {label} | {e.intercept:.4f} [{e.ci[0]:.4f}, {e.ci[1]:.4f}] | "
-                    f"{e.chi2_per_dof:.2f} (p = {e.p_value:.2f}) | {resid} | {inside} |")
+        rows.append(
+            f"| {name} | {label} | {e.intercept:.4f} [{e.ci[0]:.4f}, {e.ci[1]:.4f}] | "
+            f"{e.chi2_per_dof:.2f} (p = {e.p_value:.2f}) | {resid} | {inside} |"
+        )
     return rows
 
 
 def size_table(erm: dict[int, list[dict]]) -> list[str]:
-    lines = ["| d | seeds | test error | train error | objective L/n | fit time / seed (s) |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| d | seeds | test error | train error | objective L/n | fit time / seed (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for d in sorted(erm):
         f0 = [r["fits"][0] for r in erm[d]]
         t, tr, ob = (mean_se([f[k] for f in f0]) for k in ("test_error", "train_error", "objective"))
         rt = float(np.mean([f["runtime_s"] for f in f0]))
-        lines.append(f"| {d} | {len(f0)} | {t[0]:.4f} ± {t[1]:.4f} | {tr[0]:.5f} ± {tr[1]:.5f} | "
-                     f"{ob[0]:.5f} ± {ob[1]:.5f} | {rt:.1f} |")
+        lines.append(
+            f"| {d} | {len(f0)} | {t[0]:.4f} ± {t[1]:.4f} | {tr[0]:.5f} ± {tr[1]:.5f} | "
+            f"{ob[0]:.5f} ± {ob[1]:.5f} | {rt:.1f} |"
+        )
     return lines
 
 
 def overlap_table(erm: dict[int, list[dict]], all_pairs: bool = False) -> list[str]:
     """``||S_1 - S_2||_F^2/d`` between two initialisations on the same data, against d (the first pair of each
     data set, or with ``all_pairs`` every pair; the standard error is over data sets, pairs averaged within)."""
-    lines = ["| d | data sets × pairs | ‖S1−S2‖²/d | matrix error ‖S−S0‖²/d | test-error difference | objective difference (rel.) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| d | data sets × pairs | ‖S1−S2‖²/d | matrix error ‖S−S0‖²/d | test-error difference | objective difference (rel.) |",
+        "|---|---|---|---|---|---|",
+    ]
     for d in sorted(erm):
         pairs = [r for r in erm[d] if r["distances"]]
         if not pairs:
             continue
         idx = [(i, j) for i in range(len(pairs[0]["fits"])) for j in range(i + 1, len(pairs[0]["fits"]))]
         idx = idx if all_pairs else idx[:1]
-        dist = [float(np.mean(r["distances"][:len(idx)])) for r in pairs]
+        dist = [float(np.mean(r["distances"][: len(idx)])) for r in pairs]
         me = [r["fits"][0]["matrix_error"] for r in pairs]
-        dt = [float(np.mean([abs(r["fits"][i]["test_error"] - r["fits"][j]["test_error"]) for i, j in idx]))
-              for r in pairs]
-        do = [float(np.mean([abs(r["fits"][i]["objective"] - r["fits"][j]["objective"]) / r["fits"][0]["objective"]
-                             for i, j in idx])) for r in pairs]
-        lines.append(f"| {d} | {len(pairs)} × {len(idx)} | {_fmt_ms(dist, 4)} | {np.mean(me):.3f} | {_fmt_ms(dt, 4)} | "
-                     f"{_fmt_ms(do, 1, sci=True)} |")
+        dt = [
+            float(np.mean([abs(r["fits"][i]["test_error"] - r["fits"][j]["test_error"]) for i, j in idx]))
+            for r in pairs
+        ]
+        do = [
+            float(
+                np.mean(
+                    [
+                        abs(r["fits"][i]["objective"] - r["fits"][j]["objective"]) / r["fits"][0]["objective"]
+                        for i, j in idx
+                    ]
+                )
+            )
+            for r in pairs
+        ]
+        lines.append(
+            f"| {d} | {len(pairs)} × {len(idx)} | {_fmt_ms(dist, 4)} | {np.mean(me):.3f} | {_fmt_ms(dt, 4)} | "
+            f"{_fmt_ms(do, 1, sci=True)} |"
+        )
     return lines
 
 
@@ -115,17 +138,22 @@ def _fmt_ms(v: list[float], nd: int, sci: bool = False) -> str:
 
 def optim_table(optim: dict[tuple[str, int], dict]) -> list[str]:
     """Final float64 objectives from 8 initialisations per data set and optimizer."""
-    lines = ["| data seed | optimizer | objective: min / median / max | (max−min)/min | distinct minima (rel. gap > 1e-5) "
-             "| test error: min / max | ‖Si−Sj‖²/d: median (max) | steps (median) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| data seed | optimizer | objective: min / median / max | (max−min)/min | distinct minima (rel. gap > 1e-5) "
+        "| test error: min / max | ‖Si−Sj‖²/d: median (max) | steps (median) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (opt, s), rec in sorted(optim.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         obj = np.array([f["objective"] for f in rec["fits"]])
         te = [f["test_error"] for f in rec["fits"]]
         distinct = _distinct(obj, 1e-5)
         dist = np.asarray(rec["distances"])
         steps = np.median([f["steps"] for f in rec["fits"]])
-        lines.append(f"| {s} | {opt} | {obj.min():.6f} / {np.median(obj):.6f} / {obj.max():.6f} | "
-                     f"{(obj.max() - obj.min()) / obj.min():.1e} | {distinct} | {min(te):.4f} / {max(te):.4f} | "
-                     f"{np.median(dist):.4f} ({dist.max():.4f}) | {steps:.0f} |")
+        lines.append(
+            f"| {s} | {opt} | {obj.min():.6f} / {np.median(obj):.6f} / {obj.max():.6f} | "
+            f"{(obj.max() - obj.min()) / obj.min():.1e} | {distinct} | {min(te):.4f} / {max(te):.4f} | "
+            f"{np.median(dist):.4f} ({dist.max():.4f}) | {steps:.0f} |"
+        )
     return lines
 
 
@@ -147,15 +175,19 @@ def optim_cross(optim: dict[tuple[str, int], dict]) -> list[str]:
 
 
 def branch_table(se: dict[str, Any], alphas: tuple[float, ...]) -> list[str]:
-    lines = ["| alpha | branch | test error | train error | replicon | jump share | residual |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| alpha | branch | test error | train error | replicon | jump share | residual |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for a in alphas:
         for b in ("global", "teacher", "z"):
             r = se[b].get(str(a))
             if r is None:
                 continue
-            lines.append(f"| {a} | {b} | {r['test_error']:.4f} | {r['train_error']:.5f} | {r['replicon']:.2f} | "
-                         f"{100 * r['jump_weight']:.1f} % | {r['residual']:.1e} |")
+            lines.append(
+                f"| {a} | {b} | {r['test_error']:.4f} | {r['train_error']:.5f} | {r['replicon']:.2f} | "
+                f"{100 * r['jump_weight']:.1f} % | {r['residual']:.1e} |"
+            )
     return lines
 
 
@@ -176,8 +208,12 @@ def finding_figure(erm: dict[int, list[dict]], se: dict[str, dict[str, float]], 
         ax.axhline(se[name], ls=style, color=color, label=f"state evolution, {name} prox branch: {se[name]:.4f}")
     for xi, d, n in zip(x, ds, ns):
         ax.annotate(f"d={d}\n{n} seeds", (xi, ms[ds.index(d)]), textcoords="offset points", xytext=(6, -18), fontsize=7)
-    ax.set(xlabel="1/d", ylabel="test error per sequence", xlim=(0, x.max() * 1.15),
-           title="seq2lab, T = 2, MP(0.5), Delta = 0.5, lam = 1e-5, alpha = 0.3")
+    ax.set(
+        xlabel="1/d",
+        ylabel="test error per sequence",
+        xlim=(0, x.max() * 1.15),
+        title="seq2lab, T = 2, MP(0.5), Delta = 0.5, lam = 1e-5, alpha = 0.3",
+    )
     ax.legend(fontsize=7, loc="lower left")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")

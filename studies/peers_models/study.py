@@ -73,32 +73,49 @@ class Size:
 
 
 #: the sizes of each ERM feature (the hardmax plan: README, Method)
-SIZES = {RANK: (Size(40, 4, 4000), Size(80, 4, 4000)),
-         HARD: (Size(40, 16, 50000), Size(80, 4, 4000), Size(100, 4, 50000))}
+SIZES = {
+    RANK: (Size(40, 4, 4000), Size(80, 4, 4000)),
+    HARD: (Size(40, 16, 50000), Size(80, 4, 4000), Size(100, 4, 50000)),
+}
 #: the d of the theory jobs' problems (the SE uses the target's asymptotic law at these d: it only names the job)
 THEORY_D = {RANK: 80, HARD: 120}
-QUICK_SIZES = {RANK: (Size(20, 2, 1000), Size(40, 2, 1000)),
-               HARD: (Size(20, 2, 4000), Size(30, 2, 1000), Size(40, 2, 4000))}
+QUICK_SIZES = {
+    RANK: (Size(20, 2, 1000), Size(40, 2, 1000)),
+    HARD: (Size(20, 2, 4000), Size(30, 2, 1000), Size(40, 2, 4000)),
+}
 
 
 def points() -> dict[str, list[Problem]]:
     """The eight problems of each ERM feature (``d`` set later)."""
-    rank = [Problem(T=T, alpha=a, channel="seq2lab", noise=0.5, lam=0.01, target=MPTarget(k0))
-            for k0 in (1.5, 2.0) for T in (2, 3) for a in (0.5, 2.0)]
-    hard = [Problem(T=T, alpha=a, channel="hardmax", noise=0.5, lam=lam, target=MPTarget(0.5))
-            for T in (2, 3) for a in (0.5, 2.0) for lam in (0.01, 0.05)]
+    rank = [
+        Problem(T=T, alpha=a, channel="seq2lab", noise=0.5, lam=0.01, target=MPTarget(k0))
+        for k0 in (1.5, 2.0)
+        for T in (2, 3)
+        for a in (0.5, 2.0)
+    ]
+    hard = [
+        Problem(T=T, alpha=a, channel="hardmax", noise=0.5, lam=lam, target=MPTarget(0.5))
+        for T in (2, 3)
+        for a in (0.5, 2.0)
+        for lam in (0.01, 0.05)
+    ]
     return {RANK: rank, HARD: hard}
 
 
 def sim_jobs(probs: list[Problem], sizes: tuple[Size, ...]) -> list[Job]:
     """The ERM fits of a feature, seed-major within each size (an interrupted run has every point's first seeds)."""
-    return [Job("simulation", p.replace(d=z.d), s, (("n_test", z.n_test),))
-            for z in sizes for s in range(z.seeds) for p in probs]
+    return [
+        Job("simulation", p.replace(d=z.d), s, (("n_test", z.n_test),))
+        for z in sizes
+        for s in range(z.seeds)
+        for p in probs
+    ]
 
 
 def rs_point(problem: Problem, rec: dict[str, Any], store: Cache) -> RSPoint | None:
     """The replica-symmetry diagnostic at the SE point of ``rec`` (cached), or None where it cannot be computed."""
     if rec.get("converged"):
+
         def compute() -> dict[str, Any]:
             res = Result.from_dict({k: v for k, v in rec.items() if k not in ("key", "route", "seed")})
             try:
@@ -106,11 +123,15 @@ def rs_point(problem: Problem, rec: dict[str, Any], store: Cache) -> RSPoint | N
             except (ValueError, ArithmeticError) as exc:
                 return {"error": f"{type(exc).__name__}: {exc}"}
             return {"replicon": st.replicon, "jump": st.prox_jump_share, "jump_err": st.prox_jump_share_se}
+
         out = cached(store, {"stage": "rs_diagnostic", "theory_key": rec["key"]}, compute)
     else:
         dd = rec.get("diagnosis_details") or {}
-        out = {"replicon": dd.get("replicon"), "jump": dd.get("prox_jump_share"),
-               "jump_err": dd.get("prox_jump_share_se")}
+        out = {
+            "replicon": dd.get("replicon"),
+            "jump": dd.get("prox_jump_share"),
+            "jump_err": dd.get("prox_jump_share_se"),
+        }
     vals = [out.get(k) for k in ("replicon", "jump", "jump_err")]
     if out.get("error") or vals[0] is None or vals[1] is None:
         return None
@@ -120,14 +141,17 @@ def rs_point(problem: Problem, rec: dict[str, Any], store: Cache) -> RSPoint | N
 def erm_rows(probs: list[Problem], sizes: tuple[Size, ...], store: Cache, jobs: int, feature: str) -> pd.DataFrame:
     """One row per problem: theory, RS diagnostic, seed means per size, the ``a + b/d`` fit of the gap."""
     d_top = THEORY_D.get(feature, max(z.d for z in sizes))
-    th_recs = run_jobs([Job("theory", p.replace(d=d_top)) for p in probs], store, n_jobs=jobs,
-                       desc=f"{feature}: theory")
+    th_recs = run_jobs(
+        [Job("theory", p.replace(d=d_top)) for p in probs], store, n_jobs=jobs, desc=f"{feature}: theory"
+    )
     js = sim_jobs(probs, sizes)
     recs = dict(zip((j.key for j in js), run_jobs(js, store, n_jobs=jobs, desc=feature)))
     rows = []
     for p, th in zip(probs, th_recs):
-        per_d = {z.d: [recs[Job("simulation", p.replace(d=z.d), s, (("n_test", z.n_test),)).key]
-                       for s in range(z.seeds)] for z in sizes}
+        per_d = {
+            z.d: [recs[Job("simulation", p.replace(d=z.d), s, (("n_test", z.n_test),)).key] for s in range(z.seeds)]
+            for z in sizes
+        }
         err = {d: [r["test_error"] for r in rs] for d, rs in per_d.items()}
         mc = {d: [r["test_error_se"] for r in rs] for d, rs in per_d.items()}
         theory_value = float(th["test_error"])
@@ -136,15 +160,32 @@ def erm_rows(probs: list[Problem], sizes: tuple[Size, ...], store: Cache, jobs: 
         rs_unstable = not th["converged"] and th.get("diagnosis") == "rs_unstable"
         rs = rs_point(p.replace(d=d_top), th, store)
         status = "converged" if th["converged"] else f"unconverged: {th.get('diagnosis')}"
-        rows.append(dict(
-            T=p.T, alpha=p.alpha, lam=p.lam, kappa0=p.target.kappa0, channel=p.channel.name, theory=theory_value,
-            status=status, rs_best_point=rs_unstable,
-            **{f"erm_d{d}": float(np.mean(v)) for d, v in err.items()},
-            **{f"se_d{int(d)}": float(s) for d, s in zip(fs.d, fs.se)},
-            slope=ext.slopes[0], slope_se=ext.slopes_stderr[0], fit_p=ext.p_value, inflated=ext.inflated,
-            sim=theory_value + ext.intercept, se=ext.stderr, gap=abs(ext.intercept),
-            theory_converged=bool(th["converged"]) or rs_unstable, tol_rel=TOL_REL, tol_abs=TOL_ABS,
-            diagnostic=rs.describe() if rs else "not computed", diagnostic_fails=bool(rs and rs.fails)))
+        rows.append(
+            dict(
+                T=p.T,
+                alpha=p.alpha,
+                lam=p.lam,
+                kappa0=p.target.kappa0,
+                channel=p.channel.name,
+                theory=theory_value,
+                status=status,
+                rs_best_point=rs_unstable,
+                **{f"erm_d{d}": float(np.mean(v)) for d, v in err.items()},
+                **{f"se_d{int(d)}": float(s) for d, s in zip(fs.d, fs.se)},
+                slope=ext.slopes[0],
+                slope_se=ext.slopes_stderr[0],
+                fit_p=ext.p_value,
+                inflated=ext.inflated,
+                sim=theory_value + ext.intercept,
+                se=ext.stderr,
+                gap=abs(ext.intercept),
+                theory_converged=bool(th["converged"]) or rs_unstable,
+                tol_rel=TOL_REL,
+                tol_abs=TOL_ABS,
+                diagnostic=rs.describe() if rs else "not computed",
+                diagnostic_fails=bool(rs and rs.fails),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -157,10 +198,12 @@ def judge_erm(rows: pd.DataFrame) -> pd.DataFrame:
 
 def instance_se(problem: Problem, seed: int, store: Cache) -> dict[str, Any]:
     """Bayes SE of the target drawn for ``seed`` (the draw of ``simulate`` and ``amp``), cached."""
+
     def compute() -> dict[str, Any]:
         S0 = problem.target.sample(problem.d, child_seeds(seed, 4)[0]).numpy()
         out = bayes_overlap(problem, instance_prior(S0))
         return {"mmse": float(out["mmse"]), "Q0": float(np.sum(S0 * S0) / problem.d)}
+
     return cached(store, {"stage": "bayes_se_instance", "problem": problem.to_dict(), "seed": seed}, compute)
 
 
@@ -179,23 +222,40 @@ def bayes_rows(alphas: tuple[float, ...], d: int, seeds: int, store: Cache, jobs
         amp_me = np.array([r["matrix_error"] for r in amp_recs])
         se_me = np.array([s["mmse"] for s in se_recs])
         diff = amp_me - se_me
-        rows.append(dict(T=p.T, alpha=p.alpha, d=d, seeds=seeds, theory=float(se_me.mean()),
-                         bayes_asymptotic=float(bayes_overlap(p, prior_mode="asymptotic")["mmse"]),
-                         sim=float(amp_me.mean()), amp_converged=int(sum(bool(r["converged"]) for r in amp_recs)),
-                         diff_sd=float(diff.std(ddof=1)), se=float(diff.std(ddof=1) / math.sqrt(seeds)),
-                         dof=seeds - 1, gap=float(abs(diff.mean())), signed=float(diff.mean()),
-                         theory_converged=True, tol_rel=BAYES_TOL_REL, tol_abs=BAYES_TOL_ABS))
+        rows.append(
+            dict(
+                T=p.T,
+                alpha=p.alpha,
+                d=d,
+                seeds=seeds,
+                theory=float(se_me.mean()),
+                bayes_asymptotic=float(bayes_overlap(p, prior_mode="asymptotic")["mmse"]),
+                sim=float(amp_me.mean()),
+                amp_converged=int(sum(bool(r["converged"]) for r in amp_recs)),
+                diff_sd=float(diff.std(ddof=1)),
+                se=float(diff.std(ddof=1) / math.sqrt(seeds)),
+                dof=seeds - 1,
+                gap=float(abs(diff.mean())),
+                signed=float(diff.mean()),
+                theory_converged=True,
+                tol_rel=BAYES_TOL_REL,
+                tol_abs=BAYES_TOL_ABS,
+            )
+        )
     return judge(pd.DataFrame(rows))
 
 
 def _counts(feature: str, judged: pd.DataFrame) -> str:
     t = tally(judged)
-    return (f"{feature}: {t['agrees']} agree, {t['deviates']} deviate, {t['explained']} deviate (explained), "
-            f"{t['inconclusive']} inconclusive of {t['n']}")
+    return (
+        f"{feature}: {t['agrees']} agree, {t['deviates']} deviate, {t['explained']} deviate (explained), "
+        f"{t['inconclusive']} inconclusive of {t['n']}"
+    )
 
 
-def main(quick: bool = False, *, jobs: int = 1, cache: str | Path | None = None,
-         hardmax_seeds: tuple[int, ...] | None = None) -> int:
+def main(
+    quick: bool = False, *, jobs: int = 1, cache: str | Path | None = None, hardmax_seeds: tuple[int, ...] | None = None
+) -> int:
     """Run the three features and print their tables (written to ``results/`` unless ``quick``).
 
     ``hardmax_seeds``: seeds at each hardmax size (default those of :data:`SIZES`); more seeds continue the seed
@@ -204,16 +264,19 @@ def main(quick: bool = False, *, jobs: int = 1, cache: str | Path | None = None,
     sizes = dict(QUICK_SIZES if quick else SIZES)
     if hardmax_seeds is not None:
         if len(hardmax_seeds) != len(sizes[HARD]) or min(hardmax_seeds) < 2:
-            raise ValueError(f"hardmax_seeds must give one count >= 2 per hardmax size ({len(sizes[HARD])}), "
-                             f"got {hardmax_seeds!r}")
+            raise ValueError(
+                f"hardmax_seeds must give one count >= 2 per hardmax size ({len(sizes[HARD])}), got {hardmax_seeds!r}"
+            )
         sizes[HARD] = tuple(Size(z.d, int(k), z.n_test) for z, k in zip(sizes[HARD], hardmax_seeds))
     store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
     lines: list[str] = []
     say = echo_into(lines)
-    say("ERM against the state evolution: seed means per size, the gap fitted as a + b/d (weighted least squares) "
+    say(
+        "ERM against the state evolution: seed means per size, the gap fitted as a + b/d (weighted least squares) "
         f"and judged at d = inf; tolerance max({100 * TOL_REL:g} % of the theory, {TOL_ABS}); verdicts by the "
         "difference and equivalence tests, Holm per feature. Bayes-GAMP against the instance Bayes SE: tolerance "
-        f"max({100 * BAYES_TOL_REL:g} % of the SE, {BAYES_TOL_ABS}).")
+        f"max({100 * BAYES_TOL_REL:g} % of the SE, {BAYES_TOL_ABS})."
+    )
     judged_all = []
     for feature, probs in points().items():
         probs = probs[:2] if quick else probs
@@ -225,16 +288,21 @@ def main(quick: bool = False, *, jobs: int = 1, cache: str | Path | None = None,
         say("Sizes: " + "; ".join(f"d = {z.d}: {z.seeds} seeds, {z.n_test} test sequences" for z in zs) + ".")
         say("")
         judged = judge_erm(erm_rows(probs, zs, store, jobs, feature))
-        head = (["T", "alpha", "lam", "kappa0", "theory", "SE status", "RS diagnostic"] + [f"ERM d={d}" for d in ds]
-                + ["slope b", "fit p", "ERM d=inf", "s.e.", "gap/theory", "verdict"])
+        head = (
+            ["T", "alpha", "lam", "kappa0", "theory", "SE status", "RS diagnostic"]
+            + [f"ERM d={d}" for d in ds]
+            + ["slope b", "fit p", "ERM d=inf", "s.e.", "gap/theory", "verdict"]
+        )
         say("| " + " | ".join(head) + " |")
         say("|---" * len(head) + "|")
         for r in judged.itertuples():
             fit_p = "-" if not math.isfinite(r.fit_p) else f"{r.fit_p:.2f}"
-            say(f"| {r.T} | {r.alpha:g} | {r.lam:g} | {r.kappa0:g} | {r.theory:.4f} | {r.status} | {r.diagnostic} | "
+            say(
+                f"| {r.T} | {r.alpha:g} | {r.lam:g} | {r.kappa0:g} | {r.theory:.4f} | {r.status} | {r.diagnostic} | "
                 + " | ".join(f"{getattr(r, f'erm_d{d}'):.4f}" for d in ds)
                 + f" | {r.slope:.2f} ± {r.slope_se:.2f} | {fit_p} | {r.sim:.4f} | {r.se:.4f} | "
-                f"{100 * r.gap / abs(r.theory):.1f} % | {r.verdict} |")
+                f"{100 * r.gap / abs(r.theory):.1f} % | {r.verdict} |"
+            )
         say("")
         say(_counts(feature, judged))
         judged_all.append(judged.assign(feature=feature))
@@ -243,16 +311,22 @@ def main(quick: bool = False, *, jobs: int = 1, cache: str | Path | None = None,
     say("")
     say(f"## {BAYES}")
     say("")
-    say(f"d = {d}, T = 2, {seeds} seeds, hardmax, MP(0.5) target, noise 0.5: Bayes-GAMP's matrix error against the "
-        "Bayes SE of each instance's own spectrum (paired by seed); the asymptotic Bayes SE for reference.")
+    say(
+        f"d = {d}, T = 2, {seeds} seeds, hardmax, MP(0.5) target, noise 0.5: Bayes-GAMP's matrix error against the "
+        "Bayes SE of each instance's own spectrum (paired by seed); the asymptotic Bayes SE for reference."
+    )
     say("")
     bj = bayes_rows(alphas, d, seeds, store, jobs)
-    say("| alpha | SE (instances) | SE (d = inf) | GAMP | GAMP converged | GAMP - SE | s.d. of the difference | s.e. "
-        "| gap/SE | verdict |")
+    say(
+        "| alpha | SE (instances) | SE (d = inf) | GAMP | GAMP converged | GAMP - SE | s.d. of the difference | s.e. "
+        "| gap/SE | verdict |"
+    )
     say("|---" * 10 + "|")
     for r in bj.itertuples():
-        say(f"| {r.alpha:g} | {r.theory:.4f} | {r.bayes_asymptotic:.4f} | {r.sim:.4f} | {r.amp_converged}/{r.seeds} | "
-            f"{r.signed:+.4f} | {r.diff_sd:.4f} | {r.se:.4f} | {100 * r.gap / r.theory:.1f} % | {r.verdict} |")
+        say(
+            f"| {r.alpha:g} | {r.theory:.4f} | {r.bayes_asymptotic:.4f} | {r.sim:.4f} | {r.amp_converged}/{r.seeds} | "
+            f"{r.signed:+.4f} | {r.diff_sd:.4f} | {r.se:.4f} | {100 * r.gap / r.theory:.1f} % | {r.verdict} |"
+        )
     say("")
     say(_counts(BAYES, bj))
     judged_all.append(bj.assign(feature=BAYES))
@@ -264,12 +338,16 @@ def main(quick: bool = False, *, jobs: int = 1, cache: str | Path | None = None,
 
 def cli(argv: list[str] | None = None) -> int:
     ap = study_parser(HERE, __doc__)
-    ap.add_argument("--quick", action="store_true",
-                    help="small sizes, 2 seeds, 2 points per feature; writes no results")
+    ap.add_argument(
+        "--quick", action="store_true", help="small sizes, 2 seeds, 2 points per feature; writes no results"
+    )
     ap.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
     default = ",".join(str(z.seeds) for z in SIZES[HARD])
-    ap.add_argument("--hardmax-seeds", default=None,
-                    help=f"seeds per hardmax size, comma-separated (default {default}); cached seeds are reused")
+    ap.add_argument(
+        "--hardmax-seeds",
+        default=None,
+        help=f"seeds per hardmax size, comma-separated (default {default}); cached seeds are reused",
+    )
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/peers_models)")
     a = ap.parse_args(argv)
     seeds = None if a.hardmax_seeds is None else tuple(int(k) for k in a.hardmax_seeds.split(","))

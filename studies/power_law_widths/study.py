@@ -40,13 +40,32 @@ SIM_SETTINGS = (("n_test", 10000),)
 def problem_for(d: int, n400: int, p400: int) -> Problem:
     alpha = n400 / 400**2
     p = max(1, round(p400 * d / 400))
-    return Problem(d=d, T=1, channel="linear", alpha=alpha, noise=0.1, lam=0.1 * math.sqrt(alpha), kappa=p / d,
-                   target=PowerLawTarget(1.25, "unit_q0"))
+    return Problem(
+        d=d,
+        T=1,
+        channel="linear",
+        alpha=alpha,
+        noise=0.1,
+        lam=0.1 * math.sqrt(alpha),
+        kappa=p / d,
+        target=PowerLawTarget(1.25, "unit_q0"),
+    )
 
 
-def main(quick: bool = False, *, d: int = 400, seeds: tuple[int, ...] = (0, 1, 2), prior: str = "asymptotic",
-         draws: int = 4, theory_seed: int = 0, jobs: int = 1, threads: int = 1, cache: str | Path | None = None,
-         report: bool = False, widths: tuple[int, ...] = WIDTHS_400) -> int:
+def main(
+    quick: bool = False,
+    *,
+    d: int = 400,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    prior: str = "asymptotic",
+    draws: int = 4,
+    theory_seed: int = 0,
+    jobs: int = 1,
+    threads: int = 1,
+    cache: str | Path | None = None,
+    report: bool = False,
+    widths: tuple[int, ...] = WIDTHS_400,
+) -> int:
     """Run the fits and the theory (cached), print the table; 0 when every row is within 3 %."""
     lines: list[str] = []
 
@@ -62,8 +81,9 @@ def main(quick: bool = False, *, d: int = 400, seeds: tuple[int, ...] = (0, 1, 2
     # at d < 400 several widths can round to the same p: keep each problem once
     problems = list(dict.fromkeys(problem_for(d, n400, p400) for n400 in NS_400 for p400 in widths))
     # largest widths first: they are the costly fits, so parallel workers finish together
-    sim_jobs = [Job("simulation", p, s, SIM_SETTINGS) for p in sorted(problems, key=lambda p: -p.n * p.p)
-                for s in seeds]
+    sim_jobs = [
+        Job("simulation", p, s, SIM_SETTINGS) for p in sorted(problems, key=lambda p: -p.n * p.p) for s in seeds
+    ]
     if report:
         recs = [r for r in (store.get(j.key) for j in sim_jobs) if r is not None]
     else:
@@ -84,8 +104,11 @@ def main(quick: bool = False, *, d: int = 400, seeds: tuple[int, ...] = (0, 1, 2
         se = float(te.std(ddof=1) / math.sqrt(te.size)) if te.size > 1 else math.nan
         rel = abs(th["test_error"] - m) / m
         ok &= rel < 0.03
-        say(f"| {prob.n} | {prob.p} | {th['test_error']:.5f} | {m:.5f} ± {se:.5f} | {st.mean():.5f} | {rel:.2%} | "
-              f"{te.size} | {sum(r['runtime_s'] for r in mine):.0f} | {'yes' if rel < 0.03 else 'NO'} |", flush=True)
+        say(
+            f"| {prob.n} | {prob.p} | {th['test_error']:.5f} | {m:.5f} ± {se:.5f} | {st.mean():.5f} | {rel:.2%} | "
+            f"{te.size} | {sum(r['runtime_s'] for r in mine):.0f} | {'yes' if rel < 0.03 else 'NO'} |",
+            flush=True,
+        )
     if not quick:
         write_table(HERE, lines)
     return 0 if ok else 1
@@ -105,9 +128,19 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="only print the table from cached fits")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS_400)), help="widths at d = 400")
     a = ap.parse_args(argv)
-    return main(a.quick, d=a.d, seeds=tuple(int(s) for s in a.seeds.split(",")), prior=a.prior, draws=a.draws,
-                theory_seed=a.theory_seed, jobs=a.jobs, threads=a.threads, cache=a.cache, report=a.report,
-                widths=tuple(int(w) for w in a.widths.split(",")))
+    return main(
+        a.quick,
+        d=a.d,
+        seeds=tuple(int(s) for s in a.seeds.split(",")),
+        prior=a.prior,
+        draws=a.draws,
+        theory_seed=a.theory_seed,
+        jobs=a.jobs,
+        threads=a.threads,
+        cache=a.cache,
+        report=a.report,
+        widths=tuple(int(w) for w in a.widths.split(",")),
+    )
 
 
 if __name__ == "__main__":

@@ -19,9 +19,8 @@ written to ``runs/studies/se_fixed_points-quick``.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -32,12 +31,26 @@ from studies import study_parser
 
 HERE = Path(__file__).resolve().parent
 
-PROBLEM = Problem(d=100, T=2, alpha=0.9178, channel="seq2lab", beta=0.5, beta0=1.0, noise=1.0, target=MPTarget(1.0),
-                  student="direct", kappa=1.0, lam=1.3650866926987315e-05)
+PROBLEM = Problem(
+    d=100,
+    T=2,
+    alpha=0.9178,
+    channel="seq2lab",
+    beta=0.5,
+    beta0=1.0,
+    noise=1.0,
+    target=MPTarget(1.0),
+    student="direct",
+    kappa=1.0,
+    lam=1.3650866926987315e-05,
+)
 STARTS = {"default": None, "(60, 8, 100)": (60.0, 8.0, 100.0), "(20, 5, 20)": (20.0, 5.0, 20.0)}
 #: the points ``theory`` returned from those starts without the floor cap MAX_FLOOR, all "converged"
-FOUND = {"default": (10.45773359, 4.15775797, 8.61031462), "(60, 8, 100)": (39.13803616, 7.45403211, 32.91374638),
-         "(20, 5, 20)": (360.07559572, 20.61935911, 364.29868751)}
+FOUND = {
+    "default": (10.45773359, 4.15775797, 8.61031462),
+    "(60, 8, 100)": (39.13803616, 7.45403211, 32.91374638),
+    "(20, 5, 20)": (360.07559572, 20.61935911, 364.29868751),
+}
 FINER = [(2048, 4), (8192, 8), (32768, 8)]  # the first is the default node set
 
 
@@ -67,12 +80,23 @@ def se_points(node_sets: list[tuple[int, int]]) -> list[dict]:
             fx, out, pr = SEMap(PROBLEM, pm, quad)(x, mode="cold")
             te = channel_test_errors(x[0], x[1], problem=PROBLEM, Q0=pm.Q0, quad=quad)["test_error"]
             penalty = PROBLEM.student.se_penalty(PROBLEM.lam, x[0], pr)
-            row["nodes"].append({"nodes": f"{n_points} x {n_scrambles}", "residual": step_residual(x, fx, pm.Q0),
-                                 "floor": residual_floor(x, out, PROBLEM, pm), "test_error": te,
-                                 "objective": out.train_error + penalty / PROBLEM.alpha})
+            row["nodes"].append(
+                {
+                    "nodes": f"{n_points} x {n_scrambles}",
+                    "residual": step_residual(x, fx, pm.Q0),
+                    "floor": residual_floor(x, out, PROBLEM, pm),
+                    "test_error": te,
+                    "objective": out.train_error + penalty / PROBLEM.alpha,
+                }
+            )
         r = theory(PROBLEM, init=None if init is None else SEState(*init))
-        row["now"] = {"test_error": r.test_error, "q": r.extras["q"], "objective": r.extras["objective"],
-                      "converged": r.converged, "message": r.message}
+        row["now"] = {
+            "test_error": r.test_error,
+            "q": r.extras["q"],
+            "objective": r.extras["objective"],
+            "converged": r.converged,
+            "message": r.message,
+        }
         rows.append(row)
     return rows
 
@@ -82,51 +106,84 @@ def erm(seeds: int) -> list[dict]:
     for d in (64, 100):
         runs = [simulate(PROBLEM.replace(d=d), seed=s) for s in range(seeds)]
         row = {"d": d, "seeds": seeds, "converged": sum(bool(r.converged) for r in runs)}
-        for k, get in (("test_error", lambda r: r.test_error), ("train_error", lambda r: r.train_error),
-                       ("objective", lambda r: r.extras["objective"]), ("q", lambda r: r.extras["q"]),
-                       ("m", lambda r: r.extras["m"])):
+        for k, get in (
+            ("test_error", lambda r: r.test_error),
+            ("train_error", lambda r: r.train_error),
+            ("objective", lambda r: r.extras["objective"]),
+            ("q", lambda r: r.extras["q"]),
+            ("m", lambda r: r.extras["m"]),
+        ):
             row[k] = mean_se([get(r) for r in runs])
         rows.append(row)
     return rows
 
 
 def markdown(se: list[dict], sims: list[dict]) -> str:
-    L = ["# Several SE fixed points at one problem: which is the ERM's?", "",
-         f"Problem: `{PROBLEM}`. Written by `python -m studies se_fixed_points`.", "",
-         "## The three points `theory` returned from three starts without the floor cap (all 'converged')", "",
-         "Measured on the default node set (2048 x 4) and two finer ones; floor = a tenth of one SE step's "
-         "quadrature standard error (`residual_floor`), objective = train error + penalty/alpha.", "",
-         "| start | q | m | Sigma | " + " | ".join(f"{f['nodes']}: residual, floor" for f in se[0]["nodes"])
-         + " | test error | objective |", "|---|---|---|---|" + "---|" * len(se[0]["nodes"]) + "---|---|"]
+    L = [
+        "# Several SE fixed points at one problem: which is the ERM's?",
+        "",
+        f"Problem: `{PROBLEM}`. Written by `python -m studies se_fixed_points`.",
+        "",
+        "## The three points `theory` returned from three starts without the floor cap (all 'converged')",
+        "",
+        "Measured on the default node set (2048 x 4) and two finer ones; floor = a tenth of one SE step's "
+        "quadrature standard error (`residual_floor`), objective = train error + penalty/alpha.",
+        "",
+        "| start | q | m | Sigma | "
+        + " | ".join(f"{f['nodes']}: residual, floor" for f in se[0]["nodes"])
+        + " | test error | objective |",
+        "|---|---|---|---|" + "---|" * len(se[0]["nodes"]) + "---|---|",
+    ]
     for r in se:
         cells = " | ".join(f"{f['residual']:.1e}, {f['floor']:.1e}" for f in r["nodes"])
         f0 = r["nodes"][0]
-        L.append(f"| {r['start']} | {r['q']:.4g} | {r['m']:.4g} | {r['Sigma']:.4g} | {cells} | {f0['test_error']:.4f} "
-                 f"| {f0['objective']:.5f} |")
-    L += ["", "## What `theory` returns from the same starts (with the cap)", "",
-          "| start | test error | q | objective | verdict |", "|---|---|---|---|---|"]
+        L.append(
+            f"| {r['start']} | {r['q']:.4g} | {r['m']:.4g} | {r['Sigma']:.4g} | {cells} | {f0['test_error']:.4f} "
+            f"| {f0['objective']:.5f} |"
+        )
+    L += [
+        "",
+        "## What `theory` returns from the same starts (with the cap)",
+        "",
+        "| start | test error | q | objective | verdict |",
+        "|---|---|---|---|---|",
+    ]
     for r in se:
         n = r["now"]
         L.append(f"| {r['start']} | {n['test_error']:.4f} | {n['q']:.4g} | {n['objective']:.5f} | {n['message']} |")
-    L += ["", "## ERM (simulate: L-BFGS, mixed precision), mean +- s.e. over seeds", "",
-          "| d | seeds | converged | test error | train error | objective | q | m |", "|---|---|---|---|---|---|---|---|"]
+    L += [
+        "",
+        "## ERM (simulate: L-BFGS, mixed precision), mean +- s.e. over seeds",
+        "",
+        "| d | seeds | converged | test error | train error | objective | q | m |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in sims:
         cell = lambda k: f"{s[k][0]:.4f} +- {s[k][1]:.4f}"  # noqa: E731
-        L.append(f"| {s['d']} | {s['seeds']} | {s['converged']} | {cell('test_error')} | {cell('train_error')} "
-                 f"| {cell('objective')} | {cell('q')} | {cell('m')} |")
+        L.append(
+            f"| {s['d']} | {s['seeds']} | {s['converged']} | {cell('test_error')} | {cell('train_error')} "
+            f"| {cell('objective')} | {cell('q')} | {cell('m')} |"
+        )
     big = sims[-1]
     low = min(se, key=lambda r: r["nodes"][0]["objective"])
-    L += ["", "## Reading", "",
-          f"Distance of each point's test error from ERM at d = {big['d']}, in ERM standard errors: " + ", ".join(
-              f"{r['start']}: {(r['nodes'][0]['test_error'] - big['test_error'][0]) / big['test_error'][1]:+.1f}"
-              for r in se) + ".",
-          f"The lowest predicted objective is the point from the start {low['start']} "
-          f"({low['nodes'][0]['objective']:.5f}; ERM {big['objective'][0]:.5f} +- {big['objective'][1]:.5f}).",
-          "The other two were floor verdicts at floors of 5.9e-3 and 4.9e-2 (one step's quadrature s.e. 6 % and "
-          "49 %); the last is not a fixed point of the finer maps (residual far above their floors). A floor verdict "
-          "needs a floor <= MAX_FLOOR = 1e-2: from (20, 5, 20) the solve then goes on to the ERM's fixed point; "
-          "the point from (60, 8, 100) is still accepted (floor 5.9e-3) and is told apart only by its higher "
-          "objective."]
+    L += [
+        "",
+        "## Reading",
+        "",
+        f"Distance of each point's test error from ERM at d = {big['d']}, in ERM standard errors: "
+        + ", ".join(
+            f"{r['start']}: {(r['nodes'][0]['test_error'] - big['test_error'][0]) / big['test_error'][1]:+.1f}"
+            for r in se
+        )
+        + ".",
+        f"The lowest predicted objective is the point from the start {low['start']} "
+        f"({low['nodes'][0]['objective']:.5f}; ERM {big['objective'][0]:.5f} +- {big['objective'][1]:.5f}).",
+        "The other two were floor verdicts at floors of 5.9e-3 and 4.9e-2 (one step's quadrature s.e. 6 % and "
+        "49 %); the last is not a fixed point of the finer maps (residual far above their floors). A floor verdict "
+        "needs a floor <= MAX_FLOOR = 1e-2: from (20, 5, 20) the solve then goes on to the ERM's fixed point; "
+        "the point from (60, 8, 100) is still accepted (floor 5.9e-3) and is told apart only by its higher "
+        "objective.",
+    ]
     return "\n".join(L) + "\n"
 
 
@@ -138,8 +195,9 @@ def main(quick: bool = False, *, seeds: int = 4) -> int:
     se, sims = se_points(FINER[:1] if quick else FINER), erm(seeds)
     out = Path("runs", "studies", HERE.name + "-quick") if quick else HERE / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "se_fixed_points.json").write_text(json.dumps({"problem": PROBLEM.to_dict(), "se": se, "erm": sims},
-                                                         indent=1, default=float))
+    (out / "se_fixed_points.json").write_text(
+        json.dumps({"problem": PROBLEM.to_dict(), "se": se, "erm": sims}, indent=1, default=float)
+    )
     md = markdown(se, sims)
     (out / "se_fixed_points.md").write_text(md)
     print(md)

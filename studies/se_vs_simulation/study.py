@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from singlehead import MPTarget, Problem
-from singlehead.runs import Cache, Job, run_jobs
 from singlehead.report.compare import agreement, records_to_frame
+from singlehead.runs import Cache, Job, run_jobs
 from studies import study_parser, write_table
 
 METRICS = ("test_error", "matrix_error")
@@ -26,7 +26,9 @@ STUDENTS = {
 }
 
 
-def compare(problems: list[Problem], seeds: int, rel_tol: float, optimizer: str, cache: Cache, n_jobs: int) -> list[dict]:
+def compare(
+    problems: list[Problem], seeds: int, rel_tol: float, optimizer: str, cache: Cache, n_jobs: int
+) -> list[dict]:
     """Theory and mean/standard error over ``seeds`` simulations, per problem (cached, parallel).
 
     The pass rule is the fixed-level tolerance ``within`` of :func:`singlehead.report.compare.agreement`
@@ -40,7 +42,7 @@ def compare(problems: list[Problem], seeds: int, rel_tol: float, optimizer: str,
     agr = agreement(records_to_frame(sims), records_to_frame(ths), by, list(METRICS), rel=rel_tol)
     rows = []
     for i, (p, th) in enumerate(zip(problems, ths)):
-        runs = sims[i * seeds:(i + 1) * seeds]
+        runs = sims[i * seeds : (i + 1) * seeds]
         row = {"theory": th, "ok": True, "runtime": sum(r["runtime_s"] for r in runs)}
         for k in METRICS:
             a = agr[(agr.cfg_alpha == p.alpha) & (agr.quantity == k)].iloc[0]
@@ -55,10 +57,23 @@ def compare(problems: list[Problem], seeds: int, rel_tol: float, optimizer: str,
 HERE = Path(__file__).resolve().parent
 
 
-def main(quick: bool = False, *, d: int = 100, seeds: int = 8, alphas: tuple[float, ...] = (0.1, 0.25, 0.5, 1, 2),
-         students: tuple[str, ...] = tuple(STUDENTS), T: int = 2, kappa0: float = 0.5, noise: float = 0.5,
-         lam: float = 0.01, channel: str = "seq2lab", rel_tol: float = 0.03, optimizer: str = "lbfgs", jobs: int = 2,
-         cache: str | Path | None = None) -> int:
+def main(
+    quick: bool = False,
+    *,
+    d: int = 100,
+    seeds: int = 8,
+    alphas: tuple[float, ...] = (0.1, 0.25, 0.5, 1, 2),
+    students: tuple[str, ...] = tuple(STUDENTS),
+    T: int = 2,
+    kappa0: float = 0.5,
+    noise: float = 0.5,
+    lam: float = 0.01,
+    channel: str = "seq2lab",
+    rel_tol: float = 0.03,
+    optimizer: str = "lbfgs",
+    jobs: int = 2,
+    cache: str | Path | None = None,
+) -> int:
     """Run the comparison, print the table (written to ``results/table.md`` unless ``quick``); 0 if every row
     passes."""
     if quick:
@@ -67,21 +82,31 @@ def main(quick: bool = False, *, d: int = 100, seeds: int = 8, alphas: tuple[flo
     if bad:
         raise ValueError(f"students must be among {list(STUDENTS)} (got {bad})")
     store = Cache(cache or Path("runs", "studies", HERE.name + ("-quick" if quick else "")))
-    lines = [f"SE vs simulation: T={T} channel={channel} kappa0={kappa0} Delta={noise} "
-             f"lam={lam} d={d} seeds={seeds} (pass: |sim - th| <= 2 se + {rel_tol:.0%})", ""]
-    lines += ["| student | alpha | test th | test sim | ± se | matrix th | matrix sim | ± se | train th | train sim | "
-              "rank th | rank sim | pass |", "|---" * 13 + "|"]
+    lines = [
+        f"SE vs simulation: T={T} channel={channel} kappa0={kappa0} Delta={noise} "
+        f"lam={lam} d={d} seeds={seeds} (pass: |sim - th| <= 2 se + {rel_tol:.0%})",
+        "",
+    ]
+    lines += [
+        "| student | alpha | test th | test sim | ± se | matrix th | matrix sim | ± se | train th | train sim | "
+        "rank th | rank sim | pass |",
+        "|---" * 13 + "|",
+    ]
     print("\n".join(lines), flush=True)
     all_ok = True
     for name in students:
-        problems = [Problem(d=d, T=T, alpha=a, channel=channel, noise=noise, lam=lam,
-                            target=MPTarget(kappa0), **STUDENTS[name]) for a in alphas]
+        problems = [
+            Problem(d=d, T=T, alpha=a, channel=channel, noise=noise, lam=lam, target=MPTarget(kappa0), **STUDENTS[name])
+            for a in alphas
+        ]
         for a, row in zip(alphas, compare(problems, seeds, rel_tol, optimizer, store, jobs)):
             te, me = row["test_error"], row["matrix_error"]
             all_ok &= row["ok"]
-            lines.append(f"| {name} | {a:.3g} | {te[0]:.4f} | {te[1]:.4f} | {te[2]:.4f} | {me[0]:.4f} | {me[1]:.4f} | "
-                         f"{me[2]:.4f} | {row['train'][0]:.4f} | {row['train'][1]:.4f} | {row['rank'][0]:.3f} | "
-                         f"{row['rank'][1]:.3f} | {'yes' if row['ok'] else 'NO'} |")
+            lines.append(
+                f"| {name} | {a:.3g} | {te[0]:.4f} | {te[1]:.4f} | {te[2]:.4f} | {me[0]:.4f} | {me[1]:.4f} | "
+                f"{me[2]:.4f} | {row['train'][0]:.4f} | {row['train'][1]:.4f} | {row['rank'][0]:.3f} | "
+                f"{row['rank'][1]:.3f} | {'yes' if row['ok'] else 'NO'} |"
+            )
             print(lines[-1], flush=True)
     lines += ["", "ALL PASS" if all_ok else "SOME ROWS FAIL"]
     print(lines[-1])
@@ -100,8 +125,15 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/se_vs_simulation)")
     a = ap.parse_args(argv)
-    return main(a.quick, d=a.d, seeds=a.seeds, alphas=tuple(float(x) for x in a.alphas.split(",")),
-                students=tuple(a.students.split(",")), jobs=a.jobs, cache=a.cache)
+    return main(
+        a.quick,
+        d=a.d,
+        seeds=a.seeds,
+        alphas=tuple(float(x) for x in a.alphas.split(",")),
+        students=tuple(a.students.split(",")),
+        jobs=a.jobs,
+        cache=a.cache,
+    )
 
 
 if __name__ == "__main__":

@@ -28,18 +28,31 @@ RUNS = ("0.5:200:8", "4:200:8")
 
 def student_eigenvalues(cache: Cache, problem: Problem, seed: int) -> dict:
     """Eigenvalues of the S trained by ``simulate(problem, seed)`` and the fit's runtime (cached)."""
+
     def fit() -> dict:
         r = simulate(problem, seed, options=TrainOptions(n_test=2000))
-        print(f"  alpha={problem.alpha:g} d={problem.d} seed={seed}: {r.runtime_s:.0f} s, steps={r.iterations}",
-              flush=True)
-        return {"eigenvalues": np.asarray(r.extras["eigenvalues"]).tolist(), "runtime_s": r.runtime_s,
-                "test_error": r.test_error, "matrix_error": r.matrix_error}
+        print(
+            f"  alpha={problem.alpha:g} d={problem.d} seed={seed}: {r.runtime_s:.0f} s, steps={r.iterations}",
+            flush=True,
+        )
+        return {
+            "eigenvalues": np.asarray(r.extras["eigenvalues"]).tolist(),
+            "runtime_s": r.runtime_s,
+            "test_error": r.test_error,
+            "matrix_error": r.matrix_error,
+        }
 
     return cached(cache, {"stage": "spectrum-fit", "problem": problem.to_dict(), "seed": seed, "n_test": 2000}, fit)
 
 
-def main(quick: bool = False, *, runs: tuple[str, ...] = RUNS, threads: int = 1, cache: str | Path | None = None,
-         out: str | Path | None = None) -> int:
+def main(
+    quick: bool = False,
+    *,
+    runs: tuple[str, ...] = RUNS,
+    threads: int = 1,
+    cache: str | Path | None = None,
+    out: str | Path | None = None,
+) -> int:
     """Compare each ``ALPHA:D:SEEDS`` run; print the table, write figures and tables into ``out`` (default
     ``results/``; with ``quick`` the cache directory). 0 when every row passes."""
     torch.set_num_threads(threads)
@@ -64,16 +77,21 @@ def main(quick: bool = False, *, runs: tuple[str, ...] = RUNS, threads: int = 1,
         plot_spectrum_comparison(pred, ev, str(out / f"spectrum_a{alpha:g}_d{d}.png"))
         spectrum_table(pred, ev).to_csv(out / f"spectrum_a{alpha:g}_d{d}.csv", index=False)
         rows.append((alpha, d, n_seeds, cmp, t_sim, t_th, len(pred.bulks)))
-    lines = ["| alpha | d | seeds | KS | zero atom theory | zero atom sim | |diff| | bulks | top edge th/sim | "
-             "sim CPU s | theory s | pass |", "|---" * 12 + "|"]
+    lines = [
+        "| alpha | d | seeds | KS | zero atom theory | zero atom sim | |diff| | bulks | top edge th/sim | "
+        "sim CPU s | theory s | pass |",
+        "|---" * 12 + "|",
+    ]
     all_ok = True
     for alpha, d, k, c, ts, tt, nb in rows:
         diff = abs(c["zero_atom_theory"] - c["zero_atom_sim"])
         ok = c["ks"] < 0.05 and diff < 0.02
         all_ok &= ok
-        lines.append(f"| {alpha:g} | {d} | {k} | {c['ks']:.4f} | {c['zero_atom_theory']:.4f} | {c['zero_atom_sim']:.4f} | "
-                     f"{diff:.4f} | {nb} | {c['top_theory']:.3f}/{c['top_sim']:.3f} | {ts:.0f} | {tt:.1f} | "
-                     f"{'yes' if ok else 'NO'} |")
+        lines.append(
+            f"| {alpha:g} | {d} | {k} | {c['ks']:.4f} | {c['zero_atom_theory']:.4f} | {c['zero_atom_sim']:.4f} | "
+            f"{diff:.4f} | {nb} | {c['top_theory']:.3f}/{c['top_sim']:.3f} | {ts:.0f} | {tt:.1f} | "
+            f"{'yes' if ok else 'NO'} |"
+        )
     text = "\n".join(lines) + "\n"
     print("\n" + text)
     (out / "table.md").write_text(text)
@@ -83,7 +101,9 @@ def main(quick: bool = False, *, runs: tuple[str, ...] = RUNS, threads: int = 1,
 def cli(argv: list[str] | None = None) -> int:
     ap = study_parser(HERE, __doc__)
     ap.add_argument("--quick", action="store_true", help="alpha = 0.5, d = 60, 2 seeds; writes no results")
-    ap.add_argument("--runs", action="append", default=None, help="ALPHA:D:SEEDS (repeatable; default 0.5:200:8, 4:200:8)")
+    ap.add_argument(
+        "--runs", action="append", default=None, help="ALPHA:D:SEEDS (repeatable; default 0.5:200:8, 4:200:8)"
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", default=None, help="result cache (default runs/studies/spectrum_vs_simulation)")
     ap.add_argument("--out", default=None, help="figures and tables (default results/)")

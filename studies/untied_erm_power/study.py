@@ -32,7 +32,6 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from singlehead import MPTarget, Problem, SEOptions, TrainOptions, UntiedMPTarget, simulate, theory
@@ -67,56 +66,101 @@ SE_OPTIONS_BY_POINT = {"I": {}}
 QUANTITIES = ("test_error", "train_error", "objective")
 TOL_REL = 0.015
 TOL_ABS = {"test_error": 0.0, "train_error": 5e-4, "objective": 5e-4}
-TOL_REASON = ("declared before the data: 1.5 % relative; train error and objective with an absolute floor 5e-4 "
-              "(train errors near 0 below the interpolation threshold)")
+TOL_REASON = (
+    "declared before the data: 1.5 % relative; train error and objective with an absolute floor 5e-4 "
+    "(train errors near 0 below the interpolation threshold)"
+)
 
 
 def problem_for(pt: tuple, d: int) -> Problem:
     _, T, teacher, alpha, lam, kappa, beta = pt
     target = MPTarget(kappa0=0.5) if teacher == "tied" else UntiedMPTarget(kappa0=0.5)
-    return Problem(d=d, T=T, channel="seq2lab", alpha=alpha, noise=0.5, lam=lam, target=target, student="untied",
-                   kappa=kappa, beta=beta, beta0=1.0)
+    return Problem(
+        d=d,
+        T=T,
+        channel="seq2lab",
+        alpha=alpha,
+        noise=0.5,
+        lam=lam,
+        target=target,
+        student="untied",
+        kappa=kappa,
+        beta=beta,
+        beta0=1.0,
+    )
 
 
 def theory_point(pt: tuple, se_options: dict) -> dict:
     th = theory(problem_for(pt, 100), options=SEOptions(**se_options))
     e = th.extras
-    return dict(test_error=th.test_error, test_error_se=e.get("test_error_se", 0.0), train_error=th.train_error,
-                train_error_se=e.get("train_error_se", 0.0), objective=e["objective"],
-                # the penalty carries no error bar of its own: the objective's is the train error's
-                objective_se=e.get("train_error_se", 0.0), penalty=th.penalty, asymmetry=e.get("asymmetry"),
-                converged=bool(th.converged), seconds=th.runtime_s)
+    return dict(
+        test_error=th.test_error,
+        test_error_se=e.get("test_error_se", 0.0),
+        train_error=th.train_error,
+        train_error_se=e.get("train_error_se", 0.0),
+        objective=e["objective"],
+        # the penalty carries no error bar of its own: the objective's is the train error's
+        objective_se=e.get("train_error_se", 0.0),
+        penalty=th.penalty,
+        asymmetry=e.get("asymmetry"),
+        converged=bool(th.converged),
+        seconds=th.runtime_s,
+    )
 
 
 def erm_run(pt: tuple, d: int, seed: int) -> dict:
     r = simulate(problem_for(pt, d), seed=seed, options=TrainOptions(n_starts=N_STARTS))
     e = r.extras
-    return dict(d=d, seed=seed, test_error=r.test_error, test_error_se=e["test_error_se"], train_error=r.train_error,
-                objective=e["objective"], converged=bool(r.converged), seconds=r.runtime_s,
-                objective_spread=e["objective_spread"], test_error_spread=e["test_error_spread"],
-                best_start=e["best_start"], start_objectives=e["start_objectives"],
-                start_test_errors=e["start_test_errors"])
+    return dict(
+        d=d,
+        seed=seed,
+        test_error=r.test_error,
+        test_error_se=e["test_error_se"],
+        train_error=r.train_error,
+        objective=e["objective"],
+        converged=bool(r.converged),
+        seconds=r.runtime_s,
+        objective_spread=e["objective_spread"],
+        test_error_spread=e["test_error_spread"],
+        best_start=e["best_start"],
+        start_objectives=e["start_objectives"],
+        start_test_errors=e["start_test_errors"],
+    )
 
 
 def compute_point(store: Cache, pt: tuple, sizes: dict[int, int], se_options: dict) -> dict:
     t0 = time.perf_counter()
     se_options = SE_OPTIONS_BY_POINT.get(pt[0], se_options)
-    th = cached(store, {"stage": "untied-theory", "point": list(pt), "options": se_options},
-                lambda: theory_point(pt, se_options))
-    sims = [cached(store, {"stage": "untied-erm", "point": list(pt), "d": d, "seed": s, "n_starts": N_STARTS},
-                   lambda d=d, s=s: erm_run(pt, d, s))
-            for d, k in sizes.items() for s in range(k)]
-    print(f"{pt[0]} {pt[1:]}: theory {th['test_error']:.4f} +- {th['test_error_se']:.4f} ({th['seconds']:.0f} s); "
-          f"ERM " + ", ".join(f"d={s['d']}: {s['test_error']:.4f}" for s in sims)
-          + f"; {time.perf_counter() - t0:.0f} s", flush=True)
+    th = cached(
+        store,
+        {"stage": "untied-theory", "point": list(pt), "options": se_options},
+        lambda: theory_point(pt, se_options),
+    )
+    sims = [
+        cached(
+            store,
+            {"stage": "untied-erm", "point": list(pt), "d": d, "seed": s, "n_starts": N_STARTS},
+            lambda d=d, s=s: erm_run(pt, d, s),
+        )
+        for d, k in sizes.items()
+        for s in range(k)
+    ]
+    print(
+        f"{pt[0]} {pt[1:]}: theory {th['test_error']:.4f} +- {th['test_error_se']:.4f} ({th['seconds']:.0f} s); "
+        f"ERM " + ", ".join(f"d={s['d']}: {s['test_error']:.4f}" for s in sims) + f"; {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
     return dict(point=list(pt), theory=th, sims=sims)
 
 
 def lookup_point(store: Cache, pt: tuple, sizes: dict[int, int], se_options: dict) -> dict | None:
     se_options = SE_OPTIONS_BY_POINT.get(pt[0], se_options)
     th = cached(store, {"stage": "untied-theory", "point": list(pt), "options": se_options})
-    sims = [cached(store, {"stage": "untied-erm", "point": list(pt), "d": d, "seed": s, "n_starts": N_STARTS})
-            for d, k in sizes.items() for s in range(k)]
+    sims = [
+        cached(store, {"stage": "untied-erm", "point": list(pt), "d": d, "seed": s, "n_starts": N_STARTS})
+        for d, k in sizes.items()
+        for s in range(k)
+    ]
     return None if th is None or any(s is None for s in sims) else dict(point=list(pt), theory=th, sims=sims)
 
 
@@ -130,16 +174,38 @@ def rows_of(points: list[dict]) -> pd.DataFrame:
             th, th_se = p["theory"][q], p["theory"][f"{q}_se"]
             # per-d gaps, with the per-run Monte Carlo error ``<q>_se`` where the runs report one (the test error)
             per_d = {int(d): g[q].to_numpy(dtype=float) for d, g in frame.groupby("cfg_d")}
-            mc = ({int(d): g[f"{q}_se"].to_numpy(dtype=float) for d, g in frame.groupby("cfg_d")}
-                  if f"{q}_se" in frame else None)
+            mc = (
+                {int(d): g[f"{q}_se"].to_numpy(dtype=float) for d, g in frame.groupby("cfg_d")}
+                if f"{q}_se" in frame
+                else None
+            )
             g = finite_size_gaps(per_d, th, mc_se=mc, pool=True)
             e = g.extrapolation
             se = math.hypot(e.stderr, th_se)
-            row = dict(point=name, T=T, teacher=teacher, alpha=alpha, lam=lam, kappa=kappa, beta=beta, quantity=q,
-                       theory=th, theory_se=th_se, erm_inf=th + e.intercept, erm_inf_se=e.stderr,
-                       signed_gap=e.intercept, gap=abs(e.intercept), se=se, dof=math.nan,
-                       theory_converged=p["theory"]["converged"], fit_p=e.p_value, slope=e.slopes[0],
-                       tol_rel=TOL_REL, tol_abs=TOL_ABS[q], tol_reason=TOL_REASON)
+            row = dict(
+                point=name,
+                T=T,
+                teacher=teacher,
+                alpha=alpha,
+                lam=lam,
+                kappa=kappa,
+                beta=beta,
+                quantity=q,
+                theory=th,
+                theory_se=th_se,
+                erm_inf=th + e.intercept,
+                erm_inf_se=e.stderr,
+                signed_gap=e.intercept,
+                gap=abs(e.intercept),
+                se=se,
+                dof=math.nan,
+                theory_converged=p["theory"]["converged"],
+                fit_p=e.p_value,
+                slope=e.slopes[0],
+                tol_rel=TOL_REL,
+                tol_abs=TOL_ABS[q],
+                tol_reason=TOL_REASON,
+            )
             for d, v in zip(g.d, g.gap):
                 row[f"d{int(d)}"] = th + float(v)
             rows.append(row)
@@ -151,68 +217,108 @@ def spread_summary(points: list[dict]) -> pd.DataFrame:
     for p in points:
         for d in sorted({s["d"] for s in p["sims"]}):
             s = [x for x in p["sims"] if x["d"] == d]
-            out.append(dict(point=p["point"][0], d=d, fits=len(s),
-                            other_start_kept=sum(x["best_start"] != 0 for x in s),
-                            max_objective_spread=max(x["objective_spread"] for x in s),
-                            max_test_error_spread=max(x["test_error_spread"] for x in s),
-                            seconds=sum(x["seconds"] for x in s), converged=all(x["converged"] for x in s)))
+            out.append(
+                dict(
+                    point=p["point"][0],
+                    d=d,
+                    fits=len(s),
+                    other_start_kept=sum(x["best_start"] != 0 for x in s),
+                    max_objective_spread=max(x["objective_spread"] for x in s),
+                    max_test_error_spread=max(x["test_error_spread"] for x in s),
+                    seconds=sum(x["seconds"] for x in s),
+                    converged=all(x["converged"] for x in s),
+                )
+            )
     return pd.DataFrame(out)
 
 
-def write(table: pd.DataFrame, spreads: pd.DataFrame, points: list[dict], sizes: dict[int, int], out: Path,
-          ref_s: float, missing: list[str]) -> None:
+def write(
+    table: pd.DataFrame,
+    spreads: pd.DataFrame,
+    points: list[dict],
+    sizes: dict[int, int],
+    out: Path,
+    ref_s: float,
+    missing: list[str],
+) -> None:
     ds = sorted(sizes)
-    lines = ["# Untied state evolution against multi-start ERM: equivalence", "",
-             "seq2lab, noise 0.5, MP kappa0 = 0.5 teachers (tied S0 or untied M0), untied student, beta0 = 1. "
-             f"Theory: untied SE, sampled prior at D = {SE_OPTIONS['sample_dim']} ({SE_OPTIONS['sample_draws']} "
-             f"instances, no 1/D extrapolation; point(s) {', '.join(SE_OPTIONS_BY_POINT)}: the default prior side, "
-             "D = 100 extrapolated with D = 50), with its sampling error bar. "
-             f"ERM: L-BFGS (mixed precision), {N_STARTS} starts per fit (lowest objective kept), "
-             + ", ".join(f"d = {d} ({k} seeds)" for d, k in sizes.items())
-             + "; ERM(d) - theory extrapolated by a weighted a + b/d fit (pooled variance model); "
-             "s.e. = the fit's intercept s.e. and the theory's error bar in quadrature. "
-             f"Tolerance: {TOL_REASON}. Two families of {len(table)} rows (difference test, TOST equivalence test), "
-             "each Holm-corrected at family-wise 5 %; verdict 'agrees' = equivalence shown, 'deviates' = difference "
-             "shown, 'inconclusive' = neither.", "",
-             "Points: " + "; ".join(f"{p['point'][0]}: T = {p['point'][1]}, {p['point'][2]} teacher, "
-                                     f"alpha = {p['point'][3]}, lam = {p['point'][4]:g}, kappa = {p['point'][5]}, "
-                                     f"beta = {p['point'][6]}" for p in points)
-             + (f". Not in the table (not computed): {', '.join(missing)}." if missing else ""), "",
-             "| point | quantity | theory | " + " | ".join(f"ERM d={d}" for d in ds)
-             + " | ERM d=inf | s.e. | gap % | tol | p_diff | p_equiv | p_diff Holm | p_equiv Holm | fit p | verdict |",
-             "|---|---|---|" + "---|" * len(ds) + "---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Untied state evolution against multi-start ERM: equivalence",
+        "",
+        "seq2lab, noise 0.5, MP kappa0 = 0.5 teachers (tied S0 or untied M0), untied student, beta0 = 1. "
+        f"Theory: untied SE, sampled prior at D = {SE_OPTIONS['sample_dim']} ({SE_OPTIONS['sample_draws']} "
+        f"instances, no 1/D extrapolation; point(s) {', '.join(SE_OPTIONS_BY_POINT)}: the default prior side, "
+        "D = 100 extrapolated with D = 50), with its sampling error bar. "
+        f"ERM: L-BFGS (mixed precision), {N_STARTS} starts per fit (lowest objective kept), "
+        + ", ".join(f"d = {d} ({k} seeds)" for d, k in sizes.items())
+        + "; ERM(d) - theory extrapolated by a weighted a + b/d fit (pooled variance model); "
+        "s.e. = the fit's intercept s.e. and the theory's error bar in quadrature. "
+        f"Tolerance: {TOL_REASON}. Two families of {len(table)} rows (difference test, TOST equivalence test), "
+        "each Holm-corrected at family-wise 5 %; verdict 'agrees' = equivalence shown, 'deviates' = difference "
+        "shown, 'inconclusive' = neither.",
+        "",
+        "Points: "
+        + "; ".join(
+            f"{p['point'][0]}: T = {p['point'][1]}, {p['point'][2]} teacher, "
+            f"alpha = {p['point'][3]}, lam = {p['point'][4]:g}, kappa = {p['point'][5]}, "
+            f"beta = {p['point'][6]}"
+            for p in points
+        )
+        + (f". Not in the table (not computed): {', '.join(missing)}." if missing else ""),
+        "",
+        "| point | quantity | theory | "
+        + " | ".join(f"ERM d={d}" for d in ds)
+        + " | ERM d=inf | s.e. | gap % | tol | p_diff | p_equiv | p_diff Holm | p_equiv Holm | fit p | verdict |",
+        "|---|---|---|" + "---|" * len(ds) + "---|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in table.iterrows():
-        lines.append(f"| {r['point']} | {r['quantity']} | {r['theory']:.5f} +- {r['theory_se']:.5f} | "
-                     + " | ".join(f"{r[f'd{d}']:.5f}" for d in ds)
-                     + f" | {r['erm_inf']:.5f} | {r['se']:.5f} | {100 * r['signed_gap'] / abs(r['theory']):+.2f} | "
-                       f"{r['tolerance']:.5f} | {r['p_diff']:.3g} | {r['p_equiv']:.3g} | {r['p_diff_holm']:.3g} | "
-                       f"{r['p_equiv_holm']:.3g} | {r['fit_p']:.3g} | {r['verdict']} |")
+        lines.append(
+            f"| {r['point']} | {r['quantity']} | {r['theory']:.5f} +- {r['theory_se']:.5f} | "
+            + " | ".join(f"{r[f'd{d}']:.5f}" for d in ds)
+            + f" | {r['erm_inf']:.5f} | {r['se']:.5f} | {100 * r['signed_gap'] / abs(r['theory']):+.2f} | "
+            f"{r['tolerance']:.5f} | {r['p_diff']:.3g} | {r['p_equiv']:.3g} | {r['p_diff_holm']:.3g} | "
+            f"{r['p_equiv_holm']:.3g} | {r['fit_p']:.3g} | {r['verdict']} |"
+        )
     counts = table["verdict"].value_counts().to_dict()
     worst = table.assign(rel=table["gap"] / table["theory"].abs()).sort_values("rel", ascending=False).head(3)
-    lines += ["", "Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (of {len(table)}).",
-              "Largest relative gaps: " + "; ".join(f"{r['point']} {r['quantity']} {100 * r['rel']:.2f} % "
-                                                     f"(s.e. {100 * r['se'] / abs(r['theory']):.2f} %)"
-                                                     for _, r in worst.iterrows()) + ".", "",
-              "## Starts", "",
-              "Per point and size: fits, fits where the second start had the lower objective, the largest spread "
-              "(largest minus smallest) of the two starts' objectives and test errors, seconds (all fits).", "",
-              "| point | d | fits | 2nd start kept | max objective spread | max test error spread | seconds "
-              "| converged |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (of {len(table)}).",
+        "Largest relative gaps: "
+        + "; ".join(
+            f"{r['point']} {r['quantity']} {100 * r['rel']:.2f} % (s.e. {100 * r['se'] / abs(r['theory']):.2f} %)"
+            for _, r in worst.iterrows()
+        )
+        + ".",
+        "",
+        "## Starts",
+        "",
+        "Per point and size: fits, fits where the second start had the lower objective, the largest spread "
+        "(largest minus smallest) of the two starts' objectives and test errors, seconds (all fits).",
+        "",
+        "| point | d | fits | 2nd start kept | max objective spread | max test error spread | seconds | converged |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in spreads.iterrows():
-        lines.append(f"| {r['point']} | {r['d']} | {r['fits']} | {r['other_start_kept']} | "
-                     f"{r['max_objective_spread']:.2e} | {r['max_test_error_spread']:.2e} | {r['seconds']:.0f} | "
-                     f"{r['converged']} |")
+        lines.append(
+            f"| {r['point']} | {r['d']} | {r['fits']} | {r['other_start_kept']} | "
+            f"{r['max_objective_spread']:.2e} | {r['max_test_error_spread']:.2e} | {r['seconds']:.0f} | "
+            f"{r['converged']} |"
+        )
     th_s = sum(p["theory"]["seconds"] for p in points)
-    lines += ["", f"Compute: theory {th_s:.0f} s, ERM {spreads['seconds'].sum():.0f} s in all (OMP_NUM_THREADS=1, a "
-                  f"shared two-core machine; reference_seconds() = {ref_s:.3f} s when this table was written, the fits "
-                  "ran in earlier processes)."]
+    lines += [
+        "",
+        f"Compute: theory {th_s:.0f} s, ERM {spreads['seconds'].sum():.0f} s in all (OMP_NUM_THREADS=1, a "
+        f"shared two-core machine; reference_seconds() = {ref_s:.3f} s when this table was written, the fits "
+        "ran in earlier processes).",
+    ]
     (out / "untied_erm_power.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
-def main(quick: bool = False, *, points: list[str] | None = None, table_only: bool = False,
-         cache: str | Path | None = None) -> int:
+def main(
+    quick: bool = False, *, points: list[str] | None = None, table_only: bool = False, cache: str | Path | None = None
+) -> int:
     """Compute the selected points (cached); write the rows and the table of the cached points into
     ``results/`` (the cache directory with ``quick``), naming the missing ones. 1 when a row deviates, else
     2 when points are missing, else 0."""

@@ -42,23 +42,39 @@ def main(quick: bool = False, *, cache: str | Path | None = None) -> int:
     for pt in points:
         p = Problem(d=100, T=2, channel="seq2lab", noise=0.5, student="untied", **pt)
         for D, draws in sizes:
+
             def solve() -> dict:
                 t = time.perf_counter()
                 # the raw instances' convergence in D: without the 1/D extrapolation
                 u = theory(p, options=SEOptions(sample_dim=D, sample_draws=draws, sample_extrapolate=False))
                 value = {m: u.extras[m] if m == "asymmetry" else getattr(u, m) for m in METRICS}
-                row = dict(key=f"{pt}-{D}", **pt, D=D, draws=draws, seconds=time.perf_counter() - t,
-                           converged=u.converged, **value, **{f"{m}_se": u.extras.get(f"{m}_se", np.nan) for m in METRICS})
+                row = dict(
+                    key=f"{pt}-{D}",
+                    **pt,
+                    D=D,
+                    draws=draws,
+                    seconds=time.perf_counter() - t,
+                    converged=u.converged,
+                    **value,
+                    **{f"{m}_se": u.extras.get(f"{m}_se", np.nan) for m in METRICS},
+                )
                 print(row, flush=True)
                 return row
 
-            rows.append(cached(store, {"stage": "untied-prior-D", "problem": p.to_dict(), "D": D, "draws": draws},
-                               solve))
-    lines = ["# Untied SE: convergence in the prior sample size D", "",
-             "seq2lab, T = 2, noise 0.5, MP teacher kappa0 = 0.5, kappa = 1. Per D: value +- draw s.e.; "
-             "fit v(D) = v_inf + b/D (weighted least squares); bias(D) = b/D.", "",
-             "| alpha | lam | metric | " + " | ".join(f"D={D}" for D, _ in sizes)
-             + " | v_inf | bias at D=100 | bias at D=200 |", "|---|---|---|" + "---|" * len(sizes) + "---|---|---|"]
+            rows.append(
+                cached(store, {"stage": "untied-prior-D", "problem": p.to_dict(), "D": D, "draws": draws}, solve)
+            )
+    lines = [
+        "# Untied SE: convergence in the prior sample size D",
+        "",
+        "seq2lab, T = 2, noise 0.5, MP teacher kappa0 = 0.5, kappa = 1. Per D: value +- draw s.e.; "
+        "fit v(D) = v_inf + b/D (weighted least squares); bias(D) = b/D.",
+        "",
+        "| alpha | lam | metric | "
+        + " | ".join(f"D={D}" for D, _ in sizes)
+        + " | v_inf | bias at D=100 | bias at D=200 |",
+        "|---|---|---|" + "---|" * len(sizes) + "---|---|---|",
+    ]
     for pt in points:
         sel = [r for r in rows if r["alpha"] == pt["alpha"] and r["lam"] == pt["lam"]]
         for m in METRICS:
@@ -68,10 +84,14 @@ def main(quick: bool = False, *, cache: str | Path | None = None) -> int:
             A = np.stack([np.ones_like(D), 1 / D], axis=1) / se[:, None]
             (vinf, b), *_ = np.linalg.lstsq(A, v / se, rcond=None)
             cells = " | ".join(f"{x:.5f} +- {s:.5f}" for x, s in zip(v, se))
-            lines.append(f"| {pt['alpha']} | {pt['lam']} | {m} | {cells} | {vinf:.5f} | {b / 100:+.5f} | {b / 200:+.5f} |")
+            lines.append(
+                f"| {pt['alpha']} | {pt['lam']} | {m} | {cells} | {vinf:.5f} | {b / 100:+.5f} | {b / 200:+.5f} |"
+            )
     secs = {D: np.mean([r["seconds"] for r in rows if r["D"] == D]) for D, _ in sizes}
-    lines += ["", "Mean seconds per point (with per-draw error bars): "
-              + ", ".join(f"D={D}: {s:.1f}" for D, s in secs.items())]
+    lines += [
+        "",
+        "Mean seconds per point (with per-draw error bars): " + ", ".join(f"D={D}: {s:.1f}" for D, s in secs.items()),
+    ]
     (out / "untied_prior_convergence.json").write_text(json.dumps(rows, indent=1))
     (out / "untied_prior_convergence.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -29,14 +29,19 @@ def mp_teacher(d: int, kappa0: float, rng: np.random.Generator) -> np.ndarray:
     return W0 @ W0.T / np.sqrt(p0 * d)
 
 
-def row_difference_measurements(M0: np.ndarray, n: int, T: int, rng: np.random.Generator
-                                ) -> tuple[np.ndarray, np.ndarray]:
+def row_difference_measurements(
+    M0: np.ndarray, n: int, T: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``n T (T-1)`` label equations ``h_aa - h_ab`` (``b != a``) of ``n`` sequences of ``T`` tokens: a basis
     of the row differences that softmax labels fix. ``T = 2`` gives the rows of :func:`t2_measurements`."""
     d = M0.shape[0]
     X = rng.standard_normal((n, T, d))
     eye = np.eye(d).ravel()
-    rows = [(np.einsum("ni,nj->nij", X[:, a], X[:, a] - X[:, b]).reshape(n, d * d) - eye) / np.sqrt(d)
-            for a in range(T) for b in range(T) if b != a]
+    rows = [
+        (np.einsum("ni,nj->nij", X[:, a], X[:, a] - X[:, b]).reshape(n, d * d) - eye) / np.sqrt(d)
+        for a in range(T)
+        for b in range(T)
+        if b != a
+    ]
     A = np.concatenate(rows)
     return A, A @ M0.ravel()

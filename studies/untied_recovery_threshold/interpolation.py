@@ -15,8 +15,9 @@ import numpy as np
 from studies.untied_recovery_threshold.instances import mp_teacher, t2_measurements
 
 
-def best_residual(A: np.ndarray, b: np.ndarray, d: int, p: int, rng: np.random.Generator, *, starts: int = 3,
-                  steps: int = 300) -> float:
+def best_residual(
+    A: np.ndarray, b: np.ndarray, d: int, p: int, rng: np.random.Generator, *, starts: int = 3, steps: int = 300
+) -> float:
     """Smallest relative residual over ``starts`` Levenberg--Marquardt runs on the factors of ``M = P Q^T``."""
     Ar = A.reshape(A.shape[0], d, d)
     nb = np.linalg.norm(b)
@@ -28,15 +29,15 @@ def best_residual(A: np.ndarray, b: np.ndarray, d: int, p: int, rng: np.random.G
         r = np.einsum("kij,ij->k", Ar, P @ Q.T) - b
         cost = r @ r
         for _ in range(steps):
-            JP = np.einsum("kij,jc->kic", Ar, Q).reshape(len(b), d * p)      # d r / d P
-            JQ = np.einsum("kij,ic->kjc", Ar, P).reshape(len(b), d * p)      # d r / d Q
+            JP = np.einsum("kij,jc->kic", Ar, Q).reshape(len(b), d * p)  # d r / d P
+            JQ = np.einsum("kij,ic->kjc", Ar, P).reshape(len(b), d * p)  # d r / d Q
             J = np.concatenate([JP, JQ], axis=1)
             H = J.T @ J
             g = J.T @ r
             while True:
                 step = np.linalg.solve(H + lam * np.diag(np.diag(H) + 1e-12), -g)
-                Pn = P + step[:d * p].reshape(d, p)
-                Qn = Q + step[d * p:].reshape(d, p)
+                Pn = P + step[: d * p].reshape(d, p)
+                Qn = Q + step[d * p :].reshape(d, p)
                 rn = np.einsum("kij,ij->k", Ar, Pn @ Qn.T) - b
                 if rn @ rn < cost:
                     P, Q, r, cost = Pn, Qn, rn, rn @ rn

@@ -34,12 +34,20 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
     return m, se
 
 
-def main(quick: bool = False, *, seeds: int = 4, d: int = 40, optimizer: str = "lbfgs", teacher: str = "tied",
-         out: str | Path | None = None) -> int:
+def main(
+    quick: bool = False,
+    *,
+    seeds: int = 4,
+    d: int = 40,
+    optimizer: str = "lbfgs",
+    teacher: str = "tied",
+    out: str | Path | None = None,
+) -> int:
     """Train both students at every point, print the rows and write them to ``out`` (JSON); 0."""
     if optimizer not in ("lbfgs", "adam") or teacher not in ("tied", "untied"):
-        raise ValueError(f"optimizer must be 'lbfgs' or 'adam' and teacher 'tied' or 'untied' "
-                         f"(got {optimizer!r}, {teacher!r})")
+        raise ValueError(
+            f"optimizer must be 'lbfgs' or 'adam' and teacher 'tied' or 'untied' (got {optimizer!r}, {teacher!r})"
+        )
     points = POINTS[:2] if quick else POINTS
     if quick:
         seeds, d = 2, 20
@@ -53,8 +61,9 @@ def main(quick: bool = False, *, seeds: int = 4, d: int = 40, optimizer: str = "
     for alpha, lam in points:
         row: dict = {"alpha": alpha, "lam": lam}
         for student in ("factorized", "untied"):
-            problem = Problem(d=d, T=2, alpha=alpha, channel="seq2lab", noise=0.5, lam=lam,
-                              target=target, student=student, kappa=1.0)
+            problem = Problem(
+                d=d, T=2, alpha=alpha, channel="seq2lab", noise=0.5, lam=lam, target=target, student=student, kappa=1.0
+            )
             t0 = time.perf_counter()
             runs = [simulate(problem, seed=s, options=opts) for s in range(seeds)]
             stats = {k: _mean_se([float(r[k]) for r in runs]) for k in KEYS}
@@ -65,17 +74,30 @@ def main(quick: bool = False, *, seeds: int = 4, d: int = 40, optimizer: str = "
         row["ratio"] = ratio
         rows.append(row)
         t, u = row["factorized"], row["untied"]
-        print(f"alpha={alpha:g} lam={lam:g}: tied {t['test_error'][0]:.5f}({t['test_error'][1]:.5f}) "
-              f"untied {u['test_error'][0]:.5f}({u['test_error'][1]:.5f}) ratio {ratio:.2f}; "
-              f"asym {u['asymmetry'][0]:.3f}({u['asymmetry'][1]:.3f}) q_s {u['q_s'][0]:.3f} q_a {u['q_a'][0]:.3f} "
-              f"m_s {u['m_s'][0]:.3f} (tied q {t['q'][0]:.3f} m_s {t['m_s'][0]:.3f}); "
-              f"converged {t['converged']}/{u['converged']} of {seeds}; "
-              f"{t['seconds_per_run']:.1f}/{u['seconds_per_run']:.1f} s per run", flush=True)
+        print(
+            f"alpha={alpha:g} lam={lam:g}: tied {t['test_error'][0]:.5f}({t['test_error'][1]:.5f}) "
+            f"untied {u['test_error'][0]:.5f}({u['test_error'][1]:.5f}) ratio {ratio:.2f}; "
+            f"asym {u['asymmetry'][0]:.3f}({u['asymmetry'][1]:.3f}) q_s {u['q_s'][0]:.3f} q_a {u['q_a'][0]:.3f} "
+            f"m_s {u['m_s'][0]:.3f} (tied q {t['q'][0]:.3f} m_s {t['m_s'][0]:.3f}); "
+            f"converged {t['converged']}/{u['converged']} of {seeds}; "
+            f"{t['seconds_per_run']:.1f}/{u['seconds_per_run']:.1f} s per run",
+            flush=True,
+        )
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps({"d": d, "T": 2, "seeds": seeds, "optimizer": optimizer,
-                                     "teacher": teacher,
-                                          "threads": os.environ.get("OMP_NUM_THREADS"), "rows": rows}, indent=1))
-
+    Path(out).write_text(
+        json.dumps(
+            {
+                "d": d,
+                "T": 2,
+                "seeds": seeds,
+                "optimizer": optimizer,
+                "teacher": teacher,
+                "threads": os.environ.get("OMP_NUM_THREADS"),
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
 
     return 0
 
@@ -87,7 +109,9 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--d", type=int, default=40)
     ap.add_argument("--optimizer", choices=["lbfgs", "adam"], default="lbfgs")
     ap.add_argument("--teacher", choices=["tied", "untied"], default="tied")
-    ap.add_argument("--out", default=None, help="the JSON file (default results/untied_vs_tied_erm[_untied_teacher].json)")
+    ap.add_argument(
+        "--out", default=None, help="the JSON file (default results/untied_vs_tied_erm[_untied_teacher].json)"
+    )
     a = ap.parse_args(argv)
     return main(a.quick, seeds=a.seeds, d=a.d, optimizer=a.optimizer, teacher=a.teacher, out=a.out)
 

@@ -11,8 +11,8 @@ import pytest
 from singlehead import MPTarget, Problem, alpha_for_error, theory, theory_curve, tune, tune_curve
 from singlehead.analysis import validation_pick, valley_halfwidth
 from singlehead.analysis.tuning import TuneResult
-from singlehead.state_evolution.models import model_for
 from singlehead.state_evolution import SEOptions, prior_model
+from singlehead.state_evolution.models import model_for
 
 BASE = Problem(T=2, alpha=1.0, noise=0.5, target=MPTarget(0.5))
 

@@ -88,13 +88,25 @@ def violations(source: str, names: set[str] = NAMES, modules: set[str] = MODULES
             func = node.func
             fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             arg = node.args[0].value
-            if fname == "import_module" and isinstance(arg, str) and arg.split(".")[0] == "singlehead" and (
-                    arg != "singlehead" and arg not in modules):
+            if (
+                fname == "import_module"
+                and isinstance(arg, str)
+                and arg.split(".")[0] == "singlehead"
+                and (arg != "singlehead" and arg not in modules)
+            ):
                 out.append(f"{where}: import_module({arg!r})")
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "PYTHONPATH":
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and node.slice.value == "PYTHONPATH"
+        ):
             out.append(f"{where}: PYTHONPATH")
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("setdefault", "update", "putenv")
-                and any(isinstance(x, ast.Constant) and x.value == "PYTHONPATH" for x in node.args)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("setdefault", "update", "putenv")
+            and any(isinstance(x, ast.Constant) and x.value == "PYTHONPATH" for x in node.args)
+        ):
             out.append(f"{where}: PYTHONPATH")
     out += _attribute_chains(tree, aliases, names, modules)
     return out
@@ -118,9 +130,9 @@ def _attribute_chains(tree: ast.AST, aliases: dict[str, str], names: set[str], m
             continue
         # the longest prefix that is a listed module; the next part must be a listed name or module
         i = max(k for k in range(1, len(chain) + 1) if ".".join(chain[:k]) in modules | {"singlehead"})
-        if i == len(chain) or _listed(".".join(chain[:i + 1]), names, modules):
+        if i == len(chain) or _listed(".".join(chain[: i + 1]), names, modules):
             continue
-        out.append(f"line {node.lineno}: {'.'.join(chain[:i + 1])}")
+        out.append(f"line {node.lineno}: {'.'.join(chain[: i + 1])}")
     # only the outermost chain of each expression counts once: drop duplicates
     return sorted(set(out), key=out.index)
 
@@ -131,15 +143,23 @@ def _attribute_chains(tree: ast.AST, aliases: dict[str, str], names: set[str], m
 # import fails, and so does an entry that is no longer needed (the list can only shrink).
 KNOWN_INTERNAL: dict[str, set[str]] = {
     "benchmarks/bench_power_law_curves.py": {
-        "from singlehead.figures import figspec", "from singlehead.figures.figspec import FIGURES",
-        "from singlehead.figures.figspec import Context", "from singlehead.figures.figspec import Preset",
-        "from singlehead.figures.figspec import build", "import singlehead.figures.reproduce"},
+        "from singlehead.figures import figspec",
+        "from singlehead.figures.figspec import FIGURES",
+        "from singlehead.figures.figspec import Context",
+        "from singlehead.figures.figspec import Preset",
+        "from singlehead.figures.figspec import build",
+        "import singlehead.figures.reproduce",
+    },
     "benchmarks/bench_prior_side.py": {"from singlehead.numerics.spectra._mp_reference import reference_routes"},
-    "studies/multihead_validation/study.py": {"from singlehead.figures.multihead import transition_text",
-                                              "from singlehead.figures.multihead import transitions"},
+    "studies/multihead_validation/study.py": {
+        "from singlehead.figures.multihead import transition_text",
+        "from singlehead.figures.multihead import transitions",
+    },
     "studies/peak_investigation/branches.py": {"from singlehead.numerics.prox import interpolating_start"},
-    "studies/se_fixed_points/study.py": {"from singlehead.state_evolution.se_map import SEMap",
-                                         "from singlehead.state_evolution.se_map import residual_floor"},
+    "studies/se_fixed_points/study.py": {
+        "from singlehead.state_evolution.se_map import SEMap",
+        "from singlehead.state_evolution.se_map import residual_floor",
+    },
 }
 
 
@@ -148,7 +168,8 @@ def test_scripts_use_only_the_public_api(path: Path) -> None:
     name = str(path.relative_to(ROOT))
     found = violations(path.read_text())
     assert not any("sys.path" in v or "PYTHONPATH" in v or "addsitedir" in v for v in found), (
-        f"{name} edits the import path: {found}")
+        f"{name} edits the import path: {found}"
+    )
     uses = {v.split(": ", 1)[1] for v in found}
     known = KNOWN_INTERNAL.get(name, set())
     assert uses <= known, f"{name} uses what docs/api.rst does not list: {sorted(uses - known)}"
@@ -218,31 +239,48 @@ LISTED = {"singlehead.Problem", "singlehead.theory", "singlehead.analysis.decomp
 PUBLIC_MODULES = {"singlehead", "singlehead.analysis"}
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("from singlehead import Problem, theory\nfrom singlehead.analysis import decompose\nimport singlehead\n"
-     "import singlehead.analysis\nimport numpy as np\nv = singlehead.__version__\nsinglehead.theory(None)\n"
-     "singlehead.analysis.decompose\n", []),
-    ("from singlehead.sim.simulation import TrainOptions\n", ["line 1: from singlehead.sim.simulation import TrainOptions"]),
-    ("from singlehead import BlockSetup\n", ["line 1: from singlehead import BlockSetup"]),
-    ("from singlehead.analysis import _private\n", ["line 1: from singlehead.analysis import _private"]),
-    ("from singlehead import *\n", ["line 1: from singlehead import *"]),
-    ("def f():\n    from singlehead.numerics import prox_rows\n", ["line 2: from singlehead.numerics import prox_rows"]),
-    ("import singlehead.figures.reproduce\n", ["line 1: import singlehead.figures.reproduce"]),
-    ("import singlehead\nsinglehead.model.problem.Problem\n", ["line 2: singlehead.model"]),
-    ("import singlehead.analysis as an\nan.finite_size.gaps\n", ["line 2: singlehead.analysis.finite_size"]),
-    ("import importlib\nimportlib.import_module('singlehead.sim.data')\n", ["line 2: import_module('singlehead.sim.data')"]),
-    ("import sys\nsys.path.insert(0, 'tests')\n", ["line 2: sys.path"]),
-    ("from sys import path\npath.append('x')\n", ["line 1: from sys import path"]),
-    ("import os\nos.environ['PYTHONPATH'] = 'src'\n", ["line 2: PYTHONPATH"]),
-    ("import site\nsite.addsitedir('src')\n", ["line 2: site.addsitedir"]),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        (
+            "from singlehead import Problem, theory\nfrom singlehead.analysis import decompose\nimport singlehead\n"
+            "import singlehead.analysis\nimport numpy as np\nv = singlehead.__version__\nsinglehead.theory(None)\n"
+            "singlehead.analysis.decompose\n",
+            [],
+        ),
+        (
+            "from singlehead.sim.simulation import TrainOptions\n",
+            ["line 1: from singlehead.sim.simulation import TrainOptions"],
+        ),
+        ("from singlehead import BlockSetup\n", ["line 1: from singlehead import BlockSetup"]),
+        ("from singlehead.analysis import _private\n", ["line 1: from singlehead.analysis import _private"]),
+        ("from singlehead import *\n", ["line 1: from singlehead import *"]),
+        (
+            "def f():\n    from singlehead.numerics import prox_rows\n",
+            ["line 2: from singlehead.numerics import prox_rows"],
+        ),
+        ("import singlehead.figures.reproduce\n", ["line 1: import singlehead.figures.reproduce"]),
+        ("import singlehead\nsinglehead.model.problem.Problem\n", ["line 2: singlehead.model"]),
+        ("import singlehead.analysis as an\nan.finite_size.gaps\n", ["line 2: singlehead.analysis.finite_size"]),
+        (
+            "import importlib\nimportlib.import_module('singlehead.sim.data')\n",
+            ["line 2: import_module('singlehead.sim.data')"],
+        ),
+        ("import sys\nsys.path.insert(0, 'tests')\n", ["line 2: sys.path"]),
+        ("from sys import path\npath.append('x')\n", ["line 1: from sys import path"]),
+        ("import os\nos.environ['PYTHONPATH'] = 'src'\n", ["line 2: PYTHONPATH"]),
+        ("import site\nsite.addsitedir('src')\n", ["line 2: site.addsitedir"]),
+    ],
+)
 def test_the_checker_flags_violations(source: str, expected: list[str]) -> None:
     assert violations(source, LISTED, PUBLIC_MODULES) == expected
 
 
 def test_the_reference_parser_reads_currentmodule_sections() -> None:
-    text = (".. currentmodule:: singlehead\n\n.. autosummary::\n   :toctree: generated\n\n   Problem\n   theory\n\n"
-            ".. currentmodule:: singlehead.analysis\n\n.. autosummary::\n\n   decompose\n")
+    text = (
+        ".. currentmodule:: singlehead\n\n.. autosummary::\n   :toctree: generated\n\n   Problem\n   theory\n\n"
+        ".. currentmodule:: singlehead.analysis\n\n.. autosummary::\n\n   decompose\n"
+    )
     assert documented(text) == (LISTED, PUBLIC_MODULES)
 
 

@@ -42,10 +42,12 @@ FAST_AMP = AMPOptions(n_test=10, max_iter=20)
 
 def _quiet(f):
     """``f`` with warnings silenced (the rank-cap warning of the thresholds is not what is tested)."""
+
     def run(problem):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return f(problem)
+
     return run
 
 
@@ -165,8 +167,9 @@ def test_an_empty_training_set_is_refused_by_the_cli_data_subcommands(command, k
 
 @pytest.mark.parametrize("command", ("simulate", "amp"))
 def test_an_alpha_grid_with_an_empty_training_set_is_refused_before_any_run(command):
-    code, out, err = run_cli([command, "--task", "linear", "--T", "1", "--d", "20", "--alpha", "1,1e-6",
-                              *_FAST_CLI[command]])
+    code, out, err = run_cli(
+        [command, "--task", "linear", "--T", "1", "--d", "20", "--alpha", "1,1e-6", *_FAST_CLI[command]]
+    )
     assert code == 2 and out == "" and "alpha must be > 1/(2 d^2)" in err
 
 
@@ -192,8 +195,11 @@ VALID_EDGES = [
     pytest.param(dict(channel="linear", T=1, d=20, alpha=0.5000001 / 400, noise=0.1), (), id="linear-T1-just-n1"),
     pytest.param(dict(channel="seq2lab", T=2, d=4, alpha=1 / 16, noise=0.1), ("theory",), id="seq2lab-T2-n1"),
     pytest.param(dict(channel="seq2seq", T=2, d=4, alpha=1 / 16, noise=0.1), ("theory",), id="seq2seq-T2-n1"),
-    pytest.param(dict(channel="hardmax", T=2, d=4, alpha=1 / 16, noise=0.1), ("theory", "bayes_optimal", "bayes"),
-                 id="hardmax-T2-n1"),
+    pytest.param(
+        dict(channel="hardmax", T=2, d=4, alpha=1 / 16, noise=0.1),
+        ("theory", "bayes_optimal", "bayes"),
+        id="hardmax-T2-n1",
+    ),
 ]
 
 

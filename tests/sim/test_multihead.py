@@ -247,14 +247,17 @@ def test_a_routed_point_starts_from_a_given_neighbour():
     assert b.test_error == c.test_error and b.test_error != theory(p.replace(alpha=1.1), options=se).test_error
 
 
-@pytest.mark.parametrize("change,kwargs,match", [
-    (dict(heads=5), {}, r"heads must be in 1\.\.4"),
-    (dict(teacher_heads=6), {}, r"teacher_heads must be in 1\.\.4"),
-    (dict(T=4), {}, r"T must be in 2\.\.3"),
-    ({}, dict(prior="finite"), r"prior must be 'auto'"),
-    ({}, dict(options=SEOptions(method="iterate")), r"options\.method does not apply to the heads"),
-    ({}, dict(init=(1.0, 0.5, 1.0)), r"init must be None or a Result"),
-])
+@pytest.mark.parametrize(
+    "change,kwargs,match",
+    [
+        (dict(heads=5), {}, r"heads must be in 1\.\.4"),
+        (dict(teacher_heads=6), {}, r"teacher_heads must be in 1\.\.4"),
+        (dict(T=4), {}, r"T must be in 2\.\.3"),
+        ({}, dict(prior="finite"), r"prior must be 'auto'"),
+        ({}, dict(options=SEOptions(method="iterate")), r"options\.method does not apply to the heads"),
+        ({}, dict(init=(1.0, 0.5, 1.0)), r"init must be None or a Result"),
+    ],
+)
 def test_unsupported_multihead_softmax_theory_is_refused_by_name(change, kwargs, match):
     p = Problem(T=2, heads=2, teacher_heads=2).replace(**change)
     with pytest.raises(ValueError, match=match):

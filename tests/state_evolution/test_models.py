@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from singlehead import MPTarget, Problem, theory, theory_curve
-from singlehead.state_evolution import SEOptions
 from singlehead.model.channels import Channel, Seq2Lab, register_channel
+from singlehead.state_evolution import SEOptions
 from singlehead.state_evolution.models import model_for
 
 
@@ -42,14 +42,17 @@ register_channel(_CubeAttention)
 register_channel(_SharpSoftmax)
 
 
-@pytest.mark.parametrize("problem, name", [
-    (Problem(), "tied"),
-    (Problem(student="direct"), "tied"),
-    (Problem(student="untied"), "blocks"),
-    (Problem(heads=2), "heads"),
-    (Problem(channel="hardmax", T=2, heads=2, teacher_heads=3), "heads"),
-    (Problem(channel="linear", T=1, heads=2, teacher_heads=2), "linear_heads"),
-])
+@pytest.mark.parametrize(
+    "problem, name",
+    [
+        (Problem(), "tied"),
+        (Problem(student="direct"), "tied"),
+        (Problem(student="untied"), "blocks"),
+        (Problem(heads=2), "heads"),
+        (Problem(channel="hardmax", T=2, heads=2, teacher_heads=3), "heads"),
+        (Problem(channel="linear", T=1, heads=2, teacher_heads=2), "linear_heads"),
+    ],
+)
 def test_model_for_reads_declarations(problem, name):
     assert model_for(problem).name == name
 
@@ -83,12 +86,15 @@ def test_specialising_heads_default_is_the_lowest_objective():
     assert "lowest training objective" in r.message
 
 
-@pytest.mark.parametrize("problem, options, match", [
-    (Problem(), SEOptions(ansatz="general"), r"options\.ansatz does not apply to the tied"),
-    (Problem(student="untied"), SEOptions(prior_tol=1e-6), r"options\.prior_tol does not apply to the blocks"),
-    (Problem(heads=2), SEOptions(method="iterate"), r"options\.method does not apply to the heads"),
-    (Problem(heads=2), SEOptions(continuation=False), r"options\.continuation does not apply to the heads"),
-])
+@pytest.mark.parametrize(
+    "problem, options, match",
+    [
+        (Problem(), SEOptions(ansatz="general"), r"options\.ansatz does not apply to the tied"),
+        (Problem(student="untied"), SEOptions(prior_tol=1e-6), r"options\.prior_tol does not apply to the blocks"),
+        (Problem(heads=2), SEOptions(method="iterate"), r"options\.method does not apply to the heads"),
+        (Problem(heads=2), SEOptions(continuation=False), r"options\.continuation does not apply to the heads"),
+    ],
+)
 def test_an_option_the_model_does_not_read_is_refused_by_name(problem, options, match):
     with pytest.raises(ValueError, match=match):
         theory(problem, options=options)

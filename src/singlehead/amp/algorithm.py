@@ -5,29 +5,30 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from singlehead import __version__
-from singlehead.model.validation import check as _check
-from singlehead.model.validation import finite as _finite
-from singlehead.model.validation import is_int as _is_int
-from singlehead.sim.data import Sequences, child_seeds, sample_sequences, sample_target
-from singlehead.model.problem import Problem
-from singlehead.numerics.prox import mat_to_vec
-from singlehead.model.results import Result
-from singlehead.sim.simulation import measure_estimate
 from singlehead.amp.denoisers import RIE, penalty_denoiser
 from singlehead.amp.operator import SensingOperator
 from singlehead.amp.output import (
-    attention_labels,
     BayesOutput,
     ErmOutput,
+    attention_labels,
     erm_objective,
 )
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.model.validation import check as _check
+from singlehead.model.validation import finite as _finite
+from singlehead.model.validation import is_int as _is_int
+from singlehead.numerics.prox import mat_to_vec
+from singlehead.sim.data import Sequences, child_seeds, sample_sequences, sample_target
+from singlehead.sim.simulation import measure_estimate
 
 
 @dataclass
@@ -137,17 +138,29 @@ class AMPOptions:
 
     def __post_init__(self) -> None:
         _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter", "an integer >= 1", self.max_iter)
-        _check(self.damping is None or (_finite(self.damping) and 0 < self.damping <= 1), "damping",
-               "in (0, 1] or None", self.damping)
+        _check(
+            self.damping is None or (_finite(self.damping) and 0 < self.damping <= 1),
+            "damping",
+            "in (0, 1] or None",
+            self.damping,
+        )
         _check(_finite(self.tol) and self.tol >= 0, "tol", ">= 0", self.tol)
         _check(_is_int(self.n_test) and self.n_test >= 2, "n_test", "an integer >= 2", self.n_test)
         _check(_finite(self.rank_tol) and self.rank_tol >= 0, "rank_tol", ">= 0", self.rank_tol)
-        _check(self.num_threads is None or (_is_int(self.num_threads) and self.num_threads >= 1), "num_threads",
-               "an integer >= 1 or None", self.num_threads)
-        _check(isinstance(self.init, np.ndarray) or self.init in ("identity", "zero"), "init",
-               "'identity', 'zero' or a d x d matrix", self.init)
+        _check(
+            self.num_threads is None or (_is_int(self.num_threads) and self.num_threads >= 1),
+            "num_threads",
+            "an integer >= 1 or None",
+            self.num_threads,
+        )
+        _check(
+            isinstance(self.init, np.ndarray) or self.init in ("identity", "zero"),
+            "init",
+            "'identity', 'zero' or a d x d matrix",
+            self.init,
+        )
 
-    def replace(self, **changes: Any) -> "AMPOptions":
+    def replace(self, **changes: Any) -> AMPOptions:
         return dataclasses.replace(self, **changes)
 
 
@@ -190,8 +203,20 @@ def run_amp(
     # the matrix step is an eigenvalue-wise denoiser of a symmetric estimate
     _check(problem.student.symmetric, "student", "a student with a symmetric matrix for AMP", problem.student.name)
     _check(problem.target.symmetric, "target", "a symmetric target for AMP", type(problem.target).__name__)
-    args = (problem, data, S0, o.bayes, o.max_iter, o.damping, o.adaptive, o.tol, o.init, o.init_scale,
-            o.init_sigma, callback)
+    args = (
+        problem,
+        data,
+        S0,
+        o.bayes,
+        o.max_iter,
+        o.damping,
+        o.adaptive,
+        o.tol,
+        o.init,
+        o.init_scale,
+        o.init_sigma,
+        callback,
+    )
     if o.num_threads is None:
         return _run_amp(*args)
     old = torch.get_num_threads()
@@ -202,8 +227,9 @@ def run_amp(
         torch.set_num_threads(old)
 
 
-def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, init_scale, init_sigma,
-             callback) -> AMPRun:
+def _run_amp(
+    problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, init_scale, init_sigma, callback
+) -> AMPRun:
     if damping is None:
         damping = 0.5 if bayes else 1.0
     d, n = problem.d, len(data)
@@ -231,8 +257,9 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
     V = float(init_sigma)
     g = np.zeros((n, problem.n_pairs))
     cap = problem.p if (problem.student.rank_cap(problem.kappa) is not None and problem.p < d) else None
-    hist: dict[str, list] = {k: [] for k in ("q", "m", "Sigma", "tau", "objective", "train_error", "residual",
-                                             "damping")}
+    hist: dict[str, list] = {
+        k: [] for k in ("q", "m", "Sigma", "tau", "objective", "train_error", "residual", "damping")
+    }
     last_change = 0
     converged = False
     tau = math.nan
@@ -257,8 +284,16 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
         obj, tr = erm_objective(problem, op, Yraw, S, H)
         nS = math.sqrt(float(np.sum(S * S)))
         res = max(math.sqrt(float(np.sum((S_new - S) ** 2))) / max(nS, 1e-12), abs(V_new - V) / max(V, 1e-300))
-        rec = {"q": float(np.sum(S * S)) / d, "m": math.nan if S0n is None else float(np.sum(S * S0n)) / d,
-               "Sigma": V, "tau": tau, "objective": obj, "train_error": tr, "residual": res, "damping": damping}
+        rec = {
+            "q": float(np.sum(S * S)) / d,
+            "m": math.nan if S0n is None else float(np.sum(S * S0n)) / d,
+            "Sigma": V,
+            "tau": tau,
+            "objective": obj,
+            "train_error": tr,
+            "residual": res,
+            "damping": damping,
+        }
         for k, v in rec.items():
             hist[k].append(v)
         if callback is not None:
@@ -274,9 +309,16 @@ def _run_amp(problem, data, S0, bayes, max_iter, damping, adaptive, tol, init, i
         if adaptive and it - last_change >= 10 and len(r) > 5 and damping > 0.25 and r[-1] > 0.95**5 * r[-6]:
             damping, last_change = max(0.25, 0.6 * damping), it
     obj, tr = erm_objective(problem, op, Yraw, S)
-    final = {"q": float(np.sum(S * S)) / d, "m": math.nan if S0n is None else float(np.sum(S * S0n)) / d,
-             "Sigma": V, "tau": math.nan, "objective": obj, "train_error": tr, "residual": math.nan,
-             "damping": damping}
+    final = {
+        "q": float(np.sum(S * S)) / d,
+        "m": math.nan if S0n is None else float(np.sum(S * S0n)) / d,
+        "Sigma": V,
+        "tau": math.nan,
+        "objective": obj,
+        "train_error": tr,
+        "residual": math.nan,
+        "damping": damping,
+    }
     for k, v in final.items():
         hist[k].append(v)
     return AMPRun(S, V, tau, it, converged, hist, eig)
@@ -331,19 +373,36 @@ def amp(
     extras: dict[str, Any] = {
         **common,
         "history": run.history,
-        "objective": run.history["objective"][-1], "Sigma": run.V, "tau": run.tau,
-        "bayes": bool(o.bayes), "damping": run.history["damping"][-1],
-        "seed": int(seed), "version": __version__, "n": problem.n, "n_test": int(n_test),
+        "objective": run.history["objective"][-1],
+        "Sigma": run.V,
+        "tau": run.tau,
+        "bayes": bool(o.bayes),
+        "damping": run.history["damping"][-1],
+        "seed": int(seed),
+        "version": __version__,
+        "n": problem.n,
+        "n_test": int(n_test),
     }
     if return_matrices:
         extras["S"] = S
         extras["S0"] = S0_np
     finite_res = [r for r in run.history["residual"] if math.isfinite(r)]
     res = finite_res[-1] if finite_res else math.nan
-    message = (f"converged: relative change {res:.1e} < tol {o.tol:.1e}" if run.converged
-               else f"not converged after {run.iterations} iterations (relative change {res:.1e})")
-    return Result("amp", problem.to_dict(), **metrics, converged=bool(run.converged), iterations=int(run.iterations),
-                  runtime_s=time.perf_counter() - t0, message=message, extras=extras)
+    message = (
+        f"converged: relative change {res:.1e} < tol {o.tol:.1e}"
+        if run.converged
+        else f"not converged after {run.iterations} iterations (relative change {res:.1e})"
+    )
+    return Result(
+        "amp",
+        problem.to_dict(),
+        **metrics,
+        converged=bool(run.converged),
+        iterations=int(run.iterations),
+        runtime_s=time.perf_counter() - t0,
+        message=message,
+        extras=extras,
+    )
 
 
 def bayes_amp(problem: Problem, seed: int = 0, *, options: AMPOptions | None = None, **kwargs: Any) -> Result:

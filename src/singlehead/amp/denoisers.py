@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from singlehead.numerics.spectra import divided_differences, free_convolve_semicircle
 from singlehead.amp.operator import sym_eigh
+from singlehead.numerics.spectra import divided_differences, free_convolve_semicircle
 
 
 def spectral_divergence(nu: np.ndarray, f: np.ndarray, fp: np.ndarray) -> float:

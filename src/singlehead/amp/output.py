@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from singlehead.amp.operator import SensingOperator
 from singlehead.model.channels import squared_error
-from singlehead.sim.data import Sequences
 from singlehead.model.problem import Problem
 from singlehead.numerics.prox import interpolating_start
-from singlehead.amp.operator import SensingOperator
+from singlehead.sim.data import Sequences
 
 
 def attention_labels(problem: Problem, data: Sequences) -> np.ndarray:
@@ -105,8 +105,10 @@ class BayesOutput:
             return
         self.w = problem.channel.label_logits(Ylab, problem.beta0)
         if self.w is None:
-            raise ValueError(f"Bayes AMP needs the logits behind the labels, which the {problem.channel} channel "
-                             "does not provide (Channel.label_logits)")
+            raise ValueError(
+                f"Bayes AMP needs the logits behind the labels, which the {problem.channel} channel "
+                "does not provide (Channel.label_logits)"
+            )
         self.P = problem.channel.observed_projection(problem.T)
         self.c = int(round(np.trace(self.P)))
 
@@ -120,8 +122,9 @@ class BayesOutput:
         return _OutputStep(g, n * self.c / (V + self.Dh), np.full(n, np.nan), omega + V * g)
 
 
-def erm_objective(problem: Problem, op: SensingOperator, Y: np.ndarray, S: np.ndarray,
-                  H: np.ndarray | None = None) -> tuple[float, float]:
+def erm_objective(
+    problem: Problem, op: SensingOperator, Y: np.ndarray, S: np.ndarray, H: np.ndarray | None = None
+) -> tuple[float, float]:
     """``(objective, train_error)`` per sample, as in :func:`~singlehead.solve_reference`.
 
     ``objective = (1/n)[sum_mu ||chan_beta(h_mu(S)) - y_mu||_F^2 + lam d Tr S]`` (factorized) or

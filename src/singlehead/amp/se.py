@@ -60,8 +60,15 @@ def se_iterates(
         hats.append((out.qhat, out.mhat, out.Sigmahat))
         xs.append((pr.q, pr.m, pr.Sigma))
     a, h = np.array(xs), np.array(hats).reshape(-1, 3)
-    return {"q": a[:, 0], "m": a[:, 1], "Sigma": a[:, 2], "qhat": h[:, 0], "mhat": h[:, 1], "Sigmahat": h[:, 2],
-            "Q0": pm.Q0}
+    return {
+        "q": a[:, 0],
+        "m": a[:, 1],
+        "Sigma": a[:, 2],
+        "qhat": h[:, 0],
+        "mhat": h[:, 1],
+        "Sigmahat": h[:, 2],
+        "Q0": pm.Q0,
+    }
 
 
 def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = "auto") -> dict[str, np.ndarray]:

@@ -42,13 +42,15 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pandas as pd
 
 from singlehead.analysis import decompose, learned_spectrum
 from singlehead.analysis.scaling import local_exponents
+from singlehead.explore.view import View, experimental_heads, heads_note, slow_point_note
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.runs import Job, Workers, stream
@@ -57,7 +59,6 @@ from singlehead.state_evolution import SEOptions
 from singlehead.state_evolution.multihead import effective_single_head
 from singlehead.state_evolution.options import result_settings
 from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
-from singlehead.explore.view import View, experimental_heads, heads_note, slow_point_note
 
 __all__ = ["Engine", "cache_root"]
 
@@ -113,8 +114,9 @@ class Engine:
         worker processes (:class:`singlehead.runs.Workers`, started here and kept warm).
     """
 
-    def __init__(self, cache_dir: str | os.PathLike | None = None, *, memory_only: bool = False,
-                 workers: int = 0) -> None:
+    def __init__(
+        self, cache_dir: str | os.PathLike | None = None, *, memory_only: bool = False, workers: int = 0
+    ) -> None:
         if not (isinstance(workers, int) and workers >= 0):
             raise ValueError(f"workers must be an integer >= 0 (got {workers!r})")
         root = None if memory_only else (Path(cache_dir) if cache_dir is not None else cache_root())
@@ -156,8 +158,9 @@ class Engine:
         self._cache.put(rec)
         return rec
 
-    def _cached(self, route: str, problem: Problem, settings: tuple, compute: Callable[[], dict[str, Any]]
-                ) -> dict[str, Any]:
+    def _cached(
+        self, route: str, problem: Problem, settings: tuple, compute: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
         key = result_key(route, problem, None, settings)
         rec = self._get(key)
         if rec is None:
@@ -166,8 +169,9 @@ class Engine:
         return rec
 
     # ------------------------------------------------------------------ pieces
-    def _stream(self, jobs: list[Job], alive: Callable[[], bool], *, here: bool = False
-                ) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _stream(
+        self, jobs: list[Job], alive: Callable[[], bool], *, here: bool = False
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
         """``(index in jobs, record)`` through the runner: cached ones at once, the rest as they finish (on the
         workers, unless there are none or ``here``)."""
         index: dict[str, list[int]] = {}
@@ -215,6 +219,7 @@ class Engine:
     def thresholds(self, problem: Problem) -> dict[str, Any]:
         """``alpha_interp`` and ``alpha_perf`` (``None`` where no closed form exists; several heads: those of the
         single-head equivalent)."""
+
         def compute() -> dict[str, Any]:
             out: dict[str, Any] = {}
             eff = _effective(problem)[0]
@@ -231,25 +236,39 @@ class Engine:
 
     def spectrum(self, problem: Problem, th: dict[str, Any]) -> dict[str, Any]:
         """Learned-spectrum law at ``problem`` from its SE record."""
+
         def compute() -> dict[str, Any]:
             if not problem.student.symmetric:
                 return _untied_spectrum(th)
             ls = learned_spectrum(problem, Result.from_dict(th), grid_size=256)
-            return {"grid": [float(x) for x in ls.law.grid], "density": [float(x) for x in ls.law.density],
-                    "zero_atom": float(ls.zero_atom), "rank_fraction": float(ls.rank_fraction),
-                    "bulks": [[float(a), float(b)] for a, b in ls.bulks],
-                    "outliers": [{"position": float(o["position"]), "overlap": float(o["overlap"]),
-                                  "mode": int(o["mode"])} for o in ls.outliers],
-                    "eta": ls.eta, "delta": ls.delta, "eps": ls.eps}
+            return {
+                "grid": [float(x) for x in ls.law.grid],
+                "density": [float(x) for x in ls.law.density],
+                "zero_atom": float(ls.zero_atom),
+                "rank_fraction": float(ls.rank_fraction),
+                "bulks": [[float(a), float(b)] for a, b in ls.bulks],
+                "outliers": [
+                    {"position": float(o["position"]), "overlap": float(o["overlap"]), "mode": int(o["mode"])}
+                    for o in ls.outliers
+                ],
+                "eta": ls.eta,
+                "delta": ls.delta,
+                "eps": ls.eps,
+            }
 
         return self._cached("explore_spectrum", problem, (("grid_size", 256),), compute)
 
     def decomposition(self, problem: Problem, th: dict[str, Any]) -> dict[str, Any]:
         """The four-part test-error decomposition (factorized students only)."""
+
         def compute() -> dict[str, Any]:
             dc = decompose(problem, Result.from_dict(th))
-            return {"parts": {k: float(v) for k, v in dc.parts().items()}, "c_r": float(dc.c_r),
-                    "test_error": float(dc.test_error), "test_error_sum": float(dc.test_error_sum)}
+            return {
+                "parts": {k: float(v) for k, v in dc.parts().items()},
+                "c_r": float(dc.c_r),
+                "test_error": float(dc.test_error),
+                "test_error_sum": float(dc.test_error_sum),
+            }
 
         return self._cached("explore_decomposition", problem, (), compute)
 
@@ -259,8 +278,13 @@ class Engine:
         gen = self.begin() if generation is None else generation
         alive = lambda: self.current(gen)  # noqa: E731
         t0 = time.perf_counter()
-        yield {"event": "view", **view.to_dict(), "code": {"python": view.python(), "cli": view.cli()},
-               "slow": slow_point_note(view.problem), "heads": heads_note(view.problem)}
+        yield {
+            "event": "view",
+            **view.to_dict(),
+            "code": {"python": view.python(), "cli": view.cli()},
+            "slow": slow_point_note(view.problem),
+            "heads": heads_note(view.problem),
+        }
         points: dict[int, dict[str, Any]] = {}
         for i, rec in self.theory_points(view, alive):
             points[i] = _point(rec)
@@ -270,10 +294,13 @@ class Engine:
             ("thresholds", lambda: iter([{"event": "thresholds", **_public(self.thresholds(view.problem))}])),
             ("spectrum", lambda: self._at_alpha(view, alive)),
             ("scaling", lambda: iter([{"event": "scaling", **_scaling(view, ordered)}] if view.power_law else [])),
-            ("bayes", lambda: self._bayes_events(view, alive))]
+            ("bayes", lambda: self._bayes_events(view, alive)),
+        ]
         if experimental_heads(view.problem):  # the experimental state evolution gives the error curve only
-            msg = (f"several heads on the {view.problem.channel.name!r} channel: the experimental multi-head state "
-                   "evolution gives the error curve only (this panel covers one head, or several on the linear channel)")
+            msg = (
+                f"several heads on the {view.problem.channel.name!r} channel: the experimental multi-head state "
+                "evolution gives the error curve only (this panel covers one head, or several on the linear channel)"
+            )
             panels = []
             for name in ("thresholds", "spectrum", "bayes", "decomposition"):
                 yield {"event": "panel_error", "panel": name, "message": msg}
@@ -285,16 +312,24 @@ class Engine:
             except _PANEL_ERRORS as exc:
                 kind = f"{type(exc).__name__}: "
                 # an error re-raised from a worker's record already names its kind
-                yield {"event": "panel_error", "panel": name,
-                       "message": str(exc) if str(exc).startswith(kind) else kind + str(exc)}
+                yield {
+                    "event": "panel_error",
+                    "panel": name,
+                    "message": str(exc) if str(exc).startswith(kind) else kind + str(exc),
+                }
         if alive():
             yield {"event": "done", "elapsed_s": time.perf_counter() - t0}
 
     def _bayes_events(self, view: View, alive: Callable[[], bool]) -> Iterator[dict[str, Any]]:
         c2 = _effective(view.problem)[1]
         for i, rec in self.bayes_points(view, alive):
-            yield {"event": "bayes", "i": i, "alpha": view.alphas[i],
-                   "test_error": _scaled(rec.get("test_error"), c2), "matrix_error": _scaled(rec.get("matrix_error"), c2)}
+            yield {
+                "event": "bayes",
+                "i": i,
+                "alpha": view.alphas[i],
+                "test_error": _scaled(rec.get("test_error"), c2),
+                "matrix_error": _scaled(rec.get("matrix_error"), c2),
+            }
 
     def _at_alpha(self, view: View, alive: Callable[[], bool]) -> Iterator[dict[str, Any]]:
         at, c2 = _effective(view.problem.replace(alpha=view.alpha_at))
@@ -306,13 +341,20 @@ class Engine:
             spectrum = _spectrum_of_mean(spectrum, math.sqrt(c2), view.problem)
         yield {"event": "spectrum", "alpha": view.alpha_at, **spectrum}
         if not (at.student.thresholded and at.student.symmetric):
-            yield {"event": "panel_error", "panel": "decomposition",
-                   "message": f"the four-part decomposition covers the factorized (tied) student, not {at.student.name!r}"}
+            yield {
+                "event": "panel_error",
+                "panel": "decomposition",
+                "message": f"the four-part decomposition covers the factorized (tied) student, not {at.student.name!r}",
+            }
         elif alive():
             dc = _public(self.decomposition(at, th))
             if view.problem.multihead:
-                dc = {**dc, "parts": {k: c2 * v for k, v in dc["parts"].items()}, "test_error": c2 * dc["test_error"],
-                      "test_error_sum": c2 * dc["test_error_sum"]}
+                dc = {
+                    **dc,
+                    "parts": {k: c2 * v for k, v in dc["parts"].items()},
+                    "test_error": c2 * dc["test_error"],
+                    "test_error_sum": c2 * dc["test_error_sum"],
+                }
             yield {"event": "decomposition", "alpha": view.alpha_at, **dc}
 
 
@@ -335,9 +377,18 @@ def _untied_spectrum(th: dict[str, Any]) -> dict[str, Any]:
     if not edges:
         raise ValueError("this untied SE record has no singular-value law (complete collapse?)")
     mids = [0.5 * (a + b) for a, b in zip(edges[:-1], edges[1:])]
-    return {"grid": mids, "density": ex["sv_density"], "zero_atom": float(ex["zero_fraction"]),
-            "rank_fraction": 1.0 - float(ex["zero_fraction"]), "bulks": [[edges[0], edges[-1]]], "outliers": [],
-            "eta": None, "delta": None, "eps": None, "law": "singular values (untied)"}
+    return {
+        "grid": mids,
+        "density": ex["sv_density"],
+        "zero_atom": float(ex["zero_fraction"]),
+        "rank_fraction": 1.0 - float(ex["zero_fraction"]),
+        "bulks": [[edges[0], edges[-1]]],
+        "outliers": [],
+        "eta": None,
+        "delta": None,
+        "eps": None,
+        "law": "singular values (untied)",
+    }
 
 
 def _effective(problem: Problem) -> tuple[Problem, float]:
@@ -387,10 +438,20 @@ def _warm_up() -> None:
 def _scaling(view: View, points: list[dict[str, Any]]) -> dict[str, Any]:
     """Excess error vs ``n`` and its local exponent (library's centred differences in log n)."""
     d = view.problem.d
-    df = pd.DataFrame({"n": [p["alpha"] * d * d for p in points], "excess_error": [p["test_error"] for p in points],
-                       "lam": [view.problem.lam] * len(points),
-                       "cutoff": [p["cutoff"] for p in points], "eps": [p["eps"] for p in points],
-                       "delta": [p["delta"] for p in points]}, dtype=float)
+    df = pd.DataFrame(
+        {
+            "n": [p["alpha"] * d * d for p in points],
+            "excess_error": [p["test_error"] for p in points],
+            "lam": [view.problem.lam] * len(points),
+            "cutoff": [p["cutoff"] for p in points],
+            "eps": [p["eps"] for p in points],
+            "delta": [p["delta"] for p in points],
+        },
+        dtype=float,
+    )
     le = local_exponents(df)["local_exponent_n"]
-    return {"n": df["n"].tolist(), "excess_error": [_finite(v) for v in df["excess_error"]],
-            "local_exponent": [_finite(v) for v in le]}
+    return {
+        "n": df["n"].tolist(),
+        "excess_error": [_finite(v) for v in df["excess_error"]],
+        "local_exponent": [_finite(v) for v in le],
+    }

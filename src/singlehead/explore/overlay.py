@@ -32,7 +32,6 @@ QUANTITIES = ("test_error", "train_error")
 
 def _frame(text: str):
 
-
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
@@ -73,8 +72,10 @@ def load_overlay(text: str, name: str = "file") -> dict[str, Any]:
     df = _simulation_rows(_frame(text))
     qty = [q for q in QUANTITIES if q in df.columns]
     if df.empty or "cfg_alpha" not in df.columns or not qty:
-        raise ValueError(f"file: no simulation rows with cfg_alpha and {' or '.join(QUANTITIES)} in {name!r} "
-                         "(expected the JSON lines of `singlehead simulate --out` or a `reproduce` figure CSV)")
+        raise ValueError(
+            f"file: no simulation rows with cfg_alpha and {' or '.join(QUANTITIES)} in {name!r} "
+            "(expected the JSON lines of `singlehead simulate --out` or a `reproduce` figure CSV)"
+        )
     varying = [c for c in df.columns if c.startswith("cfg_") and c != "cfg_alpha" and df[c].nunique(dropna=True) > 1]
     split = varying + (["kind"] if "kind" in df.columns and df["kind"].nunique() > 1 else [])
     series = []
@@ -83,16 +84,22 @@ def load_overlay(text: str, name: str = "file") -> dict[str, Any]:
         values = values if isinstance(values, tuple) else (values,)
         summ = sim_summary(g, ["cfg_alpha"], qty).sort_values("cfg_alpha")
         config = {c.removeprefix("cfg_"): _plain(v) for c, v in zip(split, values)}
-        s: dict[str, Any] = {"label": ", ".join(f"{k}={v}" for k, v in config.items()) or "simulation",
-                             "config": config, "alpha": [float(a) for a in summ["cfg_alpha"]],
-                             "n_seeds": [int(k) for k in summ["n_seeds"]]}
+        s: dict[str, Any] = {
+            "label": ", ".join(f"{k}={v}" for k, v in config.items()) or "simulation",
+            "config": config,
+            "alpha": [float(a) for a in summ["cfg_alpha"]],
+            "n_seeds": [int(k) for k in summ["n_seeds"]],
+        }
         for q in QUANTITIES:
             have = q in qty
             s[f"{q}_mean"] = [_num(v) for v in summ[f"{q}_mean"]] if have else None
             s[f"{q}_se"] = [_num(v, 0.0) for v in summ[f"{q}_se"]] if have else None
         series.append(s)
-    common = {c.removeprefix("cfg_"): _plain(df[c].iloc[0]) for c in df.columns
-              if c.startswith("cfg_") and c not in varying and c != "cfg_alpha"}
+    common = {
+        c.removeprefix("cfg_"): _plain(df[c].iloc[0])
+        for c in df.columns
+        if c.startswith("cfg_") and c not in varying and c != "cfg_alpha"
+    }
     return {"name": name, "n_rows": len(df), "series": series, "common": common}
 
 

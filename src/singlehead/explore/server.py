@@ -15,9 +15,10 @@ import math
 import socket
 import threading
 import webbrowser
+from collections.abc import AsyncIterator, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import plotly
 import uvicorn
@@ -33,12 +34,12 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from singlehead.model.channels import channel_names
-from singlehead.model.students import student_names
 from singlehead.explore.compute import Engine
 from singlehead.explore.overlay import load_overlay
-from singlehead.model.targets import target_class
 from singlehead.explore.view import MAX_POINTS, ViewError, explorer_targets, parse_view, target_controls, view_defaults
+from singlehead.model.channels import channel_names
+from singlehead.model.students import student_names
+from singlehead.model.targets import target_class
 
 __all__ = ["create_app", "plotly_bundle", "serve"]
 
@@ -62,8 +63,10 @@ def _options(names: tuple[str, ...]) -> str:
 
 def _target_options() -> str:
     """``<option>`` elements of the targets the explorer offers (registered ones appear too)."""
-    return "".join(f'<option value="{html.escape(n)}">{html.escape(target_class(n).label or n)}</option>'
-                   for n in explorer_targets())
+    return "".join(
+        f'<option value="{html.escape(n)}">{html.escape(target_class(n).label or n)}</option>'
+        for n in explorer_targets()
+    )
 
 
 def _target_controls() -> str:
@@ -73,19 +76,28 @@ def _target_controls() -> str:
     for name, prm in target_controls().items():
         takers = " ".join(n for n in explorer_targets() if any(q.name == name for q in target_class(n).params))
         if prm.kind == "choice":
-            field = f'<select name="{name}">' + "".join(f"<option>{html.escape(c)}</option>" for c in prm.choices) \
+            field = (
+                f'<select name="{name}">'
+                + "".join(f"<option>{html.escape(c)}</option>" for c in prm.choices)
                 + "</select>"
+            )
         else:
             field = f'<input name="{name}" type="{"number" if prm.kind == "float" else "text"}" step="any">'
-        out.append(f'<label data-targets="{takers}">{html.escape(prm.label or name)} {field}</label>'
-                   f'<div class="err" data-targets="{takers}" data-err="{name}"></div>')
+        out.append(
+            f'<label data-targets="{takers}">{html.escape(prm.label or name)} {field}</label>'
+            f'<div class="err" data-targets="{takers}" data-err="{name}"></div>'
+        )
     return "\n    ".join(out)
 
 
 def _page_defaults() -> dict[str, Any]:
     """The controls' defaults and what the page needs to show the selected target's controls."""
-    return {**view_defaults(), "max_points": MAX_POINTS, "target_params": list(target_controls()),
-            "d_targets": [n for n in explorer_targets() if target_class(n).law_depends_on_d]}
+    return {
+        **view_defaults(),
+        "max_points": MAX_POINTS,
+        "target_params": list(target_controls()),
+        "d_targets": [n for n in explorer_targets() if target_class(n).law_depends_on_d],
+    }
 
 
 def _asset(name: str) -> str:
@@ -125,10 +137,14 @@ def create_app(engine: Engine | None = None):
     bundle = plotly_bundle()
 
     async def index(request: Request) -> Response:
-        page = (_asset("index.html").replace("{{DEFAULTS}}", json.dumps(_page_defaults()))
-                .replace("{{TARGET_OPTIONS}}", _target_options()).replace("{{TARGET_CONTROLS}}", _target_controls())
-                .replace("{{CHANNEL_OPTIONS}}", _options(channel_names()))
-                .replace("{{STUDENT_OPTIONS}}", _options(student_names())))
+        page = (
+            _asset("index.html")
+            .replace("{{DEFAULTS}}", json.dumps(_page_defaults()))
+            .replace("{{TARGET_OPTIONS}}", _target_options())
+            .replace("{{TARGET_CONTROLS}}", _target_controls())
+            .replace("{{CHANNEL_OPTIONS}}", _options(channel_names()))
+            .replace("{{STUDENT_OPTIONS}}", _options(student_names()))
+        )
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def static(request: Request) -> Response:
@@ -165,13 +181,19 @@ def create_app(engine: Engine | None = None):
     async def favicon(request: Request) -> Response:
         return Response(status_code=204)  # no icon; answering spares the browser's console a 404
 
-    routes = [Route("/", index), Route("/favicon.ico", favicon), Route("/static/{name}", static), Route("/api/stream", stream),
-              Route("/api/overlay", overlay, methods=["POST"])]
+    routes = [
+        Route("/", index),
+        Route("/favicon.ico", favicon),
+        Route("/static/{name}", static),
+        Route("/api/stream", stream),
+        Route("/api/overlay", overlay, methods=["POST"]),
+    ]
     return Starlette(routes=routes)
 
 
-def serve(port: int = 8765, *, host: str = "127.0.0.1", open_browser: bool = True, engine: Engine | None = None
-          ) -> None:
+def serve(
+    port: int = 8765, *, host: str = "127.0.0.1", open_browser: bool = True, engine: Engine | None = None
+) -> None:
     """Run the explorer until interrupted (``port=0``: any free port); prints its address."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -20,29 +20,55 @@ from __future__ import annotations
 import dataclasses
 import math
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import stable_hash
+from singlehead.model.targets import BUILTIN_TARGET_PARAMS, TargetParam, params_by_name, target_class, target_names
 from singlehead.state_evolution.models import model_for
 from singlehead.state_evolution.multihead import effective_single_head
 from singlehead.state_evolution.multihead_se import check_multihead_problem
 from singlehead.state_evolution.sizes import check_theory_size, point_cost_seconds
-from singlehead.model.targets import BUILTIN_TARGET_PARAMS, TargetParam, params_by_name, target_class, target_names
 
-__all__ = ["View", "ViewError", "parse_view", "DEFAULTS", "MAX_POINTS", "explorer_targets", "view_defaults",
-           "check_heads", "heads_note", "experimental_heads"]
+__all__ = [
+    "View",
+    "ViewError",
+    "parse_view",
+    "DEFAULTS",
+    "MAX_POINTS",
+    "explorer_targets",
+    "view_defaults",
+    "check_heads",
+    "heads_note",
+    "experimental_heads",
+]
 
 # Upper bound on the curve's points: one SE point costs ~0.1-0.5 s, so 200 is already a minute.
 MAX_POINTS = 200
 
 DEFAULTS: dict[str, str] = {
-    "channel": "seq2lab", "student": "factorized", "T": "2", "d": "100", "kappa": "1", "noise": "0.5",
-    "lam": "0.01", "beta": "1", "beta0": "1", "target": "mp", "kappa0": "0.5", "gamma": "1.0",
-    "alpha_min": "0.05", "alpha_max": "3", "n_alpha": "20", "alpha_at": "0.5", "heads": "1", "teacher_heads": "1",
+    "channel": "seq2lab",
+    "student": "factorized",
+    "T": "2",
+    "d": "100",
+    "kappa": "1",
+    "noise": "0.5",
+    "lam": "0.01",
+    "beta": "1",
+    "beta0": "1",
+    "target": "mp",
+    "kappa0": "0.5",
+    "gamma": "1.0",
+    "alpha_min": "0.05",
+    "alpha_max": "3",
+    "n_alpha": "20",
+    "alpha_at": "0.5",
+    "heads": "1",
+    "teacher_heads": "1",
 }
 
 
@@ -127,22 +153,54 @@ class View:
 
     def key(self) -> str:
         """Stable hash of the view (``singlehead.model.results.stable_hash``)."""
-        return stable_hash({"problem": self.problem.to_dict(), "grid": [self.alpha_min, self.alpha_max, self.n_alpha],
-                            "alpha_at": self.alpha_at})
+        return stable_hash(
+            {
+                "problem": self.problem.to_dict(),
+                "grid": [self.alpha_min, self.alpha_max, self.n_alpha],
+                "alpha_at": self.alpha_at,
+            }
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"problem": self.problem.to_dict(), "alpha_min": self.alpha_min, "alpha_max": self.alpha_max,
-                "n_alpha": self.n_alpha, "alpha_at": self.alpha_at, "alphas": self.alphas,
-                "power_law": self.power_law}
+        return {
+            "problem": self.problem.to_dict(),
+            "alpha_min": self.alpha_min,
+            "alpha_max": self.alpha_max,
+            "n_alpha": self.n_alpha,
+            "alpha_at": self.alpha_at,
+            "alphas": self.alphas,
+            "power_law": self.power_law,
+        }
 
     # ------------------------------------------------------------------ reproduction
     def cli(self) -> str:
         """The ``singlehead theory`` command that prints this view's error curve (one JSON line per alpha)."""
         p = self.problem
-        args = ["singlehead", "theory", "--task", p.channel.name, "--T", str(p.T), "--d", str(p.d),
-                "--alpha", f"log:{self.alpha_min!r}:{self.alpha_max!r}:{self.n_alpha}", "--student", p.student.name,
-                "--kappa", repr(p.kappa), "--noise", repr(p.noise), "--lam", repr(p.lam), "--beta", repr(p.beta),
-                "--beta0", repr(p.beta0), *p.target.cli_args(BUILTIN_TARGET_PARAMS)]
+        args = [
+            "singlehead",
+            "theory",
+            "--task",
+            p.channel.name,
+            "--T",
+            str(p.T),
+            "--d",
+            str(p.d),
+            "--alpha",
+            f"log:{self.alpha_min!r}:{self.alpha_max!r}:{self.n_alpha}",
+            "--student",
+            p.student.name,
+            "--kappa",
+            repr(p.kappa),
+            "--noise",
+            repr(p.noise),
+            "--lam",
+            repr(p.lam),
+            "--beta",
+            repr(p.beta),
+            "--beta0",
+            repr(p.beta0),
+            *p.target.cli_args(BUILTIN_TARGET_PARAMS),
+        ]
         if p.multihead:
             args += ["--heads", str(p.heads), "--teacher-heads", str(p.teacher_heads)]
         return shlex.join([*args, "--json"])
@@ -154,8 +212,11 @@ class View:
         import singlehead
 
         home = "singlehead" if getattr(singlehead, cls, None) is type(p.target) else type(p.target).__module__
-        first = f"from singlehead import {cls}, Problem" if home == "singlehead" else \
-            f"from {home} import {cls}\nfrom singlehead import Problem"
+        first = (
+            f"from singlehead import {cls}, Problem"
+            if home == "singlehead"
+            else f"from {home} import {cls}\nfrom singlehead import Problem"
+        )
         heads = f",\n                  heads={p.heads}, teacher_heads={p.teacher_heads}" if p.multihead else ""
         lines = [
             "import numpy as np",
@@ -191,14 +252,17 @@ class View:
                 "spectrum = learned_spectrum(at, th)  # bulk density, zero atom, outliers",
             ]
         if p.student.thresholded:
-            lines.append("parts = decompose(at, th).parts()  # e0 + over + under + approx + mismatch"
-                         + (" (times c2)" if p.multihead else ""))
+            lines.append(
+                "parts = decompose(at, th).parts()  # e0 + over + under + approx + mismatch"
+                + (" (times c2)" if p.multihead else "")
+            )
         lines.append("print([(float(a), r.test_error, r.train_error) for a, r in zip(alphas, curve)])")
         return "\n".join(lines) + "\n"
 
 
 #: a point estimated to take longer than this (seconds) gets a note on the page (:func:`slow_point_note`)
 SLOW_POINT_SECONDS = 10.0
+
 
 def slow_point_note(problem: Problem) -> str | None:
     """A note for the page when one state-evolution point of ``problem`` is estimated to take over
@@ -223,9 +287,11 @@ def heads_note(problem: Problem) -> str | None:
         return None
     heads = f"H = {problem.heads} student heads, H0 = {problem.teacher_heads} teacher heads"
     if experimental_heads(problem):
-        return (f"{heads} on the {problem.channel.name!r} channel: EXPERIMENTAL multi-head state evolution (sampled "
-                "prior; docs: Multi-head attention), and slower than one head: a few seconds a point, more where the heads "
-                "specialise; the other panels cover one head, or several on the linear channel")
+        return (
+            f"{heads} on the {problem.channel.name!r} channel: EXPERIMENTAL multi-head state evolution (sampled "
+            "prior; docs: Multi-head attention), and slower than one head: a few seconds a point, more where the heads "
+            "specialise; the other panels cover one head, or several on the linear channel"
+        )
     return f"{heads}: exact theory of the linear channel (one effective head); spectrum of S_eff, the mean of the heads"
 
 
@@ -283,18 +349,34 @@ def parse_view(params: Mapping[str, Any]) -> View:
     if target_kind not in offered:
         raise ViewError("target", f"target must be one of {', '.join(map(repr, offered))} (got {target_kind!r})")
     tparams = target_class(target_kind).params
-    fields = {"T": _number(params, "T", int), "d": _number(params, "d", int), "kappa": _number(params, "kappa"),
-              "noise": _number(params, "noise"), "lam": _number(params, "lam"), "beta": _number(params, "beta"),
-              "beta0": _number(params, "beta0"), "heads": _number(params, "heads", int),
-              "teacher_heads": _number(params, "teacher_heads", int)}
+    fields = {
+        "T": _number(params, "T", int),
+        "d": _number(params, "d", int),
+        "kappa": _number(params, "kappa"),
+        "noise": _number(params, "noise"),
+        "lam": _number(params, "lam"),
+        "beta": _number(params, "beta"),
+        "beta0": _number(params, "beta0"),
+        "heads": _number(params, "heads", int),
+        "teacher_heads": _number(params, "teacher_heads", int),
+    }
     a_min, a_max = _number(params, "alpha_min"), _number(params, "alpha_max")
     n_alpha, a_at = _number(params, "n_alpha", int), _number(params, "alpha_at")
-    values = {prm.name: _number(params, prm.name) if prm.kind == "float" else
-              str(params.get(prm.name, view_defaults()[prm.name])).strip() for prm in tparams}
+    values = {
+        prm.name: _number(params, prm.name)
+        if prm.kind == "float"
+        else str(params.get(prm.name, view_defaults()[prm.name])).strip()
+        for prm in tparams
+    }
     try:
         target: Any = target_class(target_kind).from_params(values)
-        problem = Problem(alpha=a_min, channel=str(params.get("channel", DEFAULTS["channel"])),
-                          student=str(params.get("student", DEFAULTS["student"])), target=target, **fields)
+        problem = Problem(
+            alpha=a_min,
+            channel=str(params.get("channel", DEFAULTS["channel"])),
+            student=str(params.get("student", DEFAULTS["student"])),
+            target=target,
+            **fields,
+        )
     except ViewError:
         raise
     except ValueError as exc:

@@ -30,26 +30,40 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from singlehead.analysis.learned_spectrum import learned_spectrum
-from singlehead.model.problem import PowerLawTarget, Problem
-from singlehead.model.results import jsonable, stable_hash
-from singlehead.sim.simulation import TrainOptions, simulate
-from singlehead.state_evolution import theory as se_theory
 from singlehead.figures.figspec import Context, FigureDef, FigureRun, register
 from singlehead.figures.spec import FigureSpec
+from singlehead.model.problem import PowerLawTarget, Problem
+from singlehead.model.results import jsonable, stable_hash
 from singlehead.report.compare import DEFAULT_ALLOWANCE, tol_columns
+from singlehead.sim.simulation import TrainOptions, simulate
+from singlehead.state_evolution import theory as se_theory
 
-EMERGENCE_PROBLEM = Problem(d=60, T=1, alpha=2.0, channel="linear", noise=0.1, lam=0.05,
-                            target=PowerLawTarget(gamma=1.5))
+EMERGENCE_PROBLEM = Problem(
+    d=60, T=1, alpha=2.0, channel="linear", noise=0.1, lam=0.05, target=PowerLawTarget(gamma=1.5)
+)
 """Quadratic network (linear channel, T = 1), power-law target with gamma = 1.5, d = 60."""
 
-EMERGENCE_OPTIONS = TrainOptions(optimizer="adam", precision="float64", lr=0.005, init_scale=1e-5, max_steps=2000,
-                                 n_test=2000, record_every=5, record_top=6)
+EMERGENCE_OPTIONS = TrainOptions(
+    optimizer="adam",
+    precision="float64",
+    lr=0.005,
+    init_scale=1e-5,
+    max_steps=2000,
+    n_test=2000,
+    record_every=5,
+    record_top=6,
+)
 """Adam at lr 0.005 from weights of scale 1e-5, recorded every 5 steps (up to 2000 steps).
 Pure float64 Adam, so every recorded step is an Adam step (``mixed`` would append L-BFGS polish steps)."""
 
 
-def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions = EMERGENCE_OPTIONS,
-                   seed: int = 0, device: str = "cpu", theory: bool = True) -> dict[str, Any]:
+def emergence_data(
+    problem: Problem = EMERGENCE_PROBLEM,
+    options: TrainOptions = EMERGENCE_OPTIONS,
+    seed: int = 0,
+    device: str = "cpu",
+    theory: bool = True,
+) -> dict[str, Any]:
     """One recorded simulation and the theory's end points, as a JSON-able dict.
 
     Returns
@@ -65,19 +79,29 @@ def emergence_data(problem: Problem = EMERGENCE_PROBLEM, options: TrainOptions =
     r = simulate(problem, seed, options=options, device=device)
     k = options.record_top
     out: dict[str, Any] = {
-        "problem": problem.to_dict(), "options": options.key_fields(device), "seed": int(seed),
+        "problem": problem.to_dict(),
+        "options": options.key_fields(device),
+        "seed": int(seed),
         "trajectory": r["trajectory"],
-        "final": {"test_error": r.test_error, "test_error_se": r["test_error_se"], "train_error": r.train_error,
-                  "top_eigenvalues": [float(x) for x in r["eigenvalues"][:k]], "steps": r.iterations,
-                  "converged": r.converged, "runtime_s": r.runtime_s},
+        "final": {
+            "test_error": r.test_error,
+            "test_error_se": r["test_error_se"],
+            "train_error": r.train_error,
+            "top_eigenvalues": [float(x) for x in r["eigenvalues"][:k]],
+            "steps": r.iterations,
+            "converged": r.converged,
+            "runtime_s": r.runtime_s,
+        },
         "target_top": [float(x) for x in problem.target.spectrum(problem.d)[:k]],  # descending
     }
     if theory:
-
         th = se_theory(problem)
         ls = learned_spectrum(problem, th)
-        out["theory"] = {"test_error": th.test_error, "train_error": th.train_error,
-                         "outliers": sorted((float(o["position"]) for o in ls.outliers), reverse=True)[:k]}
+        out["theory"] = {
+            "test_error": th.test_error,
+            "train_error": th.train_error,
+            "outliers": sorted((float(o["position"]) for o in ls.outliers), reverse=True)[:k],
+        }
     return out
 
 
@@ -115,9 +139,12 @@ def draw_emergence(data: dict[str, Any]):
     ax1.set_ylabel("top eigenvalues of $S$")
     ax1.legend(fontsize=8, ncol=2, loc="upper left")
     opts = data["options"]
-    fig.suptitle(f"Emergence under Adam: {c['channel']}, T={c['T']}, d={c['d']}, alpha={c['alpha']:g}, "
-                 f"power law gamma={c['target'].get('gamma')}, Delta={c['noise']:g}, lam={c['lam']:g}\n"
-                 f"lr={opts['lr']:g}, init scale {opts['init_scale']:g}, seed {data['seed']}", fontsize=9)
+    fig.suptitle(
+        f"Emergence under Adam: {c['channel']}, T={c['T']}, d={c['d']}, alpha={c['alpha']:g}, "
+        f"power law gamma={c['target'].get('gamma')}, Delta={c['noise']:g}, lam={c['lam']:g}\n"
+        f"lr={opts['lr']:g}, init scale {opts['init_scale']:g}, seed {data['seed']}",
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -138,8 +165,13 @@ def plot_emergence(data: dict[str, Any], path: str | Path) -> list[Path]:
     return paths
 
 
-def emergence_figure(out_dir: str | Path, problem: Problem = EMERGENCE_PROBLEM,
-                     options: TrainOptions = EMERGENCE_OPTIONS, seed: int = 0, device: str = "cpu") -> dict[str, Any]:
+def emergence_figure(
+    out_dir: str | Path,
+    problem: Problem = EMERGENCE_PROBLEM,
+    options: TrainOptions = EMERGENCE_OPTIONS,
+    seed: int = 0,
+    device: str = "cpu",
+) -> dict[str, Any]:
     """Run :func:`emergence_data`, write ``emergence.json`` and the figure into ``out_dir``.
 
     Returns the data dict with ``files`` (paths written) added.
@@ -191,9 +223,10 @@ class EmergenceSpec(FigureSpec):
             raise ValueError("EmergenceSpec.options.record_every must be an integer >= 1 (got None)")
 
     @classmethod
-    def smoke(cls) -> "EmergenceSpec":
-        return cls(EMERGENCE_PROBLEM.replace(d=16),
-                   EMERGENCE_OPTIONS.replace(max_steps=300, n_test=500, record_every=10))
+    def smoke(cls) -> EmergenceSpec:
+        return cls(
+            EMERGENCE_PROBLEM.replace(d=16), EMERGENCE_OPTIONS.replace(max_steps=300, n_test=500, record_every=10)
+        )
 
 
 def emergence_grid(spec: EmergenceSpec) -> dict[str, Any]:
@@ -206,18 +239,40 @@ def emergence_run(ctx: Context, spec: EmergenceSpec, grid: dict[str, Any]) -> Fi
     data = ctx.cached(grid["name"], lambda: jsonable(emergence_data(spec.problem, spec.options, spec.seed)))
     th, fin = data["theory"], data["final"]
     gap = abs(fin["test_error"] - th["test_error"])
-    rows = [{"quantity": "test error", "theory": th["test_error"], "simulation": fin["test_error"],
-             "se": fin["test_error_se"], "gap": gap,
-             **tol_columns(DEFAULT_ALLOWANCE, 0.005, "one Adam run at finite d and step count; test-set s.e. "
-                           "(normal law)")}]
+    rows = [
+        {
+            "quantity": "test error",
+            "theory": th["test_error"],
+            "simulation": fin["test_error"],
+            "se": fin["test_error_se"],
+            "gap": gap,
+            **tol_columns(
+                DEFAULT_ALLOWANCE, 0.005, "one Adam run at finite d and step count; test-set s.e. (normal law)"
+            ),
+        }
+    ]
     for j, (pos, sim) in enumerate(zip(th["outliers"], fin["top_eigenvalues"])):
-        rows.append({"quantity": f"outlier {j + 1}", "theory": pos, "simulation": sim, "se": float("nan"),
-                     "gap": abs(sim - pos), **tol_columns(0.05, 0.01, "one run at finite d: the top eigenvalue's "
-                                                           "finite-size shift; floor for small outliers")})
+        rows.append(
+            {
+                "quantity": f"outlier {j + 1}",
+                "theory": pos,
+                "simulation": sim,
+                "se": float("nan"),
+                "gap": abs(sim - pos),
+                **tol_columns(
+                    0.05, 0.01, "one run at finite d: the top eigenvalue's finite-size shift; floor for small outliers"
+                ),
+            }
+        )
     agr = pd.DataFrame(rows)
-    params = {**{k: v for k, v in data["problem"].items() if k in ("d", "T", "alpha", "channel", "noise", "lam")},
-              "gamma": data["problem"]["target"].get("gamma"), "lr": spec.options.lr,
-              "init_scale": spec.options.init_scale, "steps": fin["steps"], "seed": data["seed"]}
+    params = {
+        **{k: v for k, v in data["problem"].items() if k in ("d", "T", "alpha", "channel", "noise", "lam")},
+        "gamma": data["problem"]["target"].get("gamma"),
+        "lr": spec.options.lr,
+        "init_scale": spec.options.init_scale,
+        "steps": fin["steps"],
+        "seed": data["seed"],
+    }
     return FigureRun(trajectory_table(data), agr, params, {"data": data})
 
 
@@ -226,11 +281,22 @@ def emergence_plot(spec: EmergenceSpec, grid: dict[str, Any], res: FigureRun) ->
 
 
 def emergence_caption(spec: EmergenceSpec, grid: dict[str, Any], res: FigureRun) -> str:
-    return ("Adam from small weights on a power-law target: the top eigenvalues of S switch on one "
-            "after another while the test error drops; dashed lines: theory end points (state-"
-            "evolution test/train error, outlier positions of the learned-spectrum law); dotted: "
-            "target eigenvalues.")
+    return (
+        "Adam from small weights on a power-law target: the top eigenvalues of S switch on one "
+        "after another while the test error drops; dashed lines: theory end points (state-"
+        "evolution test/train error, outlier positions of the learned-spectrum law); dotted: "
+        "target eigenvalues."
+    )
 
 
-register(FigureDef("emergence", "Emergence of the outliers during Adam training", EmergenceSpec, emergence_grid,
-                   emergence_run, emergence_plot, emergence_caption))
+register(
+    FigureDef(
+        "emergence",
+        "Emergence of the outliers during Adam training",
+        EmergenceSpec,
+        emergence_grid,
+        emergence_run,
+        emergence_plot,
+        emergence_caption,
+    )
+)

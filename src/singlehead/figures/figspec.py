@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,16 +30,16 @@ import torch
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
+from singlehead.figures.seeds import SeedGroup, SeedPlan, SeedReport, plan_round, seed_columns, served_rows
+from singlehead.figures.spec import PRESETS, FigureSpec
 from singlehead.model.problem import MPTarget, Problem
 from singlehead.model.results import Result
+from singlehead.report.verdict import judge, tally
+from singlehead.report.write import THEORY_SIMULATION, FigureOutput
 from singlehead.runs import Job, Workers, run_calls, run_jobs, run_stages
 from singlehead.runs.cache import Cache, value_key
-from singlehead.sim.simulation import TrainOptions
 from singlehead.runs.threads import configure
-from singlehead.report.write import THEORY_SIMULATION, FigureOutput
-from singlehead.figures.spec import PRESETS, FigureSpec
-from singlehead.report.verdict import judge, tally
-from singlehead.figures.seeds import SeedGroup, SeedPlan, SeedReport, plan_round, seed_columns, served_rows
+from singlehead.sim.simulation import TrainOptions
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Context:
 
     cache: Cache
     #: local worker processes (an int as in :func:`singlehead.runs.run_jobs`) or a shared pool
-    n_jobs: "int | Workers" = 1
+    n_jobs: int | Workers = 1
     scheduler: str | None = None
     progress: bool = True
     client: Any = None
@@ -67,8 +68,15 @@ class Context:
 
     def run(self, jobs: list[Job], desc: str) -> list[dict[str, Any]]:
         fresh = self._fresh(jobs)
-        recs = run_jobs(jobs, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
-                        desc=desc, client=self.client)
+        recs = run_jobs(
+            jobs,
+            self.cache,
+            n_jobs=self.n_jobs,
+            scheduler=self.scheduler,
+            progress=self.progress,
+            desc=desc,
+            client=self.client,
+        )
         self._count(fresh, recs)
         return recs
 
@@ -76,8 +84,15 @@ class Context:
         """Independent stages on the workers at once, each stage's records in its jobs' order
         (:func:`singlehead.runs.run_stages`: each keeps its own warm-start chains)."""
         fresh = self._fresh([j for st in stages for j in st])
-        out = run_stages(stages, self.cache, n_jobs=self.n_jobs, scheduler=self.scheduler, progress=self.progress,
-                         desc=desc, client=self.client)
+        out = run_stages(
+            stages,
+            self.cache,
+            n_jobs=self.n_jobs,
+            scheduler=self.scheduler,
+            progress=self.progress,
+            desc=desc,
+            client=self.client,
+        )
         self._count(fresh, [r for recs in out for r in recs])
         return out
 
@@ -89,8 +104,9 @@ class Context:
         seen = {r.get("key"): r for r in recs if r.get("key") in fresh}
         self.compute_s += sum(float(r.get("runtime_s") or 0.0) for r in seen.values())
 
-    def sim_jobs(self, problems: list[Problem], optimizer: str = "lbfgs", *, seeds: int, n_test: int,
-                 **options: Any) -> list[Job]:
+    def sim_jobs(
+        self, problems: list[Problem], optimizer: str = "lbfgs", *, seeds: int, n_test: int, **options: Any
+    ) -> list[Job]:
         """Simulation jobs of seeds ``0 .. seeds - 1`` per problem, ``n_test`` test sequences each."""
         st = self.sim_settings(optimizer, n_test=n_test, **options)
         return [j for p in problems for j in self.seeded_jobs("simulation", p, st, seeds)]
@@ -102,8 +118,7 @@ class Context:
         opts = TrainOptions(optimizer=optimizer, n_test=n_test, **options)
         return tuple(sorted({**opts.key_fields(self.device), "device": self.device}.items()))
 
-    def seeded_jobs(self, route: str, problem: Problem, settings: tuple[tuple[str, Any], ...], seeds: int
-                    ) -> list[Job]:
+    def seeded_jobs(self, route: str, problem: Problem, settings: tuple[tuple[str, Any], ...], seeds: int) -> list[Job]:
         """Jobs of seeds ``0 .. n - 1`` of one point: ``n = seeds`` as declared, or the count the figure's seed plan
         granted this point (:mod:`singlehead.figures.seeds`); the point is recorded for the plan."""
         base = Job(route, problem, None, settings).key
@@ -116,7 +131,6 @@ class Context:
         key = self._value_key(name)
         rec = self.cache.get(key)
         if rec is None:
-
             configure()  # an in-process computation (the workers are idle meanwhile): every core
             rec = {"key": key, "value": compute()}
             self.cache.put(rec)
@@ -140,8 +154,14 @@ class Context:
         if len(missing) > 1 and self.n_jobs != 1 and self.scheduler is None and self.client is None:
             # on the runner's local workers, one task per dispatch, in the caller's order (callers put the
             # dearest first)
-            with tqdm(total=len(tasks), initial=len(tasks) - len(missing), desc=desc, disable=not self.progress,
-                      leave=False, mininterval=1.0) as bar:
+            with tqdm(
+                total=len(tasks),
+                initial=len(tasks) - len(missing),
+                desc=desc,
+                disable=not self.progress,
+                leave=False,
+                mininterval=1.0,
+            ) as bar:
                 for n, v in run_calls({n: tasks[n] for n in missing}, workers=self.n_jobs):
                     self.cache.put({"key": keys[n], "value": v})
                     bar.update(1)
@@ -246,10 +266,21 @@ def build(fd: FigureDef, ctx: Context | None, spec: FigureSpec) -> FigureOutput:
     with DRAWING:
         fig = fd.plot(spec, grid, res)
     caption = fd.caption(spec, grid, res)
-    return FigureOutput(fd.name, fd.title, caption, res.params, fig, res.table, agr,
-                        runtime_s=time.perf_counter() - t0, compute_s=ctx.compute_s if ctx is not None else 0.0,
-                        notes=list(res.notes), checks=fd.checks,
-                        diagnostics=list(res.diagnostics), seeds=report)
+    return FigureOutput(
+        fd.name,
+        fd.title,
+        caption,
+        res.params,
+        fig,
+        res.table,
+        agr,
+        runtime_s=time.perf_counter() - t0,
+        compute_s=ctx.compute_s if ctx is not None else 0.0,
+        notes=list(res.notes),
+        checks=fd.checks,
+        diagnostics=list(res.diagnostics),
+        seeds=report,
+    )
 
 
 @dataclass(frozen=True)
@@ -271,7 +302,7 @@ class Preset:
     device: str = "cpu"
 
     @classmethod
-    def named(cls, name: str, figures: Mapping[str, FigureDef] | None = None) -> "Preset":
+    def named(cls, name: str, figures: Mapping[str, FigureDef] | None = None) -> Preset:
         """The ``quick``, ``full`` or ``smoke`` preset of every figure in ``figures`` (default: :data:`FIGURES`);
         ``full`` simulates on a GPU when torch sees one."""
         if name not in PRESETS:
@@ -287,7 +318,7 @@ class Preset:
                 return s
         raise ValueError(f"figure must be one of {[n for n, _ in self.specs]} (got {figure!r})")
 
-    def with_spec(self, figure: str, spec: FigureSpec) -> "Preset":
+    def with_spec(self, figure: str, spec: FigureSpec) -> Preset:
         """A copy with ``figure``'s spec replaced (or added)."""
         if any(n == figure for n, _ in self.specs):
             specs = tuple((n, spec if n == figure else s) for n, s in self.specs)
@@ -321,8 +352,15 @@ def params_text(params: dict[str, Any]) -> str:
 
 def problem_params(problem: Problem, *extra: tuple[str, Any]) -> dict[str, Any]:
     """The parameters a figure states, read off its ``Problem`` (names of docs: Theory, :ref:`theory-sizes`), plus ``extra`` pairs."""
-    out = {"channel": problem.channel, "T": problem.T, **problem.target.caption(), "Delta": problem.noise, "lam": problem.lam,
-           "beta": problem.beta, "beta0": problem.beta0}
+    out = {
+        "channel": problem.channel,
+        "T": problem.T,
+        **problem.target.caption(),
+        "Delta": problem.noise,
+        "lam": problem.lam,
+        "beta": problem.beta,
+        "beta0": problem.beta0,
+    }
     out.update(dict(extra))
     return out
 

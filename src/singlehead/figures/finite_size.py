@@ -22,13 +22,21 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from singlehead.analysis.finite_size import FiniteSizeGaps, finite_size_gaps
-from singlehead.model.problem import Problem
-from singlehead.runs import Job
-from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, records_to_frame, tol_columns
 from singlehead.figures.figspec import (
-    BASE, Context, FigureDef, FigureRun, params_text, new_figure, problem_params, register, stopping_rule,
+    BASE,
+    Context,
+    FigureDef,
+    FigureRun,
+    new_figure,
+    params_text,
+    problem_params,
+    register,
+    stopping_rule,
 )
 from singlehead.figures.spec import FigureSpec, check_same_length
+from singlehead.model.problem import Problem
+from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, records_to_frame, tol_columns
+from singlehead.runs import Job
 
 POOR_FIT_P = 0.01  # a fit with chi2 p-value below this is called poor in the agreement rows
 
@@ -50,16 +58,23 @@ class FiniteSizeSpec(FigureSpec):
         check_same_length(self, "ds", "seeds")
 
     @classmethod
-    def full(cls) -> "FiniteSizeSpec":
+    def full(cls) -> FiniteSizeSpec:
         return cls(n_test=20000, fit_rtol=None)
 
     @classmethod
-    def smoke(cls) -> "FiniteSizeSpec":
+    def smoke(cls) -> FiniteSizeSpec:
         return cls(ds=(8, 12, 16), seeds=(3, 3, 3), alphas=(0.25, 1.0), n_test=500)
 
 
-def sim_jobs_per_d(ctx: Context, problems: list[Problem], seeds: dict[int, int], *, n_test: int,
-                   optimizer: str = "lbfgs", **options: Any) -> list[Job]:
+def sim_jobs_per_d(
+    ctx: Context,
+    problems: list[Problem],
+    seeds: dict[int, int],
+    *,
+    n_test: int,
+    optimizer: str = "lbfgs",
+    **options: Any,
+) -> list[Job]:
     """Simulation jobs (through :meth:`Context.sim_jobs`, same keys) with ``seeds[p.d]`` seeds per problem;
     ``options`` are further :class:`~singlehead.sim.simulation.TrainOptions` fields."""
     jobs: list[Job] = []
@@ -68,8 +83,15 @@ def sim_jobs_per_d(ctx: Context, problems: list[Problem], seeds: dict[int, int],
     return jobs
 
 
-def gaps_from_frame(sim: pd.DataFrame, theory: float, quantity: str = "test_error", *, pool: bool = True,
-                    order: int = 1, level: float = 0.95) -> FiniteSizeGaps:
+def gaps_from_frame(
+    sim: pd.DataFrame,
+    theory: float,
+    quantity: str = "test_error",
+    *,
+    pool: bool = True,
+    order: int = 1,
+    level: float = 0.95,
+) -> FiniteSizeGaps:
     """Per-d gaps of ``quantity`` (one row per seed, ``cfg_d`` column) to ``theory`` and their extrapolation.
 
     The per-run Monte Carlo error ``<quantity>_se`` (the test-set error of the test error), when
@@ -78,8 +100,11 @@ def gaps_from_frame(sim: pd.DataFrame, theory: float, quantity: str = "test_erro
     """
     groups = dict(tuple(sim.groupby("cfg_d")))
     per_d = {int(d): g[quantity].to_numpy(dtype=float) for d, g in groups.items()}
-    mc = ({int(d): g[f"{quantity}_se"].to_numpy(dtype=float) for d, g in groups.items()}
-          if f"{quantity}_se" in sim else None)
+    mc = (
+        {int(d): g[f"{quantity}_se"].to_numpy(dtype=float) for d, g in groups.items()}
+        if f"{quantity}_se" in sim
+        else None
+    )
     return finite_size_gaps(per_d, theory, mc_se=mc, pool=pool, order=order, level=level)
 
 
@@ -87,8 +112,10 @@ def fit_note(g: FiniteSizeGaps) -> str:
     """One line: the extrapolated gap with its CI and the goodness of fit (poor fits said so)."""
     e = g.extrapolation
     half = 0.5 * (e.ci[1] - e.ci[0])
-    s = (f"gap(d=inf) = {e.intercept:+.2e} ± {half:.2e} ({100 * e.level:g}% CI), slope b = {e.slopes[0]:+.3g}; "
-         f"chi2/dof = {e.chi2_per_dof:.2f} (dof {e.dof}), p = {e.p_value:.3g}")
+    s = (
+        f"gap(d=inf) = {e.intercept:+.2e} ± {half:.2e} ({100 * e.level:g}% CI), slope b = {e.slopes[0]:+.3g}; "
+        f"chi2/dof = {e.chi2_per_dof:.2f} (dof {e.dof}), p = {e.p_value:.3g}"
+    )
     if np.isfinite(g.pooled_c):
         s += f"; s.e. from the pooled variance c^2/d^2 + mc^2, c = {g.pooled_c:.3g}"
     if e.inflated:
@@ -109,9 +136,18 @@ def finite_size_grid(spec: FiniteSizeSpec) -> dict[str, Any]:
 def finite_size_run(ctx: Context, spec: FiniteSizeSpec, grid: dict[str, Any]) -> FigureRun:
     """Simulations and theory; per alpha the gaps, their a + b/d fit and one agreement row."""
     sim_recs, th_recs = ctx.run_together(
-        [sim_jobs_per_d(ctx, grid["problems"], dict(zip(spec.ds, spec.seeds)), n_test=spec.n_test,
-                        **stopping_rule(spec.fit_rtol)), ctx.theory_jobs(grid["theory"])],
-        "finite-size scan: L-BFGS and theory")
+        [
+            sim_jobs_per_d(
+                ctx,
+                grid["problems"],
+                dict(zip(spec.ds, spec.seeds)),
+                n_test=spec.n_test,
+                **stopping_rule(spec.fit_rtol),
+            ),
+            ctx.theory_jobs(grid["theory"]),
+        ],
+        "finite-size scan: L-BFGS and theory",
+    )
     sim, th = records_to_frame(sim_recs), records_to_frame(th_recs)
     theory = dict(zip(th.cfg_alpha, th.test_error))
     rows, fits, gaps = [], [], {}
@@ -122,26 +158,63 @@ def finite_size_run(ctx: Context, spec: FiniteSizeSpec, grid: dict[str, Any]) ->
         e = g.extrapolation
         gaps[a] = (t, g)
         half = e.ci[1] - e.intercept
-        rows.append({"cfg_alpha": a, "quantity": f"test error at d = inf, extrapolated (gap = a + b/d fitted on "
-                     f"d = {', '.join(str(int(d)) for d in g.d)})", "theory": t, "simulation": t + e.intercept,
-                     "se": e.stderr, "gap": abs(e.intercept), "ci_half": half,
-                     "p_zero": extrapolation_p_value(e.intercept, e.stderr),
-                     **tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and SE quadrature"),
-                     "n_seeds": int(g.n_seeds.sum()), "ci_low": t + e.ci[0], "ci_high": t + e.ci[1],
-                     "chi2_per_dof": e.chi2_per_dof, "fit_p_value": e.p_value,
-                     "note": fit_note(g) + f"; with per-d seed s.e. instead of the pooled variance: gap(d=inf) = "
-                     f"{raw.intercept:+.2e} ± {raw.ci[1] - raw.intercept:.2e}, chi2/dof {raw.chi2_per_dof:.2f}"})
-        fits.append(pd.DataFrame({"cfg_alpha": a, "cfg_d": g.d, "gap_mean": g.gap, "gap_se": g.se, "seed_sd": g.sd,
-                                  "pooled_c": g.pooled_c,
-                                  "n_seeds_d": g.n_seeds, "gap_fit": e.predict(g.d), "theory_test_error": t,
-                                  "extrapolated_gap": e.intercept, "extrapolated_gap_se": e.stderr,
-                                  "slope_b": e.slopes[0], "chi2_per_dof": e.chi2_per_dof, "fit_p_value": e.p_value}))
-    params = problem_params(grid["problems"][0], ("kappa", 1.0), ("d", ", ".join(map(str, spec.ds))),
-                            ("seeds per d", ", ".join(map(str, spec.seeds))), ("n_test", spec.n_test),
-                            ("optimizer", "lbfgs"))
-    table = pd.concat([sim.assign(kind="simulation", gap=sim.test_error - sim.cfg_alpha.map(theory)),
-                       th.assign(kind="theory"), pd.concat(fits, ignore_index=True).assign(kind="fit")],
-                      ignore_index=True)
+        rows.append(
+            {
+                "cfg_alpha": a,
+                "quantity": f"test error at d = inf, extrapolated (gap = a + b/d fitted on "
+                f"d = {', '.join(str(int(d)) for d in g.d)})",
+                "theory": t,
+                "simulation": t + e.intercept,
+                "se": e.stderr,
+                "gap": abs(e.intercept),
+                "ci_half": half,
+                "p_zero": extrapolation_p_value(e.intercept, e.stderr),
+                **tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and SE quadrature"),
+                "n_seeds": int(g.n_seeds.sum()),
+                "ci_low": t + e.ci[0],
+                "ci_high": t + e.ci[1],
+                "chi2_per_dof": e.chi2_per_dof,
+                "fit_p_value": e.p_value,
+                "note": fit_note(g) + f"; with per-d seed s.e. instead of the pooled variance: gap(d=inf) = "
+                f"{raw.intercept:+.2e} ± {raw.ci[1] - raw.intercept:.2e}, chi2/dof {raw.chi2_per_dof:.2f}",
+            }
+        )
+        fits.append(
+            pd.DataFrame(
+                {
+                    "cfg_alpha": a,
+                    "cfg_d": g.d,
+                    "gap_mean": g.gap,
+                    "gap_se": g.se,
+                    "seed_sd": g.sd,
+                    "pooled_c": g.pooled_c,
+                    "n_seeds_d": g.n_seeds,
+                    "gap_fit": e.predict(g.d),
+                    "theory_test_error": t,
+                    "extrapolated_gap": e.intercept,
+                    "extrapolated_gap_se": e.stderr,
+                    "slope_b": e.slopes[0],
+                    "chi2_per_dof": e.chi2_per_dof,
+                    "fit_p_value": e.p_value,
+                }
+            )
+        )
+    params = problem_params(
+        grid["problems"][0],
+        ("kappa", 1.0),
+        ("d", ", ".join(map(str, spec.ds))),
+        ("seeds per d", ", ".join(map(str, spec.seeds))),
+        ("n_test", spec.n_test),
+        ("optimizer", "lbfgs"),
+    )
+    table = pd.concat(
+        [
+            sim.assign(kind="simulation", gap=sim.test_error - sim.cfg_alpha.map(theory)),
+            th.assign(kind="theory"),
+            pd.concat(fits, ignore_index=True).assign(kind="fit"),
+        ],
+        ignore_index=True,
+    )
     return FigureRun(table, pd.DataFrame(rows), params, {"gaps": gaps})
 
 
@@ -153,37 +226,73 @@ def finite_size_plot(spec: FiniteSizeSpec, grid: dict[str, Any], res: FigureRun)
         e = g.extrapolation
         x = 1.0 / g.d
         ax.axhline(0.0, color="k", lw=1.2, label="theory (SE, d = inf)")
-        ax.errorbar(x, g.gap, yerr=g.se, fmt="o", color="tab:blue", mfc="none", capsize=3,
-                    label="simulation − theory (mean ± s.e.)")
+        ax.errorbar(
+            x,
+            g.gap,
+            yerr=g.se,
+            fmt="o",
+            color="tab:blue",
+            mfc="none",
+            capsize=3,
+            label="simulation − theory (mean ± s.e.)",
+        )
         xx = np.linspace(0.0, 1.08 * x.max(), 100)
-        ax.plot(xx, np.polynomial.polynomial.polyval(xx, (e.intercept, *e.slopes)), "-", color="tab:orange",
-                label="fit a + b/d")
-        ax.errorbar([0.0], [e.intercept], yerr=[[e.intercept - e.ci[0]], [e.ci[1] - e.intercept]], fmt="D",
-                    color="tab:red", capsize=4, label=f"d = inf: a ± {100 * e.level:g}% CI")
+        ax.plot(
+            xx,
+            np.polynomial.polynomial.polyval(xx, (e.intercept, *e.slopes)),
+            "-",
+            color="tab:orange",
+            label="fit a + b/d",
+        )
+        ax.errorbar(
+            [0.0],
+            [e.intercept],
+            yerr=[[e.intercept - e.ci[0]], [e.ci[1] - e.intercept]],
+            fmt="D",
+            color="tab:red",
+            capsize=4,
+            label=f"d = inf: a ± {100 * e.level:g}% CI",
+        )
         ax.set_xticks([0.0, *x], ["∞", *(f"{int(d)}" for d in g.d)], fontsize=7)
         ax.set(xlabel="d (axis linear in 1/d)", ylabel="test error: simulation − theory", xlim=(-0.04 * xx[-1], xx[-1]))
         verdict = "0 in CI" if g.agrees else "0 NOT in CI"
-        ax.set_title(f"alpha={a:g}: theory {t:.4f}; gap(inf) = {e.intercept:+.1e} ± {e.ci[1] - e.intercept:.1e} "
-                     f"({verdict}); chi2/dof {e.chi2_per_dof:.2f}", fontsize=7.5)
+        ax.set_title(
+            f"alpha={a:g}: theory {t:.4f}; gap(inf) = {e.intercept:+.1e} ± {e.ci[1] - e.intercept:.1e} "
+            f"({verdict}); chi2/dof {e.chi2_per_dof:.2f}",
+            fontsize=7.5,
+        )
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"Finite size measured: test-error gap vs 1/d, extrapolated to d = inf\n{params_text(res.params)}",
-                 fontsize=9)
+    fig.suptitle(
+        f"Finite size measured: test-error gap vs 1/d, extrapolated to d = inf\n{params_text(res.params)}", fontsize=9
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
 
 
 def finite_size_caption(spec: FiniteSizeSpec, grid: dict[str, Any], res: FigureRun) -> str:
     level = next(iter(res.data["gaps"].values()))[1].extrapolation.level
-    return ("Points: simulated minus predicted test error (per sequence, noiseless labels) at each d, "
-            "mean ± s.e. over seeds (" + ", ".join(f"{k} at d = {d}" for d, k in zip(spec.ds, spec.seeds)) +
-            "); the s.e. uses a pooled per-seed variance "
-            "c^2/d^2 + (test-set Monte Carlo error)^2, c fitted on all seeds, since a few-seed variance "
-            "at the largest d can fall below the known test-set error. Orange: weighted least-squares "
-            "fit a + b/d (weights 1/s.e.^2; covariance inflated by chi2/dof when it exceeds 1). Red: the "
-            f"extrapolated d = inf gap a with its {100 * level:g}% CI; black: the theory (gap 0). The theory is a d = inf "
-            "prediction and a is compared with it there: equivalence and difference tests of |a| against the "
-            "declared tolerance (the report's rule).")
+    return (
+        "Points: simulated minus predicted test error (per sequence, noiseless labels) at each d, "
+        "mean ± s.e. over seeds ("
+        + ", ".join(f"{k} at d = {d}" for d, k in zip(spec.ds, spec.seeds))
+        + "); the s.e. uses a pooled per-seed variance "
+        "c^2/d^2 + (test-set Monte Carlo error)^2, c fitted on all seeds, since a few-seed variance "
+        "at the largest d can fall below the known test-set error. Orange: weighted least-squares "
+        "fit a + b/d (weights 1/s.e.^2; covariance inflated by chi2/dof when it exceeds 1). Red: the "
+        f"extrapolated d = inf gap a with its {100 * level:g}% CI; black: the theory (gap 0). The theory is a d = inf "
+        "prediction and a is compared with it there: equivalence and difference tests of |a| against the "
+        "declared tolerance (the report's rule)."
+    )
 
 
-register(FigureDef("finite_size", "Finite size measured: gap to theory extrapolated to d = inf", FiniteSizeSpec,
-                   finite_size_grid, finite_size_run, finite_size_plot, finite_size_caption))
+register(
+    FigureDef(
+        "finite_size",
+        "Finite size measured: gap to theory extrapolated to d = inf",
+        FiniteSizeSpec,
+        finite_size_grid,
+        finite_size_run,
+        finite_size_plot,
+        finite_size_caption,
+    )
+)

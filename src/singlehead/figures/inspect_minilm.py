@@ -16,11 +16,11 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from singlehead.figures.figspec import Context, FigureDef, FigureRun, register
+from singlehead.figures.spec import FigureSpec
 from singlehead.inspect.figure import inspection_figure
 from singlehead.inspect.model import inspect_model
 from singlehead.report.compare import tol_columns
-from singlehead.figures.figspec import Context, FigureDef, FigureRun, register
-from singlehead.figures.spec import FigureSpec
 
 __all__ = ["register_inspect", "InspectSpec", "MODEL_PACKAGE"]
 
@@ -37,11 +37,11 @@ class InspectSpec(FigureSpec):
     untied: bool = False
 
     @classmethod
-    def full(cls) -> "InspectSpec":
+    def full(cls) -> InspectSpec:
         return cls(untied=True)
 
     @classmethod
-    def smoke(cls) -> "InspectSpec":
+    def smoke(cls) -> InspectSpec:
         return cls(layers=(1,), per_head=False)
 
 
@@ -53,14 +53,33 @@ def inspect_run(ctx: Context, spec: InspectSpec, grid: dict[str, Any]) -> Figure
     """Inspect the model; one row per layer: the KS distance of the fitted law against its critical value."""
     insp = inspect_model(layers=grid["layers"], per_head=spec.per_head, untied=spec.untied)
     # the critical value is the tolerance, not a prediction of the distance: theory nan (a tolerance check)
-    rows = [{"cfg_layer": l, "quantity": "KS distance (law vs measured)", "theory": float("nan"),
-             "simulation": f.ks, "se": float("nan"), "gap": f.ks,
-             **tol_columns(0.0, f.ks_critical, "KS critical value 1.36/sqrt(n)"),
-             "within": bool(f.fits),
-             "n_seeds": 0, "n_outliers": f.n_outliers, "eta": f.eta, "delta": f.delta, "eps": f.eps, "kappa0": f.shape}
-            for l, f in insp.layer_fits.items()]
-    params = {"model": insp.source, "layers": len(insp.layer_fits), "heads": insp.n_heads, "d_model": insp.d_model,
-              "d_head": insp.d_head, "prior": "MP (kappa0 fitted)"}
+    rows = [
+        {
+            "cfg_layer": l,
+            "quantity": "KS distance (law vs measured)",
+            "theory": float("nan"),
+            "simulation": f.ks,
+            "se": float("nan"),
+            "gap": f.ks,
+            **tol_columns(0.0, f.ks_critical, "KS critical value 1.36/sqrt(n)"),
+            "within": bool(f.fits),
+            "n_seeds": 0,
+            "n_outliers": f.n_outliers,
+            "eta": f.eta,
+            "delta": f.delta,
+            "eps": f.eps,
+            "kappa0": f.shape,
+        }
+        for l, f in insp.layer_fits.items()
+    ]
+    params = {
+        "model": insp.source,
+        "layers": len(insp.layer_fits),
+        "heads": insp.n_heads,
+        "d_model": insp.d_model,
+        "d_head": insp.d_head,
+        "prior": "MP (kappa0 fitted)",
+    }
     return FigureRun(insp.table(), pd.DataFrame(rows), params, {"inspection": insp}, notes=list(insp.summary_lines()))
 
 
@@ -70,18 +89,28 @@ def inspect_plot(spec: InspectSpec, grid: dict[str, Any], res: FigureRun) -> Fig
 
 def inspect_caption(spec: InspectSpec, grid: dict[str, Any], res: FigureRun) -> str:
     insp = res.data["inspection"]
-    return (f"Histogram: non-zero eigenvalues of the tied maps S_h = (A+B)^T(A+B)/(4 sqrt(d_head d_model)) "
-            f"of the {insp.n_heads} heads of each layer (biases ignored); blue: eta ReLU(mu0 ⊞ SC(delta^2) - eps) "
-            "fitted with the rank cap d_head/d_model; red: outliers above the bulk edge (learned "
-            "features). 'theory' is the 1.36/sqrt(n) KS line, 'simulation' the measured KS.")
+    return (
+        f"Histogram: non-zero eigenvalues of the tied maps S_h = (A+B)^T(A+B)/(4 sqrt(d_head d_model)) "
+        f"of the {insp.n_heads} heads of each layer (biases ignored); blue: eta ReLU(mu0 ⊞ SC(delta^2) - eps) "
+        "fitted with the rank cap d_head/d_model; red: outliers above the bulk edge (learned "
+        "features). 'theory' is the 1.36/sqrt(n) KS line, 'simulation' the measured KS."
+    )
 
 
 def register_inspect() -> bool:
     """Register the ``inspect_minilm`` figure if MiniLM is installed; whether it was."""
     if importlib.util.find_spec(MODEL_PACKAGE) is None:
         return False
-    register(FigureDef("inspect_minilm", "Pretrained attention: all-MiniLM-L6-v2 against the learned-spectrum law",
-                       InspectSpec, inspect_grid, inspect_run, inspect_plot, inspect_caption,
-                       checks="layers fitted by the law (KS; a pretrained network measured, not a theory-simulation "
-                              "check)"))
+    register(
+        FigureDef(
+            "inspect_minilm",
+            "Pretrained attention: all-MiniLM-L6-v2 against the learned-spectrum law",
+            InspectSpec,
+            inspect_grid,
+            inspect_run,
+            inspect_plot,
+            inspect_caption,
+            checks="layers fitted by the law (KS; a pretrained network measured, not a theory-simulation check)",
+        )
+    )
     return True

@@ -30,14 +30,22 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from singlehead.analysis.finite_size import finite_size_gaps
-from singlehead.model.problem import Problem
-from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, records_to_frame, tol_columns
-from singlehead.thresholds import informative_directions, interpolation_threshold, perfect_recovery_threshold
 from singlehead.figures.figspec import (
-    BASE, Context, FigureDef, FigureRun, new_figure, params_text, problem_params, register, stopping_rule,
+    BASE,
+    Context,
+    FigureDef,
+    FigureRun,
+    new_figure,
+    params_text,
+    problem_params,
+    register,
+    stopping_rule,
 )
 from singlehead.figures.finite_size import fit_note, gaps_from_frame, sim_jobs_per_d
 from singlehead.figures.spec import FigureSpec, check_same_length
+from singlehead.model.problem import Problem
+from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, records_to_frame, tol_columns
+from singlehead.thresholds import informative_directions, interpolation_threshold, perfect_recovery_threshold
 
 __all__ = ["LongSequencesSpec"]
 
@@ -72,18 +80,20 @@ class LongSequencesSpec(FigureSpec):
         if min(self.lengths) < 2:
             raise ValueError(f"LongSequencesSpec.lengths must hold integers >= 2 (got {self.lengths!r})")
         if not set(self.lengths_sim) <= set(self.lengths):
-            raise ValueError(f"LongSequencesSpec.lengths_sim must be a subset of lengths {self.lengths!r} "
-                             f"(got {self.lengths_sim!r})")
+            raise ValueError(
+                f"LongSequencesSpec.lengths_sim must be a subset of lengths {self.lengths!r} (got {self.lengths_sim!r})"
+            )
         if len(self.ds) < 2:
-            raise ValueError(f"LongSequencesSpec.ds must hold at least 2 sizes for the 1/d extrapolation "
-                             f"(got {self.ds!r})")
+            raise ValueError(
+                f"LongSequencesSpec.ds must hold at least 2 sizes for the 1/d extrapolation (got {self.ds!r})"
+            )
 
     @classmethod
-    def full(cls) -> "LongSequencesSpec":
+    def full(cls) -> LongSequencesSpec:
         return cls(ds=(50, 100, 200), seeds=(8, 6, 4), n_test=10000, fit_rtol=None)
 
     @classmethod
-    def smoke(cls) -> "LongSequencesSpec":
+    def smoke(cls) -> LongSequencesSpec:
         return cls(lengths=(2, 4), lengths_sim=(2, 4), alpha=0.5, ds=(10, 14), seeds=(2, 2), n_test=300)
 
 
@@ -97,11 +107,13 @@ def long_sequences_grid(spec: LongSequencesSpec) -> dict[str, Any]:
     """The theory problems (every ``T``, at the largest ``d``: the state evolution does not depend on it), the
     simulated ones (every simulated ``T`` at every ``d``) and both thresholds per ``T``."""
     theory = [problem_at(spec, T, max(spec.ds)) for T in spec.lengths]
-    return {"theory": theory,
-            "sims": [problem_at(spec, T, d) for T in spec.lengths_sim for d in spec.ds],
-            "c_T": {p.T: informative_directions(p) for p in theory},
-            "alpha_interp": {p.T: interpolation_threshold(p) for p in theory},
-            "alpha_perf": {p.T: perfect_recovery_threshold(p.replace(noise=0.0)) for p in theory}}
+    return {
+        "theory": theory,
+        "sims": [problem_at(spec, T, d) for T in spec.lengths_sim for d in spec.ds],
+        "c_T": {p.T: informative_directions(p) for p in theory},
+        "alpha_interp": {p.T: interpolation_threshold(p) for p in theory},
+        "alpha_perf": {p.T: perfect_recovery_threshold(p.replace(noise=0.0)) for p in theory},
+    }
 
 
 def long_sequences_run(ctx: Context, spec: LongSequencesSpec, grid: dict[str, Any]) -> FigureRun:
@@ -111,9 +123,15 @@ def long_sequences_run(ctx: Context, spec: LongSequencesSpec, grid: dict[str, An
     th = records_to_frame(recs, drop=_ARRAYS)
     qse = {r["problem"]["T"]: float(r.get("test_error_se", 0.0) or 0.0) for r in recs}
     th["test_error_quadrature_se"] = th.cfg_T.map(qse)
-    sim = records_to_frame(ctx.run(sim_jobs_per_d(ctx, grid["sims"], dict(zip(spec.ds, spec.seeds)),
-                                                  n_test=spec.n_test, **stopping_rule(spec.fit_rtol)),
-                                   "L-BFGS: long sequences"), drop=_ARRAYS)
+    sim = records_to_frame(
+        ctx.run(
+            sim_jobs_per_d(
+                ctx, grid["sims"], dict(zip(spec.ds, spec.seeds)), n_test=spec.n_test, **stopping_rule(spec.fit_rtol)
+            ),
+            "L-BFGS: long sequences",
+        ),
+        drop=_ARRAYS,
+    )
     byT = th.set_index("cfg_T")
     rows, fits = [], {}
     for T in spec.lengths_sim:
@@ -123,35 +141,76 @@ def long_sequences_run(ctx: Context, spec: LongSequencesSpec, grid: dict[str, An
         e = g.extrapolation
         se = math.hypot(e.stderr, t_se)
         ds = ", ".join(str(int(d)) for d in g.d)
-        rows.append({"cfg_T": T, "quantity": f"test error at d = inf (a + b/d on d = {ds}; s.e. with the SE's "
-                     "quadrature error)", "theory": t, "simulation": t + e.intercept, "se": se,
-                     "gap": abs(e.intercept), "p_zero": extrapolation_p_value(e.intercept, se),
-                     **tol_columns(DEFAULT_ALLOWANCE, 0.005, "finite size beyond a + b/d at these d, and the SE's "
-                                   "quadrature at K = T(T+1)/2 logits"),
-                     "n_seeds": int(g.n_seeds.sum()), "theory_converged": ok, "note": fit_note(g)})
+        rows.append(
+            {
+                "cfg_T": T,
+                "quantity": f"test error at d = inf (a + b/d on d = {ds}; s.e. with the SE's quadrature error)",
+                "theory": t,
+                "simulation": t + e.intercept,
+                "se": se,
+                "gap": abs(e.intercept),
+                "p_zero": extrapolation_p_value(e.intercept, se),
+                **tol_columns(
+                    DEFAULT_ALLOWANCE,
+                    0.005,
+                    "finite size beyond a + b/d at these d, and the SE's quadrature at K = T(T+1)/2 logits",
+                ),
+                "n_seeds": int(g.n_seeds.sum()),
+                "theory_converged": ok,
+                "note": fit_note(g),
+            }
+        )
         r_t = float(byT.loc[T, "rank_fraction"])
         per_d = {int(d): grp.rank_fraction.to_numpy(dtype=float) for d, grp in s.groupby("cfg_d")}
         gr = finite_size_gaps(per_d, r_t, pool=True, extra_se=lambda d: 1.0 / (math.sqrt(12.0) * d))
         er = gr.extrapolation
-        rows.append({"cfg_T": T, "quantity": f"rank fraction of S at d = inf (a + b/d on d = {ds})", "theory": r_t,
-                     "simulation": r_t + er.intercept, "se": er.stderr, "gap": abs(er.intercept),
-                     "p_zero": extrapolation_p_value(er.intercept, er.stderr),
-                     **tol_columns(DEFAULT_ALLOWANCE, RANK_TOL_ABS, "finite size beyond a + b/d; a count over d "
-                                   "eigenvalues (resolution 1/d)"),
-                     "n_seeds": int(gr.n_seeds.sum()), "theory_converged": ok, "note": fit_note(gr)})
-        fits[T] = {"test_error": (t + e.intercept, se), "rank_fraction": (r_t + er.intercept, er.stderr),
-                   "largest_d": s[s.cfg_d == max(spec.ds)][["test_error", "rank_fraction"]].agg(["mean", "sem"])}
+        rows.append(
+            {
+                "cfg_T": T,
+                "quantity": f"rank fraction of S at d = inf (a + b/d on d = {ds})",
+                "theory": r_t,
+                "simulation": r_t + er.intercept,
+                "se": er.stderr,
+                "gap": abs(er.intercept),
+                "p_zero": extrapolation_p_value(er.intercept, er.stderr),
+                **tol_columns(
+                    DEFAULT_ALLOWANCE,
+                    RANK_TOL_ABS,
+                    "finite size beyond a + b/d; a count over d eigenvalues (resolution 1/d)",
+                ),
+                "n_seeds": int(gr.n_seeds.sum()),
+                "theory_converged": ok,
+                "note": fit_note(gr),
+            }
+        )
+        fits[T] = {
+            "test_error": (t + e.intercept, se),
+            "rank_fraction": (r_t + er.intercept, er.stderr),
+            "largest_d": s[s.cfg_d == max(spec.ds)][["test_error", "rank_fraction"]].agg(["mean", "sem"]),
+        }
     p0 = grid["theory"][0]
-    params = problem_params(p0, ("kappa", 1.0), ("alpha", spec.alpha), ("lam", f"{spec.lam_scaled:g}/c_T"),
-                            ("T", ", ".join(map(str, spec.lengths))),
-                            ("T simulated", ", ".join(map(str, spec.lengths_sim))),
-                            ("d", ", ".join(map(str, spec.ds))), ("seeds per d", ", ".join(map(str, spec.seeds))),
-                            ("n_test", spec.n_test))
-    thr = pd.DataFrame({"cfg_T": list(grid["c_T"]), "c_T": list(grid["c_T"].values()),
-                        "alpha_interp": [grid["alpha_interp"][T] for T in grid["c_T"]],
-                        "alpha_perf": [grid["alpha_perf"][T] for T in grid["c_T"]]})
-    table = pd.concat([sim.assign(kind="simulation"), th.assign(kind="theory"), thr.assign(kind="thresholds")],
-                      ignore_index=True)
+    params = problem_params(
+        p0,
+        ("kappa", 1.0),
+        ("alpha", spec.alpha),
+        ("lam", f"{spec.lam_scaled:g}/c_T"),
+        ("T", ", ".join(map(str, spec.lengths))),
+        ("T simulated", ", ".join(map(str, spec.lengths_sim))),
+        ("d", ", ".join(map(str, spec.ds))),
+        ("seeds per d", ", ".join(map(str, spec.seeds))),
+        ("n_test", spec.n_test),
+    )
+    thr = pd.DataFrame(
+        {
+            "cfg_T": list(grid["c_T"]),
+            "c_T": list(grid["c_T"].values()),
+            "alpha_interp": [grid["alpha_interp"][T] for T in grid["c_T"]],
+            "alpha_perf": [grid["alpha_perf"][T] for T in grid["c_T"]],
+        }
+    )
+    table = pd.concat(
+        [sim.assign(kind="simulation"), th.assign(kind="theory"), thr.assign(kind="thresholds")], ignore_index=True
+    )
     return FigureRun(table, pd.DataFrame(rows), params, {"theory": th, "fits": fits})
 
 
@@ -168,8 +227,9 @@ def long_sequences_plot(spec: LongSequencesSpec, grid: dict[str, Any], res: Figu
             x = np.array(sorted(fits), dtype=float)
             y = np.array([fits[T][q][0] for T in sorted(fits)])
             s = np.array([fits[T][q][1] for T in sorted(fits)])
-            ax.errorbar(x, y, yerr=2 * s, fmt="D", color="tab:red", ms=4, capsize=3,
-                        label="L-BFGS, d = inf (a + b/d; ±2 s.e.)")
+            ax.errorbar(
+                x, y, yerr=2 * s, fmt="D", color="tab:red", ms=4, capsize=3, label="L-BFGS, d = inf (a + b/d; ±2 s.e.)"
+            )
             m = np.array([fits[T]["largest_d"].loc["mean", q] for T in sorted(fits)])
             ax.plot(x * 1.06, m, "o", mfc="none", color="tab:blue", label=f"L-BFGS, d = {dmax} (seed mean)")
         ax.set(xscale="log", xlabel="T (tokens per sequence)", ylabel=label)
@@ -198,18 +258,29 @@ def long_sequences_caption(spec: LongSequencesSpec, grid: dict[str, Any], res: F
     T0, T1 = min(spec.lengths), max(spec.lengths)
     th = res.data["theory"].set_index("cfg_T")
     c0 = grid["c_T"][T0]
-    return (f"Seq2lab, MP(0.5) teacher, factorized student, Delta = 0.5, lam = {spec.lam_scaled:g}/c_T with "
-            f"c_T = (T^2 + T - 2)/2 informative logit directions per sequence. (a) Test error (per sequence, "
-            f"noiseless labels) at alpha = {spec.alpha:g}: the state evolution (line; {th.loc[T0, 'test_error']:.3g} "
-            f"at T = {T0}, {th.loc[T1, 'test_error']:.3g} at T = {T1}) and L-BFGS fits at d = "
-            f"{', '.join(map(str, spec.ds))} extrapolated to d = inf by a + b/d (diamonds, ±2 s.e., the SE's "
-            f"quadrature error included), with the seed mean at the largest d (circles). (b) The interpolation "
-            f"threshold (lam -> 0+) and the noiseless perfect-recovery threshold: both are constants over c_T "
-            f"({c0 * grid['alpha_interp'][T0]:.4f} and {c0 * grid['alpha_perf'][T0]:.4f}), so a fixed alpha lies "
-            f"deeper past them as T grows. (c) The rank fraction of the learned S (one minus its zero atom), state "
-            f"evolution and fits as in (a).")
+    return (
+        f"Seq2lab, MP(0.5) teacher, factorized student, Delta = 0.5, lam = {spec.lam_scaled:g}/c_T with "
+        f"c_T = (T^2 + T - 2)/2 informative logit directions per sequence. (a) Test error (per sequence, "
+        f"noiseless labels) at alpha = {spec.alpha:g}: the state evolution (line; {th.loc[T0, 'test_error']:.3g} "
+        f"at T = {T0}, {th.loc[T1, 'test_error']:.3g} at T = {T1}) and L-BFGS fits at d = "
+        f"{', '.join(map(str, spec.ds))} extrapolated to d = inf by a + b/d (diamonds, ±2 s.e., the SE's "
+        f"quadrature error included), with the seed mean at the largest d (circles). (b) The interpolation "
+        f"threshold (lam -> 0+) and the noiseless perfect-recovery threshold: both are constants over c_T "
+        f"({c0 * grid['alpha_interp'][T0]:.4f} and {c0 * grid['alpha_perf'][T0]:.4f}), so a fixed alpha lies "
+        f"deeper past them as T grows. (c) The rank fraction of the learned S (one minus its zero atom), state "
+        f"evolution and fits as in (a)."
+    )
 
 
-register(FigureDef("long_sequences", "Long sequences: test error, thresholds and learned spectrum against T",
-                   LongSequencesSpec, long_sequences_grid, long_sequences_run, long_sequences_plot,
-                   long_sequences_caption, presets=("full", "smoke")))
+register(
+    FigureDef(
+        "long_sequences",
+        "Long sequences: test error, thresholds and learned spectrum against T",
+        LongSequencesSpec,
+        long_sequences_grid,
+        long_sequences_run,
+        long_sequences_plot,
+        long_sequences_caption,
+        presets=("full", "smoke"),
+    )
+)

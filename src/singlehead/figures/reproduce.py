@@ -29,7 +29,9 @@ import torch
 
 from singlehead import __version__
 from singlehead.runs.reference import reference_seconds, reference_seconds_float32
+
 # the report's order is the order of registration, that is of these imports
+# isort: off
 from singlehead.figures import finite_size  # noqa: F401,I001  (registers its figure)
 from singlehead.figures import errors, peak, power_law, spectra  # noqa: F401,I001
 from singlehead.figures import decomposition, emergence  # noqa: F401,I001
@@ -37,14 +39,16 @@ from singlehead.figures import tuning  # noqa: F401,I001  (lam* of the theory vs
 from singlehead.figures import untied  # noqa: F401,I001  (beyond the paper: the untied student)
 from singlehead.figures import multihead  # noqa: F401,I001  (beyond the paper: several heads)
 from singlehead.figures import long_sequences  # noqa: F401,I001  (T = 2 ... 64; full and smoke presets only)
-from singlehead.report.compare import DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS
+
+# isort: on
 from singlehead.figures.figspec import DRAWING, FIGURES, Context, FigureDef, FigureRun, Preset, build, register
 from singlehead.figures.inspect_minilm import register_inspect
+from singlehead.figures.spec import FigureSpec
+from singlehead.report.compare import DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS
 from singlehead.report.write import FigureOutput, save_figure, write_report
 from singlehead.runs import Workers
 from singlehead.runs.cache import Cache
 from singlehead.runs.threads import configure
-from singlehead.figures.spec import FigureSpec
 
 __all__ = ["FIGURES", "FigureDef", "FigureRun", "FigureSpec", "Preset", "register", "Reproduction", "reproduce"]
 
@@ -69,9 +73,16 @@ class Reproduction:
     skipped: list[str] = field(default_factory=list)
 
 
-def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report", *, n_jobs: int = 1,
-              scheduler: str | None = None, only: list[str] | None = None, progress: bool = True,
-              client: Any = None) -> Reproduction:
+def reproduce(
+    mode: str | Preset = "quick",
+    out: str | Path = "singlehead-report",
+    *,
+    n_jobs: int = 1,
+    scheduler: str | None = None,
+    only: list[str] | None = None,
+    progress: bool = True,
+    client: Any = None,
+) -> Reproduction:
     """Build every figure (or those in ``only``), save PNG/PDF/CSV and the HTML report under ``out``.
 
     ``mode``: a preset name (``"quick"``, ``"full"``, ``"smoke"``) or a ``Preset`` (e.g. one
@@ -103,22 +114,35 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
     pool = Workers(n_jobs) if local and len(names) > 1 else None
     if pool is not None:
         configure(workers=pool.workers)
-    ctx = Context(Cache(out / "cache"), n_jobs=pool or n_jobs, scheduler=scheduler, progress=progress,
-                  client=client, device=preset.device)
-    finite_size = (f"{preset.name} preset (per-figure sizes are stated in each "
-                   f"figure's parameters): a seed-averaged check declares a tolerance of "
-                   f"{100 * DEFAULT_ALLOWANCE:g} % of the theory value (most figures; floor {DEFAULT_TOL_ABS:g}) and "
-                   "agrees when its simulation is shown within it (the report's rule). At small d, finite-size corrections — "
-                   "simulations above theory, shrinking as d grows — can exceed it at small alpha; the finite_size "
-                   "figure measures these corrections at several d and extrapolates them to d = inf.")
+    ctx = Context(
+        Cache(out / "cache"),
+        n_jobs=pool or n_jobs,
+        scheduler=scheduler,
+        progress=progress,
+        client=client,
+        device=preset.device,
+    )
+    finite_size = (
+        f"{preset.name} preset (per-figure sizes are stated in each "
+        f"figure's parameters): a seed-averaged check declares a tolerance of "
+        f"{100 * DEFAULT_ALLOWANCE:g} % of the theory value (most figures; floor {DEFAULT_TOL_ABS:g}) and "
+        "agrees when its simulation is shown within it (the report's rule). At small d, finite-size corrections — "
+        "simulations above theory, shrinking as d grows — can exceed it at small alpha; the finite_size "
+        "figure measures these corrections at several d and extrapolates them to d = inf."
+    )
     ref_start, ref32_start = reference_seconds(), reference_seconds_float32()
     t0 = time.perf_counter()
 
     def one(n: str) -> FigureOutput:
         # a context per figure: the seed plan's bookkeeping is the figure's own
         o = build(FIGURES[n], dataclasses.replace(ctx, seed_groups={}, seed_grants={}, compute_s=0.0), preset.spec(n))
-        if preset.name != "full" and n != "finite_size" and o.agreement is not None and "n_seeds" in o.agreement and \
-                (o.agreement["n_seeds"] > 0).any():
+        if (
+            preset.name != "full"
+            and n != "finite_size"
+            and o.agreement is not None
+            and "n_seeds" in o.agreement
+            and (o.agreement["n_seeds"] > 0).any()
+        ):
             o.notes.append(finite_size)
         with DRAWING:
             save_figure(o, out / "figures")
@@ -134,14 +158,23 @@ def reproduce(mode: str | Preset = "quick", out: str | Path = "singlehead-report
             pool.close()
     runtime = time.perf_counter() - t0
     ref_end, ref32_end = reference_seconds(), reference_seconds_float32()
-    env = {"singlehead": __version__, "torch": torch.__version__, "python": platform.python_version(),
-           "cpus": os.cpu_count(), "device": preset.device,
-           "reference workload (5 x 1000^3 float64 matmul) at start / end": f"{ref_start:.3f} s / {ref_end:.3f} s",
-           "float32 reference workload (5 x 1000^3 float32 torch matmul, the fits' precision) at start / end":
-               f"{ref32_start:.3f} s / {ref32_end:.3f} s"}
+    env = {
+        "singlehead": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "device": preset.device,
+        "reference workload (5 x 1000^3 float64 matmul) at start / end": f"{ref_start:.3f} s / {ref_end:.3f} s",
+        "float32 reference workload (5 x 1000^3 float32 torch matmul, the fits' precision) at start / end": f"{ref32_start:.3f} s / {ref32_end:.3f} s",
+    }
     if skipped:
-        env["figures not in this preset"] = ", ".join(
-            f"{n} ({', '.join(FIGURES[n].presets)} only)" for n in skipped)
-    path = write_report(outputs, out / "report.html", title="singlehead: reproduction of arXiv 2509.24914",
-                        mode=preset.name, total_runtime_s=runtime, environment=env)
+        env["figures not in this preset"] = ", ".join(f"{n} ({', '.join(FIGURES[n].presets)} only)" for n in skipped)
+    path = write_report(
+        outputs,
+        out / "report.html",
+        title="singlehead: reproduction of arXiv 2509.24914",
+        mode=preset.name,
+        total_runtime_s=runtime,
+        environment=env,
+    )
     return Reproduction(path, outputs, runtime, (ref_start, ref_end), (ref32_start, ref32_end), skipped)

@@ -27,11 +27,20 @@ import pandas as pd
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result, stable_hash
-from singlehead.state_evolution import stability
 from singlehead.report.compare import DEFAULT_ALLOWANCE
+from singlehead.state_evolution import stability
 
-__all__ = ["JUMP_SHARE_LIMIT", "REPLICON_LIMIT", "RSPoint", "criterion_text", "curve_summary", "failing_ranges", "rs_points",
-           "shade_failing", "with_rs_diagnostic"]
+__all__ = [
+    "JUMP_SHARE_LIMIT",
+    "REPLICON_LIMIT",
+    "RSPoint",
+    "criterion_text",
+    "curve_summary",
+    "failing_ranges",
+    "rs_points",
+    "shade_failing",
+    "with_rs_diagnostic",
+]
 
 #: The smooth replicon at or above which RS is unstable (de Almeida–Thouless).
 REPLICON_LIMIT = 1.0
@@ -72,17 +81,22 @@ class RSPoint:
         text = f"replicon {rep}, prox jumps {100 * self.jump:.1f} ± {100 * self.jump_err:.1f} %"
         if not self.fails:
             return text
-        why = (f"replicon >= {REPLICON_LIMIT:g}" if self.replicon >= REPLICON_LIMIT
-               else f"jumps > {100 * JUMP_SHARE_LIMIT:g} %")
+        why = (
+            f"replicon >= {REPLICON_LIMIT:g}"
+            if self.replicon >= REPLICON_LIMIT
+            else f"jumps > {100 * JUMP_SHARE_LIMIT:g} %"
+        )
         return f"RS fails ({why}): {text}"
 
 
 def criterion_text() -> str:
     """The declared criterion in one sentence, for notes and the report."""
-    return (f"RS diagnostic (singlehead.state_evolution.stability) fails where the smooth replicon is >= "
-            f"{REPLICON_LIMIT:g} (de Almeida-Thouless instability) or the prox-jump share of Sigmahat exceeds "
-            f"{100 * JUMP_SHARE_LIMIT:g} % (the relative tolerance the checks grant the theory: a larger share of Sigmahat "
-            "lies outside the RS description's control, where the formal replicon is infinite)")
+    return (
+        f"RS diagnostic (singlehead.state_evolution.stability) fails where the smooth replicon is >= "
+        f"{REPLICON_LIMIT:g} (de Almeida-Thouless instability) or the prox-jump share of Sigmahat exceeds "
+        f"{100 * JUMP_SHARE_LIMIT:g} % (the relative tolerance the checks grant the theory: a larger share of Sigmahat "
+        "lies outside the RS description's control, where the formal replicon is infinite)"
+    )
 
 
 def rs_points(records: list[dict[str, Any]]) -> dict[tuple[float, float], RSPoint]:
@@ -104,14 +118,19 @@ def cached_rs_points(ctx: Any, records: list[dict[str, Any]]) -> dict[tuple[floa
     judge the same theory points again: their stability is computed once, in this process)."""
     name = "rs-points-" + stable_hash(sorted(r["key"] for r in records))
     # non-finite values kept as text ("inf", "nan"): the cache's JSON has no other spelling for them
-    vals = ctx.cached(name, lambda: [[l, a, *(x if math.isfinite(x) else repr(float(x))
-                                              for x in (q.replicon, q.jump, q.jump_err))]
-                                     for (l, a), q in sorted(rs_points(records).items())])
+    vals = ctx.cached(
+        name,
+        lambda: [
+            [l, a, *(x if math.isfinite(x) else repr(float(x)) for x in (q.replicon, q.jump, q.jump_err))]
+            for (l, a), q in sorted(rs_points(records).items())
+        ],
+    )
     return {(float(v[0]), float(v[1])): RSPoint(*(float(x) for x in v[2:])) for v in vals}
 
 
-def with_rs_diagnostic(agr: pd.DataFrame, points: dict[tuple[float, float], RSPoint],
-                       lam: float | None = None) -> pd.DataFrame:
+def with_rs_diagnostic(
+    agr: pd.DataFrame, points: dict[tuple[float, float], RSPoint], lam: float | None = None
+) -> pd.DataFrame:
     """Agreement rows (``cfg_lam``, ``cfg_alpha``) with ``replicon``, ``prox_jump_%``, ``diagnostic``, ``diagnostic_fails``.
 
     Rows without a ``cfg_lam`` column (a figure at one ``lam``) are looked up at ``lam``."""
@@ -123,7 +142,8 @@ def with_rs_diagnostic(agr: pd.DataFrame, points: dict[tuple[float, float], RSPo
         replicon=[round(p.replicon, 3) if p else np.nan for p in pts],
         **{"prox_jump_%": [round(100 * p.jump, 1) if p else np.nan for p in pts]},
         diagnostic=[p.describe() if p else "no converged SE point" for p in pts],
-        diagnostic_fails=[bool(p and p.fails) for p in pts])
+        diagnostic_fails=[bool(p and p.fails) for p in pts],
+    )
 
 
 def failing_ranges(alphas: np.ndarray, fails: np.ndarray) -> list[tuple[float, float]]:
@@ -160,8 +180,10 @@ def curve_summary(lam: float, alphas: np.ndarray, points: list[RSPoint]) -> str:
     jumps = np.array([p.jump for p in points])
     reps = np.array([p.replicon for p in points])
     k = int(np.argmax(jumps))
-    ext = (f"largest prox-jump share {100 * jumps[k]:.1f} % at alpha = {alphas[k]:.3g}, largest replicon "
-           f"{np.max(reps):.2f}")
+    ext = (
+        f"largest prox-jump share {100 * jumps[k]:.1f} % at alpha = {alphas[k]:.3g}, largest replicon "
+        f"{np.max(reps):.2f}"
+    )
     if not fails.any():
         return f"lam = {lam:g}: the RS diagnostic holds on the whole grid ({ext})."
     rng = "; ".join(f"{lo:.3g}-{hi:.3g}" for lo, hi in failing_ranges(alphas, fails))

@@ -55,7 +55,7 @@ class SeedPlan:
                 raise ValueError(f"SeedPlan.{name} must be an integer >= 0 (got {v!r})")
 
     @classmethod
-    def of(cls, spec: Any) -> "SeedPlan":
+    def of(cls, spec: Any) -> SeedPlan:
         """The plan a figure's spec declares through its ``max_seeds`` and ``seed_budget`` fields (none: no plan)."""
         return cls(int(getattr(spec, "max_seeds", 0) or 0), int(getattr(spec, "seed_budget", 0) or 0))
 
@@ -104,16 +104,22 @@ class SeedReport:
         """One line: the plan, the runs added and the points that received seeds."""
         if not self.plan.active:
             return "seed plan: none"
-        head = (f"seed plan: {self.plan.text()}; {self.spent} of {self.plan.budget} added in {self.rounds} "
-                f"round{'s' if self.rounds != 1 else ''} ({self.extra_s:.0f} s)")
+        head = (
+            f"seed plan: {self.plan.text()}; {self.spent} of {self.plan.budget} added in {self.rounds} "
+            f"round{'s' if self.rounds != 1 else ''} ({self.extra_s:.0f} s)"
+        )
         if not self.rows:
             return head
         return head + " (" + "; ".join(f"{lab}: {a} -> {b} seeds" for lab, a, b in self.rows) + ")"
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (float, int, np.floating, np.integer)) and isinstance(b, (float, int, np.floating, np.integer)) \
-            and not isinstance(a, bool) and not isinstance(b, bool):
+    if (
+        isinstance(a, (float, int, np.floating, np.integer))
+        and isinstance(b, (float, int, np.floating, np.integer))
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
         return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=0.0)
     return a == b
 
@@ -141,8 +147,7 @@ def _eligible(row: pd.Series) -> bool:
         return False
 
 
-def plan_round(judged: pd.DataFrame, groups: dict[str, SeedGroup], plan: SeedPlan, spent: int
-               ) -> dict[str, int]:
+def plan_round(judged: pd.DataFrame, groups: dict[str, SeedGroup], plan: SeedPlan, spent: int) -> dict[str, int]:
     """The seeds of the next round: ``{group key: new seed count}`` (empty: the plan stops).
 
     Each eligible row (inconclusive, seed-averaged, converged theory; module docstring) in table
@@ -156,8 +161,11 @@ def plan_round(judged: pd.DataFrame, groups: dict[str, SeedGroup], plan: SeedPla
     for (_, row), gs in zip(judged.iterrows(), _row_groups(judged, groups)):
         if not _eligible(row):
             continue
-        ask = {g: min(2 * groups[g].granted, plan.max_seeds) for g in gs
-               if g not in out and groups[g].granted < plan.max_seeds}
+        ask = {
+            g: min(2 * groups[g].granted, plan.max_seeds)
+            for g in gs
+            if g not in out and groups[g].granted < plan.max_seeds
+        }
         cost = sum(n - groups[g].granted for g, n in ask.items())
         if ask and cost <= left:
             out.update(ask)
@@ -171,8 +179,9 @@ def seed_columns(judged: pd.DataFrame, groups: dict[str, SeedGroup]) -> pd.DataF
     out = judged.copy()
     matched = _row_groups(out, groups)
     n = out["n_seeds"].to_numpy() if "n_seeds" in out else np.zeros(len(out), dtype=int)
-    out["seeds_declared"] = [max((groups[g].declared for g in gs), default=int(k) if k == k else 0)
-                             for gs, k in zip(matched, n)]
+    out["seeds_declared"] = [
+        max((groups[g].declared for g in gs), default=int(k) if k == k else 0) for gs, k in zip(matched, n)
+    ]
     out["seeds_added"] = [max((groups[g].granted - groups[g].declared for g in gs), default=0) for gs in matched]
     return out
 

@@ -98,8 +98,9 @@ def _check_value(owner: str, name: str, v: Any, meta: dict[str, Any]) -> None:
         return
     lo = 0.0 if lo is None else lo
     if not (v > lo if meta.get("open", True) else v >= lo):  # NaN fails too
-        raise ValueError(f"{owner}.{name} must be a real number {'>' if meta.get('open', True) else '>='} {lo:g} "
-                         f"(got {v!r})")
+        raise ValueError(
+            f"{owner}.{name} must be a real number {'>' if meta.get('open', True) else '>='} {lo:g} (got {v!r})"
+        )
 
 
 def validate_fields(spec: Any) -> None:
@@ -116,9 +117,11 @@ def validate_fields(spec: Any) -> None:
                     try:
                         _check_value(owner, f.name, x, meta)
                     except ValueError:
-                        raise ValueError(f"{owner}.{f.name} must hold values valid for its type "
-                                         f"(>= {meta.get('min', 1)} for integers, > {meta.get('min', 0)} for reals) "
-                                         f"(got {v!r})") from None
+                        raise ValueError(
+                            f"{owner}.{f.name} must hold values valid for its type "
+                            f"(>= {meta.get('min', 1)} for integers, > {meta.get('min', 0)} for reals) "
+                            f"(got {v!r})"
+                        ) from None
         else:
             _check_value(owner, f.name, v, meta)
 

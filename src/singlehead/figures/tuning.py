@@ -43,16 +43,24 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from singlehead.analysis.tuning import tune, valley_halfwidth, validation_pick
+from singlehead.analysis.tuning import tune, validation_pick, valley_halfwidth
+from singlehead.figures.figspec import (
+    BASE,
+    Context,
+    FigureDef,
+    FigureRun,
+    new_figure,
+    params_text,
+    problem_params,
+    register,
+    stopping_rule,
+)
+from singlehead.figures.spec import FigureSpec
 from singlehead.model.problem import Problem
 from singlehead.report.compare import DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS, records_to_frame, tol_columns
 from singlehead.report.verdict import MAX_TOL_REL
 from singlehead.runs import Job
 from singlehead.state_evolution import theory_curve
-from singlehead.figures.figspec import (
-    BASE, Context, FigureDef, FigureRun, new_figure, params_text, problem_params, register, stopping_rule,
-)
-from singlehead.figures.spec import FigureSpec
 
 __all__ = ["TunedLamSpec", "tuned_theory", "tuned_lam_grid", "tuned_lam_run", "tuned_lam_plot", "tuned_lam_caption"]
 
@@ -83,13 +91,16 @@ class TunedLamSpec(FigureSpec):
     def check(self) -> None:
         reach = self.lam_steps * self.lam_step
         if self.theory_span < reach:
-            raise ValueError(f"TunedLamSpec.theory_span must be >= lam_steps * lam_step = {reach:.3g} (the theory curve "
-                             f"covers the ERM grid) (got {self.theory_span!r})")
+            raise ValueError(
+                f"TunedLamSpec.theory_span must be >= lam_steps * lam_step = {reach:.3g} (the theory curve "
+                f"covers the ERM grid) (got {self.theory_span!r})"
+            )
         if self.band > MAX_TOL_REL:
             raise ValueError(f"TunedLamSpec.band must be a real number in (0, {MAX_TOL_REL:g}] (got {self.band!r})")
         if len(self.lam_range) != 2 or not self.lam_range[0] < self.lam_range[1]:
-            raise ValueError(f"TunedLamSpec.lam_range must be a pair (low, high) with 0 < low < high "
-                             f"(got {self.lam_range!r})")
+            raise ValueError(
+                f"TunedLamSpec.lam_range must be a pair (low, high) with 0 < low < high (got {self.lam_range!r})"
+            )
 
     def fit_options(self) -> dict[str, float]:
         """The L-BFGS stopping rule's options (empty: the defaults)."""
@@ -100,11 +111,11 @@ class TunedLamSpec(FigureSpec):
         return np.arange(-self.lam_steps, self.lam_steps + 1) * self.lam_step
 
     @classmethod
-    def full(cls) -> "TunedLamSpec":
+    def full(cls) -> TunedLamSpec:
         return cls(seeds=8, alphas=(0.5, 1.0, 2.0), lam_steps=3, theory_points=61, n_test=20000, fit_rtol=None)
 
     @classmethod
-    def smoke(cls) -> "TunedLamSpec":
+    def smoke(cls) -> TunedLamSpec:
         return cls(d=16, seeds=2, alphas=(1.0,), lam_steps=1, theory_points=9, lam_range=(1e-3, 1.0), n_test=500)
 
 
@@ -126,12 +137,19 @@ def tuned_theory(problem: Problem, lam_range: tuple[float, float], span: float, 
     evenly spaced in ``[-span, span]`` and ``x = 0``, in increasing ``lam``.
     """
     t = tune(problem, lam_range=lam_range)
-    out: dict[str, Any] = {"lam_star": t.lam, "err_star": t.test_error, "converged": t.converged,
-                           "boundary": t.boundary, "message": t.message, "curve_lam": [], "curve_error": []}
+    out: dict[str, Any] = {
+        "lam_star": t.lam,
+        "err_star": t.test_error,
+        "converged": t.converged,
+        "boundary": t.boundary,
+        "message": t.message,
+        "curve_lam": [],
+        "curve_error": [],
+    }
     if not math.isfinite(t.lam):
         return out
     xs = np.unique(np.append(np.linspace(-span, span, points), 0.0))
-    lams = [float(t.lam * 10.0 ** x) for x in xs]
+    lams = [float(t.lam * 10.0**x) for x in xs]
     curve = theory_curve(problem.replace(lam=t.lam), lams, param="lam")
     out["curve_lam"] = lams
     out["curve_error"] = [float(r.test_error) if r.converged and math.isfinite(r.test_error) else None for r in curve]
@@ -142,8 +160,13 @@ def tuned_lam_grid(spec: TunedLamSpec) -> dict[str, Any]:
     """The base problem of each alpha and the cache name of its theory (the ERM grid follows from ``lam*``:
     :func:`tuned_lam_run`)."""
     base = [Problem(d=spec.d, alpha=a, kappa=1.0, **BASE) for a in spec.alphas]
-    names = {a: (f"tuned-lam-theory-{p.key()}-range{spec.lam_range[0]:g}-{spec.lam_range[1]:g}-span"
-                 f"{spec.theory_span:g}-points{spec.theory_points}") for a, p in zip(spec.alphas, base)}
+    names = {
+        a: (
+            f"tuned-lam-theory-{p.key()}-range{spec.lam_range[0]:g}-{spec.lam_range[1]:g}-span"
+            f"{spec.theory_span:g}-points{spec.theory_points}"
+        )
+        for a, p in zip(spec.alphas, base)
+    }
     return {"base": dict(zip(spec.alphas, base)), "names": names}
 
 
@@ -153,23 +176,40 @@ def _seed_row(values: np.ndarray, theory: float) -> dict[str, Any]:
     k = v.size
     m = float(v.mean()) if k else math.nan
     se = float(v.std(ddof=1) / math.sqrt(k)) if k >= 2 else math.nan
-    return {"theory": theory, "simulation": m, "se": se, "gap": abs(m - theory), "dof": float(k - 1) if k >= 2
-            else math.nan, "n_seeds": int(k)}
+    return {
+        "theory": theory,
+        "simulation": m,
+        "se": se,
+        "gap": abs(m - theory),
+        "dof": float(k - 1) if k >= 2 else math.nan,
+        "n_seeds": int(k),
+    }
 
 
 def tuned_lam_run(ctx: Context, spec: TunedLamSpec, grid: dict[str, Any]) -> FigureRun:
     """Theory (cached in-process values), the ERM grid, the validation picks, the fits there and the checks."""
-    tasks = {grid["names"][a]: functools.partial(tuned_theory, p, tuple(spec.lam_range), spec.theory_span,
-                                                 spec.theory_points) for a, p in grid["base"].items()}
+    tasks = {
+        grid["names"][a]: functools.partial(
+            tuned_theory, p, tuple(spec.lam_range), spec.theory_span, spec.theory_points
+        )
+        for a, p in grid["base"].items()
+    }
     values = ctx.cached_many(tasks, "theory: tuned lam and its valley")
     th = {a: values[grid["names"][a]] for a in spec.alphas}
     # the ERM grid around each lam*
     offsets = spec.offsets()
-    grids = {a: [_sig(_num(th[a]["lam_star"]) * 10.0 ** x) for x in offsets] for a in spec.alphas
-             if math.isfinite(_num(th[a]["lam_star"]))}
+    grids = {
+        a: [_sig(_num(th[a]["lam_star"]) * 10.0**x) for x in offsets]
+        for a in spec.alphas
+        if math.isfinite(_num(th[a]["lam_star"]))
+    }
     problems = [grid["base"][a].replace(lam=lam) for a, lams in grids.items() for lam in lams]
-    sim = records_to_frame(ctx.run(ctx.sim_jobs(problems, "lbfgs", seeds=spec.seeds, n_test=spec.n_test,
-                                                **spec.fit_options()), "L-BFGS: lam grid around lam*"))
+    sim = records_to_frame(
+        ctx.run(
+            ctx.sim_jobs(problems, "lbfgs", seeds=spec.seeds, n_test=spec.n_test, **spec.fit_options()),
+            "L-BFGS: lam grid around lam*",
+        )
+    )
     # each seed's pick, and a fit of that seed there
     picks: list[dict[str, Any]] = []
     for a, lams in grids.items():
@@ -180,8 +220,9 @@ def tuned_lam_run(ctx: Context, spec: TunedLamSpec, grid: dict[str, Any]) -> Fig
                 continue
             picks.append({"cfg_alpha": a, "seed": seed, "lam_pick": _sig(validation_pick(lams, s.to_numpy(float)))})
     settings = ctx.sim_settings("lbfgs", n_test=spec.n_test, **spec.fit_options())
-    jobs = [Job("simulation", grid["base"][p["cfg_alpha"]].replace(lam=p["lam_pick"]), p["seed"], settings)
-            for p in picks]
+    jobs = [
+        Job("simulation", grid["base"][p["cfg_alpha"]].replace(lam=p["lam_pick"]), p["seed"], settings) for p in picks
+    ]
     at_pick = records_to_frame(ctx.run(jobs, "L-BFGS: at the validated lam"))
     pick = pd.DataFrame(picks, columns=["cfg_alpha", "seed", "lam_pick"])
     if len(at_pick):
@@ -195,59 +236,107 @@ def tuned_lam_run(ctx: Context, spec: TunedLamSpec, grid: dict[str, Any]) -> Fig
         ok = bool(t["converged"]) and t["boundary"] is None and math.isfinite(err_star)
         c_lam = np.asarray(t["curve_lam"], dtype=float)
         c_err = np.asarray([_num(e) for e in t["curve_error"]], dtype=float)
-        curves.append(pd.DataFrame({"cfg_alpha": a, "cfg_lam": c_lam, "test_error": c_err, "lam_star": lam_star,
-                                    "err_star": err_star}))
+        curves.append(
+            pd.DataFrame(
+                {"cfg_alpha": a, "cfg_lam": c_lam, "test_error": c_err, "lam_star": lam_star, "err_star": err_star}
+            )
+        )
         if a not in grids:
             continue
-        h = valley_halfwidth(c_lam, c_err, lam_star, err_star, spec.band) if ok and np.isfinite(c_err).any() \
+        h = (
+            valley_halfwidth(c_lam, c_err, lam_star, err_star, spec.band)
+            if ok and np.isfinite(c_err).any()
             else math.nan
+        )
         halfwidths[a] = h
         key = {"cfg_alpha": a, "lam_star": lam_star}
-        err_reason = (f"finite size (d = {spec.d}) and SE quadrature; ERM at the rounded lam* (6 digits), "
-                      "the error's change there is far below the tolerance")
+        err_reason = (
+            f"finite size (d = {spec.d}) and SE quadrature; ERM at the rounded lam* (6 digits), "
+            "the error's change there is far below the tolerance"
+        )
         at_star = sim[(sim.cfg_alpha == a) & np.isclose(sim.cfg_lam, grids[a][spec.lam_steps], rtol=1e-12)]
-        rows.append({**key, "quantity": "test_error at lam*", **_seed_row(at_star.test_error.to_numpy(float),
-                                                                         err_star),
-                     **tol_columns(DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS, err_reason), "theory_converged": ok})
+        rows.append(
+            {
+                **key,
+                "quantity": "test_error at lam*",
+                **_seed_row(at_star.test_error.to_numpy(float), err_star),
+                **tol_columns(DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS, err_reason),
+                "theory_converged": ok,
+            }
+        )
         p_a = pick[pick.cfg_alpha == a]
         logs = np.log10(p_a.lam_pick.to_numpy(float))
         if math.isfinite(h):
             tol_h = h
-            width = (f"flatness of the valley: within {h:.3f} in log10 lam (a factor {10 ** h:.2f}) of lam* the "
-                     f"theory's test error stays within {100 * spec.band:g} % of err* (from the theory curve, "
-                     f"{spec.theory_points} points over ±{spec.theory_span:g} decades); a picked lam inside it is "
-                     "lam* for the error it gives; no relative part on a log scale")
+            width = (
+                f"flatness of the valley: within {h:.3f} in log10 lam (a factor {10**h:.2f}) of lam* the "
+                f"theory's test error stays within {100 * spec.band:g} % of err* (from the theory curve, "
+                f"{spec.theory_points} points over ±{spec.theory_span:g} decades); a picked lam inside it is "
+                "lam* for the error it gives; no relative part on a log scale"
+            )
         else:  # the curve never rises by band within its span (or no theory): the span is the tolerance
             tol_h = spec.theory_span
-            width = (f"flatness of the valley: the theory's test error stays within {100 * spec.band:g} % of err* over "
-                     f"the whole curve (±{spec.theory_span:g} decades), taken as the tolerance; no relative part on "
-                     "a log scale")
+            width = (
+                f"flatness of the valley: the theory's test error stays within {100 * spec.band:g} % of err* over "
+                f"the whole curve (±{spec.theory_span:g} decades), taken as the tolerance; no relative part on "
+                "a log scale"
+            )
         ratios = ", ".join(f"{10 ** (x - math.log10(lam_star)):.2f}" for x in logs)
         cost = np.interp(logs.mean(), np.log10(c_lam), c_err) if len(logs) and np.isfinite(c_err).all() else math.nan
-        rows.append({**key, "quantity": "log10 lam picked by validation",
-                     **_seed_row(logs, math.log10(lam_star)), **tol_columns(0.0, tol_h, width),
-                     "theory_converged": ok,
-                     "note": f"picked lam / lam* per seed: {ratios}; theory error at the mean pick: "
-                             f"{cost:.5g} (err* {err_star:.5g}, +{100 * (cost / err_star - 1):.2f} %)"})
-        rows.append({**key, "quantity": "test_error at the validated lam",
-                     **_seed_row(p_a.test_error.to_numpy(float), err_star),
-                     **tol_columns(DEFAULT_ALLOWANCE, DEFAULT_TOL_ABS,
-                                   f"finite size (d = {spec.d}) and SE quadrature; the pick uses the same test set "
-                                   "(within a grid step, below its noise)"),
-                     "theory_converged": ok})
+        rows.append(
+            {
+                **key,
+                "quantity": "log10 lam picked by validation",
+                **_seed_row(logs, math.log10(lam_star)),
+                **tol_columns(0.0, tol_h, width),
+                "theory_converged": ok,
+                "note": f"picked lam / lam* per seed: {ratios}; theory error at the mean pick: "
+                f"{cost:.5g} (err* {err_star:.5g}, +{100 * (cost / err_star - 1):.2f} %)",
+            }
+        )
+        rows.append(
+            {
+                **key,
+                "quantity": "test_error at the validated lam",
+                **_seed_row(p_a.test_error.to_numpy(float), err_star),
+                **tol_columns(
+                    DEFAULT_ALLOWANCE,
+                    DEFAULT_TOL_ABS,
+                    f"finite size (d = {spec.d}) and SE quadrature; the pick uses the same test set "
+                    "(within a grid step, below its noise)",
+                ),
+                "theory_converged": ok,
+            }
+        )
     curve = pd.concat(curves, ignore_index=True)
     p0 = next(iter(grid["base"].values()))
     k = spec.lam_steps
-    params = problem_params(p0, ("kappa", 1.0), ("d", spec.d), ("seeds", spec.seeds), ("n_test", spec.n_test),
-                            ("ERM lam", f"lam*·10^({spec.lam_step:.4g} k), k = -{k}..{k}"),
-                            ("L-BFGS rtol", "default" if spec.fit_rtol is None else f"{spec.fit_rtol:g}"),
-                            ("valley band", f"{100 * spec.band:g} %"))
+    params = problem_params(
+        p0,
+        ("kappa", 1.0),
+        ("d", spec.d),
+        ("seeds", spec.seeds),
+        ("n_test", spec.n_test),
+        ("ERM lam", f"lam*·10^({spec.lam_step:.4g} k), k = -{k}..{k}"),
+        ("L-BFGS rtol", "default" if spec.fit_rtol is None else f"{spec.fit_rtol:g}"),
+        ("valley band", f"{100 * spec.band:g} %"),
+    )
     params.pop("lam")
-    table = pd.concat([curve.assign(kind="theory"), sim.assign(kind="simulation (lam grid)"),
-                       at_pick.assign(kind="simulation (validated lam)"),
-                       pick.assign(kind="validation pick")], ignore_index=True)
-    return FigureRun(table, pd.DataFrame(rows), params,
-                     {"curve": curve, "sim": sim, "pick": pick, "theory": th, "halfwidths": halfwidths})
+    table = pd.concat(
+        [
+            curve.assign(kind="theory"),
+            sim.assign(kind="simulation (lam grid)"),
+            at_pick.assign(kind="simulation (validated lam)"),
+            pick.assign(kind="validation pick"),
+        ],
+        ignore_index=True,
+    )
+    return FigureRun(
+        table,
+        pd.DataFrame(rows),
+        params,
+        {"curve": curve, "sim": sim, "pick": pick, "theory": th, "halfwidths": halfwidths},
+    )
 
 
 def tuned_lam_plot(spec: TunedLamSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
@@ -267,22 +356,41 @@ def tuned_lam_plot(spec: TunedLamSpec, grid: dict[str, Any], res: FigureRun) -> 
             ax.plot([lam_star], [err_star], "*", color="k", ms=11, label=f"lam* = {lam_star:.3g}")
             h = res.data["halfwidths"].get(a, math.nan)
             if math.isfinite(h):
-                ax.axvspan(lam_star * 10 ** -h, lam_star * 10 ** h, color="0.85", lw=0,
-                           label=f"error within {100 * spec.band:g} % of err*")
+                ax.axvspan(
+                    lam_star * 10**-h,
+                    lam_star * 10**h,
+                    color="0.85",
+                    lw=0,
+                    label=f"error within {100 * spec.band:g} % of err*",
+                )
         s = sim[sim.cfg_alpha == a].dropna(subset=["test_error"])
         for seed, g in s.groupby("seed"):
             g = g.sort_values("cfg_lam")
-            ax.plot(g.cfg_lam, g.test_error, "-", color="tab:blue", lw=0.6, alpha=0.35,
-                    label="validation curve per seed" if seed == s.seed.min() else None)
+            ax.plot(
+                g.cfg_lam,
+                g.test_error,
+                "-",
+                color="tab:blue",
+                lw=0.6,
+                alpha=0.35,
+                label="validation curve per seed" if seed == s.seed.min() else None,
+            )
         m = s.groupby("cfg_lam").test_error
         se = (m.std(ddof=1) / np.sqrt(m.size())).fillna(0.0)
-        ax.errorbar(m.mean().index, m.mean().values, yerr=se.values, fmt="o", mfc="none", color="tab:blue",
-                    capsize=3, label="ERM (mean ± s.e.)")
+        ax.errorbar(
+            m.mean().index,
+            m.mean().values,
+            yerr=se.values,
+            fmt="o",
+            mfc="none",
+            color="tab:blue",
+            capsize=3,
+            label="ERM (mean ± s.e.)",
+        )
         p = pick[pick.cfg_alpha == a].dropna(subset=["test_error"])
         if len(p):
             ax.plot(p.lam_pick, p.test_error, "v", color="tab:red", ms=6, label="validation pick per seed (ERM there)")
-            ax.axvline(10 ** np.log10(p.lam_pick).mean(), color="tab:red", ls=":", lw=1,
-                       label="mean pick (geometric)")
+            ax.axvline(10 ** np.log10(p.lam_pick).mean(), color="tab:red", ls=":", lw=1, label="mean pick (geometric)")
         ax.set(xscale="log", xlabel="lam", ylabel="test error per sequence", title=f"alpha = {a:g}")
     axes[0][0].legend(fontsize=6.5, loc="upper center")
     text = textwrap.fill(params_text(res.params), width=int(60 * n) + 40)
@@ -293,18 +401,29 @@ def tuned_lam_plot(spec: TunedLamSpec, grid: dict[str, Any], res: FigureRun) -> 
 
 def tuned_lam_caption(spec: TunedLamSpec, grid: dict[str, Any], res: FigureRun) -> str:
     hw = res.data["halfwidths"]
-    widths = "; ".join(f"alpha = {a:g}: {h:.3f} (a factor {10 ** h:.2f})" for a, h in hw.items() if math.isfinite(h))
+    widths = "; ".join(f"alpha = {a:g}: {h:.3f} (a factor {10**h:.2f})" for a, h in hw.items() if math.isfinite(h))
     k = spec.lam_steps
-    return (f"Black: the state evolution's test error against lam, star at the tuned lam* (singlehead.tune). Blue: "
-            f"L-BFGS students at d = {spec.d} on the grid lam*·10^({spec.lam_step:.4g} k), k = -{k}..{k}, mean ± "
-            f"s.e. over {spec.seeds} seeds, and each seed's curve (the same data at every lam); a run's error on its "
-            f"own {spec.n_test}-sequence test set is its validation error. Red: the lam each seed's curve picks (grid "
-            "minimum refined by a parabola in log10 lam) and that seed trained there; dotted: the geometric mean of "
-            f"the picks. Grey: the valley, where the predicted error is within {100 * spec.band:g} % of err*; its "
-            f"half-width in log10 lam is the tolerance of the picked lam ({widths or 'not found'}). Checks: ERM error at "
-            "lam* and at the validated lam against err* (3 %, floor 0.005), mean log10 of the picks against "
-            "log10 lam*.")
+    return (
+        f"Black: the state evolution's test error against lam, star at the tuned lam* (singlehead.tune). Blue: "
+        f"L-BFGS students at d = {spec.d} on the grid lam*·10^({spec.lam_step:.4g} k), k = -{k}..{k}, mean ± "
+        f"s.e. over {spec.seeds} seeds, and each seed's curve (the same data at every lam); a run's error on its "
+        f"own {spec.n_test}-sequence test set is its validation error. Red: the lam each seed's curve picks (grid "
+        "minimum refined by a parabola in log10 lam) and that seed trained there; dotted: the geometric mean of "
+        f"the picks. Grey: the valley, where the predicted error is within {100 * spec.band:g} % of err*; its "
+        f"half-width in log10 lam is the tolerance of the picked lam ({widths or 'not found'}). Checks: ERM error at "
+        "lam* and at the validated lam against err* (3 %, floor 0.005), mean log10 of the picks against "
+        "log10 lam*."
+    )
 
 
-register(FigureDef("tuned_lam", "Weight decay from the theory vs a validation set", TunedLamSpec, tuned_lam_grid,
-                   tuned_lam_run, tuned_lam_plot, tuned_lam_caption))
+register(
+    FigureDef(
+        "tuned_lam",
+        "Weight decay from the theory vs a validation set",
+        TunedLamSpec,
+        tuned_lam_grid,
+        tuned_lam_run,
+        tuned_lam_plot,
+        tuned_lam_caption,
+    )
+)

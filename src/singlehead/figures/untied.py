@@ -19,22 +19,22 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from singlehead.model.problem import Problem
-from singlehead.thresholds import interpolation_threshold
-from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, records_to_frame, tol_columns
 from singlehead.figures.figspec import (
     BASE,
     Context,
     FigureDef,
     FigureRun,
-    params_text,
     new_figure,
+    params_text,
     problem_params,
     register,
 )
 from singlehead.figures.finite_size import fit_note, gaps_from_frame, sim_jobs_per_d
 from singlehead.figures.rs_diagnostic import cached_rs_points, criterion_text, with_rs_diagnostic
 from singlehead.figures.spec import FigureSpec, check_same_length
+from singlehead.model.problem import Problem
+from singlehead.report.compare import DEFAULT_ALLOWANCE, extrapolation_p_value, records_to_frame, tol_columns
+from singlehead.thresholds import interpolation_threshold
 
 __all__ = ["UntiedSpec"]
 
@@ -59,12 +59,13 @@ class UntiedSpec(FigureSpec):
         check_same_length(self, "ds", "seeds")
 
     @classmethod
-    def full(cls) -> "UntiedSpec":
-        return cls(ds=(60, 100, 150), seeds=(4, 3, 2), alphas_theory=(0.15, 0.25, 0.4, 0.6, 1.0, 1.5, 2.0, 3.0),
-                   n_test=20000)
+    def full(cls) -> UntiedSpec:
+        return cls(
+            ds=(60, 100, 150), seeds=(4, 3, 2), alphas_theory=(0.15, 0.25, 0.4, 0.6, 1.0, 1.5, 2.0, 3.0), n_test=20000
+        )
 
     @classmethod
-    def smoke(cls) -> "UntiedSpec":
+    def smoke(cls) -> UntiedSpec:
         return cls(ds=(12, 16), seeds=(2, 2), alphas_sim=(1.0,), alphas_theory=(0.5, 1.0), n_test=300)
 
 
@@ -73,10 +74,11 @@ def untied_grid(spec: UntiedSpec) -> dict[str, Any]:
     base = {**BASE, "lam": spec.lam}
     alphas = sorted(set(spec.alphas_theory) | set(spec.alphas_sim))
     d = max(spec.ds)
-    return {"sims": [Problem(d=dd, alpha=a, student="untied", **base) for a in spec.alphas_sim for dd in spec.ds],
-            "tied_sims": [Problem(d=d, alpha=a, **base) for a in spec.alphas_sim],
-            "theory": {st: [Problem(d=d, alpha=a, student=st, **base) for a in alphas]
-                       for st in ("untied", "factorized")}}
+    return {
+        "sims": [Problem(d=dd, alpha=a, student="untied", **base) for a in spec.alphas_sim for dd in spec.ds],
+        "tied_sims": [Problem(d=d, alpha=a, **base) for a in spec.alphas_sim],
+        "theory": {st: [Problem(d=d, alpha=a, student=st, **base) for a in alphas] for st in ("untied", "factorized")},
+    }
 
 
 def untied_run(ctx: Context, spec: UntiedSpec, grid: dict[str, Any]) -> FigureRun:
@@ -84,10 +86,13 @@ def untied_run(ctx: Context, spec: UntiedSpec, grid: dict[str, Any]) -> FigureRu
     students = list(grid["theory"])
     # the untied SE chain (the dearest theory) overlaps the fits on the other worker
     *th_recs, un_recs, tied_recs = ctx.run_together(
-        [*(ctx.theory_jobs(grid["theory"][st]) for st in students),
-         sim_jobs_per_d(ctx, grid["sims"], dict(zip(spec.ds, spec.seeds)), n_test=spec.n_test),
-         ctx.sim_jobs(grid["tied_sims"], seeds=spec.seeds[-1], n_test=spec.n_test)],
-        "tied vs untied: both students' theory, untied and tied L-BFGS")
+        [
+            *(ctx.theory_jobs(grid["theory"][st]) for st in students),
+            sim_jobs_per_d(ctx, grid["sims"], dict(zip(spec.ds, spec.seeds)), n_test=spec.n_test),
+            ctx.sim_jobs(grid["tied_sims"], seeds=spec.seeds[-1], n_test=spec.n_test),
+        ],
+        "tied vs untied: both students' theory, untied and tied L-BFGS",
+    )
     recs = dict(zip(students, th_recs))
     th = {st: records_to_frame(r, drop=_ARRAYS) for st, r in recs.items()}
     sim = records_to_frame(un_recs, drop=_ARRAYS)
@@ -100,26 +105,54 @@ def untied_run(ctx: Context, spec: UntiedSpec, grid: dict[str, Any]) -> FigureRu
         e = g.extrapolation
         se = math.hypot(e.stderr, t_se)
         gaps[a] = g
-        rows.append({"cfg_alpha": a, "quantity": "untied test error at d = inf (a + b/d on d = "
-                     f"{', '.join(str(int(d)) for d in g.d)}; s.e. with the SE's sampling error)",
-                     "theory": t, "simulation": t + e.intercept, "se": se, "gap": abs(e.intercept),
-                     "p_zero": extrapolation_p_value(e.intercept, se), "n_seeds": int(g.n_seeds.sum()),
-                     **tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and the SE's sampling error"),
-                     "theory_converged": bool(un.loc[a, "converged"]), "note": fit_note(g)})
+        rows.append(
+            {
+                "cfg_alpha": a,
+                "quantity": "untied test error at d = inf (a + b/d on d = "
+                f"{', '.join(str(int(d)) for d in g.d)}; s.e. with the SE's sampling error)",
+                "theory": t,
+                "simulation": t + e.intercept,
+                "se": se,
+                "gap": abs(e.intercept),
+                "p_zero": extrapolation_p_value(e.intercept, se),
+                "n_seeds": int(g.n_seeds.sum()),
+                **tol_columns(DEFAULT_ALLOWANCE, 0.005, "terms beyond a + b/d and the SE's sampling error"),
+                "theory_converged": bool(un.loc[a, "converged"]),
+                "note": fit_note(g),
+            }
+        )
     # the RS diagnostic (two-block replicon, prox-jump shares) at the untied SE points the rows compare
     rs = cached_rs_points(ctx, [r for r in recs["untied"] if Problem.from_dict(r["problem"]).alpha in spec.alphas_sim])
     agr = with_rs_diagnostic(pd.DataFrame(rows), rs, lam=spec.lam)
     thresholds = {st: interpolation_threshold(ps[0]) for st, ps in grid["theory"].items()}
-    params = problem_params(grid["sims"][0], ("kappa", 1.0), ("d", ", ".join(map(str, spec.ds))),
-                            ("seeds per d", ", ".join(map(str, spec.seeds))), ("n_test", spec.n_test))
-    table = pd.concat([sim.assign(kind="simulation untied"), tied.assign(kind="simulation tied"),
-                       th["untied"].assign(kind="theory untied"), th["factorized"].assign(kind="theory tied")],
-                      ignore_index=True)
-    notes = [criterion_text() + ". Each untied row carries its diagnostic ('replicon': the spectral radius of the "
-             "two-block map of the symmetric and antisymmetric perturbations; 'prox_jump_%': the larger of the two "
-             "blocks' jump shares): a deviating row where it fails is 'deviates, explained'."]
-    return FigureRun(table, agr, params,
-                     {"theory": th, "sim": sim, "tied": tied, "gaps": gaps, "thresholds": thresholds}, notes=notes)
+    params = problem_params(
+        grid["sims"][0],
+        ("kappa", 1.0),
+        ("d", ", ".join(map(str, spec.ds))),
+        ("seeds per d", ", ".join(map(str, spec.seeds))),
+        ("n_test", spec.n_test),
+    )
+    table = pd.concat(
+        [
+            sim.assign(kind="simulation untied"),
+            tied.assign(kind="simulation tied"),
+            th["untied"].assign(kind="theory untied"),
+            th["factorized"].assign(kind="theory tied"),
+        ],
+        ignore_index=True,
+    )
+    notes = [
+        criterion_text() + ". Each untied row carries its diagnostic ('replicon': the spectral radius of the "
+        "two-block map of the symmetric and antisymmetric perturbations; 'prox_jump_%': the larger of the two "
+        "blocks' jump shares): a deviating row where it fails is 'deviates, explained'."
+    ]
+    return FigureRun(
+        table,
+        agr,
+        params,
+        {"theory": th, "sim": sim, "tied": tied, "gaps": gaps, "thresholds": thresholds},
+        notes=notes,
+    )
 
 
 def untied_plot(spec: UntiedSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
@@ -134,23 +167,49 @@ def untied_plot(spec: UntiedSpec, grid: dict[str, Any], res: FigureRun) -> Figur
             ax.fill_between(f.cfg_alpha, f.test_error - 2 * se, f.test_error + 2 * se, color=color, alpha=0.2)
         ax.axvline(dat["thresholds"][st], color=color, ls=":", lw=1)
     dmax = max(spec.ds)
-    for frame, color, label in ((dat["sim"][dat["sim"].cfg_d == dmax], "tab:red", "untied"),
-                                (dat["tied"], "tab:blue", "tied")):
+    for frame, color, label in (
+        (dat["sim"][dat["sim"].cfg_d == dmax], "tab:red", "untied"),
+        (dat["tied"], "tab:blue", "tied"),
+    ):
         m = frame.groupby("cfg_alpha").test_error.agg(["mean", "sem"]).reset_index()
-        ax.errorbar(m.cfg_alpha, m["mean"], yerr=m["sem"], fmt="o", mfc="none", color=color, capsize=3,
-                    label=f"{label}: L-BFGS, d = {dmax}")
+        ax.errorbar(
+            m.cfg_alpha,
+            m["mean"],
+            yerr=m["sem"],
+            fmt="o",
+            mfc="none",
+            color=color,
+            capsize=3,
+            label=f"{label}: L-BFGS, d = {dmax}",
+        )
     for a, g in dat["gaps"].items():
         t = float(th["untied"].set_index("cfg_alpha").loc[a, "test_error"])
         e = g.extrapolation
-        ax.errorbar([a], [t + e.intercept], yerr=[[e.intercept - e.ci[0]], [e.ci[1] - e.intercept]], fmt="D",
-                    color="k", ms=4, capsize=3, label="untied: d = inf extrapolation" if a == spec.alphas_sim[0] else None)
+        ax.errorbar(
+            [a],
+            [t + e.intercept],
+            yerr=[[e.intercept - e.ci[0]], [e.ci[1] - e.intercept]],
+            fmt="D",
+            color="k",
+            ms=4,
+            capsize=3,
+            label="untied: d = inf extrapolation" if a == spec.alphas_sim[0] else None,
+        )
     ax.set(xscale="log", yscale="log", xlabel="alpha = n/d^2", ylabel="test error")
     ax.legend(fontsize=7)
     f = th["untied"].sort_values("cfg_alpha")
     ax2.plot(f.cfg_alpha, f.asymmetry, "-", color="tab:red", label="state evolution")
     m = dat["sim"][dat["sim"].cfg_d == dmax].groupby("cfg_alpha").asymmetry.agg(["mean", "sem"]).reset_index()
-    ax2.errorbar(m.cfg_alpha, m["mean"], yerr=m["sem"], fmt="o", mfc="none", color="tab:red", capsize=3,
-                 label=f"L-BFGS, d = {dmax}")
+    ax2.errorbar(
+        m.cfg_alpha,
+        m["mean"],
+        yerr=m["sem"],
+        fmt="o",
+        mfc="none",
+        color="tab:red",
+        capsize=3,
+        label=f"L-BFGS, d = {dmax}",
+    )
     ax2.set(xscale="log", xlabel="alpha = n/d^2", ylabel="||M - M^T||_F / ||M||_F (untied)")
     for a in (ax, ax2):  # a short log axis: plain labels at chosen alphas (matplotlib's minor labels overlap)
         a.xaxis.set_minor_formatter(NullFormatter())
@@ -166,15 +225,26 @@ def untied_caption(spec: UntiedSpec, grid: dict[str, Any], res: FigureRun) -> st
     a = 1.0 if 1.0 in th["untied"].index else float(th["untied"].index[len(th["untied"]) // 2])
     ratio = th["untied"].loc[a, "test_error"] / th["factorized"].loc[a, "test_error"]
     thr = res.data["thresholds"]
-    return (f"Test error (per sequence, noiseless labels) of the tied student S = W W^T/sqrt(pd) and of the "
-            f"untied student M = W_Q W_K^T/sqrt(pd), same teacher and weight decay: lines, the state evolution "
-            f"(untied: the two-block SE with the sampled prior, band = 2 s.e. of its sampling error); circles, "
-            f"L-BFGS at d = {max(spec.ds)}; diamonds, the untied fits extrapolated to d = inf by a + b/d over "
-            f"d = {', '.join(map(str, spec.ds))}. At alpha = {a:g} the untied student's error is {ratio:.2f} times "
-            f"the tied one's: its antisymmetric part fits label noise (right: asymmetry ||M - M^T||/||M||). Dotted: "
-            f"interpolation thresholds (lam -> 0+), tied {thr['factorized']:.3f}, untied {thr['untied']:.3f} "
-            f"(a dimension count: the untied logits are linear in M with no sign constraint).")
+    return (
+        f"Test error (per sequence, noiseless labels) of the tied student S = W W^T/sqrt(pd) and of the "
+        f"untied student M = W_Q W_K^T/sqrt(pd), same teacher and weight decay: lines, the state evolution "
+        f"(untied: the two-block SE with the sampled prior, band = 2 s.e. of its sampling error); circles, "
+        f"L-BFGS at d = {max(spec.ds)}; diamonds, the untied fits extrapolated to d = inf by a + b/d over "
+        f"d = {', '.join(map(str, spec.ds))}. At alpha = {a:g} the untied student's error is {ratio:.2f} times "
+        f"the tied one's: its antisymmetric part fits label noise (right: asymmetry ||M - M^T||/||M||). Dotted: "
+        f"interpolation thresholds (lam -> 0+), tied {thr['factorized']:.3f}, untied {thr['untied']:.3f} "
+        f"(a dimension count: the untied logits are linear in M with no sign constraint)."
+    )
 
 
-register(FigureDef("tied_vs_untied", "Tied vs untied student: the untied state evolution against ERM", UntiedSpec,
-                   untied_grid, untied_run, untied_plot, untied_caption))
+register(
+    FigureDef(
+        "tied_vs_untied",
+        "Tied vs untied student: the untied state evolution against ERM",
+        UntiedSpec,
+        untied_grid,
+        untied_run,
+        untied_plot,
+        untied_caption,
+    )
+)

@@ -14,14 +14,39 @@ Modules (torch-free at import; torch is imported lazily only to read a ``.pt/.bi
 from singlehead.inspect.checkpoint import CheckpointError, load_attention_weights, write_example_checkpoint
 from singlehead.inspect.esd import esd_power_law
 from singlehead.inspect.fit import SpectralFit, fit_spectrum
-from singlehead.inspect.laws import LawCache, outlier_margin
 from singlehead.inspect.heads import head_spectrum
-from singlehead.inspect.untied import UntiedFit, UntiedLawCache, better_fit, fit_untied, sample_singular_values, sample_untied_map
+from singlehead.inspect.laws import LawCache, outlier_margin
 from singlehead.inspect.model import Inspection, inspect_model, inspect_weights
+from singlehead.inspect.untied import (
+    UntiedFit,
+    UntiedLawCache,
+    better_fit,
+    fit_untied,
+    sample_singular_values,
+    sample_untied_map,
+)
 
-__all__ = ["CheckpointError", "load_attention_weights", "write_example_checkpoint", "esd_power_law", "SpectralFit", "fit_spectrum",
-           "UntiedFit", "fit_untied", "better_fit", "sample_singular_values", "sample_untied_map", "head_spectrum", "Inspection", "inspect_model", "inspect_weights", "plot_inspection",
-           "LawCache", "outlier_margin", "UntiedLawCache"]
+__all__ = [
+    "CheckpointError",
+    "load_attention_weights",
+    "write_example_checkpoint",
+    "esd_power_law",
+    "SpectralFit",
+    "fit_spectrum",
+    "UntiedFit",
+    "fit_untied",
+    "better_fit",
+    "sample_singular_values",
+    "sample_untied_map",
+    "head_spectrum",
+    "Inspection",
+    "inspect_model",
+    "inspect_weights",
+    "plot_inspection",
+    "LawCache",
+    "outlier_margin",
+    "UntiedLawCache",
+]
 
 
 def plot_inspection(insp, path: str, **kw) -> None:
@@ -40,4 +65,3 @@ def plot_inspection(insp, path: str, **kw) -> None:
     from singlehead.inspect.figure import plot_inspection as _plot
 
     _plot(insp, path, **kw)
-

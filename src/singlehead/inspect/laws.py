@@ -20,8 +20,17 @@ import numpy as np
 
 from singlehead.numerics.spectra import DiscreteLaw, MarchenkoPastur, free_convolve_semicircle
 
-__all__ = ["PRIORS", "power_law_values", "prior_law", "outlier_margin", "LawCache", "table_quantile", "table_cdf",
-           "bbp_position", "bbp_inverse"]
+__all__ = [
+    "PRIORS",
+    "power_law_values",
+    "prior_law",
+    "outlier_margin",
+    "LawCache",
+    "table_quantile",
+    "table_cdf",
+    "bbp_position",
+    "bbp_inverse",
+]
 
 PRIORS = ("mp", "power_law")
 
@@ -38,7 +47,7 @@ def prior_law(prior: str, shape: float, d: int | None = None, n_spikes: int = 0)
     if prior == "power_law":
         if d is None:
             raise ValueError("the power-law prior needs the matrix dimension d")
-        s = power_law_values(shape, d)[int(n_spikes):]
+        s = power_law_values(shape, d)[int(n_spikes) :]
         return DiscreteLaw(_compress(s))
     raise ValueError(f"prior must be one of {PRIORS} (got {prior!r})")
 

@@ -61,8 +61,18 @@ from singlehead.inspect.untied_law import (
     sample_untied_map,
 )
 
-__all__ = ["TEACHERS", "UntiedLawCache", "UntiedFit", "sample_singular_values", "sample_untied_head",
-           "sample_untied_map", "fit_untied", "better_fit", "model_asymmetry", "KS_SD"]
+__all__ = [
+    "TEACHERS",
+    "UntiedLawCache",
+    "UntiedFit",
+    "sample_singular_values",
+    "sample_untied_head",
+    "sample_untied_map",
+    "fit_untied",
+    "better_fit",
+    "model_asymmetry",
+    "KS_SD",
+]
 
 #: Standard deviation of ``sqrt(n) D`` under the Kolmogorov distribution (the resolution of a KS value).
 KS_SD = 0.2603
@@ -133,8 +143,11 @@ class UntiedFit:
     @property
     def sigma_s(self) -> float:
         """Fitted ``sigma_s`` (``nan`` where the split is not identified)."""
-        return self.sigma / math.hypot(1.0, self.sigma_ratio) if math.isfinite(self.sigma_ratio) else (
-            0.0 if self.sigma_ratio == math.inf else math.nan)
+        return (
+            self.sigma / math.hypot(1.0, self.sigma_ratio)
+            if math.isfinite(self.sigma_ratio)
+            else (0.0 if self.sigma_ratio == math.inf else math.nan)
+        )
 
     @property
     def sigma_a(self) -> float:
@@ -197,7 +210,9 @@ class _Objective:
         self.sx2 = float(x @ x)
         self.nz = x[x > 0]
 
-    def __call__(self, teacher: str, kappa0: float, sigma_s: float, sigma_a: float) -> tuple[float, float, float, float]:
+    def __call__(
+        self, teacher: str, kappa0: float, sigma_s: float, sigma_a: float
+    ) -> tuple[float, float, float, float]:
         v = self.cache.law(teacher, kappa0, sigma_s, sigma_a, self.dp, self.ns)
         lev = (np.arange(v.size) + 0.5) / v.size
         q = np.interp(self.u, lev, v)
@@ -217,10 +232,21 @@ class _Objective:
         return self(teacher, kappa0, sigma * math.cos(theta), sigma * math.sin(theta))[0]
 
 
-def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None = None,
-               rank_cap: float | None = None, teachers: tuple[str, ...] = TEACHERS, d_prior: int | None = None,
-               n_samples: int = 16, seed: int = 0, cache: UntiedLawCache | None = None, refine: bool = True,
-               zero_tol: float = 1e-3, maxfev: int = 20) -> UntiedFit:
+def fit_untied(
+    singular_values: np.ndarray,
+    d: int,
+    *,
+    asymmetry: float | None = None,
+    rank_cap: float | None = None,
+    teachers: tuple[str, ...] = TEACHERS,
+    d_prior: int | None = None,
+    n_samples: int = 16,
+    seed: int = 0,
+    cache: UntiedLawCache | None = None,
+    refine: bool = True,
+    zero_tol: float = 1e-3,
+    maxfev: int = 20,
+) -> UntiedFit:
     """Fit ``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)`` to the singular values of one ``d x d`` map.
 
     Identifiability (measured, see ``benchmarks/bench_untied_inspect.py``): the singular values
@@ -292,11 +318,25 @@ def fit_untied(singular_values: np.ndarray, d: int, *, asymmetry: float | None =
     ks, w2, eta, eps = obj(t, k0, sg * math.cos(th), sg * math.sin(th))
     m = int(obj.nz.size)
     crit = 1.36 / math.sqrt(m)
-    return UntiedFit(teacher=t, kappa0=float(k0), sigma=float(sg), sigma_ratio=ratio, eps=float(eps),
-                     eta=float(eta), ks=ks, ks_critical=crit, fits=bool(ks <= crit), w2=float(w2), n_nonzero=m,
-                     d=int(d), d_prior=dp, n_samples=int(n_samples), rank_cap=cap, model_asymmetry=model_asym,
-                     evaluations=cache.evaluations - n0)
-
+    return UntiedFit(
+        teacher=t,
+        kappa0=float(k0),
+        sigma=float(sg),
+        sigma_ratio=ratio,
+        eps=float(eps),
+        eta=float(eta),
+        ks=ks,
+        ks_critical=crit,
+        fits=bool(ks <= crit),
+        w2=float(w2),
+        n_nonzero=m,
+        d=int(d),
+        d_prior=dp,
+        n_samples=int(n_samples),
+        rank_cap=cap,
+        model_asymmetry=model_asym,
+        evaluations=cache.evaluations - n0,
+    )
 
 
 def _fit_teacher(obj: _Objective, t: str, asymmetry: float | None, refine: bool, maxfev: int) -> tuple:
@@ -304,8 +344,9 @@ def _fit_teacher(obj: _Objective, t: str, asymmetry: float | None, refine: bool,
 
     ``off``: the measured asymmetry is not reached (then the candidate ranks last).
     """
-    scored = sorted(((obj.at(t, k0, sg, _QUARTER), (k0, sg)) for k0 in _KAPPA0_GRID for sg in _SIGMA_GRID),
-                    key=lambda r: r[0])
+    scored = sorted(
+        ((obj.at(t, k0, sg, _QUARTER), (k0, sg)) for k0 in _KAPPA0_GRID for sg in _SIGMA_GRID), key=lambda r: r[0]
+    )
     z_grid = scored[0][1]
     if asymmetry is not None:
         # The best grid point whose law can reach the measured asymmetry with some split (the
@@ -341,14 +382,18 @@ def _match(obj: _Objective, t: str, z: tuple[float, float], asymmetry: float) ->
 def _reachable(obj: _Objective, t: str, z: tuple[float, float], asymmetry: float) -> bool:
     """Whether some split gives the law at ``z`` the measured asymmetry (end points, within the tolerance)."""
     eps = obj(t, *z, _QUARTER)[3]
-    ends = [model_asymmetry(obj.cache, t, z[0], z[1], th, eps, obj.cap, obj.dp, min(obj.ns, _ASYM_SAMPLES))
-            for th in ((0.0, 0.5 * math.pi) if z[1] > 0 else (0.0,))]
+    ends = [
+        model_asymmetry(obj.cache, t, z[0], z[1], th, eps, obj.cap, obj.dp, min(obj.ns, _ASYM_SAMPLES))
+        for th in ((0.0, 0.5 * math.pi) if z[1] > 0 else (0.0,))
+    ]
     return min(ends) - _ASYM_TOL <= asymmetry <= max(ends) + _ASYM_TOL
 
 
-def _refine(obj: _Objective, t: str, z0: tuple[float, float], maxfev: int, theta: float = _QUARTER
-            ) -> tuple[float, float]:
+def _refine(
+    obj: _Objective, t: str, z0: tuple[float, float], maxfev: int, theta: float = _QUARTER
+) -> tuple[float, float]:
     """Nelder–Mead on the KS in ``(kappa0, sigma)`` at the split ``theta``, clipped to the valid box."""
+
     def clip(z: np.ndarray) -> tuple[float, float]:
         return float(np.clip(z[0], 0.02, 1.0)), float(np.clip(z[1], 0.0, _SIGMA_MAX))
 
@@ -356,19 +401,34 @@ def _refine(obj: _Objective, t: str, z0: tuple[float, float], maxfev: int, theta
     # Steps of about half a grid spacing: the KS is piecewise constant in kappa0 (p0 is an
     # integer) and rough on the scale of the law's sampling noise, so small steps would stall.
     simplex = np.vstack([start, start + [-0.1, 0.0], start + [0.0, 0.5 * z0[1] + 0.05]])
-    r = minimize(lambda z: obj.at(t, *clip(z), theta), start, method="Nelder-Mead",
-                 options={"initial_simplex": simplex, "maxfev": int(maxfev), "xatol": 1e-3, "fatol": 1e-4})
+    r = minimize(
+        lambda z: obj.at(t, *clip(z), theta),
+        start,
+        method="Nelder-Mead",
+        options={"initial_simplex": simplex, "maxfev": int(maxfev), "xatol": 1e-3, "fatol": 1e-4},
+    )
     z = clip(r.x)
     return z if obj.at(t, *z, theta) <= obj.at(t, *z0, theta) else tuple(z0)
 
 
-def _match_asymmetry(cache: UntiedLawCache, t: str, k0: float, sg: float, eps: float, cap: float | None,
-                     d: int, n_samples: int, target: float, iters: int = 10) -> tuple[float, float]:
+def _match_asymmetry(
+    cache: UntiedLawCache,
+    t: str,
+    k0: float,
+    sg: float,
+    eps: float,
+    cap: float | None,
+    d: int,
+    n_samples: int,
+    target: float,
+    iters: int = 10,
+) -> tuple[float, float]:
     """``theta`` in ``[0, pi/2]`` whose model asymmetry equals ``target``, and that asymmetry.
 
     Bisection (the asymmetry grows with the antisymmetric share); an end point when ``target``
     is out of the model's range (then the returned asymmetry differs from ``target``).
     """
+
     def f(th: float) -> float:
         return model_asymmetry(cache, t, k0, sg, th, eps, cap, d, n_samples)
 

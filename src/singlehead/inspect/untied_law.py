@@ -22,8 +22,17 @@ import numpy as np
 
 from singlehead.numerics.spectra import singular_value_threshold
 
-__all__ = ["TEACHERS", "UntiedLawCache", "sample_singular_values", "sample_untied_map", "sample_untied_head",
-           "model_asymmetry", "check_params", "check_sizes", "check_cap"]
+__all__ = [
+    "TEACHERS",
+    "UntiedLawCache",
+    "sample_singular_values",
+    "sample_untied_map",
+    "sample_untied_head",
+    "model_asymmetry",
+    "check_params",
+    "check_sizes",
+    "check_cap",
+]
 
 TEACHERS = ("untied", "tied")
 
@@ -93,8 +102,7 @@ class UntiedLawCache:
             self._teach[key] = a @ b.T / math.sqrt(p0 * d)
         return self._teach[key]
 
-    def law(self, teacher: str, kappa0: float, sigma_s: float, sigma_a: float, d: int, n_samples: int
-            ) -> np.ndarray:
+    def law(self, teacher: str, kappa0: float, sigma_s: float, sigma_a: float, d: int, n_samples: int) -> np.ndarray:
         """Sorted pooled singular values of ``Y`` over the ``n_samples`` draws (``n_samples d`` values)."""
         p0 = max(1, int(round(kappa0 * d)))
         key = (teacher, p0, round(float(sigma_s), 12), round(float(sigma_a), 12), d, n_samples)
@@ -109,9 +117,17 @@ class UntiedLawCache:
         return self._laws[key]
 
 
-def sample_singular_values(kappa0: float, sigma_s: float, sigma_a: float, *, teacher: str = "untied",
-                           d_prior: int = 128, n_samples: int = 16, seed: int = 0,
-                           cache: UntiedLawCache | None = None) -> np.ndarray:
+def sample_singular_values(
+    kappa0: float,
+    sigma_s: float,
+    sigma_a: float,
+    *,
+    teacher: str = "untied",
+    d_prior: int = 128,
+    n_samples: int = 16,
+    seed: int = 0,
+    cache: UntiedLawCache | None = None,
+) -> np.ndarray:
     """Sorted singular values of ``Y = M0 + sigma_s Z_s + sigma_a Z_a``, pooled over ``n_samples`` draws.
 
     Parameters
@@ -138,9 +154,18 @@ def sample_singular_values(kappa0: float, sigma_s: float, sigma_a: float, *, tea
     return cache.law(teacher, kappa0, sigma_s, sigma_a, int(d_prior), int(n_samples)).copy()
 
 
-def sample_untied_map(d: int, kappa0: float, sigma_s: float, sigma_a: float, *, eps: float = 0.0,
-                      eta: float = 1.0, rank_cap: float | None = None, teacher: str = "untied",
-                      seed: int = 0) -> np.ndarray:
+def sample_untied_map(
+    d: int,
+    kappa0: float,
+    sigma_s: float,
+    sigma_a: float,
+    *,
+    eps: float = 0.0,
+    eta: float = 1.0,
+    rank_cap: float | None = None,
+    teacher: str = "untied",
+    seed: int = 0,
+) -> np.ndarray:
     """One draw of the learned map ``Mhat = eta SVT_eps(Y)`` (``d x d``; rank cap ``kappa = rank_cap``).
 
     Its own random numbers (``seed``), independent of those of ``UntiedLawCache`` of any seed
@@ -176,8 +201,17 @@ def check_cap(rank_cap: float | None) -> None:
         raise ValueError(f"rank_cap must be in (0, 1] (got {rank_cap!r})")
 
 
-def model_asymmetry(cache: UntiedLawCache, teacher: str, kappa0: float, sigma: float, theta: float, eps: float,
-                    rank_cap: float | None, d: int, n_samples: int) -> float:
+def model_asymmetry(
+    cache: UntiedLawCache,
+    teacher: str,
+    kappa0: float,
+    sigma: float,
+    theta: float,
+    eps: float,
+    rank_cap: float | None,
+    d: int,
+    n_samples: int,
+) -> float:
     """Mean ``||Mhat - Mhat^T||_F/||Mhat||_F`` of ``Mhat = SVT_eps(Y)`` (rank cap) over the sampled ``Y``.
 
     ``(sigma_s, sigma_a) = sigma (cos theta, sin theta)``; ``eta`` does not matter. ``nan`` when

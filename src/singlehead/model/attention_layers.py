@@ -119,7 +119,9 @@ class UntiedStudent(nn.Module):
     def __init__(self, WQ: torch.Tensor, WK: torch.Tensor) -> None:
         super().__init__()
         if WQ.shape != WK.shape or WQ.dim() != 2:
-            raise ValueError(f"WQ and WK must be d x p matrices of one shape (got {tuple(WQ.shape)}, {tuple(WK.shape)})")
+            raise ValueError(
+                f"WQ and WK must be d x p matrices of one shape (got {tuple(WQ.shape)}, {tuple(WK.shape)})"
+            )
         self.d, self.p = WQ.shape
         self.W = nn.Parameter(torch.stack([WQ, WK]).clone())
         self._scale = 1.0 / math.sqrt(self.p * self.d)
@@ -185,15 +187,17 @@ class DirectStudent(nn.Module):
         return lam * self.d * (S * S).sum()
 
 
-def init_factorized(d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str,
-                    scale: float = 1.0) -> FactorizedStudent:
+def init_factorized(
+    d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str, scale: float = 1.0
+) -> FactorizedStudent:
     """``W`` iid N(0, scale^2), drawn in float64 on the CPU from ``gen`` (so CPU and GPU start equal)."""
     W = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
     return FactorizedStudent(W.to(device, dtype))
 
 
-def init_multihead(heads: int, d: int, p: int, gen: torch.Generator, dtype: torch.dtype,
-                   device: torch.device | str, scale: float = 1.0) -> MultiHeadStudent:
+def init_multihead(
+    heads: int, d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str, scale: float = 1.0
+) -> MultiHeadStudent:
     """``W_1, ..., W_H`` iid N(0, scale^2), drawn one after another in float64 on the CPU from ``gen``
     (the first head's ``W`` is the single-head student's of the same generator).
 
@@ -208,16 +212,18 @@ def init_multihead(heads: int, d: int, p: int, gen: torch.Generator, dtype: torc
     return MultiHeadStudent(W.to(device, dtype))
 
 
-def init_direct(d: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str,
-                scale: float = 1.0) -> DirectStudent:
+def init_direct(
+    d: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str, scale: float = 1.0
+) -> DirectStudent:
     """``S`` a GOE matrix with semicircle on ``[-2 scale, 2 scale]``, drawn in float64 on the CPU from ``gen``."""
     G = torch.randn(d, d, generator=gen, dtype=torch.float64)
     S = (G + G.T) * (scale / math.sqrt(2 * d))
     return DirectStudent(S.to(device, dtype))
 
 
-def init_untied(d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str,
-                scale: float = 1.0) -> UntiedStudent:
+def init_untied(
+    d: int, p: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device | str, scale: float = 1.0
+) -> UntiedStudent:
     """``W_Q`` then ``W_K`` iid N(0, scale^2), drawn in float64 on the CPU from ``gen`` (CPU and GPU start equal)."""
     WQ = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale
     WK = torch.randn(d, p, generator=gen, dtype=torch.float64) * scale

@@ -25,9 +25,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from singlehead.model.validation import check as _check
-from singlehead.model.validation import finite as _finite
-from singlehead.model.validation import is_int as _is_int
 from singlehead.model.channels import Channel, get_channel
 from singlehead.model.results import stable_hash
 from singlehead.model.students import Student, get_student
@@ -40,6 +37,9 @@ from singlehead.model.targets import (  # noqa: F401  (PowerLawTarget, CustomTar
     get_target,
     target_from_dict,
 )
+from singlehead.model.validation import check as _check
+from singlehead.model.validation import finite as _finite
+from singlehead.model.validation import is_int as _is_int
 
 _HEAD_FIELDS = ("heads", "teacher_heads")
 
@@ -130,30 +130,50 @@ class Problem:
         # names are resolved here, once: past this point the code holds channel / student objects
         object.__setattr__(self, "channel", get_channel(self.channel))
         object.__setattr__(self, "student", get_student(self.student))
-        _check(self.T >= self.channel.min_T, "T", f"an integer >= {self.channel.min_T} for the "
-               f"{self.channel.name!r} channel, whose output with fewer tokens does not depend on the logits", self.T)
+        _check(
+            self.T >= self.channel.min_T,
+            "T",
+            f"an integer >= {self.channel.min_T} for the "
+            f"{self.channel.name!r} channel, whose output with fewer tokens does not depend on the logits",
+            self.T,
+        )
         _check(_finite(self.beta) and self.beta > 0, "beta", "> 0", self.beta)
         _check(_finite(self.beta0) and self.beta0 > 0, "beta0", "> 0", self.beta0)
         _check(_finite(self.noise) and self.noise >= 0, "noise", ">= 0", self.noise)
         if isinstance(self.target, str):
             object.__setattr__(self, "target", get_target(self.target))
-        _check(isinstance(self.target, Target), "target", "a Target (MPTarget, PowerLawTarget, ...) or a registered "
-               "target name", self.target)
+        _check(
+            isinstance(self.target, Target),
+            "target",
+            "a Target (MPTarget, PowerLawTarget, ...) or a registered target name",
+            self.target,
+        )
         _check(_finite(self.kappa) and 0 < self.kappa <= 1, "kappa", "in (0, 1]", self.kappa)
         _check(_finite(self.lam) and self.lam >= 0, "lam", ">= 0", self.lam)
         self.target.validate(self.d)
         self.channel.validate(self.T, self.beta, self.beta0)
         self.student.validate(self.kappa)
         _check(_is_int(self.heads) and self.heads >= 1, "heads", "an integer >= 1", self.heads)
-        _check(_is_int(self.teacher_heads) and self.teacher_heads >= 1, "teacher_heads", "an integer >= 1",
-               self.teacher_heads)
+        _check(
+            _is_int(self.teacher_heads) and self.teacher_heads >= 1,
+            "teacher_heads",
+            "an integer >= 1",
+            self.teacher_heads,
+        )
         object.__setattr__(self, "heads", int(self.heads))
         object.__setattr__(self, "teacher_heads", int(self.teacher_heads))
-        _check(self.heads == 1 or self.student.name == "factorized", "heads",
-               f"1 for the {self.student.name!r} student (several heads need the factorized student)", self.heads)
-        _check(self.teacher_heads == 1 or self.target.symmetric, "teacher_heads",
-               f"1 for the non-symmetric target {self.target.name!r} (several teacher heads need a symmetric target)",
-               self.teacher_heads)
+        _check(
+            self.heads == 1 or self.student.name == "factorized",
+            "heads",
+            f"1 for the {self.student.name!r} student (several heads need the factorized student)",
+            self.heads,
+        )
+        _check(
+            self.teacher_heads == 1 or self.target.symmetric,
+            "teacher_heads",
+            f"1 for the non-symmetric target {self.target.name!r} (several teacher heads need a symmetric target)",
+            self.teacher_heads,
+        )
 
     def __repr__(self) -> str:
         # the head counts are shown only when one of them is not 1 (the single-head repr is unchanged)
@@ -168,8 +188,13 @@ class Problem:
     def check_single_head(self, route: str) -> None:
         """Raise ``ValueError`` naming ``heads`` when this problem has several heads and ``route`` (a name for
         the message) covers the single-head model only (AMP, the Bayes baseline, the thresholds, ...)."""
-        _check(not self.multihead, "heads", f"1 for {route}, which covers the single-head model only "
-               f"(got heads={self.heads}, teacher_heads={self.teacher_heads})", self.heads)
+        _check(
+            not self.multihead,
+            "heads",
+            f"1 for {route}, which covers the single-head model only "
+            f"(got heads={self.heads}, teacher_heads={self.teacher_heads})",
+            self.heads,
+        )
 
     def check_training_set(self) -> None:
         """Raise ``ValueError`` naming ``alpha`` and ``d`` unless the training set has ``n = round(alpha d^2) >= 1``
@@ -186,9 +211,13 @@ class Problem:
         ValueError: alpha must be > 1/(2 d^2) = 0.00125 at d=20, so that the training set has n = round(alpha d^2) >= 1 sequences (alpha = 1/d^2 = 0.0025 gives n = 1) (got 1e-06)
         """
         d2 = self.d * self.d
-        _check(round(self.alpha * d2) >= 1, "alpha", f"> 1/(2 d^2) = {0.5 / d2:.6g} at d={self.d}, so that the "
-               f"training set has n = round(alpha d^2) >= 1 sequences (alpha = 1/d^2 = {1 / d2:.6g} gives n = 1)",
-               self.alpha)
+        _check(
+            round(self.alpha * d2) >= 1,
+            "alpha",
+            f"> 1/(2 d^2) = {0.5 / d2:.6g} at d={self.d}, so that the "
+            f"training set has n = round(alpha d^2) >= 1 sequences (alpha = 1/d^2 = {1 / d2:.6g} gives n = 1)",
+            self.alpha,
+        )
 
     # ---- derived sizes -------------------------------------------------
     @property
@@ -208,7 +237,7 @@ class Problem:
         """Number of distinct logits per sequence ``K = T(T+1)/2``."""
         return self.T * (self.T + 1) // 2
 
-    def replace(self, **changes: Any) -> "Problem":
+    def replace(self, **changes: Any) -> Problem:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
@@ -223,7 +252,7 @@ class Problem:
         return out
 
     @classmethod
-    def from_dict(cls, spec: dict[str, Any]) -> "Problem":
+    def from_dict(cls, spec: dict[str, Any]) -> Problem:
         spec = dict(spec)
         if isinstance(spec.get("target"), dict):
             spec["target"] = target_from_dict(spec["target"])

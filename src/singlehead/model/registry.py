@@ -19,8 +19,7 @@ class Registry(Generic[T]):
     def register(self, cls: type[T]) -> type[T]:
         """Register ``cls`` under ``cls.name`` (re-registering a name replaces the earlier class)."""
         if not (isinstance(cls, type) and issubclass(cls, self.base)) or not getattr(cls, "name", ""):
-            raise ValueError(f"{self.kind} must be a {self.base.__name__} subclass with a non-empty name "
-                             f"(got {cls!r})")
+            raise ValueError(f"{self.kind} must be a {self.base.__name__} subclass with a non-empty name (got {cls!r})")
         self._classes[cls.name] = cls
         return cls
 

@@ -109,13 +109,18 @@ class Result:
 
         Non-finite floats become ``None`` (JSON ``null``), so the output is strict JSON.
         """
-        out: dict[str, Any] = {"source": self.source, "problem": self.problem, **self.metrics(),
-                               **{k: getattr(self, k) for k in STANDARD_FIELDS}, "diagnosis": self.diagnosis}
+        out: dict[str, Any] = {
+            "source": self.source,
+            "problem": self.problem,
+            **self.metrics(),
+            **{k: getattr(self, k) for k in STANDARD_FIELDS},
+            "diagnosis": self.diagnosis,
+        }
         out.update(self.extras)
         return jsonable(out)
 
     @classmethod
-    def from_dict(cls, record: dict[str, Any]) -> "Result":
+    def from_dict(cls, record: dict[str, Any]) -> Result:
         """Inverse of :meth:`to_dict` (nulls become nan; unknown keys go to ``extras``)."""
         names = {f.name for f in dataclasses.fields(cls)} - {"extras"}
         kw = {k: record[k] for k in names if k in record}

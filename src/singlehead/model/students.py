@@ -35,8 +35,19 @@ from singlehead.model.registry import Registry
 from singlehead.numerics.spectra.untied_prior import BlockPriorSide, untied_prior_side
 from singlehead.numerics.spectra.untied_prior_jacobian import untied_prior_jacobian, untied_prior_tangent
 
-__all__ = ["PriorSide", "BlockPriorSide", "FieldBlock", "Student", "Factorized", "Direct", "Untied", "register_student", "get_student", "student_names",
-           "init_student"]
+__all__ = [
+    "PriorSide",
+    "BlockPriorSide",
+    "FieldBlock",
+    "Student",
+    "Factorized",
+    "Direct",
+    "Untied",
+    "register_student",
+    "get_student",
+    "student_names",
+    "init_student",
+]
 
 
 def _torch_layers() -> Any:
@@ -169,8 +180,9 @@ class Student:
         raise NotImplementedError
 
     # ---------------------------------------------------------------- state evolution: prior side
-    def prior_side(self, qhat: float, mhat: float, Sigmahat: float, *, lam: float, kappa: float,
-                   prior: Any) -> PriorSide:
+    def prior_side(
+        self, qhat: float, mhat: float, Sigmahat: float, *, lam: float, kappa: float, prior: Any
+    ) -> PriorSide:
         """``(qhat, mhat, Sigmahat) -> (q, m, Sigma)`` for the target law ``prior`` (a ``PriorModel``)."""
         raise NotImplementedError(f"student {self.name!r}: the prior side of the state evolution is not implemented")
 
@@ -203,8 +215,9 @@ class Student:
         one symmetric block; a non-symmetric student's through a symmetric and an antisymmetric one."""
         return (SYMMETRIC_BLOCK,) if self.symmetric else (SYMMETRIC_BLOCK, ANTISYMMETRIC_BLOCK)
 
-    def block_prior_side(self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any, warm: Any = None,
-                         tol: float = 1e-11) -> BlockPriorSide:
+    def block_prior_side(
+        self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any, warm: Any = None, tol: float = 1e-11
+    ) -> BlockPriorSide:
         """``(qhat_s, mhat_s, Sigmahat_s, qhat_a, mhat_a, Sigmahat_a) -> (q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)``.
 
         The prior side of a student with a symmetric and an antisymmetric block: the estimator
@@ -218,10 +231,12 @@ class Student:
         """
         raise NotImplementedError(
             f"student {self.name!r}: no prior side for symmetric and antisymmetric field blocks "
-            "(Student.block_prior_side), which the state evolution of a non-symmetric student needs")
+            "(Student.block_prior_side), which the state evolution of a non-symmetric student needs"
+        )
 
-    def block_prior_jacobian(self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any, solutions: Any,
-                             probes: int = 2, seed: int = 0) -> Any:
+    def block_prior_jacobian(
+        self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any, solutions: Any, probes: int = 2, seed: int = 0
+    ) -> Any:
         """The block norms of the Jacobian of the prior side's estimator ``Mhat`` in its input ``A = A_s + A_a``
         at the conjugates ``hats`` (a ``PriorJacobian``, internal:
         ``||K_{b b'}||_F^2/(D^2/2)`` and ``tr K_{b b}/(D^2/2)`` per draw), for the replicon of a block fixed
@@ -229,10 +244,12 @@ class Student:
         ``probes``, ``seed``: the Hutchinson probes per draw and block and their seed."""
         raise NotImplementedError(
             f"student {self.name!r}: no Jacobian of the block prior side (Student.block_prior_jacobian), which the "
-            "replicon of a non-symmetric student's fixed point needs")
+            "replicon of a non-symmetric student's fixed point needs"
+        )
 
-    def block_prior_tangent(self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any,
-                            solutions: Any) -> np.ndarray | None:
+    def block_prior_tangent(
+        self, hats: np.ndarray, *, lam: float, kappa: float, sample: Any, solutions: Any
+    ) -> np.ndarray | None:
         """The derivative of :meth:`block_prior_side`'s per-draw overlaps in the conjugates at ``hats``,
         ``(R, 6, 6)`` (``[r, i, j] = d row_i/d hats_j``), from its ``solutions`` there (solved to a tight
         tolerance); ``None`` (the default) where the student has none there: the state evolution then
@@ -244,7 +261,7 @@ class Student:
         ``hats`` (``qhat_s, mhat_s, -, qhat_a, mhat_a, -``); default ``False`` (no complete collapse)."""
         return False
 
-    def tied_counterpart(self, qhat_s: float, lam: float) -> "Student | None":
+    def tied_counterpart(self, qhat_s: float, lam: float) -> Student | None:
         """A symmetric student whose prior side is this one's when the antisymmetric block is absent
         (``T = 1``) and the teacher symmetric, at the conjugate ``qhat_s`` (``None``: none known)."""
         return None
@@ -296,10 +313,24 @@ class Factorized(Student):
         Sigma = Jd / (2 * delta * Sigmahat)
         draws: tuple = (None, None, None)
         if getattr(ti, "J_draws", None) is not None and overlap is not None:
-            draws = (tuple(eta**2 * float(x) for x in ti.J_draws), tuple(eta * float(x) for x in ti.overlap_draws),
-                     tuple(float(x) / Sigmahat for x in ti.divergence_draws))
-        return PriorSide(q, m, Sigma, eta, delta, eps, -0.5 * eta * Je, float(ti.rank_fraction),
-                         bool(getattr(ti, "cap_binds", False)), float(getattr(ti, "cutoff", math.nan)), *draws)
+            draws = (
+                tuple(eta**2 * float(x) for x in ti.J_draws),
+                tuple(eta * float(x) for x in ti.overlap_draws),
+                tuple(float(x) / Sigmahat for x in ti.divergence_draws),
+            )
+        return PriorSide(
+            q,
+            m,
+            Sigma,
+            eta,
+            delta,
+            eps,
+            -0.5 * eta * Je,
+            float(ti.rank_fraction),
+            bool(getattr(ti, "cap_binds", False)),
+            float(getattr(ti, "cutoff", math.nan)),
+            *draws,
+        )
 
     def prior_sigmahat_exponents(self):
         # Sigmahat enters only through eta = mhat/Sigmahat: q = eta^2 J, m = eta M, Sigma = J'/(2 delta Sigmahat)
@@ -342,8 +373,16 @@ class Direct(Student):
         # Shat = eta' Y with eta' = mhat/(Sigmahat + 4 lam): no threshold, every eigenvalue kept
         delta = math.sqrt(max(qhat, 0.0)) / mhat
         etap = mhat / (Sigmahat + 4 * lam)
-        return PriorSide(etap**2 * (prior.Q0 + delta**2), etap * prior.Q0, 1.0 / (Sigmahat + 4 * lam), etap, delta,
-                         0.0, math.nan, 1.0)
+        return PriorSide(
+            etap**2 * (prior.Q0 + delta**2),
+            etap * prior.Q0,
+            1.0 / (Sigmahat + 4 * lam),
+            etap,
+            delta,
+            0.0,
+            math.nan,
+            1.0,
+        )
 
     def se_penalty(self, lam, q, side):
         return lam * q
@@ -412,8 +451,9 @@ class Untied(Student):
         return side
 
     def block_prior_jacobian(self, hats, *, lam, kappa, sample, solutions, probes=2, seed=0):
-        return untied_prior_jacobian(hats, lam=lam, kappa=kappa, sample=sample, solutions=solutions, probes=probes,
-                                     seed=seed)
+        return untied_prior_jacobian(
+            hats, lam=lam, kappa=kappa, sample=sample, solutions=solutions, probes=probes, seed=seed
+        )
 
     def block_prior_tangent(self, hats, *, lam, kappa, sample, solutions):
         return untied_prior_tangent(hats, lam=lam, kappa=kappa, sample=sample, solutions=solutions)
@@ -421,8 +461,12 @@ class Untied(Student):
     def block_collapsed(self, hats, *, lam, sample):
         # 0 is the nuclear-norm estimator iff the spectral norm of sum_B A_B is at most 2 lam
         M0t = np.swapaxes(sample.M0, -1, -2)
-        A = (hats[1] * 0.5 * (sample.M0 + M0t) + hats[4] * 0.5 * (sample.M0 - M0t)
-             + math.sqrt(hats[0]) * sample.Zs + math.sqrt(hats[3]) * sample.Za)
+        A = (
+            hats[1] * 0.5 * (sample.M0 + M0t)
+            + hats[4] * 0.5 * (sample.M0 - M0t)
+            + math.sqrt(hats[0]) * sample.Zs
+            + math.sqrt(hats[3]) * sample.Za
+        )
         return bool(np.all(np.linalg.norm(A, ord=2, axis=(-2, -1)) <= 2.0 * lam))
 
     def tied_counterpart(self, qhat_s, lam):
@@ -478,8 +522,7 @@ def get_student(spec: str | Student) -> Student:
     return _REGISTRY.get(spec)
 
 
-def init_student(student: str | Student, d: int, p: int, gen: Any, dtype: Any, device: Any,
-                 scale: float = 1.0) -> Any:
+def init_student(student: str | Student, d: int, p: int, gen: Any, dtype: Any, device: Any, scale: float = 1.0) -> Any:
     """Paper protocol initialisation of ``student``'s torch module: ``W`` iid N(0,1) (factorized);
     ``S`` a GOE matrix with semicircle on [-2, 2] (direct). Drawn on the CPU from ``gen`` so CPU and
     GPU start equal. ``scale`` multiplies the initial ``W`` (``S`` scales as ``scale^2``) or ``S``;

@@ -43,8 +43,9 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Collection, Iterable, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -199,7 +200,7 @@ class Target(abc.ABC):
     def validate(self, d: int) -> None:
         """Raise ``ValueError`` naming the parameter when this target cannot be built at dimension ``d``."""
 
-    def mean_of_heads(self, heads: int) -> "Target | None":
+    def mean_of_heads(self, heads: int) -> Target | None:
         """The target ``S0'`` with ``(1/heads) sum_k S0_k = S0'/sqrt(heads)`` for ``heads`` independent draws
         ``S0_k`` of this target, as a target of its own, or ``None`` where that mean has no target law here (the
         theory of several teacher heads on the linear channel needs one)."""
@@ -210,11 +211,11 @@ class Target(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def sample(self, d: int, seed: int) -> "torch.Tensor":
+    def sample(self, d: int, seed: int) -> torch.Tensor:
         """Draw ``S0`` (``d x d``, float64, CPU torch tensor) from a generator seeded with ``seed``."""
 
     @abc.abstractmethod
-    def spectral_law(self, d: int, model: str = "asymptotic", **options: Any) -> "PriorModel":
+    def spectral_law(self, d: int, model: str = "asymptotic", **options: Any) -> PriorModel:
         """The law ``mu_{S0}`` at dimension ``d`` under ``model`` (module docstring), as a ``PriorModel``."""
 
     # ------------------------------------------------------------------ serialisation
@@ -232,29 +233,33 @@ class Target(abc.ABC):
         return out
 
     @classmethod
-    def from_params(cls, values: dict[str, Any]) -> "Target":
+    def from_params(cls, values: dict[str, Any]) -> Target:
         """The target from parameter values (text or parsed); unknown names raise ``ValueError``."""
         known = {p.name: p for p in cls.params}
         field_names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         bad = [k for k in values if k not in field_names]
         if bad:
-            raise ValueError(f"target {cls.name!r} does not take {', '.join(bad)} "
-                             f"(it takes: {', '.join(known) or 'no parameters'})")
+            raise ValueError(
+                f"target {cls.name!r} does not take {', '.join(bad)} (it takes: {', '.join(known) or 'no parameters'})"
+            )
         return cls(**{k: known[k].parse(v) if k in known else v for k, v in values.items()})
 
     def param_values(self) -> dict[str, Any]:
         """The values of :attr:`params`, by name."""
         return {p.name: getattr(self, p.name) for p in self.params}
 
-    def cli_args(self, options: "Collection[str] | None" = None) -> list[str]:
+    def cli_args(self, options: Collection[str] | None = None) -> list[str]:
         """Command-line options that rebuild this target: ``--target NAME``, then ``--param value`` for
         each parameter in ``options`` (the parameters with an option of their own; ``None``: all) and
         ``--target-param param=value`` for the others."""
         out = ["--target", self.name]
         for p in self.params:
             text = p.format(getattr(self, p.name))
-            out += [f"--{p.name}", text] if options is None or p.name in options else ["--target-param",
-                                                                                       f"{p.name}={text}"]
+            out += (
+                [f"--{p.name}", text]
+                if options is None or p.name in options
+                else ["--target-param", f"{p.name}={text}"]
+            )
         return out
 
     def caption(self) -> dict[str, Any]:
@@ -282,13 +287,22 @@ class SpectralTarget(Target):
     def spectrum(self, d: int) -> np.ndarray:
         """The ``d`` eigenvalues of ``S0``, descending."""
 
-    def sample(self, d: int, seed: int) -> "torch.Tensor":
+    def sample(self, d: int, seed: int) -> torch.Tensor:
         """``S0 = O diag(s) O^T`` with ``O`` Haar (from ``seed``) and ``s = self.spectrum(d)``."""
         return _torch_rng().rotated_spectrum(self.spectrum(d), seed)
 
-    def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = FINITE_DRAWS, seed: int = 0,
-                     n_spikes: int | None = None, delta: float | None = None, spike_floor: float = 0.0,
-                     max_spikes: int | None = None) -> "PriorModel":
+    def spectral_law(
+        self,
+        d: int,
+        model: str = "asymptotic",
+        *,
+        draws: int = FINITE_DRAWS,
+        seed: int = 0,
+        n_spikes: int | None = None,
+        delta: float | None = None,
+        spike_floor: float = 0.0,
+        max_spikes: int | None = None,
+    ) -> PriorModel:
         """The law ``mu_{S0}`` at dimension ``d`` under ``model`` (module docstring), as a ``PriorModel``."""
         _check_model(model)
         s = self.spectrum(d)
@@ -367,7 +381,7 @@ def target_class(name: str) -> type[Target]:
     return _TARGETS.cls(name)
 
 
-def get_target(spec: "str | Target") -> Target:
+def get_target(spec: str | Target) -> Target:
     """A target object: a :class:`Target` passes through, a registered name gives its default instance.
 
     An unknown name raises ``ValueError`` listing the registered ones (:func:`target_names`).
@@ -409,8 +423,12 @@ class MPTarget(Target):
     name: ClassVar[str] = "mp"
     label: ClassVar[str] = "Marchenko–Pastur"
     params: ClassVar[tuple[TargetParam, ...]] = (
-        TargetParam("kappa0", help="Rank ratio p0/d of the MP target, > 0 (above 1: full rank, no zero eigenvalue; "
-                                       "default 0.5).", label="κ0"),)
+        TargetParam(
+            "kappa0",
+            help="Rank ratio p0/d of the MP target, > 0 (above 1: full rank, no zero eigenvalue; default 0.5).",
+            label="κ0",
+        ),
+    )
     law_depends_on_d: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -421,23 +439,26 @@ class MPTarget(Target):
         """``kappa0 = p0/d``."""
         return float(self.kappa0)
 
-    def mean_of_heads(self, heads: int) -> "MPTarget":
+    def mean_of_heads(self, heads: int) -> MPTarget:
         """The columns of the heads' ``W0_k`` side by side: the MP target of rank ratio ``heads kappa0``."""
         return MPTarget(kappa0=heads * self.kappa0)
 
     def caption(self) -> dict[str, Any]:
         return {"kappa0": self.kappa0}
 
-    def spectral_law(self, d: int, model: str = "asymptotic", *, draws: int = FINITE_DRAWS, seed: int = 0,
-                     **_: Any) -> "PriorModel":
+    def spectral_law(
+        self, d: int, model: str = "asymptotic", *, draws: int = FINITE_DRAWS, seed: int = 0, **_: Any
+    ) -> PriorModel:
         """``MarchenkoPastur(kappa0)`` for every model but ``"finite"`` (one drawn target's eigenvalues)."""
         _check_model(model)
         if model == "finite":
             return prior_from_eigenvalues(np.linalg.eigvalsh(self.sample(d, seed).numpy()), draws=draws, seed=seed)
         law = MarchenkoPastur(self.kappa0)
-        return PriorModel("asymptotic", float(law.second_moment()), law, {"law": "marchenko_pastur", "kappa0": self.kappa0})
+        return PriorModel(
+            "asymptotic", float(law.second_moment()), law, {"law": "marchenko_pastur", "kappa0": self.kappa0}
+        )
 
-    def sample(self, d: int, seed: int) -> "torch.Tensor":
+    def sample(self, d: int, seed: int) -> torch.Tensor:
         """``S0 = W0 W0^T / sqrt(p0 d)``, ``W0 in R^{d x p0}`` iid N(0,1), ``p0 = max(1, round(kappa0 d))``."""
         return _torch_rng().wishart(d, max(1, int(round(self.kappa0 * d))), seed)
 
@@ -471,15 +492,24 @@ class PowerLawTarget(SpectralTarget):
     label: ClassVar[str] = "power law"
     params: ClassVar[tuple[TargetParam, ...]] = (
         TargetParam("gamma", help="Power-law target exponent (> 0.5); selects a power-law target.", label="γ"),
-        TargetParam("normalisation", "choice", "Power-law normalisation: A = sqrt(d) or Q0 = 1 (default sqrt_d).",
-                    POWER_LAW_NORMALISATIONS, selects=False),
+        TargetParam(
+            "normalisation",
+            "choice",
+            "Power-law normalisation: A = sqrt(d) or Q0 = 1 (default sqrt_d).",
+            POWER_LAW_NORMALISATIONS,
+            selects=False,
+        ),
     )
     scaling_law: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         _check(_finite(self.gamma) and self.gamma > 0.5, "gamma", "> 0.5", self.gamma)
-        _check(self.normalisation in POWER_LAW_NORMALISATIONS, "normalisation",
-               f"one of {POWER_LAW_NORMALISATIONS}", self.normalisation)
+        _check(
+            self.normalisation in POWER_LAW_NORMALISATIONS,
+            "normalisation",
+            f"one of {POWER_LAW_NORMALISATIONS}",
+            self.normalisation,
+        )
 
     def spectrum(self, d: int) -> np.ndarray:
         return power_law_eigenvalues(self.gamma, d, self.normalisation)
@@ -508,14 +538,19 @@ class CustomTarget(SpectralTarget):
     eigenvalues: tuple[float, ...] = ()
     name: ClassVar[str] = "custom"
     params: ClassVar[tuple[TargetParam, ...]] = (
-        TargetParam("eigenvalues", "floats", "Custom target spectrum: comma list of d eigenvalues."),)
+        TargetParam("eigenvalues", "floats", "Custom target spectrum: comma list of d eigenvalues."),
+    )
     explorable: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "eigenvalues", tuple(float(x) for x in self.eigenvalues))
         _check(len(self.eigenvalues) > 0, "eigenvalues", "a non-empty list", self.eigenvalues)
-        _check(all(_finite(x) and x >= 0 for x in self.eigenvalues), "eigenvalues",
-               "finite and >= 0 (the target is PSD)", "…")
+        _check(
+            all(_finite(x) and x >= 0 for x in self.eigenvalues),
+            "eigenvalues",
+            "finite and >= 0 (the target is PSD)",
+            "…",
+        )
 
     def validate(self, d: int) -> None:
         _check(len(self.eigenvalues) == d, "eigenvalues", f"a list of length d = {d}", len(self.eigenvalues))
@@ -555,8 +590,9 @@ class UntiedMPTarget(Target):
     explorable: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        _check(_finite(self.kappa0) and 0 < self.kappa0 <= 1, "kappa0", "in (0, 1] for an untied MP target",
-               self.kappa0)
+        _check(
+            _finite(self.kappa0) and 0 < self.kappa0 <= 1, "kappa0", "in (0, 1] for an untied MP target", self.kappa0
+        )
 
     @property
     def rank_ratio(self) -> float:
@@ -567,12 +603,14 @@ class UntiedMPTarget(Target):
         """``(||M0_s||_F^2/d, ||M0_a||_F^2/d) -> (1/2, 1/2)``: the asymptotic split of ``||M0||_F^2/d = 1``."""
         return 0.5, 0.5
 
-    def spectral_law(self, d: int, model: str = "asymptotic", **_: Any) -> "PriorModel":
+    def spectral_law(self, d: int, model: str = "asymptotic", **_: Any) -> PriorModel:
         """Not provided: the untied teacher's law enters the untied state evolution only."""
-        raise NotImplementedError("target: the spectral law of an UntiedMPTarget is not implemented "
-                                  "(the tied state evolution needs a symmetric target)")
+        raise NotImplementedError(
+            "target: the spectral law of an UntiedMPTarget is not implemented "
+            "(the tied state evolution needs a symmetric target)"
+        )
 
-    def sample(self, d: int, seed: int) -> "torch.Tensor":
+    def sample(self, d: int, seed: int) -> torch.Tensor:
         """``M0 = W0Q W0K^T / sqrt(p0 d)`` (float64, CPU), ``W0Q`` then ``W0K`` iid N(0,1) from one
         generator seeded with ``seed``, ``p0 = max(1, round(kappa0 d))``."""
         return _torch_rng().untied_wishart(d, max(1, int(round(self.kappa0 * d))), seed)
@@ -580,7 +618,6 @@ class UntiedMPTarget(Target):
 
 for _cls in (MPTarget, PowerLawTarget, CustomTarget, UntiedMPTarget):
     register_target(_cls)
-
 
 
 def params_by_name(names: Iterable[str] | None = None) -> dict[str, TargetParam]:

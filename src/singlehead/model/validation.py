@@ -21,7 +21,6 @@ def finite(x: Any) -> bool:
         return False
 
 
-
 def is_int(x: Any) -> bool:
     """Whether ``x`` is an integer (Python or numpy; bools excluded)."""
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)

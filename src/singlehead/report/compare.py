@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,8 +21,9 @@ DEFAULT_TOL_ABS = 0.005
 DEFAULT_TOL_REASON = "finite size (d of the simulations) and SE quadrature error"
 
 
-def records_to_frame(records: Iterable[dict[str, Any]], drop: Iterable[str] = ("eigenvalues", "history", "S", "S0")
-                     ) -> pd.DataFrame:
+def records_to_frame(
+    records: Iterable[dict[str, Any]], drop: Iterable[str] = ("eigenvalues", "history", "S", "S0")
+) -> pd.DataFrame:
     """One row per record; the full config is flattened into ``cfg_*`` columns (tidy: config per row)."""
     rows = []
     for rec in records:
@@ -36,8 +38,9 @@ def records_to_frame(records: Iterable[dict[str, Any]], drop: Iterable[str] = ("
     return pd.DataFrame(rows)
 
 
-def sim_summary(df: pd.DataFrame, by: list[str], quantities: list[str],
-                spread_from: pd.DataFrame | None = None) -> pd.DataFrame:
+def sim_summary(
+    df: pd.DataFrame, by: list[str], quantities: list[str], spread_from: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Mean and standard error (``std/sqrt(k)``, ddof=1) over the ``k`` seeds of each quantity, per group.
 
     With ``spread_from`` (more seeds of the same problems, e.g. L-BFGS runs beside a few Adam
@@ -54,10 +57,18 @@ def sim_summary(df: pd.DataFrame, by: list[str], quantities: list[str],
     return out.reset_index()
 
 
-def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities: list[str],
-              n_se: float = 2.0, rel: float = DEFAULT_ALLOWANCE, spread_from: pd.DataFrame | None = None,
-              tol_abs: float | dict[str, float] = DEFAULT_TOL_ABS, reason: str = DEFAULT_TOL_REASON,
-              theory_se: dict[str, str] | None = None) -> pd.DataFrame:
+def agreement(
+    sim: pd.DataFrame,
+    theory: pd.DataFrame,
+    by: list[str],
+    quantities: list[str],
+    n_se: float = 2.0,
+    rel: float = DEFAULT_ALLOWANCE,
+    spread_from: pd.DataFrame | None = None,
+    tol_abs: float | dict[str, float] = DEFAULT_TOL_ABS,
+    reason: str = DEFAULT_TOL_REASON,
+    theory_se: dict[str, str] | None = None,
+) -> pd.DataFrame:
     """Compare seed-averaged simulations with theory at matching ``by`` keys.
 
     Each row has the gap ``|simulation mean - theory|``, its standard error ``se`` (the seed
@@ -93,10 +104,21 @@ def agreement(sim: pd.DataFrame, theory: pd.DataFrame, by: list[str], quantities
                 s = math.hypot(s, float(np.nan_to_num(float(r[own[q]]))))
             floor = float(tol_abs[q] if isinstance(tol_abs, dict) else tol_abs)
             tol = float(tolerance(t, rel, floor))
-            row = {**{b: r[b] for b in by}, "quantity": q, "theory": t, "simulation": m, "se": s,
-                   "gap": abs(m - t), "dof": dof, "tol_rel": rel, "tol_abs": floor, "tol_reason": reason,
-                   "tolerance": tol, "within": bool(abs(m - t) <= n_se * s + tol) and ok_theory,
-                   "n_seeds": int(r["n_seeds"])}
+            row = {
+                **{b: r[b] for b in by},
+                "quantity": q,
+                "theory": t,
+                "simulation": m,
+                "se": s,
+                "gap": abs(m - t),
+                "dof": dof,
+                "tol_rel": rel,
+                "tol_abs": floor,
+                "tol_reason": reason,
+                "tolerance": tol,
+                "within": bool(abs(m - t) <= n_se * s + tol) and ok_theory,
+                "n_seeds": int(r["n_seeds"]),
+            }
             if conv:
                 row["theory_converged"] = ok_theory
             rows.append(row)

@@ -61,8 +61,10 @@ code{background:#f4f4f4;padding:0 3px} .rule{font-size:.9em}
 """
 
 # below this width the contents start collapsed (a bar at the top rather than a sidebar)
-_SCRIPT = ("<script>if(window.matchMedia('(max-width: 900px)').matches)"
-           "{document.getElementById('toc').removeAttribute('open')}</script>")
+_SCRIPT = (
+    "<script>if(window.matchMedia('(max-width: 900px)').matches)"
+    "{document.getElementById('toc').removeAttribute('open')}</script>"
+)
 
 
 def png_bytes(fig: Any, dpi: int = 130) -> bytes:
@@ -97,8 +99,6 @@ def _num(v: Any, digits: int = 4) -> str:
     return html.escape(str(v))
 
 
-
-
 def _point(row: pd.Series, keys: list[str]) -> str:
     return ", ".join(f"{k.removeprefix('cfg_')}={_num(row[k])}" for k in keys)
 
@@ -127,19 +127,35 @@ def compact_table(agr: pd.DataFrame) -> str:
     """The checks of one figure in at most 8 columns: point, quantity, theory, simulation ± s.e., tolerance,
     the Holm-adjusted p-values of the difference and equivalence tests, verdict (with a failing diagnostic)."""
     keys = key_columns(agr)
-    head = (["point"] if keys else []) + ["quantity", "theory", "simulation ± s.e.", "tolerance", "Holm p diff.",
-                                            "Holm p equiv.", "verdict"]
-    out = ["<div class='tw'><table><tr>" + "".join(
-        f"<th class='{'l' if h in ('point', 'quantity', 'verdict') else ''}'>{h}</th>" for h in head) + "</tr>"]
+    head = (["point"] if keys else []) + [
+        "quantity",
+        "theory",
+        "simulation ± s.e.",
+        "tolerance",
+        "Holm p diff.",
+        "Holm p equiv.",
+        "verdict",
+    ]
+    out = [
+        "<div class='tw'><table><tr>"
+        + "".join(f"<th class='{'l' if h in ('point', 'quantity', 'verdict') else ''}'>{h}</th>" for h in head)
+        + "</tr>"
+    ]
     for _, r in agr.iterrows():
         q = str(r["quantity"]).split(" (")[0]
         se = r.get("se", math.nan)
-        sim = _num(r.get("simulation")) + ("" if se is None or (isinstance(se, float) and math.isnan(se))
-                                          else f" ± {_num(se, 2)}")
+        sim = _num(r.get("simulation")) + (
+            "" if se is None or (isinstance(se, float) and math.isnan(se)) else f" ± {_num(se, 2)}"
+        )
         cells = ([f"<td class='l'>{html.escape(_point(r, keys))}</td>"] if keys else []) + [
-            f"<td class='l'>{html.escape(q)}</td>", f"<td>{_num(r.get('theory'))}</td>", f"<td>{sim}</td>",
-            f"<td>{_num(r.get('tolerance'), 2)}</td>", f"<td>{_num(r.get('p_diff_holm'), 2)}</td>",
-            f"<td>{_num(r.get('p_equiv_holm'), 2)}</td>", f"<td class='l'>{_verdict_cell(r)}</td>"]
+            f"<td class='l'>{html.escape(q)}</td>",
+            f"<td>{_num(r.get('theory'))}</td>",
+            f"<td>{sim}</td>",
+            f"<td>{_num(r.get('tolerance'), 2)}</td>",
+            f"<td>{_num(r.get('p_diff_holm'), 2)}</td>",
+            f"<td>{_num(r.get('p_equiv_holm'), 2)}</td>",
+            f"<td class='l'>{_verdict_cell(r)}</td>",
+        ]
         cls = _ROW_CLASS.get(str(r.get("verdict", "")), "")
         out.append(f"<tr class='{cls}'>" + "".join(cells) + "</tr>")
     return "".join(out) + "</table></div>"
@@ -148,8 +164,9 @@ def compact_table(agr: pd.DataFrame) -> str:
 def _full_table(agr: pd.DataFrame) -> str:
     cols = [c for c in agr.columns if c != "note"]
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_num(v)}</td>" for v in row) + "</tr>"
-                   for row in agr[cols].itertuples(index=False))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_num(v)}</td>" for v in row) + "</tr>" for row in agr[cols].itertuples(index=False)
+    )
     return f"<div class='tw'><table><tr>{head}</tr>{body}</table></div>"
 
 
@@ -160,9 +177,12 @@ def _details(o: FigureOutput) -> str:
     if agr is not None and len(agr):
         keys = key_columns(agr)
         if "note" in agr:
-            items = [f"<li>{html.escape(_point(r, keys))} · {html.escape(str(r['quantity']))}: "
-                     f"{html.escape(str(r['note']))}</li>" for _, r in agr.iterrows()
-                     if isinstance(r["note"], str) and r["note"]]
+            items = [
+                f"<li>{html.escape(_point(r, keys))} · {html.escape(str(r['quantity']))}: "
+                f"{html.escape(str(r['note']))}</li>"
+                for _, r in agr.iterrows()
+                if isinstance(r["note"], str) and r["note"]
+            ]
             parts.append("<ul>" + "".join(items) + "</ul>")
         parts.append(_full_table(agr))
     if not parts:
@@ -179,9 +199,11 @@ def _badge(t: dict[str, Any]) -> str:
 
 def _counts(t: dict[str, Any]) -> str:
     """The four counts of one tally, coloured."""
-    return (f"<span class='ok'>{t[AGREES]} agree</span> · <span class='{'bad' if t[DEVIATES] else 'ok'}'>"
-            f"{t[DEVIATES]} deviate</span> · <span class='expl'>{t['explained']} deviate, explained</span> · "
-            f"<span class='{'inc' if t[INCONCLUSIVE] else 'ok'}'>{t[INCONCLUSIVE]} inconclusive</span>")
+    return (
+        f"<span class='ok'>{t[AGREES]} agree</span> · <span class='{'bad' if t[DEVIATES] else 'ok'}'>"
+        f"{t[DEVIATES]} deviate</span> · <span class='expl'>{t['explained']} deviate, explained</span> · "
+        f"<span class='{'inc' if t[INCONCLUSIVE] else 'ok'}'>{t[INCONCLUSIVE]} inconclusive</span>"
+    )
 
 
 def _seeds_cell(o: FigureOutput) -> str:
@@ -189,8 +211,10 @@ def _seeds_cell(o: FigureOutput) -> str:
     rep = getattr(o, "seeds", None)
     if rep is None or not rep.plan.active:
         return "—"
-    return (f"+{rep.spent} of {rep.plan.budget}<br><small>{rep.rounds} round{'s' if rep.rounds != 1 else ''}, "
-            f"{len(rep.rows)} points</small>")
+    return (
+        f"+{rep.spent} of {rep.plan.budget}<br><small>{rep.rounds} round{'s' if rep.rounds != 1 else ''}, "
+        f"{len(rep.rows)} points</small>"
+    )
 
 
 def _seed_plan(o: FigureOutput) -> str:
@@ -200,32 +224,54 @@ def _seed_plan(o: FigureOutput) -> str:
     if rep is None or not rep.plan.active:
         return ""
     first = rep.first
-    before = (f" Before added seeds: {first[AGREES]} agree · {first[DEVIATES]} deviate · {first['explained']} "
-              f"deviate, explained · {first[INCONCLUSIVE]} inconclusive of {first['n']}." if first.get("n") else "")
+    before = (
+        f" Before added seeds: {first[AGREES]} agree · {first[DEVIATES]} deviate · {first['explained']} "
+        f"deviate, explained · {first[INCONCLUSIVE]} inconclusive of {first['n']}."
+        if first.get("n")
+        else ""
+    )
     rows = "".join(f"<li>{html.escape(lab)}: {a} → {b} seeds</li>" for lab, a, b in rep.rows)
-    return (f"<p class='meta'>Seed plan: {html.escape(rep.plan.text())}; {rep.spent} of {rep.plan.budget} runs added "
-            f"in {rep.rounds} round{'s' if rep.rounds != 1 else ''}.{html.escape(before)}</p>"
-            + (f"<ul class='meta'>{rows}</ul>" if rows else ""))
+    return (
+        f"<p class='meta'>Seed plan: {html.escape(rep.plan.text())}; {rep.spent} of {rep.plan.budget} runs added "
+        f"in {rep.rounds} round{'s' if rep.rounds != 1 else ''}.{html.escape(before)}</p>"
+        + (f"<ul class='meta'>{rows}</ul>" if rows else "")
+    )
 
 
 def _summary(outputs: list[FigureOutput], tallies: list[dict[str, Any]]) -> str:
     total = {k: sum(t[k] for t in tallies) for k in ("n", AGREES, DEVIATES, "explained", INCONCLUSIVE)}
-    head = (f"<p><b>{total[AGREES]} of {total['n']} checks agree</b> (equivalence within their declared tolerance "
-            f"shown): {_counts(total)} (the rule: <a href='#rule'>below</a>).</p>")
+    head = (
+        f"<p><b>{total[AGREES]} of {total['n']} checks agree</b> (equivalence within their declared tolerance "
+        f"shown): {_counts(total)} (the rule: <a href='#rule'>below</a>).</p>"
+    )
     rows = []
     for o, t in zip(outputs, tallies):
         cell = (_counts(t) + f" of {t['n']}<br><small>{html.escape(o.checks)}</small>") if t["n"] else "—"
-        rows.append(f"<tr><td class='l'><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a></td>"
-                    f"<td class='l'>{cell}</td><td>{_num(t['worst_rel'], 2)}</td><td>{_num(t['worst_se'], 2)}</td>"
-                    f"<td>{_seeds_cell(o)}</td><td>{o.runtime_s:.1f}</td></tr>")
-    table = ("<div class='tw'><table><tr><th class='l'>figure</th><th class='l'>verdicts</th>"
-             "<th>worst |gap|/|theory|</th><th>worst gap (s.e.)</th><th>seeds added</th><th>runtime (s)</th></tr>"
-             + "".join(rows)
-             + "</table></div>")
-    inconclusive = [f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: {html.escape(r)}</li>"
-                    for o, t in zip(outputs, tallies) for r in t["inconclusive_rows"]]
-    listing = ("<p>Inconclusive checks (neither agreement nor a deviation shown at this number of seeds):</p><ul>"
-               + "".join(inconclusive) + "</ul>") if inconclusive else ""
+        rows.append(
+            f"<tr><td class='l'><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a></td>"
+            f"<td class='l'>{cell}</td><td>{_num(t['worst_rel'], 2)}</td><td>{_num(t['worst_se'], 2)}</td>"
+            f"<td>{_seeds_cell(o)}</td><td>{o.runtime_s:.1f}</td></tr>"
+        )
+    table = (
+        "<div class='tw'><table><tr><th class='l'>figure</th><th class='l'>verdicts</th>"
+        "<th>worst |gap|/|theory|</th><th>worst gap (s.e.)</th><th>seeds added</th><th>runtime (s)</th></tr>"
+        + "".join(rows)
+        + "</table></div>"
+    )
+    inconclusive = [
+        f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: {html.escape(r)}</li>"
+        for o, t in zip(outputs, tallies)
+        for r in t["inconclusive_rows"]
+    ]
+    listing = (
+        (
+            "<p>Inconclusive checks (neither agreement nor a deviation shown at this number of seeds):</p><ul>"
+            + "".join(inconclusive)
+            + "</ul>"
+        )
+        if inconclusive
+        else ""
+    )
     return head + table + listing
 
 
@@ -235,54 +281,86 @@ def _where_theory_holds(outputs: list[FigureOutput]) -> str:
     for o in outputs:
         agr = o.agreement
         if agr is None or "diagnostic_fails" not in agr:
-            items += [f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: {html.escape(t)}</li>"
-                      for t in getattr(o, "diagnostics", [])]
+            items += [
+                f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: {html.escape(t)}</li>"
+                for t in getattr(o, "diagnostics", [])
+            ]
             continue
         keys = key_columns(agr)
         pts = agr.drop_duplicates(subset=keys) if keys else agr
         bad = pts[pts.diagnostic_fails.astype(bool)]
         listing = "; ".join(f"{_point(r, keys)}: {r['diagnostic']}" for _, r in bad.iterrows())
         n_exp = int((agr["verdict"] == EXPLAINED).sum()) if "verdict" in agr else 0
-        items.append(f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: the diagnostic fails at "
-                     f"{len(bad)} of {len(pts)} compared points{' (' + html.escape(listing) + ')' if listing else ''}; "
-                     f"{n_exp} deviating rows are explained by it."
-                     + "".join(f" {html.escape(t)}" for t in getattr(o, "diagnostics", [])) + "</li>")
+        items.append(
+            f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>: the diagnostic fails at "
+            f"{len(bad)} of {len(pts)} compared points{' (' + html.escape(listing) + ')' if listing else ''}; "
+            f"{n_exp} deviating rows are explained by it."
+            + "".join(f" {html.escape(t)}" for t in getattr(o, "diagnostics", []))
+            + "</li>"
+        )
     if not items:
         return ""
-    return ("<h2 id='holds'>Where the theory holds</h2><p>Diagnostics computed in this run at every compared point "
-            "(see each figure's notes for the criterion).</p><ul>" + "".join(items) + "</ul>")
+    return (
+        "<h2 id='holds'>Where the theory holds</h2><p>Diagnostics computed in this run at every compared point "
+        "(see each figure's notes for the criterion).</p><ul>" + "".join(items) + "</ul>"
+    )
 
 
-def page(outputs: list[FigureOutput], *, title: str, mode: str, total_runtime_s: float,
-         environment: dict[str, Any], generated: str) -> str:
+def page(
+    outputs: list[FigureOutput],
+    *,
+    title: str,
+    mode: str,
+    total_runtime_s: float,
+    environment: dict[str, Any],
+    generated: str,
+) -> str:
     """The whole HTML page (see the module docstring)."""
     tallies = [tally(o.agreement) for o in outputs]
     holds = _where_theory_holds(outputs)
     toc = ["<li><a href='#summary'>Summary</a></li>", "<li><a href='#rule'>The rule</a></li>"]
     if holds:
         toc.append("<li><a href='#holds'>Where the theory holds</a></li>")
-    toc += [f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>{_badge(t)}</li>"
-            for o, t in zip(outputs, tallies)]
-    main = [f"<h1>{html.escape(title)}</h1>",
-            f"<p class='meta'>mode <b>{html.escape(mode)}</b> · generated {html.escape(generated)} · total wall time "
-            f"{total_runtime_s:.0f} s · " + " · ".join(f"{html.escape(str(k))} {html.escape(str(v))}"
-                                                      for k, v in environment.items()) + "</p>",
-            "<h2 id='summary'>Summary</h2>", _summary(outputs, tallies),
-            f"<h2 id='rule'>The rule</h2><p class='rule'>{html.escape(RULE)}</p>", holds]
+    toc += [
+        f"<li><a href='#{html.escape(o.name)}'>{html.escape(o.title)}</a>{_badge(t)}</li>"
+        for o, t in zip(outputs, tallies)
+    ]
+    main = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='meta'>mode <b>{html.escape(mode)}</b> · generated {html.escape(generated)} · total wall time "
+        f"{total_runtime_s:.0f} s · "
+        + " · ".join(f"{html.escape(str(k))} {html.escape(str(v))}" for k, v in environment.items())
+        + "</p>",
+        "<h2 id='summary'>Summary</h2>",
+        _summary(outputs, tallies),
+        f"<h2 id='rule'>The rule</h2><p class='rule'>{html.escape(RULE)}</p>",
+        holds,
+    ]
     for o in outputs:
         mime, data = web_image(o)
         main.append(f"<h2 id='{html.escape(o.name)}'>{html.escape(o.title)}</h2>")
-        main.append(f"<figure><img alt='{html.escape(o.title)}' src='data:{mime};base64,"
-                    f"{base64.b64encode(data).decode()}'><figcaption>{html.escape(o.caption)}</figcaption></figure>")
+        main.append(
+            f"<figure><img alt='{html.escape(o.title)}' src='data:{mime};base64,"
+            f"{base64.b64encode(data).decode()}'><figcaption>{html.escape(o.caption)}</figcaption></figure>"
+        )
         main.append("<p class='params'>" + html.escape(", ".join(f"{k} = {v}" for k, v in o.params.items())) + "</p>")
         if o.agreement is not None and len(o.agreement):
             main.append(compact_table(o.agreement))
         main.append(_seed_plan(o))
         main.append(_details(o))
-        main.append(f"<p class='meta'>runtime {o.runtime_s:.1f} s · full resolution and data: "
-                    f"<code>figures/{html.escape(o.name)}.png</code>, <code>.pdf</code>, <code>.csv</code></p>")
-    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body><div class='layout'>"
-            "<nav class='toc'><details open id='toc'><summary>Contents</summary><ol>" + "".join(toc)
-            + "</ol></details></nav><main>" + "\n".join(main) + "</main></div>" + _SCRIPT + "</body></html>")
+        main.append(
+            f"<p class='meta'>runtime {o.runtime_s:.1f} s · full resolution and data: "
+            f"<code>figures/{html.escape(o.name)}.png</code>, <code>.pdf</code>, <code>.csv</code></p>"
+        )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body><div class='layout'>"
+        "<nav class='toc'><details open id='toc'><summary>Contents</summary><ol>"
+        + "".join(toc)
+        + "</ol></details></nav><main>"
+        + "\n".join(main)
+        + "</main></div>"
+        + _SCRIPT
+        + "</body></html>"
+    )

@@ -40,9 +40,26 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["AGREES", "DEVIATES", "EXPLAINED", "FAMILY_LEVEL", "INCONCLUSIVE", "MAX_TOL_REL", "RULE", "VERDICTS",
-           "equivalence_p_value", "gap_p_value", "holm", "holm_adjusted", "judge", "key_columns", "row_label", "tally",
-           "tally_text", "tolerance"]
+__all__ = [
+    "AGREES",
+    "DEVIATES",
+    "EXPLAINED",
+    "FAMILY_LEVEL",
+    "INCONCLUSIVE",
+    "MAX_TOL_REL",
+    "RULE",
+    "VERDICTS",
+    "equivalence_p_value",
+    "gap_p_value",
+    "holm",
+    "holm_adjusted",
+    "judge",
+    "key_columns",
+    "row_label",
+    "tally",
+    "tally_text",
+    "tolerance",
+]
 
 #: Family-wise error rate of each of the report's two tests.
 FAMILY_LEVEL = 0.05
@@ -62,26 +79,28 @@ INCONCLUSIVE = "inconclusive"
 VERDICTS = (AGREES, DEVIATES, EXPLAINED, INCONCLUSIVE)
 
 #: The rule, as the report states it.
-RULE = ("Each check declares a tolerance tol = max(tol_rel |theory|, tol_abs) with its reason (finite size, "
-        "quadrature, ...; tol_rel <= 10 %). A check with a standard error s of the simulated value is judged by two "
-        "tests at 5 %, each corrected by Holm's step-down procedure over the figure's checks (sort the family's m "
-        "raw p-values p_(1) <= ... <= p_(m); the Holm-adjusted value of p_(i) is max over j <= i of "
-        "min(1, (m - j + 1) p_(j)); a hypothesis is rejected when its adjusted value is <= 0.05). Difference test: "
-        "null |E[simulation] - theory| <= tol, p_diff = F((g - tol)/s) + F((g + tol)/s) from the gap g. "
-        "Equivalence test (two one-sided tests): null |E[simulation] - theory| >= tol, p_equiv = max(F((tol + g)/s), "
-        "F((tol - g)/s)). F is the survival function of Student's t with k - 1 degrees of freedom for a mean "
-        "over k seeds (s = sample s.d./sqrt(k)) and of the standard normal for a gap extrapolated to d = inf or a "
-        "test-set error. Verdicts: 'agrees' when equivalence is shown, 'deviates' when the difference is shown, "
-        "'deviates, explained' when it deviates where a diagnostic computed in the same run fails, 'inconclusive' "
-        "when neither is shown or the theory did not converge (such a row never agrees). Checks without a standard "
-        "error (a KS distance against a level, an exact identity) agree when within their tolerance and deviate "
-        "otherwise; they are outside the Holm families. Seeds: a figure may declare a seed plan, fixed before the data "
-        "(at most max_seeds seeds per simulated point, at most a budget of added simulation runs per figure): after "
-        "each judgement every inconclusive seed-averaged check gets its point's seeds doubled (4 -> 8 -> 16, new seeds "
-        "continuing the seed sequence), served in the figure's table order while the budget lasts, and the whole "
-        "figure is judged again with both Holm families recomputed over all its checks, until every check is decided, "
-        "none can get more seeds, or the budget is spent. Each figure states its plan, the runs it added and the "
-        "checks that received seeds.")
+RULE = (
+    "Each check declares a tolerance tol = max(tol_rel |theory|, tol_abs) with its reason (finite size, "
+    "quadrature, ...; tol_rel <= 10 %). A check with a standard error s of the simulated value is judged by two "
+    "tests at 5 %, each corrected by Holm's step-down procedure over the figure's checks (sort the family's m "
+    "raw p-values p_(1) <= ... <= p_(m); the Holm-adjusted value of p_(i) is max over j <= i of "
+    "min(1, (m - j + 1) p_(j)); a hypothesis is rejected when its adjusted value is <= 0.05). Difference test: "
+    "null |E[simulation] - theory| <= tol, p_diff = F((g - tol)/s) + F((g + tol)/s) from the gap g. "
+    "Equivalence test (two one-sided tests): null |E[simulation] - theory| >= tol, p_equiv = max(F((tol + g)/s), "
+    "F((tol - g)/s)). F is the survival function of Student's t with k - 1 degrees of freedom for a mean "
+    "over k seeds (s = sample s.d./sqrt(k)) and of the standard normal for a gap extrapolated to d = inf or a "
+    "test-set error. Verdicts: 'agrees' when equivalence is shown, 'deviates' when the difference is shown, "
+    "'deviates, explained' when it deviates where a diagnostic computed in the same run fails, 'inconclusive' "
+    "when neither is shown or the theory did not converge (such a row never agrees). Checks without a standard "
+    "error (a KS distance against a level, an exact identity) agree when within their tolerance and deviate "
+    "otherwise; they are outside the Holm families. Seeds: a figure may declare a seed plan, fixed before the data "
+    "(at most max_seeds seeds per simulated point, at most a budget of added simulation runs per figure): after "
+    "each judgement every inconclusive seed-averaged check gets its point's seeds doubled (4 -> 8 -> 16, new seeds "
+    "continuing the seed sequence), served in the figure's table order while the budget lasts, and the whole "
+    "figure is judged again with both Holm families recomputed over all its checks, until every check is decided, "
+    "none can get more seeds, or the budget is spent. Each figure states its plan, the runs it added and the "
+    "checks that received seeds."
+)
 
 
 def _dist(dof: float | None) -> Any:
@@ -238,8 +257,9 @@ def judge(agr: pd.DataFrame, level: float = FAMILY_LEVEL) -> pd.DataFrame:
     n = len(out)
     for name in ("tol_rel", "tol_abs"):
         if name not in out:
-            raise ValueError(f"agreement rows must declare {name} (the check's tolerance); "
-                             f"columns: {list(out.columns)}")
+            raise ValueError(
+                f"agreement rows must declare {name} (the check's tolerance); columns: {list(out.columns)}"
+            )
     rel, ab = out["tol_rel"].astype(float).to_numpy(), out["tol_abs"].astype(float).to_numpy()
     bad = ~((rel >= 0) & (rel <= MAX_TOL_REL))
     if bad.any():
@@ -253,10 +273,18 @@ def judge(agr: pd.DataFrame, level: float = FAMILY_LEVEL) -> pd.DataFrame:
     conv = _column(out, "theory_converged", True).astype(bool)
     tol = tolerance(theory, rel, ab)
     stat = np.isfinite(se) & np.isfinite(gap)
-    p_diff = np.array([gap_p_value(g, s, t, d if math.isfinite(d) else None) if ok else math.nan
-                       for g, s, t, d, ok in zip(gap, se, tol, dof, stat)])
-    p_equiv = np.array([equivalence_p_value(g, s, t, d if math.isfinite(d) else None) if ok else math.nan
-                        for g, s, t, d, ok in zip(gap, se, tol, dof, stat)])
+    p_diff = np.array(
+        [
+            gap_p_value(g, s, t, d if math.isfinite(d) else None) if ok else math.nan
+            for g, s, t, d, ok in zip(gap, se, tol, dof, stat)
+        ]
+    )
+    p_equiv = np.array(
+        [
+            equivalence_p_value(g, s, t, d if math.isfinite(d) else None) if ok else math.nan
+            for g, s, t, d, ok in zip(gap, se, tol, dof, stat)
+        ]
+    )
     family = stat & conv
     out["tolerance"] = tol
     out["p_diff"], out["p_equiv"] = p_diff, p_equiv
@@ -285,7 +313,7 @@ def judge(agr: pd.DataFrame, level: float = FAMILY_LEVEL) -> pd.DataFrame:
 def key_columns(agr: pd.DataFrame) -> list[str]:
     """The columns that name a row's point: those before ``quantity``."""
     cols = list(agr.columns)
-    return cols[:cols.index("quantity")] if "quantity" in cols else []
+    return cols[: cols.index("quantity")] if "quantity" in cols else []
 
 
 def _fmt(v: Any) -> str:
@@ -310,8 +338,16 @@ def tally(agr: pd.DataFrame | None) -> dict[str, Any]:
     ``worst_se`` (the largest ``gap/se`` of a statistical row; ``nan`` when none) and
     ``inconclusive_rows`` (``row_label`` of each inconclusive row).
     """
-    empty = {"n": 0, AGREES: 0, DEVIATES: 0, "explained": 0, INCONCLUSIVE: 0, "worst_rel": math.nan,
-             "worst_se": math.nan, "inconclusive_rows": []}
+    empty = {
+        "n": 0,
+        AGREES: 0,
+        DEVIATES: 0,
+        "explained": 0,
+        INCONCLUSIVE: 0,
+        "worst_rel": math.nan,
+        "worst_se": math.nan,
+        "inconclusive_rows": [],
+    }
     if agr is None or not len(agr) or "verdict" not in agr:
         return empty
     v = agr["verdict"].value_counts()
@@ -324,13 +360,21 @@ def tally(agr: pd.DataFrame | None) -> dict[str, Any]:
     beyond_floor = agr["gap"].astype(float) > agr["tol_abs"].astype(float) if "tol_abs" in agr else conv
 
     keys = key_columns(agr)
-    return {"n": len(agr), AGREES: int(v.get(AGREES, 0)), DEVIATES: int(v.get(DEVIATES, 0)),
-            "explained": int(v.get(EXPLAINED, 0)), INCONCLUSIVE: int(v.get(INCONCLUSIVE, 0)),
-            "worst_rel": worst("rel_gap", beyond_floor), "worst_se": worst("gap_se", conv),
-            "inconclusive_rows": [row_label(r, keys) for _, r in agr[agr.verdict == INCONCLUSIVE].iterrows()]}
+    return {
+        "n": len(agr),
+        AGREES: int(v.get(AGREES, 0)),
+        DEVIATES: int(v.get(DEVIATES, 0)),
+        "explained": int(v.get(EXPLAINED, 0)),
+        INCONCLUSIVE: int(v.get(INCONCLUSIVE, 0)),
+        "worst_rel": worst("rel_gap", beyond_floor),
+        "worst_se": worst("gap_se", conv),
+        "inconclusive_rows": [row_label(r, keys) for _, r in agr[agr.verdict == INCONCLUSIVE].iterrows()],
+    }
 
 
 def tally_text(t: dict[str, Any]) -> str:
     """``"3 agree, 1 deviates (1 explained), 2 inconclusive of 6"``: the four counts of :func:`tally`."""
-    return (f"{t[AGREES]} agree, {t[DEVIATES]} deviate, {t['explained']} deviate (explained), "
-            f"{t[INCONCLUSIVE]} inconclusive of {t['n']}")
+    return (
+        f"{t[AGREES]} agree, {t[DEVIATES]} deviate, {t['explained']} deviate (explained), "
+        f"{t[INCONCLUSIVE]} inconclusive of {t['n']}"
+    )

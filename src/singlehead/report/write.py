@@ -76,14 +76,29 @@ def save_figure(out: FigureOutput, root: Path) -> dict[str, str]:
     return paths
 
 
-def write_report(outputs: list[FigureOutput], path: Path, *, title: str, mode: str, total_runtime_s: float,
-                 environment: dict[str, Any]) -> Path:
+def write_report(
+    outputs: list[FigureOutput],
+    path: Path,
+    *,
+    title: str,
+    mode: str,
+    total_runtime_s: float,
+    environment: dict[str, Any],
+) -> Path:
     """Write one self-contained HTML page: the summary first, a table of contents that stays on screen,
     then each figure (embedded as WebP, :func:`singlehead.report.html.web_image`) with a compact table of its checks.
 
     The checks are judged by the rule of :mod:`.verdict` (each figure's ``agreement`` must carry its
     ``verdict``); the page states the rule.
     """
-    path.write_text(page(outputs, title=title, mode=mode, total_runtime_s=total_runtime_s,
-                         environment=environment, generated=_dt.datetime.now().isoformat(timespec="seconds")))
+    path.write_text(
+        page(
+            outputs,
+            title=title,
+            mode=mode,
+            total_runtime_s=total_runtime_s,
+            environment=environment,
+            generated=_dt.datetime.now().isoformat(timespec="seconds"),
+        )
+    )
     return path

@@ -15,7 +15,13 @@ from importlib import import_module
 from typing import Any
 
 from singlehead.runs.cache import (
-    NUMERICS_VERSION, Cache, cache_for_export, export_jsonl, library_cache_dir, result_key, value_key,
+    NUMERICS_VERSION,
+    Cache,
+    cache_for_export,
+    export_jsonl,
+    library_cache_dir,
+    result_key,
+    value_key,
 )
 from singlehead.runs.runner import Job, Workers, run_calls, run_jobs, run_stages, stream
 
@@ -28,8 +34,22 @@ _LAZY = {
     "reference_seconds": "singlehead.runs.reference",
 }
 
-__all__ = ["NUMERICS_VERSION", "Cache", "result_key", "value_key", "cache_for_export", "export_jsonl",
-           "library_cache_dir", "Job", "Workers", "run_jobs", "run_stages", "stream", "run_calls", *_LAZY]
+__all__ = [
+    "NUMERICS_VERSION",
+    "Cache",
+    "result_key",
+    "value_key",
+    "cache_for_export",
+    "export_jsonl",
+    "library_cache_dir",
+    "Job",
+    "Workers",
+    "run_jobs",
+    "run_stages",
+    "stream",
+    "run_calls",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -28,22 +28,31 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from singlehead.numerics.cache_dir import library_cache_dir
 from singlehead.model.results import jsonable, stable_hash
+from singlehead.numerics.cache_dir import library_cache_dir
 
-__all__ = ["NUMERICS_VERSION", "Cache", "result_key", "value_key", "cache_for_export", "export_jsonl",
-           "library_cache_dir"]
+__all__ = [
+    "NUMERICS_VERSION",
+    "Cache",
+    "result_key",
+    "value_key",
+    "cache_for_export",
+    "export_jsonl",
+    "library_cache_dir",
+]
 
 #: The version of the library's numerics, part of every cache key. Bump it (by one) in every
 #: change that alters a result of any route; see the module docstring.
 NUMERICS_VERSION = 8
 
 
-def result_key(route: str, problem: Any, seed: int | None = None,
-               settings: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> str:
+def result_key(
+    route: str, problem: Any, seed: int | None = None, settings: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()
+) -> str:
     """The cache key of one run: ``route`` on ``problem`` with ``seed`` and ``settings``.
 
     Parameters
@@ -73,8 +82,9 @@ def result_key(route: str, problem: Any, seed: int | None = None,
     True
     """
     pdict = problem.to_dict() if hasattr(problem, "to_dict") else dict(problem)
-    return stable_hash({"numerics": NUMERICS_VERSION, "route": route, "problem": pdict, "seed": seed,
-                        "settings": dict(settings)})
+    return stable_hash(
+        {"numerics": NUMERICS_VERSION, "route": route, "problem": pdict, "seed": seed, "settings": dict(settings)}
+    )
 
 
 def value_key(name: str) -> str:

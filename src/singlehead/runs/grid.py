@@ -24,14 +24,15 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from singlehead.model.problem import Problem, target_from_dict
-from singlehead.runs import Job
 from singlehead.model.targets import MPTarget, PowerLawTarget, UntiedMPTarget
+from singlehead.runs import Job
 
 DETERMINISTIC_ROUTES = ("theory", "bayes", "thresholds")
 
@@ -60,9 +61,11 @@ def load_grid(path: str | Path) -> dict[str, Any]:
     text = path.read_text()
     if path.suffix == ".toml":
         import tomllib  # imported here, like yaml: most runs read no grid file
+
         return tomllib.loads(text)
     if path.suffix in (".yaml", ".yml"):
         import yaml  # only YAML grids need it
+
         return yaml.safe_load(text)
     if path.suffix == ".json":
         return json.loads(text)
@@ -164,11 +167,20 @@ def random_problems(n: int, seed: int = 0) -> list[Problem]:
         kappa = float(rng.choice([1.0, 0.5, 0.2])) if student == "factorized" else 1.0
         ratio = float(rng.choice([1.0, 2.0, 0.5]))
         beta0, beta = (1.0, 1.0) if channel == "linear" else (1.0, 1.0 / ratio)
-        out.append(Problem(
-            T=T, channel=channel, student=student, kappa=kappa, beta=beta, beta0=beta0,
-            lam=float(10 ** rng.uniform(-5, math.log10(5))), alpha=float(10 ** rng.uniform(math.log10(3e-3), math.log10(20))),
-            noise=float(rng.choice([0.0, 0.1, 0.5, 1.0])), target=MPTarget(float(rng.choice([0.25, 0.5, 1.0]))),
-        ))
+        out.append(
+            Problem(
+                T=T,
+                channel=channel,
+                student=student,
+                kappa=kappa,
+                beta=beta,
+                beta0=beta0,
+                lam=float(10 ** rng.uniform(-5, math.log10(5))),
+                alpha=float(10 ** rng.uniform(math.log10(3e-3), math.log10(20))),
+                noise=float(rng.choice([0.0, 0.1, 0.5, 1.0])),
+                target=MPTarget(float(rng.choice([0.25, 0.5, 1.0]))),
+            )
+        )
     return out
 
 
@@ -231,13 +243,36 @@ def random_problems_wide(n: int, seed: int = 0, *, untied_share: float = 0.04) -
         beta, beta0 = (1.0, 1.0) if channel == "linear" else (beta0 / ratio, beta0)
         if untied:
             target = UntiedMPTarget(kappa0) if untied_teacher else MPTarget(kappa0)
-            out.append(Problem(T=2, channel=channel, student="untied", kappa=1.0, beta=beta, beta0=beta0, lam=lam,
-                               alpha=alpha, noise=noise, target=target))
+            out.append(
+                Problem(
+                    T=2,
+                    channel=channel,
+                    student="untied",
+                    kappa=1.0,
+                    beta=beta,
+                    beta0=beta0,
+                    lam=lam,
+                    alpha=alpha,
+                    noise=noise,
+                    target=target,
+                )
+            )
             continue
         if student != "factorized":
             kappa = 1.0
         target = PowerLawTarget(gamma) if power_law else MPTarget(kappa0)
-        out.append(Problem(T=T, channel=channel, student=student, kappa=kappa, beta=beta, beta0=beta0, lam=lam,
-                           alpha=alpha, noise=noise, target=target))
+        out.append(
+            Problem(
+                T=T,
+                channel=channel,
+                student=student,
+                kappa=kappa,
+                beta=beta,
+                beta0=beta0,
+                lam=lam,
+                alpha=alpha,
+                noise=noise,
+                target=target,
+            )
+        )
     return out
-

@@ -10,17 +10,19 @@ interrupted study resumes.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from singlehead.model.results import stable_hash
 from singlehead.runs import cache as cache_module  # the version is read at call time, so a bump applies at once
 from singlehead.runs.cache import Cache
-from singlehead.model.results import stable_hash
 
 __all__ = ["cached"]
 
 
-def cached(cache: Cache, spec: dict[str, Any],
-           compute: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def cached(
+    cache: Cache, spec: dict[str, Any], compute: Callable[[], dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """The record of ``spec`` from ``cache``, or ``compute()`` stored there and returned.
 
     Parameters

@@ -7,7 +7,8 @@ chunks (the explorer streams its curves that way) builds them once per worker.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import stable_hash
@@ -20,8 +21,7 @@ def run_simulation(problem: Problem, seed: int | None, *, device: str = "cpu", *
     """``simulate(problem, seed, options=TrainOptions(**options), device=device)`` as a record."""
     from singlehead.sim.simulation import TrainOptions, simulate
 
-    return simulate(problem, 0 if seed is None else int(seed), options=TrainOptions(**options),
-                    device=device).to_dict()
+    return simulate(problem, 0 if seed is None else int(seed), options=TrainOptions(**options), device=device).to_dict()
 
 
 def run_theory(problem: Problem, seed: int | None = None, *, prior: str = "auto", **settings: Any) -> dict[str, Any]:
@@ -31,8 +31,9 @@ def run_theory(problem: Problem, seed: int | None = None, *, prior: str = "auto"
     return theory(problem, prior=prior, options=SEOptions(**settings)).to_dict()
 
 
-def run_theory_curve(problems: list[Problem], param: str, *, prior: str = "auto", init: dict[str, Any] | None = None,
-                     **settings: Any) -> list[dict[str, Any]]:
+def run_theory_curve(
+    problems: list[Problem], param: str, *, prior: str = "auto", init: dict[str, Any] | None = None, **settings: Any
+) -> list[dict[str, Any]]:
     """:func:`run_theory` for problems that differ only in ``param``, as one warm-started sweep
     (:func:`~singlehead.state_evolution.theory_curve`), in the given order.
 
@@ -43,8 +44,9 @@ def run_theory_curve(problems: list[Problem], param: str, *, prior: str = "auto"
     return list(iter_theory_curve(problems, param, prior=prior, init=init, **settings))
 
 
-def iter_theory_curve(problems: list[Problem], param: str, *, prior: str = "auto", init: dict[str, Any] | None = None,
-                      **settings: Any) -> Iterator[dict[str, Any]]:
+def iter_theory_curve(
+    problems: list[Problem], param: str, *, prior: str = "auto", init: dict[str, Any] | None = None, **settings: Any
+) -> Iterator[dict[str, Any]]:
     """:func:`run_theory_curve`, yielding each record as soon as its point is solved (the next point is
     solved only when asked for)."""
     from singlehead.model.results import Result
@@ -83,8 +85,11 @@ def solver_inputs(problem: Problem, param: str, prior: str, settings: dict[str, 
     if key not in _SOLVER_INPUTS:
         if len(_SOLVER_INPUTS) >= _SOLVER_INPUTS_KEPT:
             _SOLVER_INPUTS.clear()
-        _SOLVER_INPUTS[key] = (options, options.quadrature(problem),
-                               prior_model(problem, prior, draws=options.draws, seed=options.node_seed))
+        _SOLVER_INPUTS[key] = (
+            options,
+            options.quadrature(problem),
+            prior_model(problem, prior, draws=options.draws, seed=options.node_seed),
+        )
     return _SOLVER_INPUTS[key]
 
 
@@ -99,8 +104,11 @@ def run_thresholds(problem: Problem, seed: int | None = None, **settings: Any) -
     """The interpolation and perfect-recovery thresholds of ``problem`` as a record."""
     from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
 
-    return {"source": "thresholds", "alpha_interp": interpolation_threshold(problem),
-            "alpha_perfect": perfect_recovery_threshold(problem)}
+    return {
+        "source": "thresholds",
+        "alpha_interp": interpolation_threshold(problem),
+        "alpha_perfect": perfect_recovery_threshold(problem),
+    }
 
 
 def run_amp(problem: Problem, seed: int | None, **settings: Any) -> dict[str, Any]:

@@ -29,19 +29,30 @@ from __future__ import annotations
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import stable_hash
-from singlehead.runs.threads import THREAD_ENV_VARS, USER_LIMIT_VAR, available_cores, configure, threads_per_worker
 from singlehead.runs import routes
 from singlehead.runs.cache import Cache, result_key
+from singlehead.runs.threads import THREAD_ENV_VARS, USER_LIMIT_VAR, available_cores, configure, threads_per_worker
 
-__all__ = ["Job", "ROUTES", "Workers", "execute", "execute_chain", "run_calls", "run_jobs", "stream",
-           "theory_chains", "cost_estimate"]
+__all__ = [
+    "Job",
+    "ROUTES",
+    "Workers",
+    "execute",
+    "execute_chain",
+    "run_calls",
+    "run_jobs",
+    "stream",
+    "theory_chains",
+    "cost_estimate",
+]
 
 # route name -> function; each takes (problem, seed, **settings) and returns a JSON-able dict (the route
 # functions import their engine when called, so importing them here costs nothing)
@@ -112,8 +123,14 @@ def execute(job: Job) -> dict[str, Any]:
 
 def _job_record(rec: dict[str, Any], job: Job, runtime_s: float) -> dict[str, Any]:
     """A route's record with the job's key, route, seed, problem and tags (and a runtime if it has none)."""
-    rec = {**rec, "key": job.key, "route": job.route, "seed": job.seed, "problem": job.problem.to_dict(),
-           **{f"tag_{k}": v for k, v in job.tags}}
+    rec = {
+        **rec,
+        "key": job.key,
+        "route": job.route,
+        "seed": job.seed,
+        "problem": job.problem.to_dict(),
+        **{f"tag_{k}": v for k, v in job.tags},
+    }
     rec.setdefault("runtime_s", runtime_s)
     return rec
 
@@ -156,8 +173,9 @@ class _Chain:
     init: dict[str, Any] | None = None
 
 
-def theory_chains(jobs: Sequence[Job], todo: set[str], parts: int = 1, min_piece: int = 6,
-                  cache: Cache | None = None) -> tuple[list[tuple[str, list[Job], dict[str, Any] | None]], list[Job]]:
+def theory_chains(
+    jobs: Sequence[Job], todo: set[str], parts: int = 1, min_piece: int = 6, cache: Cache | None = None
+) -> tuple[list[tuple[str, list[Job], dict[str, Any] | None]], list[Job]]:
     """Group the ``theory`` jobs among ``jobs`` into warm-started chains along ``alpha`` (then ``lam``).
 
     Parameters
@@ -345,9 +363,18 @@ def _chunk_sizes(chunks: Sequence[int] | None) -> Callable[[int], int | None]:
     return lambda k: chunks[min(k, len(chunks) - 1)]
 
 
-def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, scheduler: str | None = None,
-           client: Any = None, alive: Callable[[], bool] | None = None, chunks: Sequence[int] | None = None,
-           min_piece: int = 6, groups: Sequence[int] | None = None) -> Iterator[dict[str, Any]]:
+def stream(
+    jobs: Iterable[Job],
+    cache: Cache,
+    *,
+    workers: int | Workers = 1,
+    scheduler: str | None = None,
+    client: Any = None,
+    alive: Callable[[], bool] | None = None,
+    chunks: Sequence[int] | None = None,
+    min_piece: int = 6,
+    groups: Sequence[int] | None = None,
+) -> Iterator[dict[str, Any]]:
     """Every record of ``jobs``: the cached ones first (in the order of ``jobs``), then the others as they finish.
 
     Each computed record is stored in ``cache`` the moment it exists (also when it comes back after
@@ -416,8 +443,9 @@ def stream(jobs: Iterable[Job], cache: Cache, *, workers: int | Workers = 1, sch
         backend.close()
 
 
-def _grouped_chains(jobs: list[Job], todo: set[str], parts: int, min_piece: int, cache: Cache,
-                    groups: Sequence[int] | None) -> tuple[list[tuple[str, list[Job], dict[str, Any] | None]], list[Job]]:
+def _grouped_chains(
+    jobs: list[Job], todo: set[str], parts: int, min_piece: int, cache: Cache, groups: Sequence[int] | None
+) -> tuple[list[tuple[str, list[Job], dict[str, Any] | None]], list[Job]]:
     """:func:`theory_chains` within each group of ``groups`` (all jobs one group when ``None``); a key to compute
     is computed once, in the first group that holds it."""
     if groups is None:
@@ -435,8 +463,9 @@ def _grouped_chains(jobs: list[Job], todo: set[str], parts: int, min_piece: int,
     return chains, singles
 
 
-def _stream_here(jobs: list[Job], todo: set[str], cache: Cache, alive: Callable[[], bool],
-                 groups: Sequence[int] | None = None) -> Iterator[dict[str, Any]]:
+def _stream_here(
+    jobs: list[Job], todo: set[str], cache: Cache, alive: Callable[[], bool], groups: Sequence[int] | None = None
+) -> Iterator[dict[str, Any]]:
     chains, singles = _grouped_chains(jobs, todo, 1, 6, cache, groups)
     for param, js, init in chains:
         for rec in iter_chain(param, js, init):
@@ -459,18 +488,28 @@ def _store(cache: Cache, rec: dict[str, Any]) -> None:
 
 def _store_late(cache: Cache) -> Callable[[Any], None]:
     """A done-callback that stores the records of a chunk that finishes after the stream stopped."""
+
     def store(fut: Any) -> None:
         if fut.cancelled() or fut.exception() is not None:
             return
         out = fut.result()
         for rec in out if isinstance(out, list) else [out]:
             _store(cache, rec)
+
     return store
 
 
-def _stream_futures(backend: Any, jobs: list[Job], todo: set[str], cache: Cache, alive: Callable[[], bool],
-                    parts: int, size: Callable[[int], int | None], min_piece: int,
-                    groups: Sequence[int] | None = None) -> Iterator[dict[str, Any]]:
+def _stream_futures(
+    backend: Any,
+    jobs: list[Job],
+    todo: set[str],
+    cache: Cache,
+    alive: Callable[[], bool],
+    parts: int,
+    size: Callable[[int], int | None],
+    min_piece: int,
+    groups: Sequence[int] | None = None,
+) -> Iterator[dict[str, Any]]:
     chains, singles = _grouped_chains(jobs, todo, parts, min_piece, cache, groups)
     # chain -> (rest of its segment, number of chunks sent)
     state: dict[Any, tuple[str, list[Job], int]] = {}
@@ -503,8 +542,7 @@ def _stream_futures(backend: Any, jobs: list[Job], todo: set[str], cache: Cache,
             return
 
 
-def run_calls(tasks: dict[str, Callable[[], Any]], *, workers: int | Workers = 1
-              ) -> Iterator[tuple[str, Any]]:
+def run_calls(tasks: dict[str, Callable[[], Any]], *, workers: int | Workers = 1) -> Iterator[tuple[str, Any]]:
     """``(name, value)`` of every ``tasks[name]()`` as it finishes (in order here; on local workers in any
     order, one task per dispatch in the caller's order, so callers put the dearest first).
 
@@ -546,10 +584,18 @@ def _named_call(name: str, f: Callable[[], Any]) -> tuple[str, Any]:
     return name, f()
 
 
-def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: str | None = None,
-             progress: bool = True, desc: str = "runs", client: Any = None,
-             on_record: Callable[[dict[str, Any], Any], None] | None = None,
-             groups: Sequence[int] | None = None) -> list[dict[str, Any]]:
+def run_jobs(
+    jobs: Iterable[Job],
+    cache: Cache,
+    *,
+    n_jobs: int = 1,
+    scheduler: str | None = None,
+    progress: bool = True,
+    desc: str = "runs",
+    client: Any = None,
+    on_record: Callable[[dict[str, Any], Any], None] | None = None,
+    groups: Sequence[int] | None = None,
+) -> list[dict[str, Any]]:
     """Run every job not in ``cache`` (:func:`stream`); return all records in the order of ``jobs``.
 
     Parameters
@@ -581,14 +627,12 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
     jobs = list(jobs)
     left = sum(cache.get(j.key) is None for j in jobs)
     if progress and left > 1:
-        bar = _progress_bar()(total=len(jobs), initial=len(jobs) - left, desc=desc, leave=False,
-                              dynamic_ncols=True)
+        bar = _progress_bar()(total=len(jobs), initial=len(jobs) - left, desc=desc, leave=False, dynamic_ncols=True)
     else:  # nothing to follow (one run at most, or no progress asked): no bar, and no import of tqdm
         bar = _NoBar()
     failed: dict[str, dict[str, Any]] = {}
     try:
-        for n, rec in enumerate(stream(jobs, cache, workers=n_jobs, scheduler=scheduler, client=client,
-                                       groups=groups)):
+        for n, rec in enumerate(stream(jobs, cache, workers=n_jobs, scheduler=scheduler, client=client, groups=groups)):
             if "error" in rec:
                 failed[rec["key"]] = rec
             if on_record is not None:
@@ -599,8 +643,12 @@ def run_jobs(jobs: Iterable[Job], cache: Cache, *, n_jobs: int = 1, scheduler: s
         bar.close()
     if failed:
         first = next(iter(failed.values()))
-        warnings.warn(f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "
-                      f"first: {first['error']} at {first['problem']}", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"{desc}: {len(failed)} of {len(jobs)} runs failed (not cached; a rerun retries them); "
+            f"first: {first['error']} at {first['problem']}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return [failed[j.key] if j.key in failed else cache.get(j.key) for j in jobs]
 
 
@@ -623,7 +671,7 @@ def run_stages(stages: Sequence[Sequence[Job]], cache: Cache, **kwargs: Any) -> 
     recs = run_jobs(flat, cache, groups=labels, **kwargs)
     out, k = [], 0
     for st in stages:
-        out.append(recs[k:k + len(st)])
+        out.append(recs[k : k + len(st)])
         k += len(st)
     return out
 

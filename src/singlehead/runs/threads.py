@@ -27,8 +27,14 @@ import os
 from typing import Any
 
 USER_LIMIT_VAR = "SINGLEHEAD_USER_OMP_NUM_THREADS"
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
-                   "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 def available_cores() -> int:
@@ -89,8 +95,9 @@ def configure(workers: int = 1, threads: int | None = None, *, cores: int | None
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads must be an integer >= 1 (got {threads!r})")
         if threads * workers > c:
-            raise ValueError(f"threads must be <= cores // workers = {n} with {workers} worker(s) on {c} "
-                             f"core(s) (got {threads})")
+            raise ValueError(
+                f"threads must be <= cores // workers = {n} with {workers} worker(s) on {c} core(s) (got {threads})"
+            )
         n = threads
     for var in THREAD_ENV_VARS:
         os.environ[var] = str(n)

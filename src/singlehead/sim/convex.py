@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from singlehead.model.channels import Channel, squared_error
-from singlehead.sim.data import Sequences, logits
 from singlehead.model.problem import Problem
 from singlehead.model.students import Student
+from singlehead.sim.data import Sequences, logits
 
 
 @dataclass
@@ -60,7 +60,9 @@ def _regulariser(S: torch.Tensor, student: Student, lam: float, d: int, n: int) 
     return lam * d * float(student.penalty_value(S)) / n
 
 
-def _prox(V: torch.Tensor, t: float, student: Student, lam: float, d: int, n: int, rank_cap: int | None) -> torch.Tensor:
+def _prox(
+    V: torch.Tensor, t: float, student: Student, lam: float, d: int, n: int, rank_cap: int | None
+) -> torch.Tensor:
     if not student.symmetric:
         # unitarily invariant penalty of a general matrix: its prox acts on the singular values
         U, sv, Vh = torch.linalg.svd(V)
@@ -78,8 +80,9 @@ def _prox(V: torch.Tensor, t: float, student: Student, lam: float, d: int, n: in
     return (U * f) @ U.T
 
 
-def solve_reference(problem: Problem, data: Sequences, *, S_init: torch.Tensor | None = None,
-                    max_iter: int = 20000, tol: float = 1e-12) -> ReferenceSolution:
+def solve_reference(
+    problem: Problem, data: Sequences, *, S_init: torch.Tensor | None = None, max_iter: int = 20000, tol: float = 1e-12
+) -> ReferenceSolution:
     """Minimise the S-problem of ``problem`` on ``data`` (float64, CPU).
 
     Over symmetric ``S`` for the tied students, over general ``M`` for the untied one. The rank

@@ -24,8 +24,16 @@ import torch
 from singlehead.model.problem import Problem
 from singlehead.numerics.rng import child_seeds, generator
 
-__all__ = ["Sequences", "child_seeds", "generator", "head_logits", "logits", "sample_sequences", "sample_target",
-           "sample_teacher"]
+__all__ = [
+    "Sequences",
+    "child_seeds",
+    "generator",
+    "head_logits",
+    "logits",
+    "sample_sequences",
+    "sample_target",
+    "sample_teacher",
+]
 
 
 def sample_target(target: Any, d: int, seed: int) -> torch.Tensor:
@@ -80,7 +88,7 @@ class Sequences:
     y: torch.Tensor
     y_clean: torch.Tensor
 
-    def to(self, device: torch.device | str, dtype: torch.dtype) -> "Sequences":
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> Sequences:
         return Sequences(self.X.to(device, dtype), self.y.to(device, dtype), self.y_clean.to(device, dtype))
 
     def __len__(self) -> int:
@@ -100,13 +108,13 @@ def sample_sequences(problem: Problem, S0: torch.Tensor, n: int, seed: int, chun
     S0 = S0.to(torch.float64)
     ys, ycs = [], []
     for i in range(0, n, chunk):
-        Xi = X[i:i + chunk]
+        Xi = X[i : i + chunk]
         if S0.dim() == 3:  # several teacher heads: the noise of a sequence is shared by its heads
             h0 = head_logits(Xi, S0)
             ycs.append(problem.channel.teacher_head_output(h0, problem.beta0, Xi))
-            ys.append(problem.channel.teacher_head_output(h0 + xi[i:i + chunk, None], problem.beta0, Xi))
+            ys.append(problem.channel.teacher_head_output(h0 + xi[i : i + chunk, None], problem.beta0, Xi))
             continue
         h0 = logits(Xi, S0)
         ycs.append(problem.channel.teacher_output(h0, problem.beta0, Xi))
-        ys.append(problem.channel.teacher_output(h0 + xi[i:i + chunk], problem.beta0, Xi))
+        ys.append(problem.channel.teacher_output(h0 + xi[i : i + chunk], problem.beta0, Xi))
     return Sequences(X, torch.cat(ys), torch.cat(ycs))

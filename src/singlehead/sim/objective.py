@@ -59,8 +59,8 @@ from singlehead.model.attention_layers import (
     predict,
 )
 from singlehead.model.channels import Channel, get_channel, squared_error
-from singlehead.sim.data import Sequences
 from singlehead.model.students import Student, get_student
+from singlehead.sim.data import Sequences
 
 __all__ = ["Objective", "step_flops", "objective_and_grad", "reference_objective_and_grad", "CHUNK_BYTES"]
 
@@ -106,8 +106,16 @@ class Objective:
     host synchronisation.
     """
 
-    def __init__(self, data: Sequences, channel: Channel | str, beta: float, lam: float, *,
-                 batch_size: int | None = None, chunk: int | None = None) -> None:
+    def __init__(
+        self,
+        data: Sequences,
+        channel: Channel | str,
+        beta: float,
+        lam: float,
+        *,
+        batch_size: int | None = None,
+        chunk: int | None = None,
+    ) -> None:
         channel = get_channel(channel)
         if batch_size is not None and int(batch_size) < 1:
             raise ValueError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
@@ -142,8 +150,8 @@ class Objective:
             m, T, d = X.shape
             step = self._chunk_len(X)
             for i in range(0, m, step):
-                Xc = X[i:i + step]
-                yield Xc, Xc.reshape(Xc.shape[0] * T, d), tgt[i:i + step], None if M is None else M[i:i + step]
+                Xc = X[i : i + step]
+                yield Xc, Xc.reshape(Xc.shape[0] * T, d), tgt[i : i + step], None if M is None else M[i : i + step]
 
     def _chunk_len(self, X: torch.Tensor) -> int:
         if self.chunk is not None:
@@ -156,8 +164,7 @@ class Objective:
         return max(64, CHUNK_BYTES * torch.get_num_threads() ** 2 // per_seq)
 
     # ---- closed-form pieces -------------------------------------------------
-    def _dlogits(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _dlogits(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Data loss (summed, 0-dim) and ``G = dL/dh`` for logits ``h`` of a chunk: the channel's closed
         form, or autograd through its attention map."""
         out = self.channel.loss_and_logit_grad(h, tgt, M, self.beta)
@@ -170,8 +177,7 @@ class Objective:
             (G,) = torch.autograd.grad(loss, hh)
         return loss.detach(), G
 
-    def _factorized(self, W: torch.Tensor, trace: torch.Tensor, gW: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _factorized(self, W: torch.Tensor, trace: torch.Tensor, gW: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         d, p = W.shape
         c = 1.0 / (d * math.sqrt(p))  # scale / sqrt(d) with scale = 1/sqrt(p d)
         shift = trace / math.sqrt(d)
@@ -189,8 +195,9 @@ class Objective:
             gW.addmm_(X2.T, torch.bmm(Gs, Z).view(k * T, p))
         return loss, gdiag
 
-    def _dlogits_heads(self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _dlogits_heads(
+        self, h: torch.Tensor, tgt: torch.Tensor, M: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Data loss (summed, float64) of the mean over heads of the attention matrices of logits ``h``
         (``(k, H, T, T)``) and ``G = dL/dh`` per head (autograd through the channel's attention map)."""
         with torch.enable_grad():
@@ -204,8 +211,7 @@ class Objective:
             (G,) = torch.autograd.grad(loss, hh)
         return loss.detach(), G
 
-    def _multihead(self, W: torch.Tensor, traces: torch.Tensor, gW: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _multihead(self, W: torch.Tensor, traces: torch.Tensor, gW: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         H, d, p = W.shape
         c = 1.0 / (d * math.sqrt(p))
         shift = traces / math.sqrt(d)
@@ -349,21 +355,30 @@ class Objective:
         return (loss + self._yy + reg.detach()) / self.n
 
 
-def reference_objective_and_grad(student: nn.Module, data: Sequences, channel: Channel | str, beta: float, lam: float,
-                                 backward: bool = True) -> float:
+def reference_objective_and_grad(
+    student: nn.Module, data: Sequences, channel: Channel | str, beta: float, lam: float, backward: bool = True
+) -> float:
     """Autograd evaluation of the same objective from the channel definitions (for tests)."""
     param = next(student.parameters())
     X = data.X.to(param.device, param.dtype)
     y = data.y.to(param.device, param.dtype)
-    loss = (squared_error(predict(student, get_channel(channel), beta, X), y).sum()
-            + student.regulariser(lam)) / len(data)
+    loss = (squared_error(predict(student, get_channel(channel), beta, X), y).sum() + student.regulariser(lam)) / len(
+        data
+    )
     if backward:
         loss.backward()
     return float(loss.detach())
 
 
-def objective_and_grad(student: nn.Module, data: Sequences, channel: Channel | str, beta: float, lam: float,
-                       batch_size: int | None = None, backward: bool = True) -> float:
+def objective_and_grad(
+    student: nn.Module,
+    data: Sequences,
+    channel: Channel | str,
+    beta: float,
+    lam: float,
+    batch_size: int | None = None,
+    backward: bool = True,
+) -> float:
     """Per-sample objective ``L/n``; if ``backward``, writes its gradient into ``.grad``.
 
     Convenience wrapper building a one-off :class:`Objective`; optimisers build it once.

@@ -45,10 +45,16 @@ def overlaps(M: np.ndarray, M0: np.ndarray) -> dict[str, float]:
     Ms, Ma = 0.5 * (M + M.T), 0.5 * (M - M.T)
     M0s, M0a = 0.5 * (M0 + M0.T), 0.5 * (M0 - M0.T)
     norm = float(np.sqrt(np.sum(M * M)))
-    return {"q": float(np.sum(M * M) / d), "m": float(np.sum(M * M0) / d), "Q0": float(np.sum(M0 * M0) / d),
-            "q_s": float(np.sum(Ms * Ms) / d), "q_a": float(np.sum(Ma * Ma) / d),
-            "m_s": float(np.sum(Ms * M0s) / d), "m_a": float(np.sum(Ma * M0a) / d),
-            "asymmetry": 2.0 * float(np.sqrt(np.sum(Ma * Ma))) / norm if norm > 0 else math.nan}
+    return {
+        "q": float(np.sum(M * M) / d),
+        "m": float(np.sum(M * M0) / d),
+        "Q0": float(np.sum(M0 * M0) / d),
+        "q_s": float(np.sum(Ms * Ms) / d),
+        "q_a": float(np.sum(Ma * Ma) / d),
+        "m_s": float(np.sum(Ms * M0s) / d),
+        "m_a": float(np.sum(Ma * M0a) / d),
+        "asymmetry": 2.0 * float(np.sqrt(np.sum(Ma * Ma))) / norm if norm > 0 else math.nan,
+    }
 
 
 def spectrum_summary(S: np.ndarray, rank_tol: float, symmetric: bool = True) -> dict[str, Any]:
@@ -106,12 +112,18 @@ def head_overlaps(S: np.ndarray, S0: np.ndarray) -> dict[str, object]:
     """
     S, S0 = np.asarray(S, dtype=float), np.asarray(S0, dtype=float)
     if S.ndim != 3 or S0.ndim != 3 or S.shape[1:] != S0.shape[1:] or S.shape[1] != S.shape[2]:
-        raise ValueError(f"S and S0 must be stacks of d x d heads, (H, d, d) and (H0, d, d) "
-                         f"(got {S.shape} and {S0.shape})")
+        raise ValueError(
+            f"S and S0 must be stacks of d x d heads, (H, d, d) and (H0, d, d) (got {S.shape} and {S0.shape})"
+        )
     d = S.shape[1]
     Q = np.einsum("hij,gij->hg", S, S) / d
     M = np.einsum("hij,kij->hk", S, S0) / d
     Q0 = np.einsum("kij,lij->kl", S0, S0) / d
     rows, cols = match_heads(M)
-    return {"head_Q": Q[np.ix_(rows, rows)], "head_M": M[np.ix_(rows, cols)], "head_Q0": Q0[np.ix_(cols, cols)],
-            "head_order": rows, "teacher_head_order": cols}
+    return {
+        "head_Q": Q[np.ix_(rows, rows)],
+        "head_M": M[np.ix_(rows, cols)],
+        "head_Q0": Q0[np.ix_(cols, cols)],
+        "head_order": rows,
+        "teacher_head_order": cols,
+    }

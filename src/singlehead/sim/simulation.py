@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,11 +25,11 @@ import torch
 from singlehead import __version__
 from singlehead.model.attention_layers import DirectStudent, FixedMatrix, MultiHeadStudent, init_multihead, predict
 from singlehead.model.channels import Channel, get_channel, squared_error
-from singlehead.sim.data import Sequences, child_seeds, generator, sample_sequences, sample_teacher
-from singlehead.sim.overlaps import head_overlaps, overlaps, spectrum_summary
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.model.students import init_student
+from singlehead.sim.data import Sequences, child_seeds, generator, sample_sequences, sample_teacher
+from singlehead.sim.overlaps import head_overlaps, overlaps, spectrum_summary
 from singlehead.sim.training import FitInfo, Objective, fit_adam, fit_lbfgs
 
 OPTIMIZERS = ("lbfgs", "adam")
@@ -147,8 +148,12 @@ class TrainOptions:
 
     def __post_init__(self) -> None:
         _check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", self.optimizer)
-        _check(self.precision is None or self.precision in PRECISIONS, "precision",
-               f"one of {PRECISIONS} or None", self.precision)
+        _check(
+            self.precision is None or self.precision in PRECISIONS,
+            "precision",
+            f"one of {PRECISIONS} or None",
+            self.precision,
+        )
         _check(_int_or_none(self.max_steps, 1), "max_steps", "an integer >= 1 or None", self.max_steps)
         _check(self.tol is None or _pos_float(self.tol), "tol", "> 0 or None", self.tol)
         _check(_pos_float(self.polish_rtol), "polish_rtol", "> 0", self.polish_rtol)
@@ -157,19 +162,28 @@ class TrainOptions:
         _check(_int_or_none(self.n_test, 2) and self.n_test is not None, "n_test", "an integer >= 2", self.n_test)
         _check(_finite_nonneg(self.rank_tol), "rank_tol", ">= 0", self.rank_tol)
         _check(_int_or_none(self.record_every, 1), "record_every", "an integer >= 1 or None", self.record_every)
-        _check(_int_or_none(self.record_top, 1) and self.record_top is not None, "record_top",
-               "an integer >= 1", self.record_top)
+        _check(
+            _int_or_none(self.record_top, 1) and self.record_top is not None,
+            "record_top",
+            "an integer >= 1",
+            self.record_top,
+        )
         _check(_pos_float(self.init_scale), "init_scale", "> 0", self.init_scale)
-        _check(_int_or_none(self.n_starts, 1) and self.n_starts is not None, "n_starts", "an integer >= 1",
-               self.n_starts)
-        _check(self.n_starts == 1 or self.record_every is None, "record_every",
-               "None when n_starts > 1 (a trajectory is one fit's)", self.record_every)
+        _check(
+            _int_or_none(self.n_starts, 1) and self.n_starts is not None, "n_starts", "an integer >= 1", self.n_starts
+        )
+        _check(
+            self.n_starts == 1 or self.record_every is None,
+            "record_every",
+            "None when n_starts > 1 (a trajectory is one fit's)",
+            self.record_every,
+        )
 
-    def replace(self, **changes: Any) -> "TrainOptions":
+    def replace(self, **changes: Any) -> TrainOptions:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
-    def resolved(self, device: torch.device | str = "cpu") -> "TrainOptions":
+    def resolved(self, device: torch.device | str = "cpu") -> TrainOptions:
         """A copy with ``precision`` resolved for ``device`` and ``tol`` for the optimiser and
         precision (never ``None``; the defaults are listed under ``tol``)."""
         o = self if self.precision is not None else self.replace(precision=default_precision(device))
@@ -200,8 +214,9 @@ def _finite_nonneg(x: Any) -> bool:
 
 
 @torch.no_grad()
-def evaluate(student: torch.nn.Module, data: Sequences, channel: Channel | str, beta: float,
-             batch_size: int = 8192) -> tuple[float, float, float, float]:
+def evaluate(
+    student: torch.nn.Module, data: Sequences, channel: Channel | str, beta: float, batch_size: int = 8192
+) -> tuple[float, float, float, float]:
     """Mean and standard error of ``||yhat - y||_F^2`` per sequence, against noiseless and noisy labels.
 
     Returns ``(err_clean, se_clean, err_noisy, se_noisy)``.
@@ -210,19 +225,30 @@ def evaluate(student: torch.nn.Module, data: Sequences, channel: Channel | str, 
     channel = get_channel(channel)
     clean, noisy = [], []
     for i in range(0, len(data), batch_size):
-        X = data.X[i:i + batch_size].to(param.device, param.dtype)
+        X = data.X[i : i + batch_size].to(param.device, param.dtype)
         yhat = predict(student, channel, beta, X)
-        clean.append(squared_error(yhat, data.y_clean[i:i + batch_size].to(param.device, param.dtype)).double().cpu())
-        noisy.append(squared_error(yhat, data.y[i:i + batch_size].to(param.device, param.dtype)).double().cpu())
+        clean.append(squared_error(yhat, data.y_clean[i : i + batch_size].to(param.device, param.dtype)).double().cpu())
+        noisy.append(squared_error(yhat, data.y[i : i + batch_size].to(param.device, param.dtype)).double().cpu())
     c, z = torch.cat(clean).numpy(), torch.cat(noisy).numpy()
     n = len(c)
-    return float(c.mean()), float(c.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan, \
-        float(z.mean()), float(z.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    return (
+        float(c.mean()),
+        float(c.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
+        float(z.mean()),
+        float(z.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
+    )
 
 
-def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Sequences, test: Sequences, *,
-                     rank_tol: float = 1e-3, student: torch.nn.Module | None = None
-                     ) -> tuple[dict[str, float], dict[str, Any]]:
+def measure_estimate(
+    problem: Problem,
+    S: np.ndarray,
+    S0: np.ndarray,
+    train: Sequences,
+    test: Sequences,
+    *,
+    rank_tol: float = 1e-3,
+    student: torch.nn.Module | None = None,
+) -> tuple[dict[str, float], dict[str, Any]]:
     """The metrics (docs: Theory, :ref:`theory-metrics`) of an estimate ``S`` of ``S0``, shared by every route on instances.
 
     Returns ``(metrics, extras)``: ``metrics`` are the :class:`Result` metric fields
@@ -252,8 +278,14 @@ def measure_estimate(problem: Problem, S: np.ndarray, S0: np.ndarray, train: Seq
     d = problem.d
     spec = spectrum_summary(S, rank_tol, symmetric)
     penalty = problem.heads * problem.student.penalty(problem.lam, S)
-    metrics = {"test_error": te, "test_error_noisy": ten, "train_error": train_err, "penalty": penalty,
-               "matrix_error": float(np.sum((S - S0) ** 2) / d), "rank_fraction": spec["rank"] / d}
+    metrics = {
+        "test_error": te,
+        "test_error_noisy": ten,
+        "train_error": train_err,
+        "penalty": penalty,
+        "matrix_error": float(np.sum((S - S0) ** 2) / d),
+        "rank_fraction": spec["rank"] / d,
+    }
     extras = {**spec, **overlaps(S, S0), "test_error_se": te_se, "test_error_noisy_se": ten_se}
     return metrics, extras
 
@@ -263,12 +295,20 @@ class _Recorder:
     objective, penalty and the top eigenvalues of ``S``, or singular values for a student whose
     matrix is not symmetric: key ``top_singular_values``)."""
 
-    def __init__(self, problem: Problem, student: torch.nn.Module | None, train: Sequences, test: Sequences,
-                 top: int) -> None:
+    def __init__(
+        self, problem: Problem, student: torch.nn.Module | None, train: Sequences, test: Sequences, top: int
+    ) -> None:
         self.problem, self.student, self.train, self.test, self.top = problem, student, train, test, top
         self.top_key = "top_eigenvalues" if problem.student.symmetric else "top_singular_values"
-        self.rows: dict[str, list] = {"step": [], "objective": [], "train_error": [], "test_error": [],
-                                      "test_error_se": [], "penalty": [], self.top_key: []}
+        self.rows: dict[str, list] = {
+            "step": [],
+            "objective": [],
+            "train_error": [],
+            "test_error": [],
+            "test_error_se": [],
+            "penalty": [],
+            self.top_key: [],
+        }
         self.t0 = time.perf_counter()
         self.rows["time_s"] = []
 
@@ -279,16 +319,29 @@ class _Recorder:
         with torch.no_grad():
             S = self.student.matrix().detach().to("cpu", torch.float64)
         values = torch.linalg.eigvalsh(S).flip(0) if p.student.symmetric else torch.linalg.svdvals(S)
-        eig = values[:self.top].tolist()
+        eig = values[: self.top].tolist()
         penalty = p.heads * p.student.penalty(p.lam, S.numpy())
-        for k, v in (("step", int(step)), ("objective", float(objective)), ("train_error", train_err),
-                     ("test_error", te), ("test_error_se", te_se), ("penalty", penalty),
-                     (self.top_key, eig), ("time_s", time.perf_counter() - self.t0)):
+        for k, v in (
+            ("step", int(step)),
+            ("objective", float(objective)),
+            ("train_error", train_err),
+            ("test_error", te),
+            ("test_error_se", te_se),
+            ("penalty", penalty),
+            (self.top_key, eig),
+            ("time_s", time.perf_counter() - self.t0),
+        ):
             self.rows[k].append(v)
 
 
-def _fit(student: torch.nn.Module, objective: Objective, opts: TrainOptions,
-         hook: Callable[[int, float], None] | None, every: int, polish: torch.dtype | None) -> FitInfo:
+def _fit(
+    student: torch.nn.Module,
+    objective: Objective,
+    opts: TrainOptions,
+    hook: Callable[[int, float], None] | None,
+    every: int,
+    polish: torch.dtype | None,
+) -> FitInfo:
     """Run the optimiser of ``opts`` (then, for Adam, an L-BFGS polish in ``polish``); ``hook``
     is called every ``every`` iterations, counted across the polish."""
     kw: dict[str, Any] = {"callback": hook, "callback_every": every}
@@ -303,8 +356,14 @@ def _fit(student: torch.nn.Module, objective: Objective, opts: TrainOptions,
     sub = {**kw, "callback": (lambda s, v: hook(done + s, v)) if hook else None}
     student.to(polish)
     pol = fit_lbfgs(student, objective, rtol=opts.polish_rtol, **sub)
-    return FitInfo("adam", info.steps + pol.steps, info.converged and pol.converged, pol.objective,
-                   info.history + pol.history, pol.steps)
+    return FitInfo(
+        "adam",
+        info.steps + pol.steps,
+        info.converged and pol.converged,
+        pol.objective,
+        info.history + pol.history,
+        pol.steps,
+    )
 
 
 def _fit_message(info: FitInfo) -> str:
@@ -313,9 +372,15 @@ def _fit_message(info: FitInfo) -> str:
     return f"{info.optimizer}: step budget exhausted ({info.steps} steps) before the stopping rule fired"
 
 
-def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = None,
-             device: str | torch.device = "cpu", return_matrices: bool = False,
-             callback: Callable[[int, float], None] | None = None) -> Result:
+def simulate(
+    problem: Problem,
+    seed: int = 0,
+    *,
+    options: TrainOptions | None = None,
+    device: str | torch.device = "cpu",
+    return_matrices: bool = False,
+    callback: Callable[[int, float], None] | None = None,
+) -> Result:
     """Train one student on one draw of the task and measure it.
 
     Parameters
@@ -395,15 +460,23 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     fits = []
     for s_k in init_seeds:
         if problem.heads > 1:
-            student_k = init_multihead(problem.heads, problem.d, problem.p, generator(s_k), train_dtype, dev,
-                                       scale=opts.init_scale)
+            student_k = init_multihead(
+                problem.heads, problem.d, problem.p, generator(s_k), train_dtype, dev, scale=opts.init_scale
+            )
         else:
-            student_k = init_student(problem.student, problem.d, problem.p, generator(s_k), train_dtype, dev,
-                                     scale=opts.init_scale)
+            student_k = init_student(
+                problem.student, problem.d, problem.p, generator(s_k), train_dtype, dev, scale=opts.init_scale
+            )
         if recorder is not None:
             recorder.student = student_k
-        info_k = _fit(student_k, objective, opts, hook if (callback or recorder) else None, every,
-                      final_dtype if final_dtype != train_dtype else None)
+        info_k = _fit(
+            student_k,
+            objective,
+            opts,
+            hook if (callback or recorder) else None,
+            every,
+            final_dtype if final_dtype != train_dtype else None,
+        )
         fits.append((info_k, student_k))
     best = min(range(len(fits)), key=lambda k: fits[k][0].objective)
     info, student = fits[best]
@@ -416,8 +489,12 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
     heads: dict[str, Any] = {}
     if problem.multihead:
         with torch.no_grad():
-            S_heads = (student.head_matrices() if isinstance(student, MultiHeadStudent) else student.matrix()[None]
-                       ).detach().to("cpu", torch.float64).numpy()
+            S_heads = (
+                (student.head_matrices() if isinstance(student, MultiHeadStudent) else student.matrix()[None])
+                .detach()
+                .to("cpu", torch.float64)
+                .numpy()
+            )
         S0_heads = S0_np if S0_np.ndim == 3 else S0_np[None]
         heads = head_overlaps(S_heads, S0_heads)
         if return_matrices:
@@ -425,20 +502,43 @@ def simulate(problem: Problem, seed: int = 0, *, options: TrainOptions | None = 
         S0_np = S0_heads.mean(axis=0)
     metrics, common = measure_estimate(problem, S_np, S0_np, train, test, rank_tol=opts.rank_tol, student=student)
     extras: dict[str, Any] = {
-        **common, "objective": info.objective,
-        "optimizer": info.optimizer, "polish_steps": info.polish_steps, "seed": int(seed), "version": __version__,
-        "device": str(dev), "dtype": str(next(student.parameters()).dtype).replace("torch.", ""),
-        "precision": opts.precision, "options": opts.key_fields(dev), "n": problem.n, "n_test": opts.n_test,
+        **common,
+        "objective": info.objective,
+        "optimizer": info.optimizer,
+        "polish_steps": info.polish_steps,
+        "seed": int(seed),
+        "version": __version__,
+        "device": str(dev),
+        "dtype": str(next(student.parameters()).dtype).replace("torch.", ""),
+        "precision": opts.precision,
+        "options": opts.key_fields(dev),
+        "n": problem.n,
+        "n_test": opts.n_test,
     }
     extras.update({} if recorder is None else {"trajectory": recorder.rows})
     if opts.n_starts > 1:
         objs = [f[0].objective for f in fits]
         # each start's test error on the same test set (the kept start's is ``test_error``)
-        errs = [metrics["test_error"] if k == best else evaluate(f[1], test, problem.channel, problem.beta)[0]
-                for k, f in enumerate(fits)]
-        extras.update(start_objectives=objs, best_start=int(best), objective_spread=float(max(objs) - min(objs)),
-                      start_test_errors=errs, test_error_spread=float(max(errs) - min(errs)))
+        errs = [
+            metrics["test_error"] if k == best else evaluate(f[1], test, problem.channel, problem.beta)[0]
+            for k, f in enumerate(fits)
+        ]
+        extras.update(
+            start_objectives=objs,
+            best_start=int(best),
+            objective_spread=float(max(objs) - min(objs)),
+            start_test_errors=errs,
+            test_error_spread=float(max(errs) - min(errs)),
+        )
     extras.update(heads)
     extras.update({"S": S_np, "S0": S0_np} if return_matrices else {})
-    return Result("simulation", problem.to_dict(), **metrics, converged=bool(info.converged), iterations=int(info.steps),
-                  runtime_s=time.perf_counter() - t0, message=_fit_message(info), extras=extras)
+    return Result(
+        "simulation",
+        problem.to_dict(),
+        **metrics,
+        converged=bool(info.converged),
+        iterations=int(info.steps),
+        runtime_s=time.perf_counter() - t0,
+        message=_fit_message(info),
+        extras=extras,
+    )

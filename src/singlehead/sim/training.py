@@ -9,11 +9,12 @@ by L-BFGS (``polish_dtype``) ends at the float64 objective.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch import nn
+
 # kept private: torch's strong-Wolfe line search (the one its L-BFGS uses) has no public name, and the
 # full-batch L-BFGS below drives it itself
 from torch.optim.lbfgs import _strong_wolfe
@@ -27,8 +28,18 @@ from singlehead.sim.objective import (
     step_flops,
 )
 
-__all__ = ["FitInfo", "LbfgsMemory", "fit_adam", "fit_lbfgs", "Objective", "step_flops", "objective_and_grad",
-           "reference_objective_and_grad", "CHUNK_BYTES"]
+__all__ = [
+    "FitInfo",
+    "LbfgsMemory",
+    "fit_adam",
+    "fit_lbfgs",
+    "Objective",
+    "step_flops",
+    "objective_and_grad",
+    "reference_objective_and_grad",
+    "CHUNK_BYTES",
+]
+
 
 @dataclass
 class FitInfo:
@@ -46,10 +57,23 @@ class FitInfo:
     polish_steps: int = 0
 
 
-def fit_adam(student: nn.Module, data: Sequences | Objective, channel: str = "", beta: float = 1.0,
-             lam: float = 0.0, *, lr: float = 0.1, tol: float = 1e-7, window: int = 50, max_steps: int = 20000,
-             decay: float = 0.1, min_lr: float = 1e-4, batch_size: int | None = None,
-             callback: Callable[[int, float], None] | None = None, callback_every: int = 1) -> FitInfo:
+def fit_adam(
+    student: nn.Module,
+    data: Sequences | Objective,
+    channel: str = "",
+    beta: float = 1.0,
+    lam: float = 0.0,
+    *,
+    lr: float = 0.1,
+    tol: float = 1e-7,
+    window: int = 50,
+    max_steps: int = 20000,
+    decay: float = 0.1,
+    min_lr: float = 1e-4,
+    batch_size: int | None = None,
+    callback: Callable[[int, float], None] | None = None,
+    callback_every: int = 1,
+) -> FitInfo:
     """Full-batch Adam, paper protocol (arXiv 2509.24914 App.: N(0,1) init, lr 0.1).
 
     Stopping rule: every ``window`` steps the relative objective change per step,
@@ -161,19 +185,33 @@ class LbfgsMemory:
         m = S.shape[0]
         eye = torch.eye(m, dtype=g.dtype, device=g.device)
         q0 = -g
-        a = torch.linalg.solve_triangular(eye + rho[:, None] * torch.triu(SY, diagonal=1), (rho * (S @ q0))[:, None],
-                                          upper=True)[:, 0]
+        a = torch.linalg.solve_triangular(
+            eye + rho[:, None] * torch.triu(SY, diagonal=1), (rho * (S @ q0))[:, None], upper=True
+        )[:, 0]
         r0 = (q0 - Y.T @ a) * self.h_diag
         W = torch.tril(SY.T, diagonal=-1)
         b = torch.linalg.solve_triangular(eye + rho[:, None] * W, (rho * (Y @ r0 + W @ a))[:, None], upper=False)[:, 0]
         return r0 + S.T @ (a - b)
 
 
-def fit_lbfgs(student: nn.Module, data: Sequences | Objective, channel: str = "", beta: float = 1.0,
-              lam: float = 0.0, *, max_steps: int = 5000, tol_grad: float = 1e-10, rtol: float = 1e-9,
-              patience: int = 2, history_size: int = 50, batch_size: int | None = None,
-              polish_dtype: torch.dtype | None = None, polish_rtol: float = 1e-9,
-              callback: Callable[[int, float], None] | None = None, callback_every: int = 1) -> FitInfo:
+def fit_lbfgs(
+    student: nn.Module,
+    data: Sequences | Objective,
+    channel: str = "",
+    beta: float = 1.0,
+    lam: float = 0.0,
+    *,
+    max_steps: int = 5000,
+    tol_grad: float = 1e-10,
+    rtol: float = 1e-9,
+    patience: int = 2,
+    history_size: int = 50,
+    batch_size: int | None = None,
+    polish_dtype: torch.dtype | None = None,
+    polish_rtol: float = 1e-9,
+    callback: Callable[[int, float], None] | None = None,
+    callback_every: int = 1,
+) -> FitInfo:
     """Full-batch L-BFGS with a strong-Wolfe line search (torch's ``_strong_wolfe``).
 
     Stopping rule: converged when ``max |grad| <= tol_grad``, or when ``patience``

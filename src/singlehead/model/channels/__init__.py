@@ -32,14 +32,23 @@ loss, so a new channel needs only its forward map and its fit loss. Names are re
 
 from __future__ import annotations
 
-from singlehead.model.registry import Registry
 from singlehead.model.channels.base import Channel, squared_error
 from singlehead.model.channels.hardmax import Hardmax
 from singlehead.model.channels.linear import Linear
 from singlehead.model.channels.softmax import Seq2Lab, Seq2Seq
+from singlehead.model.registry import Registry
 
-__all__ = ["Channel", "Seq2Lab", "Seq2Seq", "Linear", "Hardmax", "register_channel", "get_channel", "channel_names",
-           "squared_error"]
+__all__ = [
+    "Channel",
+    "Seq2Lab",
+    "Seq2Seq",
+    "Linear",
+    "Hardmax",
+    "register_channel",
+    "get_channel",
+    "channel_names",
+    "squared_error",
+]
 
 
 _REGISTRY: Registry[Channel] = Registry("channel", Channel)

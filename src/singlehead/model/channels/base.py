@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -165,13 +166,15 @@ class Channel:
         """Labels ``chan_beta0(M(y))`` of teacher fields ``y`` (``(N, K)``), in ``fit_loss``'s form."""
         return self.teacher_attention(vec_to_mat(y, T), beta0)
 
-    def fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2
-                 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    def fit_loss(
+        self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """``ell(h) = ||labels - chan_beta(M(h))||_F^2`` per node, with gradient and Hessian up to ``order``."""
         raise NotImplementedError
 
-    def prox_tangent_solve(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float, B: np.ndarray
-                           ) -> np.ndarray | None:
+    def prox_tangent_solve(
+        self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float, B: np.ndarray
+    ) -> np.ndarray | None:
         """``(I + Sigma H)^{-1} B`` per node, ``H`` the Hessian of :meth:`fit_loss` at the prox point ``h``
         and ``B`` ``(N, K, R)``: the prox point's derivatives (``dh = (I + Sigma H)^{-1} (dz + g dSigma/Sigma)``).
         Default: the Hessian and a batched Cholesky (LU where it is not positive definite); ``None``
@@ -188,8 +191,9 @@ class Channel:
                 return None
         return X
 
-    def prox_tangent_forms(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float, V: np.ndarray
-                           ) -> np.ndarray | None:
+    def prox_tangent_forms(
+        self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float, V: np.ndarray
+    ) -> np.ndarray | None:
         """The node means ``Q[i, j] = mean_n V_i^T (I + Sigma H)^{-1} V_j`` of ``k`` vector fields ``V``
         (``(N, k, K)``), ``H`` the Hessian of :meth:`fit_loss` at the prox point ``h`` (what the SE map's
         exact Jacobian needs). Default: :meth:`~singlehead.model.channels.Channel.prox_tangent_solve` and one contraction; ``None`` where
@@ -227,20 +231,37 @@ class Channel:
         """Default Newton starts of the prox for student fields ``z`` and teacher fields ``y``."""
         return [z]
 
-    def prox(self, z: np.ndarray, y: np.ndarray, Sigma: Any, *, T: int, beta: float, beta0: float,
-             starts: Sequence[np.ndarray] | None = None, labels: np.ndarray | None = None) -> ProxResult:
+    def prox(
+        self,
+        z: np.ndarray,
+        y: np.ndarray,
+        Sigma: Any,
+        *,
+        T: int,
+        beta: float,
+        beta0: float,
+        starts: Sequence[np.ndarray] | None = None,
+        labels: np.ndarray | None = None,
+    ) -> ProxResult:
         """Global prox ``argmin_h ||h - z||^2/(2 Sigma) + ell(h)`` for labels of teacher fields ``y``
         (``labels``: ``self.labels(y, T, beta0)`` when the caller has them)."""
-        return self.prox_labels(z, self.labels(y, T, beta0) if labels is None else labels, Sigma, beta=beta,
-                                starts=self.prox_starts(z, y, T=T, beta=beta, beta0=beta0) if starts is None else starts)
+        return self.prox_labels(
+            z,
+            self.labels(y, T, beta0) if labels is None else labels,
+            Sigma,
+            beta=beta,
+            starts=self.prox_starts(z, y, T=T, beta=beta, beta0=beta0) if starts is None else starts,
+        )
 
-    def prox_labels(self, z: np.ndarray, labels: np.ndarray, Sigma: Any, *, beta: float,
-                    starts: Sequence[np.ndarray] | None = None) -> ProxResult:
+    def prox_labels(
+        self, z: np.ndarray, labels: np.ndarray, Sigma: Any, *, beta: float, starts: Sequence[np.ndarray] | None = None
+    ) -> ProxResult:
         """The prox for given labels (AMP's output step): safeguarded Newton from each start."""
         return prox_newton(z, labels, Sigma, lambda h, lab, order: self.fit_loss(h, lab, beta, order), starts=starts)
 
-    def closed_form_output_side(self, alpha: float, T: int, Q0: float, q: float, m: float, Sigma: float,
-                                noise: float) -> tuple[float, float, float, float] | None:
+    def closed_form_output_side(
+        self, alpha: float, T: int, Q0: float, q: float, m: float, Sigma: float, noise: float
+    ) -> tuple[float, float, float, float] | None:
         """``(qhat, mhat, Sigmahat, train_error)`` in closed form, or ``None`` (quadrature)."""
         return None
 
@@ -253,8 +274,9 @@ class Channel:
         return None
 
     # ---------------------------------------------------------------- field blocks (any student)
-    def closed_form_block(self, alpha: float, K: int, Q0: float, q: float, m: float, Sigma: float,
-                          noise: float) -> dict[str, float] | None:
+    def closed_form_block(
+        self, alpha: float, K: int, Q0: float, q: float, m: float, Sigma: float, noise: float
+    ) -> dict[str, float] | None:
         """Closed forms of one block of ``K`` independent fields (``qhat, mhat, Sigmahat, train_error,
         test_error, test_error_noisy``; ``noise`` the teacher fields' variance ``2 x`` their noise), or
         ``None`` (quadrature). A symmetric student has one block (``K = T(T+1)/2``), a non-symmetric
@@ -272,15 +294,18 @@ class Channel:
             return self.labels(y, T, beta0)
         return self.teacher_attention(np.einsum("abk,nk->nab", untied_embedding(T), y), beta0)
 
-    def block_fit_loss(self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2, *,
-                       blocks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    def block_fit_loss(
+        self, h: np.ndarray, labels: np.ndarray, beta: float, order: int = 2, *, blocks: Sequence[Any]
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """``||labels - chan_beta(h)||_F^2`` per node for fields ``h`` laid out in ``blocks``, with gradient
         and Hessian up to ``order``. One symmetric block: :meth:`fit_loss`; a channel that supports
         non-symmetric students overrides the two-block case (``P(h)``, see ``block_labels``)."""
         if len(blocks) == 1:
             return self.fit_loss(h, labels, beta, order)
-        raise NotImplementedError(f"the {self.name!r} channel has no fit loss on a symmetric and an antisymmetric "
-                                  "block of fields (Channel.block_fit_loss), which a non-symmetric student needs")
+        raise NotImplementedError(
+            f"the {self.name!r} channel has no fit loss on a symmetric and an antisymmetric "
+            "block of fields (Channel.block_fit_loss), which a non-symmetric student needs"
+        )
 
     def block_label_equations(self, T: int, blocks: Sequence[Any]) -> tuple[int, bool]:
         """Generic equations the labels of one sequence put on a student's logits laid out in ``blocks``
@@ -309,8 +334,9 @@ class Channel:
         which ``singlehead.bayes.bayes_overlap`` uses in closed form."""
         return None
 
-    def bayes_output_denoiser(self, labels: np.ndarray, omega: np.ndarray, V: float, noise: float
-                              ) -> tuple[np.ndarray, np.ndarray] | None:
+    def bayes_output_denoiser(
+        self, labels: np.ndarray, omega: np.ndarray, V: float, noise: float
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """Bayes-GAMP's output step for ``T x T`` ``labels`` (``(n, T, T)``) and messages ``N(omega, V I_K)``:
         ``(g_out, tr(-dg_out/domega))`` per sample (``(n, K)``, ``(n,)``), or ``None`` (the default: the
         Gaussian-observation denoiser of :meth:`label_logits` and ``observed_projection``)."""

@@ -33,11 +33,11 @@ from typing import ClassVar
 import numpy as np
 from scipy import special
 
+from singlehead.model.channels.base import Array
+from singlehead.model.channels.softmax import Seq2Lab
 from singlehead.numerics.attention_maps import shift_direction, vec_to_mat
 from singlehead.numerics.orthant import bvn_log_derivatives, log_bvn_cdf
 from singlehead.numerics.prox import interpolating_start
-from singlehead.model.channels.base import Array
-from singlehead.model.channels.softmax import Seq2Lab
 
 __all__ = ["Hardmax", "hardmax_rows", "hardmax_log_partition", "hardmax_fisher_information", "hardmax_bayes_denoiser"]
 
@@ -188,8 +188,16 @@ def _qmc_fisher_table(T: int, log2_outer: int, log2_inner: int, seed: int) -> tu
                 codes = _label_codes(math.sqrt(sv) * W[chunk, None, :] + Xi[None, :, :], T)  # (c, N)
                 flat = (codes + n_codes * np.arange(len(chunk))[:, None]).ravel()
                 cnt = np.bincount(flat, minlength=nb) / N
-                grad = np.stack([np.bincount(flat, weights=np.broadcast_to(Xi[:, k], codes.shape).ravel(),
-                                             minlength=nb) for k in range(K)], axis=1) / N
+                grad = (
+                    np.stack(
+                        [
+                            np.bincount(flat, weights=np.broadcast_to(Xi[:, k], codes.shape).ravel(), minlength=nb)
+                            for k in range(K)
+                        ],
+                        axis=1,
+                    )
+                    / N
+                )
                 est.append((cnt, grad))
             Zm = 0.5 * (est[0][0] + est[1][0])
             ok = (est[0][0] > 0) & (est[1][0] > 0)
@@ -236,9 +244,16 @@ def hardmax_fisher_information(T: int, q: float, V: float, noise: float) -> floa
     return float(np.exp(np.interp(math.log(sv), np.log(grid), np.log(J)))) / Ve
 
 
-def hardmax_bayes_denoiser(labels: np.ndarray, omega: np.ndarray, V: float, noise: float,
-                           *, method: str = "auto", log2_inner: int = 12, seed: int = 0
-                           ) -> tuple[np.ndarray, np.ndarray]:
+def hardmax_bayes_denoiser(
+    labels: np.ndarray,
+    omega: np.ndarray,
+    V: float,
+    noise: float,
+    *,
+    method: str = "auto",
+    log2_inner: int = 12,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Bayes output denoiser of the hardmax channel: ``g_out = grad_omega log Z_out`` and ``tr(-dg_out/domega)``.
 
     ``Z_out(y; omega, V) = P(onehot argmax_rows M(omega + sqrt(V_eff) xi) = y)``, ``V_eff = V + noise/2``,
@@ -381,6 +396,7 @@ class Hardmax(Seq2Lab):
     def bayes_output_information(self, T: int, q: float, V: float, noise: float) -> float:
         return hardmax_fisher_information(T, q, V, noise)
 
-    def bayes_output_denoiser(self, labels: np.ndarray, omega: np.ndarray, V: float, noise: float
-                              ) -> tuple[np.ndarray, np.ndarray]:
+    def bayes_output_denoiser(
+        self, labels: np.ndarray, omega: np.ndarray, V: float, noise: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         return hardmax_bayes_denoiser(labels, omega, V, noise)

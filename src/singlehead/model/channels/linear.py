@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from singlehead.model.channels.base import Array, Channel
 from singlehead.numerics.attention_maps import mat_to_vec, untied_embedding
 from singlehead.numerics.prox import prox_linear
-from singlehead.model.channels.base import Array, Channel
 
 __all__ = ["Linear"]
 
@@ -54,8 +54,11 @@ class Linear(Channel):
         N, K = h.shape
         r = labels - h
         val = 2.0 * np.einsum("nk,nk->n", r, r)
-        return (val, None if order < 1 else -4.0 * r,
-                None if order < 2 else np.broadcast_to(4.0 * np.eye(K), (N, K, K)))
+        return (
+            val,
+            None if order < 1 else -4.0 * r,
+            None if order < 2 else np.broadcast_to(4.0 * np.eye(K), (N, K, K)),
+        )
 
     def prox_starts(self, z, y, *, T, beta, beta0):
         return []
@@ -71,9 +74,14 @@ class Linear(Channel):
         # fit loss 2 ||y - h||^2 on each of the K fields (noise: the teacher field's variance Delta/2)
         S4 = Sigma + 0.25
         E = Q0 - 2 * m + q + noise / 2.0
-        return {"qhat": 2 * alpha * K * E / S4**2, "mhat": 2 * alpha * K / S4, "Sigmahat": 2 * alpha * K / S4,
-                "train_error": K * E / (8 * S4**2), "test_error": 2 * K * (Q0 - 2 * m + q),
-                "test_error_noisy": 2 * K * (Q0 + noise / 2.0 - 2 * m + q)}
+        return {
+            "qhat": 2 * alpha * K * E / S4**2,
+            "mhat": 2 * alpha * K / S4,
+            "Sigmahat": 2 * alpha * K / S4,
+            "train_error": K * E / (8 * S4**2),
+            "test_error": 2 * K * (Q0 - 2 * m + q),
+            "test_error_noisy": 2 * K * (Q0 + noise / 2.0 - 2 * m + q),
+        }
 
     def block_fit_loss(self, h, labels, beta, order=2, *, blocks):
         if len(blocks) == 1:
@@ -84,13 +92,20 @@ class Linear(Channel):
         P2 = untied_embedding(T).reshape(T * T, K)
         r = labels.reshape(N, T * T) - h @ P2.T
         val = np.einsum("nk,nk->n", r, r)
-        return (val, None if order < 1 else -2.0 * r @ P2,
-                None if order < 2 else np.broadcast_to(4.0 * np.eye(K), (N, K, K)))
+        return (
+            val,
+            None if order < 1 else -2.0 * r @ P2,
+            None if order < 2 else np.broadcast_to(4.0 * np.eye(K), (N, K, K)),
+        )
 
     def closed_form_test_errors(self, T, Q0, q, m, noise):
         K = T * (T + 1) // 2
-        return {"test_error": 2 * K * (Q0 - 2 * m + q), "test_error_noisy": 2 * K * (Q0 + noise / 2.0 - 2 * m + q),
-                "test_error_se": 0.0, "test_error_noisy_se": 0.0}
+        return {
+            "test_error": 2 * K * (Q0 - 2 * m + q),
+            "test_error_noisy": 2 * K * (Q0 + noise / 2.0 - 2 * m + q),
+            "test_error_se": 0.0,
+            "test_error_noisy_se": 0.0,
+        }
 
     def fit_hessian_constant(self) -> float:
         return 4.0

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from singlehead.model.channels.base import Array, Channel, stable_softmax
 from singlehead.numerics.attention_maps import (
     mat_to_vec,
     shift_direction,
@@ -27,7 +28,6 @@ from singlehead.numerics.prox_rows import (
     tangent_solve_rows,
 )
 from singlehead.numerics.prox_t2 import newton_t2
-from singlehead.model.channels.base import Array, Channel, stable_softmax
 
 __all__ = ["Seq2Lab", "Seq2Seq"]
 
@@ -78,8 +78,9 @@ class Seq2Lab(Channel):
         # T >= STRUCTURED_MIN_T: the Newton systems in row coordinates, diagonal plus rank 2T (numerics.prox_rows)
         T = labels.shape[-1]
         newton = newton_t2(beta) if T == 2 else newton_rows(beta) if T >= STRUCTURED_MIN_T else None
-        return prox_newton(z, labels, Sigma, lambda h, lab, order: self.fit_loss(h, lab, beta, order), starts=starts,
-                           newton=newton)
+        return prox_newton(
+            z, labels, Sigma, lambda h, lab, order: self.fit_loss(h, lab, beta, order), starts=starts, newton=newton
+        )
 
     def prox_convex_at(self, h, labels, beta, Sigma):
         if labels.shape[-1] >= STRUCTURED_MIN_T:
