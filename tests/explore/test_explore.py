@@ -123,7 +123,7 @@ def test_a_new_view_cancels_the_stream_in_flight():
 def test_points_are_cached_on_disk_under_the_library_keys(tmp_path, monkeypatch):
     from singlehead.runs import Job
     from singlehead.state_evolution import SEOptions
-    from singlehead.state_evolution.options import result_settings
+    from singlehead.state_evolution.api import result_settings
 
     view = parse_view(SMALL)
     first = [e for e in _events(Engine(tmp_path), SMALL) if e["event"] in ("point", "bayes")]
@@ -384,7 +384,7 @@ def test_softmax_heads_stream_the_theory_points():
     view = parse_view(params)
     ev = _events(Engine(memory_only=True), params)
     from singlehead.state_evolution import SEOptions, theory_curve
-    from singlehead.state_evolution.options import result_settings
+    from singlehead.state_evolution.api import result_settings
 
     points = sorted((e for e in ev if e["event"] == "point"), key=lambda e: e["i"])
     # the curve as singlehead theory solves it: its settings (the explorer's cache keys), each point from the

@@ -126,7 +126,7 @@ def test_alpha_tangent_predicts_the_next_fixed_point():
     """The warm start's du/dlog alpha against the difference of two converged neighbours, and the sweep's
     predictor lands closer than the previous point (the secant of the Broyden solver's sweeps)."""
     base = Problem(T=2, noise=0.5, lam=0.01, target=MPTarget(0.5))
-    from singlehead.state_evolution.driver import solve_point
+    from singlehead.state_evolution.api import solve_point
 
     o = SEOptions()
     quad, pm = o.quadrature(base), prior_model(base)

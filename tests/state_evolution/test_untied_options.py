@@ -19,7 +19,7 @@ import pytest
 from singlehead import Problem, theory, theory_curve
 from singlehead.model.students import Student
 from singlehead.state_evolution import SEOptions, prior_model
-from singlehead.state_evolution.options import result_settings
+from singlehead.state_evolution.api import result_settings
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
 # cheap settings: closed-form output side, small prior instances

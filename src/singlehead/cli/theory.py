@@ -16,7 +16,7 @@ from singlehead.model.results import Result, jsonable
 from singlehead.runs import Job, cache_for_export, run_jobs
 from singlehead.state_evolution import SEOptions, stability
 from singlehead.state_evolution.models import model_for
-from singlehead.state_evolution.options import result_settings
+from singlehead.state_evolution.api import result_settings
 from singlehead.cli.common import (
     STUDENT_OPTIONS,
     dumps,

@@ -73,15 +73,14 @@ single-head equivalent where one exists (the linear channel).
 
 from __future__ import annotations
 
-from singlehead.state_evolution.driver import theory
+from singlehead.state_evolution.api import iter_theory_curve, stability, theory, theory_curve
 from singlehead.state_evolution.multihead import effective_single_head, multihead_result
 from singlehead.state_evolution.options import SEOptions, Tuning, WarmStart
 from singlehead.state_evolution.output import OutputSide, channel_test_errors, output_side
 from singlehead.state_evolution.prior import PriorModel, PriorSide, collapse_point, prior_model, prior_side
 from singlehead.state_evolution.quadrature import OutputQuadrature
-from singlehead.state_evolution.stability import Stability, stability
+from singlehead.state_evolution.stability_record import Stability
 from singlehead.state_evolution.stages import SEState
-from singlehead.state_evolution.sweep import iter_theory_curve, theory_curve
 
 __all__ = [
     "SEOptions",

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
@@ -135,12 +135,10 @@ class _Checks:
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _stability_checks(problem: Problem, result: Result, options: SEOptions,
-                      quad: OutputQuadrature | None, ch: _Checks) -> None:
-    from singlehead.state_evolution.stability import stability  # the replicon needs the output side's Jacobians: imported when needed
-
+def _stability_checks(result: Result, options: SEOptions, quad: OutputQuadrature | None, ch: _Checks,
+                      stability: Callable[..., Any]) -> None:
     try:
-        st = stability(problem, result, options=options, quad=quad)
+        st = stability(result, options=options, quad=quad)
     except (ValueError, FloatingPointError, ZeroDivisionError, ArithmeticError) as exc:
         ch.stability_error = f"{type(exc).__name__}: {exc}"
         return
@@ -194,11 +192,12 @@ def _message(cause: str, ch: _Checks, attempts: list[AttemptRecord]) -> str:
 
 
 def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], options: SEOptions,
-             quad: OutputQuadrature | None) -> None:
+             quad: OutputQuadrature | None, *, stability: Callable[..., Any]) -> None:
     """Attach the diagnosis to the unconverged ``result`` (in place).
 
     Sets ``result.diagnosis`` (one of :data:`CAUSES`), ``result.extras["diagnosis_details"]`` and a message
-    naming the cause; a converged ``result`` is left as it is.
+    naming the cause; a converged ``result`` is left as it is. ``stability(result, options=, quad=)`` is the
+    model's replica-symmetry check.
     """
     if result.converged:
         return
@@ -210,7 +209,7 @@ def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], op
                  prox_converged="prox did not converge" not in result.message,
                  attempts=[asdict(a) for a in attempts])
     if ch.residual < _NEAR:  # the replicon only speaks about a point near a fixed point (see _cause)
-        _stability_checks(problem, result, options, quad, ch)
+        _stability_checks(result, options, quad, ch, stability)
     cause = _cause(ch)
     result.diagnosis = cause
     result.message = _message(cause, ch, attempts)

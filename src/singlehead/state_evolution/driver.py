@@ -1,4 +1,4 @@
-"""The state-evolution driver: :func:`theory`, one fixed point, from up to three solve attempts.
+"""The engine's solve of one point (:func:`solve_setup`): a model's setup, the attempts of the plan, the result.
 
 Composes the output side (:mod:`.output`), the prior side (:mod:`.prior`) and the solve stages
 (:mod:`.stages`: set-up -> fixed point -> diagnostics -> result) into the six-order-parameter fixed
@@ -9,144 +9,32 @@ point of arXiv 2509.24914 (Sec. 3). See the package docstring for the equations;
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
 from singlehead.model.problem import Problem
-from singlehead.model.results import Result
 from singlehead.state_evolution.block_map import BlockSetup
 from singlehead.state_evolution.convergence import attempt_plan
 from singlehead.state_evolution.diagnosis import diagnose, record_attempt
 from singlehead.state_evolution.fixed_point import du_dx, dx_du, to_u
 from singlehead.state_evolution.models.base import PointSolution
 from singlehead.state_evolution.options import SEOptions, WarmStart
-from singlehead.state_evolution.prior import CollapsePoint, PriorModel
 from singlehead.state_evolution.quadrature import OutputQuadrature
 from singlehead.state_evolution.se_map import MapSettings, ProxBranches, SEMap
-from singlehead.state_evolution.stages import Attempt, SEState, TiedSetup, solve_attempt
+from singlehead.state_evolution.stages import Attempt, TiedSetup, solve_attempt
 
-__all__ = ["theory", "solve_point", "solve_setup", "PointSolution"]
-
-
-def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
-           init: SEState | WarmStart | Sequence[float] | Result | None = None,
-           quad: OutputQuadrature | None = None) -> Result:
-    """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-se`).
-
-    Parameters
-    ----------
-    problem : Problem
-        Channels ``seq2lab``/``seq2seq`` (same theory) or ``linear``; students ``factorized``
-        (nuclear norm, rank cap ``kappa``) or ``direct`` (Frobenius), and non-symmetric students
-        (``untied``), whose fields form a symmetric and an antisymmetric block, solved by the same
-        stages on the map of :class:`~singlehead.state_evolution.block_map.BlockSEMap` (options that cannot
-        apply to them raise ``ValueError``, see
-        :func:`~singlehead.state_evolution.block_map.check_block_options`). ``d`` only matters in
-        the finite-``d`` prior mode. Several heads (``heads``, ``teacher_heads``): on the linear
-        channel as its single-head equivalent (``effective_single_head``;
-        docs: :ref:`concepts-multihead`), exact; on a softmax channel (``seq2lab``, ``seq2seq``,
-        ``hardmax``) by the *experimental* multi-head state evolution
-        (:func:`~singlehead.state_evolution.multihead_se.multihead_theory`, docs page "Multi-head attention: the state evolution"),
-        whose result says so (``extras["experimental"]``, ``message``) and carries its own ``converged``
-        and ``extras["residual"]``; it serves the factorized student, ``heads`` and ``teacher_heads`` up to
-        ``MAX_HEADS``, ``T`` up to ``MAX_T`` and ``prior="auto"`` (others raise ``ValueError`` naming
-        the parameter and its range, :func:`~singlehead.state_evolution.multihead_se.check_multihead_problem`).
-        With ``heads = teacher_heads = 1`` the problem is the single-head one.
-    options : SEOptions, optional
-        Solver settings (tolerance, quadrature, method, ...); defaults ``SEOptions()``, its ``None`` fields the
-        problem's model's defaults. An option that does not apply to the problem's model (tied, blocks, heads)
-        raises ``ValueError`` naming it.
-    prior : {"auto", "asymptotic", "finite"} or PriorModel
-        Target-side model, see :func:`~singlehead.state_evolution.prior_model`.
-    init : SEState, WarmStart, (q, m, Sigma), Result or None
-        Starting point (e.g. the previous point of a sweep); default ``(Q0/2, 0.4 Q0, 1)``.
-        A solve from ``init`` is tried first without the continuation in ``lam``; if it does not
-        converge, the default start runs every stage, then (if still unconverged) ``init`` does, then
-        the default start with secant updates (see ``attempt_plan``), and the first converged solve
-        (else the smallest residual) is kept. If the kept one stalled at the map's quadrature error
-        (``diagnosis == "quadrature_floor"``) and neither ``quad`` nor ``SEOptions.n_points`` fixed the
-        node set, the point is solved once more on 4 times the nodes per scramble, kept if it converges
-        (``extras["quadrature_refined"]``, and ``extras["n_nodes"]`` counts the nodes used); ``extras["warm_start_retried"]``
-        says whether a warm attempt failed, ``extras["evaluations_all_attempts"]`` counts the map
-        evaluations of every attempt (``iterations``: those of the kept one).
-    quad : OutputQuadrature, optional
-        Reuse a node set (sweeps); default ``options.quadrature(problem)``.
-
-    Returns
-    -------
-    Result
-        ``source="theory"``; metrics as in :class:`~singlehead.Result`; standard fields
-        ``converged`` (residual below ``10 tol``, or below ``residual_floor`` — the map's own
-        quadrature error, see ``SEOptions.floor_after`` — and every prox converged), ``iterations``
-        (SE map evaluations), ``runtime_s``, ``message``; ``extras`` with ``q, m, Sigma, qhat, mhat,
-        Sigmahat, eta, delta, eps, cutoff, cap_binds, first_moment, residual, residual_floor`` (``nan``
-        when the residual met ``tol`` and the floor was not needed), ``quadrature_error`` (dict of standard errors), ``prior_mode``, ``collapsed`` (complete
-        rank collapse: the solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``,
-        rank fraction 0, penalty 0, test/train errors of predicting with ``h = 0``),
-        ``collapse_lam`` (the ``lam`` above which ``S = 0`` is a fixed point, see
-        :func:`~singlehead.state_evolution.collapse_point`; ``inf`` for direct students), ``collapse_fixed_point``
-        (whether it is one at this ``lam``), ``objective`` (the training objective per sample ``L/n = train_error +
-        penalty/alpha`` predicted at this fixed point, as ``simulate`` measures it; where several fixed points
-        exist, the ERM minimiser's is the lowest). An unconverged result says why: ``diagnosis``
-        (``"rs_unstable"``, ``"quadrature_floor"`` or ``"solver_miss"``), the cause and remedy in
-        ``message``, and ``extras["diagnosis_details"]`` (the replicon, prox-jump share and floor at the
-        best point, and what each solve attempt tried; module ``singlehead.state_evolution.diagnosis``).
-
-        A non-symmetric student's ``extras`` hold its six overlaps ``q_s, m_s, Sigma_s, q_a, m_a,
-        Sigma_a`` (``_s``: symmetric part of the learned matrix, ``_a``: antisymmetric part) and their
-        conjugates ``qhat_s, ...``, ``asymmetry = ||M - M^T||_F/||M||_F``, ``prior`` (how the prior side
-        was computed: ``"sampled D=... x ..."`` (with ``", D=... x ..., extrapolated in 1/D"`` when
-        extrapolated), ``"closed form"``, ``"exact (tied prior)"`` or
-        ``"collapse"``), ``residual``, ``residual_floor``, ``evaluations``, ``objective``, ``collapsed``,
-        standard errors ``<name>_se`` (output quadrature and, with ``SEOptions.draw_errors``, the
-        sampling error over the prior's draws, ``<name>_draws_se``, with its degrees of freedom
-        ``draws_dof``), and for a sampled prior side the learned
-        singular values (``singular_values``, with ``zero_fraction``, ``sv_edges``, ``sv_density``).
-
-    Examples
-    --------
-    >>> from singlehead import MPTarget, Problem, theory
-    >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01, target=MPTarget(kappa0=0.5))
-    >>> result = theory(problem)
-    >>> result.converged, round(result.test_error, 2)
-    (True, 0.03)
-    >>> sorted(k for k in ("delta", "eps", "eta") if k in result.extras)   # learned-spectrum law
-    ['delta', 'eps', 'eta']
-    """
-    return solve_point(problem, options or SEOptions(), prior, init, quad).result
-
-
-def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
-                quad: OutputQuadrature | None, cold_first: bool = False, alpha_tangent: bool = False,
-                collapse: CollapsePoint | None = None) -> PointSolution:
-    """:func:`theory`, also returning the warm start its solution offers to a next point (for sweeps).
-
-    ``cold_first``: try the default start before the warm one (see :func:`~.convergence.attempt_plan`).
-    ``alpha_tangent``: include the fixed point's tangent along ``log alpha`` in the warm start (one more
-    Jacobian; an ``alpha`` sweep's predictor uses it). ``collapse``: this problem's
-    :func:`~singlehead.state_evolution.collapse_point` when the caller has it (a sweep rescales the previous point's).
-
-    The problem's model (:func:`~singlehead.state_evolution.models.model_for`, the one place that asks what a
-    problem is) solves it: the tied and block models by :func:`solve_setup` on their setup, the others by their
-    own means.
-    """
-    from singlehead.state_evolution.models import model_for
-
-    model = model_for(problem)
-    sol = model.solve_point(model.prepare(options), prior, init, quad, cold_first=cold_first,
-                            alpha_tangent=alpha_tangent, collapse=collapse)
-    model.finish(sol.result)
-    return sol
+__all__ = ["solve_setup", "PointSolution"]
 
 
 def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, init: Any,
-                quad: OutputQuadrature | None, t0: float, *, refine: bool, prior_again: Any, cold_first: bool,
-                alpha_tangent: bool, collapse: CollapsePoint | None) -> PointSolution:
+                quad: OutputQuadrature | None, t0: float, *, refine: bool, cold_first: bool, alpha_tangent: bool,
+                again: Callable[[SEOptions, Any], PointSolution], stability: Callable[..., Any]) -> PointSolution:
     """The engine's solve of one point from its model's ``setup``: the attempt plan (:func:`~.convergence.attempt_plan`), the
     diagnosis of an unconverged result, and the re-solve on finer nodes of a point that stalled at its
-    quadrature floor (``refine``: the node set is the solver's choice; ``prior_again``: the prior that re-solve
-    uses). Every student with one or two blocks of overlaps runs these same attempts and stages; what differs
+    quadrature floor (``refine``: the node set is the solver's choice; ``again(options, init)``: the model's
+    solve of the point under other options, for that re-solve). ``stability(result, options=, quad=)``: the
+    model's replica-symmetry check, for the diagnosis. Every student with one or two blocks of overlaps runs these same attempts and stages; what differs
     is the setup: a symmetric student's :class:`~.stages.TiedSetup` and :class:`~.se_map.SEMap`, a
     non-symmetric student's :class:`~.block_map.BlockSetup` and :class:`~.block_map.BlockSEMap`."""
     jacobian, branches = None, None
@@ -199,7 +87,7 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
         warm_failed = warm_failed or init_ is not None or jac_ is not None
     kept = min(attempts, key=lambda a: (not a.converged, a.residual))
     r = kept.result
-    diagnose(problem, r, records, o, quad)  # an unconverged result says why
+    diagnose(problem, r, records, o, quad, stability=stability)  # an unconverged result says why
     setup.finish(r, kept.map, kept.x, o, kept.jacobian)
     r.extras["warm_start_retried"] = warm_failed
     # ``iterations`` counts the kept solve's map evaluations; this counts every attempt's (thinned ones included)
@@ -209,7 +97,7 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
         # the residual stalled at the map's quadrature error: once more on _REFINE times the nodes per scramble
         finer = o.replace(n_points=_REFINE * o.points(problem),
                           max_iter=None if o.max_iter is None else o.max_iter - used)
-        sol2 = solve_point(problem, finer, prior_again, init, None, cold_first, alpha_tangent, collapse=None)
+        sol2 = again(finer, init)
         r2 = sol2.result
         r2.extras["evaluations_all_attempts"] += r.extras["evaluations_all_attempts"]
         r2.extras["warm_start_retried"] = r2.extras["warm_start_retried"] or warm_failed

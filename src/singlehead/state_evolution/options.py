@@ -16,7 +16,7 @@ from singlehead.model.problem import Problem
 from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
-__all__ = ["SEOptions", "Tuning", "WarmStart", "SE_METHODS", "check_symmetric_options", "result_settings"]
+__all__ = ["SEOptions", "Tuning", "WarmStart", "SE_METHODS", "check_symmetric_options"]
 
 SE_METHODS = ("broyden", "hybr", "iterate")
 #: the heads model's ansätze (``multihead_se.solve``)
@@ -446,43 +446,6 @@ def check_symmetric_options(options: SEOptions, student: Any) -> None:
             raise ValueError(f"options.{name} does not apply to the {student.name} student: its prior side is "
                              f"computed from the target's spectral law, not from sampled instances "
                              f"(got {getattr(options, name)!r})")
-
-
-def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -> tuple[tuple[str, Any], ...]:
-    """The settings among ``prior`` and ``options`` that change ``theory(problem)``, as a sorted tuple of
-    ``(name, value)`` (what a cache key of the result holds besides the problem), ``options`` resolved for the
-    problem's model first.
-
-    ``prior``: ``"asymptotic"`` is ``"auto"``. ``tol`` always; ``n_points`` (resolved, see
-    :meth:`SEOptions.points`) where nodes are used: a channel without closed forms, or a
-    non-symmetric student (its collapse test integrates on nodes); ``node_seed`` where nodes are
-    used or something is drawn (``prior="finite"``'s GOE draws); and the model's ``key_options``: a
-    sampled prior side's instances (``sample_dim``, ``sample_draws``, ``sample_extrapolate``, the resolved
-    ``sample_seed``: ``None`` and ``node_seed`` give one key), whether its error bars include their sampling
-    error (``draw_errors``), the heads model's ``ansatz`` and ``max_iter``.
-
-    Examples
-    --------
-    >>> from singlehead import Problem
-    >>> result_settings(Problem(channel="linear"), SEOptions())
-    (('prior', 'auto'), ('tol', 1e-06))
-    >>> dict(result_settings(Problem(channel="seq2lab", student="untied"), SEOptions()))["n_points"]
-    4096
-    """
-    from singlehead.state_evolution.models import model_for
-
-    model = model_for(problem)
-    options = model.prepare(options)  # the model's values of the options left at None
-    prior = "auto" if prior == "asymptotic" else str(prior)
-    nodes = problem.channel.needs_quadrature or not problem.student.symmetric
-    out: dict[str, Any] = {"prior": prior, "tol": options.tol}
-    if nodes:
-        out["n_points"] = options.points(problem)
-    if nodes or prior == "finite":
-        out["node_seed"] = options.node_seed
-    for name in model.key_options:  # a sampled prior side's instances, an ansatz, ...
-        out[name] = options.instance_seed if name == "sample_seed" else getattr(options, name)
-    return tuple(sorted(out.items()))
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 from singlehead.state_evolution.stability_record import Stability
 
-__all__ = ["Stability", "stability", "tied_stability"]
+__all__ = ["Stability", "tied_stability"]
 
 
 def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
@@ -106,46 +106,6 @@ def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
 
 #: pairs of nodes per block in :func:`_prior_factor` (32 MiB of float64 per block)
 _PAIR_BLOCK = 1 << 22
-
-
-def stability(problem: Problem, result: Result, *, options: SEOptions | None = None,
-              quad: OutputQuadrature | None = None) -> Stability:
-    """RS-stability diagnostics of the SE fixed point ``result`` of ``problem``.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem ``result`` solves (any student and channel; a student with a symmetric and an
-        antisymmetric block of fields, e.g. ``"untied"``, gets the two-block check of
-        :func:`~singlehead.state_evolution.block_stability.block_stability`, a :class:`~singlehead.state_evolution.block_stability.BlockStability`).
-    result : Result
-        A converged :func:`~singlehead.theory` result (its ``extras`` hold the
-        order parameters). A collapsed fixed point (``S = 0``) is stable: replicon 0.
-    options, quad : optional
-        Quadrature of the output side (default: the SE's own, ``SEOptions().quadrature``).
-
-    The prior factor uses the target's asymptotic law (``prior_model(problem, "asymptotic")``),
-    also for a fixed point solved with the finite-``d`` prior.
-
-    Returns
-    -------
-    Stability
-
-    Examples
-    --------
-    >>> from singlehead import Problem, theory
-    >>> from singlehead.state_evolution import stability
-    >>> problem = Problem(T=2, alpha=1.0, noise=0.5, lam=0.01)
-    >>> check = stability(problem, theory(problem))
-    >>> check.replicon < 1.0, 0.0 <= check.prox_jump_share < 0.05
-    (True, True)
-    """
-    from singlehead.state_evolution.models import model_for
-
-    if result.problem and result.problem != problem.to_dict():
-        raise ValueError("result is the fixed point of another problem: pass the problem it was solved for "
-                         f"(result.problem = {result.problem})")
-    return model_for(problem).stability(result, options=options, quad=quad)
 
 
 def tied_stability(problem: Problem, result: Result, *, options: SEOptions | None = None,

@@ -253,7 +253,7 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> ReportedPoint:
 def theory_extras(*, x: np.ndarray, Q0: float, out: OutputSide, pr: PriorSide, residual: float, floor: float,
                   qerr: dict[str, float], pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint,
                   collapsed: bool) -> dict[str, Any]:
-    """``Result.extras`` of a state-evolution result (the keys are documented in :func:`~.driver.theory`)."""
+    """``Result.extras`` of a state-evolution result (the keys are documented in :func:`~.api.theory`)."""
     q, m, Sigma = map(float, x)
     return {
         "q": q, "m": m, "Sigma": Sigma, "Q0": Q0,

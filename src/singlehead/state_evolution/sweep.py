@@ -1,86 +1,28 @@
-"""Sweeps of the state evolution: :func:`~singlehead.theory_curve`, warm-started from point to point."""
+"""The engine's sweeps (:func:`~singlehead.theory_curve`): each point predicted from the previous ones and solved
+by the model's ``solve_point(problem, options, prior, init, quad, ...)``, passed in."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import from_u, in_domain, to_u
-from singlehead.state_evolution.driver import solve_point
 from singlehead.state_evolution.options import SEOptions, WarmStart
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
-from singlehead.state_evolution.stages import SEState
 from singlehead.state_evolution.untied.teachers import teacher_norms
 
-__all__ = ["theory_curve", "iter_theory_curve", "tied_curve", "block_curve", "progress_bar"]
-
-
-def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
-                 options: SEOptions | None = None, prior: str | PriorModel = "auto",
-                 init: SEState | WarmStart | Sequence[float] | Result | None = None,
-                 quad: OutputQuadrature | None = None, progress: bool = False) -> list[Result]:
-    """SE along a grid of ``param`` (``"alpha"`` or ``"lam"``, or any Problem field), warm-started.
-
-    Along ``alpha`` each point starts from the previous fixed point moved along its tangent
-    ``du/dlog alpha`` (second order once two tangents are known; ``u`` the unconstrained
-    coordinates, see :class:`~singlehead.state_evolution.WarmStart`); along other parameters from a secant extrapolation of the
-    previous two fixed points; in both cases with the previous point's Jacobian and prox branches
-    (a :class:`~singlehead.state_evolution.WarmStart`). All points share one quadrature node set and one prior model (rebuilt
-    per point when ``param`` is ``"d"`` or ``"target"``). ``options``, ``prior``, ``init`` and
-    ``quad`` are as in :func:`~singlehead.theory`. :func:`~singlehead.state_evolution.iter_theory_curve` yields the points as they are solved.
-    Several heads on a softmax channel (the experimental multi-head state evolution): point by point, each
-    started from the previous converged point's overlaps. A non-symmetric student (its map has no
-    tangent): from a secant extrapolation of the previous two converged points in ``u`` and ``log`` of a
-    positive ``param``, with the previous point's Jacobian, prox branches and prior-side estimators.
-
-    Examples
-    --------
-    >>> from singlehead import Problem, theory_curve
-    >>> curve = theory_curve(Problem(T=2, noise=0.5, lam=0.01), [0.25, 0.5, 1.0])
-    >>> [r.problem["alpha"] for r in curve]
-    [0.25, 0.5, 1.0]
-    >>> errors = [r.test_error for r in curve]
-    >>> errors[0] > errors[1] > errors[2]               # more data, less error at this lam
-    True
-    """
-    return list(iter_theory_curve(problem, values, param=param, options=options, prior=prior, init=init, quad=quad,
-                                  progress=progress))
-
-
-def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
-                      options: SEOptions | None = None, prior: str | PriorModel = "auto",
-                      init: SEState | WarmStart | Sequence[float] | Result | None = None,
-                      quad: OutputQuadrature | None = None, progress: bool = False) -> Iterator[Result]:
-    """:func:`~singlehead.theory_curve`, yielding each point's :class:`~singlehead.Result` as soon as it is solved.
-
-    The next point is solved only when it is asked for, so a caller can stop early (the explorer
-    does, when its view changes) and still has every point it received, warm-started as in
-    :func:`~singlehead.theory_curve`.
-
-    Examples
-    --------
-    >>> from singlehead import Problem
-    >>> from singlehead.state_evolution import iter_theory_curve
-    >>> points = iter_theory_curve(Problem(T=2, noise=0.5, lam=0.01), [0.25, 0.5, 1.0])
-    >>> round(next(points).problem["alpha"], 2)        # the first point, before the others are solved
-    0.25
-    """
-    from singlehead.state_evolution.models import model_for
-
-    model = model_for(problem)
-    for r in model.curve(list(values), param, model.prepare(options or SEOptions()), prior, init, quad, progress):
-        yield model.finish(r)
+__all__ = ["tied_curve", "block_curve", "progress_bar"]
 
 
 def tied_curve(problem: Problem, values: list, param: str, o: SEOptions, prior: str | PriorModel, init: Any,
-               quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
+               quad: OutputQuadrature | None, progress: bool, solve_point: Callable[..., Any]) -> Iterator[Result]:
     """The engine's sweep of a model with one block of overlaps (the tied model): each point predicted from the
-    previous ones (tangent along ``alpha``, secant otherwise) and solved by :func:`~.driver.solve_point`."""
+    previous ones (tangent along ``alpha``, secant otherwise) and solved by ``solve_point``."""
     if quad is None:
         quad = o.quadrature(problem)
     if not isinstance(prior, PriorModel) and param not in ("d", "target"):
@@ -162,9 +104,10 @@ def progress_bar(values: list, param: str) -> Any:
 
 
 def block_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
-                 init: object, quad: OutputQuadrature | None, progress: bool) -> Iterator[Result]:
+                init: object, quad: OutputQuadrature | None, progress: bool,
+                solve_point: Callable[..., Any]) -> Iterator[Result]:
     """:func:`iter_theory_curve` for a non-symmetric student: each point from the previous converged one's warm
-    start (its overlaps, Jacobian, prox branches and prior-side estimators), by :func:`~.driver.solve_point`;
+    start (its overlaps, Jacobian, prox branches and prior-side estimators), by ``solve_point``;
     once two consecutive points converged, the overlaps are extrapolated linearly in ``u`` (in ``log v`` for
     positive values ``v``) to the next value, the step at most twice the last one."""
     warm = init

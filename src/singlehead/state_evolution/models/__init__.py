@@ -43,7 +43,7 @@ def model_for(problem: Problem) -> SEModel:
     if problem.multihead:
         kind = problem.channel.multihead_theory
         if kind == "reduction":
-            return linear_heads.LinearHeadsModel(problem)
+            return linear_heads.LinearHeadsModel(problem, model_for)
         if kind == "heads":
             return heads.HeadsModel(problem)
         raise ValueError(f"heads: the {problem.channel.name!r} channel has no state evolution of several heads "

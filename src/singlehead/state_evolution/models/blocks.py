@@ -44,8 +44,11 @@ class BlocksModel(SEModel):
             quad = o.quadrature(problem)
         point = BlockPoint.build(problem, o)
         setup = BlockSetup(point, quad, point.collapse_holds(quad))
-        return solve_setup(problem, setup, o, init, quad, t0, refine=refine, prior_again=prior, cold_first=cold_first,
-                           alpha_tangent=alpha_tangent, collapse=collapse)
+        def again(finer: Any, start: Any) -> PointSolution:
+            return self.solve_point(finer, prior, start, None, cold_first=cold_first, alpha_tangent=alpha_tangent)
+
+        return solve_setup(problem, setup, o, init, quad, t0, refine=refine, cold_first=cold_first,
+                           alpha_tangent=alpha_tangent, again=again, stability=self.stability)
 
     def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
         # the replicon of two blocks of fields is a 2 x 2 map
@@ -56,4 +59,9 @@ class BlocksModel(SEModel):
     def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
               progress: bool) -> Iterator[Result]:
         check_theory_size(self.problem, options, prior)
-        return block_curve(self.problem, values, param, options, prior, init, quad, progress)
+        return block_curve(self.problem, values, param, options, prior, init, quad, progress, _solve_point)
+
+
+def _solve_point(problem: Any, options: Any, prior: Any, init: Any, quad: Any, **hints: Any) -> PointSolution:
+    """One point of a block model's sweep."""
+    return BlocksModel(problem).solve_point(options, prior, init, quad, **hints)

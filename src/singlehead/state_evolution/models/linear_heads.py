@@ -1,20 +1,21 @@
 """The linear-heads model: several heads on a channel whose output is linear in the logits, solved exactly as
 one head (:func:`~singlehead.state_evolution.effective_single_head`, docs: :ref:`concepts-multihead`).
 
-A model transform: the effective single-head problem is solved by its own model (tied or block) and the result
-is put back in the problem's units (:func:`~singlehead.state_evolution.multihead_result`).
+A model transform: the effective single-head problem is solved by its own model (``inner``, the dispatch that
+chose this model) and the result is put back in the problem's units
+(:func:`~singlehead.state_evolution.multihead_result`).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
+from singlehead.model.problem import Problem
 from singlehead.model.results import Result
-from singlehead.state_evolution.driver import solve_point
 from singlehead.state_evolution.models.base import PointSolution, SEModel
 from singlehead.state_evolution.multihead import effective_single_head, multihead_result
 from singlehead.state_evolution.prior import PriorModel
-from singlehead.state_evolution.sweep import iter_theory_curve, progress_bar
+from singlehead.state_evolution.sweep import progress_bar
 
 __all__ = ["LinearHeadsModel"]
 
@@ -27,50 +28,48 @@ def _check_prior(problem: Any, prior: Any) -> None:
 
 class LinearHeadsModel(SEModel):
     """Several heads reduced to one (``init``, ``quad`` and ``collapse`` are the effective problem's; a
-    ``Result`` as ``init`` is not used)."""
+    ``Result`` as ``init`` is not used). ``inner`` gives the effective problem's model."""
 
     name: ClassVar[str] = "linear_heads"
 
-    def check(self, options: Any, prior: Any) -> None:
-        from singlehead.state_evolution.models import model_for
+    def __init__(self, problem: Problem, inner: Callable[[Problem], SEModel]) -> None:
+        super().__init__(problem)
+        self.inner = inner
+        self.effective, self.c2 = effective_single_head(problem)
 
-        effective = effective_single_head(self.problem)[0]
+    def check(self, options: Any, prior: Any) -> None:
         _check_prior(self.problem, prior)
-        model_for(effective).check(options, prior)
+        self.inner(self.effective).check(options, prior)
 
     def prepare(self, options: Any) -> Any:
         # the effective single-head problem's model checks and resolves the options
-        from singlehead.state_evolution.models import model_for
-
-        return model_for(effective_single_head(self.problem)[0]).prepare(options)
+        return self.inner(self.effective).prepare(options)
 
     def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
                     alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:
-        problem = self.problem
-        effective, c2 = effective_single_head(problem)
-        _check_prior(problem, prior)
-        sol = solve_point(effective, options, prior, None if isinstance(init, Result) else init, quad, cold_first,
-                          alpha_tangent, collapse)
-        return PointSolution(multihead_result(sol.result, problem, effective, c2), sol.warm_start,
-                             sol.warm_start_retried)
+        _check_prior(self.problem, prior)
+        model = self.inner(self.effective)
+        sol = model.solve_point(options, prior, None if isinstance(init, Result) else init, quad,
+                                cold_first=cold_first, alpha_tangent=alpha_tangent, collapse=collapse)
+        r = multihead_result(model.finish(sol.result), self.problem, self.effective, self.c2)
+        return PointSolution(r, sol.warm_start, sol.warm_start_retried)
 
     def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
               progress: bool) -> Iterator[Result]:
         """The curve of the single-head equivalent along the same parameter, each point back in the problem's units,
         when the effective problems differ only in ``param`` (along ``alpha``, ``lam``, ``noise``, ``T``, ...); else
         point by point."""
-        problem = self.problem
-        points = [problem.replace(**{param: v}) for v in values]
+        points = [self.problem.replace(**{param: v}) for v in values]
         effs = [effective_single_head(p) for p in points]
         e0, c0 = effs[0]
         rest = {**e0.to_dict(), param: None}
         if all(c == c0 and {**e.to_dict(), param: None} == rest for e, c in effs):
-            _check_prior(problem, prior)
-            inner = iter_theory_curve(e0, [getattr(e, param) for e, _ in effs], param=param, options=options,
-                                      prior=prior, init=None if isinstance(init, Result) else init, quad=quad,
-                                      progress=progress)
+            _check_prior(self.problem, prior)
+            model = self.inner(e0)
+            inner = model.curve([getattr(e, param) for e, _ in effs], param, options, prior,
+                                None if isinstance(init, Result) else init, quad, progress)
             for p, (e, c), r in zip(points, effs, inner):
-                yield multihead_result(r, p, e, c)
+                yield multihead_result(model.finish(r), p, e, c)
             return
         for p in (progress_bar(points, param) if progress else points):
-            yield solve_point(p, options, prior, None, quad).result
+            yield LinearHeadsModel(p, self.inner).solve_point(options, prior, None, quad).result

@@ -43,8 +43,11 @@ class TiedModel(SEModel):
         if quad is None:
             quad = o.quadrature(problem)
         col = collapse if collapse is not None else collapse_point(problem, pm, quad)
+        def again(finer: Any, start: Any) -> PointSolution:  # the re-solve on finer nodes reuses the prior model
+            return self.solve_point(finer, pm, start, None, cold_first=cold_first, alpha_tangent=alpha_tangent)
+
         return solve_setup(problem, TiedSetup(problem, pm, quad, col), o, init, quad, t0, refine=refine,
-                           prior_again=pm, cold_first=cold_first, alpha_tangent=alpha_tangent, collapse=collapse)
+                           cold_first=cold_first, alpha_tangent=alpha_tangent, again=again, stability=self.stability)
 
     def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
         from singlehead.state_evolution.stability import tied_stability
@@ -55,4 +58,9 @@ class TiedModel(SEModel):
               progress: bool) -> Iterator[Result]:
         check_theory_size(self.problem, options, prior)  # refused before any node or eigenvalue is allocated
         check_symmetric_options(options, self.problem.student)
-        return tied_curve(self.problem, values, param, options, prior, init, quad, progress)
+        return tied_curve(self.problem, values, param, options, prior, init, quad, progress, _solve_point)
+
+
+def _solve_point(problem: Any, options: Any, prior: Any, init: Any, quad: Any, **hints: Any) -> PointSolution:
+    """One point of a tied model's sweep."""
+    return TiedModel(problem).solve_point(options, prior, init, quad, **hints)
