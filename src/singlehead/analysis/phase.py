@@ -49,7 +49,8 @@ from singlehead.model.results import Result, jsonable, stable_hash
 from singlehead.state_evolution import SEOptions, iter_theory_curve, theory
 from singlehead.state_evolution import stability as rs_stability
 
-__all__ = ["AXES", "LOG_AXES", "REGIONS", "PhaseDiagram", "ThresholdCurve", "phase_diagram", "classify"]
+__all__ = ["AXES", "LOG_AXES", "REGIONS", "PhaseDiagram", "ThresholdCurve", "phase_diagram", "classify", "point_row",
+           "point_thresholds"]
 
 #: the parameters a phase diagram may span
 AXES = ("alpha", "lam", "kappa", "kappa0", "noise", "beta", "beta0", "T")
@@ -57,7 +58,7 @@ AXES = ("alpha", "lam", "kappa", "kappa0", "noise", "beta", "beta0", "T")
 LOG_AXES = frozenset({"alpha", "lam", "kappa0", "beta", "beta0"})
 #: valid range of each axis, for the error messages
 AXIS_RANGES = {
-    "alpha": "> 0", "lam": "> 0 (a log axis)", "kappa": "in (0, 1]", "kappa0": "> 0 (an MP target's rank ratio)",
+    "alpha": "> 0", "lam": "> 0", "kappa": "in (0, 1]", "kappa0": "> 0 (an MP target's rank ratio)",
     "noise": ">= 0", "beta": "> 0", "beta0": "> 0", "T": "integers >= 1 (>= 2 for the softmax channels)",
 }
 #: region names, in the order of precedence of :func:`classify`
@@ -214,21 +215,23 @@ class PhaseDiagram:
     records : list of dict
         One per grid point, row-major (``y`` outer, ``x`` inner): ``Result.to_dict()`` of the
         point's state evolution plus ``i`` (index in x), ``j`` (index in y), both coordinates by name,
-        ``replicon`` and ``prox_jump_share`` (nan without the stability check), ``e0``.
-    thresholds : dict of str to float, per point
-        ``alpha_interp``, ``alpha_perfect``, ``alpha_perfect_bayes`` of each point (lists, row-major).
+        ``replicon`` and ``prox_jump_share`` (nan without the stability check).
     interp_tol, recovery_tol : float
         The region tolerances (:func:`classify`).
+    curves : dict of str to ThresholdCurve
+        The closed-form threshold curves that apply to the two axes (:class:`ThresholdCurve`).
+    resumed : int
+        How many points were read from the ``out`` file of an earlier run rather than computed.
     """
 
     problem: Problem
     x: Axis
     y: Axis
     records: list[dict[str, Any]]
-    thresholds: dict[str, list[float]]
     interp_tol: float = DEFAULT_INTERP_TOL
     recovery_tol: float = DEFAULT_RECOVERY_TOL
     curves: dict[str, ThresholdCurve] = field(default_factory=dict)
+    resumed: int = 0
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -237,42 +240,31 @@ class PhaseDiagram:
 
     def regions(self) -> list[dict[str, bool]]:
         """:func:`classify` of each record (row-major)."""
-        return [classify(r, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol) for r in self.records]
+        return [classify({**r, "e0": _null_train_error(r)}, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol)
+                for r in self.records]
 
     def grid(self, column: str) -> np.ndarray:
         """A column of :meth:`to_frame` as a ``(ny, nx)`` array (``grid("test_error")[j, i]``)."""
         frame = self.to_frame()
         return frame[column].to_numpy().reshape(self.shape)
 
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows of :meth:`to_frame` as dicts (:func:`point_row` of each record)."""
+        return [point_row(r, self.x.name, self.y.name, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol)
+                for r in self.records]
+
     def to_frame(self) -> Any:
         """One row per grid point (pandas ``DataFrame``, row-major: ``y`` outer, ``x`` inner).
 
-        Columns: both coordinates by name, ``test_error``, ``train_error``, ``matrix_error``,
-        ``rank_fraction``, ``converged``, ``diagnosis``, ``replicon``, ``prox_jump_share``, ``collapse_lam``,
-        ``e0``, ``alpha_interp``, ``alpha_perfect``, ``alpha_perfect_bayes``, ``region`` and one bool
-        column per region flag (``is_<region>``), then the problem's other parameters (``channel``,
-        ``T``, ``d``, ``student``, the target's parameters, ...).
+        Columns (:func:`point_row`): both coordinates by name, ``test_error``, ``train_error``,
+        ``matrix_error``, ``rank_fraction``, ``converged``, ``diagnosis``, ``replicon``, ``prox_jump_share``,
+        ``collapse_lam``, ``e0``, ``alpha_interp``, ``alpha_perfect``, ``alpha_perfect_bayes``, ``region`` and
+        one bool column per region flag (``is_<region>``), then the problem's other parameters (``channel``,
+        ``T``, ``d``, ``student``, ``target`` and the target's parameters, ...).
         """
         import pandas as pd
 
-        rows = []
-        regions = self.regions()
-        base = _flat_problem(self.problem)
-        for k, (rec, flags) in enumerate(zip(self.records, regions)):
-            row = {self.x.name: rec[self.x.name], self.y.name: rec[self.y.name]}
-            for key in ("test_error", "train_error", "matrix_error", "rank_fraction"):
-                row[key] = _num(rec.get(key))
-            row["converged"] = bool(rec.get("converged", False))
-            row["diagnosis"] = rec.get("diagnosis")
-            for key in ("replicon", "prox_jump_share", "collapse_lam", "e0"):
-                row[key] = _num(rec.get(key))
-            for key, vals in self.thresholds.items():
-                row[key] = vals[k]
-            row["region"] = flags["region"]
-            row.update({f"is_{r}": flags[r] for r in REGIONS[:-1]})
-            row.update({k2: v for k2, v in base.items() if k2 not in (self.x.name, self.y.name)})
-            rows.append(row)
-        return pd.DataFrame(rows)
+        return pd.DataFrame(self.rows())
 
     def plot(self, ax: Any = None, *, column: str = "test_error") -> Any:
         """Heat map of ``column`` (log colour scale), region boundaries as contours, threshold curves, and
@@ -338,6 +330,54 @@ def _flat_problem(problem: Problem) -> dict[str, Any]:
     for k, v in problem.target.caption().items():
         out[k] = v
     return out
+
+
+def point_row(record: dict[str, Any], x: str, y: str, *, interp_tol: float = DEFAULT_INTERP_TOL,
+              recovery_tol: float = DEFAULT_RECOVERY_TOL) -> dict[str, Any]:
+    """The flat row of one grid point (a row of :meth:`PhaseDiagram.to_frame`, a line of ``singlehead phase --json``).
+
+    ``record``: a point's record (``Result.to_dict()`` with ``replicon``, ``prox_jump_share`` and the
+    coordinates ``x`` and ``y`` by name); ``e0`` and the closed-form thresholds are added here if missing
+    (each computed once per problem they depend on).
+    """
+    rec = dict(record)
+    if "e0" not in rec:
+        rec["e0"] = _null_train_error(rec)
+    problem = Problem.from_dict(rec["problem"])
+    flags = classify(rec, interp_tol=interp_tol, recovery_tol=recovery_tol)
+    row: dict[str, Any] = {x: rec[x], y: rec[y]}
+    for key in ("test_error", "train_error", "matrix_error", "rank_fraction"):
+        row[key] = _num(rec.get(key))
+    row["converged"] = bool(rec.get("converged", False))
+    row["diagnosis"] = rec.get("diagnosis")
+    for key in ("replicon", "prox_jump_share", "collapse_lam", "e0"):
+        row[key] = _num(rec.get(key))
+    row.update(point_thresholds(problem))
+    row["region"] = flags["region"]
+    row.update({f"is_{r}": flags[r] for r in REGIONS[:-1]})
+    row.update({k: v for k, v in _flat_problem(problem).items() if k not in (x, y)})
+    return row
+
+
+_THRESHOLDS: dict[str, dict[str, float]] = {}
+
+
+def point_thresholds(problem: Problem) -> dict[str, float]:
+    """``alpha_interp``, ``alpha_perfect``, ``alpha_perfect_bayes`` of ``problem`` (:mod:`singlehead.thresholds`).
+
+    ``nan`` where none applies: several heads, a target without a rank ratio, and the perfect-recovery
+    thresholds of noisy labels (a noiseless notion). They depend on neither ``alpha`` nor ``lam``: each is
+    computed once per process for the other parameters.
+    """
+    if problem.multihead:
+        return {"alpha_interp": math.nan, "alpha_perfect": math.nan, "alpha_perfect_bayes": math.nan}
+    key = problem.replace(alpha=1.0, lam=0.01).key()
+    if key not in _THRESHOLDS:
+        _THRESHOLDS[key] = _threshold_values(problem)
+    vals = dict(_THRESHOLDS[key])
+    if problem.noise > 0:
+        vals["alpha_perfect"] = vals["alpha_perfect_bayes"] = math.nan
+    return vals
 
 
 # ---------------------------------------------------------------- the cache (JSON lines)
@@ -473,8 +513,8 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
     interp_tol, recovery_tol : float
         The region tolerances of :func:`classify`.
     on_point : callable, optional
-        Called as ``on_point(record)`` with each point's record as it is solved or read from ``out``
-        (the command line prints them).
+        Called as ``on_point(row)`` with each point's :func:`point_row` (plus ``problem``, the point's
+        ``Problem.to_dict()``) as it is solved or read from ``out`` (the command line prints them).
 
     Returns
     -------
@@ -522,6 +562,7 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
         for i, k in enumerate(row):
             if k in cached and "error" not in cached[k]:
                 records[(i, j)] = cached[k]
+    resumed = len(records)
     # chains: along x, or along y when x is T
     along, fixed = (ay, ax) if ax.name == "T" else (ax, ay)
     rows = _rows(problem, along, fixed, keys, cached if path else {}, transpose=along is ay)
@@ -531,7 +572,7 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
         for j in range(len(ay.values)):
             for i in range(len(ax.values)):
                 if (i, j) in records:
-                    on_point(_annotate(records[(i, j)], ax, ay, i, j))
+                    on_point(_row_out(records[(i, j)], ax, ay, i, j, interp_tol, recovery_tol))
     if todo and (not problem.student.symmetric or problem.multihead):
         _estimate_cost(rows, options, stability, out, todo, workers, progress, records, along, fixed, ax, ay,
                        on_point)
@@ -548,7 +589,7 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
         i, j = (idx, row_index) if along is ax else (row_index, idx)
         records[(i, j)] = rec
         if on_point is not None:
-            on_point(_annotate(rec, ax, ay, i, j))
+            on_point(_row_out(rec, ax, ay, i, j, interp_tol, recovery_tol))
 
     try:
         out_s = str(path) if path is not None else None
@@ -564,11 +605,9 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
         if bar is not None:
             bar.close()
     ordered = [_annotate(records[(i, j)], ax, ay, i, j) for j in range(len(ay.values)) for i in range(len(ax.values))]
-    for rec in ordered:
-        rec["e0"] = _null_train_error(rec)
-    th = _grid_thresholds(grid)
-    diagram = PhaseDiagram(problem, ax, ay, ordered, th, interp_tol, recovery_tol)
-    diagram.curves = _curves(diagram, grid)
+    diagram = PhaseDiagram(problem, ax, ay, ordered, interp_tol, recovery_tol)
+    diagram.curves = _curves(diagram)
+    diagram.resumed = resumed
     return diagram
 
 
@@ -604,6 +643,13 @@ def _rows(problem: Problem, along: Axis, fixed: Axis, keys: list[list[str]], cac
     return rows
 
 
+def _row_out(rec: dict[str, Any], ax: Axis, ay: Axis, i: int, j: int, interp_tol: float, recovery_tol: float
+             ) -> dict[str, Any]:
+    rec = _annotate(rec, ax, ay, i, j)
+    return {**point_row(rec, ax.name, ay.name, interp_tol=interp_tol, recovery_tol=recovery_tol),
+            "i": i, "j": j, "problem": rec["problem"]}
+
+
 def _annotate(rec: dict[str, Any], ax: Axis, ay: Axis, i: int, j: int) -> dict[str, Any]:
     return {**rec, "i": i, "j": j, ax.name: ax.values[i], ay.name: ay.values[j]}
 
@@ -632,40 +678,19 @@ def _null_solution(problem: Problem) -> Result:
     return _NULL_CACHE[key]
 
 
-def _grid_thresholds(grid: list[list[Problem]]) -> dict[str, list[float]]:
-    """The closed-form thresholds of each grid point (cached over the parameters they do not depend on)."""
-    memo: dict[str, dict[str, float]] = {}
-    out: dict[str, list[float]] = {"alpha_interp": [], "alpha_perfect": [], "alpha_perfect_bayes": []}
-    for row in grid:
-        for p in row:
-            q = p.replace(alpha=1.0, lam=0.01)
-            if p.multihead:
-                vals = {k: math.nan for k in out}
-            else:
-                k = q.key()
-                if k not in memo:
-                    memo[k] = _threshold_values(q)
-                vals = dict(memo[k])
-                if p.noise > 0:  # perfect recovery is a noiseless notion
-                    vals["alpha_perfect"] = vals["alpha_perfect_bayes"] = math.nan
-            for name in out:
-                out[name].append(vals[name])
-    return out
-
-
-def _curves(diagram: PhaseDiagram, grid: list[list[Problem]]) -> dict[str, ThresholdCurve]:
+def _curves(diagram: PhaseDiagram) -> dict[str, ThresholdCurve]:
     """The threshold curves that apply to the two axes: the alpha thresholds as functions of the other axis
     when ``alpha`` is one, the collapse ``lam`` as a function of the other axis when ``lam`` is one."""
     ax, ay = diagram.x, diagram.y
     curves: dict[str, ThresholdCurve] = {}
-    nx = len(ax.values)
+    rows = diagram.rows()
     names = {"alpha_interp": "singlehead.thresholds.interpolation_threshold",
              "alpha_perfect": "singlehead.thresholds.perfect_recovery_threshold",
              "alpha_perfect_bayes": "singlehead.thresholds.bayes_perfect_recovery_threshold"}
     for on, other in ((ax, ay), (ay, ax)):
         if on.name == "alpha":
             for name, src in names.items():
-                vals = np.asarray(diagram.thresholds[name], float).reshape(diagram.shape)
+                vals = np.array([r[name] for r in rows], float).reshape(diagram.shape)
                 # the thresholds do not depend on alpha: one value per coordinate of the other axis
                 per = vals[:, 0] if on is ax else vals[0, :]
                 if np.isfinite(per).any():
@@ -681,7 +706,6 @@ def _curves(diagram: PhaseDiagram, grid: list[list[Problem]]) -> dict[str, Thres
                 curves["collapse_lam"] = ThresholdCurve("collapse_lam", "lam", other.name, tuple(other.values),
                                                         tuple(map(float, per)),
                                                         'Result.extras["collapse_lam"] (state_evolution.collapse_point)')
-    del nx
     return curves
 
 
@@ -728,7 +752,7 @@ def _estimate_cost(rows: list[_Row], options: SEOptions, with_stability: bool, o
         i, j = (idx, f_i) if along is ax else (f_i, idx)
         records[(i, j)] = rec
         if on_point is not None:
-            on_point(_annotate(rec, ax, ay, i, j))
+            on_point(_row_out(rec, ax, ay, i, j, DEFAULT_INTERP_TOL, DEFAULT_RECOVERY_TOL))
     dt = time.perf_counter() - t0
     est = dt * (todo - 1) / min(workers, max(1, len([r for r in rows if r.points])))
     kind = "multi-head" if row.problem.multihead else f"{row.problem.student.name} student"
