@@ -406,10 +406,16 @@ def _append(path: Path | None, record: dict[str, Any]) -> None:
     if path is None:
         return
     line = json.dumps(jsonable(record), allow_nan=False) + "\n"
-    with path.open("a") as fh:
+    with path.open("a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            fh.write(line)
+            # a line cut by an interrupted write is closed first, so that this record stays a line of its own
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    line = "\n" + line
+            fh.write(line.encode())
             fh.flush()
             os.fsync(fh.fileno())
         finally:
