@@ -222,6 +222,17 @@ class PhaseDiagram:
         The closed-form threshold curves that apply to the two axes (:class:`ThresholdCurve`).
     resumed : int
         How many points were read from the ``out`` file of an earlier run rather than computed.
+
+    Examples
+    --------
+    >>> from singlehead import MPTarget, Problem, phase_diagram
+    >>> diagram = phase_diagram(Problem(T=2, noise=0.5, target=MPTarget(0.5)), x=("alpha", [0.5, 1.0]),
+    ...                         y=("lam", [1e-2, 10.0]), stability=False)
+    >>> diagram.shape, diagram.grid("region")[1].tolist()   # (ny, nx); the lam = 10 row
+    ((2, 2), ['collapsed', 'collapsed'])
+    >>> c = diagram.curves["collapse_lam"]                   # lam_c as a function of alpha
+    >>> c.along, c.values[0] < 10.0
+    ('alpha', True)
     """
 
     problem: Problem
