@@ -1,9 +1,9 @@
 """Phase diagrams: the state evolution's map of regimes over two parameters of a problem.
 
-:func:`phase_diagram` solves the state evolution on a grid of two parameters (any two of
-:data:`AXES`), one warm-started :func:`~singlehead.state_evolution.iter_theory_curve` chain per grid
-row, and returns a :class:`PhaseDiagram`: one record per grid point, its region, and the
-closed-form threshold curves of the library (:mod:`singlehead.thresholds`, and the collapse point
+``phase_diagram`` solves the state evolution on a grid of two parameters (any two of
+``AXES``), one warm-started :func:`~singlehead.state_evolution.iter_theory_curve` chain per grid
+row, and returns a ``PhaseDiagram``: one record per grid point, its region, and the
+closed-form threshold curves of the library (``singlehead.thresholds``, and the collapse point
 ``extras["collapse_lam"]`` of each result) that apply to the two axes chosen.
 
 Regions (docs: how-to "Phase diagrams"; the flags are computed from the result fields, each point
@@ -25,7 +25,7 @@ gets the first that holds, in this order):
 
 Conventions: a grid row is a fixed ``y`` value; the chain runs along ``x`` (along ``y`` when ``x`` is
 ``T``: the quadrature nodes depend on ``T``, so a chain never crosses values of ``T``). ``T`` values
-are integers. Log axes (:data:`LOG_AXES`) take positive values only.
+are integers. Log axes (``LOG_AXES``) take positive values only.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ AXIS_RANGES = {
     "alpha": "> 0", "lam": "> 0", "kappa": "in (0, 1]", "kappa0": "> 0 (an MP target's rank ratio)",
     "noise": ">= 0", "beta": "> 0", "beta0": "> 0", "T": "integers >= 1 (>= 2 for the softmax channels)",
 }
-#: region names, in the order of precedence of :func:`classify`
+#: region names, in the order of precedence of ``classify``
 REGIONS = ("unconverged", "collapsed", "rs_unstable", "perfect_recovery", "interpolating", "ordinary")
-#: default tolerances of the regions (see :func:`classify`)
+#: default tolerances of the regions (see ``classify``)
 DEFAULT_INTERP_TOL = 1e-3
 DEFAULT_RECOVERY_TOL = 1e-3
 
@@ -139,7 +139,7 @@ def classify(record: dict[str, Any], *, interp_tol: float = DEFAULT_INTERP_TOL,
     Parameters
     ----------
     record : dict
-        A record of :meth:`PhaseDiagram.records`: the fields of ``Result.to_dict()`` plus ``replicon``
+        A record of ``PhaseDiagram.records``: the fields of ``Result.to_dict()`` plus ``replicon``
         and ``e0`` (the training error of the null predictor).
     interp_tol, recovery_tol : float
         ``interpolating``: ``train_error <= interp_tol * e0``; ``perfect_recovery``: noiseless and
@@ -148,8 +148,8 @@ def classify(record: dict[str, Any], *, interp_tol: float = DEFAULT_INTERP_TOL,
     Returns
     -------
     dict
-        One bool per name of :data:`REGIONS` but ``ordinary`` (several may hold at once), and
-        ``region``, the first name of :data:`REGIONS` that holds.
+        One bool per name of ``REGIONS`` but ``ordinary`` (several may hold at once), and
+        ``region``, the first name of ``REGIONS`` that holds.
     """
     def num(key: str) -> float:
         v = record.get(key)
@@ -204,7 +204,7 @@ def _threshold_values(problem: Problem) -> dict[str, float]:
 # ---------------------------------------------------------------- the result
 @dataclass
 class PhaseDiagram:
-    """The state evolution on a grid of two parameters (returned by :func:`phase_diagram`).
+    """The state evolution on a grid of two parameters (returned by ``phase_diagram``).
 
     Attributes
     ----------
@@ -217,9 +217,9 @@ class PhaseDiagram:
         point's state evolution plus ``i`` (index in x), ``j`` (index in y), both coordinates by name,
         ``replicon`` and ``prox_jump_share`` (nan without the stability check).
     interp_tol, recovery_tol : float
-        The region tolerances (:func:`classify`).
+        The region tolerances (``classify``).
     curves : dict of str to ThresholdCurve
-        The closed-form threshold curves that apply to the two axes (:class:`ThresholdCurve`).
+        The closed-form threshold curves that apply to the two axes (``ThresholdCurve``).
     resumed : int
         How many points were read from the ``out`` file of an earlier run rather than computed.
 
@@ -246,28 +246,28 @@ class PhaseDiagram:
 
     @property
     def shape(self) -> tuple[int, int]:
-        """``(len(y.values), len(x.values))``: the shape of :meth:`grid` arrays."""
+        """``(len(y.values), len(x.values))``: the shape of ``grid`` arrays."""
         return len(self.y.values), len(self.x.values)
 
     def regions(self) -> list[dict[str, bool]]:
-        """:func:`classify` of each record (row-major)."""
+        """``classify`` of each record (row-major)."""
         return [classify({**r, "e0": _null_train_error(r)}, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol)
                 for r in self.records]
 
     def grid(self, column: str) -> np.ndarray:
-        """A column of :meth:`to_frame` as a ``(ny, nx)`` array (``grid("test_error")[j, i]``)."""
+        """A column of ``to_frame`` as a ``(ny, nx)`` array (``grid("test_error")[j, i]``)."""
         frame = self.to_frame()
         return frame[column].to_numpy().reshape(self.shape)
 
     def rows(self) -> list[dict[str, Any]]:
-        """The rows of :meth:`to_frame` as dicts (:func:`point_row` of each record)."""
+        """The rows of ``to_frame`` as dicts (``point_row`` of each record)."""
         return [point_row(r, self.x.name, self.y.name, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol)
                 for r in self.records]
 
     def to_frame(self) -> Any:
         """One row per grid point (pandas ``DataFrame``, row-major: ``y`` outer, ``x`` inner).
 
-        Columns (:func:`point_row`): both coordinates by name, ``test_error``, ``train_error``,
+        Columns (``point_row``): both coordinates by name, ``test_error``, ``train_error``,
         ``matrix_error``, ``rank_fraction``, ``converged``, ``diagnosis``, ``replicon``, ``prox_jump_share``,
         ``collapse_lam``, ``e0``, ``alpha_interp``, ``alpha_perfect``, ``alpha_perfect_bayes``, ``region`` and
         one bool column per region flag (``is_<region>``), then the problem's other parameters (``channel``,
@@ -345,7 +345,7 @@ def _flat_problem(problem: Problem) -> dict[str, Any]:
 
 def point_row(record: dict[str, Any], x: str, y: str, *, interp_tol: float = DEFAULT_INTERP_TOL,
               recovery_tol: float = DEFAULT_RECOVERY_TOL) -> dict[str, Any]:
-    """The flat row of one grid point (a row of :meth:`PhaseDiagram.to_frame`, a line of ``singlehead phase --json``).
+    """The flat row of one grid point (a row of ``PhaseDiagram.to_frame``, a line of ``singlehead phase --json``).
 
     ``record``: a point's record (``Result.to_dict()`` with ``replicon``, ``prox_jump_share`` and the
     coordinates ``x`` and ``y`` by name); ``e0`` and the closed-form thresholds are added here if missing
@@ -374,7 +374,7 @@ _THRESHOLDS: dict[str, dict[str, float]] = {}
 
 
 def point_thresholds(problem: Problem) -> dict[str, float]:
-    """``alpha_interp``, ``alpha_perfect``, ``alpha_perfect_bayes`` of ``problem`` (:mod:`singlehead.thresholds`).
+    """``alpha_interp``, ``alpha_perfect``, ``alpha_perfect_bayes`` of ``problem`` (``singlehead.thresholds``).
 
     ``nan`` where none applies: several heads, a target without a rank ratio, and the perfect-recovery
     thresholds of noisy labels (a noiseless notion). They depend on neither ``alpha`` nor ``lam``: each is
@@ -508,9 +508,9 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
     problem : Problem
         The base problem; every parameter but the two axes is taken from it.
     x, y : (str, sequence of float)
-        ``(name, values)`` of each axis, ``name`` one of :data:`AXES` (``kappa0`` needs a target with a
+        ``(name, values)`` of each axis, ``name`` one of ``AXES`` (``kappa0`` needs a target with a
         rank ratio ``kappa0``, e.g. ``MPTarget``), at least 2 distinct values, each valid for
-        ``Problem``; the axes of :data:`LOG_AXES` need values ``> 0``. ``x`` and ``y`` differ.
+        ``Problem``; the axes of ``LOG_AXES`` need values ``> 0``. ``x`` and ``y`` differ.
     options : SEOptions, optional
         Solver options of every point (default ``SEOptions()``).
     stability : bool
@@ -528,9 +528,9 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
         points already there and computes only the others, each chain warm-started from its cached
         neighbour.
     interp_tol, recovery_tol : float
-        The region tolerances of :func:`classify`.
+        The region tolerances of ``classify``.
     on_point : callable, optional
-        Called as ``on_point(row)`` with each point's :func:`point_row` (plus ``problem``, the point's
+        Called as ``on_point(row)`` with each point's ``point_row`` (plus ``problem``, the point's
         ``Problem.to_dict()``) as it is solved or read from ``out`` (the command line prints them).
 
     Returns
@@ -540,7 +540,7 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
     Raises
     ------
     ValueError
-        An axis name not in :data:`AXES`, the same parameter twice, fewer than 2 values, a value outside
+        An axis name not in ``AXES``, the same parameter twice, fewer than 2 values, a value outside
         the parameter's range (non-positive on a log axis), ``workers < 1``.
 
     Notes
