@@ -228,8 +228,23 @@ def test_T_axis_chains_along_the_other_axis():
     assert frame["alpha_interp"][0] > frame["alpha_interp"][1]  # more informative directions at T = 3
 
 
-@pytest.mark.slow
-def test_untied_cost_is_estimated_before_the_run():
-    with pytest.warns(UserWarning, match="one point took"):
-        phase_diagram(NOISY.replace(student="untied"), x=("alpha", [0.5, 1.0]), y=("lam", [1e-2, 1e-1]),
-                      stability=False)
+def test_untied_cost_is_estimated_before_the_run(monkeypatch, capsys):
+    """One point is timed first and the estimate warned (and printed with progress) before the rest runs; the
+    solver is replaced by the tied one here (an untied point costs a minute), the bookkeeping is the same."""
+    from singlehead.state_evolution import theory
+
+    calls = []
+
+    def fake_curve(problem, values, param="alpha", **kw):
+        calls.append(list(values))
+        for v in values:
+            yield theory(problem.replace(student="factorized", **{param: v}))
+
+    monkeypatch.setattr(phase_mod, "iter_theory_curve", fake_curve)
+    with pytest.warns(UserWarning, match="4 points of a untied student problem; one point took"):
+        diagram = phase_diagram(NOISY.replace(student="untied"), x=("alpha", [0.5, 1.0]), y=("lam", [1e-2, 1e-1]),
+                                stability=False, progress=True)
+    assert calls[0] == [0.5]  # the timed point, kept: the rest starts after it
+    assert sorted(map(len, calls[1:])) == [1, 2]
+    assert "one point took" in capsys.readouterr().err
+    assert diagram.to_frame()["converged"].all()
