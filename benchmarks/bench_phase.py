@@ -8,7 +8,8 @@ Run: ``python benchmarks/bench_phase.py [--workers 1,2] [--skip-large] [--profil
 * ``large``: :func:`singlehead.phase_diagram` on ``alpha = log:0.05:3:40`` x ``lam = log:1e-4:3:40``
   (1600 points), same problem, per worker count;
 
-each next to a reference workload timed in the same run just before it (a 1500 x 1500 float64
+each as wall and CPU seconds (CPU: the process and the worker processes it reaped; on a shared machine the
+wall time follows the share of the cores the run got), next to a reference workload timed in the same run just before it (a 1500 x 1500 float64
 matmul plus a linear solve of that size, best of 3), so that timings taken on a shared machine can
 be compared. ``--profile FILE`` runs the 16 x 12 grid in this process under cProfile, one worker,
 and writes the statistics to FILE (the top 25 by cumulative time are printed).
@@ -20,6 +21,7 @@ import argparse
 import cProfile
 import io
 import pstats
+import resource
 import shutil
 import subprocess
 import sys
@@ -48,23 +50,30 @@ def reference_seconds() -> float:
     return best
 
 
-def time_cli(workers: int) -> tuple[float, int]:
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def time_cli(workers: int) -> tuple[float, float, int]:
+    """``(wall s, CPU s of the command and the workers it reaped, JSON rows)``."""
     exe = shutil.which("singlehead")
     cmd = [exe] if exe else [sys.executable, "-m", "singlehead"]
-    t = time.perf_counter()
+    c0, t = _children_cpu(), time.perf_counter()
     out = subprocess.run([*cmd, "phase", *CLI_GRID, "--workers", str(workers)], capture_output=True, text=True,
                          check=True)
-    return time.perf_counter() - t, len(out.stdout.strip().splitlines())
+    return time.perf_counter() - t, _children_cpu() - c0, len(out.stdout.strip().splitlines())
 
 
-def time_large(workers: int, n: int = 40) -> tuple[float, int, int]:
+def time_large(workers: int, n: int = 40) -> tuple[float, float, int, int]:
+    """``(wall s, CPU s of this process and its reaped workers, points, unconverged points)``."""
     with tempfile.TemporaryDirectory() as tmp:
-        t = time.perf_counter()
+        c0, t = time.process_time() + _children_cpu(), time.perf_counter()
         d = phase_diagram(PROBLEM, x=("alpha", np.geomspace(0.05, 3.0, n)), y=("lam", np.geomspace(1e-4, 3.0, n)),
                           workers=workers, out=f"{tmp}/grid.jsonl")
-        dt = time.perf_counter() - t
+        dt, cpu = time.perf_counter() - t, time.process_time() + _children_cpu() - c0
     frame = d.to_frame()
-    return dt, len(frame), int((~frame["converged"]).sum())
+    return dt, cpu, len(frame), int((~frame["converged"]).sum())
 
 
 def profile(path: str) -> None:
@@ -93,13 +102,15 @@ def main() -> None:
     print("phase diagrams, seq2lab, T = 2, kappa0 = 0.5, noise = 0.5, factorized student, stability on")
     for w in workers:
         ref = reference_seconds()
-        dt, rows = time_cli(w)
-        print(f"cli 16 x 12 ({rows} rows), workers={w}: {dt:.1f} s   [reference {ref:.3f} s]")
+        dt, cpu, rows = time_cli(w)
+        print(f"cli 16 x 12 ({rows} rows), workers={w}: {dt:.1f} s wall, {cpu:.1f} s CPU   [reference {ref:.3f} s]",
+              flush=True)
     if not args.skip_large:
         for w in workers:
             ref = reference_seconds()
-            dt, n, bad = time_large(w)
-            print(f"large 40 x 40 ({n} points, {bad} unconverged), workers={w}: {dt:.1f} s   [reference {ref:.3f} s]")
+            dt, cpu, n, bad = time_large(w)
+            print(f"large 40 x 40 ({n} points, {bad} unconverged), workers={w}: {dt:.1f} s wall, {cpu:.1f} s CPU   "
+                  f"[reference {ref:.3f} s]", flush=True)
 
 
 if __name__ == "__main__":
