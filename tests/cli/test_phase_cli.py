@@ -22,6 +22,7 @@ GRID = ["--x", "alpha=0.1,1", "--y", "lam=log:1e-4:10:2", "--kappa0", "0.5", "--
     (["--x", "alpha=1,2", "--y", "lam=1,2", "--workers", "0"], "workers"),
     (["--x", "lam=1,2", "--y", "noise=0,1", "--alpha", "0.5,1"], "alpha"),  # two alphas, alpha no axis
     (["--x", "alpha=1,2", "--y", "lam=1,2", "--beta", "0"], "beta"),     # a problem option
+    (["--x", "alpha=0.5,1", "--y", "lam=0.01,0.1", "--heads", "6"], "heads"),  # outside the theory's reach
 ])
 def test_bad_input_exits_2_naming_the_parameter(args, name, usage_error):
     line = usage_error(["phase", *args], name)

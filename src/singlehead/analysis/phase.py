@@ -541,7 +541,9 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
     ------
     ValueError
         An axis name not in ``AXES``, the same parameter twice, fewer than 2 values, a value outside
-        the parameter's range (non-positive on a log axis), ``workers < 1``.
+        the parameter's range (non-positive on a log axis), ``workers < 1``; or no point could be solved
+        (the problem is outside the theory's reach: the first point's message). A point that fails alone
+        is kept as an unconverged record with its ``error`` message.
 
     Notes
     -----
@@ -590,9 +592,15 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
             for i in range(len(ax.values)):
                 if (i, j) in records:
                     on_point(_row_out(records[(i, j)], ax, ay, i, j, interp_tol, recovery_tol))
+    def take(row_index: int, idx: int, rec: dict[str, Any]) -> None:
+        i, j = (idx, row_index) if along is ax else (row_index, idx)
+        records[(i, j)] = rec
+        if on_point is not None:
+            on_point(_row_out(rec, ax, ay, i, j, interp_tol, recovery_tol))
+
     if todo and (not problem.student.symmetric or problem.multihead):
-        _estimate_cost(rows, options, stability, out, todo, workers, progress, records, along, fixed, ax, ay,
-                       on_point)
+        _estimate_cost(rows, options, stability, out, todo, workers, progress, lambda f_i, idx, rec: take(f_i, idx, rec),
+                       fixed, ax, ay)
         rows = _rows(problem, along, fixed, keys, {**cached, **{r["key"]: r for r in records.values()}},
                      transpose=along is ay)
         todo = sum(len(r.points) for r in rows)
@@ -601,12 +609,6 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
         from tqdm import tqdm
 
         bar = tqdm(total=total, initial=total - todo, desc=f"phase {ax.name} x {ay.name}", file=sys.stderr)
-
-    def take(row_index: int, idx: int, rec: dict[str, Any]) -> None:
-        i, j = (idx, row_index) if along is ax else (row_index, idx)
-        records[(i, j)] = rec
-        if on_point is not None:
-            on_point(_row_out(rec, ax, ay, i, j, interp_tol, recovery_tol))
 
     try:
         out_s = str(path) if path is not None else None
@@ -622,6 +624,9 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
         if bar is not None:
             bar.close()
     ordered = [_annotate(records[(i, j)], ax, ay, i, j) for j in range(len(ay.values)) for i in range(len(ax.values))]
+    if all("error" in r for r in ordered):
+        # nothing solved: the problem is outside the theory's reach (the first point's message says why)
+        raise ValueError(str(ordered[0]["error"]).removeprefix("ValueError: "))
     diagram = PhaseDiagram(problem, ax, ay, ordered, interp_tol, recovery_tol)
     diagram.curves = _curves(diagram)
     diagram.resumed = resumed
@@ -758,18 +763,13 @@ def _tagged_row(k: int, row: _Row, options: SEOptions, with_stability: bool, out
 
 
 def _estimate_cost(rows: list[_Row], options: SEOptions, with_stability: bool, out: str | None, todo: int,
-                   workers: int, progress: bool, records: dict, along: Axis, fixed: Axis, ax: Axis, ay: Axis,
-                   on_point: Any) -> None:
+                   workers: int, progress: bool, take: Any, fixed: Axis, ax: Axis, ay: Axis) -> None:
     """Time the first point still to compute (kept: it is the cold start of its chain), then warn with the estimate."""
     row = next(r for r in rows if r.points)
     first = _Row(row.problem, row.along, row.points[:1], row.inits[:1], ((0, 1),))
     t0 = time.perf_counter()
     for idx, rec in _solve_row(first, options, with_stability, out):
-        f_i = _fixed_index(row, fixed, ax, ay)
-        i, j = (idx, f_i) if along is ax else (f_i, idx)
-        records[(i, j)] = rec
-        if on_point is not None:
-            on_point(_row_out(rec, ax, ay, i, j, DEFAULT_INTERP_TOL, DEFAULT_RECOVERY_TOL))
+        take(_fixed_index(row, fixed, ax, ay), idx, rec)
     dt = time.perf_counter() - t0
     est = dt * (todo - 1) / min(workers, max(1, len([r for r in rows if r.points])))
     kind = "multi-head" if row.problem.multihead else f"{row.problem.student.name} student"
