@@ -248,3 +248,25 @@ def test_untied_cost_is_estimated_before_the_run(monkeypatch, capsys):
     assert sorted(map(len, calls[1:])) == [1, 2]
     assert "one point took" in capsys.readouterr().err
     assert diagram.to_frame()["converged"].all()
+
+
+def test_one_failing_point_fails_alone_and_no_solvable_point_raises(monkeypatch):
+    from singlehead.state_evolution import theory as real_theory
+
+    def broken_curve(problem, values, **kw):
+        raise ValueError("boom: the chain broke")
+        yield  # pragma: no cover
+
+    def theory_fails_at_one(problem, **kw):
+        if problem.alpha == 1.0:
+            raise ValueError("kappa: no theory here")
+        return real_theory(problem, **kw)
+
+    monkeypatch.setattr(phase_mod, "iter_theory_curve", broken_curve)
+    monkeypatch.setattr(phase_mod, "theory", theory_fails_at_one)
+    frame = phase_diagram(NOISY, x=("alpha", [0.5, 1.0]), y=("lam", [1e-2, 1e-1]), stability=False).to_frame()
+    assert list(frame["region"]) == ["ordinary", "unconverged", "ordinary", "unconverged"]
+
+    monkeypatch.setattr(phase_mod, "theory", lambda problem, **kw: (_ for _ in ()).throw(ValueError("kappa: none")))
+    with pytest.raises(ValueError, match="kappa: none"):
+        phase_diagram(NOISY, x=("alpha", [0.5, 1.0]), y=("lam", [1e-2, 1e-1]), stability=False)

@@ -769,6 +769,8 @@ def _estimate_cost(rows: list[_Row], options: SEOptions, with_stability: bool, o
     first = _Row(row.problem, row.along, row.points[:1], row.inits[:1], ((0, 1),))
     t0 = time.perf_counter()
     for idx, rec in _solve_row(first, options, with_stability, out):
+        if "error" in rec:  # the first point failed: the others would too, refuse before the run
+            raise ValueError(str(rec["error"]).removeprefix("ValueError: "))
         take(_fixed_index(row, fixed, ax, ay), idx, rec)
     dt = time.perf_counter() - t0
     est = dt * (todo - 1) / min(workers, max(1, len([r for r in rows if r.points])))
