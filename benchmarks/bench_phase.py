@@ -8,8 +8,9 @@ Run: ``python benchmarks/bench_phase.py [--workers 1,2] [--skip-large] [--profil
 * ``large``: :func:`singlehead.phase_diagram` on ``alpha = log:0.05:3:40`` x ``lam = log:1e-4:3:40``
   (1600 points), same problem, per worker count;
 
-each as wall and CPU seconds (CPU: the process and the worker processes it reaped; on a shared machine the
-wall time follows the share of the cores the run got), next to a reference workload timed in the same run just before it (a 1500 x 1500 float64
+each as wall and CPU seconds (CPU: the process and the worker processes it reaped, so the in-process
+``large`` run with several workers counts its main process only, the loky workers living on; on a shared
+machine the wall time follows the share of the cores the run got), next to a reference workload timed in the same run just before it (a 1500 x 1500 float64
 matmul plus a linear solve of that size, best of 3), so that timings taken on a shared machine can
 be compared. ``--profile FILE`` runs the 16 x 12 grid in this process under cProfile, one worker,
 and writes the statistics to FILE (the top 25 by cumulative time are printed).
@@ -109,7 +110,8 @@ def main() -> None:
         for w in workers:
             ref = reference_seconds()
             dt, cpu, n, bad = time_large(w)
-            print(f"large 40 x 40 ({n} points, {bad} unconverged), workers={w}: {dt:.1f} s wall, {cpu:.1f} s CPU   "
+            what = "CPU" if w == 1 else "CPU of the main process"
+            print(f"large 40 x 40 ({n} points, {bad} unconverged), workers={w}: {dt:.1f} s wall, {cpu:.1f} s {what}   "
                   f"[reference {ref:.3f} s]", flush=True)
 
 
