@@ -19,6 +19,7 @@ Public names (the heavy ones are imported on first use)::
     interpolation_threshold(problem), perfect_recovery_threshold(problem), ...
     reproduce(mode, out)                 the paper's figures and an HTML report
     tune(problem), tune_curve, alpha_for_error   the weight decay of lowest predicted test error
+    phase_diagram(problem, x, y)         regions and thresholds over two parameters (PhaseDiagram)
 
 The extension API (a new channel, student or target is one registered subclass)::
 
@@ -63,6 +64,8 @@ _LAZY = {
     "tune": "singlehead.analysis.tuning",
     "tune_curve": "singlehead.analysis.tuning",
     "alpha_for_error": "singlehead.analysis.tuning",
+    "phase_diagram": "singlehead.analysis.phase",
+    "PhaseDiagram": "singlehead.analysis.phase",
 }
 
 # The extension API: base classes and registries of channels, students and targets.

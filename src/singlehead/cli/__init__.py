@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "theory": ("theory", "theory", "State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."),
     "bayes": ("theory", "bayes", "Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha (no student options)."),
     "tune": ("tune", "tune", "The weight decay lam of lowest state-evolution test error at each alpha (or the alpha reaching --target-error)."),
+    "phase": ("phase", "phase", "The phase diagram over two parameters: test error, regions and closed-form thresholds on a grid."),
     "thresholds": ("theory", "thresholds", "Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."),
     "spectrum": ("spectrum", "spectrum", "Density, zero atom, edges and outliers of the learned-spectrum law."),
     "amp": ("amp", "amp", "Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history."),
