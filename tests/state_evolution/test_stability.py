@@ -11,7 +11,7 @@ from singlehead import MPTarget, Problem
 from singlehead.model.results import Result
 from singlehead.model.targets import PowerLawTarget
 from singlehead.state_evolution import stability, theory, theory_curve
-from singlehead.state_evolution.stability import _prior_factor
+from singlehead.state_evolution.replicon import _prior_factor
 
 _PEAK = dict(d=100, T=2, beta=1.0, beta0=1.0, target=MPTarget(0.5), channel="seq2lab", kappa=1.0, noise=0.5)
 

@@ -65,7 +65,7 @@ Layout: :mod:`.quadrature` (the Sobol nodes and their error estimate), :mod:`.ou
 channel side, its degenerate limit and the channel test errors), :mod:`.prior` (the target's
 prior model, the matrix side, the collapse point), :mod:`singlehead.state_evolution.fixed_point` (the u-transform of each
 block of overlaps, Newton/Broyden, the damped iteration), :mod:`.se_map` (the map of one problem
-and its :class:`~.se_map.MapSettings`), :mod:`.stages` (one solve attempt), :mod:`.stability` (the
+and its :class:`~.se_map.MapSettings`), :mod:`.stages` (one solve attempt), :mod:`.replicon` (the
 replicon and prox-jump test of replica symmetry at a fixed point), :mod:`.driver` (:func:`theory`)
 and :mod:`.sweep` (:func:`theory_curve`); :mod:`.multihead` maps a problem with several heads to its
 single-head equivalent where one exists (the linear channel).

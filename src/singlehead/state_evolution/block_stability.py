@@ -1,6 +1,6 @@
 """Replica-symmetric stability of a block (non-symmetric student) fixed point: the replicon as a 2 x 2 map.
 
-The tied check (:mod:`.stability`) multiplies an output factor and a prior factor. A student with a
+The tied check (:mod:`.replicon`) multiplies an output factor and a prior factor. A student with a
 symmetric and an antisymmetric block of fields (:mod:`.block_map`) carries two perturbation
 variances, one per block, and one step of the SE/AMP iteration maps them linearly:
 

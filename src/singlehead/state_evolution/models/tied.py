@@ -50,7 +50,7 @@ class TiedModel(SEModel):
                            cold_first=cold_first, alpha_tangent=alpha_tangent, again=again, stability=self.stability)
 
     def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
-        from singlehead.state_evolution.stability import tied_stability
+        from singlehead.state_evolution.replicon import tied_stability
 
         return tied_stability(self.problem, result, options=self.prepare(options), quad=quad)
 
