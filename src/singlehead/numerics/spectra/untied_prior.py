@@ -374,6 +374,11 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     Ss, Sa = float(Sigmahat_s), float(Sigmahat_a)
     if not (Ss > 0 and Sa >= 0 and tau >= 0):
         raise ValueError(f"Sigmahat_s must be > 0, Sigmahat_a >= 0 and tau >= 0 (got {Ss}, {Sa}, {tau})")
+    # the objective divided by max Sigmahat has the same minimiser and unit curvature: far from the fixed
+    # point the conjugates reach 1e60 and more, where the Newton and proximal-gradient iterations on the
+    # unscaled problem stalled for their thousands of steps (their stopping rules are scale-free)
+    scale = max(Ss, Sa)
+    A_s, A_a, Ss, Sa, tau = A_s / scale, A_a / scale, Ss / scale, Sa / scale, tau / scale
     A = A_s + A_a
     # a draw whose Frobenius norm exceeds sqrt(D) tau has a spectral norm above tau: no need to compute it
     if (np.all(np.linalg.norm(A, axis=(-2, -1)) <= math.sqrt(A.shape[-1]) * tau)

@@ -41,7 +41,7 @@ from singlehead.state_evolution.multihead_se.loss import (
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["MultiHeadOutput", "multihead_output_side", "multihead_test_errors", "multihead_quadrature",
-           "field_law"]
+           "field_law", "collapsed_output_side"]
 
 
 @dataclass
@@ -70,21 +70,39 @@ def multihead_quadrature(problem: Any, n_points: int = 2048, n_scrambles: int = 
     return OutputQuadrature.sobol(K * (problem.teacher_heads + problem.heads), n_points, n_scrambles, seed)
 
 
-def field_law(Q: np.ndarray, M: np.ndarray, Q0: np.ndarray, noise: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def field_law(Q: np.ndarray, M: np.ndarray, Q0: np.ndarray, noise: float, *, singular: bool = False
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(L, E, Cinv)``: the Cholesky factor of the covariance of ``(y, z)`` (teacher fields with noise, then
-    student fields), the matrix ``E`` with ``E[u0 | y, z] = E (y, z)``, and ``C^{-1}`` of the noiseless ``(u0, z)``."""
+    student fields), the matrix ``E`` with ``E[u0 | y, z] = E (y, z)``, and ``C^{-1}`` of the noiseless ``(u0, z)``.
+
+    The covariance must be positive definite (else ``numpy.linalg.LinAlgError``), unless ``singular``: then a
+    positive semi-definite covariance (student heads that are copies of each other, or ``Q = 0`` at the
+    collapsed point ``S = 0``) is factored by its symmetric square root, and ``E``, ``Cinv`` use the
+    pseudo-inverse, which is what the Gaussian law restricted to its support needs (the fields ``z`` of a
+    zero ``Q`` are zero). A positive definite covariance gets the Cholesky factor either way.
+    """
     H0 = Q0.shape[0]
     Cn = np.block([[Q0 + 0.5 * noise * np.ones((H0, H0)), M.T], [M, Q]])
     C = np.block([[Q0, M.T], [M, Q]])
-    L = np.linalg.cholesky(Cn)
-    E = np.linalg.solve(Cn, np.concatenate([Q0, M], axis=0)).T  # Cov(u0, (y, z)) Cn^{-1}
-    return L, E, np.linalg.inv(C)
+    cov_u0 = np.concatenate([Q0, M], axis=0)
+    try:
+        L = np.linalg.cholesky(Cn)
+        E = np.linalg.solve(Cn, cov_u0).T  # Cov(u0, (y, z)) Cn^{-1}
+        return L, E, np.linalg.inv(C)
+    except np.linalg.LinAlgError:
+        if not singular:
+            raise
+    w, V = np.linalg.eigh(0.5 * (Cn + Cn.T))
+    L = (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
+    return L, (np.linalg.pinv(Cn, hermitian=True) @ cov_u0).T, np.linalg.pinv(C, hermitian=True)
 
 
-def _fields(quad: OutputQuadrature, Q: np.ndarray, M: np.ndarray, Q0: np.ndarray, noise: float, K: int):
-    """``y (N, H0, K)``, ``z (N, H, K)`` and ``E[u0 | y, z] (N, H0, K)`` on the nodes."""
+def _fields(quad: OutputQuadrature, Q: np.ndarray, M: np.ndarray, Q0: np.ndarray, noise: float, K: int, *,
+            singular: bool = False):
+    """``y (N, H0, K)``, ``z (N, H, K)`` and ``E[u0 | y, z] (N, H0, K)`` on the nodes (``singular``: see
+    :func:`field_law`)."""
     H0, H = Q0.shape[0], Q.shape[0]
-    L, E, _ = field_law(Q, M, Q0, noise)
+    L, E, _ = field_law(Q, M, Q0, noise, singular=singular)
     U = quad.flat.reshape(-1, H0 + H, K)
     V = np.einsum("ij,njk->nik", L, U)
     return V[:, :H0], V[:, H0:], np.einsum("ij,njk->nik", E, V)
@@ -222,9 +240,10 @@ def multihead_test_errors(Q: np.ndarray, M: np.ndarray, *, problem: Any, Q0: np.
     K = T * (T + 1) // 2
     quad = quad if quad is not None else multihead_quadrature(problem)
     H = Q.shape[0]
-    _, z_clean, _ = _fields(quad, Q, M, Q0, 0.0, K)
-    y0 = _fields(quad, Q, M, Q0, 0.0, K)[0]
-    yn, zn, _ = _fields(quad, Q, M, Q0, problem.noise, K)
+    # the test error is defined on the closure of the admissible overlaps: at the collapsed point (Q = M = 0)
+    # and at heads that are copies the law of the fields is degenerate
+    y0, z_clean, _ = _fields(quad, Q, M, Q0, 0.0, K, singular=True)
+    yn, zn, _ = _fields(quad, Q, M, Q0, problem.noise, K, singular=True)
     e = []
     for y, z in ((y0, z_clean), (yn, zn)):
         Yt = teacher_labels(problem, y)
@@ -233,6 +252,46 @@ def multihead_test_errors(Q: np.ndarray, M: np.ndarray, *, problem: Any, Q0: np.
     mean, err = quad.mean_and_error(np.stack(e, axis=1))
     return {"test_error": float(mean[0]), "test_error_noisy": float(mean[1]),
             "test_error_se": float(err[0]), "test_error_noisy_se": float(err[1])}
+
+
+def collapsed_output_side(problem: Any, Q0: np.ndarray, quad: OutputQuadrature) -> MultiHeadOutput:
+    """The conjugates of the collapsed point ``S_h = 0`` for every head (``Q = M = 0``, ``Sigma -> 0``).
+
+    There the student fields vanish and the prox point tends to ``z = 0``, ``f -> -grad ell(0)``; with the
+    Stein form of the ``Sigmahat`` weight (the ``w`` of a zero ``Q`` is singular) the limits are, with
+    ``g_k = grad_{h_k} ell(0)`` (``H``) and ``y ~ N(0, Q0 + (Delta/2) 11^T)`` per logit,
+
+        Qhat0     =  2 alpha E sum_k g_k g_k^T
+        Mhat0     = -2 alpha E sum_k g_k ((Q0 + (Delta/2) 11^T)^{-1} y_k)^T
+        Sigmahat0 =  2 alpha E sum_k Hess_{h_k h_k} ell(0)      (symmetrised)
+
+    the single head's ``qhat0``, ``mhat0``, ``Sigmahat0`` (:func:`singlehead.state_evolution.collapse_point`)
+    for ``H = H0 = 1``. The train error is ``E ell(0)``. On the nodes ``quad`` of the map (``K (H0 + H)``
+    dimensions; the student part is unused).
+    """
+    H0 = Q0.shape[0]
+    T, alpha = problem.T, problem.alpha
+    K = T * (T + 1) // 2
+    H = quad.flat.shape[1] // K - H0
+    Qn = Q0 + 0.5 * problem.noise * np.ones((H0, H0))
+    U = quad.flat.reshape(-1, H0 + H, K)
+    y = np.einsum("ij,njk->nik", np.linalg.cholesky(Qn), U[:, :H0])
+    labels = teacher_labels(problem, y)
+    N = y.shape[0]
+    val, grad, hess = multihead_fit_loss(np.zeros((N, H * K)), labels, problem.beta, H, 2)
+    g = grad.reshape(N, H, K)
+    w0 = np.einsum("ij,njk->nik", np.linalg.inv(Qn), y)
+    hd = np.einsum("nakbk->nab", hess.reshape(N, H, K, H, K))
+    vals = np.concatenate([np.einsum("nak,nbk->nab", g, g).reshape(N, -1),
+                           -np.einsum("nak,njk->naj", g, w0).reshape(N, -1), hd.reshape(N, -1), val[:, None]], axis=1)
+    mean, err = quad.mean_and_error(vals)
+    c = 2.0 * alpha
+    n1, n2 = H * H, H * H0
+    Qh, Mh, Sh = (c * mean[:n1].reshape(H, H), c * mean[n1:n1 + n2].reshape(H, H0),
+                  c * mean[n1 + n2:2 * n1 + n2].reshape(H, H))
+    errs = {"Qhat": c * err[:n1].reshape(H, H), "Mhat": c * err[n1:n1 + n2].reshape(H, H0),
+            "Sigmahat": c * err[n1 + n2:2 * n1 + n2].reshape(H, H), "train_error": float(err[-1])}
+    return MultiHeadOutput(0.5 * (Qh + Qh.T), Mh, 0.5 * (Sh + Sh.T), float(mean[-1]), errs)
 
 
 def isotropic(n: int, diag: float, off: float) -> np.ndarray:

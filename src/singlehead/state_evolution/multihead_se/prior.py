@@ -243,6 +243,27 @@ def _sqrtm_psd(A: np.ndarray) -> np.ndarray:
     return (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
 
 
+def denoiser_input(Qhat: np.ndarray, Mhat: np.ndarray, sample: MultiHeadPriorSample) -> np.ndarray:
+    """``B_h = sum_j Mhat_hj S0_j + sum_l (Qhat^{1/2})_hl Z_l`` on every draw, ``(R, H, D, D)``: the matrices the
+    denoiser of head ``h`` is fitted to."""
+    R = _sqrtm_psd(np.atleast_2d(np.asarray(Qhat, float)))
+    return (np.einsum("hj,rjab->rhab", np.atleast_2d(np.asarray(Mhat, float)), sample.S0)
+            + np.einsum("hl,rlab->rhab", R, sample.Z))
+
+
+def zero_is_denoised(Qhat: np.ndarray, Mhat: np.ndarray, *, lam: float, sample: MultiHeadPriorSample) -> bool:
+    """Whether the denoiser maps ``(Qhat, Mhat, Sigmahat)`` to ``S_h = 0`` for every head and draw (any
+    ``Sigmahat`` with a positive diagonal).
+
+    ``S = 0`` minimises the denoiser's convex objective (PSD ``S_h``, trace penalty ``2 lam tr S_h / D``) iff its
+    gradient there, ``(2 lam I - B_h)/D``, lies in the dual cone of the PSD matrices, i.e. iff every eigenvalue of
+    every ``B_h`` (:func:`denoiser_input`) is at most ``2 lam``: a closed-form test, without the block descent
+    (whose sweeps are slow for strongly coupled heads). The rank cap does not change it (``0`` has rank 0).
+    """
+    B = denoiser_input(Qhat, Mhat, sample)
+    return bool(np.max(np.linalg.eigvalsh(0.5 * (B + np.swapaxes(B, -1, -2)))) <= 2.0 * lam)
+
+
 def multihead_prior_side(Qhat: np.ndarray, Mhat: np.ndarray, Sigmahat: np.ndarray, *, lam: float, kappa: float,
                          sample: MultiHeadPriorSample, warm: np.ndarray | None = None,
                          tol: float = 1e-9, max_sweeps: int = 5000, threads: int = 1) -> MultiHeadPriorSide:
@@ -250,8 +271,7 @@ def multihead_prior_side(Qhat: np.ndarray, Mhat: np.ndarray, Sigmahat: np.ndarra
     (``tol``, ``max_sweeps``, ``threads``: the block-coordinate descent's, :func:`coupled_shrinkage`)."""
     Qhat, Mhat, Sigmahat = (np.atleast_2d(np.asarray(a, float)) for a in (Qhat, Mhat, Sigmahat))
     D = sample.D
-    R = _sqrtm_psd(Qhat)
-    B = np.einsum("hj,rjab->rhab", Mhat, sample.S0) + np.einsum("hl,rlab->rhab", R, sample.Z)
+    B = denoiser_input(Qhat, Mhat, sample)
     rank = None if kappa >= 1 else max(1, int(round(kappa * D)))
     S, sweeps, ok = coupled_shrinkage(B, Sigmahat, 2.0 * lam, rank=rank, warm=warm, tol=tol, max_sweeps=max_sweeps,
                                       threads=threads)

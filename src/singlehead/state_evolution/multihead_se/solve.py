@@ -30,19 +30,32 @@ from singlehead.model.problem import Problem
 from singlehead.model.validation import check, finite, is_int
 from singlehead.state_evolution.convergence import is_converged
 from singlehead.state_evolution.multihead_se.output import (
+    collapsed_output_side,
     isotropic,
     multihead_output_side,
     multihead_quadrature,
 )
-from singlehead.state_evolution.multihead_se.prior import MultiHeadPriorSample, multihead_prior_side
+from singlehead.state_evolution.multihead_se.prior import (
+    MultiHeadPriorSample,
+    multihead_prior_side,
+    zero_is_denoised,
+)
 from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["ANSATZE", "HEADS_DEFAULTS", "HEADS_READS", "multihead_options", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "solve_coarse_to_fine",
            "coarse_map", "coarse_jacobian", "chord_solve", "specialisation_index", "match_heads", "default_start",
-           "admissible"]
+           "admissible", "MapFailure", "collapsed_solution", "unconverged_reason"]
 
 ANSATZE = ("unspecialised", "specialised", "general")
+
+
+class MapFailure(ArithmeticError):
+    """The map cannot be evaluated at the point it was given: the fields' covariance or ``Sigma`` is not
+    positive definite, or the output side's ``Sigmahat`` has a non-positive diagonal (the denoiser's quadratic
+    term would not be convex). Raised inside the solvers and handled by them (:func:`solve_multihead`), never
+    passed to the caller: near the collapsed point ``S = 0`` (small ``alpha``, large ``lam``) the iterates
+    approach the boundary of the admissible overlaps, where it happens."""
 
 
 def _sym_avg(A: np.ndarray) -> np.ndarray:
@@ -245,6 +258,8 @@ class MultiHeadSEMap:
         self.solutions: np.ndarray | None = None
         self.calls = 0
         self.last: tuple | None = None
+        #: the point of the last evaluation that succeeded (``last`` is its image)
+        self.last_input: tuple | None = None
         #: whether the last evaluation solved the denoiser to ``prior_tol`` (see :meth:`prior_accuracy`)
         self.last_exact = True
         #: whether the last evaluation ran the prox's cold starts (the first one, and every ``union_every``-th)
@@ -281,18 +296,24 @@ class MultiHeadSEMap:
             warm = self.branches
             union = self.branches is not None and self.calls % max(1, self.options.union_every) == 0
             z_start = self.z_branch if self.options.track_z else None
-        out = multihead_output_side(Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad,
-                                    warm=warm, union=union, z_start=z_start)
+        try:
+            out = multihead_output_side(Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad,
+                                        warm=warm, union=union, z_start=z_start)
+        except np.linalg.LinAlgError as exc:  # the covariance of the fields or Sigma is singular here
+            raise MapFailure(f"the output side is not defined at this point ({exc})") from None
+        Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
+        if not (np.all(np.isfinite(Sh)) and np.all(np.diag(Sh) > 0)):
+            raise MapFailure(f"the output side's Sigmahat has a non-positive diagonal ({np.diag(Sh).tolist()})")
         self.last_cold = warm is None or union
         self.branches = [out.h]
         self.z_branch = out.z_branch
-        Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
         self.last_exact = exact
         pr = multihead_prior_side(Qh, Mh, Sh, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
                                   warm=self.solutions, tol=ptol, max_sweeps=sweeps, threads=self.options.threads or 1)
         self.solutions = pr.solutions
         new = project(ansatz, pr.Q, pr.M, pr.Sigma)
         self.last = (new, out, pr, (Qh, Mh, Sh))
+        self.last_input = (Q, M, Sigma)
         return new, out, pr
 
 
@@ -325,10 +346,23 @@ class MultiHeadSolution:
     #: :func:`solve_coarse_to_fine`'s chord matrix ``J - I`` (the coarse map's Jacobian in the ansatz's
     #: coordinates, :func:`chord_solve`), ``None`` from :func:`solve_multihead`
     chord_matrix: np.ndarray | None = None
+    #: the collapsed solution ``S_h = 0`` of every head (:func:`collapsed_solution`)
+    collapsed: bool = False
+    #: why the solve stopped early, where the map could not be evaluated (:class:`MapFailure`); ``None`` otherwise
+    failure: str | None = None
 
 
 def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5, tol: float = 2e-3,
                     max_iter: int = 60, history: int = 4, verbose: bool = False) -> MultiHeadSolution:
+    """Anderson-accelerated iteration of the map inside ``ansatz`` from ``start`` (:func:`_anderson`), with the
+    fallbacks of :func:`_guarded`: it never raises from inside the map; an unconverged solve where ``S = 0`` is a
+    fixed point returns the collapsed solution."""
+    return _guarded(_anderson, se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history,
+                    verbose=verbose)
+
+
+def _anderson(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5, tol: float = 2e-3,
+              max_iter: int = 60, history: int = 4, verbose: bool = False) -> MultiHeadSolution:
     """Anderson-accelerated iteration of the map inside ``ansatz`` from ``start``.
 
     The iterate is the vector of ``(Q, M, Sigma)``; each step mixes the last ``history`` residuals
@@ -336,7 +370,9 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     ``history = 0`` the damped iteration ``x <- x + damping (F(x) - x)``). Stops when the relative change
     ``max |F(x) - x| / max |F(x)|`` over every matrix is below ``tol`` (or after ``max_iter`` evaluations).
     A step that leaves ``Sigma`` or the fields' covariance ``[[Q0, M^T], [M, Q]]`` not positive definite is
-    replaced by the damped step, halved until they are. Each evaluation gets the previous relative change, which
+    replaced by the damped step, halved until they are. A point where the map is not defined raises
+    :class:`MapFailure` (halving such steps towards the last point did not recover on the random problems that
+    reach one, and cost up to ``max_iter`` evaluations). Each evaluation gets the previous relative change, which
     sets the accuracy of its denoiser (``MultiHeadSEMap.prior_accuracy``); the tolerance is met only by an
     evaluation whose denoiser was solved to ``prior_tol``.
     """
@@ -346,12 +382,12 @@ def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     res, ok = [], False
     X, Fs = [], []
     new = out = pr = None
-    for it in range(max_iter):
-        new, out, pr = se_map(*x, ansatz, residual=res[-1] if res else math.inf)
+    for _ in range(max_iter):
+        new, out, pr = se_map(*x, ansatz, residual=res[-1] if res else math.inf)  # MapFailure: to _guarded
         r = _rel_change(new, x)
         res.append(r)
         if verbose:
-            _log("it", it, r, new, pr)
+            _log("it", len(res) - 1, r, new, pr)
         if is_converged(r, tol, accept=1.0)[0] and se_map.last_exact:  # the rule of .convergence
             ok = True
             break
@@ -492,6 +528,8 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
         while not admissible(unflat(B @ cand), Q0) and eta > 1e-3:
             eta *= 0.5
             cand = c + eta * step
+        if not admissible(unflat(B @ cand), Q0):
+            break  # no chord step stays admissible: the best point so far goes on (Anderson iteration or fallback)
         c = cand
     return False, res, best[0], last
 
@@ -499,6 +537,15 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
 def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5,
                          tol: float = 1e-4, max_iter: int = 60, history: int = 4,
                          verbose: bool = False) -> MultiHeadSolution:
+    """The fixed point of ``se_map`` inside ``ansatz``, approached on the coarse design and finished on the full one
+    (:func:`_coarse_to_fine`), with the fallbacks of :func:`_guarded` (as :func:`solve_multihead`)."""
+    return _guarded(_coarse_to_fine, se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter,
+                    history=history, verbose=verbose)
+
+
+def _coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5,
+                    tol: float = 1e-4, max_iter: int = 60, history: int = 4,
+                    verbose: bool = False) -> MultiHeadSolution:
     """The fixed point of ``se_map`` inside ``ansatz``: approached on the coarse design, finished on the full one.
 
     1. ``solve_multihead`` on ``coarse_map`` from ``start`` to a relative change ``COARSE_TOL``;
@@ -531,11 +578,14 @@ def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, d
     """
     cmap = coarse_map(se_map)
     if cmap is None:
-        return solve_multihead(se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history,
-                               verbose=verbose)
-    csol = solve_multihead(cmap, ansatz, start, damping=damping, tol=cmap.options.tol, max_iter=max_iter,
-                           history=history, verbose=verbose)
+        return _anderson(se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history,
+                         verbose=verbose)
+    csol = _anderson(cmap, ansatz, start, damping=damping, tol=cmap.options.tol, max_iter=max_iter,
+                     history=history, verbose=verbose)
     x = project(ansatz, csol.Q, csol.M, csol.Sigma)
+    if not admissible(x, se_map.Q0):  # the coarse iteration ended on the boundary (collapse): the full design's own
+        return _anderson(se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history,
+                         verbose=verbose)
     n_coarse = csol.evaluations
     for _ in range(JACOBIANS):
         J, n_jac = coarse_jacobian(cmap, ansatz, x)
@@ -552,8 +602,8 @@ def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, d
     ok, res, xb, last = _chord(se_map, ansatz, x, A, tol=tol, max_iter=max_iter, first_inexact=True,
                                verbose=verbose, label="fine")
     if not ok and len(res) < max_iter:  # the Anderson iteration from the best point, for the evaluations left
-        sol = solve_multihead(se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res),
-                              history=history, verbose=verbose)
+        sol = _anderson(se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res),
+                        history=history, verbose=verbose)
         return dataclasses.replace(sol, residuals=res + sol.residuals, evaluations=len(res) + sol.evaluations,
                                    coarse_evaluations=n_coarse)
     new, out, pr = last
@@ -582,3 +632,85 @@ def admissible(t: tuple, Q0: np.ndarray) -> bool:
     """``Sigma`` and the fields' covariance ``[[Q0, M^T], [M, Q]]`` positive definite."""
     C = np.block([[Q0, t[1].T], [t[1], t[0]]])
     return bool(np.all(np.linalg.eigvalsh(t[2]) > 0) and np.all(np.linalg.eigvalsh(C) > 1e-9 * np.trace(C)))
+
+
+def collapsed_solution(se_map: MultiHeadSEMap, ansatz: str) -> MultiHeadSolution:
+    """The collapsed point ``S_h = 0`` of every head as a solution, ``converged`` where it is a fixed point.
+
+    The conjugates are the ``Q, M, Sigma -> 0`` limits (:func:`~.output.collapsed_output_side`); the prior side
+    at them (on ``se_map``'s draws) maps them back to ``Q = M = Sigma = 0`` exactly when the nuclear-norm
+    threshold ``2 lam`` removes every eigenvalue of every head (:func:`~.prior.zero_is_denoised`): then ``S = 0``
+    is a fixed point (``converged``; the single head's ``collapse_point(...).holds``). The overlaps returned are zeros;
+    ``hats``, ``out`` and ``prior`` are those of the collapsed point, and ``evaluations`` the map's so far.
+    """
+    out = collapsed_output_side(se_map.problem, se_map.Q0, se_map.quad)
+    Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
+    H, H0 = Qh.shape[0], se_map.Q0.shape[0]
+    lam, kappa, o = se_map.problem.lam, se_map.problem.kappa, se_map.options
+    holds = bool(np.all(np.isfinite(Sh)) and np.all(np.diag(Sh) > 0)
+                 and zero_is_denoised(Qh, Mh, lam=lam, sample=se_map.sample))
+    # the prior side's record of the point (traces, draws): from S = 0 where it holds, so one sweep; elsewhere
+    # only the fallback of a solve that never evaluated its map needs it, and a few sweeps serve
+    Sd = Sh if np.all(np.diag(Sh) > 0) else np.diag(np.maximum(np.abs(np.diag(Sh)), 1e-12))
+    pr = multihead_prior_side(Qh, Mh, Sd, lam=lam, kappa=kappa, sample=se_map.sample,
+                              warm=np.zeros_like(se_map.sample.Z) if holds else None, tol=o.prior_tol,
+                              max_sweeps=5000 if holds else INEXACT_SWEEPS, threads=o.threads or 1)
+    zero = (np.zeros((H, H)), np.zeros((H, H0)), np.zeros((H, H)))
+    return MultiHeadSolution(*zero, hats=(Qh, Mh, Sh), out=out, prior=pr, residuals=[0.0 if holds else math.nan],
+                             converged=holds, evaluations=se_map.calls, collapsed=True)
+
+
+def _guarded(solver, se_map: MultiHeadSEMap, ansatz: str, start: tuple, **kw: Any) -> MultiHeadSolution:
+    """``solver(se_map, ansatz, start, **kw)`` with the fallbacks that keep every valid problem answered.
+
+    * A converged solve is returned as it is.
+    * Otherwise (the solve did not meet ``tol``, or the map could not be evaluated at one of its points,
+      :class:`MapFailure`) where ``S = 0`` is a fixed point (:func:`collapsed_solution`): the collapsed solution,
+      as the single head's solve returns it where its softmax solve fails or reaches the collapse.
+    * Otherwise the unconverged solve; after a :class:`MapFailure`, the last evaluation that succeeded (its image,
+      conjugates and sides; ``residuals``: its relative change), with ``failure`` saying why.
+    """
+    failure, sol = None, None
+    try:
+        sol = solver(se_map, ansatz, start, **kw)
+    except MapFailure as exc:
+        failure = str(exc)
+    if sol is not None and sol.converged:
+        return sol
+    col = collapsed_solution(se_map, ansatz)
+    if col.converged:
+        return col
+    if sol is not None:
+        return sol
+    if se_map.last is None:  # not one evaluation succeeded
+        return dataclasses.replace(col, failure=failure, residuals=[math.nan])
+    new, out, pr, hats = se_map.last
+    r = _rel_change(new, se_map.last_input) if se_map.last_input is not None else math.nan
+    return MultiHeadSolution(*new, hats=hats, out=out, prior=pr, residuals=[r], converged=False,
+                             evaluations=se_map.calls, failure=failure)
+
+
+def unconverged_reason(sol: MultiHeadSolution, tol: float) -> tuple[str, str]:
+    """``(diagnosis, message)`` of an unconverged solve, ``diagnosis`` one of
+    :data:`singlehead.state_evolution.diagnosis.CAUSES`' ``"quadrature_floor"`` and ``"solver_miss"``.
+
+    ``"quadrature_floor"``: the smallest relative change is within ten times the sampled map's own relative error
+    (the output side's quadrature standard errors of the conjugates, relative to their largest entry), which
+    ``tol`` is then too small to see past; ``"solver_miss"``: otherwise, and where the map could not be
+    evaluated at the iteration's next point (``sol.failure``). The multi-head route has no replica-symmetry check,
+    so ``"rs_unstable"`` is not given.
+    """
+    res = [r for r in sol.residuals if math.isfinite(r)]
+    best = min(res) if res else math.nan
+    if sol.failure is not None:
+        return "solver_miss", (f"the iteration stopped at a point where the map is not defined: {sol.failure} "
+                               f"(last relative change {best:.2e}, tol={tol})")
+    hats, err = sol.hats, sol.out.err
+    floor = max((float(np.max(np.abs(err[k]))) / max(float(np.max(np.abs(h))), 1e-300)
+                 for k, h in zip(("Qhat", "Mhat", "Sigmahat"), hats) if k in err), default=0.0)
+    if res and best <= 10.0 * floor:
+        return "quadrature_floor", (f"the relative change stalled at {best:.2e}, within ten times the sampled "
+                                    f"map's own relative error {floor:.1e}, above tol={tol} "
+                                    f"({sol.evaluations} evaluations)")
+    return "solver_miss", (f"damped iteration did not reach tol={tol} in {sol.evaluations} evaluations "
+                           f"(smallest relative change {best:.2e}, last {res[-1] if res else math.nan:.2e})")

@@ -30,6 +30,7 @@ from singlehead.state_evolution.multihead_se.solve import (
     solve_coarse_to_fine,
     solve_multihead,
     specialisation_index,
+    unconverged_reason,
 )
 
 __all__ = ["multihead_theory", "MAX_HEADS", "MAX_T", "check_multihead_problem", "multihead_point",
@@ -87,7 +88,7 @@ def _solve_point(problem: Problem, o: MultiHeadOptions, *, verbose: bool = False
     Q0 = se_map.Q0
     te = multihead_test_errors(Q, M, problem=problem, Q0=Q0, quad=se_map.quad)
     draws: dict[str, Any] = {}
-    if o.draw_errors and o.sample_draws > 1 and sol.converged:
+    if o.draw_errors and o.sample_draws > 1 and sol.converged and not sol.collapsed:
         jk = multihead_draw_jackknife(se_map, ansatz, (sol.Q, sol.M, sol.Sigma), chord_matrix=sol.chord_matrix)
         dse = jk["test_error_draws_se"] * t_quantile_975(jk["draws_dof"]) / t_quantile_975(math.inf)
         draws = {"test_error_draws_se": dse, "draws_dof": jk["draws_dof"], "draw_error_groups": jk["groups"],
@@ -111,14 +112,13 @@ def _solve_point(problem: Problem, o: MultiHeadOptions, *, verbose: bool = False
         "train_error_se": sol.out.err["train_error"], "prior_sweeps": sol.prior.sweeps,
         "denoiser_objective": sol.prior.objective, "sample_dim": o.sample_dim, "sample_draws": o.sample_draws,
         **draws,
-        "coarse_evaluations": sol.coarse_evaluations,
+        "coarse_evaluations": sol.coarse_evaluations, "collapsed": sol.collapsed,
     }
-    msg = "" if sol.converged else (f"damped iteration did not reach tol={o.tol} in {sol.evaluations} evaluations "
-                                    f"(last relative change {sol.residuals[-1]:.2e})")
+    diagnosis, msg = (None, "") if sol.converged else unconverged_reason(sol, o.tol)
     return se_map, sol, Result("theory", problem.to_dict(), test_error=te["test_error"],
                                test_error_noisy=te["test_error_noisy"], train_error=sol.out.train_error,
                                penalty=penalty, matrix_error=q - 2 * m + q0, rank_fraction=sol.prior.rank_fraction,
-                               converged=sol.converged, iterations=sol.evaluations,
+                               converged=sol.converged, diagnosis=diagnosis, iterations=sol.evaluations,
                                runtime_s=time.perf_counter() - t0, message=msg, extras=extras)
 
 
