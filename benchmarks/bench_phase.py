@@ -33,8 +33,19 @@ import numpy as np
 
 from singlehead import MPTarget, Problem, phase_diagram
 
-CLI_GRID = ["--x", "alpha=log:0.05:3:16", "--y", "lam=log:1e-4:3:12", "--T", "2", "--kappa0", "0.5",
-            "--noise", "0.5", "--json"]
+CLI_GRID = [
+    "--x",
+    "alpha=log:0.05:3:16",
+    "--y",
+    "lam=log:1e-4:3:12",
+    "--T",
+    "2",
+    "--kappa0",
+    "0.5",
+    "--noise",
+    "0.5",
+    "--json",
+]
 PROBLEM = Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5))
 
 
@@ -61,8 +72,9 @@ def time_cli(workers: int) -> tuple[float, float, int]:
     exe = shutil.which("singlehead")
     cmd = [exe] if exe else [sys.executable, "-m", "singlehead"]
     c0, t = _children_cpu(), time.perf_counter()
-    out = subprocess.run([*cmd, "phase", *CLI_GRID, "--workers", str(workers)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [*cmd, "phase", *CLI_GRID, "--workers", str(workers)], capture_output=True, text=True, check=True
+    )
     return time.perf_counter() - t, _children_cpu() - c0, len(out.stdout.strip().splitlines())
 
 
@@ -70,8 +82,13 @@ def time_large(workers: int, n: int = 40) -> tuple[float, float, int, int]:
     """``(wall s, CPU s of this process and its reaped workers, points, unconverged points)``."""
     with tempfile.TemporaryDirectory() as tmp:
         c0, t = time.process_time() + _children_cpu(), time.perf_counter()
-        d = phase_diagram(PROBLEM, x=("alpha", np.geomspace(0.05, 3.0, n)), y=("lam", np.geomspace(1e-4, 3.0, n)),
-                          workers=workers, out=f"{tmp}/grid.jsonl")
+        d = phase_diagram(
+            PROBLEM,
+            x=("alpha", np.geomspace(0.05, 3.0, n)),
+            y=("lam", np.geomspace(1e-4, 3.0, n)),
+            workers=workers,
+            out=f"{tmp}/grid.jsonl",
+        )
         dt, cpu = time.perf_counter() - t, time.process_time() + _children_cpu() - c0
     frame = d.to_frame()
     return dt, cpu, len(frame), int((~frame["converged"]).sum())
@@ -104,15 +121,20 @@ def main() -> None:
     for w in workers:
         ref = reference_seconds()
         dt, cpu, rows = time_cli(w)
-        print(f"cli 16 x 12 ({rows} rows), workers={w}: {dt:.1f} s wall, {cpu:.1f} s CPU   [reference {ref:.3f} s]",
-              flush=True)
+        print(
+            f"cli 16 x 12 ({rows} rows), workers={w}: {dt:.1f} s wall, {cpu:.1f} s CPU   [reference {ref:.3f} s]",
+            flush=True,
+        )
     if not args.skip_large:
         for w in workers:
             ref = reference_seconds()
             dt, cpu, n, bad = time_large(w)
             what = "CPU" if w == 1 else "CPU of the main process"
-            print(f"large 40 x 40 ({n} points, {bad} unconverged), workers={w}: {dt:.1f} s wall, {cpu:.1f} s {what}   "
-                  f"[reference {ref:.3f} s]", flush=True)
+            print(
+                f"large 40 x 40 ({n} points, {bad} unconverged), workers={w}: {dt:.1f} s wall, {cpu:.1f} s {what}   "
+                f"[reference {ref:.3f} s]",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -61,11 +61,25 @@ from singlehead import MPTarget, PowerLawTarget, Problem, UntiedMPTarget, theory
 SLOW_S = 60.0
 HARD_KILL_S = 120.0
 CLASSES = ("converged", "unconverged+diagnosis", "unconverged-no-diagnosis", "refused", "crash", "over-60s")
-MODELS = ("tied-factorized", "tied-direct", "untied", "multihead-softmax", "multihead-linear", "linear",
-          "hardmax", "long-T")
+MODELS = (
+    "tied-factorized",
+    "tied-direct",
+    "untied",
+    "multihead-softmax",
+    "multihead-linear",
+    "linear",
+    "hardmax",
+    "long-T",
+)
 # the names a user-facing refusal may start with: the Problem's fields and the targets' parameters
-_PARAMETERS = frozenset(Problem.__dataclass_fields__) | {"kappa0", "gamma", "normalisation", "eigenvalues",
-                                                         "prior", "options"}
+_PARAMETERS = frozenset(Problem.__dataclass_fields__) | {
+    "kappa0",
+    "gamma",
+    "normalisation",
+    "eigenvalues",
+    "prior",
+    "options",
+}
 
 
 def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
@@ -83,18 +97,38 @@ def _draw(model: str, rng: np.random.Generator) -> Problem:
     softmax = str(rng.choice(["seq2lab", "seq2seq"]))
     beta0 = float(rng.choice([1.0, 2.0]))
     beta = beta0 / float(rng.choice([1.0, 2.0, 0.5]))
-    common = dict(alpha=_log_uniform(rng, 0.003, 5.0), lam=_log_uniform(rng, 1e-4, 5.0),
-                  noise=0.0 if rng.random() < 0.25 else _log_uniform(rng, 0.01, 2.0))
+    common = dict(
+        alpha=_log_uniform(rng, 0.003, 5.0),
+        lam=_log_uniform(rng, 1e-4, 5.0),
+        noise=0.0 if rng.random() < 0.25 else _log_uniform(rng, 0.01, 2.0),
+    )
     kappa = float(rng.choice([1.0, 0.5, 0.3]))
     if model in ("tied-factorized", "tied-direct"):
         student = "factorized" if model == "tied-factorized" else "direct"
-        return Problem(T=int(rng.integers(2, 4)), channel=softmax, beta=beta, beta0=beta0, student=student,
-                       kappa=kappa if student == "factorized" else 1.0, target=_tied_target(rng), **common)
+        return Problem(
+            T=int(rng.integers(2, 4)),
+            channel=softmax,
+            beta=beta,
+            beta0=beta0,
+            student=student,
+            kappa=kappa if student == "factorized" else 1.0,
+            target=_tied_target(rng),
+            **common,
+        )
     if model == "untied":
-        target = UntiedMPTarget(_log_uniform(rng, 0.2, 1.0)) if rng.random() < 0.5 else MPTarget(
-            _log_uniform(rng, 0.1, 3.0))
-        return Problem(T=int(rng.integers(2, 4)), channel=softmax, beta=beta, beta0=beta0, student="untied",
-                       kappa=kappa, target=target, **common)
+        target = (
+            UntiedMPTarget(_log_uniform(rng, 0.2, 1.0)) if rng.random() < 0.5 else MPTarget(_log_uniform(rng, 0.1, 3.0))
+        )
+        return Problem(
+            T=int(rng.integers(2, 4)),
+            channel=softmax,
+            beta=beta,
+            beta0=beta0,
+            student="untied",
+            kappa=kappa,
+            target=target,
+            **common,
+        )
     if model in ("multihead-softmax", "multihead-linear"):
         heads, teacher_heads = 1, 1
         while heads == 1 and teacher_heads == 1:
@@ -102,23 +136,61 @@ def _draw(model: str, rng: np.random.Generator) -> Problem:
         # mostly MP targets: the theory of several teacher heads needs one (others are refused by theory)
         target = MPTarget(_log_uniform(rng, 0.1, 3.0)) if rng.random() < 0.8 else _tied_target(rng)
         if model == "multihead-linear":
-            return Problem(T=int(rng.integers(1, 4)), channel="linear", kappa=kappa, heads=heads,
-                           teacher_heads=teacher_heads, target=target, **common)
+            return Problem(
+                T=int(rng.integers(1, 4)),
+                channel="linear",
+                kappa=kappa,
+                heads=heads,
+                teacher_heads=teacher_heads,
+                target=target,
+                **common,
+            )
         channel = str(rng.choice(["seq2lab", "seq2seq", "hardmax"]))
-        return Problem(T=int(rng.integers(2, 4)), channel=channel, beta=beta, beta0=beta0, kappa=kappa,
-                       heads=heads, teacher_heads=teacher_heads, target=target, **common)
+        return Problem(
+            T=int(rng.integers(2, 4)),
+            channel=channel,
+            beta=beta,
+            beta0=beta0,
+            kappa=kappa,
+            heads=heads,
+            teacher_heads=teacher_heads,
+            target=target,
+            **common,
+        )
     if model == "linear":
         student = str(rng.choice(["factorized", "direct"]))
-        return Problem(T=int(rng.integers(1, 4)), channel="linear", student=student,
-                       kappa=kappa if student == "factorized" else 1.0, target=_tied_target(rng), **common)
+        return Problem(
+            T=int(rng.integers(1, 4)),
+            channel="linear",
+            student=student,
+            kappa=kappa if student == "factorized" else 1.0,
+            target=_tied_target(rng),
+            **common,
+        )
     if model == "hardmax":
         student = str(rng.choice(["factorized", "direct"]))
-        return Problem(T=int(rng.integers(2, 4)), channel="hardmax", beta=beta, beta0=beta0, student=student,
-                       kappa=kappa if student == "factorized" else 1.0, target=_tied_target(rng), **common)
+        return Problem(
+            T=int(rng.integers(2, 4)),
+            channel="hardmax",
+            beta=beta,
+            beta0=beta0,
+            student=student,
+            kappa=kappa if student == "factorized" else 1.0,
+            target=_tied_target(rng),
+            **common,
+        )
     if model == "long-T":
         student = str(rng.choice(["factorized", "direct"]))
-        return Problem(T=int(rng.integers(4, 9)), channel=softmax, beta=beta, beta0=beta0, student=student,
-                       kappa=kappa if student == "factorized" else 1.0, target=_tied_target(rng), **common)
+        return Problem(
+            T=int(rng.integers(4, 9)),
+            channel=softmax,
+            beta=beta,
+            beta0=beta0,
+            student=student,
+            kappa=kappa if student == "factorized" else 1.0,
+            target=_tied_target(rng),
+            **common,
+        )
     raise ValueError(f"model must be one of {MODELS} (got {model!r})")
 
 
@@ -155,12 +227,20 @@ def _child(problem_dict: dict[str, Any], conn) -> None:
     t0 = time.perf_counter()
     try:
         r = theory(Problem.from_dict(problem_dict))
-        rec = {"converged": bool(r.converged), "diagnosis": r.diagnosis, "message": r.message,
-               "kind": "converged" if r.converged else (
-                   "unconverged+diagnosis" if r.diagnosis is not None else "unconverged-no-diagnosis")}
+        rec = {
+            "converged": bool(r.converged),
+            "diagnosis": r.diagnosis,
+            "message": r.message,
+            "kind": "converged"
+            if r.converged
+            else ("unconverged+diagnosis" if r.diagnosis is not None else "unconverged-no-diagnosis"),
+        }
     except Exception as exc:  # noqa: BLE001  (every exception is a result of the benchmark)
-        rec = {"kind": "refused" if _is_refusal(exc) else "crash", "message": f"{type(exc).__name__}: {exc}",
-               "traceback": traceback.format_exc(limit=-6)}
+        rec = {
+            "kind": "refused" if _is_refusal(exc) else "crash",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=-6),
+        }
     rec["seconds"] = time.perf_counter() - t0
     conn.send(rec)
     conn.close()
@@ -207,15 +287,24 @@ def run(points: list[tuple[str, Problem]], workers: int, sink) -> list[dict[str,
                 try:
                     rec = parent.recv()
                 except EOFError:
-                    rec = {"kind": "crash", "message": "child died without an answer",
-                           "seconds": time.perf_counter() - t0}
+                    rec = {
+                        "kind": "crash",
+                        "message": "child died without an answer",
+                        "seconds": time.perf_counter() - t0,
+                    }
             elif not proc.is_alive():
-                rec = {"kind": "crash", "message": f"child exited with code {proc.exitcode}",
-                       "seconds": time.perf_counter() - t0}
+                rec = {
+                    "kind": "crash",
+                    "message": f"child exited with code {proc.exitcode}",
+                    "seconds": time.perf_counter() - t0,
+                }
             elif time.perf_counter() - t0 > HARD_KILL_S:
                 proc.kill()
-                rec = {"kind": "over-60s", "message": f"killed after {HARD_KILL_S:.0f} s",
-                       "seconds": time.perf_counter() - t0}
+                rec = {
+                    "kind": "over-60s",
+                    "message": f"killed after {HARD_KILL_S:.0f} s",
+                    "seconds": time.perf_counter() - t0,
+                }
             else:
                 still.append((item, proc, parent, t0))
                 continue
@@ -230,8 +319,14 @@ def run(points: list[tuple[str, Problem]], workers: int, sink) -> list[dict[str,
 
 def table(records: list[dict[str, Any]]) -> str:
     """The counts per class and the median / max wall time, by model and in all."""
-    abbrev = {"converged": "conv", "unconverged+diagnosis": "unc+diag", "unconverged-no-diagnosis": "unc-nodiag",
-              "refused": "refused", "crash": "crash", "over-60s": ">60s"}
+    abbrev = {
+        "converged": "conv",
+        "unconverged+diagnosis": "unc+diag",
+        "unconverged-no-diagnosis": "unc-nodiag",
+        "refused": "refused",
+        "crash": "crash",
+        "over-60s": ">60s",
+    }
     head = f"{'model':<18} {'n':>4} " + " ".join(f"{abbrev[c]:>10}" for c in CLASSES) + f" {'median s':>9} {'max s':>8}"
     lines = [head, "-" * len(head)]
     groups = defaultdict(list)
@@ -243,8 +338,11 @@ def table(records: list[dict[str, Any]]) -> str:
             continue
         t = np.array([r["seconds"] for r in rs])
         counts = [sum(r["class"] == c for r in rs) for c in CLASSES]
-        lines.append(f"{name:<18} {len(rs):>4} " + " ".join(f"{c:>10}" for c in counts)
-                     + f" {np.median(t):>9.2f} {t.max():>8.2f}")
+        lines.append(
+            f"{name:<18} {len(rs):>4} "
+            + " ".join(f"{c:>10}" for c in counts)
+            + f" {np.median(t):>9.2f} {t.max():>8.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -253,7 +351,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=300, help="number of random problems (default 300)")
     ap.add_argument("--seed", type=int, default=None, help="seed of the draws (default: fresh, printed)")
     ap.add_argument("--workers", type=int, default=1, help="child processes at once (default 1)")
-    ap.add_argument("--json", default=None, help="per-point records (default benchmarks/results/random_problems_<seed>.json)")
+    ap.add_argument(
+        "--json", default=None, help="per-point records (default benchmarks/results/random_problems_<seed>.json)"
+    )
     args = ap.parse_args()
     if args.n < 1 or args.workers < 1:
         ap.error("--n and --workers must be >= 1")
@@ -264,15 +364,25 @@ def main() -> None:
     points = draw_problems(args.n, seed)
     ref = reference_seconds()
     print(f"reference: 1500x1500 float64 matmul + solve, best of 3 = {ref:.3f} s", flush=True)
-    state: dict[str, Any] = {"seed": seed, "n": args.n, "workers": args.workers, "reference_s": [ref],
-                             "slow_s": SLOW_S, "hard_kill_s": HARD_KILL_S, "records": []}
+    state: dict[str, Any] = {
+        "seed": seed,
+        "n": args.n,
+        "workers": args.workers,
+        "reference_s": [ref],
+        "slow_s": SLOW_S,
+        "hard_kill_s": HARD_KILL_S,
+        "records": [],
+    }
     t_start = time.perf_counter()
 
     def sink(rec: dict[str, Any]) -> None:
         state["records"].append(rec)
         if rec["class"] != "converged":
-            print(f"  [{rec['i']:>3}] {rec['model']:<17} {rec['class']:<24} {rec['seconds']:7.2f} s  "
-                  f"{str(rec.get('message'))[:160]}", flush=True)
+            print(
+                f"  [{rec['i']:>3}] {rec['model']:<17} {rec['class']:<24} {rec['seconds']:7.2f} s  "
+                f"{str(rec.get('message'))[:160]}",
+                flush=True,
+            )
         tmp = out.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1, default=str))
         tmp.replace(out)  # an interrupted run keeps every point done so far
@@ -283,8 +393,10 @@ def main() -> None:
     state["wall_s"] = time.perf_counter() - t_start
     out.write_text(json.dumps(state, indent=1, default=str))
     print(table(records))
-    print(f"reference (start, end): {state['reference_s'][0]:.3f} s, {state['reference_s'][1]:.3f} s;  "
-          f"wall {state['wall_s']:.0f} s;  records: {out}")
+    print(
+        f"reference (start, end): {state['reference_s'][0]:.3f} s, {state['reference_s'][1]:.3f} s;  "
+        f"wall {state['wall_s']:.0f} s;  records: {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ import numpy as np
 from singlehead import MPTarget, Problem, phase_diagram
 
 problem = Problem(T=2, noise=0.5, target=MPTarget(kappa0=0.5))
-diagram = phase_diagram(problem, x=("alpha", np.geomspace(0.05, 3.0, 10)), y=("lam", np.geomspace(1e-4, 10.0, 8)),
-                        stability=False)
+diagram = phase_diagram(
+    problem, x=("alpha", np.geomspace(0.05, 3.0, 10)), y=("lam", np.geomspace(1e-4, 10.0, 8)), stability=False
+)
 
 frame = diagram.to_frame()
 print(frame["region"].value_counts().to_string())

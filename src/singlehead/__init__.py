@@ -40,7 +40,13 @@ from singlehead.model.problem import CustomTarget, MPTarget, PowerLawTarget, Pro
 from singlehead.model.results import Result  # noqa: E402
 from singlehead.model.students import Student, get_student, register_student, student_names  # noqa: E402
 from singlehead.model.targets import (  # noqa: E402
-    SpectralTarget, Target, TargetParam, UntiedMPTarget, get_target, register_target, target_from_dict,
+    SpectralTarget,
+    Target,
+    TargetParam,
+    UntiedMPTarget,
+    get_target,
+    register_target,
+    target_from_dict,
     target_names,
 )
 
@@ -69,13 +75,35 @@ _LAZY = {
 }
 
 # The extension API: base classes and registries of channels, students and targets.
-_EXTENSION = ["Channel", "register_channel", "get_channel", "channel_names",
-              "Student", "register_student", "get_student", "student_names",
-              "Target", "SpectralTarget", "TargetParam", "register_target", "get_target", "target_names",
-              "target_from_dict"]
+_EXTENSION = [
+    "Channel",
+    "register_channel",
+    "get_channel",
+    "channel_names",
+    "Student",
+    "register_student",
+    "get_student",
+    "student_names",
+    "Target",
+    "SpectralTarget",
+    "TargetParam",
+    "register_target",
+    "get_target",
+    "target_names",
+    "target_from_dict",
+]
 
-__all__ = ["Problem", "MPTarget", "PowerLawTarget", "CustomTarget", "UntiedMPTarget", "Result", "__version__",
-           *_LAZY, *_EXTENSION]
+__all__ = [
+    "Problem",
+    "MPTarget",
+    "PowerLawTarget",
+    "CustomTarget",
+    "UntiedMPTarget",
+    "Result",
+    "__version__",
+    *_LAZY,
+    *_EXTENSION,
+]
 
 
 def __getattr__(name: str) -> Any:

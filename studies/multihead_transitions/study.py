@@ -445,7 +445,10 @@ class Sweep:
         H, H0, lam = self.H, self.H0, self.lam
         spec = {"stage": "mht-se", "H": H, "H0": H0, "lam": lam, "alpha": alpha, "kind": kind, "start": rounded(start)}
         if H == H0:
-            fn = lambda: se_equal(H, lam, alpha, "unspecialised" if kind == "sym" else "specialised", start)
+
+            def fn(H=H, lam=lam, alpha=alpha, kind=kind, start=start):
+                return se_equal(H, lam, alpha, "unspecialised" if kind == "sym" else "specialised", start)
+
         else:
             fn = (
                 (lambda: se_symmetric(H, H0, lam, alpha, start))

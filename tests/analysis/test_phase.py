@@ -17,17 +17,20 @@ NOISELESS = Problem(T=2, noise=0.0, target=MPTarget(kappa0=0.5))
 
 
 # ---------------------------------------------------------------- validation (before any solve)
-@pytest.mark.parametrize("x,y,name", [
-    (("gamma", [0.1, 1.0]), ("lam", [1e-3, 1e-2]), "gamma"),          # not an axis parameter
-    (("alpha", [0.5]), ("lam", [1e-3, 1e-2]), "alpha"),               # fewer than 2 values
-    (("alpha", [0.5, 1.0]), ("lam", [0.0, 1e-2]), "lam"),             # non-positive on a log axis
-    (("alpha", [-0.5, 1.0]), ("lam", [1e-3, 1e-2]), "alpha"),
-    (("lam", [1e-3, 1e-2]), ("lam", [1e-3, 1e-2]), "lam"),            # the same parameter twice
-    (("kappa", [0.5, 1.5]), ("lam", [1e-3, 1e-2]), "kappa"),          # outside the Problem's range
-    (("T", [2, 2.5]), ("lam", [1e-3, 1e-2]), "T"),                    # T takes integers
-    (("alpha", [0.5, 0.5]), ("lam", [1e-3, 1e-2]), "alpha"),          # repeated values
-    (("noise", [0.1, math.nan]), ("lam", [1e-3, 1e-2]), "noise"),
-])
+@pytest.mark.parametrize(
+    "x,y,name",
+    [
+        (("gamma", [0.1, 1.0]), ("lam", [1e-3, 1e-2]), "gamma"),  # not an axis parameter
+        (("alpha", [0.5]), ("lam", [1e-3, 1e-2]), "alpha"),  # fewer than 2 values
+        (("alpha", [0.5, 1.0]), ("lam", [0.0, 1e-2]), "lam"),  # non-positive on a log axis
+        (("alpha", [-0.5, 1.0]), ("lam", [1e-3, 1e-2]), "alpha"),
+        (("lam", [1e-3, 1e-2]), ("lam", [1e-3, 1e-2]), "lam"),  # the same parameter twice
+        (("kappa", [0.5, 1.5]), ("lam", [1e-3, 1e-2]), "kappa"),  # outside the Problem's range
+        (("T", [2, 2.5]), ("lam", [1e-3, 1e-2]), "T"),  # T takes integers
+        (("alpha", [0.5, 0.5]), ("lam", [1e-3, 1e-2]), "alpha"),  # repeated values
+        (("noise", [0.1, math.nan]), ("lam", [1e-3, 1e-2]), "noise"),
+    ],
+)
 def test_bad_axes_raise_naming_the_parameter(x, y, name, monkeypatch):
     def no_solve(*args, **kwargs):
         raise AssertionError("a point was solved before the input was validated")
@@ -35,8 +38,13 @@ def test_bad_axes_raise_naming_the_parameter(x, y, name, monkeypatch):
     monkeypatch.setattr(phase_mod, "iter_theory_curve", no_solve)
     with pytest.raises(ValueError, match=name) as exc:
         phase_diagram(NOISY, x=x, y=y, stability=False)
-    assert "(" in str(exc.value) or "valid" in str(exc.value) or "at least 2" in str(exc.value) \
-        or "distinct" in str(exc.value) or "finite" in str(exc.value)
+    assert (
+        "(" in str(exc.value)
+        or "valid" in str(exc.value)
+        or "at least 2" in str(exc.value)
+        or "distinct" in str(exc.value)
+        or "finite" in str(exc.value)
+    )
 
 
 def test_bad_name_lists_the_valid_parameters():
@@ -48,8 +56,12 @@ def test_kappa0_axis_needs_a_target_with_a_rank_ratio():
     from singlehead import PowerLawTarget
 
     with pytest.raises(ValueError, match="kappa0"):
-        phase_diagram(Problem(T=2, noise=0.5, target=PowerLawTarget()), x=("kappa0", [0.3, 0.6]),
-                      y=("lam", [1e-3, 1e-2]), stability=False)
+        phase_diagram(
+            Problem(T=2, noise=0.5, target=PowerLawTarget()),
+            x=("kappa0", [0.3, 0.6]),
+            y=("lam", [1e-3, 1e-2]),
+            stability=False,
+        )
 
 
 def test_workers_validated():
@@ -59,25 +71,36 @@ def test_workers_validated():
 
 # ---------------------------------------------------------------- classify (the region logic itself)
 def _rec(**kw):
-    base = {"problem": {"noise": 0.5}, "converged": True, "collapsed": False, "replicon": 0.5,
-            "train_error": 0.1, "e0": 0.4, "matrix_error": 0.3, "Q0": 1.5}
+    base = {
+        "problem": {"noise": 0.5},
+        "converged": True,
+        "collapsed": False,
+        "replicon": 0.5,
+        "train_error": 0.1,
+        "e0": 0.4,
+        "matrix_error": 0.3,
+        "Q0": 1.5,
+    }
     base.update(kw)
     return base
 
 
-@pytest.mark.parametrize("kw,region", [
-    ({}, "ordinary"),
-    ({"converged": False, "collapsed": True}, "unconverged"),
-    ({"collapsed": True, "replicon": 2.0}, "collapsed"),
-    ({"replicon": 1.2, "train_error": 1e-6}, "rs_unstable"),
-    ({"replicon": math.inf}, "rs_unstable"),
-    ({"replicon": None, "train_error": 1e-6}, "interpolating"),       # no stability check: never rs_unstable
-    ({"train_error": 3.9e-4}, "interpolating"),                      # 3.9e-4 <= 1e-3 * 0.4
-    ({"train_error": 4.1e-4}, "ordinary"),
-    ({"problem": {"noise": 0.0}, "train_error": 1e-7, "matrix_error": 1e-3}, "perfect_recovery"),
-    ({"problem": {"noise": 0.0}, "train_error": 1e-7, "matrix_error": 1e-2}, "interpolating"),
-    ({"problem": {"noise": 0.1}, "train_error": 1e-7, "matrix_error": 1e-5}, "interpolating"),  # noisy: no recovery
-])
+@pytest.mark.parametrize(
+    "kw,region",
+    [
+        ({}, "ordinary"),
+        ({"converged": False, "collapsed": True}, "unconverged"),
+        ({"collapsed": True, "replicon": 2.0}, "collapsed"),
+        ({"replicon": 1.2, "train_error": 1e-6}, "rs_unstable"),
+        ({"replicon": math.inf}, "rs_unstable"),
+        ({"replicon": None, "train_error": 1e-6}, "interpolating"),  # no stability check: never rs_unstable
+        ({"train_error": 3.9e-4}, "interpolating"),  # 3.9e-4 <= 1e-3 * 0.4
+        ({"train_error": 4.1e-4}, "ordinary"),
+        ({"problem": {"noise": 0.0}, "train_error": 1e-7, "matrix_error": 1e-3}, "perfect_recovery"),
+        ({"problem": {"noise": 0.0}, "train_error": 1e-7, "matrix_error": 1e-2}, "interpolating"),
+        ({"problem": {"noise": 0.1}, "train_error": 1e-7, "matrix_error": 1e-5}, "interpolating"),  # noisy: no recovery
+    ],
+)
 def test_classify_precedence_and_tolerances(kw, region):
     flags = classify(_rec(**kw))
     assert flags["region"] == region
@@ -89,9 +112,27 @@ def test_frame_columns_and_regions():
     diagram = phase_diagram(NOISY, x=("alpha", [0.1, 1.0]), y=("lam", [1e-4, 10.0]), stability=True)
     frame = diagram.to_frame()
     assert len(frame) == 4 and diagram.shape == (2, 2)
-    for col in ("alpha", "lam", "test_error", "train_error", "rank_fraction", "converged", "diagnosis", "replicon",
-                "region", "collapse_lam", "alpha_interp", "T", "noise", "kappa", "kappa0", "channel", "student",
-                "beta", "beta0"):
+    for col in (
+        "alpha",
+        "lam",
+        "test_error",
+        "train_error",
+        "rank_fraction",
+        "converged",
+        "diagnosis",
+        "replicon",
+        "region",
+        "collapse_lam",
+        "alpha_interp",
+        "T",
+        "noise",
+        "kappa",
+        "kappa0",
+        "channel",
+        "student",
+        "beta",
+        "beta0",
+    ):
         assert col in frame.columns, col
     # row-major: y outer, x inner
     assert list(frame["alpha"]) == [0.1, 1.0, 0.1, 1.0] and list(frame["lam"]) == [1e-4, 1e-4, 10.0, 10.0]
@@ -242,8 +283,13 @@ def test_untied_cost_is_estimated_before_the_run(monkeypatch, capsys):
 
     monkeypatch.setattr(phase_mod, "iter_theory_curve", fake_curve)
     with pytest.warns(UserWarning, match="4 points of a untied student problem; one point took"):
-        diagram = phase_diagram(NOISY.replace(student="untied"), x=("alpha", [0.5, 1.0]), y=("lam", [1e-2, 1e-1]),
-                                stability=False, progress=True)
+        diagram = phase_diagram(
+            NOISY.replace(student="untied"),
+            x=("alpha", [0.5, 1.0]),
+            y=("lam", [1e-2, 1e-1]),
+            stability=False,
+            progress=True,
+        )
     assert calls[0] == [0.5]  # the timed point, kept: the rest starts after it
     assert sorted(map(len, calls[1:])) == [1, 2]
     assert "one point took" in capsys.readouterr().err

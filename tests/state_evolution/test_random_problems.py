@@ -32,8 +32,7 @@ def test_collapse_conjugates_of_one_head_are_the_single_heads():
     quad = multihead_quadrature(problem, n_points=256)
     a = output_side(0.0, 0.0, 0.0, problem=problem, Q0=1.5, quad=quad)
     b = collapsed_output_side(problem, np.array([[1.5]]), quad)
-    np.testing.assert_allclose([b.Qhat[0, 0], b.Mhat[0, 0], b.Sigmahat[0, 0]], [a.qhat, a.mhat, a.Sigmahat],
-                               rtol=1e-8)
+    np.testing.assert_allclose([b.Qhat[0, 0], b.Mhat[0, 0], b.Sigmahat[0, 0]], [a.qhat, a.mhat, a.Sigmahat], rtol=1e-8)
     assert b.train_error == pytest.approx(a.train_error, rel=1e-8)
 
 
@@ -54,16 +53,38 @@ def test_multihead_hardmax_collapse_returns_s_zero():
 
 def test_multihead_one_student_head_small_alpha():
     # was: LinAlgError in the output side (baseline seed 20261208, point 91)
-    _answers(Problem(T=2, channel="seq2lab", heads=1, teacher_heads=2, alpha=0.00603774768945884, beta=0.5,
-                     noise=0.09982689034561927, target=MPTarget(1.0483736707427083), kappa=0.5,
-                     lam=0.05128266254781879))
+    _answers(
+        Problem(
+            T=2,
+            channel="seq2lab",
+            heads=1,
+            teacher_heads=2,
+            alpha=0.00603774768945884,
+            beta=0.5,
+            noise=0.09982689034561927,
+            target=MPTarget(1.0483736707427083),
+            kappa=0.5,
+            lam=0.05128266254781879,
+        )
+    )
 
 
 def test_multihead_nonpositive_sigmahat_is_diagnosed():
     # was: ValueError "Sigmahat must be (3, 3) with a positive diagonal" from the denoiser (point 11)
-    r = _answers(Problem(T=2, channel="seq2seq", heads=3, teacher_heads=2, alpha=0.0052595239872204585, beta=2.0,
-                         beta0=2.0, noise=0.44125242979528895, target=MPTarget(0.7099582768155533),
-                         lam=0.00018745014861272743))
+    r = _answers(
+        Problem(
+            T=2,
+            channel="seq2seq",
+            heads=3,
+            teacher_heads=2,
+            alpha=0.0052595239872204585,
+            beta=2.0,
+            beta0=2.0,
+            noise=0.44125242979528895,
+            target=MPTarget(0.7099582768155533),
+            lam=0.00018745014861272743,
+        )
+    )
     assert r.converged or "Sigmahat" in r.message
 
 
@@ -76,12 +97,35 @@ def test_multihead_seq2seq_collapse_three_teacher_heads():
 @pytest.mark.slow
 def test_multihead_hardmax_three_heads_one_teacher():
     # was: LinAlgError after 50 s (point 75)
-    _answers(Problem(T=2, channel="hardmax", heads=3, teacher_heads=1, alpha=0.005655725611641049, beta=4.0,
-                     beta0=2.0, target=MPTarget(0.7239159564034074), kappa=0.5, lam=0.07065918601737566))
+    _answers(
+        Problem(
+            T=2,
+            channel="hardmax",
+            heads=3,
+            teacher_heads=1,
+            alpha=0.005655725611641049,
+            beta=4.0,
+            beta0=2.0,
+            target=MPTarget(0.7239159564034074),
+            kappa=0.5,
+            lam=0.07065918601737566,
+        )
+    )
 
 
 @pytest.mark.slow
 def test_multihead_unconverged_has_a_diagnosis():
     # was: unconverged without a diagnosis (point 59)
-    _answers(Problem(T=2, channel="seq2lab", heads=3, teacher_heads=2, alpha=0.18779706292783463, beta=2.0,
-                     target=PowerLawTarget(gamma=1.064850389430524), kappa=0.3, lam=0.0008903332618482766))
+    _answers(
+        Problem(
+            T=2,
+            channel="seq2lab",
+            heads=3,
+            teacher_heads=2,
+            alpha=0.18779706292783463,
+            beta=2.0,
+            target=PowerLawTarget(gamma=1.064850389430524),
+            kappa=0.3,
+            lam=0.0008903332618482766,
+        )
+    )

@@ -49,10 +49,25 @@ from singlehead.analysis.scaling import (  # noqa: E402
 )
 
 __all__ += [
-    "ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error", "scale_profile",
-    "power_law_curve", "power_law_problem", "recovered_modes", "spiked_prior", "switch_on_sample_sizes",
-    "noise_limited_law", "finite_d_mismatch", "threshold_switch_on_exponent",
-    "ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
+    "ErrorDecomposition",
+    "decompose",
+    "channel_sensitivities",
+    "channel_test_error",
+    "scale_profile",
+    "power_law_curve",
+    "power_law_problem",
+    "recovered_modes",
+    "spiked_prior",
+    "switch_on_sample_sizes",
+    "noise_limited_law",
+    "finite_d_mismatch",
+    "threshold_switch_on_exponent",
+    "ExponentFit",
+    "fit_exponent",
+    "predicted_exponent",
+    "classify_regime",
+    "regime_map",
+    "scaling_curve",
     "SAMPLE_LIMITED_SETTING",
 ]
 

@@ -15,8 +15,8 @@ import numpy as np
 from scipy import stats
 from scipy.stats import qmc
 
-from singlehead.numerics.attention_maps import vec_to_mat
 from singlehead.model.problem import Problem
+from singlehead.numerics.attention_maps import vec_to_mat
 from singlehead.state_evolution import SEOptions, channel_test_errors
 
 __all__ = ["channel_test_error", "channel_sensitivities", "default_quadrature", "se_test_error"]
@@ -29,8 +29,9 @@ def _nodes(K: int, n_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return g[:, :K], g[:, K:]
 
 
-def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy: bool = False,
-                       n_points: int = 1 << 15, seed: int = 0) -> float:
+def channel_test_error(
+    problem: Problem, Q0: float, m: float, q: float, *, noisy: bool = False, n_points: int = 1 << 15, seed: int = 0
+) -> float:
     """``E ||A_beta0(z0 [+ xi]) - A_beta(z)||_F^2`` with ``(z0_k, z_k)`` of covariance ``[[Q0, m], [m, q]]``.
 
     ``K = T(T+1)/2`` iid pairs, symmetric ``T x T`` logit matrices with the diagonal multiplied by
@@ -63,8 +64,9 @@ def channel_test_error(problem: Problem, Q0: float, m: float, q: float, *, noisy
     return float(np.mean(np.einsum("nab,nab->n", diff, diff)))
 
 
-def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = None, n_points: int = 1 << 15,
-                          seed: int = 0, h: float = 1e-5) -> dict[str, float]:
+def channel_sensitivities(
+    problem: Problem, Q0: float, *, rho: float | None = None, n_points: int = 1 << 15, seed: int = 0, h: float = 1e-5
+) -> dict[str, float]:
     """``c_r``, ``c_s``, ``rho0`` and the noisy-label floor ``e0_noisy`` of the channel (module docstring).
 
     ``c_r`` and ``c_s`` are taken at the optimal scale ``rho0``; with ``rho`` given,
@@ -91,8 +93,9 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
     x = rho0 * z0
 
     def jv(x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return (ch.attention(vec_to_mat(x + h * v, T), problem.beta)
-                - ch.attention(vec_to_mat(x - h * v, T), problem.beta)) / (2 * h)
+        return (
+            ch.attention(vec_to_mat(x + h * v, T), problem.beta) - ch.attention(vec_to_mat(x - h * v, T), problem.beta)
+        ) / (2 * h)
 
     a = jv(x, u1)
     b = jv(x, z0)
@@ -105,8 +108,9 @@ def channel_sensitivities(problem: Problem, Q0: float, *, rho: float | None = No
     e0n = 0.0
     if problem.noise > 0:
         xi = math.sqrt(problem.noise / 2.0) * _nodes(K, n_points, seed + 1)[0]
-        dd = (ch.teacher_attention(vec_to_mat(z0 + xi, T), problem.beta0)
-              - ch.teacher_attention(vec_to_mat(z0, T), problem.beta0))
+        dd = ch.teacher_attention(vec_to_mat(z0 + xi, T), problem.beta0) - ch.teacher_attention(
+            vec_to_mat(z0, T), problem.beta0
+        )
         e0n = float(np.mean(np.einsum("nab,nab->n", dd, dd)))
     return {"c_r": c_r, "c_s": c_s, "c_r_rho": c_r_rho, "rho0": rho0, "e0_noisy": e0n}
 
@@ -119,5 +123,9 @@ def default_quadrature(problem: Problem):
 def se_test_error(problem: Problem, Q0: float, rho: np.ndarray | float, r: float, quad) -> np.ndarray:
     """``TE(rho, r)`` with the state evolution's test-error function (vectorised over ``rho``)."""
     rho = np.atleast_1d(np.asarray(rho, dtype=float))
-    return np.array([channel_test_errors(float(x * x * Q0 + r), float(x * Q0), problem=problem, Q0=Q0,
-                                         quad=quad)["test_error"] for x in rho])
+    return np.array(
+        [
+            channel_test_errors(float(x * x * Q0 + r), float(x * Q0), problem=problem, Q0=Q0, quad=quad)["test_error"]
+            for x in rho
+        ]
+    )

@@ -112,14 +112,17 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-from singlehead.model.problem import Problem
-from singlehead.model.results import Result
-from singlehead.state_evolution import theory
 from singlehead.analysis.channel_side import (
-    default_quadrature, se_test_error, channel_sensitivities, channel_test_error,
+    channel_sensitivities,
+    channel_test_error,
+    default_quadrature,
+    se_test_error,
 )
 from singlehead.analysis.learned_spectrum import target_law
 from singlehead.analysis.matrix_parts import matrix_error_parts
+from singlehead.model.problem import Problem
+from singlehead.model.results import Result
+from singlehead.state_evolution import theory
 
 __all__ = ["ErrorDecomposition", "decompose", "channel_sensitivities", "channel_test_error", "scale_profile"]
 
@@ -213,8 +216,13 @@ class ErrorDecomposition:
 
     def parts(self) -> dict[str, float]:
         """The four parts in test-error units (``c_r`` times each), plus ``e0``."""
-        return {"e0": self.e0, "over": self.c_r * self.E_over, "under": self.c_r * self.E_under,
-                "approx": self.c_r * self.E_approx, "mismatch": self.c_r * self.E_mismatch}
+        return {
+            "e0": self.e0,
+            "over": self.c_r * self.E_over,
+            "under": self.c_r * self.E_under,
+            "approx": self.c_r * self.E_approx,
+            "mismatch": self.c_r * self.E_mismatch,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: (float(v) if isinstance(v, (int, float, np.floating)) else v) for k, v in self.__dict__.items()}
@@ -226,8 +234,9 @@ class ErrorDecomposition:
 
 # ------------------------------------------------------------------------------------ channel part
 # ------------------------------------------------------------------------------------- matrix part
-def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: float | None = None,
-                  xatol: float = 1e-7) -> dict[str, float]:
+def scale_profile(
+    problem: Problem, Q0: float, r: float, *, quad=None, rho_max: float | None = None, xatol: float = 1e-7
+) -> dict[str, float]:
     """``min_rho' TE(rho', r)`` and its minimiser (the best scale at fixed orthogonal error ``r``).
 
     ``TE(rho', r)`` (module docstring) is evaluated with
@@ -246,8 +255,10 @@ def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: 
     """
     hc = problem.channel.fit_hessian_constant()
     if hc is not None:  # a linear channel: TE is quadratic in rho with its minimum at the logit scale
-        return {"rho_best": problem.channel.logit_scale(problem.beta, problem.beta0),
-                "test_error_best_scale": 0.5 * hc * problem.n_pairs * r}
+        return {
+            "rho_best": problem.channel.logit_scale(problem.beta, problem.beta0),
+            "test_error_best_scale": 0.5 * hc * problem.n_pairs * r,
+        }
     quad = default_quadrature(problem) if quad is None else quad
     rho0 = problem.channel.logit_scale(problem.beta, problem.beta0)
     hi = 4.0 * rho0 if rho_max is None else float(rho_max)
@@ -255,15 +266,27 @@ def scale_profile(problem: Problem, Q0: float, r: float, *, quad=None, rho_max: 
     vals = se_test_error(problem, Q0, grid, r, quad)
     k = int(np.argmin(vals))
     lo_b, hi_b = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
-    res = optimize.minimize_scalar(lambda x: float(se_test_error(problem, Q0, x, r, quad)[0]), bounds=(lo_b, hi_b),
-                                   method="bounded", options={"xatol": xatol})
+    res = optimize.minimize_scalar(
+        lambda x: float(se_test_error(problem, Q0, x, r, quad)[0]),
+        bounds=(lo_b, hi_b),
+        method="bounded",
+        options={"xatol": xatol},
+    )
     if res.fun <= vals[k]:
         return {"rho_best": float(res.x), "test_error_best_scale": float(res.fun)}
     return {"rho_best": float(grid[k]), "test_error_best_scale": float(vals[k])}
 
 
-def decompose(problem: Problem, theory_result: Result | None = None, *, prior: str = "auto", model: str = "discrete",
-              n_spikes: int | None = None, n_points: int = 1 << 15, seed: int = 0) -> ErrorDecomposition:
+def decompose(
+    problem: Problem,
+    theory_result: Result | None = None,
+    *,
+    prior: str = "auto",
+    model: str = "discrete",
+    n_spikes: int | None = None,
+    n_points: int = 1 << 15,
+    seed: int = 0,
+) -> ErrorDecomposition:
     """Four-part decomposition of the test error of the ERM minimiser (docs: Theory, :ref:`theory-decomposition`; module docstring).
 
     ``test_error = e0 + c_r (E_over + E_under + E_approx + E_mismatch)`` exactly (Identity 2),
@@ -300,10 +323,11 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
     True
     """
     if not problem.student.thresholded:
-        raise ValueError("student must be 'factorized' (a thresholded spectrum) for the error decomposition "
-                         f"(got {problem.student.name!r})")
+        raise ValueError(
+            "student must be 'factorized' (a thresholded spectrum) for the error decomposition "
+            f"(got {problem.student.name!r})"
+        )
     if theory_result is None:
-
         theory_result = theory(problem, prior=prior)
     ex = theory_result.extras
     eta, delta, eps = float(ex["eta"]), float(ex["delta"]), float(ex["eps"])
@@ -330,13 +354,34 @@ def decompose(problem: Problem, theory_result: Result | None = None, *, prior: s
     e0n = channel_sensitivities(problem, Q0, n_points=n_points, seed=seed)["e0_noisy"] if problem.noise > 0 else 0.0
     total = e0 + c_r * (orth + E_mis)
     return ErrorDecomposition(
-        E_over=parts["E_over"], E_under=parts["E_under"], E_approx=E_approx, E_mismatch=E_mis,
-        E_approx_shrinkage=parts["E_approx_shrinkage"], E_approx_misalignment=parts["E_approx_misalignment"],
-        E_approx_self=parts["E_approx_self"], orthogonal_error=orth, r=r, orthogonal_gap=orth - r,
+        E_over=parts["E_over"],
+        E_under=parts["E_under"],
+        E_approx=E_approx,
+        E_mismatch=E_mis,
+        E_approx_shrinkage=parts["E_approx_shrinkage"],
+        E_approx_misalignment=parts["E_approx_misalignment"],
+        E_approx_self=parts["E_approx_self"],
+        orthogonal_error=orth,
+        r=r,
+        orthogonal_gap=orth - r,
         r_law=parts["q_law"] - parts["m_law"] ** 2 / parts["Q0"],
         quadrature_gap=orth - (parts["q_law"] - parts["m_law"] ** 2 / parts["Q0"]),
-        matrix_error=Q0 - 2 * m + q, e0=e0, e0_noisy=e0n, c_r=c_r, rho=rho, rho0=rho0,
-        rho_best=prof["rho_best"], scale=rho / rho0, test_error=te, test_error_best_scale=te_min,
-        test_error_recomputed=te_re, test_error_gap=te_re - te, test_error_sum=total, identity_gap=total - te,
-        Q0=Q0, q=q, m=m, recovered_modes=parts["recovered"],
+        matrix_error=Q0 - 2 * m + q,
+        e0=e0,
+        e0_noisy=e0n,
+        c_r=c_r,
+        rho=rho,
+        rho0=rho0,
+        rho_best=prof["rho_best"],
+        scale=rho / rho0,
+        test_error=te,
+        test_error_best_scale=te_min,
+        test_error_recomputed=te_re,
+        test_error_gap=te_re - te,
+        test_error_sum=total,
+        identity_gap=total - te,
+        Q0=Q0,
+        q=q,
+        m=m,
+        recovered_modes=parts["recovered"],
     )

@@ -6,8 +6,9 @@ Used by :mod:`singlehead.analysis.scaling` (the regime-resolved scaling curves).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -59,8 +60,15 @@ class ExponentFit:
         return asdict(self)
 
 
-def fit_exponent(x: Sequence[float], y: Sequence[float], *, method: str = "ols", level: float = 0.95,
-                 n_boot: int = 2000, seed: int = 0) -> ExponentFit:
+def fit_exponent(
+    x: Sequence[float],
+    y: Sequence[float],
+    *,
+    method: str = "ols",
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> ExponentFit:
     """Exponent of a power law ``y ~ x^{-a}`` with a confidence interval.
 
     Parameters
@@ -117,6 +125,14 @@ def fit_exponent(x: Sequence[float], y: Sequence[float], *, method: str = "ols",
         slopes = np.sum(bxm * (by - by.mean(axis=1, keepdims=True)), axis=1)[ok] / den[ok]
         se = float(np.std(-slopes, ddof=1))
         lo, hi = np.quantile(-slopes, [0.5 - level / 2, 0.5 + level / 2])
-    return ExponentFit(exponent=float(-slope), stderr=float(se), ci_low=float(lo), ci_high=float(hi),
-                       prefactor=float(math.exp(icpt)), n_points=int(n), r2=float(r2), method=method,
-                       level=float(level))
+    return ExponentFit(
+        exponent=float(-slope),
+        stderr=float(se),
+        ci_low=float(lo),
+        ci_high=float(hi),
+        prefactor=float(math.exp(icpt)),
+        n_points=int(n),
+        r2=float(r2),
+        method=method,
+        level=float(level),
+    )

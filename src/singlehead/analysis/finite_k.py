@@ -52,8 +52,14 @@ import math
 
 import numpy as np
 
-__all__ = ["recovered_mode_error", "noise_limited_law", "noise_limited_exponent", "finite_d_mismatch",
-           "threshold_switch_on_exponent", "threshold_exponent_leading"]
+__all__ = [
+    "recovered_mode_error",
+    "noise_limited_law",
+    "noise_limited_exponent",
+    "finite_d_mismatch",
+    "threshold_switch_on_exponent",
+    "threshold_exponent_leading",
+]
 
 
 def _modes(gamma: float, d: int) -> np.ndarray:
@@ -95,8 +101,13 @@ def noise_limited_law(dt: float, gamma: float, d: int, noise: float = 0.0) -> di
     rd = r[det]
     a = 12.0 * float(np.sum(t[det] ** 2 * rd * rd * (1.0 - rd) ** 2)) / E
     h = 0.5 * float(noise)
-    return {"E": E, "x": (E + h) / (2.0 * dt * dt), "K": int(det.sum()), "a": a,
-            "exponent": a / (2.0 - a * E / (E + h))}
+    return {
+        "E": E,
+        "x": (E + h) / (2.0 * dt * dt),
+        "K": int(det.sum()),
+        "a": a,
+        "exponent": a / (2.0 - a * E / (E + h)),
+    }
 
 
 def noise_limited_exponent(dt: float, gamma: float, d: int, noise: float = 0.0) -> float:

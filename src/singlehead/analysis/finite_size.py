@@ -114,9 +114,15 @@ def _as_1d(x: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     return a
 
 
-def extrapolate_to_infinite_d(d: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray,
-                              stderr: Sequence[float] | np.ndarray, *, order: int = 1, level: float = 0.95,
-                              inflate: bool = True) -> Extrapolation:
+def extrapolate_to_infinite_d(
+    d: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
+    stderr: Sequence[float] | np.ndarray,
+    *,
+    order: int = 1,
+    level: float = 0.95,
+    inflate: bool = True,
+) -> Extrapolation:
     """Fit ``values(d) = a + b/d`` (``order=1``; ``+ c/d^2`` with ``order=2``) and return ``a`` with its CI.
 
     Weighted least squares with weights ``1/stderr^2``: ``theta = (X^T W X)^{-1} X^T W y`` with
@@ -180,10 +186,21 @@ def extrapolate_to_infinite_d(d: Sequence[float] | np.ndarray, values: Sequence[
     se = np.sqrt(np.diag(cov))
     z = float(stats.norm.ppf(0.5 + 0.5 * float(level)))
     a, sa = float(theta[0]), float(se[0])
-    return Extrapolation(intercept=a, stderr=sa, ci=(a - z * sa, a + z * sa), level=float(level),
-                         slopes=tuple(float(t) for t in theta[1:]), slopes_stderr=tuple(float(t) for t in se[1:]),
-                         covariance=cov, chi2=chi2, dof=dof, chi2_per_dof=chi2_dof, p_value=p, inflated=inflated,
-                         order=order)
+    return Extrapolation(
+        intercept=a,
+        stderr=sa,
+        ci=(a - z * sa, a + z * sa),
+        level=float(level),
+        slopes=tuple(float(t) for t in theta[1:]),
+        slopes_stderr=tuple(float(t) for t in se[1:]),
+        covariance=cov,
+        chi2=chi2,
+        dof=dof,
+        chi2_per_dof=chi2_dof,
+        p_value=p,
+        inflated=inflated,
+        order=order,
+    )
 
 
 @dataclass(frozen=True)
@@ -234,9 +251,17 @@ class FiniteSizeGaps:
         return self.extrapolation.contains(0.0)
 
 
-def finite_size_gaps(per_d: Mapping[float, Sequence[float]], theory: float, *, order: int = 1,
-                     level: float = 0.95, inflate: bool = True, mc_se: Mapping[float, Sequence[float]] | None = None,
-                     pool: bool = False, extra_se: Callable[[float], float] | None = None) -> FiniteSizeGaps:
+def finite_size_gaps(
+    per_d: Mapping[float, Sequence[float]],
+    theory: float,
+    *,
+    order: int = 1,
+    level: float = 0.95,
+    inflate: bool = True,
+    mc_se: Mapping[float, Sequence[float]] | None = None,
+    pool: bool = False,
+    extra_se: Callable[[float], float] | None = None,
+) -> FiniteSizeGaps:
     """Gap to the theory per ``d`` from per-seed simulated values, and its extrapolation to ``d = inf``.
 
     Standard error of the mean gap at ``d`` (``k`` seeds, sample variance ``s^2``, mean squared

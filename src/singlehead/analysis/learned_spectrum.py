@@ -52,8 +52,7 @@ __all__ = [
 TARGET_MODELS = ("auto", "discrete", "spiked")
 
 
-def target_law(problem: Problem, *, model: str = "auto", delta: float | None = None,
-               n_spikes: int | None = None):
+def target_law(problem: Problem, *, model: str = "auto", delta: float | None = None, n_spikes: int | None = None):
     """Spectral law ``mu_{S0}`` of the problem's target, as used by the learned-spectrum law.
 
     A thin front to ``PowerLawTarget.spectral_law`` (the one place that
@@ -89,13 +88,13 @@ def target_law(problem: Problem, *, model: str = "auto", delta: float | None = N
     """
     if model not in TARGET_MODELS:
         raise ValueError(f"model must be one of {TARGET_MODELS} (got {model!r})")
-    return problem.target.spectral_law(problem.d, "spiked" if model == "auto" else model,
-                                       delta=delta, n_spikes=n_spikes).engine
+    return problem.target.spectral_law(
+        problem.d, "spiked" if model == "auto" else model, delta=delta, n_spikes=n_spikes
+    ).engine
 
 
 def _theory_params(problem: Problem, theory_result: Result | None, prior: str) -> Result:
     if theory_result is None:
-
         theory_result = theory(problem, prior=prior)
     for key in ("eta", "delta", "eps"):
         if key not in theory_result.extras:
@@ -183,18 +182,32 @@ class LearnedSpectrum:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (grid and density included)."""
         return {
-            "eta": self.eta, "delta": self.delta, "eps": self.eps, "cutoff": self.cutoff,
-            "zero_atom": self.zero_atom, "rank_fraction": self.rank_fraction, "rank": self.rank,
-            "n_bulks": len(self.bulks), "bulks": [[float(a), float(b)] for a, b in self.bulks],
+            "eta": self.eta,
+            "delta": self.delta,
+            "eps": self.eps,
+            "cutoff": self.cutoff,
+            "zero_atom": self.zero_atom,
+            "rank_fraction": self.rank_fraction,
+            "rank": self.rank,
+            "n_bulks": len(self.bulks),
+            "bulks": [[float(a), float(b)] for a, b in self.bulks],
             "outliers": [{k: float(v) for k, v in o.items()} for o in self.outliers],
             "point_masses": [[float(a), float(b)] for a, b in self.law.point_masses],
-            "grid": [float(v) for v in self.law.grid], "density": [float(v) for v in self.law.density],
+            "grid": [float(v) for v in self.law.grid],
+            "density": [float(v) for v in self.law.density],
             "problem": self.problem.to_dict(),
         }
 
 
-def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, prior: str = "auto",
-                     model: str = "auto", n_spikes: int | None = None, grid_size: int = 512) -> LearnedSpectrum:
+def learned_spectrum(
+    problem: Problem,
+    theory_result: Result | None = None,
+    *,
+    prior: str = "auto",
+    model: str = "auto",
+    n_spikes: int | None = None,
+    grid_size: int = 512,
+) -> LearnedSpectrum:
     """Predicted spectrum of the trained ``S`` for ``problem`` (docs: Theory, :ref:`theory-spectrum`; arXiv 2509.24914 §5).
 
     Parameters
@@ -234,10 +247,28 @@ def learned_spectrum(problem: Problem, theory_result: Result | None = None, *, p
     if isinstance(law, SpikedLaw):
         for o in ls.outliers:
             mode = 1 + int(np.argmin(np.abs(np.asarray(law.spikes) - o["spike"])))
-            outs.append({"mode": float(mode), "spike": o["spike"], "position_Y": o["position"] / eta + eps,
-                         "position": o["position"], "overlap": o["overlap"], "mass": o["mass"]})
+            outs.append(
+                {
+                    "mode": float(mode),
+                    "spike": o["spike"],
+                    "position_Y": o["position"] / eta + eps,
+                    "position": o["position"],
+                    "overlap": o["overlap"],
+                    "mass": o["mass"],
+                }
+            )
     rank_frac = float(ls.rank_fraction)
-    return LearnedSpectrum(problem=problem, eta=eta, delta=delta, eps=eps, cutoff=float(ls.cutoff),
-                           zero_atom=float(ls.atom_at_zero), rank_fraction=rank_frac,
-                           rank=int(round(rank_frac * problem.d)), bulks=[(float(a), float(b)) for a, b in ls.edges],
-                           outliers=outs, law=ls, _convolved=cl)
+    return LearnedSpectrum(
+        problem=problem,
+        eta=eta,
+        delta=delta,
+        eps=eps,
+        cutoff=float(ls.cutoff),
+        zero_atom=float(ls.atom_at_zero),
+        rank_fraction=rank_frac,
+        rank=int(round(rank_frac * problem.d)),
+        bulks=[(float(a), float(b)) for a, b in ls.edges],
+        outliers=outs,
+        law=ls,
+        _convolved=cl,
+    )

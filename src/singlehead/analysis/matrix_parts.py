@@ -47,8 +47,9 @@ def _component_kinds(law: Any, cl: Any, bulks: list[tuple[float, float]]) -> lis
     return kinds + [("bulk", math.nan, math.nan)] * (len(bulks) - len(kinds))
 
 
-def _outlier_parts(law: Any, cl: Any, pos: np.ndarray, amass: np.ndarray, c: float, v: float, eta: float,
-                   eps: float, rho: float) -> tuple[float, float, float, float, float, float, list[dict[str, float]]]:
+def _outlier_parts(
+    law: Any, cl: Any, pos: np.ndarray, amass: np.ndarray, c: float, v: float, eta: float, eps: float, rho: float
+) -> tuple[float, float, float, float, float, float, list[dict[str, float]]]:
     """The point masses of ``mu_delta`` above the cutoff (spike outliers): their shares
     ``(E_over, xi2_B, E_sh, E_mis, rec_energy, E_self)`` and recovered modes."""
     E_over = xi2_B = E_sh = E_mis = rec_energy = E_self = 0.0
@@ -75,8 +76,9 @@ def _outlier_parts(law: Any, cl: Any, pos: np.ndarray, amass: np.ndarray, c: flo
         rec_energy += w * e_i
         E_self += 2.0 * eta * v * w * w
         mode = 1 + int(np.argmin(np.abs(spikes - s))) if spikes.size else 0
-        modes.append({"mode": float(mode), "spike": s, "position": float(a), "signal": xi,
-                      "overlap": xi / s, "mass": float(w)})
+        modes.append(
+            {"mode": float(mode), "spike": s, "position": float(a), "signal": xi, "overlap": xi / s, "mass": float(w)}
+        )
     return E_over, xi2_B, E_sh, E_mis, rec_energy, E_self, modes
 
 
@@ -123,25 +125,50 @@ def matrix_error_parts(law, v: float, eta: float, eps: float, cap: float | None)
         if kind == "atom":
             E_mis += w * s * s - kept_xi2
             rec_energy += w * s * s
-            modes.append({"mode": float(mode_offset + len(modes) + 1), "spike": s, "position": 0.5 * (lo + hi),
-                          "signal": sig / w, "overlap": sig / (w * s) if s > 0 else math.nan, "mass": w})
+            modes.append(
+                {
+                    "mode": float(mode_offset + len(modes) + 1),
+                    "spike": s,
+                    "position": 0.5 * (lo + hi),
+                    "signal": sig / w,
+                    "overlap": sig / (w * s) if s > 0 else math.nan,
+                    "mass": w,
+                }
+            )
         else:  # separated upper bulk: energy assigned after the loop
             upper_idx.append(k)
             upper_kept_xi2 += kept_xi2
-            modes.append({"mode": 0.0, "spike": math.nan, "position": 0.5 * (lo + hi), "signal": sig / w,
-                          "overlap": math.nan, "mass": w})
+            modes.append(
+                {
+                    "mode": 0.0,
+                    "spike": math.nan,
+                    "position": 0.5 * (lo + hi),
+                    "signal": sig / w,
+                    "overlap": math.nan,
+                    "mass": w,
+                }
+            )
     if upper_idx:
         e_R = Q0 - sum(x for k, x in enumerate(xi2_whole) if k not in upper_idx)
         E_mis += e_R - upper_kept_xi2
         rec_energy += e_R
     # point masses (spike outliers)
     o = _outlier_parts(law, cl, pos, amass, c, v, eta, eps, rho)
-    E_over, xi2_B, E_sh, E_mis, rec_energy = (E_over + o[0], xi2_B + o[1], E_sh + o[2], E_mis + o[3],
-                                              rec_energy + o[4])
+    E_over, xi2_B, E_sh, E_mis, rec_energy = (E_over + o[0], xi2_B + o[1], E_sh + o[2], E_mis + o[3], rec_energy + o[4])
     E_self = o[5]
     modes += o[6]
     r2 = rho * rho
     modes.sort(key=lambda d: d["mode"])
-    return {"E_over": E_over, "E_under": r2 * (Q0 - rec_energy - xi2_B), "E_approx_shrinkage": E_sh,
-            "E_approx_misalignment": r2 * E_mis, "E_approx_self": rho * E_self, "Q0": Q0, "q_law": q_law,
-            "m_law": m_law, "rho": rho, "recovered": modes, "cutoff": c}
+    return {
+        "E_over": E_over,
+        "E_under": r2 * (Q0 - rec_energy - xi2_B),
+        "E_approx_shrinkage": E_sh,
+        "E_approx_misalignment": r2 * E_mis,
+        "E_approx_self": rho * E_self,
+        "Q0": Q0,
+        "q_law": q_law,
+        "m_law": m_law,
+        "rho": rho,
+        "recovered": modes,
+        "cutoff": c,
+    }

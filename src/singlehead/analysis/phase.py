@@ -38,9 +38,10 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,8 +50,17 @@ from singlehead.model.results import Result, jsonable, stable_hash
 from singlehead.state_evolution import SEOptions, iter_theory_curve, theory
 from singlehead.state_evolution import stability as rs_stability
 
-__all__ = ["AXES", "LOG_AXES", "REGIONS", "PhaseDiagram", "ThresholdCurve", "phase_diagram", "classify", "point_row",
-           "point_thresholds"]
+__all__ = [
+    "AXES",
+    "LOG_AXES",
+    "REGIONS",
+    "PhaseDiagram",
+    "ThresholdCurve",
+    "phase_diagram",
+    "classify",
+    "point_row",
+    "point_thresholds",
+]
 
 #: the parameters a phase diagram may span
 AXES = ("alpha", "lam", "kappa", "kappa0", "noise", "beta", "beta0", "T")
@@ -58,8 +68,14 @@ AXES = ("alpha", "lam", "kappa", "kappa0", "noise", "beta", "beta0", "T")
 LOG_AXES = frozenset({"alpha", "lam", "kappa0", "beta", "beta0"})
 #: valid range of each axis, for the error messages
 AXIS_RANGES = {
-    "alpha": "> 0", "lam": "> 0", "kappa": "in (0, 1]", "kappa0": "> 0 (an MP target's rank ratio)",
-    "noise": ">= 0", "beta": "> 0", "beta0": "> 0", "T": "integers >= 1 (>= 2 for the softmax channels)",
+    "alpha": "> 0",
+    "lam": "> 0",
+    "kappa": "in (0, 1]",
+    "kappa0": "> 0 (an MP target's rank ratio)",
+    "noise": ">= 0",
+    "beta": "> 0",
+    "beta0": "> 0",
+    "T": "integers >= 1 (>= 2 for the softmax channels)",
 }
 #: region names, in the order of precedence of ``classify``
 REGIONS = ("unconverged", "collapsed", "rs_unstable", "perfect_recovery", "interpolating", "ordinary")
@@ -85,8 +101,9 @@ def _axis(spec: Any, which: str) -> Axis:
     try:
         name, values = spec
     except (TypeError, ValueError):
-        raise ValueError(f"{which} must be a pair (name, values) with name one of {', '.join(AXES)} "
-                         f"(got {spec!r})") from None
+        raise ValueError(
+            f"{which} must be a pair (name, values) with name one of {', '.join(AXES)} (got {spec!r})"
+        ) from None
     if name not in AXES:
         raise ValueError(f"{which}: parameter {name!r} cannot span a phase diagram; valid: {', '.join(AXES)}")
     try:
@@ -132,8 +149,9 @@ def _chain_values(problem: Problem, name: str, values: Sequence[Any]) -> tuple[s
 
 
 # ---------------------------------------------------------------- regions
-def classify(record: dict[str, Any], *, interp_tol: float = DEFAULT_INTERP_TOL,
-             recovery_tol: float = DEFAULT_RECOVERY_TOL) -> dict[str, bool]:
+def classify(
+    record: dict[str, Any], *, interp_tol: float = DEFAULT_INTERP_TOL, recovery_tol: float = DEFAULT_RECOVERY_TOL
+) -> dict[str, bool]:
     """The region flags of one grid point's record (see the module docstring).
 
     Parameters
@@ -151,6 +169,7 @@ def classify(record: dict[str, Any], *, interp_tol: float = DEFAULT_INTERP_TOL,
         One bool per name of ``REGIONS`` but ``ordinary`` (several may hold at once), and
         ``region``, the first name of ``REGIONS`` that holds.
     """
+
     def num(key: str) -> float:
         v = record.get(key)
         return math.nan if v is None else float(v)
@@ -190,8 +209,11 @@ def _threshold_values(problem: Problem) -> dict[str, float]:
     from singlehead import thresholds as th
 
     out = {}
-    for name, fn in (("alpha_interp", th.interpolation_threshold), ("alpha_perfect", th.perfect_recovery_threshold),
-                     ("alpha_perfect_bayes", th.bayes_perfect_recovery_threshold)):
+    for name, fn in (
+        ("alpha_interp", th.interpolation_threshold),
+        ("alpha_perfect", th.perfect_recovery_threshold),
+        ("alpha_perfect_bayes", th.bayes_perfect_recovery_threshold),
+    ):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -251,8 +273,10 @@ class PhaseDiagram:
 
     def regions(self) -> list[dict[str, bool]]:
         """``classify`` of each record (row-major)."""
-        return [classify({**r, "e0": _null_train_error(r)}, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol)
-                for r in self.records]
+        return [
+            classify({**r, "e0": _null_train_error(r)}, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol)
+            for r in self.records
+        ]
 
     def grid(self, column: str) -> np.ndarray:
         """A column of ``to_frame`` as a ``(ny, nx)`` array (``grid("test_error")[j, i]``)."""
@@ -261,8 +285,10 @@ class PhaseDiagram:
 
     def rows(self) -> list[dict[str, Any]]:
         """The rows of ``to_frame`` as dicts (``point_row`` of each record)."""
-        return [point_row(r, self.x.name, self.y.name, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol)
-                for r in self.records]
+        return [
+            point_row(r, self.x.name, self.y.name, interp_tol=self.interp_tol, recovery_tol=self.recovery_tol)
+            for r in self.records
+        ]
 
     def to_frame(self) -> Any:
         """One row per grid point (pandas ``DataFrame``, row-major: ``y`` outer, ``x`` inner).
@@ -301,8 +327,12 @@ class PhaseDiagram:
             if 0 < ind.sum() < ind.size and min(self.shape) >= 2:
                 ax.contour(xs, ys, ind, levels=[0.5], colors=color, linewidths=1.5)
                 handles.append(Line2D([], [], color=color, lw=1.5, label=f"{name} boundary"))
-        styles = {"alpha_interp": ("k", "--"), "alpha_perfect": ("k", ":"), "alpha_perfect_bayes": ("grey", ":"),
-                  "collapse_lam": ("magenta", "-.")}
+        styles = {
+            "alpha_interp": ("k", "--"),
+            "alpha_perfect": ("k", ":"),
+            "alpha_perfect_bayes": ("grey", ":"),
+            "collapse_lam": ("magenta", "-."),
+        }
         for name, c in self.curves.items():
             cx, cy = np.asarray(c.coordinates, float), np.asarray(c.values, float)
             ok = np.isfinite(cy)
@@ -314,8 +344,14 @@ class PhaseDiagram:
             handles.append(line)
         un = [k for k, f in enumerate(flags) if f["unconverged"]]
         if un:
-            h = ax.scatter([self.records[k][self.x.name] for k in un], [self.records[k][self.y.name] for k in un],
-                           marker="x", color="k", s=18, label="unconverged")
+            h = ax.scatter(
+                [self.records[k][self.x.name] for k in un],
+                [self.records[k][self.y.name] for k in un],
+                marker="x",
+                color="k",
+                s=18,
+                label="unconverged",
+            )
             handles.append(h)
         ax.set_xscale(self.x.scale)
         ax.set_yscale(self.y.scale)
@@ -343,8 +379,14 @@ def _flat_problem(problem: Problem) -> dict[str, Any]:
     return out
 
 
-def point_row(record: dict[str, Any], x: str, y: str, *, interp_tol: float = DEFAULT_INTERP_TOL,
-              recovery_tol: float = DEFAULT_RECOVERY_TOL) -> dict[str, Any]:
+def point_row(
+    record: dict[str, Any],
+    x: str,
+    y: str,
+    *,
+    interp_tol: float = DEFAULT_INTERP_TOL,
+    recovery_tol: float = DEFAULT_RECOVERY_TOL,
+) -> dict[str, Any]:
     """The flat row of one grid point (a row of ``PhaseDiagram.to_frame``, a line of ``singlehead phase --json``).
 
     ``record``: a point's record (``Result.to_dict()`` with ``replicon``, ``prox_jump_share`` and the
@@ -460,8 +502,12 @@ def _point_record(problem: Problem, result: Result, key: str, with_stability: bo
     return rec
 
 
-def _solve_row(row: _Row, options: SEOptions, with_stability: bool, out: str | None,
-               ) -> Iterator[tuple[int, dict[str, Any]]]:
+def _solve_row(
+    row: _Row,
+    options: SEOptions,
+    with_stability: bool,
+    out: str | None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(index along the chain, record)`` for each point of ``row``, each appended to ``out`` once solved."""
     path = Path(out) if out else None
     for (start, stop), init in zip(row.runs, row.inits):
@@ -483,24 +529,38 @@ def _solve_row(row: _Row, options: SEOptions, with_stability: bool, out: str | N
                 try:
                     rec = _point_record(p, theory(p, options=options), key, with_stability)
                 except _POINT_ERRORS as exc:
-                    rec = {"key": key, "error": f"{type(exc).__name__}: {exc}", "converged": False,
-                           "problem": p.to_dict(), "diagnosis": None}
+                    rec = {
+                        "key": key,
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "converged": False,
+                        "problem": p.to_dict(),
+                        "diagnosis": None,
+                    }
                 _append(path, rec)
                 yield idx, rec
 
 
-def _row_worker(row: _Row, options: SEOptions, with_stability: bool, out: str | None
-                ) -> list[tuple[int, dict[str, Any]]]:
+def _row_worker(
+    row: _Row, options: SEOptions, with_stability: bool, out: str | None
+) -> list[tuple[int, dict[str, Any]]]:
     return list(_solve_row(row, options, with_stability, out))
 
 
 # ---------------------------------------------------------------- the entry point
-def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", np.geomspace(0.05, 3.0, 12)),
-                  y: tuple[str, Iterable[float]] = ("lam", np.geomspace(1e-4, 3.0, 10)), *,
-                  options: SEOptions | None = None, stability: bool = True, workers: int = 1,
-                  progress: bool = False, out: str | os.PathLike | None = None,
-                  interp_tol: float = DEFAULT_INTERP_TOL, recovery_tol: float = DEFAULT_RECOVERY_TOL,
-                  on_point: Any = None) -> PhaseDiagram:
+def phase_diagram(
+    problem: Problem,
+    x: tuple[str, Iterable[float]] = ("alpha", np.geomspace(0.05, 3.0, 12)),
+    y: tuple[str, Iterable[float]] = ("lam", np.geomspace(1e-4, 3.0, 10)),
+    *,
+    options: SEOptions | None = None,
+    stability: bool = True,
+    workers: int = 1,
+    progress: bool = False,
+    out: str | os.PathLike | None = None,
+    interp_tol: float = DEFAULT_INTERP_TOL,
+    recovery_tol: float = DEFAULT_RECOVERY_TOL,
+    on_point: Any = None,
+) -> PhaseDiagram:
     """The state evolution of ``problem`` on the grid ``x`` by ``y``, with regions and threshold curves.
 
     Parameters
@@ -592,6 +652,7 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
             for i in range(len(ax.values)):
                 if (i, j) in records:
                     on_point(_row_out(records[(i, j)], ax, ay, i, j, interp_tol, recovery_tol))
+
     def take(row_index: int, idx: int, rec: dict[str, Any]) -> None:
         i, j = (idx, row_index) if along is ax else (row_index, idx)
         records[(i, j)] = rec
@@ -599,10 +660,22 @@ def phase_diagram(problem: Problem, x: tuple[str, Iterable[float]] = ("alpha", n
             on_point(_row_out(rec, ax, ay, i, j, interp_tol, recovery_tol))
 
     if todo and (not problem.student.symmetric or problem.multihead):
-        _estimate_cost(rows, options, stability, out, todo, workers, progress, lambda f_i, idx, rec: take(f_i, idx, rec),
-                       fixed, ax, ay)
-        rows = _rows(problem, along, fixed, keys, {**cached, **{r["key"]: r for r in records.values()}},
-                     transpose=along is ay)
+        _estimate_cost(
+            rows,
+            options,
+            stability,
+            out,
+            todo,
+            workers,
+            progress,
+            lambda f_i, idx, rec: take(f_i, idx, rec),
+            fixed,
+            ax,
+            ay,
+        )
+        rows = _rows(
+            problem, along, fixed, keys, {**cached, **{r["key"]: r for r in records.values()}}, transpose=along is ay
+        )
         todo = sum(len(r.points) for r in rows)
     bar = None
     if progress:
@@ -637,8 +710,9 @@ def _fixed_index(row: _Row, fixed: Axis, ax: Axis, ay: Axis) -> int:
     return fixed.values.index(_get(row.problem, fixed.name))
 
 
-def _rows(problem: Problem, along: Axis, fixed: Axis, keys: list[list[str]], cached: dict[str, Any],
-          transpose: bool) -> list[_Row]:
+def _rows(
+    problem: Problem, along: Axis, fixed: Axis, keys: list[list[str]], cached: dict[str, Any], transpose: bool
+) -> list[_Row]:
     """One :class:`_Row` per value of the fixed axis: the points not in ``cached``, in runs with their warm starts."""
     rows = []
     for f_i, fv in enumerate(fixed.values):
@@ -665,11 +739,16 @@ def _rows(problem: Problem, along: Axis, fixed: Axis, keys: list[list[str]], cac
     return rows
 
 
-def _row_out(rec: dict[str, Any], ax: Axis, ay: Axis, i: int, j: int, interp_tol: float, recovery_tol: float
-             ) -> dict[str, Any]:
+def _row_out(
+    rec: dict[str, Any], ax: Axis, ay: Axis, i: int, j: int, interp_tol: float, recovery_tol: float
+) -> dict[str, Any]:
     rec = _annotate(rec, ax, ay, i, j)
-    return {**point_row(rec, ax.name, ay.name, interp_tol=interp_tol, recovery_tol=recovery_tol),
-            "i": i, "j": j, "problem": rec["problem"]}
+    return {
+        **point_row(rec, ax.name, ay.name, interp_tol=interp_tol, recovery_tol=recovery_tol),
+        "i": i,
+        "j": j,
+        "problem": rec["problem"],
+    }
 
 
 def _annotate(rec: dict[str, Any], ax: Axis, ay: Axis, i: int, j: int) -> dict[str, Any]:
@@ -706,9 +785,11 @@ def _curves(diagram: PhaseDiagram) -> dict[str, ThresholdCurve]:
     ax, ay = diagram.x, diagram.y
     curves: dict[str, ThresholdCurve] = {}
     rows = diagram.rows()
-    names = {"alpha_interp": "singlehead.thresholds.interpolation_threshold",
-             "alpha_perfect": "singlehead.thresholds.perfect_recovery_threshold",
-             "alpha_perfect_bayes": "singlehead.thresholds.bayes_perfect_recovery_threshold"}
+    names = {
+        "alpha_interp": "singlehead.thresholds.interpolation_threshold",
+        "alpha_perfect": "singlehead.thresholds.perfect_recovery_threshold",
+        "alpha_perfect_bayes": "singlehead.thresholds.bayes_perfect_recovery_threshold",
+    }
     for on, other in ((ax, ay), (ay, ax)):
         if on.name == "alpha":
             for name, src in names.items():
@@ -716,8 +797,9 @@ def _curves(diagram: PhaseDiagram) -> dict[str, ThresholdCurve]:
                 # the thresholds do not depend on alpha: one value per coordinate of the other axis
                 per = vals[:, 0] if on is ax else vals[0, :]
                 if np.isfinite(per).any():
-                    curves[name] = ThresholdCurve(name, "alpha", other.name, tuple(other.values),
-                                                  tuple(map(float, per)), src)
+                    curves[name] = ThresholdCurve(
+                        name, "alpha", other.name, tuple(other.values), tuple(map(float, per)), src
+                    )
         if on.name == "lam":
             lc = np.array([_num(r.get("collapse_lam")) for r in diagram.records], float).reshape(diagram.shape)
             # collapse_lam does not depend on lam: the median over the lam values of each coordinate
@@ -725,9 +807,14 @@ def _curves(diagram: PhaseDiagram) -> dict[str, ThresholdCurve]:
                 warnings.simplefilter("ignore", RuntimeWarning)
                 per = np.nanmedian(lc, axis=0 if on is ay else 1)
             if np.isfinite(per).any():
-                curves["collapse_lam"] = ThresholdCurve("collapse_lam", "lam", other.name, tuple(other.values),
-                                                        tuple(map(float, per)),
-                                                        'Result.extras["collapse_lam"] (state_evolution.collapse_point)')
+                curves["collapse_lam"] = ThresholdCurve(
+                    "collapse_lam",
+                    "lam",
+                    other.name,
+                    tuple(other.values),
+                    tuple(map(float, per)),
+                    'Result.extras["collapse_lam"] (state_evolution.collapse_point)',
+                )
     return curves
 
 
@@ -739,8 +826,18 @@ def _available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _run_parallel(rows: list[_Row], options: SEOptions, with_stability: bool, out: str | None, workers: int,
-                  bar: Any, take: Any, fixed: Axis, ax: Axis, ay: Axis) -> None:
+def _run_parallel(
+    rows: list[_Row],
+    options: SEOptions,
+    with_stability: bool,
+    out: str | None,
+    workers: int,
+    bar: Any,
+    take: Any,
+    fixed: Axis,
+    ax: Axis,
+    ay: Axis,
+) -> None:
     """The rows on ``workers`` loky processes of ``max(1, cores // workers)`` BLAS threads each."""
     from joblib import Parallel, delayed, parallel_config
 
@@ -748,7 +845,8 @@ def _run_parallel(rows: list[_Row], options: SEOptions, with_stability: bool, ou
     work = [r for r in rows if r.points]
     with parallel_config(backend="loky", n_jobs=workers, inner_max_num_threads=threads):
         results = Parallel(return_as="generator_unordered")(
-            delayed(_tagged_row)(k, row, options, with_stability, out) for k, row in enumerate(work))
+            delayed(_tagged_row)(k, row, options, with_stability, out) for k, row in enumerate(work)
+        )
         for k, recs in results:
             f_i = _fixed_index(work[k], fixed, ax, ay)
             for idx, rec in recs:
@@ -757,13 +855,25 @@ def _run_parallel(rows: list[_Row], options: SEOptions, with_stability: bool, ou
                     bar.update(1)
 
 
-def _tagged_row(k: int, row: _Row, options: SEOptions, with_stability: bool, out: str | None
-                ) -> tuple[int, list[tuple[int, dict[str, Any]]]]:
+def _tagged_row(
+    k: int, row: _Row, options: SEOptions, with_stability: bool, out: str | None
+) -> tuple[int, list[tuple[int, dict[str, Any]]]]:
     return k, _row_worker(row, options, with_stability, out)
 
 
-def _estimate_cost(rows: list[_Row], options: SEOptions, with_stability: bool, out: str | None, todo: int,
-                   workers: int, progress: bool, take: Any, fixed: Axis, ax: Axis, ay: Axis) -> None:
+def _estimate_cost(
+    rows: list[_Row],
+    options: SEOptions,
+    with_stability: bool,
+    out: str | None,
+    todo: int,
+    workers: int,
+    progress: bool,
+    take: Any,
+    fixed: Axis,
+    ax: Axis,
+    ay: Axis,
+) -> None:
     """Time the first point still to compute (kept: it is the cold start of its chain), then warn with the estimate."""
     row = next(r for r in rows if r.points)
     first = _Row(row.problem, row.along, row.points[:1], row.inits[:1], ((0, 1),))
@@ -775,9 +885,11 @@ def _estimate_cost(rows: list[_Row], options: SEOptions, with_stability: bool, o
     dt = time.perf_counter() - t0
     est = dt * (todo - 1) / min(workers, max(1, len([r for r in rows if r.points])))
     kind = "multi-head" if row.problem.multihead else f"{row.problem.student.name} student"
-    msg = (f"phase_diagram: {todo} points of a {kind} problem; one point took {dt:.1f} s, "
-           f"so the rest takes about {_human(est)} on {workers} worker(s) (cold-start estimate; warm starts "
-           "are usually faster)")
+    msg = (
+        f"phase_diagram: {todo} points of a {kind} problem; one point took {dt:.1f} s, "
+        f"so the rest takes about {_human(est)} on {workers} worker(s) (cold-start estimate; warm starts "
+        "are usually faster)"
+    )
     warnings.warn(msg, stacklevel=3)
     if progress:
         print(msg, file=sys.stderr)

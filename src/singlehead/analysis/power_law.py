@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from singlehead.model.problem import PowerLawTarget, Problem
 from singlehead.model.results import Result
-from singlehead.state_evolution import SEOptions, prior_model, theory
 from singlehead.model.targets import power_law_eigenvalues
+from singlehead.state_evolution import SEOptions, prior_model, theory
 
 __all__ = [
     "power_law_problem",
@@ -60,9 +61,19 @@ def _lam_value(lam: float | Callable[[float], float], alpha: float) -> float:
     return v
 
 
-def power_law_problem(gamma: float, d: int, n: float, *, lam: float = 0.0, noise: float = 0.0,
-                      normalisation: str = "sqrt_d", channel: str = "linear", T: int = 1, kappa: float = 1.0,
-                      **kw: Any) -> Problem:
+def power_law_problem(
+    gamma: float,
+    d: int,
+    n: float,
+    *,
+    lam: float = 0.0,
+    noise: float = 0.0,
+    normalisation: str = "sqrt_d",
+    channel: str = "linear",
+    T: int = 1,
+    kappa: float = 1.0,
+    **kw: Any,
+) -> Problem:
     """``Problem`` with a power-law target and ``alpha = n/d^2`` (validated; ValueError names the field).
 
     Defaults: the linear channel with ``T = 1`` (the quadratic network of the scaling-law
@@ -79,8 +90,17 @@ def power_law_problem(gamma: float, d: int, n: float, *, lam: float = 0.0, noise
         raise ValueError(f"d must be an integer >= 2 (got {d!r})")
     if not (math.isfinite(float(n)) and n > 0):
         raise ValueError(f"n must be > 0 (got {n!r})")
-    return Problem(d=d, T=T, alpha=float(n) / d**2, channel=channel, noise=noise, lam=lam, kappa=kappa,
-                   target=PowerLawTarget(gamma=gamma, normalisation=normalisation), **kw)
+    return Problem(
+        d=d,
+        T=T,
+        alpha=float(n) / d**2,
+        channel=channel,
+        noise=noise,
+        lam=lam,
+        kappa=kappa,
+        target=PowerLawTarget(gamma=gamma, normalisation=normalisation),
+        **kw,
+    )
 
 
 def spiked_prior(problem: Problem, *, spike_floor: float = 0.0, max_spikes: int | None = None):
@@ -124,12 +144,18 @@ def recovered_modes(s: np.ndarray, delta: float, eps: float, cutoff: float | Non
     det = s > delta
     surv = np.nan_to_num(pos, nan=-np.inf) > c
     rec = det & surv
-    return {"detected": det, "survives": surv, "recovered": rec, "K": int(rec.sum()),
-            "K_simple": int(np.sum(s > max(delta, eps)))}
+    return {
+        "detected": det,
+        "survives": surv,
+        "recovered": rec,
+        "K": int(rec.sum()),
+        "K_simple": int(np.sum(s > max(delta, eps))),
+    }
 
 
-def switch_on_sample_sizes(ns: Sequence[float], deltas: Sequence[float], cutoffs: Sequence[float],
-                           s: np.ndarray, modes: int | None = None) -> np.ndarray:
+def switch_on_sample_sizes(
+    ns: Sequence[float], deltas: Sequence[float], cutoffs: Sequence[float], s: np.ndarray, modes: int | None = None
+) -> np.ndarray:
     """Sample size ``n_i`` at which mode ``i`` becomes recovered, from a theory curve.
 
     The recovery margin ``g_i(n) = min(s_i - delta(n), s_i + delta^2/s_i - c(n))`` is
@@ -168,31 +194,80 @@ def switch_on_sample_sizes(ns: Sequence[float], deltas: Sequence[float], cutoffs
 
 def _failed_row(n: float, a: float, lam: float, runtime_s: float, exc: Exception) -> dict[str, Any]:
     nan = math.nan
-    return {"n": n, "alpha": a, "lam": lam, "test_error": nan, "test_error_noisy": nan, "excess_error": nan,
-            "matrix_error": nan, "rank_fraction": nan, "q": nan, "m": nan, "delta": nan, "eps": nan, "eta": nan,
-            "cutoff": nan, "K": 0, "K_simple": 0, "converged": False, "residual": nan, "runtime_s": runtime_s,
-            "recovered": (), "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "n": n,
+        "alpha": a,
+        "lam": lam,
+        "test_error": nan,
+        "test_error_noisy": nan,
+        "excess_error": nan,
+        "matrix_error": nan,
+        "rank_fraction": nan,
+        "q": nan,
+        "m": nan,
+        "delta": nan,
+        "eps": nan,
+        "eta": nan,
+        "cutoff": nan,
+        "K": 0,
+        "K_simple": 0,
+        "converged": False,
+        "residual": nan,
+        "runtime_s": runtime_s,
+        "recovered": (),
+        "error": f"{type(exc).__name__}: {exc}",
+    }
 
 
-def _curve_row(n: float, a: float, lam: float, r: Result, s: np.ndarray, modes: int, runtime_s: float
-               ) -> dict[str, Any]:
+def _curve_row(
+    n: float, a: float, lam: float, r: Result, s: np.ndarray, modes: int, runtime_s: float
+) -> dict[str, Any]:
     ex = r.extras
     cut = float(ex.get("cutoff", math.nan))
     rm = recovered_modes(s, ex["delta"], ex["eps"], cut)
     return {
-        "n": n, "alpha": a, "lam": lam, "test_error": r.test_error, "test_error_noisy": r.test_error_noisy,
-        "excess_error": r.test_error, "matrix_error": r.matrix_error, "rank_fraction": r.rank_fraction,
-        "q": ex["q"], "m": ex["m"], "delta": ex["delta"], "eps": ex["eps"], "eta": ex["eta"], "cutoff": cut,
-        "K": rm["K"], "K_simple": rm["K_simple"], "converged": bool(r.converged),
-        "residual": ex["residual"], "runtime_s": runtime_s,
-        "recovered": tuple(int(b) for b in rm["recovered"][:modes]), "error": "",
+        "n": n,
+        "alpha": a,
+        "lam": lam,
+        "test_error": r.test_error,
+        "test_error_noisy": r.test_error_noisy,
+        "excess_error": r.test_error,
+        "matrix_error": r.matrix_error,
+        "rank_fraction": r.rank_fraction,
+        "q": ex["q"],
+        "m": ex["m"],
+        "delta": ex["delta"],
+        "eps": ex["eps"],
+        "eta": ex["eta"],
+        "cutoff": cut,
+        "K": rm["K"],
+        "K_simple": rm["K_simple"],
+        "converged": bool(r.converged),
+        "residual": ex["residual"],
+        "runtime_s": runtime_s,
+        "recovered": tuple(int(b) for b in rm["recovered"][:modes]),
+        "error": "",
     }
 
 
-def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Callable[[float], float] = 1e-3,
-                    noise: float = 0.1, normalisation: str = "sqrt_d", prior: str = "asymptotic",
-                    channel: str = "linear", T: int = 1, kappa: float = 1.0, draws: int = 2, seed: int = 0,
-                    spike_floor: float | None = None, modes: int = 50, tol: float = 1e-8) -> pd.DataFrame:
+def power_law_curve(
+    gamma: float,
+    d: int,
+    ns: Sequence[float],
+    *,
+    lam: float | Callable[[float], float] = 1e-3,
+    noise: float = 0.1,
+    normalisation: str = "sqrt_d",
+    prior: str = "asymptotic",
+    channel: str = "linear",
+    T: int = 1,
+    kappa: float = 1.0,
+    draws: int = 2,
+    seed: int = 0,
+    spike_floor: float | None = None,
+    modes: int = 50,
+    tol: float = 1e-8,
+) -> pd.DataFrame:
     """State-evolution curve over sample sizes for a power-law target (docs: Theory, :ref:`theory-scaling`).
 
     Parameters
@@ -238,8 +313,17 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
     ns = [float(n) for n in ns]
     if not ns or any(not (math.isfinite(n) and n > 0) for n in ns):
         raise ValueError("ns must be a non-empty list of sample sizes > 0")
-    p0 = power_law_problem(gamma, d, ns[0], lam=_lam_value(lam, ns[0] / d**2), noise=noise,
-                           normalisation=normalisation, channel=channel, T=T, kappa=kappa)
+    p0 = power_law_problem(
+        gamma,
+        d,
+        ns[0],
+        lam=_lam_value(lam, ns[0] / d**2),
+        noise=noise,
+        normalisation=normalisation,
+        channel=channel,
+        T=T,
+        kappa=kappa,
+    )
     s = power_law_eigenvalues(gamma, d, normalisation)
     if prior == "spiked":
         if spike_floor is None:
@@ -267,6 +351,17 @@ def power_law_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | C
             init = [ex["q"], ex["m"], ex["Sigma"]]
         rows.append(_curve_row(n, a, p.lam, r, s, modes, time.perf_counter() - t0))
     df = pd.DataFrame(rows)
-    df.attrs.update({"gamma": gamma, "d": d, "normalisation": normalisation, "prior": prior, "noise": noise,
-                     "channel": channel, "T": T, "Q0": pm.Q0, "n_spikes": pm.description.get("n_spikes")})
+    df.attrs.update(
+        {
+            "gamma": gamma,
+            "d": d,
+            "normalisation": normalisation,
+            "prior": prior,
+            "noise": noise,
+            "channel": channel,
+            "T": T,
+            "Q0": pm.Q0,
+            "n_spikes": pm.description.get("n_spikes"),
+        }
+    )
     return df

@@ -69,19 +69,30 @@ measured from the theory curve beside the predicted one, so the labels can be ch
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from singlehead.model.channels import get_channel
-from singlehead.model.targets import power_law_eigenvalues
 from singlehead.analysis.exponents import ExponentFit, fit_exponent
 from singlehead.analysis.finite_k import finite_d_mismatch, noise_limited_law
 from singlehead.analysis.power_law import power_law_curve, switch_on_sample_sizes
+from singlehead.model.channels import get_channel
+from singlehead.model.targets import power_law_eigenvalues
 
-__all__ = ["ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime", "regime_map", "scaling_curve",
-           "local_exponents", "fitted_noise_error", "REGIMES", "SAMPLE_LIMITED_SETTING"]
+__all__ = [
+    "ExponentFit",
+    "fit_exponent",
+    "predicted_exponent",
+    "classify_regime",
+    "regime_map",
+    "scaling_curve",
+    "local_exponents",
+    "fitted_noise_error",
+    "REGIMES",
+    "SAMPLE_LIMITED_SETTING",
+]
 
 #: Theory setting in which every point is threshold-limited with ``lam ∝ sqrt(alpha)``, so the
 #: exponent is 1 - 1/(2 gamma) for gamma in {0.75, 1.25, 2} (spiked prior; lam = lam_prefactor
@@ -90,8 +101,16 @@ __all__ = ["ExponentFit", "fit_exponent", "predicted_exponent", "classify_regime
 #: needed (module docstring).
 SAMPLE_LIMITED_SETTING = {"d": 100_000, "noise": 4.0, "lam_prefactor": 10.0, "n_over_d": (100.0, 10_000.0)}
 
-REGIMES = ("threshold", "label_noise", "tail_noise", "harmful_overfitting", "shrinkage", "d2_over_n", "plateau",
-           "crossover")
+REGIMES = (
+    "threshold",
+    "label_noise",
+    "tail_noise",
+    "harmful_overfitting",
+    "shrinkage",
+    "d2_over_n",
+    "plateau",
+    "crossover",
+)
 
 #: Scale ratios of the labels (module docstring).
 CROSSOVER_FACTOR = 3.0
@@ -135,8 +154,9 @@ def predicted_exponent(regime: str, gamma: float, lam_slope: float = 0.0) -> flo
     return table[regime]
 
 
-def fitted_noise_error(delta: np.ndarray, eps: np.ndarray, cutoff: np.ndarray, eta: np.ndarray,
-                       n_nodes: int = 64) -> np.ndarray:
+def fitted_noise_error(
+    delta: np.ndarray, eps: np.ndarray, cutoff: np.ndarray, eta: np.ndarray, n_nodes: int = 64
+) -> np.ndarray:
     """``E_fit = eta^2 int_{x > c} (x - eps)^2 SC_delta(dx)``: matrix error of the fitted noise bulk.
 
     Null-bulk approximation (semicircle of radius ``2 delta``; the noise directions carry no
@@ -154,8 +174,14 @@ def fitted_noise_error(delta: np.ndarray, eps: np.ndarray, cutoff: np.ndarray, e
     return et * et * val
 
 
-def classify_regime(row: dict[str, Any] | pd.Series, d: int, *, noise: float | None = None,
-                    cutoff_drift: float = 0.0, rank_tol: float = 1e-9) -> str:
+def classify_regime(
+    row: dict[str, Any] | pd.Series,
+    d: int,
+    *,
+    noise: float | None = None,
+    cutoff_drift: float = 0.0,
+    rank_tol: float = 1e-9,
+) -> str:
     """Mechanistic regime of one fixed point (a row of :func:`power_law_curve`; module docstring).
 
     Parameters
@@ -226,27 +252,43 @@ def _label_regimes(df: pd.DataFrame, d: int, gamma: float) -> pd.DataFrame:
     df = local_exponents(df)
     df.attrs.update(attrs)
     noise = attrs.get("noise", 0.0)
-    df["fitted_noise_fraction"] = fitted_noise_error(df["delta"], df["eps"], df["cutoff"], df["eta"]) / \
-        np.maximum(df["matrix_error"].to_numpy(dtype=float), 1e-300)
-    lab = [classify_regime(r, d, noise=noise, cutoff_drift=float(np.nan_to_num(r["cutoff_drift"])))
-           for _, r in df.iterrows()]
+    df["fitted_noise_fraction"] = fitted_noise_error(df["delta"], df["eps"], df["cutoff"], df["eta"]) / np.maximum(
+        df["matrix_error"].to_numpy(dtype=float), 1e-300
+    )
+    lab = [
+        classify_regime(r, d, noise=noise, cutoff_drift=float(np.nan_to_num(r["cutoff_drift"])))
+        for _, r in df.iterrows()
+    ]
     # the quadratic network: a closed-form (linear) channel with one token
-    linear = not get_channel(attrs.get("channel", "linear")).needs_quadrature and int(attrs.get("T", 1)) == 1 and \
-        attrs.get("normalisation", "sqrt_d") == "sqrt_d"
+    linear = (
+        not get_channel(attrs.get("channel", "linear")).needs_quadrature
+        and int(attrs.get("T", 1)) == 1
+        and attrs.get("normalisation", "sqrt_d") == "sqrt_d"
+    )
     noise_limited = ("tail_noise", "label_noise")
-    df["finite_d_mismatch"] = [finite_d_mismatch(r["delta"], r["matrix_error"], gamma, d)
-                               if linear and x in noise_limited else math.nan for x, (_, r) in zip(lab, df.iterrows())]
+    df["finite_d_mismatch"] = [
+        finite_d_mismatch(r["delta"], r["matrix_error"], gamma, d) if linear and x in noise_limited else math.nan
+        for x, (_, r) in zip(lab, df.iterrows())
+    ]
     # the large-d law of a noise-limited cell holds only where the fixed point's error is that law's (finite d)
-    lab = [x if not (x in noise_limited and abs(mm) > FINITE_D_TOL) else "crossover"
-           for x, mm in zip(lab, df["finite_d_mismatch"])]
+    lab = [
+        x if not (x in noise_limited and abs(mm) > FINITE_D_TOL) else "crossover"
+        for x, mm in zip(lab, df["finite_d_mismatch"])
+    ]
     n_sp = attrs.get("n_spikes")
     if n_sp:  # spiked prior: modes below its floor are null bulk, so K near the spike count is an artefact
         lab = [x if int(k) <= n_sp // 2 or x in ("plateau", "failed") else "crossover" for x, k in zip(lab, df["K"])]
     # the centred local exponent at a point whose neighbour along n is in another regime mixes two laws
-    df["regime"] = [x if x in ("failed", "crossover") or all(lab[j] == x for j in (k - 1, k + 1) if 0 <= j < len(lab))
-                    else "crossover" for k, x in enumerate(lab)]
-    df["asymptotic_exponent"] = [predicted_exponent(rg, gamma, float(np.nan_to_num(a))) if rg in REGIMES else math.nan
-                                 for rg, a in zip(df["regime"], df["lam_slope"])]
+    df["regime"] = [
+        x
+        if x in ("failed", "crossover") or all(lab[j] == x for j in (k - 1, k + 1) if 0 <= j < len(lab))
+        else "crossover"
+        for k, x in enumerate(lab)
+    ]
+    df["asymptotic_exponent"] = [
+        predicted_exponent(rg, gamma, float(np.nan_to_num(a))) if rg in REGIMES else math.nan
+        for rg, a in zip(df["regime"], df["lam_slope"])
+    ]
     # noise-limited cells: the exponent of the discrete law at the cell's delta (its K), not the K -> inf limit,
     # taken with the measurement's own stencil (np.gradient over the curve's points, on the law's E and x at each
     # point's delta): at an end point the measured exponent is the one-sided secant to its neighbour, so the law's
@@ -271,14 +313,24 @@ def _label_regimes(df: pd.DataFrame, d: int, gamma: float) -> pd.DataFrame:
         on_law = np.isfinite(df["finite_d_mismatch"])
         df["finite_d_exponent_shift"] = np.where(on_law, shift, math.nan)
         df["discrete_law_exponent"] = np.where(on_law, law_exp, math.nan)
-    df["predicted_exponent"] = [le if linear and rg in noise_limited else pa
-                                for rg, pa, le in zip(df["regime"], df["asymptotic_exponent"], law_exp)]
+    df["predicted_exponent"] = [
+        le if linear and rg in noise_limited else pa
+        for rg, pa, le in zip(df["regime"], df["asymptotic_exponent"], law_exp)
+    ]
     return df
 
 
-def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Callable[[float], float],
-                  fit_range: tuple[float, float] | None = None, method: str = "ols", level: float = 0.95,
-                  **kwargs: Any) -> dict[str, Any]:
+def scaling_curve(
+    gamma: float,
+    d: int,
+    ns: Sequence[float],
+    *,
+    lam: float | Callable[[float], float],
+    fit_range: tuple[float, float] | None = None,
+    method: str = "ols",
+    level: float = 0.95,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """Excess-error curve over ``n`` with regimes, a fitted exponent and recovered modes.
 
     Returns ``{"curve": DataFrame (power_law_curve + local_exponent_n, lam_slope, cutoff_drift,
@@ -316,9 +368,17 @@ def scaling_curve(gamma: float, d: int, ns: Sequence[float], *, lam: float | Cal
     pred = float(df.loc[df["regime"] == major, "predicted_exponent"].mean())
     s = power_law_eigenvalues(gamma, d, kwargs.get("normalisation", "sqrt_d"))
     n_on = switch_on_sample_sizes(df["n"], df["delta"], df["cutoff"].fillna(df["eps"]), s, modes=20)
-    return {"curve": df, "fit": fit, "predicted": pred, "regime": major,
-            "regime_counts": {str(k): int(v) for k, v in counts.items()},
-            "switch_on": {"n_i": n_on.tolist(), "n_i_over_d_i2gamma": (n_on / (d * np.arange(1, n_on.size + 1) ** (2 * gamma))).tolist()}}
+    return {
+        "curve": df,
+        "fit": fit,
+        "predicted": pred,
+        "regime": major,
+        "regime_counts": {str(k): int(v) for k, v in counts.items()},
+        "switch_on": {
+            "n_i": n_on.tolist(),
+            "n_i_over_d_i2gamma": (n_on / (d * np.arange(1, n_on.size + 1) ** (2 * gamma))).tolist(),
+        },
+    }
 
 
 def regime_map(gamma: float, d: int, ns: Sequence[float], lams: Sequence[float], **kwargs: Any) -> pd.DataFrame:

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from singlehead.analysis.learned_spectrum import LearnedSpectrum, learned_spectrum
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
-from singlehead.analysis.learned_spectrum import LearnedSpectrum, learned_spectrum
 
 __all__ = ["ks_distance", "compare_spectrum", "spectrum_table", "plot_spectrum_comparison"]
 
@@ -47,9 +47,16 @@ def ks_distance(pred: LearnedSpectrum, eigenvalues: np.ndarray, rank_tol: float 
     return float(max(np.max(np.abs(right - Fr)), np.max(np.abs(left - Fl))))
 
 
-def compare_spectrum(problem: Problem, eigenvalues_pooled: np.ndarray, *, theory_result: Result | None = None,
-                     prediction: LearnedSpectrum | None = None, rank_tol: float = 1e-3, n_runs: int | None = None,
-                     **kwargs: Any) -> dict[str, Any]:
+def compare_spectrum(
+    problem: Problem,
+    eigenvalues_pooled: np.ndarray,
+    *,
+    theory_result: Result | None = None,
+    prediction: LearnedSpectrum | None = None,
+    rank_tol: float = 1e-3,
+    n_runs: int | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """Compare the predicted law with eigenvalues of trained students pooled over seeds.
 
     Parameters
@@ -99,8 +106,9 @@ def compare_spectrum(problem: Problem, eigenvalues_pooled: np.ndarray, *, theory
     }
 
 
-def spectrum_table(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarray | None = None, *, bins: int = 60,
-                   rank_tol: float = 1e-3) -> pd.DataFrame:
+def spectrum_table(
+    pred: LearnedSpectrum, eigenvalues_pooled: np.ndarray | None = None, *, bins: int = 60, rank_tol: float = 1e-3
+) -> pd.DataFrame:
     """Tidy table of the predicted law (and the empirical spectrum, if given).
 
     Columns: ``source`` (``"theory"``/``"simulation"``), ``variable`` (``"eig_S"`` or
@@ -118,34 +126,113 @@ def spectrum_table(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarray | None 
     rows: list[dict[str, Any]] = []
     nan = math.nan
     for x, y in zip(pred.law.grid, pred.law.density):
-        rows.append({"source": "theory", "variable": "eig_S", "component": "density", "x": float(x), "value": float(y), "overlap": nan})
+        rows.append(
+            {
+                "source": "theory",
+                "variable": "eig_S",
+                "component": "density",
+                "x": float(x),
+                "value": float(y),
+                "overlap": nan,
+            }
+        )
     sig, rho = pred.singular_value_density()
     for x, y in zip(sig, rho):
-        rows.append({"source": "theory", "variable": "sv_W", "component": "density", "x": float(x), "value": float(y), "overlap": nan})
-    rows.append({"source": "theory", "variable": "eig_S", "component": "atom", "x": 0.0, "value": pred.zero_atom, "overlap": nan})
+        rows.append(
+            {
+                "source": "theory",
+                "variable": "sv_W",
+                "component": "density",
+                "x": float(x),
+                "value": float(y),
+                "overlap": nan,
+            }
+        )
+    rows.append(
+        {
+            "source": "theory",
+            "variable": "eig_S",
+            "component": "atom",
+            "x": 0.0,
+            "value": pred.zero_atom,
+            "overlap": nan,
+        }
+    )
     for o in pred.outliers:
-        rows.append({"source": "theory", "variable": "eig_S", "component": "outlier", "x": o["position"], "value": o["mass"], "overlap": o["overlap"]})
+        rows.append(
+            {
+                "source": "theory",
+                "variable": "eig_S",
+                "component": "outlier",
+                "x": o["position"],
+                "value": o["mass"],
+                "overlap": o["overlap"],
+            }
+        )
     grid = np.linspace(0.0, float(pred.law.grid[-1]), 200)
     for x, y in zip(grid, pred.cdf(grid)):
-        rows.append({"source": "theory", "variable": "eig_S", "component": "cdf", "x": float(x), "value": float(y), "overlap": nan})
+        rows.append(
+            {
+                "source": "theory",
+                "variable": "eig_S",
+                "component": "cdf",
+                "x": float(x),
+                "value": float(y),
+                "overlap": nan,
+            }
+        )
     if eigenvalues_pooled is not None:
         ev = np.asarray(eigenvalues_pooled, dtype=float).ravel()
         zero = np.abs(ev) <= rank_tol
-        rows.append({"source": "simulation", "variable": "eig_S", "component": "atom", "x": 0.0, "value": float(zero.mean()), "overlap": nan})
+        rows.append(
+            {
+                "source": "simulation",
+                "variable": "eig_S",
+                "component": "atom",
+                "x": 0.0,
+                "value": float(zero.mean()),
+                "overlap": nan,
+            }
+        )
         nz = ev[~zero]
         if nz.size:
             hist, edges = np.histogram(nz, bins=bins, range=(0.0, max(float(nz.max()), float(grid[-1]))))
             dens = hist / (ev.size * np.diff(edges))
             for x, y in zip(0.5 * (edges[1:] + edges[:-1]), dens):
-                rows.append({"source": "simulation", "variable": "eig_S", "component": "histogram", "x": float(x), "value": float(y), "overlap": nan})
+                rows.append(
+                    {
+                        "source": "simulation",
+                        "variable": "eig_S",
+                        "component": "histogram",
+                        "x": float(x),
+                        "value": float(y),
+                        "overlap": nan,
+                    }
+                )
         xs = np.sort(np.where(zero, 0.0, ev))
         for x, y in zip(xs, np.arange(1, xs.size + 1) / xs.size):
-            rows.append({"source": "simulation", "variable": "eig_S", "component": "cdf", "x": float(x), "value": float(y), "overlap": nan})
+            rows.append(
+                {
+                    "source": "simulation",
+                    "variable": "eig_S",
+                    "component": "cdf",
+                    "x": float(x),
+                    "value": float(y),
+                    "overlap": nan,
+                }
+            )
     return pd.DataFrame(rows, columns=["source", "variable", "component", "x", "value", "overlap"])
 
 
-def plot_spectrum_comparison(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarray | None, path: str, *,
-                             bins: int = 60, rank_tol: float = 1e-3, title: str | None = None) -> None:
+def plot_spectrum_comparison(
+    pred: LearnedSpectrum,
+    eigenvalues_pooled: np.ndarray | None,
+    path: str,
+    *,
+    bins: int = 60,
+    rank_tol: float = 1e-3,
+    title: str | None = None,
+) -> None:
     """Figure: predicted density vs. histogram of pooled eigenvalues (left) and the two CDFs (right).
 
     Uses an explicit Agg canvas (no pyplot global state). The histogram is normalised by the
@@ -170,15 +257,27 @@ def plot_spectrum_comparison(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarr
         xmax = max(xmax, float(nz.max()) if nz.size else 0.0)
         if nz.size:
             h, e = np.histogram(nz, bins=bins, range=(0.0, xmax))
-            ax.bar(0.5 * (e[1:] + e[:-1]), h / (ev.size * np.diff(e)), width=np.diff(e), color="C1", alpha=0.5,
-                   label=f"simulation (zero atom {zero.mean():.3f})")
+            ax.bar(
+                0.5 * (e[1:] + e[:-1]),
+                h / (ev.size * np.diff(e)),
+                width=np.diff(e),
+                color="C1",
+                alpha=0.5,
+                label=f"simulation (zero atom {zero.mean():.3f})",
+            )
         xs = np.sort(np.where(zero, 0.0, ev))
         bx.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", color="C1", label="simulation")
     ax.plot(pred.law.grid, pred.law.density, color="C0", lw=1.5, label=f"theory (zero atom {pred.zero_atom:.3f})")
     for o in pred.outliers:
         ax.axvline(o["position"], color="C2", ls="--", lw=1)
-        ax.annotate(f"i={int(o['mode'])}, ov={o['overlap']:.2f}", (o["position"], 0.0), rotation=90, fontsize=7,
-                    va="bottom", ha="right")
+        ax.annotate(
+            f"i={int(o['mode'])}, ov={o['overlap']:.2f}",
+            (o["position"], 0.0),
+            rotation=90,
+            fontsize=7,
+            va="bottom",
+            ha="right",
+        )
     grid = np.linspace(-0.02 * xmax, 1.02 * xmax, 600)
     bx.plot(grid, pred.cdf(grid), color="C0", label="theory")
     ax.set_xlabel("eigenvalue of S")
@@ -188,7 +287,11 @@ def plot_spectrum_comparison(pred: LearnedSpectrum, eigenvalues_pooled: np.ndarr
     ax.legend(fontsize=8)
     bx.legend(fontsize=8)
     pb = pred.problem
-    fig.suptitle(title or f"d={pb.d}, T={pb.T}, alpha={pb.alpha:g}, lam={pb.lam:g}, Delta={pb.noise:g}: "
-                 f"eta={pred.eta:.3g}, delta={pred.delta:.3g}, eps={pred.eps:.3g}", fontsize=9)
+    fig.suptitle(
+        title
+        or f"d={pb.d}, T={pb.T}, alpha={pb.alpha:g}, lam={pb.lam:g}, Delta={pb.noise:g}: "
+        f"eta={pred.eta:.3g}, delta={pred.delta:.3g}, eps={pred.eps:.3g}",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path)

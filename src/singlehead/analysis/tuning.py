@@ -14,15 +14,16 @@ two ``lam`` are resolved far below the quadrature error of each value.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
-from singlehead.state_evolution.models import model_for
 from singlehead.state_evolution import SEOptions, prior_model, theory, theory_curve
+from singlehead.state_evolution.models import model_for
 
 __all__ = ["TuneResult", "tune", "tune_curve", "alpha_for_error", "validation_pick", "valley_halfwidth"]
 
@@ -91,10 +92,17 @@ class TuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-friendly fields (``result`` left out; its problem is under ``problem``)."""
-        out: dict[str, Any] = {"alpha": self.alpha, "lam": self.lam, "test_error": self.test_error,
-                               "converged": self.converged, "boundary": self.boundary, "message": self.message,
-                               "lam_tol": self.lam_tol, "skipped": list(self.skipped),
-                               "evaluations": [list(e) for e in self.evaluations]}
+        out: dict[str, Any] = {
+            "alpha": self.alpha,
+            "lam": self.lam,
+            "test_error": self.test_error,
+            "converged": self.converged,
+            "boundary": self.boundary,
+            "message": self.message,
+            "lam_tol": self.lam_tol,
+            "skipped": list(self.skipped),
+            "evaluations": [list(e) for e in self.evaluations],
+        }
         if self.result is not None:
             out["problem"] = self.result.problem
         return out
@@ -142,12 +150,13 @@ class _Objective:
         return float(r.test_error) if r.converged and math.isfinite(r.test_error) else math.nan
 
     def grid(self, lams: np.ndarray) -> list[float]:
-        curve = theory_curve(self.problem, [float(v) for v in lams], param="lam", options=self.options,
-                             prior=self.prior, quad=self.quad)
+        curve = theory_curve(
+            self.problem, [float(v) for v in lams], param="lam", options=self.options, prior=self.prior, quad=self.quad
+        )
         return [self.record(float(v), r) for v, r in zip(lams, curve)]
 
     def __call__(self, log_lam: float) -> float:
-        lam = float(10.0 ** log_lam)
+        lam = float(10.0**log_lam)
         good = [(abs(math.log10(v) - log_lam), r) for v, r in self.points if r.converged]
         init = min(good, key=lambda t: t[0])[1] if good else None
         r = theory(self.problem.replace(lam=lam), options=self.options, prior=self.prior, init=init, quad=self.quad)
@@ -155,8 +164,15 @@ class _Objective:
         return e if math.isfinite(e) else math.inf  # an unconverged point is never the minimum
 
 
-def tune(problem: Problem, *, lam_range: Sequence[float] = DEFAULT_LAM_RANGE, options: SEOptions | None = None,
-         prior: str | Any = "auto", points_per_decade: int = 4, lam_tol: float = 1e-3) -> TuneResult:
+def tune(
+    problem: Problem,
+    *,
+    lam_range: Sequence[float] = DEFAULT_LAM_RANGE,
+    options: SEOptions | None = None,
+    prior: str | Any = "auto",
+    points_per_decade: int = 4,
+    lam_tol: float = 1e-3,
+) -> TuneResult:
     """The ``lam`` that minimises the state-evolution test error at ``problem.alpha``, and that error.
 
     The objective is ``theory(problem.replace(lam=lam)).test_error`` (``problem.lam`` is ignored).
@@ -206,15 +222,18 @@ def tune(problem: Problem, *, lam_range: Sequence[float] = DEFAULT_LAM_RANGE, op
     """
     lo, hi = _check_range(lam_range, "lam_range")
     lam_tol = _check_positive(lam_tol, "lam_tol")
-    if isinstance(points_per_decade, bool) or not isinstance(points_per_decade, (int, np.integer)) \
-            or points_per_decade < 1:
+    if (
+        isinstance(points_per_decade, bool)
+        or not isinstance(points_per_decade, (int, np.integer))
+        or points_per_decade < 1
+    ):
         raise ValueError(f"points_per_decade must be an integer >= 1 (got {points_per_decade!r})")
     o = model_for(problem).prepare(options)  # resolved: the tolerance below is the model's
     obj = _Objective(problem, o, prior)
     a, b = math.log10(lo), math.log10(hi)
     n = max(3, int(math.ceil((b - a) * points_per_decade)) + 1)
     logs = np.linspace(a, b, n)
-    errs = np.array(obj.grid(10.0 ** logs))
+    errs = np.array(obj.grid(10.0**logs))
     grid_results = [r for _, r in obj.points]
     ok = np.flatnonzero(np.isfinite(errs))
     alpha = float(problem.alpha)
@@ -237,14 +256,26 @@ def tune(problem: Problem, *, lam_range: Sequence[float] = DEFAULT_LAM_RANGE, op
 
     is_col = collapsed(best)  # the collapsed branch S = 0: a plateau, the first collapsed grid point is the best
     if best == n - 1 and not is_col:
-        return done(hi, emin, grid_results[best], True, "upper",
-                    f"boundary: the error is lowest at the top of lam_range ({hi:g}): the optimum lies at or above it.")
+        return done(
+            hi,
+            emin,
+            grid_results[best],
+            True,
+            "upper",
+            f"boundary: the error is lowest at the top of lam_range ({hi:g}): the optimum lies at or above it.",
+        )
     if best == 0:
         if is_col:
             return _collapse(done, lo, emin, grid_results[0])
-        return done(lo, emin, grid_results[0], True, "lower",
-                    f"boundary: the error is lowest at the bottom of lam_range ({lo:g}): the best regularisation is "
-                    "lam -> 0+ or lies below the range.")
+        return done(
+            lo,
+            emin,
+            grid_results[0],
+            True,
+            "lower",
+            f"boundary: the error is lowest at the bottom of lam_range ({lo:g}): the best regularisation is "
+            "lam -> 0+ or lies below the range.",
+        )
     # the bracket: the converged grid neighbours of the best point (a collapsed one: up to it, where the non-collapsed
     # branch may dip below the plateau)
     left = int(ok[ok < best][-1])
@@ -252,36 +283,58 @@ def tune(problem: Problem, *, lam_range: Sequence[float] = DEFAULT_LAM_RANGE, op
     from scipy.optimize import minimize_scalar  # SciPy's optimize is imported only when a search runs
 
     n_before = len(obj.points)
-    sol = minimize_scalar(obj, bounds=(float(logs[left]), float(logs[right])), method="bounded",
-                          options={"xatol": lam_tol})
+    sol = minimize_scalar(
+        obj, bounds=(float(logs[left]), float(logs[right])), method="bounded", options={"xatol": lam_tol}
+    )
     # the refined minimum: the lowest converged point in the bracket (grid points included)
-    cands = [(e, v, r) for v, r in obj.points
-             if logs[left] - 1e-12 <= math.log10(v) <= logs[right] + 1e-12 and math.isfinite(e := obj.error(r))]
+    cands = [
+        (e, v, r)
+        for v, r in obj.points
+        if logs[left] - 1e-12 <= math.log10(v) <= logs[right] + 1e-12 and math.isfinite(e := obj.error(r))
+    ]
     e_star, lam_star, r_star = min(cands, key=lambda t: t[0])
     if is_col and (e_star >= emin - etol or r_star.extras.get("collapsed", False)):
         return _collapse(done, float(10.0 ** logs[best]), emin, grid_results[best])
     bracket_skipped = any(not r.converged for v, r in obj.points[n_before:]) or right - left > 2
     converged = bool(sol.success) and not bracket_skipped
-    msg = "" if converged else ("the bracket holds unconverged theory points; the minimum is that of the converged "
-                                "ones." if bracket_skipped else f"the refinement stopped early: {sol.message}")
+    msg = (
+        ""
+        if converged
+        else (
+            "the bracket holds unconverged theory points; the minimum is that of the converged ones."
+            if bracket_skipped
+            else f"the refinement stopped early: {sol.message}"
+        )
+    )
     # a lower-end minimum found by the refinement: the first grid cell and no lower than the end point
     if left == 0 and errs[0] <= e_star + etol and np.isfinite(errs[0]):
-        return done(lo, float(errs[0]), grid_results[0], True, "lower",
-                    f"boundary: the error at the bottom of lam_range ({lo:g}) is within {etol:.1e} of the minimum: "
-                    "the best regularisation is lam -> 0+ or lies below the range.")
+        return done(
+            lo,
+            float(errs[0]),
+            grid_results[0],
+            True,
+            "lower",
+            f"boundary: the error at the bottom of lam_range ({lo:g}) is within {etol:.1e} of the minimum: "
+            "the best regularisation is lam -> 0+ or lies below the range.",
+        )
     return done(lam_star, e_star, r_star, converged, None, msg)
 
 
 def _collapse(done: Any, lam: float, err: float, r: Result) -> TuneResult:
     lam_c = r.extras.get("collapse_lam", math.nan)
     at = f" (S = 0 is a fixed point from lam = {lam_c:.4g} on)" if math.isfinite(lam_c) else ""
-    return done(lam, err, r, r.converged, "upper",
-                "boundary: the collapsed fixed point S = 0 (zero logits) has the lowest error: every lam from the "
-                f"collapse on is equally good, lam -> +inf included{at}.")
+    return done(
+        lam,
+        err,
+        r,
+        r.converged,
+        "upper",
+        "boundary: the collapsed fixed point S = 0 (zero logits) has the lowest error: every lam from the "
+        f"collapse on is equally good, lam -> +inf included{at}.",
+    )
 
 
-def tune_curve(problem: Problem, alphas: Iterable[float], *, progress: bool = False, **kwargs: Any
-               ) -> list[TuneResult]:
+def tune_curve(problem: Problem, alphas: Iterable[float], *, progress: bool = False, **kwargs: Any) -> list[TuneResult]:
     """The optimally regularised curve: :func:`~singlehead.tune` at each ``alpha`` (``lam*(alpha)``, ``error*(alpha)``).
 
     ``kwargs`` are those of :func:`~singlehead.tune`; ``progress`` shows a tqdm bar on stderr.
@@ -302,8 +355,14 @@ def tune_curve(problem: Problem, alphas: Iterable[float], *, progress: bool = Fa
     return [tune(problem.replace(alpha=a), **kwargs) for a in it]
 
 
-def alpha_for_error(problem: Problem, target_error: float, *, alpha_range: Sequence[float] = DEFAULT_ALPHA_RANGE,
-                    alpha_tol: float = 1e-3, **kwargs: Any) -> TuneResult:
+def alpha_for_error(
+    problem: Problem,
+    target_error: float,
+    *,
+    alpha_range: Sequence[float] = DEFAULT_ALPHA_RANGE,
+    alpha_tol: float = 1e-3,
+    **kwargs: Any,
+) -> TuneResult:
     """The tuned point at the smallest ``alpha`` whose optimally regularised test error is at most ``target_error``.
 
     Bisection in ``log10 alpha`` on ``alpha -> tune(problem.replace(alpha=alpha)).test_error``, assumed
@@ -343,7 +402,7 @@ def alpha_for_error(problem: Problem, target_error: float, *, alpha_range: Seque
     alpha_tol = _check_positive(alpha_tol, "alpha_tol")
 
     def at(log_a: float) -> TuneResult:
-        return tune(problem.replace(alpha=float(10.0 ** log_a)), **kwargs)
+        return tune(problem.replace(alpha=float(10.0**log_a)), **kwargs)
 
     x0, x1 = math.log10(a_lo), math.log10(a_hi)
     top = at(x1)
@@ -352,14 +411,19 @@ def alpha_for_error(problem: Problem, target_error: float, *, alpha_range: Seque
     bottom = at(x0)
     if not math.isfinite(bottom.test_error):
         raise ValueError(f"alpha_for_error: the tuned theory did not converge at alpha_range's lower end {a_lo:g}")
-    reach = f"the tuned test error over alpha_range ({a_lo:g}, {a_hi:g}) goes from {bottom.test_error:.6g} " \
-            f"to {top.test_error:.6g}"
+    reach = (
+        f"the tuned test error over alpha_range ({a_lo:g}, {a_hi:g}) goes from {bottom.test_error:.6g} "
+        f"to {top.test_error:.6g}"
+    )
     if top.test_error > target:
-        raise ValueError(f"target_error={target:g} is not reached: {reach}; raise alpha_range's upper end or "
-                         "the target_error")
+        raise ValueError(
+            f"target_error={target:g} is not reached: {reach}; raise alpha_range's upper end or the target_error"
+        )
     if bottom.test_error <= target:
-        raise ValueError(f"target_error={target:g} is already reached at alpha_range's lower end: {reach}; lower "
-                         "alpha_range's lower end")
+        raise ValueError(
+            f"target_error={target:g} is already reached at alpha_range's lower end: {reach}; lower "
+            "alpha_range's lower end"
+        )
     best = top
     while x1 - x0 > alpha_tol:
         xm = 0.5 * (x0 + x1)
@@ -431,14 +495,15 @@ def validation_pick(lams: Sequence[float], errors: Sequence[float]) -> float:
     i = int(np.argmin(e))
     if i == 0 or i == len(x) - 1:
         return float(10.0 ** x[i])
-    c2, c1, _ = np.polyfit(x[i - 1:i + 2], e[i - 1:i + 2], 2)
+    c2, c1, _ = np.polyfit(x[i - 1 : i + 2], e[i - 1 : i + 2], 2)
     if not c2 > 0:
         return float(10.0 ** x[i])
     return float(10.0 ** np.clip(-c1 / (2.0 * c2), x[i - 1], x[i + 1]))
 
 
-def valley_halfwidth(lams: Sequence[float], errors: Sequence[float], lam_star: float, error_star: float,
-                     rel: float = 0.01) -> float:
+def valley_halfwidth(
+    lams: Sequence[float], errors: Sequence[float], lam_star: float, error_star: float, rel: float = 0.01
+) -> float:
     """How far ``lam`` may move from the optimum, in ``log10 lam``, before the error exceeds ``(1 + rel) error_star``.
 
     ``(lams, errors)`` samples a curve ``lam -> test error`` on both sides of its minimum at

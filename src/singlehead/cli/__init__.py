@@ -17,22 +17,70 @@ from singlehead import __version__
 # command runs (or its --help is asked), so `singlehead --help` and a theory point load no simulation code;
 # tests/cli/test_cli.py checks that each help here begins the command's own docstring.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "simulate": ("simulate", "simulate", "Train students by ERM and print test/train/matrix errors and the learned spectrum."),
-    "theory": ("theory", "theory", "State-evolution prediction of the ERM minimiser, warm-started along the alpha grid."),
-    "bayes": ("theory", "bayes", "Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha (no student options)."),
-    "tune": ("tune", "tune", "The weight decay lam of lowest state-evolution test error at each alpha (or the alpha reaching --target-error)."),
-    "phase": ("phase", "phase", "The phase diagram over two parameters: test error, regions and closed-form thresholds on a grid."),
+    "simulate": (
+        "simulate",
+        "simulate",
+        "Train students by ERM and print test/train/matrix errors and the learned spectrum.",
+    ),
+    "theory": (
+        "theory",
+        "theory",
+        "State-evolution prediction of the ERM minimiser, warm-started along the alpha grid.",
+    ),
+    "bayes": (
+        "theory",
+        "bayes",
+        "Bayes-optimal MMSE and test error (posterior-mean prediction) per alpha (no student options).",
+    ),
+    "tune": (
+        "tune",
+        "tune",
+        "The weight decay lam of lowest state-evolution test error at each alpha (or the alpha reaching --target-error).",
+    ),
+    "phase": (
+        "phase",
+        "phase",
+        "The phase diagram over two parameters: test error, regions and closed-form thresholds on a grid.",
+    ),
     "thresholds": ("theory", "thresholds", "Interpolation and perfect-recovery thresholds (in alpha, at lam -> 0+)."),
     "spectrum": ("spectrum", "spectrum", "Density, zero atom, edges and outliers of the learned-spectrum law."),
-    "amp": ("amp", "amp", "Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history."),
-    "spectrum-theory": ("analysis", "spectrum_theory", "Predicted spectrum of the learned S (state evolution, then the law in the docs page Theory, section '10. Spectrum of the learned matrix')."),
-    "decompose": ("analysis", "decompose_cmd", "Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (see the docs page Theory, section '11. Error decomposition')."),
-    "scaling": ("analysis", "scaling_cmd", "Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents."),
-    "reproduce": ("reproduce", "reproduce", "Reproduce the paper's results: theory as lines, simulations as points, one HTML report."),
+    "amp": (
+        "amp",
+        "amp",
+        "Run GAMP on sampled instances and print the same metrics as `simulate`, plus iterations and history.",
+    ),
+    "spectrum-theory": (
+        "analysis",
+        "spectrum_theory",
+        "Predicted spectrum of the learned S (state evolution, then the law in the docs page Theory, section '10. Spectrum of the learned matrix').",
+    ),
+    "decompose": (
+        "analysis",
+        "decompose_cmd",
+        "Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (see the docs page Theory, section '11. Error decomposition').",
+    ),
+    "scaling": (
+        "analysis",
+        "scaling_cmd",
+        "Excess-error curve over n for a power-law target: regimes by mechanism, local and fitted exponents.",
+    ),
+    "reproduce": (
+        "reproduce",
+        "reproduce",
+        "Reproduce the paper's results: theory as lines, simulations as points, one HTML report.",
+    ),
     "docs": ("docs", "docs", "Build the documentation with its executed gallery and open it (needs the docs extra)."),
-    "explore": ("explore", "explore", "Open the theory explorer: error curves, thresholds, spectra, decomposition, scaling (offline)."),
-    "inspect": ("inspect", "inspect_cmd", "Per layer and head of MODEL_OR_PATH (default: built-in all-MiniLM-L6-v2, offline): "
-                "the spectrum of the tied query-key map, the theory's law"),
+    "explore": (
+        "explore",
+        "explore",
+        "Open the theory explorer: error curves, thresholds, spectra, decomposition, scaling (offline).",
+    ),
+    "inspect": (
+        "inspect",
+        "inspect_cmd",
+        "Per layer and head of MODEL_OR_PATH (default: built-in all-MiniLM-L6-v2, offline): "
+        "the spectrum of the tied query-key map, the theory's law",
+    ),
 }
 
 
@@ -56,12 +104,17 @@ class _LazyGroup(click.Group):
             if exc.name is None or exc.name.startswith("singlehead"):
                 raise
             # an optional dependency (an extra) that is not installed
-            raise click.ClickException(f"{name} needs the package {exc.name!r}: pip install 'singlehead[{name}]'"
-                                       if name in _EXTRAS else f"{name} needs the package {exc.name!r}") from None
+            raise click.ClickException(
+                f"{name} needs the package {exc.name!r}: pip install 'singlehead[{name}]'"
+                if name in _EXTRAS
+                else f"{name} needs the package {exc.name!r}"
+            ) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(n, COMMANDS[n][2] if n in COMMANDS else self.commands[n].get_short_help_str(80))
-                for n in self.list_commands(ctx)]
+        rows = [
+            (n, COMMANDS[n][2] if n in COMMANDS else self.commands[n].get_short_help_str(80))
+            for n in self.list_commands(ctx)
+        ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

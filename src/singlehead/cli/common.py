@@ -11,7 +11,8 @@ import dataclasses
 import json
 import math
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 import numpy as np
@@ -19,9 +20,9 @@ import numpy as np
 from singlehead.model.channels import channel_names
 from singlehead.model.problem import Problem
 from singlehead.model.results import jsonable
-from singlehead.runs import cache_for_export, export_jsonl, run_jobs
 from singlehead.model.students import student_names
 from singlehead.model.targets import TargetParam, params_by_name, target_class, target_names
+from singlehead.runs import cache_for_export, export_jsonl, run_jobs
 
 
 def parse_floats(text: str, name: str) -> list[float]:
@@ -39,8 +40,10 @@ def parse_floats(text: str, name: str) -> list[float]:
         else:
             vals = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"{name} must be a number, a comma list 'a,b,c', a range 'start:stop:num' "
-                         f"or 'log:start:stop:num' (got {text!r})") from None
+        raise ValueError(
+            f"{name} must be a number, a comma list 'a,b,c', a range 'start:stop:num' "
+            f"or 'log:start:stop:num' (got {text!r})"
+        ) from None
     if not vals or not all(math.isfinite(v) for v in vals):
         raise ValueError(f"{name} must contain at least one finite number (got {text!r})")
     return vals
@@ -61,7 +64,9 @@ def parse_seeds(text: str) -> list[int]:
                 raise ValueError
             seeds = list(range(k))
     except ValueError:
-        raise ValueError(f"seeds must be a count >= 1 ('8'), a list ('3,7') or a range ('10:14') (got {text!r})") from None
+        raise ValueError(
+            f"seeds must be a count >= 1 ('8'), a list ('3,7') or a range ('10:14') (got {text!r})"
+        ) from None
     if not seeds or min(seeds) < 0:
         raise ValueError(f"seeds must be non-negative and non-empty (got {text!r})")
     return seeds
@@ -92,8 +97,9 @@ DEFAULT_TARGET = "mp"
 def _target_option(prm: TargetParam) -> Callable:
     takers = [n for n in target_names() if any(q.name == prm.name for q in target_class(n).params)]
     kind = click.Choice(list(prm.choices)) if prm.kind == "choice" else float if prm.kind == "float" else str
-    return click.option(f"--{prm.name}", prm.name, type=kind, default=None,
-                        help=f"{prm.help} Target: {', '.join(takers)}.")
+    return click.option(
+        f"--{prm.name}", prm.name, type=kind, default=None, help=f"{prm.help} Target: {', '.join(takers)}."
+    )
 
 
 # the options of the targets registered when the CLI is built; any target's parameters, also of
@@ -101,26 +107,54 @@ def _target_option(prm: TargetParam) -> Callable:
 TARGET_PARAMS = params_by_name()
 
 _PROBLEM_OPTIONS: dict[str, Callable] = {
-    "channel": click.option("--task", "channel", type=CHANNEL, default="seq2lab", show_default=True,
-                            help="Output channel."),
-    "T": click.option("--T", "T", type=int, default=2, show_default=True,
-                      help="Tokens per sequence (>= 2 for the softmax channels, >= 1 for linear)."),
+    "channel": click.option(
+        "--task", "channel", type=CHANNEL, default="seq2lab", show_default=True, help="Output channel."
+    ),
+    "T": click.option(
+        "--T",
+        "T",
+        type=int,
+        default=2,
+        show_default=True,
+        help="Tokens per sequence (>= 2 for the softmax channels, >= 1 for linear).",
+    ),
     "d": click.option("--d", type=int, default=50, show_default=True, help="Token dimension (>= 2)."),
-    "alpha": click.option("--alpha", default="1.0", show_default=True,
-                          help="n/d^2: a number, 'a,b,c', 'start:stop:num' or 'log:start:stop:num'."),
-    "kappa": click.option("--kappa", type=float, default=1.0, show_default=True,
-                          help="Student width ratio p/d in (0, 1]."),
-    "target": click.option("--target", "target", type=TARGET, default=None,
-                           help=f"Target family (default: {DEFAULT_TARGET}, or the first registered target that takes "
-                                "the target options given); untied_mp: the untied teacher M0 = W0Q W0K^T/sqrt(p0 d) "
-                                "of rank ratio --kappa0."),
+    "alpha": click.option(
+        "--alpha",
+        default="1.0",
+        show_default=True,
+        help="n/d^2: a number, 'a,b,c', 'start:stop:num' or 'log:start:stop:num'.",
+    ),
+    "kappa": click.option(
+        "--kappa", type=float, default=1.0, show_default=True, help="Student width ratio p/d in (0, 1]."
+    ),
+    "target": click.option(
+        "--target",
+        "target",
+        type=TARGET,
+        default=None,
+        help=f"Target family (default: {DEFAULT_TARGET}, or the first registered target that takes "
+        "the target options given); untied_mp: the untied teacher M0 = W0Q W0K^T/sqrt(p0 d) "
+        "of rank ratio --kappa0.",
+    ),
     **{name: _target_option(prm) for name, prm in TARGET_PARAMS.items()},
-    "target_param": click.option("--target-param", "target_param", multiple=True, metavar="NAME=VALUE",
-                                 help="A parameter of the target (repeatable), for any registered target."),
-    "noise": click.option("--noise", type=float, default=0.0, show_default=True, help="Logit noise variance Delta (>= 0)."),
+    "target_param": click.option(
+        "--target-param",
+        "target_param",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="A parameter of the target (repeatable), for any registered target.",
+    ),
+    "noise": click.option(
+        "--noise", type=float, default=0.0, show_default=True, help="Logit noise variance Delta (>= 0)."
+    ),
     "lam": click.option("--lam", type=float, default=0.01, show_default=True, help="Regularisation lambda (>= 0)."),
-    "beta": click.option("--beta", type=float, default=1.0, show_default=True, help="Student inverse temperature (> 0)."),
-    "beta0": click.option("--beta0", type=float, default=1.0, show_default=True, help="Target inverse temperature (> 0)."),
+    "beta": click.option(
+        "--beta", type=float, default=1.0, show_default=True, help="Student inverse temperature (> 0)."
+    ),
+    "beta0": click.option(
+        "--beta0", type=float, default=1.0, show_default=True, help="Target inverse temperature (> 0)."
+    ),
     "student": click.option("--student", type=STUDENT, default="factorized", show_default=True),
 }
 # fields a command does not use are not offered (an option that does nothing is refused by click)
@@ -132,6 +166,7 @@ def problem_options(func: Callable | None = None, *, omit: tuple[str, ...] = ())
 
     Use as ``@problem_options`` or ``@problem_options(omit=STUDENT_OPTIONS)``.
     """
+
     def decorate(f: Callable) -> Callable:
         for name in reversed(PROBLEM_OPTION_NAMES):
             if name not in omit:
@@ -144,12 +179,23 @@ def problem_options(func: Callable | None = None, *, omit: tuple[str, ...] = ())
 def head_options(func: Callable) -> Callable:
     """``--heads`` and ``--teacher-heads`` (``Problem.heads``, ``Problem.teacher_heads``; default 1, the
     single-head model), for the commands that take several heads (``simulate``, ``theory``)."""
-    func = click.option("--teacher-heads", "teacher_heads", type=int, default=1, show_default=True,
-                        help="Teacher heads H0 >= 1, each drawn from the target; the labels are the mean over "
-                             "heads of their channel outputs.")(func)
-    return click.option("--heads", "heads", type=int, default=1, show_default=True,
-                        help="Student heads H >= 1 (factorized student), each of width p = kappa d; the output is "
-                             "the mean over heads.")(func)
+    func = click.option(
+        "--teacher-heads",
+        "teacher_heads",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Teacher heads H0 >= 1, each drawn from the target; the labels are the mean over "
+        "heads of their channel outputs.",
+    )(func)
+    return click.option(
+        "--heads",
+        "heads",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Student heads H >= 1 (factorized student), each of width p = kappa d; the output is the mean over heads.",
+    )(func)
 
 
 def pop_head_options(kwargs: dict[str, Any]) -> dict[str, int]:
@@ -160,11 +206,16 @@ def pop_head_options(kwargs: dict[str, Any]) -> dict[str, int]:
 def instance_run_options(func: Callable) -> Callable:
     """Options shared by the commands that run on sampled instances (``simulate``, ``amp``)."""
     opts = [
-        click.option("--seeds", default="1", show_default=True,
-                     help="Count ('8' = seeds 0..7), list ('3,7') or range ('10:14')."),
+        click.option(
+            "--seeds", default="1", show_default=True, help="Count ('8' = seeds 0..7), list ('3,7') or range ('10:14')."
+        ),
         click.option("--n-test", type=int, default=10000, show_default=True, help="Fresh test sequences per run."),
-        click.option("--out", type=click.Path(dir_okay=False), default=None,
-                     help="JSON-lines export of the runs; finished runs are cached in OUT.cache, a rerun resumes."),
+        click.option(
+            "--out",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="JSON-lines export of the runs; finished runs are cached in OUT.cache, a rerun resumes.",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object per run."),
     ]
     for opt in reversed(opts):
@@ -182,8 +233,21 @@ def instance_seeds(kwargs: dict[str, Any], problems: list[Problem]) -> list[int]
     return parse_seeds(kwargs["seeds"])
 
 
-PROBLEM_OPTION_NAMES = ("channel", "T", "d", "alpha", "kappa", "target", *TARGET_PARAMS, "target_param",
-                        "noise", "lam", "beta", "beta0", "student")
+PROBLEM_OPTION_NAMES = (
+    "channel",
+    "T",
+    "d",
+    "alpha",
+    "kappa",
+    "target",
+    *TARGET_PARAMS,
+    "target_param",
+    "noise",
+    "lam",
+    "beta",
+    "beta0",
+    "student",
+)
 
 
 def pop_problem_options(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -217,11 +281,15 @@ def target_from_options(target: str | None, given: dict[str, Any]) -> Any:
     cls = target_class(target)
     bad = [k for k in given if k not in takes[target]]
     if bad:
-        raise ValueError(f"target {target!r} does not take --{', --'.join(bad)} "
-                         f"(it takes: {', '.join('--' + q for q in takes[target]) or 'no options'})")
+        raise ValueError(
+            f"target {target!r} does not take --{', --'.join(bad)} "
+            f"(it takes: {', '.join('--' + q for q in takes[target]) or 'no options'})"
+        )
     # comma lists also take the ranges of parse_floats ('start:stop:num', 'log:start:stop:num')
-    given = {k: tuple(parse_floats(v, k)) if takes[target][k].kind == "floats" and isinstance(v, str) else v
-             for k, v in given.items()}
+    given = {
+        k: tuple(parse_floats(v, k)) if takes[target][k].kind == "floats" and isinstance(v, str) else v
+        for k, v in given.items()
+    }
     return cls.from_params(given)
 
 
@@ -235,18 +303,46 @@ def _target_param_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def problems_from_options(channel: str, T: int, d: int, alpha: str, kappa: float, noise: float,
-                          lam: float, beta: float, beta0: float, student: str, target: str | None = None,
-                          target_param: tuple[str, ...] = (), heads: int = 1, teacher_heads: int = 1,
-                          **target_options: Any) -> list[Problem]:
+def problems_from_options(
+    channel: str,
+    T: int,
+    d: int,
+    alpha: str,
+    kappa: float,
+    noise: float,
+    lam: float,
+    beta: float,
+    beta0: float,
+    student: str,
+    target: str | None = None,
+    target_param: tuple[str, ...] = (),
+    heads: int = 1,
+    teacher_heads: int = 1,
+    **target_options: Any,
+) -> list[Problem]:
     """One validated Problem per alpha value (``target``: a registered name, else inferred from the
     target options: ``target_options`` by name, ``None`` when not given, plus ``--target-param`` pairs;
     ``heads``, ``teacher_heads``: :func:`head_options`)."""
     given = {**{k: v for k, v in target_options.items() if v is not None}, **_target_param_pairs(target_param)}
     target_obj = target_from_options(target, given)
-    return [Problem(d=d, T=T, alpha=a, channel=channel, beta=beta, beta0=beta0, noise=noise, target=target_obj,
-                    student=student, kappa=kappa, lam=lam, heads=heads, teacher_heads=teacher_heads)
-            for a in parse_floats(alpha, "alpha")]
+    return [
+        Problem(
+            d=d,
+            T=T,
+            alpha=a,
+            channel=channel,
+            beta=beta,
+            beta0=beta0,
+            noise=noise,
+            target=target_obj,
+            student=student,
+            kappa=kappa,
+            lam=lam,
+            heads=heads,
+            teacher_heads=teacher_heads,
+        )
+        for a in parse_floats(alpha, "alpha")
+    ]
 
 
 def _json_default(x: Any) -> Any:
@@ -260,8 +356,16 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(jsonable(record), allow_nan=False, default=_json_default)
 
 
-def run_sweep(jobs: list, out: str | None, as_json: bool, describe: Callable[[dict[str, Any]], str],
-              desc: str, *, cache: Any = None, resumed: int | None = None) -> list[dict[str, Any]]:
+def run_sweep(
+    jobs: list,
+    out: str | None,
+    as_json: bool,
+    describe: Callable[[dict[str, Any]], str],
+    desc: str,
+    *,
+    cache: Any = None,
+    resumed: int | None = None,
+) -> list[dict[str, Any]]:
     """Run ``jobs`` through the result cache behind ``out`` and export the sweep to ``out`` (JSON lines).
 
     The cache (default :func:`singlehead.runs.cache_for_export`, ``<out>.cache``) holds one file per

@@ -35,10 +35,18 @@ def sphinx_command(source: Path, out: Path, *, gallery: bool) -> list[str]:
 
 
 @click.command()
-@click.option("--source", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Documentation source folder (default: docs/ of this clone).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="HTML output folder (default: SOURCE/_build/html).")
+@click.option(
+    "--source",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Documentation source folder (default: docs/ of this clone).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="HTML output folder (default: SOURCE/_build/html).",
+)
 @click.option("--serve", is_flag=True, help="Serve the built site on http://127.0.0.1:PORT until Ctrl-C.")
 @click.option("--port", type=int, default=8000, show_default=True, help="Port of --serve.")
 @click.option("--no-open", is_flag=True, help="Do not open a browser.")
@@ -52,8 +60,10 @@ def docs(source: Path | None, out: Path | None, serve: bool, port: int, no_open:
         raise ValueError(f"port must be an integer in [1, 65535] (got {port})")
     source = source or default_source()
     if not (source / "conf.py").is_file():
-        raise ValueError(f"source must be a documentation folder with conf.py (got {str(source)!r}); "
-                         "the docs are built from a clone of the repository")
+        raise ValueError(
+            f"source must be a documentation folder with conf.py (got {str(source)!r}); "
+            "the docs are built from a clone of the repository"
+        )
     out = out or source / "_build" / "html"
     status = subprocess.call(sphinx_command(source, out, gallery=not no_gallery))
     if status != 0:
@@ -63,7 +73,6 @@ def docs(source: Path | None, out: Path | None, serve: bool, port: int, no_open:
     if serve:
         _serve(out, port, open_browser=not no_open)
     elif not no_open:
-
         webbrowser.open(index.resolve().as_uri())
 
 

@@ -10,11 +10,19 @@ from singlehead.explore import Engine, serve
 @click.command()
 @click.option("--port", type=int, default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free port).")
 @click.option("--no-browser", is_flag=True, help="Do not open a browser; just print the address.")
-@click.option("--cache-dir", default=None,
-              help="Where computed points are kept (default <cache dir>/explore, the library's cache directory; "
-                   "'off': memory only).")
-@click.option("--workers", type=int, default=0, show_default=True,
-              help="Worker processes for the alpha sweeps and Bayes-optimal points (0: all in the server process).")
+@click.option(
+    "--cache-dir",
+    default=None,
+    help="Where computed points are kept (default <cache dir>/explore, the library's cache directory; "
+    "'off': memory only).",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Worker processes for the alpha sweeps and Bayes-optimal points (0: all in the server process).",
+)
 def explore(port: int, no_browser: bool, cache_dir: str | None, workers: int) -> None:
     """Open the theory explorer: error curves, thresholds, spectra, decomposition, scaling (offline)."""
     if not 0 <= port <= 65535:

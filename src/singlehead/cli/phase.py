@@ -15,7 +15,6 @@ from typing import Any
 import click
 
 from singlehead.analysis.phase import AXES, DEFAULT_INTERP_TOL, DEFAULT_RECOVERY_TOL, phase_diagram
-from singlehead.state_evolution import SEOptions
 from singlehead.cli.common import (
     dumps,
     head_options,
@@ -25,6 +24,7 @@ from singlehead.cli.common import (
     problem_options,
     problems_from_options,
 )
+from singlehead.state_evolution import SEOptions
 
 
 def parse_axis(text: str, which: str) -> tuple[str, list[float]]:
@@ -39,28 +39,65 @@ def parse_axis(text: str, which: str) -> tuple[str, list[float]]:
 
 
 @click.command()
-@click.option("--x", "x_axis", required=True, metavar="NAME=VALUES",
-              help=f"Horizontal axis: NAME one of {', '.join(AXES)}; VALUES 'a,b,c', 'start:stop:num' or "
-                   "'log:start:stop:num' (at least 2).")
+@click.option(
+    "--x",
+    "x_axis",
+    required=True,
+    metavar="NAME=VALUES",
+    help=f"Horizontal axis: NAME one of {', '.join(AXES)}; VALUES 'a,b,c', 'start:stop:num' or "
+    "'log:start:stop:num' (at least 2).",
+)
 @click.option("--y", "y_axis", required=True, metavar="NAME=VALUES", help="Vertical axis, as --x (another parameter).")
 @problem_options
 @head_options
 @click.option("--tol", type=float, default=1e-6, show_default=True, help="Fixed-point residual target.")
-@click.option("--n-points", type=int, default=None,
-              help="Sobol nodes per scramble (4 scrambles); default 2048, 4096 for the untied student.")
+@click.option(
+    "--n-points",
+    type=int,
+    default=None,
+    help="Sobol nodes per scramble (4 scrambles); default 2048, 4096 for the untied student.",
+)
 @click.option("--node-seed", type=int, default=0, show_default=True, help="Seed of the quadrature nodes.")
-@click.option("--stability/--no-stability", default=True, show_default=True,
-              help="Replica-symmetry check at each converged point (region rs_unstable).")
-@click.option("--interp-tol", type=float, default=DEFAULT_INTERP_TOL, show_default=True,
-              help="Region interpolating: train_error <= interp-tol x the null predictor's train error.")
-@click.option("--recovery-tol", type=float, default=DEFAULT_RECOVERY_TOL, show_default=True,
-              help="Region perfect_recovery (noiseless): matrix_error <= recovery-tol x Q0.")
-@click.option("--workers", type=int, default=1, show_default=True,
-              help="Processes the grid rows run on (each with cores // workers BLAS threads).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="JSON-lines cache: each finished point is appended; a rerun resumes from it.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Save the diagram (heat map, region boundaries, threshold curves) to this image file.")
+@click.option(
+    "--stability/--no-stability",
+    default=True,
+    show_default=True,
+    help="Replica-symmetry check at each converged point (region rs_unstable).",
+)
+@click.option(
+    "--interp-tol",
+    type=float,
+    default=DEFAULT_INTERP_TOL,
+    show_default=True,
+    help="Region interpolating: train_error <= interp-tol x the null predictor's train error.",
+)
+@click.option(
+    "--recovery-tol",
+    type=float,
+    default=DEFAULT_RECOVERY_TOL,
+    show_default=True,
+    help="Region perfect_recovery (noiseless): matrix_error <= recovery-tol x Q0.",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Processes the grid rows run on (each with cores // workers BLAS threads).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSON-lines cache: each finished point is appended; a rerun resumes from it.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Save the diagram (heat map, region boundaries, threshold curves) to this image file.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per grid point.")
 def phase(**kwargs: Any) -> None:
     """The phase diagram over two parameters: test error, regions and closed-form thresholds on a grid."""
@@ -85,12 +122,24 @@ def phase(**kwargs: Any) -> None:
         if as_json:
             click.echo(dumps(row))
         else:
-            click.echo(f"{x[0]}={row[x[0]]:.4g} {y[0]}={row[y[0]]:.4g}: test_error={row['test_error']:.5g} "
-                       f"train_error={row['train_error']:.5g} region={row['region']} converged={row['converged']}")
+            click.echo(
+                f"{x[0]}={row[x[0]]:.4g} {y[0]}={row[y[0]]:.4g}: test_error={row['test_error']:.5g} "
+                f"train_error={row['train_error']:.5g} region={row['region']} converged={row['converged']}"
+            )
 
-    diagram = phase_diagram(problems[0], x=x, y=y, options=options, stability=kwargs["stability"],
-                            workers=kwargs["workers"], progress=True, out=kwargs["out"],
-                            interp_tol=kwargs["interp_tol"], recovery_tol=kwargs["recovery_tol"], on_point=show)
+    diagram = phase_diagram(
+        problems[0],
+        x=x,
+        y=y,
+        options=options,
+        stability=kwargs["stability"],
+        workers=kwargs["workers"],
+        progress=True,
+        out=kwargs["out"],
+        interp_tol=kwargs["interp_tol"],
+        recovery_tol=kwargs["recovery_tol"],
+        on_point=show,
+    )
     if diagram.resumed:
         total = diagram.shape[0] * diagram.shape[1]
         click.echo(f"resumed: {diagram.resumed} of {total} points were already in {kwargs['out']}", err=True)
@@ -105,4 +154,3 @@ def phase(**kwargs: Any) -> None:
         plt.close(ax.figure)
         click.echo(f"wrote {kwargs['plot_path']}", err=True)
     sys.stdout.flush()
-

@@ -6,7 +6,9 @@ import math
 
 import click
 
+from singlehead.cli.common import dumps, parse_floats
 from singlehead.model.problem import MPTarget, PowerLawTarget
+from singlehead.model.targets import power_law_eigenvalues
 from singlehead.numerics.spectra import (
     DiscreteLaw,
     MarchenkoPastur,
@@ -14,12 +16,17 @@ from singlehead.numerics.spectra import (
     learned_spectrum_law,
     plot_learned_spectrum,
 )
-from singlehead.model.targets import power_law_eigenvalues
-from singlehead.cli.common import dumps, parse_floats
 
 
-def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | None, normalisation: str,
-               eigenvalues: str | None, spikes: str | None):
+def target_law(
+    target: str,
+    kappa0: float | None,
+    gamma: float | None,
+    d: int | None,
+    normalisation: str,
+    eigenvalues: str | None,
+    spikes: str | None,
+):
     """The spectral law mu0 named by the CLI options (validated; ValueError names the option)."""
     if target == "mp":
         k0 = MPTarget(0.5 if kappa0 is None else kappa0).kappa0  # validates kappa0 > 0
@@ -63,8 +70,22 @@ def target_law(target: str, kappa0: float | None, gamma: float | None, d: int | 
 @click.option("--grid-size", type=int, default=512, show_default=True)
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a figure (PNG/PDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print the law as one JSON object.")
-def spectrum(target, kappa0, gamma, d, normalisation, eigenvalues, spikes, variance, threshold, scale, rank_cap,
-             grid_size, plot, as_json) -> None:
+def spectrum(
+    target,
+    kappa0,
+    gamma,
+    d,
+    normalisation,
+    eigenvalues,
+    spikes,
+    variance,
+    threshold,
+    scale,
+    rank_cap,
+    grid_size,
+    plot,
+    as_json,
+) -> None:
     """Density, zero atom, edges and outliers of the learned-spectrum law."""
     if not (math.isfinite(variance) and variance >= 0):
         raise ValueError(f"variance must be >= 0 (got {variance})")
@@ -83,8 +104,10 @@ def spectrum(target, kappa0, gamma, d, normalisation, eigenvalues, spikes, varia
     if as_json:
         click.echo(dumps(res.to_dict()))
     else:
-        click.echo(f"atom at zero {res.atom_at_zero:.6g}; rank fraction {res.rank_fraction:.6g}; bulks "
-                   + ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in res.edges)
-                   + (f"; outliers {[round(o['position'], 6) for o in res.outliers]}" if res.outliers else ""))
+        click.echo(
+            f"atom at zero {res.atom_at_zero:.6g}; rank fraction {res.rank_fraction:.6g}; bulks "
+            + ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in res.edges)
+            + (f"; outliers {[round(o['position'], 6) for o in res.outliers]}" if res.outliers else "")
+        )
         if plot:
             click.echo(f"figure: {plot}")

@@ -56,8 +56,8 @@ from singlehead.model.results import Result
 from singlehead.runs import Job, Workers, stream
 from singlehead.runs.cache import Cache, library_cache_dir, result_key
 from singlehead.state_evolution import SEOptions
-from singlehead.state_evolution.multihead import effective_single_head
 from singlehead.state_evolution.api import result_settings
+from singlehead.state_evolution.multihead import effective_single_head
 from singlehead.thresholds import interpolation_threshold, perfect_recovery_threshold
 
 __all__ = ["Engine", "cache_root"]

@@ -122,7 +122,7 @@ def reproduce(
         client=client,
         device=preset.device,
     )
-    finite_size = (
+    finite_size_note = (
         f"{preset.name} preset (per-figure sizes are stated in each "
         f"figure's parameters): a seed-averaged check declares a tolerance of "
         f"{100 * DEFAULT_ALLOWANCE:g} % of the theory value (most figures; floor {DEFAULT_TOL_ABS:g}) and "
@@ -143,7 +143,7 @@ def reproduce(
             and "n_seeds" in o.agreement
             and (o.agreement["n_seeds"] > 0).any()
         ):
-            o.notes.append(finite_size)
+            o.notes.append(finite_size_note)
         with DRAWING:
             save_figure(o, out / "figures")
         return o

@@ -12,17 +12,26 @@ identity (``linear``). Everything is vectorised over nodes.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
 from singlehead.numerics.row_reductions import max_last, softmax_rows, sum_last  # noqa: F401  (softmax_rows: re-exported)
 
-__all__ = ["pair_embedding", "untied_embedding", "vec_to_mat", "mat_to_vec", "shift_direction", "softmax_rows",
-           "softmax_fit_loss", "SQRT2", "t2_rows"]
+__all__ = [
+    "pair_embedding",
+    "untied_embedding",
+    "vec_to_mat",
+    "mat_to_vec",
+    "shift_direction",
+    "softmax_rows",
+    "softmax_fit_loss",
+    "SQRT2",
+    "t2_rows",
+]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _embedding(T: int) -> np.ndarray:
     K = T * (T + 1) // 2
     P = np.zeros((T, T, K))
@@ -37,7 +46,7 @@ def _embedding(T: int) -> np.ndarray:
     return P
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pullback(T: int) -> np.ndarray:
     """``B[(a,c,e), (k,l)] = P[a,c,k] P[a,e,l]`` as a ``(T^3, K^2)`` matrix."""
     return _pull(_embedding(T))
@@ -50,7 +59,7 @@ def _pull(P: np.ndarray) -> np.ndarray:
     return B
 
 
-@lru_cache(maxsize=None)
+@cache
 def _untied_embedding(T: int) -> np.ndarray:
     K, Ka = T * (T + 1) // 2, T * (T - 1) // 2
     P = np.zeros((T, T, K + Ka))
@@ -62,7 +71,7 @@ def _untied_embedding(T: int) -> np.ndarray:
     return P
 
 
-@lru_cache(maxsize=None)
+@cache
 def _untied_pullback(T: int) -> np.ndarray:
     return _pull(_untied_embedding(T))
 
@@ -157,8 +166,9 @@ def softmax_fit_loss(
     return _softmax_fit_loss_general(h, Y, beta, order)
 
 
-def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: int, untied: bool = False
-                              ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+def _softmax_fit_loss_general(
+    h: np.ndarray, Y: np.ndarray, beta: float, order: int, untied: bool = False
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """:func:`softmax_fit_loss` for any ``T`` (the formulas of its Notes)."""
     N, K = h.shape
     T = Y.shape[-1]
@@ -204,7 +214,7 @@ def _softmax_fit_loss_general(h: np.ndarray, Y: np.ndarray, beta: float, order: 
 _PULLBACK_MAX_T = 8
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pairs(T: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(kidx, wgt, iu, ju)``: pair index of each entry, its weight in ``M``, ``numpy.triu_indices(T)``."""
     iu, ju = np.triu_indices(T)
@@ -238,8 +248,12 @@ def _structured_dense_hessian(h: np.ndarray, Y: np.ndarray, beta: float) -> np.n
     from singlehead.numerics.prox_rows import dense_newton_matrix, row_derivatives
 
     N, K = h.shape
-    check_memory(8.0 * 3 * N * K * K, "T", f"the dense {K} x {K} Hessians of the softmax loss on {N} nodes",
-                 "lower T or the number of nodes")
+    check_memory(
+        8.0 * 3 * N * K * K,
+        "T",
+        f"the dense {K} x {K} Hessians of the softmax loss on {N} nodes",
+        "lower T or the number of nodes",
+    )
     _, _, cu = row_derivatives(h, Y, beta, 2)
     return dense_newton_matrix(cu.Dl, cu.Up, cu.Um)
 
@@ -254,8 +268,16 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-def t2_rows(D0: np.ndarray, D1: np.ndarray, y0: np.ndarray, y0o: np.ndarray, y1: np.ndarray, y1o: np.ndarray,
-             beta: float, order: int) -> tuple:
+def t2_rows(
+    D0: np.ndarray,
+    D1: np.ndarray,
+    y0: np.ndarray,
+    y0o: np.ndarray,
+    y1: np.ndarray,
+    y1o: np.ndarray,
+    beta: float,
+    order: int,
+) -> tuple:
     """The two row losses of the ``T = 2`` softmax fit at row differences ``D0, D1`` (:func:`_softmax_fit_loss_t2`):
     ``(value, f'_0, f'_1, f''_0, f''_1)`` per node, the derivatives in ``D_a`` up to ``order`` (``None`` above it);
     ``y_a``/``y'_a`` the labels on/off the diagonal of row ``a``."""
@@ -274,8 +296,9 @@ def t2_rows(D0: np.ndarray, D1: np.ndarray, y0: np.ndarray, y0o: np.ndarray, y1:
     return val, f0, f1, ff0, ff1
 
 
-def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
-                         ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+def _softmax_fit_loss_t2(
+    h: np.ndarray, Y: np.ndarray, beta: float, order: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """:func:`softmax_fit_loss` at ``T = 2``, where every softmax row is a sigmoid.
 
     With ``h = (h_00, h_01, h_11)`` and ``M(h) = [[sqrt2 h_00, h_01], [h_01, sqrt2 h_11]]``, row
@@ -288,8 +311,16 @@ def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
     ``g_1 = (0, -1, sqrt2)`` (the gradients of ``D_a``). All operations act on ``(N,)`` vectors.
     """
     N = h.shape[0]
-    val, f0, f1, ff0, ff1 = t2_rows(SQRT2 * h[:, 0] - h[:, 1], SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1],
-                                     Y[:, 1, 1], Y[:, 1, 0], beta, order)
+    val, f0, f1, ff0, ff1 = t2_rows(
+        SQRT2 * h[:, 0] - h[:, 1],
+        SQRT2 * h[:, 2] - h[:, 1],
+        Y[:, 0, 0],
+        Y[:, 0, 1],
+        Y[:, 1, 1],
+        Y[:, 1, 0],
+        beta,
+        order,
+    )
     if order == 0:
         return val, None, None
     grad = np.empty((N, 3))
@@ -310,8 +341,9 @@ def _softmax_fit_loss_t2(h: np.ndarray, Y: np.ndarray, beta: float, order: int
 
 def _t2_row_curvatures(h: np.ndarray, Y: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
     """The second derivatives ``f''_a`` of the two row losses along ``D_a`` (:func:`_softmax_fit_loss_t2`)."""
-    return t2_rows(SQRT2 * h[:, 0] - h[:, 1], SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1],
-                    Y[:, 1, 0], beta, 2)[3:]
+    return t2_rows(
+        SQRT2 * h[:, 0] - h[:, 1], SQRT2 * h[:, 2] - h[:, 1], Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1], Y[:, 1, 0], beta, 2
+    )[3:]
 
 
 def softmax_t2_prox_convex(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float) -> np.ndarray:
@@ -345,8 +377,7 @@ def softmax_t2_prox_convex_everywhere(beta: float, Sigma: float) -> bool:
     return Sigma * beta * beta * T2_ROW_CURVATURE_BOUND < 0.25
 
 
-def softmax_t2_prox_forms(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float, V: np.ndarray
-                          ) -> np.ndarray | None:
+def softmax_t2_prox_forms(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float, V: np.ndarray) -> np.ndarray | None:
     """Node means ``Q[i, j] = mean_n V_i^T (I + Sigma H)^{-1} V_j`` at ``T = 2`` without solving.
 
     ``H = f''_0 g_0 g_0^T + f''_1 g_1 g_1^T`` has rank two (:func:`_softmax_fit_loss_t2`), so by the
@@ -371,8 +402,9 @@ def softmax_t2_prox_forms(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: floa
     return (plain - C0.T @ KC0 - C1.T @ KC1) / N
 
 
-def _softmax_fit_loss_t2_untied(h: np.ndarray, Y: np.ndarray, beta: float, order: int
-                                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+def _softmax_fit_loss_t2_untied(
+    h: np.ndarray, Y: np.ndarray, beta: float, order: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """:func:`softmax_fit_loss` at ``T = 2`` in untied coordinates ``h = (s_00, s_01, s_11, w)``.
 
     ``H = [[sqrt2 s_00, s_01 + w], [s_01 - w, sqrt2 s_11]]``, so the row differences are

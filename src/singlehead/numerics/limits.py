@@ -26,8 +26,15 @@ import math
 import os
 import re
 
-__all__ = ["MEMORY_LIMIT_ENV", "DEFAULT_MEMORY_LIMIT", "SOBOL_MAX_DIM", "memory_limit", "check_memory",
-           "format_bytes", "max_tokens_for_dim"]
+__all__ = [
+    "MEMORY_LIMIT_ENV",
+    "DEFAULT_MEMORY_LIMIT",
+    "SOBOL_MAX_DIM",
+    "memory_limit",
+    "check_memory",
+    "format_bytes",
+    "max_tokens_for_dim",
+]
 
 #: Environment variable holding the memory limit (see the module docstring).
 MEMORY_LIMIT_ENV = "SINGLEHEAD_MEMORY_LIMIT"
@@ -58,8 +65,10 @@ def memory_limit() -> int:
         return DEFAULT_MEMORY_LIMIT
     m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)(?:i?[bB])?", text)
     if m is None or not float(m.group(1)) > 0:
-        raise ValueError(f"{MEMORY_LIMIT_ENV} must be a positive size in bytes, optionally with a unit K, M, G or T "
-                         f"(powers of 1024), e.g. 4G (got {text!r})")
+        raise ValueError(
+            f"{MEMORY_LIMIT_ENV} must be a positive size in bytes, optionally with a unit K, M, G or T "
+            f"(powers of 1024), e.g. 4G (got {text!r})"
+        )
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
@@ -88,9 +97,11 @@ def check_memory(nbytes: float, parameter: str, what: str, remedy: str = "") -> 
     limit = memory_limit()
     if not (math.isfinite(nbytes) and nbytes <= limit):
         tail = f"; {remedy}" if remedy else ""
-        raise ValueError(f"{parameter} is too large: {what} would need about {format_bytes(nbytes)}, above the memory "
-                         f"limit {format_bytes(limit)} (set {MEMORY_LIMIT_ENV}, e.g. {MEMORY_LIMIT_ENV}=8G, to raise "
-                         f"it){tail}")
+        raise ValueError(
+            f"{parameter} is too large: {what} would need about {format_bytes(nbytes)}, above the memory "
+            f"limit {format_bytes(limit)} (set {MEMORY_LIMIT_ENV}, e.g. {MEMORY_LIMIT_ENV}=8G, to raise "
+            f"it){tail}"
+        )
 
 
 def max_tokens_for_dim(dim_of_T, limit: int = SOBOL_MAX_DIM) -> int:

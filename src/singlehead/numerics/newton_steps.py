@@ -7,7 +7,8 @@ evolution evaluation, and in-place updates spare it a copy of the ``(N, K, K)`` 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -126,8 +127,17 @@ def saddle_free_step(H: np.ndarray, g: np.ndarray, inv: np.ndarray) -> np.ndarra
     return -np.einsum("nkl,nl->nk", V, np.einsum("nlk,nl->nk", V, g) / lam)
 
 
-def _backtrack(todo: np.ndarray, h: np.ndarray, p: np.ndarray, f: np.ndarray, slope: np.ndarray, zz: np.ndarray,
-               YY: Any, inv: np.ndarray, value: Callable[[np.ndarray, Any], np.ndarray]) -> np.ndarray:
+def _backtrack(
+    todo: np.ndarray,
+    h: np.ndarray,
+    p: np.ndarray,
+    f: np.ndarray,
+    slope: np.ndarray,
+    zz: np.ndarray,
+    YY: Any,
+    inv: np.ndarray,
+    value: Callable[[np.ndarray, Any], np.ndarray],
+) -> np.ndarray:
     """Armijo backtracking by halvings on the nodes ``todo``, updating ``h`` in place; returns the
     nodes whose line search failed (at machine precision)."""
     t = np.full(todo.size, 0.5)
@@ -149,9 +159,20 @@ def add_diagonal(H: np.ndarray, inv: np.ndarray) -> None:
     H[:, k, k] += inv[:, None]
 
 
-def take_step(h: np.ndarray, p: np.ndarray, f: np.ndarray, g: np.ndarray, curv: tuple, slope: np.ndarray,
-              final: np.ndarray, zz: np.ndarray, YY: Any, inv: np.ndarray, derivs: Derivs,
-              value: Callable[[np.ndarray, Any], np.ndarray]) -> tuple:
+def take_step(
+    h: np.ndarray,
+    p: np.ndarray,
+    f: np.ndarray,
+    g: np.ndarray,
+    curv: tuple,
+    slope: np.ndarray,
+    final: np.ndarray,
+    zz: np.ndarray,
+    YY: Any,
+    inv: np.ndarray,
+    derivs: Derivs,
+    value: Callable[[np.ndarray, Any], np.ndarray],
+) -> tuple:
     """One Newton step along ``p`` on every node: ``(h, f, g, curv, todo)`` after it.
 
     ``f, g, curv`` are the prox objective, its gradient and the curvature state (:data:`Derivs`)
@@ -186,10 +207,18 @@ def take_step(h: np.ndarray, p: np.ndarray, f: np.ndarray, g: np.ndarray, curv: 
     return h, f, g, curv, todo
 
 
-def run_newton(h0: np.ndarray, z: np.ndarray, Y: Any, Sig: np.ndarray, tol: float, max_iter: int, derivs: Derivs,
-               value: Callable[[np.ndarray, Any], np.ndarray],
-               direction: Callable[[np.ndarray, tuple, np.ndarray], np.ndarray], z_norm: np.ndarray | None = None
-               ) -> tuple:
+def run_newton(
+    h0: np.ndarray,
+    z: np.ndarray,
+    Y: Any,
+    Sig: np.ndarray,
+    tol: float,
+    max_iter: int,
+    derivs: Derivs,
+    value: Callable[[np.ndarray, Any], np.ndarray],
+    direction: Callable[[np.ndarray, tuple, np.ndarray], np.ndarray],
+    z_norm: np.ndarray | None = None,
+) -> tuple:
     """Safeguarded Newton from ``h0`` on all nodes; returns ``(h, objective, grad_norm, iterations, done)``.
 
     ``derivs``/``value`` give the fit term's derivatives and value per node (labels ``Y``, leading

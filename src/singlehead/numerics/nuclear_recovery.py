@@ -60,8 +60,15 @@ def _svt(Y: np.ndarray, tau: float) -> np.ndarray:
     return (U * np.maximum(s - tau, 0.0)) @ Vt
 
 
-def min_nuclear_norm(A: np.ndarray, b: np.ndarray, shape: tuple[int, int], *, tol: float = 1e-8,
-                     max_iter: int = 20000, penalty: float | None = None) -> NuclearSolution:
+def min_nuclear_norm(
+    A: np.ndarray,
+    b: np.ndarray,
+    shape: tuple[int, int],
+    *,
+    tol: float = 1e-8,
+    max_iter: int = 20000,
+    penalty: float | None = None,
+) -> NuclearSolution:
     """``argmin ||X||_*`` subject to ``A vec(X) = b`` (``vec`` row-major, ``X.ravel()``).
 
     ADMM on the split ``X = Z``: ``X`` projected on the affine set (an orthonormal basis of ``A``'s row
@@ -138,6 +145,7 @@ def min_nuclear_norm(A: np.ndarray, b: np.ndarray, shape: tuple[int, int], *, to
         x0 = Ur[:, :k] @ ((Vrt[:k] @ b) / sr[:k])
     row = Q[:, :k]
     if k <= q - k:
+
         def project(y: np.ndarray) -> np.ndarray:
             return y - row @ (row.T @ y) + x0
     else:
@@ -145,6 +153,7 @@ def min_nuclear_norm(A: np.ndarray, b: np.ndarray, shape: tuple[int, int], *, to
 
         def project(y: np.ndarray) -> np.ndarray:
             return null @ (null.T @ y) + x0
+
     if k == q:  # the measurements determine X
         X = x0.reshape(d1, d2)
         return NuclearSolution(X, 0, True, float(np.linalg.norm(A @ x0 - b) / max(np.linalg.norm(b), 1e-300)))
@@ -193,8 +202,7 @@ def nuclear_statistical_dimension(rho: float) -> float:
         tail = integrate.quad(lambda s: (s - t) ** 2 * math.sqrt(4 - s * s) / math.pi, t, 2.0)[0] if t < 2 else 0.0
         return 1 - (1 - rho) ** 2 + t * t * rho * (1 - rho) + (1 - rho) ** 2 * tail
 
-    return float(optimize.minimize_scalar(excess, bounds=(0.0, 2.0), method="bounded",
-                                          options={"xatol": 1e-10}).fun)
+    return float(optimize.minimize_scalar(excess, bounds=(0.0, 2.0), method="bounded", options={"xatol": 1e-10}).fun)
 
 
 def _ball_projection(Y: np.ndarray, t: float) -> np.ndarray:
@@ -220,7 +228,7 @@ def _semicircle_bin_means(n: int) -> np.ndarray:
         below = 0.5 + (y * np.sqrt(1.0 - y * y) + np.arcsin(y)) / np.pi < u
         lo, hi = np.where(below, y, lo), np.where(below, hi, y)
     edges = np.concatenate([[-1.0], 0.5 * (lo + hi), [1.0]])
-    moment = -(2.0 / (3.0 * math.pi)) * (1.0 - edges ** 2).clip(min=0.0) ** 1.5
+    moment = -(2.0 / (3.0 * math.pi)) * (1.0 - edges**2).clip(min=0.0) ** 1.5
     return n * np.diff(moment)
 
 
@@ -232,7 +240,7 @@ def _semicircle_excess(c: float, t: float) -> float:
     a = t / c
     r = math.sqrt(1.0 - a * a)
     i0 = math.pi / 4 - (a * r + math.asin(a)) / 2
-    i1 = r ** 3 / 3
+    i1 = r**3 / 3
     i2 = math.pi / 16 - (a * (2 * a * a - 1) * r + math.asin(a)) / 8
     return (4.0 / math.pi) * (c * c * i2 - 2 * c * t * i1 + t * t * i0)
 
@@ -277,9 +285,20 @@ def _smallest_scale(A: float, B: float, p: float, q: float, f: float) -> float:
     return math.inf
 
 
-def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full: float, *, size: int = 48,
-                              seed: int = 0, fista_iters: int = 3, instances: int = 8, tol: float = 1e-6,
-                              max_rounds: int = 1000, control_variate: bool = True) -> float:
+def blocked_nuclear_threshold(
+    rho: float,
+    n_sym: float,
+    n_antisym: float,
+    n_full: float,
+    *,
+    size: int = 48,
+    seed: int = 0,
+    fista_iters: int = 3,
+    instances: int = 8,
+    tol: float = 1e-6,
+    max_rounds: int = 1000,
+    control_variate: bool = True,
+) -> float:
     """Phase transition of minimum-nuclear-norm recovery of a symmetric PSD ``D x D`` matrix of rank
     ``rho D`` from three families of Gaussian measurements (module docstring): ``alpha_c`` such that
     recovery succeeds w.h.p. (``D -> inf``) iff ``alpha > alpha_c``, when there are ``alpha D^2 n_sym``
@@ -379,9 +398,19 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     base = rho - rho * rho / 2  # ||.||^2/D^2 of the U-range and cross blocks, per unit variance
     if counts[2] == 0 and counts[1] > 0:
         # no isotropic family: the two parts decouple (docstring)
-        symmetric = blocked_nuclear_threshold(rho, counts[0], 0.0, 0.0, size=size, seed=seed, fista_iters=fista_iters,
-                                              instances=instances, tol=tol, max_rounds=max_rounds,
-                                              control_variate=control_variate)
+        symmetric = blocked_nuclear_threshold(
+            rho,
+            counts[0],
+            0.0,
+            0.0,
+            size=size,
+            seed=seed,
+            fista_iters=fista_iters,
+            instances=instances,
+            tol=tol,
+            max_rounds=max_rounds,
+            control_variate=control_variate,
+        )
         return float(max(symmetric, base / counts[1]))
     present = np.flatnonzero(counts > 0)
     npres = len(present)
@@ -394,7 +423,7 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
     def unpack(x: np.ndarray) -> tuple[np.ndarray, float]:
         # x: log(mu_b / mu_first) for the other present families, then log tau (when there is a block)
         mu = np.zeros(3)
-        z = np.concatenate([[0.0], x[:npres - 1]])
+        z = np.concatenate([[0.0], x[: npres - 1]])
         e = np.exp(z - z.max())
         mu[present] = e / e.sum()
         return mu, (math.exp(min(max(x[npres - 1], -30.0), 30.0)) if m else 0.0)
@@ -403,16 +432,20 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
         mu, tau = unpack(x)
         sig_s, sig_a = math.hypot(mu[0], mu[2]), math.hypot(mu[1], mu[2])
         eps_s, eps_a = eps(sig_s, sig_a, tau)
-        A = math.sqrt(max(sig_s ** 2 * base + tau ** 2 * rho + eps_s, 0.0))
-        B = math.sqrt(max(sig_a ** 2 * base + eps_a, 0.0))
+        A = math.sqrt(max(sig_s**2 * base + tau**2 * rho + eps_s, 0.0))
+        B = math.sqrt(max(sig_a**2 * base + eps_a, 0.0))
         p, q, f = mu[0] * sq[0], mu[1] * sq[1], mu[2] * sq[2]
         return _smallest_scale(A, B, p, q, f), A, B, p, q, f, mu, tau
 
     def minimise(x: np.ndarray, eps) -> np.ndarray:
         if x.size == 0:
             return x
-        return optimize.minimize(lambda y: condition(y, eps)[0] ** 2, x, method="Nelder-Mead",
-                                 options=dict(xatol=1e-6, fatol=1e-12, maxfev=4000)).x
+        return optimize.minimize(
+            lambda y: condition(y, eps)[0] ** 2,
+            x,
+            method="Nelder-Mead",
+            options=dict(xatol=1e-6, fatol=1e-12, maxfev=4000),
+        ).x
 
     # start: the weights of the measurement counts, a certificate scale of the order of the optimum
     x = np.array([math.log(c / counts[present[0]]) for c in counts[present[1:]]] + ([math.log(0.25)] if m else []))
@@ -442,8 +475,10 @@ def blocked_nuclear_threshold(rho: float, n_sym: float, n_antisym: float, n_full
 
         def eps_block(sig_s: float, sig_a: float, tau: float) -> tuple[float, float]:
             # ||sig X - tau sqrt(D) U||^2 / D^2 per part, averaged over the instances
-            return (sig_s * sig_s * Gss - 2 * sig_s * tau * sd * gs + tau * tau * dim * us,
-                    sig_a * sig_a * Gaa - 2 * sig_a * tau * sd * ga + tau * tau * dim * ua)
+            return (
+                sig_s * sig_s * Gss - 2 * sig_s * tau * sd * gs + tau * tau * dim * us,
+                sig_a * sig_a * Gaa - 2 * sig_a * tau * sd * ga + tau * tau * dim * ua,
+            )
 
         x = minimise(x, eps_block)
         s, A, B, p, q, f, mu, tau = condition(x, eps_block)
@@ -487,8 +522,11 @@ def _isotropic_condition(X: np.ndarray, rho: float, dim: float, norm: float) -> 
     def isotropic(tau: float) -> float:
         return 2 * rho - rho * rho + tau * tau * rho + float(np.sum((sv - tau * sd).clip(min=0.0) ** 2)) / norm
 
-    return float(optimize.minimize_scalar(isotropic, bounds=(0.0, float(sv.max()) / sd), method="bounded",
-                                          options={"xatol": 1e-10}).fun)
+    return float(
+        optimize.minimize_scalar(
+            isotropic, bounds=(0.0, float(sv.max()) / sd), method="bounded", options={"xatol": 1e-10}
+        ).fun
+    )
 
 
 def _trade_off_weight(s: float, A: float, B: float, p: float, q: float) -> float:

@@ -111,8 +111,9 @@ def log_bvn_cdf(x1: np.ndarray, x2: np.ndarray, r: float | np.ndarray) -> np.nda
     return out.reshape(shape)
 
 
-def bvn_log_derivatives(x1: np.ndarray, x2: np.ndarray, r: float | np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def bvn_log_derivatives(
+    x1: np.ndarray, x2: np.ndarray, r: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(log Phi2, grad, Hessian)`` of ``log Phi2(x1, x2; r)`` in ``(x1, x2)``: shapes ``(N,)``, ``(N, 2)``, ``(N, 2, 2)``.
 
     Examples
@@ -122,8 +123,9 @@ def bvn_log_derivatives(x1: np.ndarray, x2: np.ndarray, r: float | np.ndarray
     >>> np.round(G[0], 6).tolist(), round(float(H[0, 0, 0]), 6)
     ([0.797885, 0.0], -0.63662)
     """
-    x1, x2, r = (np.ravel(a) for a in np.broadcast_arrays(np.asarray(x1, float), np.asarray(x2, float),
-                                                          np.asarray(r, float)))
+    x1, x2, r = (
+        np.ravel(a) for a in np.broadcast_arrays(np.asarray(x1, float), np.asarray(x2, float), np.asarray(r, float))
+    )
     s = np.sqrt(1.0 - r * r)
     L = log_bvn_cdf(x1, x2, r)
     lphi1 = -0.5 * x1 * x1 - _LOG_SQRT_2PI

@@ -30,12 +30,11 @@ Everything here is plain numpy, vectorised over nodes (no Python loop over nodes
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
-from singlehead.numerics.newton_steps import FitLoss, hessian_derivs, hessian_direction, run_newton
 from singlehead.numerics.attention_maps import (
     mat_to_vec,
     pair_embedding,
@@ -44,6 +43,7 @@ from singlehead.numerics.attention_maps import (
     softmax_rows,
     vec_to_mat,
 )
+from singlehead.numerics.newton_steps import FitLoss, hessian_derivs, hessian_direction, run_newton
 
 __all__ = [
     "prox_newton",
@@ -71,6 +71,7 @@ NewtonRunner = Callable[..., tuple]
 # two starts closer than this (relative, per coordinate) are the same start: Newton from one
 # lands within its tolerance of where the other lands
 _SAME_START = 1e-9
+
 
 @dataclass
 class ProxResult:
@@ -124,12 +125,21 @@ def _newton(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """Safeguarded Newton from ``h0`` on all nodes with the loss's dense Hessian (batched Cholesky,
     saddle-free steps where it is indefinite): ``run_newton``."""
-    return run_newton(h0, z, Y, Sig, tol, max_iter, hessian_derivs(loss), lambda h, lab: loss(h, lab, 0)[0],
-                      hessian_direction)
+    return run_newton(
+        h0, z, Y, Sig, tol, max_iter, hessian_derivs(loss), lambda h, lab: loss(h, lab, 0)[0], hessian_direction
+    )
 
 
-def _run_starts(starts: list[np.ndarray], z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, loss: FitLoss, tol: float,
-                max_iter: int, newton: NewtonRunner | None = None) -> tuple[list[tuple[np.ndarray, ...]], int]:
+def _run_starts(
+    starts: list[np.ndarray],
+    z: np.ndarray,
+    Y: np.ndarray,
+    Sig: np.ndarray,
+    loss: FitLoss,
+    tol: float,
+    max_iter: int,
+    newton: NewtonRunner | None = None,
+) -> tuple[list[tuple[np.ndarray, ...]], int]:
     """Newton from every start, each on the nodes where it does not coincide with an earlier start.
 
     Where a start coincides (to ``_SAME_START``) with an earlier one, it ends where that one ended:
@@ -165,8 +175,9 @@ def _run_starts(starts: list[np.ndarray], z: np.ndarray, Y: np.ndarray, Sig: np.
             pos[i, same] = pos[j[same], nodes[same]]
         batches.append(nn)
     idx = np.concatenate(batches)
-    h_all, f_all, g_all, it, d_all = run(np.concatenate([S[i, nn] for i, nn in enumerate(batches)]), z[idx],
-                                         Y[idx], Sig[idx], tol, max_iter)
+    h_all, f_all, g_all, it, d_all = run(
+        np.concatenate([S[i, nn] for i, nn in enumerate(batches)]), z[idx], Y[idx], Sig[idx], tol, max_iter
+    )
     return [(h_all[p], f_all[p], g_all[p], d_all[p]) for p in pos], it
 
 
@@ -195,8 +206,15 @@ def prox_softmax(
     starts, tol, max_iter :
         As in :func:`prox_newton` (default start: ``[z]``).
     """
-    return prox_newton(z, Y, Sigma, lambda h, lab, order: softmax_fit_loss(h, lab, beta, order=order),
-                       starts=starts, tol=tol, max_iter=max_iter)
+    return prox_newton(
+        z,
+        Y,
+        Sigma,
+        lambda h, lab, order: softmax_fit_loss(h, lab, beta, order=order),
+        starts=starts,
+        tol=tol,
+        max_iter=max_iter,
+    )
 
 
 def prox_newton(

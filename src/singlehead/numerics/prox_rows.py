@@ -35,20 +35,35 @@ take the dense safeguarded step of :func:`~singlehead.numerics.newton_steps.hess
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable
+from functools import cache
 
 import numpy as np
 
-from singlehead.numerics.row_reductions import softmax_rows
 from singlehead.numerics.limits import memory_limit
 from singlehead.numerics.newton_steps import chol_solve_many, hessian_direction, run_newton
+from singlehead.numerics.row_reductions import softmax_rows
 
-__all__ = ["pair_index", "to_rows", "from_rows", "RowCurvature", "row_derivatives", "row_fit_value",
-           "structured_factor", "structured_solve", "newton_rows", "newton_chunk_nodes", "newton_chunk_bytes",
-           "dense_newton_matrix", "prox_convex_rows", "tangent_solve_rows", "hessian_trace_rows", "DENSE_FALLBACK_K",
-           "STRUCTURED_MIN_T"]
+__all__ = [
+    "pair_index",
+    "to_rows",
+    "from_rows",
+    "RowCurvature",
+    "row_derivatives",
+    "row_fit_value",
+    "structured_factor",
+    "structured_solve",
+    "newton_rows",
+    "newton_chunk_nodes",
+    "newton_chunk_bytes",
+    "dense_newton_matrix",
+    "prox_convex_rows",
+    "tangent_solve_rows",
+    "hessian_trace_rows",
+    "DENSE_FALLBACK_K",
+    "STRUCTURED_MIN_T",
+]
 
 SQRT2 = math.sqrt(2.0)
 #: the softmax channels use these Newton systems from this ``T`` on (below, the dense ``K x K`` system is faster)
@@ -62,7 +77,7 @@ _D_FLOOR = 1e-2
 _CHUNK_K, _CHUNK_T2 = 12, 30
 
 
-@lru_cache(maxsize=None)
+@cache
 def pair_index(T: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(kidx, wgt, iu, ju, diag)``: the pair index ``kidx[a, e]`` of entry ``(a, e)``, its weight in ``M``
     (``sqrt2`` on the diagonal, 1 off it), ``numpy.triu_indices(T)`` and which pairs are diagonal."""
@@ -154,18 +169,19 @@ def _gram(Us: np.ndarray, Ut: np.ndarray, rho_rows: np.ndarray) -> np.ndarray:
 class StructuredFactor:
     """The eliminated capacitance of ``Mk = diag(D) + W+ W+^T - W- W-^T`` on a batch of nodes (module docstring)."""
 
-    rho: np.ndarray       # 1/D, (N, K)
+    rho: np.ndarray  # 1/D, (N, K)
     Up: np.ndarray
     Um: np.ndarray
-    F: np.ndarray         # I + W+^T D^-1 W+
-    B: np.ndarray         # W+^T D^-1 W-
-    E: np.ndarray         # I - W-^T (D + W+ W+^T)^-1 W-
-    X: np.ndarray         # F^-1 B
+    F: np.ndarray  # I + W+^T D^-1 W+
+    B: np.ndarray  # W+^T D^-1 W-
+    E: np.ndarray  # I - W-^T (D + W+ W+^T)^-1 W-
+    X: np.ndarray  # F^-1 B
 
-    def take(self, idx: np.ndarray) -> "StructuredFactor":
+    def take(self, idx: np.ndarray) -> StructuredFactor:
         """The factor of the nodes ``idx``."""
-        return StructuredFactor(self.rho[idx], self.Up[idx], self.Um[idx], self.F[idx], self.B[idx], self.E[idx],
-                                self.X[idx])
+        return StructuredFactor(
+            self.rho[idx], self.Up[idx], self.Um[idx], self.F[idx], self.B[idx], self.E[idx], self.X[idx]
+        )
 
 
 # up to this T the T x T systems are solved by a Cholesky vectorised over the nodes (entry by entry), above by
@@ -219,9 +235,9 @@ def structured_solve(f: StructuredFactor, b: np.ndarray) -> np.ndarray:
     bb = b if many else b[:, :, None]
     T = f.Up.shape[-1]
     kidx, wgt = pair_index(T)[:2]
-    y = f.rho[:, :, None] * bb                               # D^-1 b
-    Y = y[:, kidx, :] * wgt[None, :, :, None]                # rows of each right-hand side, (N, T, T, R)
-    bp = np.einsum("nae,naer->nar", f.Up, Y)                  # W+^T D^-1 b
+    y = f.rho[:, :, None] * bb  # D^-1 b
+    Y = y[:, kidx, :] * wgt[None, :, :, None]  # rows of each right-hand side, (N, T, T, R)
+    bp = np.einsum("nae,naer->nar", f.Up, Y)  # W+^T D^-1 b
     bm = np.einsum("nae,naer->nar", f.Um, Y)
     spd = bool(np.all(f.rho > 0))
     t = _solve_small(f.F, bp, spd)
@@ -323,10 +339,27 @@ def newton_rows(beta: float) -> Callable:
         chunk = newton_chunk_nodes(Y.shape[-1], K)
         if N <= chunk:
             return run_newton(h0, z, Y, Sig, tol, max_iter, derivs, value, _direction)
-        parts = [run_newton(h0[i:i + chunk], z[i:i + chunk], Y[i:i + chunk], Sig[i:i + chunk], tol, max_iter,
-                            derivs, value, _direction) for i in range(0, N, chunk)]
-        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]), max(p[3] for p in parts), np.concatenate([p[4] for p in parts]))
+        parts = [
+            run_newton(
+                h0[i : i + chunk],
+                z[i : i + chunk],
+                Y[i : i + chunk],
+                Sig[i : i + chunk],
+                tol,
+                max_iter,
+                derivs,
+                value,
+                _direction,
+            )
+            for i in range(0, N, chunk)
+        ]
+        return (
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            max(p[3] for p in parts),
+            np.concatenate([p[4] for p in parts]),
+        )
 
     return run
 
@@ -395,8 +428,12 @@ def hessian_trace_rows(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float) 
     if Sigma == 0:
         _, _, cu = row_derivatives(h, Y, beta, 2)
         d = np.arange(Y.shape[-1])
-        return (cu.Dl.sum(axis=1) + np.einsum("nae,nae->n", cu.Up, cu.Up) - np.einsum("nae,nae->n", cu.Um, cu.Um)
-                + (cu.Up[:, d, d] ** 2 - cu.Um[:, d, d] ** 2).sum(axis=1))
+        return (
+            cu.Dl.sum(axis=1)
+            + np.einsum("nae,nae->n", cu.Up, cu.Up)
+            - np.einsum("nae,nae->n", cu.Um, cu.Um)
+            + (cu.Up[:, d, d] ** 2 - cu.Um[:, d, d] ** 2).sum(axis=1)
+        )
     tr = np.zeros(N)
     block = 64
     for j in range(0, K, block):

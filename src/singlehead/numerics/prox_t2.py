@@ -22,12 +22,12 @@ to the Newton tolerance.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from singlehead.numerics.newton_steps import rowdot, run_newton, saddle_free_step
 from singlehead.numerics.attention_maps import SQRT2, t2_rows
+from singlehead.numerics.newton_steps import rowdot, run_newton, saddle_free_step
 
 __all__ = ["newton_t2"]
 
@@ -88,10 +88,18 @@ def newton_t2(beta: float) -> Callable:
 
     def run(h0: np.ndarray, z: np.ndarray, Y: np.ndarray, Sig: np.ndarray, tol: float, max_iter: int):
         Yc = np.stack([Y[:, 0, 0], Y[:, 0, 1], Y[:, 1, 1], Y[:, 1, 0]], axis=1)
-        c, f, gn, it, done = run_newton(h0 @ _PLANE.T, z @ _PLANE.T, Yc, Sig, tol, max_iter, derivs,
-                                        lambda c_, lab: _row_derivs(c_, lab, beta, 0)[0],
-                                        lambda g, curv, inv: _direction(g, curv[0], curv[1], inv),
-                                        z_norm=np.sqrt(rowdot(z, z)))
+        c, f, gn, it, done = run_newton(
+            h0 @ _PLANE.T,
+            z @ _PLANE.T,
+            Yc,
+            Sig,
+            tol,
+            max_iter,
+            derivs,
+            lambda c_, lab: _row_derivs(c_, lab, beta, 0)[0],
+            lambda g, curv, inv: _direction(g, curv[0], curv[1], inv),
+            z_norm=np.sqrt(rowdot(z, z)),
+        )
         return c @ _PLANE + (z @ _SHIFT)[:, None] * _SHIFT, f, gn, it, done
 
     return run

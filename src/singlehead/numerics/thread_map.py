@@ -14,8 +14,9 @@ threads (each piece computes the same operations in the same order).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["blas_threads", "single_blas_thread", "thread_map"]
 

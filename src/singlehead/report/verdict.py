@@ -254,7 +254,6 @@ def judge(agr: pd.DataFrame, level: float = FAMILY_LEVEL) -> pd.DataFrame:
         When ``tol_rel`` or ``tol_abs`` is missing or out of range on some row.
     """
     out = agr.copy()
-    n = len(out)
     for name in ("tol_rel", "tol_abs"):
         if name not in out:
             raise ValueError(

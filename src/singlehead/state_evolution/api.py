@@ -8,7 +8,8 @@ in the one schema (``SEModel.finish``). Imports point downward: entry points -> 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
@@ -23,9 +24,14 @@ from singlehead.state_evolution.stages import SEState
 __all__ = ["theory", "solve_point", "theory_curve", "iter_theory_curve", "stability", "result_settings"]
 
 
-def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | PriorModel = "auto",
-           init: SEState | WarmStart | Sequence[float] | Result | None = None,
-           quad: OutputQuadrature | None = None) -> Result:
+def theory(
+    problem: Problem,
+    *,
+    options: SEOptions | None = None,
+    prior: str | PriorModel = "auto",
+    init: SEState | WarmStart | Sequence[float] | Result | None = None,
+    quad: OutputQuadrature | None = None,
+) -> Result:
     """State-evolution prediction for ``problem`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-se`).
 
     Parameters
@@ -111,9 +117,16 @@ def theory(problem: Problem, *, options: SEOptions | None = None, prior: str | P
     return solve_point(problem, options or SEOptions(), prior, init, quad).result
 
 
-def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, init: Any,
-                quad: OutputQuadrature | None, cold_first: bool = False, alpha_tangent: bool = False,
-                collapse: CollapsePoint | None = None) -> PointSolution:
+def solve_point(
+    problem: Problem,
+    options: SEOptions,
+    prior: str | PriorModel,
+    init: Any,
+    quad: OutputQuadrature | None,
+    cold_first: bool = False,
+    alpha_tangent: bool = False,
+    collapse: CollapsePoint | None = None,
+) -> PointSolution:
     """:func:`theory`, also returning the warm start its solution offers to a next point (for sweeps).
 
     ``cold_first``: try the default start before the warm one (see :func:`~.convergence.attempt_plan`).
@@ -126,16 +139,24 @@ def solve_point(problem: Problem, options: SEOptions, prior: str | PriorModel, i
     own means.
     """
     model = model_for(problem)
-    sol = model.solve_point(model.prepare(options), prior, init, quad, cold_first=cold_first,
-                            alpha_tangent=alpha_tangent, collapse=collapse)
+    sol = model.solve_point(
+        model.prepare(options), prior, init, quad, cold_first=cold_first, alpha_tangent=alpha_tangent, collapse=collapse
+    )
     model.finish(sol.result)
     return sol
 
 
-def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
-                 options: SEOptions | None = None, prior: str | PriorModel = "auto",
-                 init: SEState | WarmStart | Sequence[float] | Result | None = None,
-                 quad: OutputQuadrature | None = None, progress: bool = False) -> list[Result]:
+def theory_curve(
+    problem: Problem,
+    values: Iterable[float],
+    *,
+    param: str = "alpha",
+    options: SEOptions | None = None,
+    prior: str | PriorModel = "auto",
+    init: SEState | WarmStart | Sequence[float] | Result | None = None,
+    quad: OutputQuadrature | None = None,
+    progress: bool = False,
+) -> list[Result]:
     """SE along a grid of ``param`` (``"alpha"`` or ``"lam"``, or any Problem field), warm-started.
 
     Along ``alpha`` each point starts from the previous fixed point moved along its tangent
@@ -160,14 +181,24 @@ def theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alp
     >>> errors[0] > errors[1] > errors[2]               # more data, less error at this lam
     True
     """
-    return list(iter_theory_curve(problem, values, param=param, options=options, prior=prior, init=init, quad=quad,
-                                  progress=progress))
+    return list(
+        iter_theory_curve(
+            problem, values, param=param, options=options, prior=prior, init=init, quad=quad, progress=progress
+        )
+    )
 
 
-def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str = "alpha",
-                      options: SEOptions | None = None, prior: str | PriorModel = "auto",
-                      init: SEState | WarmStart | Sequence[float] | Result | None = None,
-                      quad: OutputQuadrature | None = None, progress: bool = False) -> Iterator[Result]:
+def iter_theory_curve(
+    problem: Problem,
+    values: Iterable[float],
+    *,
+    param: str = "alpha",
+    options: SEOptions | None = None,
+    prior: str | PriorModel = "auto",
+    init: SEState | WarmStart | Sequence[float] | Result | None = None,
+    quad: OutputQuadrature | None = None,
+    progress: bool = False,
+) -> Iterator[Result]:
     """:func:`~singlehead.theory_curve`, yielding each point's :class:`~singlehead.Result` as soon as it is solved.
 
     The next point is solved only when it is asked for, so a caller can stop early (the explorer
@@ -187,8 +218,9 @@ def iter_theory_curve(problem: Problem, values: Iterable[float], *, param: str =
         yield model.finish(r)
 
 
-def stability(problem: Problem, result: Result, *, options: SEOptions | None = None,
-              quad: OutputQuadrature | None = None) -> Stability:
+def stability(
+    problem: Problem, result: Result, *, options: SEOptions | None = None, quad: OutputQuadrature | None = None
+) -> Stability:
     """RS-stability diagnostics of the SE fixed point ``result`` of ``problem``.
 
     Parameters
@@ -220,8 +252,10 @@ def stability(problem: Problem, result: Result, *, options: SEOptions | None = N
     (True, True)
     """
     if result.problem and result.problem != problem.to_dict():
-        raise ValueError("result is the fixed point of another problem: pass the problem it was solved for "
-                         f"(result.problem = {result.problem})")
+        raise ValueError(
+            "result is the fixed point of another problem: pass the problem it was solved for "
+            f"(result.problem = {result.problem})"
+        )
     return model_for(problem).stability(result, options=options, quad=quad)
 
 
@@ -258,5 +292,3 @@ def result_settings(problem: Problem, options: SEOptions, prior: str = "auto") -
     for name in model.key_options:  # a sampled prior side's instances, an ansatz, ...
         out[name] = options.instance_seed if name == "sample_seed" else getattr(options, name)
     return tuple(sorted(out.items()))
-
-

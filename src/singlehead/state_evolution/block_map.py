@@ -30,6 +30,7 @@ from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.fixed_point import in_domain
 from singlehead.state_evolution.options import SEOptions, WarmStart
+from singlehead.state_evolution.output import Q_FLOOR
 from singlehead.state_evolution.prior import PriorModel, prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 from singlehead.state_evolution.se_map import (
@@ -40,7 +41,6 @@ from singlehead.state_evolution.se_map import (
     MapSettings,
     ProxBranches,
 )
-from singlehead.state_evolution.output import Q_FLOOR
 from singlehead.state_evolution.stages import stage_message, training_objective
 from singlehead.state_evolution.untied.output import (
     UntiedOutput,
@@ -52,8 +52,20 @@ from singlehead.state_evolution.untied.output import (
 from singlehead.state_evolution.untied.prior import UntiedPriorSample, extrapolated_side
 from singlehead.state_evolution.untied.teachers import teacher_norms, teacher_sampler
 
-__all__ = ["OVERLAPS", "HATS", "BlockPoint", "BlockSEMap", "BlockSetup", "check_block_options", "block_result",
-           "collapsed_block_result", "add_draw_errors", "t_quantile_975", "COARSE_DRAWS", "LIGHT_FRACTION"]
+__all__ = [
+    "OVERLAPS",
+    "HATS",
+    "BlockPoint",
+    "BlockSEMap",
+    "BlockSetup",
+    "check_block_options",
+    "block_result",
+    "collapsed_block_result",
+    "add_draw_errors",
+    "t_quantile_975",
+    "COARSE_DRAWS",
+    "LIGHT_FRACTION",
+]
 
 #: the six overlaps and their conjugates, in the order of the map's full point
 OVERLAPS = ("q_s", "m_s", "Sigma_s", "q_a", "m_a", "Sigma_a")
@@ -96,21 +108,29 @@ def check_block_options(options: SEOptions, prior: Any, quad: OutputQuadrature |
     defaults = SEOptions()
     for name, why in _NOT_APPLIED.items():
         if getattr(options, name) != getattr(defaults, name):
-            raise ValueError(f"options.{name} does not apply to the {student.name} student: {why} "
-                             f"(got {getattr(options, name)!r}; leave it at {getattr(defaults, name)!r})")
+            raise ValueError(
+                f"options.{name} does not apply to the {student.name} student: {why} "
+                f"(got {getattr(options, name)!r}; leave it at {getattr(defaults, name)!r})"
+            )
     if options.n_scrambles < 2:
-        raise ValueError(f"options.n_scrambles must be >= 2 for the {student.name} student (its output side's "
-                         f"error bars and quadrature floor come from the spread over scrambles; got "
-                         f"{options.n_scrambles!r})")
+        raise ValueError(
+            f"options.n_scrambles must be >= 2 for the {student.name} student (its output side's "
+            f"error bars and quadrature floor come from the spread over scrambles; got "
+            f"{options.n_scrambles!r})"
+        )
     if isinstance(prior, PriorModel) or prior not in ("auto", "asymptotic"):
-        raise ValueError(f"prior={prior!r} does not apply to the {student.name} student: its prior side averages "
-                         "sampled instances of the teacher's asymptotic law (set their size with "
-                         "SEOptions.sample_dim and sample_draws); use 'auto' or 'asymptotic'")
+        raise ValueError(
+            f"prior={prior!r} does not apply to the {student.name} student: its prior side averages "
+            "sampled instances of the teacher's asymptotic law (set their size with "
+            "SEOptions.sample_dim and sample_draws); use 'auto' or 'asymptotic'"
+        )
     if quad is not None:
         K, Ka = block_sizes(problem.T)
         if quad.flat.shape[1] != 2 * (K + Ka):
-            raise ValueError(f"quad has {quad.flat.shape[1]} dimensions; the {student.name} student's output side "
-                             f"needs 2 T^2 = {2 * (K + Ka)} (a teacher and a student field per logit)")
+            raise ValueError(
+                f"quad has {quad.flat.shape[1]} dimensions; the {student.name} student's output side "
+                f"needs 2 T^2 = {2 * (K + Ka)} (a teacher and a student field per logit)"
+            )
 
 
 @dataclass(frozen=True)
@@ -134,7 +154,7 @@ class BlockPoint:
     coarse: UntiedPriorSample | None = None
 
     @classmethod
-    def build(cls, problem: Problem, options: SEOptions) -> "BlockPoint":
+    def build(cls, problem: Problem, options: SEOptions) -> BlockPoint:
         """The point's instances and teacher norms for ``problem`` under ``options`` (its ``None`` fields the
         block model's :data:`BLOCK_DEFAULTS`)."""
         options = options.resolved(BLOCK_DEFAULTS)
@@ -143,8 +163,13 @@ class BlockPoint:
         Q0s, Q0a = teacher_norms(problem)
         seed = options.instance_seed
         sample = UntiedPriorSample.draw(draw, options.sample_dim, options.sample_draws, seed).normalised(Q0s, Q0a)
-        coarse = (UntiedPriorSample.draw(draw, options.sample_dim // 2, COARSE_DRAWS * options.sample_draws,
-                                         [seed, 1]).normalised(Q0s, Q0a) if options.sample_extrapolate else None)
+        coarse = (
+            UntiedPriorSample.draw(
+                draw, options.sample_dim // 2, COARSE_DRAWS * options.sample_draws, [seed, 1]
+            ).normalised(Q0s, Q0a)
+            if options.sample_extrapolate
+            else None
+        )
         Ka = block_sizes(problem.T)[1]
         exact = prior_model(problem) if Ka == 0 and symmetric_teacher else None
         if exact is not None:
@@ -152,18 +177,20 @@ class BlockPoint:
         empty = Ka == 0 or (Q0a == 0.0 and not problem.channel.needs_quadrature)
         return cls(problem, sample, Q0s, Q0a, Ka, exact, 1 if empty else 2, coarse)
 
-    def with_sample(self, sample: UntiedPriorSample) -> "BlockPoint":
+    def with_sample(self, sample: UntiedPriorSample) -> BlockPoint:
         """The same point on other instances (a subset of the draws, say)."""
         return replace(self, sample=sample)
 
-    def light(self) -> "BlockPoint":
+    def light(self) -> BlockPoint:
         """The same point on the first ``1/LIGHT_FRACTION`` of each size's draws (at least one): the prior side of
         the maps that only bring the solve near the fixed point (thinned node sets)."""
+
         def head(sample: UntiedPriorSample | None) -> UntiedPriorSample | None:
             if sample is None:
                 return None
             n = max(1, sample.draws // LIGHT_FRACTION)
             return UntiedPriorSample(sample.M0[:n], sample.Zs[:n], sample.Za[:n])
+
         return replace(self, sample=head(self.sample), coarse=head(self.coarse))
 
     @property
@@ -195,7 +222,7 @@ class BlockPoint:
         elif init is not None and not isinstance(init, Result) and np.size(init) in (3, 6):
             x = np.asarray(init, float).ravel()
         if x is not None and x.size == 6:
-            x = x[:3 * self.iterated]
+            x = x[: 3 * self.iterated]
         if x is None or x.size != 3 * self.iterated or not in_domain(x, self.Q0):
             return self.default_start()
         return x
@@ -236,9 +263,17 @@ class BlockSEMap(MapCore):
     pre_iteration_history = 4
     root_stop_fraction = 1.0
 
-    def __init__(self, problem: Problem, point: BlockPoint, quad: OutputQuadrature | None,
-                 settings: MapSettings | None = None, *, counter: EvalCounter | None = None,
-                 branches: ProxBranches | None = None, sigma_a: float = 1.0) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        point: BlockPoint,
+        quad: OutputQuadrature | None,
+        settings: MapSettings | None = None,
+        *,
+        counter: EvalCounter | None = None,
+        branches: ProxBranches | None = None,
+        sigma_a: float = 1.0,
+    ) -> None:
         super().__init__(problem, point, quad, settings, counter=counter, branches=branches)
         self.point = point
         self.sigma_a = sigma_a  # an empty antisymmetric block's response, carried by plain iteration
@@ -257,8 +292,9 @@ class BlockSEMap(MapCore):
     def starts(self) -> list[np.ndarray]:
         return [self.point.default_start()]
 
-    def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None,
-                **changes: Any) -> "BlockSEMap":
+    def sibling(
+        self, problem: Problem | None = None, quad: OutputQuadrature | None = None, **changes: Any
+    ) -> BlockSEMap:
         """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget,
         its settings changed by ``changes``, without floor and tracked branches; on a node set thinner than
         this one's, with the prior side on :meth:`BlockPoint.light`."""
@@ -279,7 +315,7 @@ class BlockSEMap(MapCore):
         if per is None:
             return 0.0
         try:
-            fs = np.array([self._prior(h, update=False)[0][:3 * self.point.iterated] for h in per])
+            fs = np.array([self._prior(h, update=False)[0][: 3 * self.point.iterated] for h in per])
         except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
             return math.nan
         if not np.all(np.isfinite(fs)) or per.shape[0] < 2:
@@ -296,8 +332,15 @@ class BlockSEMap(MapCore):
         """``(F(x) on all six overlaps, output side, prior side)`` at the six overlaps ``x6`` (not counted)."""
         pt = self.point
         tracked = self.branches
-        out = untied_output_side(x6, problem=self.problem, Q0s=pt.Q0s, Q0a=pt.Q0a, quad=self.quad,
-                                 warm=None if mode == "cold" else tracked.main, union=mode == "union")
+        out = untied_output_side(
+            x6,
+            problem=self.problem,
+            Q0s=pt.Q0s,
+            Q0a=pt.Q0a,
+            quad=self.quad,
+            warm=None if mode == "cold" else tracked.main,
+            union=mode == "union",
+        )
         if out.branches is not None and mode != "cold":
             tracked.main = out.branches
         new, side = self._prior(out.hats)
@@ -316,11 +359,13 @@ class BlockSEMap(MapCore):
             return np.array([side.q, side.m, side.Sigma, 0.0, 0.0, 1.0]), side
         h = pt.prior_conjugates(hats)
         warm = self.warm_prior if isinstance(self.warm_prior, tuple) else (self.warm_prior, None)
-        side = problem.student.block_prior_side(h, lam=problem.lam, kappa=problem.kappa, sample=pt.sample,
-                                                warm=warm[0], tol=self.prior_tol)
+        side = problem.student.block_prior_side(
+            h, lam=problem.lam, kappa=problem.kappa, sample=pt.sample, warm=warm[0], tol=self.prior_tol
+        )
         if pt.coarse is not None:
-            coarse = problem.student.block_prior_side(h, lam=problem.lam, kappa=problem.kappa, sample=pt.coarse,
-                                                      warm=warm[1], tol=self.prior_tol)
+            coarse = problem.student.block_prior_side(
+                h, lam=problem.lam, kappa=problem.kappa, sample=pt.coarse, warm=warm[1], tol=self.prior_tol
+            )
             side = extrapolated_side(side, coarse)
         if update:
             self.warm_prior, self.used_sampled = side.solutions, True
@@ -333,8 +378,9 @@ class BlockSEMap(MapCore):
         """The output side at the six overlaps ``x6`` from the tracked prox branches, which it leaves unchanged (not
         counted)."""
         pt = self.point
-        return untied_output_side(x6, problem=self.problem, Q0s=pt.Q0s, Q0a=pt.Q0a, quad=self.quad,
-                                  warm=self.branches.main)
+        return untied_output_side(
+            x6, problem=self.problem, Q0s=pt.Q0s, Q0a=pt.Q0a, quad=self.quad, warm=self.branches.main
+        )
 
     def prior_tangent(self, hats: np.ndarray) -> np.ndarray | None:
         """``dF_prior/d(prior conjugates)`` (6 x 6) of the sampled prior side at the conjugates ``hats`` (before
@@ -352,8 +398,9 @@ class BlockSEMap(MapCore):
                 continue
             if sol is None:
                 return None
-            t = problem.student.block_prior_tangent(h, lam=problem.lam, kappa=problem.kappa, sample=sample,
-                                                    solutions=sol)
+            t = problem.student.block_prior_tangent(
+                h, lam=problem.lam, kappa=problem.kappa, sample=sample, solutions=sol
+            )
             if t is None or not np.all(np.isfinite(t)):
                 return None
             parts.append(t.mean(axis=0))
@@ -363,15 +410,26 @@ class BlockSEMap(MapCore):
         new, out, side = self.evaluate_full(self.point.full(x, self.sigma_a), mode)
         if self.point.iterated == 1 and self.point.Ka and np.isfinite(new[5]) and new[5] > 0:
             self.sigma_a = float(new[5])
-        fx = new[:3 * self.point.iterated]
+        fx = new[: 3 * self.point.iterated]
         if self.settings.stop_on_collapse and not fx[0] > 0 and not (self.point.iterated == 2 and fx[3] > 0):
             raise DrivenToCollapse
         return fx, out, side
 
 
 # ---------------------------------------------------------------------------------------- result
-def block_result(F: BlockSEMap, x: np.ndarray, out: UntiedOutput, side: Any, *, converged: bool, residual: float,
-                 floor: float, iterations: int, message: str, t0: float) -> Result:
+def block_result(
+    F: BlockSEMap,
+    x: np.ndarray,
+    out: UntiedOutput,
+    side: Any,
+    *,
+    converged: bool,
+    residual: float,
+    floor: float,
+    iterations: int,
+    message: str,
+    t0: float,
+) -> Result:
     """The :class:`Result` of a non-symmetric fixed point ``x`` (iterated blocks) with its output and prior
     sides (the keys of ``extras`` are listed in :func:`~singlehead.state_evolution.theory`)."""
     problem, pt = F.problem, F.point
@@ -398,42 +456,81 @@ def block_result(F: BlockSEMap, x: np.ndarray, out: UntiedOutput, side: Any, *, 
     if sampled:
         for k, v in zip(OVERLAPS, side.draw_se):
             se.setdefault(k, float(v))
-    extras: dict[str, Any] = {**dict(zip(OVERLAPS, map(float, x6))), **dict(zip(HATS, map(float, out.hats))),
-                              "asymmetry": float(2 * math.sqrt(qa / q)) if q > 0 else math.nan, "prior": prior,
-                              "residual": float(residual), "residual_floor": float(floor),
-                              "evaluations": int(F.evaluations), "collapsed": False,
-                              "objective": training_objective(out.train_error, penalty, problem.alpha)}
+    extras: dict[str, Any] = {
+        **dict(zip(OVERLAPS, map(float, x6))),
+        **dict(zip(HATS, map(float, out.hats))),
+        "asymmetry": float(2 * math.sqrt(qa / q)) if q > 0 else math.nan,
+        "prior": prior,
+        "residual": float(residual),
+        "residual_floor": float(floor),
+        "evaluations": int(F.evaluations),
+        "collapsed": False,
+        "objective": training_objective(out.train_error, penalty, problem.alpha),
+    }
     extras.update({f"{k}_se": float(v) for k, v in se.items()})
     sv = side.singular_values if sampled else None
     if sv is not None:
         # the learned singular-value law (the prior's instances): zero mass and a histogram of the rest
         nz = sv[sv > 0]
         density, edges = np.histogram(nz, bins=48, density=True) if nz.size else (np.zeros(0), np.zeros(0))
-        extras.update(zero_fraction=float(np.mean(sv == 0)), sv_edges=edges.tolist(),
-                      sv_density=(density * nz.size / sv.size).tolist(), singular_values=sv.ravel().tolist())
-    return Result(source="theory", problem=problem.to_dict(), test_error=errs["test_error"],
-                  test_error_noisy=errs["test_error_noisy"], train_error=float(out.train_error), penalty=penalty,
-                  matrix_error=float(pt.Q0s + pt.Q0a - 2 * m + q), rank_fraction=rank_fraction, converged=converged,
-                  iterations=int(iterations), runtime_s=time.perf_counter() - t0, message=message, extras=extras)
+        extras.update(
+            zero_fraction=float(np.mean(sv == 0)),
+            sv_edges=edges.tolist(),
+            sv_density=(density * nz.size / sv.size).tolist(),
+            singular_values=sv.ravel().tolist(),
+        )
+    return Result(
+        source="theory",
+        problem=problem.to_dict(),
+        test_error=errs["test_error"],
+        test_error_noisy=errs["test_error_noisy"],
+        train_error=float(out.train_error),
+        penalty=penalty,
+        matrix_error=float(pt.Q0s + pt.Q0a - 2 * m + q),
+        rank_fraction=rank_fraction,
+        converged=converged,
+        iterations=int(iterations),
+        runtime_s=time.perf_counter() - t0,
+        message=message,
+        extras=extras,
+    )
 
 
 def collapsed_block_result(point: BlockPoint, quad: OutputQuadrature | None, t0: float, iterations: int) -> Result:
     """The solution ``M = 0`` (complete rank collapse): every overlap 0; test errors of predicting with ``h = 0``,
     the train error the noisy-label one (``M = 0`` fits none of the noisy training labels)."""
     problem = point.problem
-    errs = untied_test_errors(np.array([0.0, 0.0, 1.0, 0.0, 0.0, 1.0]), problem=problem, Q0s=point.Q0s,
-                              Q0a=point.Q0a, quad=quad)
-    extras: dict[str, Any] = {**dict.fromkeys(OVERLAPS, 0.0), "asymmetry": math.nan, "prior": "collapse",
-                              "residual": 0.0, "residual_floor": 0.0, "evaluations": int(iterations),
-                              "collapsed": True,
-                              "objective": training_objective(errs["test_error_noisy"], 0.0, problem.alpha),
-                              "test_error_se": errs["test_error_se"], "test_error_noisy_se": errs["test_error_noisy_se"],
-                              "train_error_se": errs["test_error_noisy_se"]}
-    return Result(source="theory", problem=problem.to_dict(), test_error=errs["test_error"],
-                  test_error_noisy=errs["test_error_noisy"], train_error=errs["test_error_noisy"], penalty=0.0,
-                  matrix_error=float(point.Q0s + point.Q0a), rank_fraction=0.0, converged=True, iterations=int(iterations),
-                  runtime_s=time.perf_counter() - t0, message="complete rank collapse: M = 0 is the fixed point",
-                  extras=extras)
+    errs = untied_test_errors(
+        np.array([0.0, 0.0, 1.0, 0.0, 0.0, 1.0]), problem=problem, Q0s=point.Q0s, Q0a=point.Q0a, quad=quad
+    )
+    extras: dict[str, Any] = {
+        **dict.fromkeys(OVERLAPS, 0.0),
+        "asymmetry": math.nan,
+        "prior": "collapse",
+        "residual": 0.0,
+        "residual_floor": 0.0,
+        "evaluations": int(iterations),
+        "collapsed": True,
+        "objective": training_objective(errs["test_error_noisy"], 0.0, problem.alpha),
+        "test_error_se": errs["test_error_se"],
+        "test_error_noisy_se": errs["test_error_noisy_se"],
+        "train_error_se": errs["test_error_noisy_se"],
+    }
+    return Result(
+        source="theory",
+        problem=problem.to_dict(),
+        test_error=errs["test_error"],
+        test_error_noisy=errs["test_error_noisy"],
+        train_error=errs["test_error_noisy"],
+        penalty=0.0,
+        matrix_error=float(point.Q0s + point.Q0a),
+        rank_fraction=0.0,
+        converged=True,
+        iterations=int(iterations),
+        runtime_s=time.perf_counter() - t0,
+        message="complete rank collapse: M = 0 is the fixed point",
+        extras=extras,
+    )
 
 
 #: the metrics whose draw-to-draw standard error a sampled fixed point reports
@@ -457,12 +554,22 @@ def _metrics(F: BlockSEMap, x6: np.ndarray, out: UntiedOutput) -> np.ndarray:
     errs = untied_test_errors(x6, problem=F.problem, Q0s=pt.Q0s, Q0a=pt.Q0a, quad=F.quad)
     qs, ms, _, qa, ma, _ = map(float, x6)
     q = qs + qa
-    return np.array([errs["test_error"], errs["test_error_noisy"], out.train_error,
-                     pt.Q0s + pt.Q0a - 2 * (ms + ma) + q, 0.0, 2 * math.sqrt(qa / q) if q > 0 else 0.0, *x6])
+    return np.array(
+        [
+            errs["test_error"],
+            errs["test_error_noisy"],
+            out.train_error,
+            pt.Q0s + pt.Q0a - 2 * (ms + ma) + q,
+            0.0,
+            2 * math.sqrt(qa / q) if q > 0 else 0.0,
+            *x6,
+        ]
+    )
 
 
-def add_draw_errors(result: Result, F: BlockSEMap, x: np.ndarray, options: SEOptions,
-                    jacobian: np.ndarray | None = None) -> None:
+def add_draw_errors(
+    result: Result, F: BlockSEMap, x: np.ndarray, options: SEOptions, jacobian: np.ndarray | None = None
+) -> None:
     """The sampling error of a sampled fixed point (in place), by the linear response of the fixed point to each draw.
 
     With ``F = w sum_r F_r/R - [sum_c F_c/R_c]`` (``w = 2`` and the coarse instances for an extrapolated
@@ -574,18 +681,39 @@ class BlockSetup:
         return bool(x[0] > Q_FLOOR * Qt or (self.point.iterated == 2 and x[3] > Q_FLOOR * Qt))
 
     def result(self, F: BlockSEMap, dg: Any, iterations: int, t0: float, o: SEOptions) -> Result:
-        return block_result(F, dg.x, dg.out, dg.pr, converged=dg.converged, residual=dg.residual, floor=dg.floor,
-                            iterations=iterations, message=stage_message(dg, o.tol), t0=t0)
+        return block_result(
+            F,
+            dg.x,
+            dg.out,
+            dg.pr,
+            converged=dg.converged,
+            residual=dg.residual,
+            floor=dg.floor,
+            iterations=iterations,
+            message=stage_message(dg, o.tol),
+            t0=t0,
+        )
 
     def collapsed(self, t0: float, iterations: int) -> Result:
         return collapsed_block_result(self.point, self.quad, t0, iterations)
 
-    def finish(self, result: Result, F: BlockSEMap, x: np.ndarray | None, options: SEOptions,
-               jacobian: np.ndarray | None = None) -> None:
+    def finish(
+        self,
+        result: Result,
+        F: BlockSEMap,
+        x: np.ndarray | None,
+        options: SEOptions,
+        jacobian: np.ndarray | None = None,
+    ) -> None:
         """The kept attempt's result, completed (in place): the sampling error over the prior's draws of a converged,
         sampled fixed point (``SEOptions.draw_errors``, :func:`add_draw_errors`)."""
-        if (x is not None and result.converged and options.draw_errors
-                and (self.point.sample.draws > 1 or self.point.coarse is not None)
-                and F.used_sampled and str(result.extras.get("prior", "")).startswith("sampled")):
+        if (
+            x is not None
+            and result.converged
+            and options.draw_errors
+            and (self.point.sample.draws > 1 or self.point.coarse is not None)
+            and F.used_sampled
+            and str(result.extras.get("prior", "")).startswith("sampled")
+        ):
             F.report()
             add_draw_errors(result, F, x, options, jacobian)

@@ -93,8 +93,11 @@ class BlockStability(Stability):
     def describe(self) -> str:
         """One line for tables: the replicon and each block's jump share."""
         rep = "inf" if math.isinf(self.replicon) else f"{self.replicon:.2f} +- {self.replicon_se:.2f}"
-        jumps = ", ".join(f"{b} {100 * v:.1f} +- {100 * e:.1f} %" for b, v, e in
-                          zip("sa", self.prox_jump_shares, self.prox_jump_shares_se) if math.isfinite(v))
+        jumps = ", ".join(
+            f"{b} {100 * v:.1f} +- {100 * e:.1f} %"
+            for b, v, e in zip("sa", self.prox_jump_shares, self.prox_jump_shares_se)
+            if math.isfinite(v)
+        )
         return f"RS check (two blocks): smooth replicon {rep} (unstable if > 1), prox-jump share of Sigmahat {jumps}"
 
 
@@ -118,8 +121,14 @@ def _tup(A: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
     return ((float(A[0, 0]), float(A[0, 1])), (float(A[1, 0]), float(A[1, 1])))
 
 
-def block_stability(problem: Problem, result: Result, *, options: SEOptions | None = None,
-                    quad: OutputQuadrature | None = None, probes: int = _PROBES) -> BlockStability:
+def block_stability(
+    problem: Problem,
+    result: Result,
+    *,
+    options: SEOptions | None = None,
+    quad: OutputQuadrature | None = None,
+    probes: int = _PROBES,
+) -> BlockStability:
     """RS-stability diagnostics of the block fixed point ``result`` of ``problem`` (a non-symmetric student).
 
     Parameters
@@ -145,13 +154,32 @@ def block_stability(problem: Problem, result: Result, *, options: SEOptions | No
     ex = result.extras
     for key in OVERLAPS + HATS:
         if key not in ex:
-            raise ValueError(f"result.extras lacks {key!r}: pass a state-evolution Result of theory() for the "
-                             f"{problem.student.name} student")
+            raise ValueError(
+                f"result.extras lacks {key!r}: pass a state-evolution Result of theory() for the "
+                f"{problem.student.name} student"
+            )
     nan2 = (math.nan, math.nan)
     zero = ((0.0, 0.0), (0.0, 0.0))
     if ex.get("collapsed"):
-        return BlockStability(0.0, 0.0, 0.0, math.nan, math.nan, 0.0, 0.0, 0.0, zero, zero, zero, 0.0, (0.0, 0.0),
-                              (0.0, 0.0), nan2, (float(ex["Sigmahat_s"]), float(ex["Sigmahat_a"])), (0.0, 0.0))
+        return BlockStability(
+            0.0,
+            0.0,
+            0.0,
+            math.nan,
+            math.nan,
+            0.0,
+            0.0,
+            0.0,
+            zero,
+            zero,
+            zero,
+            0.0,
+            (0.0, 0.0),
+            (0.0, 0.0),
+            nan2,
+            (float(ex["Sigmahat_s"]), float(ex["Sigmahat_a"])),
+            (0.0, 0.0),
+        )
     x6 = np.array([float(ex[k]) for k in OVERLAPS])
     hats = np.array([float(ex[k]) for k in HATS])
     alpha = problem.alpha
@@ -163,8 +191,15 @@ def block_stability(problem: Problem, result: Result, *, options: SEOptions | No
     h = point.prior_conjugates(hats)
     student = problem.student
     side = student.block_prior_side(h, lam=problem.lam, kappa=problem.kappa, sample=point.sample)
-    jac = student.block_prior_jacobian(h, lam=problem.lam, kappa=problem.kappa, sample=point.sample,
-                                       solutions=side.solutions, probes=probes, seed=o.node_seed)
+    jac = student.block_prior_jacobian(
+        h,
+        lam=problem.lam,
+        kappa=problem.kappa,
+        sample=point.sample,
+        solutions=side.solutions,
+        probes=probes,
+        seed=o.node_seed,
+    )
     Pd = jac.frobenius  # (R, 2, 2)
     P = Pd.mean(axis=0)
     R = Pd.shape[0]
@@ -173,10 +208,14 @@ def block_stability(problem: Problem, result: Result, *, options: SEOptions | No
 
     # ---- output factor matrix and the jump shares
     closed = problem.channel.closed_form_block(alpha, K, point.Q0s, x6[0], x6[1], x6[2], problem.noise)
-    if closed is not None:  # H constant per block: O diagonal, Sigmahat_B = 2 alpha K_B c_B, O_BB = Sigmahat_B^2/(2 alpha K_B)
+    if (
+        closed is not None
+    ):  # H constant per block: O diagonal, Sigmahat_B = 2 alpha K_B c_B, O_BB = Sigmahat_B^2/(2 alpha K_B)
         sh = [float(closed["Sigmahat"])]
         if Ka:
-            sh.append(float(problem.channel.closed_form_block(alpha, Ka, point.Q0a, x6[3], x6[4], x6[5], 0.0)["Sigmahat"]))
+            sh.append(
+                float(problem.channel.closed_form_block(alpha, Ka, point.Q0a, x6[3], x6[4], x6[5], 0.0)["Sigmahat"])
+            )
         O = np.zeros((2, 2))
         for b, (s, k) in enumerate(zip(sh, (K, Ka))):
             O[b, b] = s * s / (2 * alpha * k)
@@ -205,9 +244,14 @@ def block_stability(problem: Problem, result: Result, *, options: SEOptions | No
 
     AT = _radius(O, P, nb)
     # jackknife: over the draws (prior) and over the scrambles (output), in quadrature
-    at_draws = np.array([_radius(O, np.delete(Pd, r, axis=0).mean(axis=0), nb) for r in range(R)]) if R > 1 else np.zeros(0)
-    at_scr = (np.array([_radius(np.delete(Os, r, axis=0).mean(axis=0), P, nb) for r in range(Os.shape[0])])
-              if Os.shape[0] > 1 else np.zeros(0))
+    at_draws = (
+        np.array([_radius(O, np.delete(Pd, r, axis=0).mean(axis=0), nb) for r in range(R)]) if R > 1 else np.zeros(0)
+    )
+    at_scr = (
+        np.array([_radius(np.delete(Os, r, axis=0).mean(axis=0), P, nb) for r in range(Os.shape[0])])
+        if Os.shape[0] > 1
+        else np.zeros(0)
+    )
     se_d = _jackknife(at_draws) if at_draws.size else 0.0
     se_s = _jackknife(at_scr) if at_scr.size else 0.0
     at_se = math.hypot(se_d, se_s) if math.isfinite(AT) else math.nan
@@ -215,6 +259,22 @@ def block_stability(problem: Problem, result: Result, *, options: SEOptions | No
         AT, at_se = math.inf, math.nan
     fin = [b for b in range(nb) if math.isfinite(shares[b])]
     k = max(fin, key=lambda b: shares[b]) if fin else 0
-    return BlockStability(AT, float(O[0, 0]), float(P[0, 0]), sh_pw[k], sh_stein[k], float(shares[k]),
-                          float(shares_se[k]), sig_prior[0], _tup(O), _tup(P), _tup(P_se), float(at_se),
-                          tuple(map(float, shares)), tuple(map(float, shares_se)), sh_pw, sh_stein, sig_prior)
+    return BlockStability(
+        AT,
+        float(O[0, 0]),
+        float(P[0, 0]),
+        sh_pw[k],
+        sh_stein[k],
+        float(shares[k]),
+        float(shares_se[k]),
+        sig_prior[0],
+        _tup(O),
+        _tup(P),
+        _tup(P_se),
+        float(at_se),
+        tuple(map(float, shares)),
+        tuple(map(float, shares_se)),
+        sh_pw,
+        sh_stein,
+        sig_prior,
+    )

@@ -36,8 +36,9 @@ __all__ = ["ACCEPT_FACTOR", "is_converged", "attempt_plan"]
 ACCEPT_FACTOR = 10.0
 
 
-def is_converged(residual: float, tol: float, *, accept: float, floor: float = math.nan,
-                 prox_converged: bool = True) -> tuple[bool, bool]:
+def is_converged(
+    residual: float, tol: float, *, accept: float, floor: float = math.nan, prox_converged: bool = True
+) -> tuple[bool, bool]:
     """``(converged, at_floor)`` of a reported point by the rule of the module docstring: ``at_floor`` when the
     residual misses ``accept * tol`` but is below the certified quadrature ``floor`` (``nan``: none).
 
@@ -56,8 +57,9 @@ def is_converged(residual: float, tol: float, *, accept: float, floor: float = m
     return bool((residual < accept * tol or at_floor) and prox_converged), bool(at_floor)
 
 
-def attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool, *,
-                  secant_fallback: bool = False) -> list[tuple]:
+def attempt_plan(
+    init: Any, jacobian: np.ndarray | None, branches: Any, cold_first: bool, *, secant_fallback: bool = False
+) -> list[tuple]:
     """The solve attempts ``(init, jacobian, branches, escalate, secant)`` in the order they are tried.
 
     A warm start (sweeps pass the previous fixed point and Jacobian) is first tried quickly
@@ -83,5 +85,3 @@ def attempt_plan(init: Any, jacobian: np.ndarray | None, branches: Any, cold_fir
     cold, warm_quick = (None, None, None, True, False), (init, jacobian, branches, False, False)
     warm_full = (init, jacobian, branches, True, False)
     return [cold, warm_quick, warm_full, *fallback] if cold_first else [warm_quick, cold, warm_full, *fallback]
-
-

@@ -35,8 +35,9 @@ blocks').
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
@@ -102,22 +103,40 @@ class AttemptRecord:
         budget = "" if self.budget is None else f"/{self.budget}"
         words.append(f"{self.evaluations}{budget} evaluations{' (budget spent)' if self.budget_exhausted else ''}")
         if self.union_resolve_from is not None:
-            words.append(f"tracked prox branches reached {self.tracked_residual:.1e}, every prox start "
-                         f"{self.union_resolve_from:.1e}, re-solved with every start")
+            words.append(
+                f"tracked prox branches reached {self.tracked_residual:.1e}, every prox start "
+                f"{self.union_resolve_from:.1e}, re-solved with every start"
+            )
         words.append(f"residual {self.residual:.1e}")
         return ", ".join(words)
 
 
-def record_attempt(*, warm: bool, quick: bool, secant: bool, result: Result, evaluations: int,
-                   budget: int | None, trace: dict[str, Any]) -> AttemptRecord:
+def record_attempt(
+    *,
+    warm: bool,
+    quick: bool,
+    secant: bool,
+    result: Result,
+    evaluations: int,
+    budget: int | None,
+    trace: dict[str, Any],
+) -> AttemptRecord:
     """The :class:`AttemptRecord` of one attempt from its result, its map's evaluation count and budget, and the
     ``trace`` the solve stages filled (``stopped_by``, ``continuation``)."""
-    return AttemptRecord(start="warm" if warm else "cold", quick=quick, secant=secant, evaluations=int(evaluations),
-                         budget=budget, budget_exhausted=budget is not None and evaluations >= budget,
-                         stopped_by=trace.get("stopped_by"), continuation=trace.get("continuation"),
-                         tracked_residual=float(trace.get("tracked_residual", math.nan)),
-                         union_resolve_from=trace.get("union_resolve_from"),
-                         residual=float(result.extras.get("residual", math.nan)), converged=bool(result.converged))
+    return AttemptRecord(
+        start="warm" if warm else "cold",
+        quick=quick,
+        secant=secant,
+        evaluations=int(evaluations),
+        budget=budget,
+        budget_exhausted=budget is not None and evaluations >= budget,
+        stopped_by=trace.get("stopped_by"),
+        continuation=trace.get("continuation"),
+        tracked_residual=float(trace.get("tracked_residual", math.nan)),
+        union_resolve_from=trace.get("union_resolve_from"),
+        residual=float(result.extras.get("residual", math.nan)),
+        converged=bool(result.converged),
+    )
 
 
 @dataclass
@@ -135,8 +154,9 @@ class _Checks:
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _stability_checks(result: Result, options: SEOptions, quad: OutputQuadrature | None, ch: _Checks,
-                      stability: Callable[..., Any]) -> None:
+def _stability_checks(
+    result: Result, options: SEOptions, quad: OutputQuadrature | None, ch: _Checks, stability: Callable[..., Any]
+) -> None:
     try:
         st = stability(result, options=options, quad=quad)
     except (ValueError, FloatingPointError, ZeroDivisionError, ArithmeticError) as exc:
@@ -148,8 +168,11 @@ def _stability_checks(result: Result, options: SEOptions, quad: OutputQuadrature
 def _cause(ch: _Checks) -> str:
     # an unstable replica-symmetric point comes first: prox jumps also make the map's quadrature noisy,
     # and no number of nodes makes such a point a reliable fixed point
-    jumps = (math.isfinite(ch.prox_jump_share) and ch.prox_jump_share > _JUMP_SHARE
-             and not ch.prox_jump_share < 3 * ch.prox_jump_share_se)
+    jumps = (
+        math.isfinite(ch.prox_jump_share)
+        and ch.prox_jump_share > _JUMP_SHARE
+        and not ch.prox_jump_share < 3 * ch.prox_jump_share_se
+    )
     if ch.residual < _NEAR and (ch.replicon > 1 or ch.cap_binds or jumps):  # inf > 1: a binding cap's replicon
         return "rs_unstable"
     floor = ch.residual_floor
@@ -162,11 +185,15 @@ def _message(cause: str, ch: _Checks, attempts: list[AttemptRecord]) -> str:
     head = f"not converged (residual {ch.residual:.1e}, 10 tol = {10 * ch.tol:.1e})"
     if cause == "quadrature_floor":
         if ch.residual_floor > MAX_FLOOR:
-            why = (f"the map's quadrature error is too large to determine a fixed point (floor {ch.residual_floor:.1e} "
-                   f"> {MAX_FLOOR:g}); raise SEOptions.n_points")
+            why = (
+                f"the map's quadrature error is too large to determine a fixed point (floor {ch.residual_floor:.1e} "
+                f"> {MAX_FLOOR:g}); raise SEOptions.n_points"
+            )
         else:
-            why = (f"the residual stalled at the map's own quadrature error (one SE step's standard error "
-                   f"{ch.quadrature_se:.1e}, floor {ch.residual_floor:.1e}); raise SEOptions.n_points or n_scrambles")
+            why = (
+                f"the residual stalled at the map's own quadrature error (one SE step's standard error "
+                f"{ch.quadrature_se:.1e}, floor {ch.residual_floor:.1e}); raise SEOptions.n_points or n_scrambles"
+            )
         return f"{head}: {why}"
     if cause == "rs_unstable":
         parts = []
@@ -180,19 +207,30 @@ def _message(cause: str, ch: _Checks, attempts: list[AttemptRecord]) -> str:
     tried = "; ".join(a.describe() for a in attempts)
     prox = "" if ch.prox_converged else " (the channel prox did not converge at some nodes)"
     if ch.residual < _NEAR and not math.isfinite(ch.replicon):
-        where = (f"the residual is above the quadrature noise (replica-symmetric stability not checked: "
-                 f"{ch.stability_error})")
+        where = (
+            f"the residual is above the quadrature noise (replica-symmetric stability not checked: "
+            f"{ch.stability_error})"
+        )
     elif ch.residual < _NEAR:
-        where = (f"the replica-symmetric point looks stable (replicon {ch.replicon:.2f}) and the residual is above "
-                 "the quadrature noise")
+        where = (
+            f"the replica-symmetric point looks stable (replicon {ch.replicon:.2f}) and the residual is above "
+            "the quadrature noise"
+        )
     else:
         where = f"the best point is far from any fixed point (residual >= {_NEAR:g})"
     budget = "; raise SEOptions.max_evals" if any(a.budget_exhausted for a in attempts) else ""
     return f"{head}: solver miss{prox}: {where}; tried: {tried}{budget}"
 
 
-def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], options: SEOptions,
-             quad: OutputQuadrature | None, *, stability: Callable[..., Any]) -> None:
+def diagnose(
+    problem: Problem,
+    result: Result,
+    attempts: list[AttemptRecord],
+    options: SEOptions,
+    quad: OutputQuadrature | None,
+    *,
+    stability: Callable[..., Any],
+) -> None:
     """Attach the diagnosis to the unconverged ``result`` (in place).
 
     Sets ``result.diagnosis`` (one of :data:`CAUSES`), ``result.extras["diagnosis_details"]`` and a message
@@ -203,11 +241,15 @@ def diagnose(problem: Problem, result: Result, attempts: list[AttemptRecord], op
         return
     ex = result.extras
     floor = float(ex.get("residual_floor", math.nan))
-    ch = _Checks(residual=float(ex.get("residual", math.nan)), tol=options.tol, residual_floor=floor,
-                 quadrature_se=floor / FLOOR_FRACTION if math.isfinite(floor) else math.nan,
-                 cap_binds=bool(ex.get("cap_binds", False)),
-                 prox_converged="prox did not converge" not in result.message,
-                 attempts=[asdict(a) for a in attempts])
+    ch = _Checks(
+        residual=float(ex.get("residual", math.nan)),
+        tol=options.tol,
+        residual_floor=floor,
+        quadrature_se=floor / FLOOR_FRACTION if math.isfinite(floor) else math.nan,
+        cap_binds=bool(ex.get("cap_binds", False)),
+        prox_converged="prox did not converge" not in result.message,
+        attempts=[asdict(a) for a in attempts],
+    )
     if ch.residual < _NEAR:  # the replicon only speaks about a point near a fixed point (see _cause)
         _stability_checks(result, options, quad, ch, stability)
     cause = _cause(ch)

@@ -35,8 +35,9 @@ _REL_STEP = 1e-5
 
 def _conjugate_params(out: OutputSide, lam: float) -> np.ndarray:
     """``(delta, eps, eta, Sigmahat)`` of the prior side from the conjugates (factorized student)."""
-    return np.array([math.sqrt(max(out.qhat, 0.0)) / out.mhat, 2 * lam / out.mhat, out.mhat / out.Sigmahat,
-                     out.Sigmahat])
+    return np.array(
+        [math.sqrt(max(out.qhat, 0.0)) / out.mhat, 2 * lam / out.mhat, out.mhat / out.Sigmahat, out.Sigmahat]
+    )
 
 
 def _prior_values(prior: PriorModel, delta: float, eps: float, cap: float | None) -> np.ndarray:
@@ -45,8 +46,9 @@ def _prior_values(prior: PriorModel, delta: float, eps: float, cap: float | None
     return np.array([ti.J, ti.overlap, ti.divergence])
 
 
-def _map_jacobian(problem: Problem, prior: PriorModel, x: np.ndarray, out: OutputSide,
-                  quad: OutputQuadrature | None) -> np.ndarray:
+def _map_jacobian(
+    problem: Problem, prior: PriorModel, x: np.ndarray, out: OutputSide, quad: OutputQuadrature | None
+) -> np.ndarray:
     """Jacobian of the averaged SE map ``x -> prior_side(output_side(x))`` at ``x`` (3 x 3).
 
     Chain rule through ``c = (delta, eps, eta, Sigmahat)``: ``q = eta^2 J``, ``m = eta A``,
@@ -67,11 +69,13 @@ def _map_jacobian(problem: Problem, prior: PriorModel, x: np.ndarray, out: Outpu
     dv_dep = (_prior_values(prior, dl, ep + h_ep, cap) - v0) / h_ep
     J, A, D = v0
     # rows (q, m, Sigma), columns (delta, eps, eta, Sigmahat)
-    dP = np.array([
-        [eta**2 * dv_ddl[0], eta**2 * dv_dep[0], 2 * eta * J, 0.0],
-        [eta * dv_ddl[1], eta * dv_dep[1], A, 0.0],
-        [dv_ddl[2] / Sh, dv_dep[2] / Sh, 0.0, -D / Sh**2],
-    ])
+    dP = np.array(
+        [
+            [eta**2 * dv_ddl[0], eta**2 * dv_dep[0], 2 * eta * J, 0.0],
+            [eta * dv_ddl[1], eta * dv_dep[1], A, 0.0],
+            [dv_ddl[2] / Sh, dv_dep[2] / Sh, 0.0, -D / Sh**2],
+        ]
+    )
     dC = np.empty((4, 3))
     for k in range(3):
         h = _REL_STEP * max(abs(x[k]), 1e-3 * prior.Q0)
@@ -82,8 +86,9 @@ def _map_jacobian(problem: Problem, prior: PriorModel, x: np.ndarray, out: Outpu
     return dP @ dC
 
 
-def prior_draw_spread(problem: Problem, prior: PriorModel, x: np.ndarray, out: OutputSide, pr: PriorSide,
-                      quad: OutputQuadrature | None) -> dict:
+def prior_draw_spread(
+    problem: Problem, prior: PriorModel, x: np.ndarray, out: OutputSide, pr: PriorSide, quad: OutputQuadrature | None
+) -> dict:
     """Draw-to-draw spread of the finite-``d`` prior's prediction at the fixed point ``x = (q, m, Sigma)``.
 
     Parameters
@@ -127,5 +132,4 @@ def prior_draw_spread(problem: Problem, prior: PriorModel, x: np.ndarray, out: O
         fixed = [te(*(x[:2] + d[:2])) for d in dx]
     except (np.linalg.LinAlgError, ValueError, ZeroDivisionError, FloatingPointError):
         fixed = [math.nan] * R
-    return {"prior_draw_spread": se(fixed), "prior_draw_test_errors": fixed,
-            "prior_draw_spread_one_step": se(one_step)}
+    return {"prior_draw_spread": se(fixed), "prior_draw_test_errors": fixed, "prior_draw_spread_one_step": se(one_step)}

@@ -9,7 +9,8 @@ point of arXiv 2509.24914 (Sec. 3). See the package docstring for the equations;
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +28,20 @@ from singlehead.state_evolution.stages import Attempt, TiedSetup, solve_attempt
 __all__ = ["solve_setup", "PointSolution"]
 
 
-def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, init: Any,
-                quad: OutputQuadrature | None, t0: float, *, refine: bool, cold_first: bool, alpha_tangent: bool,
-                again: Callable[[SEOptions, Any], PointSolution], stability: Callable[..., Any]) -> PointSolution:
+def solve_setup(
+    problem: Problem,
+    setup: TiedSetup | BlockSetup,
+    o: SEOptions,
+    init: Any,
+    quad: OutputQuadrature | None,
+    t0: float,
+    *,
+    refine: bool,
+    cold_first: bool,
+    alpha_tangent: bool,
+    again: Callable[[SEOptions, Any], PointSolution],
+    stability: Callable[..., Any],
+) -> PointSolution:
     """The engine's solve of one point from its model's ``setup``: the attempt plan (:func:`~.convergence.attempt_plan`), the
     diagnosis of an unconverged result, and the re-solve on finer nodes of a point that stalled at its
     quadrature floor (``refine``: the node set is the solver's choice; ``again(options, init)``: the model's
@@ -43,8 +55,10 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
             setup.warm_prior = init.prior_solutions
         init, jacobian, branches = np.asarray(init.x, dtype=float), init.jacobian, (init.branches, init.branches_cv)
         # tracked on another node set: dropped
-        branches = tuple(None if b is None or quad is None or any(a.shape[0] != quad.flat.shape[0] for a in b)
-                         else tuple(b) for b in branches)
+        branches = tuple(
+            None if b is None or quad is None or any(a.shape[0] != quad.flat.shape[0] for a in b) else tuple(b)
+            for b in branches
+        )
     if setup.collapse_holds and problem.channel.convex_prox:
         # convex problem (the rank cap does not bind at S = 0): complete collapse is the minimiser
         r = setup.collapsed(t0, 0)
@@ -52,8 +66,15 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
         r.extras["evaluations_all_attempts"] = 0
         return PointSolution(r)
 
-    def solve(init_: Any, jacobian_: np.ndarray | None, branches_: Any = None, *, escalate: bool = True,
-              secant: bool = False, cap: int | None = None) -> tuple[Attempt, dict[str, Any]]:
+    def solve(
+        init_: Any,
+        jacobian_: np.ndarray | None,
+        branches_: Any = None,
+        *,
+        escalate: bool = True,
+        secant: bool = False,
+        cap: int | None = None,
+    ) -> tuple[Attempt, dict[str, Any]]:
         oa = o if escalate else o.quick_attempt()
         oa = oa.replace(exact_jacobian=False) if secant else oa
         if cap is not None and cap < oa.max_evals:  # what is left of the point's cap (SEOptions.max_iter)
@@ -62,13 +83,14 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
         # (non-convex) the non-trivial solve is still tried when collapse is a fixed point, and if it reaches
         # it (or fails) the collapsed solution is returned
         settings = MapSettings.from_options(oa, tangent=setup.tangent, stop_on_collapse=setup.collapse_holds)
-        tracked = ProxBranches() if branches_ is None else ProxBranches(*(None if b is None else list(b) for b in branches_))
+        tracked = (
+            ProxBranches() if branches_ is None else ProxBranches(*(None if b is None else list(b) for b in branches_))
+        )
         trace: dict[str, Any] = {"budget": oa.max_evals}
         a = solve_attempt(setup, setup.new_map(settings, tracked), t0, oa, init=init_, jacobian=jacobian_, trace=trace)
         return a, trace
 
-    plan = attempt_plan(init, jacobian, branches, cold_first,
-                         secant_fallback=o.exact_jacobian and setup.tangent)
+    plan = attempt_plan(init, jacobian, branches, cold_first, secant_fallback=o.exact_jacobian and setup.tangent)
     attempts: list[Attempt] = []
     warm_failed, records = False, []
     used = 0  # map evaluations of the attempts so far, against the point's cap
@@ -79,9 +101,17 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
         a, trace = solve(init_, jac_, br_, escalate=escalate, secant=secant, cap=cap)
         used += a.map.evaluations
         attempts.append(a)
-        records.append(record_attempt(warm=init_ is not None or jac_ is not None, quick=not escalate, secant=secant,
-                                      result=a.result, evaluations=a.map.evaluations, budget=trace["budget"],
-                                      trace=trace))
+        records.append(
+            record_attempt(
+                warm=init_ is not None or jac_ is not None,
+                quick=not escalate,
+                secant=secant,
+                result=a.result,
+                evaluations=a.map.evaluations,
+                budget=trace["budget"],
+                trace=trace,
+            )
+        )
         if a.converged:
             break
         warm_failed = warm_failed or init_ is not None or jac_ is not None
@@ -95,8 +125,9 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
     r.runtime_s = time.perf_counter() - t0
     if refine and r.diagnosis == "quadrature_floor" and (o.max_iter is None or o.max_iter > used):
         # the residual stalled at the map's quadrature error: once more on _REFINE times the nodes per scramble
-        finer = o.replace(n_points=_REFINE * o.points(problem),
-                          max_iter=None if o.max_iter is None else o.max_iter - used)
+        finer = o.replace(
+            n_points=_REFINE * o.points(problem), max_iter=None if o.max_iter is None else o.max_iter - used
+        )
         sol2 = again(finer, init)
         r2 = sol2.result
         r2.extras["evaluations_all_attempts"] += r.extras["evaluations_all_attempts"]
@@ -105,8 +136,11 @@ def solve_setup(problem: Problem, setup: TiedSetup | BlockSetup, o: SEOptions, i
         if r2.converged:
             r2.extras["quadrature_refined"] = True
             return PointSolution(r2, sol2.warm_start, r2.extras["warm_start_retried"])
-        r.extras["diagnosis_details"]["refined"] = {"n_points": finer.n_points, "residual": r2.extras["residual"],
-                                                    "diagnosis": r2.diagnosis}
+        r.extras["diagnosis_details"]["refined"] = {
+            "n_points": finer.n_points,
+            "residual": r2.extras["residual"],
+            "diagnosis": r2.diagnosis,
+        }
         r.message += f"; solved again on {finer.n_points} nodes per scramble: residual {r2.extras['residual']:.1e}"
         r.extras["evaluations_all_attempts"] = r2.extras["evaluations_all_attempts"]
         r.runtime_s = r2.runtime_s
@@ -124,10 +158,14 @@ def _next_warm_start(kept: Attempt, Q0: float, alpha_tangent: bool) -> WarmStart
         return None
     tracked = kept.map.branches  # the prox branches tracked by the kept solve
     x = kept.x
-    return WarmStart(tuple(map(float, x)), kept.jacobian, None if tracked.main is None else tuple(tracked.main),
-                     _alpha_tangent(kept.map, x, Q0) if alpha_tangent else None,
-                     None if tracked.cv is None else tuple(tracked.cv),
-                     getattr(kept.map, "warm_prior", None))
+    return WarmStart(
+        tuple(map(float, x)),
+        kept.jacobian,
+        None if tracked.main is None else tuple(tracked.main),
+        _alpha_tangent(kept.map, x, Q0) if alpha_tangent else None,
+        None if tracked.cv is None else tuple(tracked.cv),
+        getattr(kept.map, "warm_prior", None),
+    )
 
 
 _TANGENT_RTOL = 1e-4

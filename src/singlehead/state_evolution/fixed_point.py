@@ -11,7 +11,7 @@ iteration again as a fallback. Nothing here knows about channels or targets.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def to_u(x: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
     for a root finder to reach (``G = log(F(q)/q)`` tends to a constant)."""
     out = []
     for b, Qb in enumerate(_block_norms(Q0)):
-        q, m, S = map(float, x[3 * b:3 * b + 3])
+        q, m, S = map(float, x[3 * b : 3 * b + 3])
         if not S > 0:
             S = _U_FLOOR
         if not Qb > 0:
@@ -76,7 +76,7 @@ def from_u(u: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
     """The inverse of :func:`to_u`."""
     out = []
     for b, Qb in enumerate(_block_norms(Q0)):
-        ub = u[3 * b:3 * b + 3]
+        ub = u[3 * b : 3 * b + 3]
         if not Qb > 0:
             out += [float(ub[0]), 0.0, math.exp(np.clip(ub[2], -_EXP_CLIP, _EXP_CLIP))]
             continue
@@ -90,14 +90,18 @@ def du_dx(x: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
     Qs = _block_norms(Q0)
     J = np.zeros((3 * len(Qs), 3 * len(Qs)))
     for b, Qb in enumerate(Qs):
-        q, m, S = map(float, x[3 * b:3 * b + 3])
+        q, m, S = map(float, x[3 * b : 3 * b + 3])
         if not Qb > 0:  # no teacher in this block: q itself, m = 0 is not a coordinate
-            J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0 / S]]
+            J[3 * b : 3 * b + 3, 3 * b : 3 * b + 3] = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0 / S]]
             continue
         sq = math.sqrt(Qb * q)
         r = m / sq
         c = 1.0 / max(1.0 - r * r, 1e-300)
-        J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[1.0 / q, 0.0, 0.0], [-0.5 * r / q * c, c / sq, 0.0], [0.0, 0.0, 1.0 / S]]
+        J[3 * b : 3 * b + 3, 3 * b : 3 * b + 3] = [
+            [1.0 / q, 0.0, 0.0],
+            [-0.5 * r / q * c, c / sq, 0.0],
+            [0.0, 0.0, 1.0 / S],
+        ]
     return J
 
 
@@ -107,13 +111,16 @@ def dx_du(u: np.ndarray, Q0: float | Sequence[float]) -> np.ndarray:
     x = from_u(u, Q0)
     J = np.zeros((3 * len(Qs), 3 * len(Qs)))
     for b, Qb in enumerate(Qs):
-        q, m, S = x[3 * b:3 * b + 3]
+        q, m, S = x[3 * b : 3 * b + 3]
         if not Qb > 0:
-            J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, S]]
+            J[3 * b : 3 * b + 3, 3 * b : 3 * b + 3] = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, S]]
             continue
         t = math.tanh(u[3 * b + 1])
-        J[3 * b:3 * b + 3, 3 * b:3 * b + 3] = [[q, 0.0, 0.0], [0.5 * m, (1.0 - t * t) * math.sqrt(Qb * q), 0.0],
-                                                [0.0, 0.0, S]]
+        J[3 * b : 3 * b + 3, 3 * b : 3 * b + 3] = [
+            [q, 0.0, 0.0],
+            [0.5 * m, (1.0 - t * t) * math.sqrt(Qb * q), 0.0],
+            [0.0, 0.0, S],
+        ]
     return J
 
 
@@ -138,14 +145,24 @@ def in_domain(x: np.ndarray, Q0: float | Sequence[float]) -> bool:
     in a block without teacher)."""
     if not np.all(np.isfinite(x)):
         return False
-    return all(x[3 * b] > 0 and x[3 * b + 2] > 0 and (x[3 * b + 1] ** 2 < Qb * x[3 * b] if Qb > 0 else x[3 * b + 1] == 0)
-               for b, Qb in enumerate(_block_norms(Q0)))
+    return all(
+        x[3 * b] > 0 and x[3 * b + 2] > 0 and (x[3 * b + 1] ** 2 < Qb * x[3 * b] if Qb > 0 else x[3 * b + 1] == 0)
+        for b, Qb in enumerate(_block_norms(Q0))
+    )
 
 
-def _broyden(G, u0: np.ndarray, J0: np.ndarray | None, *, g0: np.ndarray | None = None, max_eval: int = _ROOT_MAX_EVAL,
-             fd_step: float = 1e-5, store: list | None = None,
-             exact: Callable[[np.ndarray], np.ndarray | None] | None = None,
-             predict_below: float | None = None) -> np.ndarray:
+def _broyden(
+    G,
+    u0: np.ndarray,
+    J0: np.ndarray | None,
+    *,
+    g0: np.ndarray | None = None,
+    max_eval: int = _ROOT_MAX_EVAL,
+    fd_step: float = 1e-5,
+    store: list | None = None,
+    exact: Callable[[np.ndarray], np.ndarray | None] | None = None,
+    predict_below: float | None = None,
+) -> np.ndarray:
     """Root of ``G`` (``n``-dim, ``n = len(u0)``) by Broyden's method with a finite-difference initial Jacobian.
 
     ``J0`` (e.g. the Jacobian at the previous point of a sweep) skips the finite differences.
@@ -188,8 +205,11 @@ def _broyden(G, u0: np.ndarray, J0: np.ndarray | None, *, g0: np.ndarray | None 
             step = -np.linalg.lstsq(J, g, rcond=None)[0]
         if predict_below is not None and len(newton_norms) >= 2 and newton_norms[-2] > 0:
             rate = newton_norms[-1] / newton_norms[-2] ** 2
-            if newton_norms[-1] < newton_norms[-2] and rate * newton_norms[-1] ** 2 < predict_below \
-                    and np.linalg.norm(step) < _TRUST_RADIUS:
+            if (
+                newton_norms[-1] < newton_norms[-2]
+                and rate * newton_norms[-1] ** 2 < predict_below
+                and np.linalg.norm(step) < _TRUST_RADIUS
+            ):
                 raise _Predicted(u + step, rate * newton_norms[-1] ** 2)
         nrm = np.linalg.norm(step)
         if nrm > _TRUST_RADIUS:  # trust region in log coordinates
@@ -221,9 +241,18 @@ def _broyden(G, u0: np.ndarray, J0: np.ndarray | None, *, g0: np.ndarray | None 
     return J
 
 
-def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float | Sequence[float], *, damping: float,
-                      max_steps: int, stop: float, best: tuple[float, np.ndarray], fx0: np.ndarray | None = None,
-                      anderson: int = 0) -> tuple[tuple[float, np.ndarray], int, tuple[np.ndarray, np.ndarray] | None]:
+def _damped_iteration(
+    F: Callable[[np.ndarray], np.ndarray],
+    x: np.ndarray,
+    Q0: float | Sequence[float],
+    *,
+    damping: float,
+    max_steps: int,
+    stop: float,
+    best: tuple[float, np.ndarray],
+    fx0: np.ndarray | None = None,
+    anderson: int = 0,
+) -> tuple[tuple[float, np.ndarray], int, tuple[np.ndarray, np.ndarray] | None]:
     """Damped iteration ``u <- u + damping (u(F(x(u))) - u)`` until the residual is below ``stop``.
 
     The damping is multiplied by ``_BACKOFF`` (down to ``_MIN_DAMPING``) whenever the residual
@@ -262,7 +291,7 @@ def _damped_iteration(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
             if not np.array_equal(best[1], x):
                 step = 0.5 * (u + to_u(best[1], Q0))
         elif anderson and np.all(np.isfinite(g)):
-            hist_u, hist_g = (hist_u + [u])[-(anderson + 1):], (hist_g + [g])[-(anderson + 1):]
+            hist_u, hist_g = (hist_u + [u])[-(anderson + 1) :], (hist_g + [g])[-(anderson + 1) :]
             cand = u + g
             if len(hist_u) > 1:
                 dU, dG = np.diff(np.array(hist_u), axis=0), np.diff(np.array(hist_g), axis=0)
@@ -290,11 +319,23 @@ class _Predicted(Exception):
         self.u, self.norm = u, norm
 
 
-def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: float | Sequence[float], *, tol: float,
-                      switch: float, method: str, jacobian: np.ndarray | None, damping: float, max_iter: int,
-                      jacobian_of: Callable[[np.ndarray], np.ndarray | None] | None = None,
-                      exact_switch: float | None = None, fx0: np.ndarray | None = None, anderson: int = 0,
-                      stop_fraction: float = 0.1) -> tuple[float, np.ndarray, np.ndarray | None, int]:
+def solve_fixed_point(
+    F: Callable[[np.ndarray], np.ndarray],
+    x: np.ndarray,
+    Q0: float | Sequence[float],
+    *,
+    tol: float,
+    switch: float,
+    method: str,
+    jacobian: np.ndarray | None,
+    damping: float,
+    max_iter: int,
+    jacobian_of: Callable[[np.ndarray], np.ndarray | None] | None = None,
+    exact_switch: float | None = None,
+    fx0: np.ndarray | None = None,
+    anderson: int = 0,
+    stop_fraction: float = 0.1,
+) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     """Fixed point of ``F`` near ``x``: damped pre-iteration, root finder, damped fallback.
 
     ``method`` is ``"broyden"`` / ``"hybr"`` (pre-iteration to residual ``switch``, then the
@@ -316,9 +357,17 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
         switch = max(switch, _SWITCH_WITH_JACOBIAN)  # a Jacobian is known: hand over to Broyden early
     # phase 1: bring a poor initial guess into the basin of the root finder
     stop = tol if method == "iterate" else max(tol, switch)
-    best, iterations, last = _damped_iteration(F, x, Q0, damping=damping, stop=stop, best=best, fx0=fx0,
-                                               max_steps=max_iter if method == "iterate" else _PRE_ITERATIONS,
-                                               anderson=anderson)
+    best, iterations, last = _damped_iteration(
+        F,
+        x,
+        Q0,
+        damping=damping,
+        stop=stop,
+        best=best,
+        fx0=fx0,
+        max_steps=max_iter if method == "iterate" else _PRE_ITERATIONS,
+        anderson=anderson,
+    )
     jac_out = None
     if best[0] >= tol and method in ("broyden", "hybr"):
         jac_store: list = [None]
@@ -356,15 +405,26 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
             if method == "hybr":
                 from scipy import optimize  # imported here: it costs ~0.2 s at start-up
 
-                optimize.root(G, to_u(x, Q0), method="hybr",
-                              options={"xtol": tol * 1e-2, "maxfev": _HYBR_MAXFEV, "eps": _HYBR_EPS})
+                optimize.root(
+                    G,
+                    to_u(x, Q0),
+                    method="hybr",
+                    options={"xtol": tol * 1e-2, "maxfev": _HYBR_MAXFEV, "eps": _HYBR_EPS},
+                )
             else:
                 ux = to_u(x, Q0)
                 g0 = to_u(last[1], Q0) - ux if last is not None and np.array_equal(last[0], x) else None
                 if g0 is not None:  # the pre-iteration's last evaluation was at x: its Jacobian is the map's last
                     seen[0] = (ux, np.asarray(last[1], float))
-                _broyden(G, ux, jacobian, g0=g0, store=jac_store, exact=exact,
-                         predict_below=_PREDICT_FRACTION * tol if jacobian_of is not None else None)
+                _broyden(
+                    G,
+                    ux,
+                    jacobian,
+                    g0=g0,
+                    store=jac_store,
+                    exact=exact,
+                    predict_below=_PREDICT_FRACTION * tol if jacobian_of is not None else None,
+                )
         except _Predicted as p:
             # the step is evaluated by the caller (the reporting evaluation), which measures its residual
             xp = from_u(p.u, Q0)
@@ -374,7 +434,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x: np.ndarray, Q0: 
             pass
         jac_out = jac_store[0]
     if best[0] >= tol and method != "iterate":  # fallback: damped iteration from the best point
-        best, steps, _ = _damped_iteration(F, best[1], Q0, damping=0.5 * damping, stop=tol, best=best,
-                                           max_steps=max_iter, anderson=anderson)
+        best, steps, _ = _damped_iteration(
+            F, best[1], Q0, damping=0.5 * damping, stop=tol, best=best, max_steps=max_iter, anderson=anderson
+        )
         iterations += steps
     return best[0], best[1], jac_out, iterations

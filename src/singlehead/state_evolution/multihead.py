@@ -38,8 +38,17 @@ __all__ = ["effective_single_head", "multihead_result"]
 
 # Result fields and extras that scale like S^2 (c^2) and like S (c) from the effective problem
 _SCALE_C2 = ("test_error", "test_error_noisy", "train_error", "penalty", "matrix_error")
-_EXTRAS_C2 = ("q", "m", "Q0", "objective", "test_error_se", "test_error_noisy_se", "train_error_se", "penalty_se",
-              "matrix_error_se")
+_EXTRAS_C2 = (
+    "q",
+    "m",
+    "Q0",
+    "objective",
+    "test_error_se",
+    "test_error_noisy_se",
+    "train_error_se",
+    "penalty_se",
+    "matrix_error_se",
+)
 _EXTRAS_C = ("first_moment", "delta", "eps", "cutoff")
 _QUADRATURE_C2 = ("train_error", "test_error", "test_error_noisy")
 
@@ -66,20 +75,30 @@ def effective_single_head(problem: Problem) -> tuple[Problem, float]:
         return problem, 1.0
     H, H0 = problem.heads, problem.teacher_heads
     if problem.channel.multihead_theory != "reduction":
-        raise ValueError(f"channel: the {problem.channel.name!r} channel's output is not linear in the logits, so "
-                         f"{H} heads do not reduce to one (heads={H}, teacher_heads={H0}); the exact reduction covers "
-                         "channels with Channel.multihead_theory == 'reduction' (the 'linear' channel)")
+        raise ValueError(
+            f"channel: the {problem.channel.name!r} channel's output is not linear in the logits, so "
+            f"{H} heads do not reduce to one (heads={H}, teacher_heads={H0}); the exact reduction covers "
+            "channels with Channel.multihead_theory == 'reduction' (the 'linear' channel)"
+        )
     target, c2 = problem.target, 1.0
     if H0 > 1:
         target = problem.target.mean_of_heads(H0)
         if target is None:
-            raise ValueError(f"teacher_heads: the theory of {H0} teacher heads needs a target whose mean of "
-                             f"independent heads is again a target law (an MP target is); the mean of {H0} "
-                             f"independent {problem.target.name!r} heads has none here (got teacher_heads={H0})")
+            raise ValueError(
+                f"teacher_heads: the theory of {H0} teacher heads needs a target whose mean of "
+                f"independent heads is again a target law (an MP target is); the mean of {H0} "
+                f"independent {problem.target.name!r} heads has none here (got teacher_heads={H0})"
+            )
         c2 = 1.0 / H0
     c = math.sqrt(c2)
-    effective = problem.replace(heads=1, teacher_heads=1, kappa=min(1.0, H * problem.kappa),
-                                lam=H * problem.lam / c, noise=problem.noise / c2, target=target)
+    effective = problem.replace(
+        heads=1,
+        teacher_heads=1,
+        kappa=min(1.0, H * problem.kappa),
+        lam=H * problem.lam / c,
+        noise=problem.noise / c2,
+        target=target,
+    )
     return effective, c2
 
 
@@ -112,8 +131,10 @@ def multihead_result(result: Result, problem: Problem, effective: Problem, c2: f
     if isinstance(extras.get("collapse_lam"), (int, float)):
         extras["collapse_lam"] = extras["collapse_lam"] * c / problem.heads
     if isinstance(extras.get("quadrature_error"), dict):
-        extras["quadrature_error"] = {k: (c2 * v if k in _QUADRATURE_C2 and isinstance(v, (int, float)) else v)
-                                      for k, v in extras["quadrature_error"].items()}
+        extras["quadrature_error"] = {
+            k: (c2 * v if k in _QUADRATURE_C2 and isinstance(v, (int, float)) else v)
+            for k, v in extras["quadrature_error"].items()
+        }
     extras.update(effective_problem=effective.to_dict(), effective_scale=c2)
     scaled = {k: c2 * getattr(result, k) for k in _SCALE_C2}
     return dataclasses.replace(result, problem=problem.to_dict(), extras=extras, **scaled)

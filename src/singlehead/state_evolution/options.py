@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from singlehead.model.problem import Problem
 from singlehead.model.validation import check as _check
 from singlehead.model.validation import finite as _finite
 from singlehead.model.validation import is_int as _is_int
-from singlehead.model.problem import Problem
 from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
@@ -134,18 +134,37 @@ class Tuning:
             _check(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
         _check(_is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
         _check(_finite(self.prior_tol) and self.prior_tol > 0, "prior_tol", "> 0", self.prior_tol)
-        _check(self.prox_screen is None or (_is_int(self.prox_screen) and self.prox_screen >= 2), "prox_screen",
-               "an integer >= 2 or None", self.prox_screen)
+        _check(
+            self.prox_screen is None or (_is_int(self.prox_screen) and self.prox_screen >= 2),
+            "prox_screen",
+            "an integer >= 2 or None",
+            self.prox_screen,
+        )
         _check(_finite(self.switch) and self.switch > 0, "switch", "> 0", self.switch)
         _check(_finite(self.exact_switch) and self.exact_switch > 0, "exact_switch", "> 0", self.exact_switch)
         _check(isinstance(self.coarse, bool), "coarse", "True or False", self.coarse)
-        _check(self.floor_after is None or (_is_int(self.floor_after) and self.floor_after >= 1), "floor_after",
-               "an integer >= 1 or None", self.floor_after)
-        for name in ("thin_factor", "thin_min_nodes", "coarse_max_iter", "continuation_per_decade",
-                     "continuation_max_iter", "union_max_evals", "quick_max_evals", "quick_max_iter",
-                     "quick_union_max_evals", "fallback_iter", "union_every"):
-            _check(_is_int(getattr(self, name)) and getattr(self, name) >= 1, name, "an integer >= 1",
-                   getattr(self, name))
+        _check(
+            self.floor_after is None or (_is_int(self.floor_after) and self.floor_after >= 1),
+            "floor_after",
+            "an integer >= 1 or None",
+            self.floor_after,
+        )
+        for name in (
+            "thin_factor",
+            "thin_min_nodes",
+            "coarse_max_iter",
+            "continuation_per_decade",
+            "continuation_max_iter",
+            "union_max_evals",
+            "quick_max_evals",
+            "quick_max_iter",
+            "quick_union_max_evals",
+            "fallback_iter",
+            "union_every",
+        ):
+            _check(
+                _is_int(getattr(self, name)) and getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name)
+            )
         for name in ("coarse_tol", "accept_coarse", "continuation_from"):
             _check(_finite(getattr(self, name)) and getattr(self, name) > 0, name, "> 0", getattr(self, name))
 
@@ -290,13 +309,30 @@ class SEOptions:
     threads: int | None = None
     tuning: Tuning = field(default_factory=lambda: Tuning())
 
-    def __init__(self, tol: float | None = None, max_iter: int | None = None, damping: float = 0.5,
-                 n_points: int | None = None, n_scrambles: int = 4, node_seed: int = 0, draws: int = DEFAULT_DRAWS,
-                 sample_dim: int = 100, sample_draws: int | None = None, sample_extrapolate: bool | None = None,
-                 sample_seed: int | None = None, draw_errors: bool = True, method: str = "broyden",
-                 continuation: bool = True, max_evals: int = 1000, prox_branch: str = "global",
-                 exact_jacobian: bool = True, ansatz: str | None = None, threads: int | None = None,
-                 tuning: "Tuning | None" = None, **tuning_changes: Any) -> None:
+    def __init__(
+        self,
+        tol: float | None = None,
+        max_iter: int | None = None,
+        damping: float = 0.5,
+        n_points: int | None = None,
+        n_scrambles: int = 4,
+        node_seed: int = 0,
+        draws: int = DEFAULT_DRAWS,
+        sample_dim: int = 100,
+        sample_draws: int | None = None,
+        sample_extrapolate: bool | None = None,
+        sample_seed: int | None = None,
+        draw_errors: bool = True,
+        method: str = "broyden",
+        continuation: bool = True,
+        max_evals: int = 1000,
+        prox_branch: str = "global",
+        exact_jacobian: bool = True,
+        ansatz: str | None = None,
+        threads: int | None = None,
+        tuning: Tuning | None = None,
+        **tuning_changes: Any,
+    ) -> None:
         unknown = sorted(set(tuning_changes) - set(TUNING_FIELDS))
         if unknown:
             raise TypeError(f"SEOptions got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
@@ -305,11 +341,28 @@ class SEOptions:
         tuning = tuning if tuning is not None else Tuning()
         if tuning_changes:
             tuning = dataclasses.replace(tuning, **tuning_changes)
-        values = dict(tol=tol, max_iter=max_iter, damping=damping, n_points=n_points, n_scrambles=n_scrambles,
-                      node_seed=node_seed, draws=draws, sample_dim=sample_dim, sample_draws=sample_draws,
-                      sample_extrapolate=sample_extrapolate, sample_seed=sample_seed, draw_errors=draw_errors,
-                      method=method, continuation=continuation, max_evals=max_evals, prox_branch=prox_branch,
-                      exact_jacobian=exact_jacobian, ansatz=ansatz, threads=threads, tuning=tuning)
+        values = dict(
+            tol=tol,
+            max_iter=max_iter,
+            damping=damping,
+            n_points=n_points,
+            n_scrambles=n_scrambles,
+            node_seed=node_seed,
+            draws=draws,
+            sample_dim=sample_dim,
+            sample_draws=sample_draws,
+            sample_extrapolate=sample_extrapolate,
+            sample_seed=sample_seed,
+            draw_errors=draw_errors,
+            method=method,
+            continuation=continuation,
+            max_evals=max_evals,
+            prox_branch=prox_branch,
+            exact_jacobian=exact_jacobian,
+            ansatz=ansatz,
+            threads=threads,
+            tuning=tuning,
+        )
         for name, value in values.items():
             object.__setattr__(self, name, value)
         self.__post_init__()
@@ -322,26 +375,53 @@ class SEOptions:
 
     def __post_init__(self) -> None:
         _check(self.tol is None or (_finite(self.tol) and self.tol > 0), "tol", "> 0 or None", self.tol)
-        _check(self.max_iter is None or (_is_int(self.max_iter) and self.max_iter >= 1), "max_iter",
-               "an integer >= 1 or None", self.max_iter)
+        _check(
+            self.max_iter is None or (_is_int(self.max_iter) and self.max_iter >= 1),
+            "max_iter",
+            "an integer >= 1 or None",
+            self.max_iter,
+        )
         _check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
-        _check(self.threads is None or (_is_int(self.threads) and self.threads >= 1), "threads",
-               "None or an integer >= 1", self.threads)
+        _check(
+            self.threads is None or (_is_int(self.threads) and self.threads >= 1),
+            "threads",
+            "None or an integer >= 1",
+            self.threads,
+        )
         _check(_finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
-        _check(self.n_points is None or (_is_int(self.n_points) and self.n_points >= 16), "n_points",
-               "an integer >= 16 or None", self.n_points)
+        _check(
+            self.n_points is None or (_is_int(self.n_points) and self.n_points >= 16),
+            "n_points",
+            "an integer >= 16 or None",
+            self.n_points,
+        )
         _check(_is_int(self.sample_dim) and self.sample_dim >= 4, "sample_dim", "an integer >= 4", self.sample_dim)
-        _check(self.sample_draws is None or (_is_int(self.sample_draws) and self.sample_draws >= 1), "sample_draws",
-               "an integer >= 1 or None", self.sample_draws)
-        _check(self.sample_extrapolate is None or isinstance(self.sample_extrapolate, bool), "sample_extrapolate",
-               "True, False or None", self.sample_extrapolate)
-        _check(not self.sample_extrapolate or self.sample_dim >= 8, "sample_dim",
-               "an integer >= 8 with sample_extrapolate (its half is the coarse size)", self.sample_dim)
-        _check(self.sample_seed is None or (_is_int(self.sample_seed) and self.sample_seed >= 0), "sample_seed",
-               "an integer >= 0 or None", self.sample_seed)
+        _check(
+            self.sample_draws is None or (_is_int(self.sample_draws) and self.sample_draws >= 1),
+            "sample_draws",
+            "an integer >= 1 or None",
+            self.sample_draws,
+        )
+        _check(
+            self.sample_extrapolate is None or isinstance(self.sample_extrapolate, bool),
+            "sample_extrapolate",
+            "True, False or None",
+            self.sample_extrapolate,
+        )
+        _check(
+            not self.sample_extrapolate or self.sample_dim >= 8,
+            "sample_dim",
+            "an integer >= 8 with sample_extrapolate (its half is the coarse size)",
+            self.sample_dim,
+        )
+        _check(
+            self.sample_seed is None or (_is_int(self.sample_seed) and self.sample_seed >= 0),
+            "sample_seed",
+            "an integer >= 0 or None",
+            self.sample_seed,
+        )
         _check(isinstance(self.draw_errors, bool), "draw_errors", "True or False", self.draw_errors)
-        _check(_is_int(self.n_scrambles) and self.n_scrambles >= 1, "n_scrambles", "an integer >= 1",
-               self.n_scrambles)
+        _check(_is_int(self.n_scrambles) and self.n_scrambles >= 1, "n_scrambles", "an integer >= 1", self.n_scrambles)
         _check(_is_int(self.node_seed) and self.node_seed >= 0, "node_seed", "an integer >= 0", self.node_seed)
         _check(_is_int(self.draws) and self.draws >= 1, "draws", "an integer >= 1", self.draws)
         _check(self.method in SE_METHODS, "method", f"one of {SE_METHODS}", self.method)
@@ -360,11 +440,11 @@ class SEOptions:
         """The seed a sampled prior side's instances are drawn with: ``sample_seed``, or ``node_seed`` if it is ``None``."""
         return self.node_seed if self.sample_seed is None else self.sample_seed
 
-    def replace(self, **changes: Any) -> "SEOptions":
+    def replace(self, **changes: Any) -> SEOptions:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
-    def resolved(self, defaults: dict[str, Any]) -> "SEOptions":
+    def resolved(self, defaults: dict[str, Any]) -> SEOptions:
         """A copy with the fields that are ``None`` and named in ``defaults`` (a model's) set to their value."""
         changes = {k: v for k, v in defaults.items() if getattr(self, k) is None}
         return self.replace(**changes) if changes else self
@@ -375,15 +455,20 @@ class SEOptions:
         default = SEOptions().flat()
         for name, value in self.flat().items():
             if name not in allowed and value != default[name]:
-                raise ValueError(f"options.{name} does not apply to the {model}: {why} (got {value!r}; leave it "
-                                 f"at {default[name]!r})")
+                raise ValueError(
+                    f"options.{name} does not apply to the {model}: {why} (got {value!r}; leave it "
+                    f"at {default[name]!r})"
+                )
 
-    def quick_attempt(self) -> "SEOptions":
+    def quick_attempt(self) -> SEOptions:
         """The settings of the quick first attempt from a warm start (see ``Tuning.quick_*``)."""
         t = self.tuning
-        return self.replace(max_evals=min(self.max_evals, t.quick_max_evals), continuation=False,
-                            fallback_iter=min(t.fallback_iter, t.quick_max_iter),
-                            union_max_evals=t.quick_union_max_evals)
+        return self.replace(
+            max_evals=min(self.max_evals, t.quick_max_evals),
+            continuation=False,
+            fallback_iter=min(t.fallback_iter, t.quick_max_iter),
+            union_max_evals=t.quick_union_max_evals,
+        )
 
     def thinned(self, quad: OutputQuadrature | None) -> OutputQuadrature | None:
         """``quad`` thinned by ``thin_factor``: the first nodes of each scramble (at least one)."""
@@ -443,9 +528,11 @@ def check_symmetric_options(options: SEOptions, student: Any) -> None:
     defaults = SEOptions()
     for name in _SAMPLED_PRIOR_OPTIONS:
         if getattr(options, name) != getattr(defaults, name):
-            raise ValueError(f"options.{name} does not apply to the {student.name} student: its prior side is "
-                             f"computed from the target's spectral law, not from sampled instances "
-                             f"(got {getattr(options, name)!r})")
+            raise ValueError(
+                f"options.{name} does not apply to the {student.name} student: its prior side is "
+                f"computed from the target's spectral law, not from sampled instances "
+                f"(got {getattr(options, name)!r})"
+            )
 
 
 @dataclass(frozen=True)

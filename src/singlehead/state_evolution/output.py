@@ -20,13 +20,13 @@ Test errors ``E ||chan_beta0(M(z0)) - chan_beta(M(z))||_F^2`` per sequence:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
-from singlehead.numerics.attention_maps import vec_to_mat
 from singlehead.model.problem import Problem
+from singlehead.numerics.attention_maps import vec_to_mat
 from singlehead.state_evolution.prox_screen import same_minimum, screened_prox, screening_nodes
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
@@ -162,8 +162,15 @@ def output_side(
     det = max(Q0 * q - m * m, 1e-300)
     gS, h0, br_cv, prox_ok = _sigmahat_residual(g, y, q, Sigma, problem, Q0, branch, warm_cv, union, lab)
     prox_ok = prox_ok and pr.converged
-    vals = np.stack([np.einsum("nk,nk->n", g, g), np.einsum("nk,nk->n", g, q * z0c - m * z),
-                     np.einsum("nk,nk->n", gS, Q0 * z - m * z0c), pr.fit], axis=1)
+    vals = np.stack(
+        [
+            np.einsum("nk,nk->n", g, g),
+            np.einsum("nk,nk->n", g, q * z0c - m * z),
+            np.einsum("nk,nk->n", gS, Q0 * z - m * z0c),
+            pr.fit,
+        ],
+        axis=1,
+    )
     mean, err, per = quad.mean_error_and_scrambles(vals)
     fac = np.array([2 * alpha / Sigma**2, 2 * alpha / (Sigma * det), -2 * alpha / (Sigma * det), 1.0])
     mean, err = mean * fac, err * np.abs(fac)
@@ -175,14 +182,31 @@ def output_side(
 
         def tan() -> np.ndarray | None:
             return _output_tangent(quad, problem, (q, m, Sigma), Q0, h, lab, z, z0c, hats, h0)
-    return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=br,
-                      prox_converged=prox_ok, scramble_hats=(per * fac)[:, :3], scramble_jacobian=jac,
-                      tangent=tan, branches_cv=br_cv)
+
+    return OutputSide(
+        *map(float, mean),
+        err=dict(zip(names, map(float, err))),
+        branches=br,
+        prox_converged=prox_ok,
+        scramble_hats=(per * fac)[:, :3],
+        scramble_jacobian=jac,
+        tangent=tan,
+        branches_cv=br_cv,
+    )
 
 
-def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, float, float], Q0: float,
-                    h: np.ndarray, labels: np.ndarray, z: np.ndarray, z0c: np.ndarray, hats: np.ndarray,
-                    h0: np.ndarray | None = None) -> np.ndarray | None:
+def _output_tangent(
+    quad: OutputQuadrature,
+    problem: Problem,
+    x: tuple[float, float, float],
+    Q0: float,
+    h: np.ndarray,
+    labels: np.ndarray,
+    z: np.ndarray,
+    z0c: np.ndarray,
+    hats: np.ndarray,
+    h0: np.ndarray | None = None,
+) -> np.ndarray | None:
     """``d(qhat, mhat, Sigmahat)/d(q, m, Sigma)`` of the node average, every node's prox branch held.
 
     On the fixed nodes ``y = sqrt(Vy) u1`` and ``z = (m/sqrt(Vy)) u1 + sqrt(q - m^2/Vy) u2`` move
@@ -254,9 +278,18 @@ def _output_tangent(quad: OutputQuadrature, problem: Problem, x: tuple[float, fl
     return out
 
 
-def _tracked_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, labels: np.ndarray,
-                  warm: Sequence[np.ndarray] | None, union: bool, branch: str, quad: OutputQuadrature | None = None,
-                  screen: int | None = None) -> tuple:
+def _tracked_prox(
+    problem: Problem,
+    z: np.ndarray,
+    y: np.ndarray,
+    Sigma: float,
+    labels: np.ndarray,
+    warm: Sequence[np.ndarray] | None,
+    union: bool,
+    branch: str,
+    quad: OutputQuadrature | None = None,
+    screen: int | None = None,
+) -> tuple:
     """The prox at ``z`` with its branches tracked: ``(ProxResult, branches for a next call)``.
 
     Starts: ``warm`` alone, or with ``union`` (or without ``warm``) the channel's cold starts too; a local
@@ -286,7 +319,7 @@ def _tracked_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     else:
         starts = warm if not cold else cold + (list(warm) if warm is not None else [])
         pr = ch.prox(z, y, Sigma, starts=starts, labels=labels, **kw)
-        br = pr.branches[len(cold):] if (union and warm is not None) else pr.branches
+        br = pr.branches[len(cold) :] if (union and warm is not None) else pr.branches
     if union and warm is not None:
         br = _track_best(list(br), pr.h, len(cold) + 1)
     return pr, br
@@ -299,7 +332,7 @@ def _track_best(tracked: list[np.ndarray], best: np.ndarray, limit: int) -> list
     ``limit`` branches: a new best replaces the one added before."""
     if same_minimum(best, tracked).all():
         return tracked
-    return (tracked[:limit - 1] if len(tracked) >= limit else tracked) + [best]
+    return (tracked[: limit - 1] if len(tracked) >= limit else tracked) + [best]
 
 
 def node_labels(problem: Problem, quad: OutputQuadrature, Q0: float) -> np.ndarray:
@@ -311,8 +344,9 @@ def node_labels(problem: Problem, quad: OutputQuadrature, Q0: float) -> np.ndarr
     return problem.channel.labels(y, problem.T, problem.beta0)
 
 
-def _fields(quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _fields(
+    quad: OutputQuadrature, q: float, m: float, Vy: float, Q0: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Teacher fields ``y`` (noise included), student fields ``z`` and ``E[z0 | y, z]`` on the nodes."""
     X = quad.flat
     K = X.shape[1] // 2
@@ -327,9 +361,18 @@ def _branch_start(branch: str, z: np.ndarray, y: np.ndarray, problem: Problem) -
     return problem.channel.logit_scale(problem.beta, problem.beta0) * y if branch == "teacher" else z
 
 
-def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, problem: Problem, Q0: float,
-                       branch: str = "global", warm: Sequence[np.ndarray] | None = None, union: bool = False,
-                       labels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, list | None, bool]:
+def _sigmahat_residual(
+    g: np.ndarray,
+    y: np.ndarray,
+    q: float,
+    Sigma: float,
+    problem: Problem,
+    Q0: float,
+    branch: str = "global",
+    warm: Sequence[np.ndarray] | None = None,
+    union: bool = False,
+    labels: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None, list | None, bool]:
     """The residual entering ``Sigmahat``, with a control variate at small ``q``: ``(g - h0, h0, branches, ok)``.
 
     At small q the Sigmahat weight (Q0 z - m z0)/det ~ 1/sqrt(q) multiplies the O(1) part of g that
@@ -349,8 +392,9 @@ def _sigmahat_residual(g: np.ndarray, y: np.ndarray, q: float, Sigma: float, pro
     return g - pr0.h, pr0.h, (None if branch != "global" or ch.convex_prox else list(br)), pr0.converged
 
 
-def _jacobian_averages(h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem, quad: OutputQuadrature
-                       ) -> np.ndarray:
+def _jacobian_averages(
+    h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem, quad: OutputQuadrature
+) -> np.ndarray:
     """Per scramble, the node means of ``||J||_F^2`` and ``tr J``, ``J = H (I + Sigma H)^{-1}`` (:func:`~singlehead.state_evolution.stability`).
 
     ``dh*/dz = (I + Sigma H)^{-1}``, so ``d(g/Sigma)/dz = -H (I + Sigma H)^{-1}``, and
@@ -433,8 +477,13 @@ def _output_side_degenerate(
     fac = np.array([2 * alpha, 2 * alpha, 2 * alpha, 1.0])
     mean, err = mean * fac, err * fac
     names = ("qhat", "mhat", "Sigmahat", "train_error")
-    return OutputSide(*map(float, mean), err=dict(zip(names, map(float, err))), branches=None, prox_converged=prox_ok,
-                      scramble_hats=(per * fac)[:, :3])
+    return OutputSide(
+        *map(float, mean),
+        err=dict(zip(names, map(float, err))),
+        branches=None,
+        prox_converged=prox_ok,
+        scramble_hats=(per * fac)[:, :3],
+    )
 
 
 def channel_test_errors(

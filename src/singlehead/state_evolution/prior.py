@@ -15,16 +15,14 @@ import math
 from dataclasses import dataclass, replace
 
 from singlehead.model.problem import Problem
+from singlehead.model.students import PriorSide
 from singlehead.numerics.spectra.finite_d import DEFAULT_DRAWS
 from singlehead.numerics.spectra.prior_model import PriorModel
-from singlehead.model.students import PriorSide
 from singlehead.state_evolution.options import SEOptions
 from singlehead.state_evolution.output import OutputSide, output_side
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
 __all__ = ["PriorModel", "prior_model", "PriorSide", "prior_side", "collapse_point", "CollapsePoint"]
-
-
 
 
 PRIOR_MODES = ("auto", "asymptotic", "finite")
@@ -95,7 +93,6 @@ def prior_side(qhat: float, mhat: float, Sigmahat: float, *, problem: Problem, p
     return problem.student.prior_side(qhat, mhat, Sigmahat, lam=problem.lam, kappa=problem.kappa, prior=prior)
 
 
-
 @dataclass
 class CollapsePoint:
     """The SE at ``S = 0`` (``q = m = Sigma = 0``): conjugates, prior side, collapse threshold."""
@@ -107,10 +104,9 @@ class CollapsePoint:
     alpha: float = math.nan  # the problem's alpha (the conjugates are proportional to it)
 
 
-
-
-def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature | None = None,
-                   like: CollapsePoint | None = None) -> CollapsePoint:
+def collapse_point(
+    problem: Problem, prior: PriorModel, quad: OutputQuadrature | None = None, like: CollapsePoint | None = None
+) -> CollapsePoint:
     """Complete rank collapse test: is ``S = 0`` a fixed point of the SE?
 
     At ``q = m = 0`` the student logits vanish and the prox parameter ``Sigma`` of the collapsed
@@ -152,5 +148,11 @@ def collapse_point(problem: Problem, prior: PriorModel, quad: OutputQuadrature |
 def _rescaled(out: OutputSide, factor: float) -> OutputSide:
     """The output side with its conjugates (and their errors) multiplied by ``factor`` (train error kept)."""
     err = {k: (v * factor if k != "train_error" else v) for k, v in out.err.items()}
-    return replace(out, qhat=out.qhat * factor, mhat=out.mhat * factor, Sigmahat=out.Sigmahat * factor, err=err,
-                   scramble_hats=None if out.scramble_hats is None else out.scramble_hats * factor)
+    return replace(
+        out,
+        qhat=out.qhat * factor,
+        mhat=out.mhat * factor,
+        Sigmahat=out.Sigmahat * factor,
+        err=err,
+        scramble_hats=None if out.scramble_hats is None else out.scramble_hats * factor,
+    )

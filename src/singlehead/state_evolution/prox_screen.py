@@ -25,7 +25,7 @@ a higher local minimum found by a cold start changes neither the result nor what
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -79,8 +79,7 @@ def _better_minimum(pr: ProxResult, lead: int, mask: np.ndarray) -> bool:
     return bool(np.any(pr.start_index[mask] >= lead))
 
 
-def _not_convex_nodes(problem: Problem, labels: np.ndarray, Sigma: float, probes: Sequence[np.ndarray]
-                      ) -> np.ndarray:
+def _not_convex_nodes(problem: Problem, labels: np.ndarray, Sigma: float, probes: Sequence[np.ndarray]) -> np.ndarray:
     """Nodes where the prox objective's Hessian ``H_ell(h) + I/Sigma`` is not positive definite at some probe ``h``."""
     ch = problem.channel
     bad = np.zeros(labels.shape[0], dtype=bool)
@@ -91,6 +90,7 @@ def _not_convex_nodes(problem: Problem, labels: np.ndarray, Sigma: float, probes
 
 def _merge(first: ProxResult, sel: np.ndarray, sub: ProxResult, lead: int) -> ProxResult:
     """``first`` (the lead starts on every node) with the nodes ``sel`` replaced by ``sub`` (every start there)."""
+
     def put(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = a.copy()
         out[sel] = b
@@ -98,14 +98,28 @@ def _merge(first: ProxResult, sel: np.ndarray, sub: ProxResult, lead: int) -> Pr
 
     branches = [put(first.branches[k], sub.branches[k]) for k in range(lead)]
     branches += [put(first.branches[0], b) for b in sub.branches[lead:]]
-    return ProxResult(put(first.h, sub.h), put(first.objective, sub.objective), put(first.fit, sub.fit),
-                      put(first.grad_norm, sub.grad_norm), bool(first.converged and sub.converged),
-                      max(first.iterations, sub.iterations), put(first.start_index, sub.start_index), branches)
+    return ProxResult(
+        put(first.h, sub.h),
+        put(first.objective, sub.objective),
+        put(first.fit, sub.fit),
+        put(first.grad_norm, sub.grad_norm),
+        bool(first.converged and sub.converged),
+        max(first.iterations, sub.iterations),
+        put(first.start_index, sub.start_index),
+        branches,
+    )
 
 
-def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, cold: Sequence[np.ndarray],
-                  warm: Sequence[np.ndarray] | None, mask: np.ndarray, labels: np.ndarray | None = None
-                  ) -> tuple[ProxResult, int]:
+def screened_prox(
+    problem: Problem,
+    z: np.ndarray,
+    y: np.ndarray,
+    Sigma: float,
+    cold: Sequence[np.ndarray],
+    warm: Sequence[np.ndarray] | None,
+    mask: np.ndarray,
+    labels: np.ndarray | None = None,
+) -> tuple[ProxResult, int]:
     """Global prox from the ``warm`` (tracked) and ``cold`` starts, the extra ones screened.
 
     The *lead* starts run on every node: the tracked branches ``warm`` when given (a union
@@ -133,8 +147,14 @@ def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     flagged = _not_convex_nodes(problem, labels, Sigma, probes)
     sel = np.nonzero(mask | flagged)[0]
     # the lead starts' end points are converged starts: Newton stops there at once
-    sub = ch.prox(z[sel], y[sel], Sigma, starts=[b[sel] for b in first.branches] + [c[sel] for c in extra],
-                  labels=labels[sel], **kw)
+    sub = ch.prox(
+        z[sel],
+        y[sel],
+        Sigma,
+        starts=[b[sel] for b in first.branches] + [c[sel] for c in extra],
+        labels=labels[sel],
+        **kw,
+    )
     pr = _merge(first, sel, sub, len(lead))
     # with tracked branches only they are kept: an extra start matters where it ends lower than all of
     # them; without, every branch is tracked, so any minimum the lead start missed matters. Only the
@@ -142,5 +162,5 @@ def screened_prox(problem: Problem, z: np.ndarray, y: np.ndarray, Sigma: float, 
     # ones every start ran already)
     unflagged = mask & ~flagged
     if _better_minimum(pr, len(lead), unflagged) if warm else _new_minimum(pr, len(lead), unflagged):
-        pr = ch.prox(z, y, Sigma, starts=list(pr.branches[:len(lead)]) + extra, labels=labels, **kw)
+        pr = ch.prox(z, y, Sigma, starts=list(pr.branches[: len(lead)]) + extra, labels=labels, **kw)
     return pr, len(lead)

@@ -97,14 +97,18 @@ class OutputQuadrature:
     seed: int
 
     @classmethod
-    def sobol(cls, dim: int, n_points: int = 2048, n_scrambles: int = 4, seed: int = 0) -> "OutputQuadrature":
+    def sobol(cls, dim: int, n_points: int = 2048, n_scrambles: int = 4, seed: int = 0) -> OutputQuadrature:
         """``n_scrambles`` scrambled Sobol sets of ``n_points`` (rounded up to a power of 2) in ``dim`` dims."""
         if int(dim) > SOBOL_MAX_DIM:
-            raise ValueError(f"dim must be <= {SOBOL_MAX_DIM}, the most dimensions SciPy's Sobol generator supports "
-                             f"(got {dim})")
+            raise ValueError(
+                f"dim must be <= {SOBOL_MAX_DIM}, the most dimensions SciPy's Sobol generator supports (got {dim})"
+            )
         mexp = max(1, int(math.ceil(math.log2(max(2, n_points)))))
-        check_memory(8.0 * n_scrambles * 2**mexp * dim, "n_points",
-                     f"{n_scrambles} x {2**mexp} quadrature nodes in {dim} dimensions")
+        check_memory(
+            8.0 * n_scrambles * 2**mexp * dim,
+            "n_points",
+            f"{n_scrambles} x {2**mexp} quadrature nodes in {dim} dimensions",
+        )
         return cls(_cached_nodes(int(dim), mexp, int(n_scrambles), int(seed)), int(seed))
 
     @property

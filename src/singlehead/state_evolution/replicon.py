@@ -95,10 +95,10 @@ def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
     rows = max(1, _PAIR_BLOCK // max(1, lo.x.size))
     s1 = s2 = 0.0
     for i in range(0, hi.x.size, rows):
-        xh = hi.x[i:i + rows, None]
+        xh = hi.x[i : i + rows, None]
         across = (xh - eps) / (xh - lo.x[None, :])
-        s1 += float(hi.w[i:i + rows] @ across @ lo.w)
-        s2 += float(hi.w[i:i + rows] @ across**2 @ lo.w)
+        s1 += float(hi.w[i : i + rows] @ across @ lo.w)
+        s2 += float(hi.w[i : i + rows] @ across**2 @ lo.w)
     P = above**2 + 2.0 * s2
     D = above**2 + 2.0 * s1
     return P / Sh**2, D / Sh
@@ -108,8 +108,9 @@ def _prior_factor(problem: Problem, ex: dict) -> tuple[float, float]:
 _PAIR_BLOCK = 1 << 22
 
 
-def tied_stability(problem: Problem, result: Result, *, options: SEOptions | None = None,
-                   quad: OutputQuadrature | None = None) -> Stability:
+def tied_stability(
+    problem: Problem, result: Result, *, options: SEOptions | None = None, quad: OutputQuadrature | None = None
+) -> Stability:
     """:func:`stability` of the tied model's fixed point ``result`` (one block of fields)."""
     ex = result.extras
     for key in ("q", "m", "Sigma", "Sigmahat", "Q0"):

@@ -63,11 +63,17 @@ class MapSettings:
     tol: float = 1e-6
 
     @classmethod
-    def from_options(cls, options: Any, *, tangent: bool, stop_on_collapse: bool) -> "MapSettings":
+    def from_options(cls, options: Any, *, tangent: bool, stop_on_collapse: bool) -> MapSettings:
         """The settings an attempt with ``options`` (:class:`~.options.SEOptions`) gives its map."""
-        return cls(branch=options.prox_branch, screen=options.tuning.prox_screen,
-                   tangent=options.exact_jacobian and tangent, floor_after=options.tuning.floor_after,
-                   stop_on_collapse=stop_on_collapse, budget=options.max_evals, tol=options.tol)
+        return cls(
+            branch=options.prox_branch,
+            screen=options.tuning.prox_screen,
+            tangent=options.exact_jacobian and tangent,
+            floor_after=options.tuning.floor_after,
+            stop_on_collapse=stop_on_collapse,
+            budget=options.max_evals,
+            tol=options.tol,
+        )
 
 
 @dataclass
@@ -100,9 +106,16 @@ class MapCore:
     #: close to ``tol`` the reported residual may come)
     root_stop_fraction = 0.1
 
-    def __init__(self, problem: Problem, prior: Any, quad: OutputQuadrature | None,
-                 settings: MapSettings | None = None, *, counter: EvalCounter | None = None,
-                 branches: ProxBranches | None = None) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        prior: Any,
+        quad: OutputQuadrature | None,
+        settings: MapSettings | None = None,
+        *,
+        counter: EvalCounter | None = None,
+        branches: ProxBranches | None = None,
+    ) -> None:
         self.problem, self.prior, self.quad = problem, prior, quad
         self.settings = settings if settings is not None else MapSettings()
         self.branches = branches if branches is not None else ProxBranches()
@@ -215,9 +228,16 @@ class SEMap(MapCore):
     :meth:`jacobian_at` the map's Jacobian.
     """
 
-    def __init__(self, problem: Problem, prior: PriorModel, quad: OutputQuadrature | None,
-                 settings: MapSettings | None = None, *, counter: EvalCounter | None = None,
-                 branches: ProxBranches | None = None) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        prior: PriorModel,
+        quad: OutputQuadrature | None,
+        settings: MapSettings | None = None,
+        *,
+        counter: EvalCounter | None = None,
+        branches: ProxBranches | None = None,
+    ) -> None:
         super().__init__(problem, prior, quad, settings, counter=counter, branches=branches)
         self._labels: np.ndarray | None = None  # the channel's labels on the nodes (fixed: node_labels)
 
@@ -254,8 +274,7 @@ class SEMap(MapCore):
         return None if self.last_jacobian is None else self.last_jacobian[1]
 
     # ---- the controls a solve attempt uses ---------------------------------------------
-    def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None,
-                **changes: Any) -> "SEMap":
+    def sibling(self, problem: Problem | None = None, quad: OutputQuadrature | None = None, **changes: Any) -> SEMap:
         """A map of ``problem`` (default this one's) on ``quad`` sharing this one's evaluation count and budget,
         its settings changed by ``changes`` (:class:`MapSettings` fields), without floor and tracked branches."""
         settings = replace(self.settings, budget=self.budget, floor_after=None, **changes)
@@ -266,10 +285,21 @@ class SEMap(MapCore):
         if self._labels is None and self.quad is not None:
             self._labels = node_labels(self.problem, self.quad, self.prior.Q0)
         st, tracked = self.settings, self.branches
-        out = output_side(q, m, Sigma, problem=self.problem, Q0=self.prior.Q0, quad=self.quad,
-                          warm=None if mode == "cold" else tracked.main, union=mode == "union", branch=st.branch,
-                          screen=st.screen, tangent=st.tangent, warm_cv=None if mode == "cold" else tracked.cv,
-                          labels=self._labels)
+        out = output_side(
+            q,
+            m,
+            Sigma,
+            problem=self.problem,
+            Q0=self.prior.Q0,
+            quad=self.quad,
+            warm=None if mode == "cold" else tracked.main,
+            union=mode == "union",
+            branch=st.branch,
+            screen=st.screen,
+            tangent=st.tangent,
+            warm_cv=None if mode == "cold" else tracked.cv,
+            labels=self._labels,
+        )
         if out.branches is not None and not self.problem.channel.convex_prox:
             tracked.main = out.branches
         if out.branches_cv is not None:
@@ -279,7 +309,9 @@ class SEMap(MapCore):
             raise DrivenToCollapse
         return np.array([pr.q, pr.m, pr.Sigma]), out, pr
 
-    def _chain(self, x: np.ndarray, out: OutputSide, fx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _chain(
+        self, x: np.ndarray, out: OutputSide, fx: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """``(x, dF/dx, dF/dlog alpha)``: the output side's exact tangent times the prior side's
         derivative in the conjugates (forward differences, relative step ``_PRIOR_STEP``; the prior
         side is a smooth quadrature). The output side is proportional to ``alpha``, so
@@ -357,8 +389,12 @@ def residual_floor(x: np.ndarray, out: OutputSide, problem: Problem, prior: Prio
     if per.shape[0] < 2:
         return math.nan
     try:
-        fs = np.array([[v.q, v.m, v.Sigma] for v in
-                       (prior_side(float(a), float(b), float(c), problem=problem, prior=prior) for a, b, c in per)])
+        fs = np.array(
+            [
+                [v.q, v.m, v.Sigma]
+                for v in (prior_side(float(a), float(b), float(c), problem=problem, prior=prior) for a, b, c in per)
+            ]
+        )
     except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
         return math.nan
     if not np.all(np.isfinite(fs)):

@@ -23,8 +23,14 @@ from singlehead.numerics.limits import SOBOL_MAX_DIM, check_memory, max_tokens_f
 from singlehead.numerics.prox_rows import newton_chunk_bytes
 from singlehead.state_evolution.options import SEOptions
 
-__all__ = ["quadrature_fields", "max_tokens", "output_side_bytes", "prior_side_bytes", "check_theory_size",
-           "point_cost_seconds"]
+__all__ = [
+    "quadrature_fields",
+    "max_tokens",
+    "output_side_bytes",
+    "prior_side_bytes",
+    "check_theory_size",
+    "point_cost_seconds",
+]
 
 # Newton starts held at once by the output side (three cold starts, the tracked branches and the best)
 _STARTS = 5
@@ -78,19 +84,27 @@ def check_theory_size(problem: Problem, options: SEOptions | None = None, prior:
         fields = quadrature_fields(problem)
         if 2 * fields > SOBOL_MAX_DIM:
             tmax = max_tokens(problem)
-            raise ValueError(f"T must be <= {tmax} for the state evolution of the {problem.student.name} student "
-                             f"(got {problem.T}): its output quadrature draws 2 x {fields} = {2 * fields} Sobol "
-                             f"dimensions and SciPy's Sobol generator supports at most {SOBOL_MAX_DIM}")
+            raise ValueError(
+                f"T must be <= {tmax} for the state evolution of the {problem.student.name} student "
+                f"(got {problem.T}): its output quadrature draws 2 x {fields} = {2 * fields} Sobol "
+                f"dimensions and SciPy's Sobol generator supports at most {SOBOL_MAX_DIM}"
+            )
         n_nodes = o.points(problem) * o.n_scrambles
         which = "n_points" if o.n_points is not None else "T"
-        check_memory(output_side_bytes(problem.T, fields, n_nodes), which,
-                     f"the output side at T = {problem.T} on {n_nodes} quadrature nodes ({fields} fields each)",
-                     "lower n_points" if which == "n_points" else "lower T")
+        check_memory(
+            output_side_bytes(problem.T, fields, n_nodes),
+            which,
+            f"the output side at T = {problem.T} on {n_nodes} quadrature nodes ({fields} fields each)",
+            "lower n_points" if which == "n_points" else "lower T",
+        )
     mode = prior if isinstance(prior, str) else "given"
-    check_memory(prior_side_bytes(problem, mode), "d",
-                 f"the prior side at d = {problem.d} ({'the finite-d spectra' if mode == 'finite' else 'the target'}'s"
-                 f" {problem.d} eigenvalues)", "lower d (the asymptotic law does not depend on it beyond a few "
-                 "thousand)")
+    check_memory(
+        prior_side_bytes(problem, mode),
+        "d",
+        f"the prior side at d = {problem.d} ({'the finite-d spectra' if mode == 'finite' else 'the target'}'s"
+        f" {problem.d} eigenvalues)",
+        "lower d (the asymptotic law does not depend on it beyond a few thousand)",
+    )
 
 
 # the cost model of point_cost_seconds: seconds per node and Newton iteration, per T^3 and per K (measured on
@@ -114,4 +128,4 @@ def point_cost_seconds(problem: Problem, options: SEOptions | None = None) -> fl
         return 0.0
     fields = quadrature_fields(problem)
     n = o.points(problem) * o.n_scrambles
-    return float(n * _NODE_ITERATIONS * (_SEC_PER_T3 * problem.T ** 3 + _SEC_PER_FIELD * fields))
+    return float(n * _NODE_ITERATIONS * (_SEC_PER_T3 * problem.T**3 + _SEC_PER_FIELD * fields))

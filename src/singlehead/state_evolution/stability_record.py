@@ -49,5 +49,7 @@ class Stability:
 
     def describe(self) -> str:
         """One line for tables: the replicon and the jump weight."""
-        return (f"RS check: smooth replicon {self.replicon:.2f} (unstable if > 1), "
-                f"prox-jump share of Sigmahat {100 * self.prox_jump_share:.1f} +- {100 * self.prox_jump_share_se:.1f} %")
+        return (
+            f"RS check: smooth replicon {self.replicon:.2f} (unstable if > 1), "
+            f"prox-jump share of Sigmahat {100 * self.prox_jump_share:.1f} +- {100 * self.prox_jump_share_se:.1f} %"
+        )

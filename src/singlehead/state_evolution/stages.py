@@ -28,8 +28,8 @@ import numpy as np
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
 from singlehead.state_evolution.convergence import ACCEPT_FACTOR, is_converged
-from singlehead.state_evolution.fixed_point import in_domain, solve_fixed_point, step_residual
 from singlehead.state_evolution.draw_spread import prior_draw_spread
+from singlehead.state_evolution.fixed_point import in_domain, solve_fixed_point, step_residual
 from singlehead.state_evolution.options import SEOptions
 from singlehead.state_evolution.output import Q_FLOOR, OutputSide, channel_test_errors
 from singlehead.state_evolution.prior import CollapsePoint, PriorModel, PriorSide
@@ -46,8 +46,16 @@ from singlehead.state_evolution.se_map import (
     default_init,
 )
 
-__all__ = ["SEState", "Attempt", "ReportedPoint", "TiedSetup", "solve_attempt", "collapsed_result", "stage_message",
-           "training_objective"]
+__all__ = [
+    "SEState",
+    "Attempt",
+    "ReportedPoint",
+    "TiedSetup",
+    "solve_attempt",
+    "collapsed_result",
+    "stage_message",
+    "training_objective",
+]
 
 _SOLVER_ERRORS = (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError)
 
@@ -89,13 +97,33 @@ class _Solve:
     trace: dict[str, Any] = field(default_factory=dict)
 
 
-def _solve(F: SEMap, x: np.ndarray, o: SEOptions, jac: np.ndarray | None, *, tol: float, max_iter: int,
-           fx0: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray | None, int]:
+def _solve(
+    F: SEMap,
+    x: np.ndarray,
+    o: SEOptions,
+    jac: np.ndarray | None,
+    *,
+    tol: float,
+    max_iter: int,
+    fx0: np.ndarray | None = None,
+) -> tuple[float, np.ndarray, np.ndarray | None, int]:
     t = o.tuning
-    return solve_fixed_point(F.values, x, F.Q0, tol=tol, switch=t.switch, method=o.method, jacobian=jac,
-                             damping=o.damping, max_iter=max_iter,
-                             jacobian_of=F.jacobian_at if F.tangent else None, exact_switch=t.exact_switch, fx0=fx0,
-                             anderson=F.pre_iteration_history, stop_fraction=F.root_stop_fraction)
+    return solve_fixed_point(
+        F.values,
+        x,
+        F.Q0,
+        tol=tol,
+        switch=t.switch,
+        method=o.method,
+        jacobian=jac,
+        damping=o.damping,
+        max_iter=max_iter,
+        jacobian_of=F.jacobian_at if F.tangent else None,
+        exact_switch=t.exact_switch,
+        fx0=fx0,
+        anderson=F.pre_iteration_history,
+        stop_fraction=F.root_stop_fraction,
+    )
 
 
 # ------------------------------------------------------------------------------------------ set-up
@@ -135,8 +163,14 @@ def coarse_stage(F: SEMap, s: _Solve, o: SEOptions, *, warm: bool) -> None:
     if not (thin or len(cands) > 1):
         return
     for c in cands:
-        rc, xc, jc, itc = _solve(Fc, c, o, s.jac, tol=max(o.tol, o.tuning.coarse_tol),
-                                 max_iter=min(o.fallback_iter, o.tuning.coarse_max_iter))
+        rc, xc, jc, itc = _solve(
+            Fc,
+            c,
+            o,
+            s.jac,
+            tol=max(o.tol, o.tuning.coarse_tol),
+            max_iter=min(o.fallback_iter, o.tuning.coarse_max_iter),
+        )
         s.iterations += itc
         if rc < o.tuning.accept_coarse:
             s.x = xc
@@ -154,19 +188,31 @@ def full_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
 def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
     """Follow the fixed point in ``lam`` from ``continuation_from`` down (thinned nodes), then polish."""
     lam = F.problem.lam
-    if s.r < o.tol or below_floor(s.r, F.floor) or not o.continuation or lam >= o.tuning.continuation_from or not F.has_budget():
+    if (
+        s.r < o.tol
+        or below_floor(s.r, F.floor)
+        or not o.continuation
+        or lam >= o.tuning.continuation_from
+        or not F.has_budget()
+    ):
         return
     # lam = 0 (no penalty) is reached from lam = 1e-6 continuation_from, then polished at lam = 0
     lam_end = lam if lam > 0 else 1e-6 * o.tuning.continuation_from
     n_lams = int(math.ceil(o.tuning.continuation_per_decade * math.log10(o.tuning.continuation_from / lam_end))) + 1
     xs, js = F.default_start(), None
-    s.trace["continuation"] = trace = {"from": o.tuning.continuation_from, "to": lam_end, "reached": None,
-                                       "completed": False}
+    s.trace["continuation"] = trace = {
+        "from": o.tuning.continuation_from,
+        "to": lam_end,
+        "reached": None,
+        "completed": False,
+    }
     for lv in np.geomspace(o.tuning.continuation_from, lam_end, n_lams):
         if not F.has_budget():
             return
         Fl = F.sibling(problem=F.problem.replace(lam=float(lv)), quad=o.thinned(F.quad), stop_on_collapse=False)
-        rl, xl, jl, itl = _solve(Fl, xs, o, js, tol=max(o.tol, o.tuning.coarse_tol), max_iter=o.tuning.continuation_max_iter)
+        rl, xl, jl, itl = _solve(
+            Fl, xs, o, js, tol=max(o.tol, o.tuning.coarse_tol), max_iter=o.tuning.continuation_max_iter
+        )
         s.iterations += itl
         if not rl < o.tuning.accept_coarse:
             return
@@ -179,8 +225,15 @@ def continuation_stage(F: SEMap, s: _Solve, o: SEOptions) -> None:
         s.r, s.x, s.jac = r2, x2, (j2 if j2 is not None else js)
 
 
-def fixed_point_stage(F: SEMap, x: np.ndarray, jacobian: np.ndarray | None, o: SEOptions, *, warm: bool,
-                      trace: dict[str, Any] | None = None) -> _Solve:
+def fixed_point_stage(
+    F: SEMap,
+    x: np.ndarray,
+    jacobian: np.ndarray | None,
+    o: SEOptions,
+    *,
+    warm: bool,
+    trace: dict[str, Any] | None = None,
+) -> _Solve:
     """Coarse -> full -> continuation; on a spent budget or at the quadrature floor, the best point seen.
     ``trace``: a dict the stages fill with what they tried (``_Solve.trace``)."""
     s = _Solve(math.inf, x, jacobian, trace=trace if trace is not None else {})
@@ -224,14 +277,22 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> ReportedPoint:
     residual = step_residual(x, fx, Q0)
     floor = F.floor_at(x, out) if residual >= o.tol else math.nan
     s.trace["tracked_residual"] = float(s.r)  # the stages' residual, on the tracked prox branches
-    if s.r < o.tuning.accept_coarse and residual >= o.tol and not below_floor(residual, floor) and not problem.channel.convex_prox \
-            and math.isfinite(residual) and F.has_budget():
+    if (
+        s.r < o.tuning.accept_coarse
+        and residual >= o.tol
+        and not below_floor(residual, floor)
+        and not problem.channel.convex_prox
+        and math.isfinite(residual)
+        and F.has_budget()
+    ):
         s.trace["union_resolve_from"] = float(residual)
         F.start_union_resolve(floor, o.tuning.union_max_evals)
         n0 = F.evaluations
         try:
             # the union map was just evaluated at x (its value and Jacobian there are known)
-            _, x3, j3, _ = _solve(F, x, o, s.jac, tol=o.tol, max_iter=min(o.fallback_iter, o.tuning.union_max_evals), fx0=fx)
+            _, x3, j3, _ = _solve(
+                F, x, o, s.jac, tol=o.tol, max_iter=min(o.fallback_iter, o.tuning.union_max_evals), fx0=fx
+            )
         except (AtQuadratureFloor, BudgetExhausted):
             best = F.best_point()[1]
             x3, j3 = (best if best is not None else x), None
@@ -244,38 +305,67 @@ def diagnostics_stage(F: SEMap, s: _Solve, o: SEOptions) -> ReportedPoint:
             s.jac = j3 if j3 is not None else s.jac
             floor = F.floor_at(x, out) if residual >= o.tol else math.nan
     # at the quadrature floor, one more SE step moves the point by less than the map's own quadrature error
-    converged, at_floor = is_converged(residual, o.tol, accept=ACCEPT_FACTOR, floor=floor,
-                                       prox_converged=out.prox_converged)
+    converged, at_floor = is_converged(
+        residual, o.tol, accept=ACCEPT_FACTOR, floor=floor, prox_converged=out.prox_converged
+    )
     return ReportedPoint(x, out, pr, residual, floor, converged, at_floor)
 
 
 # ------------------------------------------------------------------------------------------ result
-def theory_extras(*, x: np.ndarray, Q0: float, out: OutputSide, pr: PriorSide, residual: float, floor: float,
-                  qerr: dict[str, float], pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint,
-                  collapsed: bool) -> dict[str, Any]:
+def theory_extras(
+    *,
+    x: np.ndarray,
+    Q0: float,
+    out: OutputSide,
+    pr: PriorSide,
+    residual: float,
+    floor: float,
+    qerr: dict[str, float],
+    pm: PriorModel,
+    quad: OutputQuadrature | None,
+    col: CollapsePoint,
+    collapsed: bool,
+) -> dict[str, Any]:
     """``Result.extras`` of a state-evolution result (the keys are documented in :func:`~.api.theory`)."""
     q, m, Sigma = map(float, x)
     return {
-        "q": q, "m": m, "Sigma": Sigma, "Q0": Q0,
-        "qhat": out.qhat, "mhat": out.mhat, "Sigmahat": out.Sigmahat,
-        "eta": pr.eta, "delta": pr.delta, "eps": pr.eps, "cutoff": pr.cutoff,
-        "cap_binds": False if collapsed else pr.cap_binds, "first_moment": 0.0 if collapsed else pr.first_moment,
-        "residual": residual, "residual_floor": floor, "quadrature_error": qerr, "prior_mode": pm.mode,
-        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]), "collapsed": collapsed,
-        "collapse_lam": col.lam_c, "collapse_fixed_point": True if collapsed else col.holds,
+        "q": q,
+        "m": m,
+        "Sigma": Sigma,
+        "Q0": Q0,
+        "qhat": out.qhat,
+        "mhat": out.mhat,
+        "Sigmahat": out.Sigmahat,
+        "eta": pr.eta,
+        "delta": pr.delta,
+        "eps": pr.eps,
+        "cutoff": pr.cutoff,
+        "cap_binds": False if collapsed else pr.cap_binds,
+        "first_moment": 0.0 if collapsed else pr.first_moment,
+        "residual": residual,
+        "residual_floor": floor,
+        "quadrature_error": qerr,
+        "prior_mode": pm.mode,
+        "n_nodes": 0 if quad is None else int(quad.flat.shape[0]),
+        "collapsed": collapsed,
+        "collapse_lam": col.lam_c,
+        "collapse_fixed_point": True if collapsed else col.holds,
     }
 
 
 def stage_message(dg: Any, tol: float) -> str:
     """The message of a solve's reported point ``dg`` (converged, at the floor, or why not)."""
     if dg.converged and dg.at_floor:
-        return (f"converged to the quadrature floor: residual {dg.residual:.1e} < the map's quadrature error "
-                f"{dg.floor:.1e}")
+        return (
+            f"converged to the quadrature floor: residual {dg.residual:.1e} < the map's quadrature error {dg.floor:.1e}"
+        )
     if dg.converged:
         return f"converged: residual {dg.residual:.1e} < 10 tol"
     if dg.residual < dg.floor and dg.floor > MAX_FLOOR:
-        return (f"not converged: residual {dg.residual:.1e} is below the map's quadrature error {dg.floor:.1e}, but that "
-                f"error is too large (> {MAX_FLOOR:g}) to determine a fixed point; raise SEOptions.n_points")
+        return (
+            f"not converged: residual {dg.residual:.1e} is below the map's quadrature error {dg.floor:.1e}, but that "
+            f"error is too large (> {MAX_FLOOR:g}) to determine a fixed point; raise SEOptions.n_points"
+        )
     if not dg.out.prox_converged:
         return f"not converged: the channel prox did not converge at some nodes (residual {dg.residual:.1e})"
     return f"not converged: residual {dg.residual:.1e} >= 10 tol = {10 * tol:.1e}"
@@ -292,30 +382,58 @@ def training_objective(train_error: float, penalty: float, alpha: float) -> floa
     return float(train_error + penalty / alpha)
 
 
-def result_stage(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint,
-                 dg: ReportedPoint, iterations: int, t0: float, o: SEOptions) -> Result:
+def result_stage(
+    problem: Problem,
+    pm: PriorModel,
+    quad: OutputQuadrature | None,
+    col: CollapsePoint,
+    dg: ReportedPoint,
+    iterations: int,
+    t0: float,
+    o: SEOptions,
+) -> Result:
     """The :class:`Result` of a non-trivial fixed point."""
     Q0 = pm.Q0
     q, m, _ = map(float, dg.x)
     te = channel_test_errors(q, m, problem=problem, Q0=Q0, quad=quad)
     qerr = dict(dg.out.err)
     qerr.update({"test_error": te["test_error_se"], "test_error_noisy": te["test_error_noisy_se"]})
-    extras = theory_extras(x=dg.x, Q0=Q0, out=dg.out, pr=dg.pr, residual=dg.residual, floor=dg.floor, qerr=qerr,
-                           pm=pm, quad=quad, col=col, collapsed=False)
+    extras = theory_extras(
+        x=dg.x,
+        Q0=Q0,
+        out=dg.out,
+        pr=dg.pr,
+        residual=dg.residual,
+        floor=dg.floor,
+        qerr=qerr,
+        pm=pm,
+        quad=quad,
+        col=col,
+        collapsed=False,
+    )
     extras.update(prior_draw_spread(problem, pm, dg.x, dg.out, dg.pr, quad))  # finite-d prior: draw-to-draw spread
     penalty = problem.student.se_penalty(problem.lam, q, dg.pr)
     extras["objective"] = training_objective(dg.out.train_error, penalty, problem.alpha)
     return Result(
-        source="theory", problem=problem.to_dict(), test_error=te["test_error"],
-        test_error_noisy=te["test_error_noisy"], train_error=dg.out.train_error,
-        penalty=penalty, matrix_error=Q0 - 2 * m + q,
-        rank_fraction=dg.pr.rank_fraction, converged=dg.converged, iterations=iterations,
-        runtime_s=time.perf_counter() - t0, message=stage_message(dg, o.tol), extras=extras,
+        source="theory",
+        problem=problem.to_dict(),
+        test_error=te["test_error"],
+        test_error_noisy=te["test_error_noisy"],
+        train_error=dg.out.train_error,
+        penalty=penalty,
+        matrix_error=Q0 - 2 * m + q,
+        rank_fraction=dg.pr.rank_fraction,
+        converged=dg.converged,
+        iterations=iterations,
+        runtime_s=time.perf_counter() - t0,
+        message=stage_message(dg, o.tol),
+        extras=extras,
     )
 
 
-def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint,
-                     t0: float, iterations: int) -> Result:
+def collapsed_result(
+    problem: Problem, pm: PriorModel, quad: OutputQuadrature | None, col: CollapsePoint, t0: float, iterations: int
+) -> Result:
     """The SE solution ``S = 0`` (complete rank collapse): ``q = m = Sigma = 0``.
 
     Test errors are the channel's errors of predicting with ``h = 0`` (uniform softmax rows;
@@ -325,16 +443,40 @@ def collapsed_result(problem: Problem, pm: PriorModel, quad: OutputQuadrature | 
     Q0 = pm.Q0
     te = channel_test_errors(0.0, 0.0, problem=problem, Q0=Q0, quad=quad)
     qerr = dict(col.out.err)
-    qerr.update({"test_error": te["test_error_se"], "test_error_noisy": te["test_error_noisy_se"],
-                 "train_error": te["test_error_noisy_se"]})
-    extras = theory_extras(x=np.zeros(3), Q0=Q0, out=col.out, pr=col.prior, residual=0.0, floor=0.0, qerr=qerr,
-                           pm=pm, quad=quad, col=col, collapsed=True)
+    qerr.update(
+        {
+            "test_error": te["test_error_se"],
+            "test_error_noisy": te["test_error_noisy_se"],
+            "train_error": te["test_error_noisy_se"],
+        }
+    )
+    extras = theory_extras(
+        x=np.zeros(3),
+        Q0=Q0,
+        out=col.out,
+        pr=col.prior,
+        residual=0.0,
+        floor=0.0,
+        qerr=qerr,
+        pm=pm,
+        quad=quad,
+        col=col,
+        collapsed=True,
+    )
     extras["objective"] = training_objective(te["test_error_noisy"], 0.0, problem.alpha)
     return Result(
-        source="theory", problem=problem.to_dict(), test_error=te["test_error"],
-        test_error_noisy=te["test_error_noisy"], train_error=te["test_error_noisy"], penalty=0.0,
-        matrix_error=Q0, rank_fraction=0.0, converged=True, iterations=iterations,
-        runtime_s=time.perf_counter() - t0, message="complete rank collapse: S = 0 is the fixed point",
+        source="theory",
+        problem=problem.to_dict(),
+        test_error=te["test_error"],
+        test_error_noisy=te["test_error_noisy"],
+        train_error=te["test_error_noisy"],
+        penalty=0.0,
+        matrix_error=Q0,
+        rank_fraction=0.0,
+        converged=True,
+        iterations=iterations,
+        runtime_s=time.perf_counter() - t0,
+        message="complete rank collapse: S = 0 is the fixed point",
         extras=extras,
     )
 
@@ -404,13 +546,22 @@ class TiedSetup:
     def collapsed(self, t0: float, iterations: int) -> Result:
         return collapsed_result(self.problem, self.pm, self.quad, self.col, t0, iterations)
 
-    def finish(self, result: Result, F: Any, x: np.ndarray | None, options: SEOptions,
-               jacobian: np.ndarray | None = None) -> None:
+    def finish(
+        self, result: Result, F: Any, x: np.ndarray | None, options: SEOptions, jacobian: np.ndarray | None = None
+    ) -> None:
         """Nothing to add to a symmetric student's kept result."""
 
 
-def solve_attempt(setup: Any, F: Any, t0: float, o: SEOptions, *, init: Any, jacobian: np.ndarray | None,
-                  trace: dict[str, Any] | None = None) -> Attempt:
+def solve_attempt(
+    setup: Any,
+    F: Any,
+    t0: float,
+    o: SEOptions,
+    *,
+    init: Any,
+    jacobian: np.ndarray | None,
+    trace: dict[str, Any] | None = None,
+) -> Attempt:
     """One solve attempt: set-up -> fixed point -> diagnostics -> result (the collapsed result when
     complete collapse is a fixed point and no non-trivial one was found). ``setup``: the point's
     :class:`TiedSetup` (or a non-symmetric student's :class:`~.block_map.BlockSetup`); ``F`` its map;

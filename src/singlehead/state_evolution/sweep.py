@@ -3,8 +3,9 @@ by the model's ``solve_point(problem, options, prior, init, quad, ...)``, passed
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,17 @@ from singlehead.state_evolution.untied.teachers import teacher_norms
 __all__ = ["tied_curve", "block_curve", "progress_bar"]
 
 
-def tied_curve(problem: Problem, values: list, param: str, o: SEOptions, prior: str | PriorModel, init: Any,
-               quad: OutputQuadrature | None, progress: bool, solve_point: Callable[..., Any]) -> Iterator[Result]:
+def tied_curve(
+    problem: Problem,
+    values: list,
+    param: str,
+    o: SEOptions,
+    prior: str | PriorModel,
+    init: Any,
+    quad: OutputQuadrature | None,
+    progress: bool,
+    solve_point: Callable[..., Any],
+) -> Iterator[Result]:
     """The engine's sweep of a model with one block of overlaps (the tied model): each point predicted from the
     previous ones (tangent along ``alpha``, secant otherwise) and solved by ``solve_point``."""
     if quad is None:
@@ -48,8 +58,7 @@ def tied_curve(problem: Problem, values: list, param: str, o: SEOptions, prior: 
                 warm = replace(warm, x=tuple(from_u(u1 + w * (u1 - u0), Q0)))
         # the previous warm start failed (the fixed point changes fast here): start this point cold first
         cold_first = retried
-        sol = solve_point(p, o, prior, warm, quad, cold_first=cold_first, alpha_tangent=param == "alpha",
-                          collapse=col)
+        sol = solve_point(p, o, prior, warm, quad, cold_first=cold_first, alpha_tangent=param == "alpha", collapse=col)
         r, new_warm, retried = sol.result, sol.warm_start, sol.warm_start_retried
         yield r
         if new_warm is not None:
@@ -71,16 +80,24 @@ def tied_curve(problem: Problem, values: list, param: str, o: SEOptions, prior: 
 _MAX_TANGENT_STEP = 1.0
 
 
-def _tangent_prediction(param: str, v: object, hist: list, tangents: list, Q0: float | None, warm: object
-                        ) -> np.ndarray | None:
+def _tangent_prediction(
+    param: str, v: object, hist: list, tangents: list, Q0: float | None, warm: object
+) -> np.ndarray | None:
     """The next fixed point in u-coordinates predicted from the last one's tangent along ``log alpha``.
 
     Second order when the previous point's tangent is known too (its change estimates the curvature):
     ``u1 + h t1 + (h^2/2) (t1 - t0)/h0``, ``h`` and ``h0`` the steps in ``log alpha``. ``None`` when no
     tangent applies (another parameter, no converged previous point with an exact Jacobian).
     """
-    if param != "alpha" or Q0 is None or not tangents or not hist or not isinstance(warm, WarmStart) \
-            or not isinstance(v, (int, float)) or not v > 0:
+    if (
+        param != "alpha"
+        or Q0 is None
+        or not tangents
+        or not hist
+        or not isinstance(warm, WarmStart)
+        or not isinstance(v, (int, float))
+        or not v > 0
+    ):
         return None
     s1, t1 = tangents[-1]
     v1, u1 = hist[-1]
@@ -103,16 +120,24 @@ def progress_bar(values: list, param: str) -> Any:
     return tqdm(values, desc=f"theory over {param}")
 
 
-def block_curve(problem: Problem, values: list, param: str, options: SEOptions, prior: str | PriorModel,
-                init: object, quad: OutputQuadrature | None, progress: bool,
-                solve_point: Callable[..., Any]) -> Iterator[Result]:
+def block_curve(
+    problem: Problem,
+    values: list,
+    param: str,
+    options: SEOptions,
+    prior: str | PriorModel,
+    init: object,
+    quad: OutputQuadrature | None,
+    progress: bool,
+    solve_point: Callable[..., Any],
+) -> Iterator[Result]:
     """:func:`iter_theory_curve` for a non-symmetric student: each point from the previous converged one's warm
     start (its overlaps, Jacobian, prox branches and prior-side estimators), by ``solve_point``;
     once two consecutive points converged, the overlaps are extrapolated linearly in ``u`` (in ``log v`` for
     positive values ``v``) to the next value, the step at most twice the last one."""
     warm = init
     hist: list[tuple[float, np.ndarray]] = []  # converged points (coordinate, u)
-    for v in (progress_bar(values, param) if progress else values):
+    for v in progress_bar(values, param) if progress else values:
         p = problem.replace(**{param: v})
         start = _block_prediction(p, v, hist, warm)
         sol = solve_point(p, options, prior, start, quad)

@@ -14,7 +14,6 @@ single-head attention), 2506.01582 (Bayes-optimal attention-indexed model), 2505
 (nuclear route); Biane 1997 (free convolution with a semicircle).
 """
 
-from singlehead.numerics.spectra.primitives import divided_differences, singular_value_threshold
 from singlehead.numerics.spectra.convolution import ConvolvedLaw, Outlier, free_convolve_semicircle
 from singlehead.numerics.spectra.finite_d import FiniteDSpectrum, goe
 from singlehead.numerics.spectra.integrals import (
@@ -27,6 +26,7 @@ from singlehead.numerics.spectra.integrals import (
 )
 from singlehead.numerics.spectra.laws import DiscreteLaw, MarchenkoPastur, SpikedLaw
 from singlehead.numerics.spectra.learned import LearnedSpectrum, learned_spectrum_law, plot_learned_spectrum
+from singlehead.numerics.spectra.primitives import divided_differences, singular_value_threshold
 from singlehead.numerics.spectra.prior_model import PriorModel, prior_from_eigenvalues
 
 __all__ = [

@@ -12,12 +12,13 @@ at the middle of the bulk. :func:`reference_routes` switches them on inside a ``
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import numpy as np
 
-from singlehead.numerics.spectra import mp_engines as _mp_engines, integrals
+from singlehead.numerics.spectra import integrals
+from singlehead.numerics.spectra import mp_engines as _mp_engines
 
 __all__ = ["reference_routes"]
 
@@ -39,8 +40,12 @@ def _quartic_polynomial(sa: float, v: float) -> np.ndarray:
 def reference_routes() -> Iterator[None]:
     """Run the MP engine on its reference routes inside the block (not thread-safe: it swaps module
     attributes)."""
-    names = [(_mp_engines, "cubic_roots_monic"), (_mp_engines, "_quartic_discriminant"),
-             (_mp_engines, "_DISC_SIGN_RTOL"), (integrals, "_tail_quantile")]
+    names = [
+        (_mp_engines, "cubic_roots_monic"),
+        (_mp_engines, "_quartic_discriminant"),
+        (_mp_engines, "_DISC_SIGN_RTOL"),
+        (integrals, "_tail_quantile"),
+    ]
     saved = [getattr(module, name) for module, name in names]
     _mp_engines.cubic_roots_monic = _all_rows_eigvals
     _mp_engines._quartic_discriminant = _quartic_polynomial

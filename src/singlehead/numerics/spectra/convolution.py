@@ -40,8 +40,8 @@ Methods
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -216,7 +216,7 @@ class ConvolvedLaw:
         pj = p * jac
         start = 0
         for m, (tt, ww) in zip(groups, rules):
-            out[m] += np.sum(ww * pj[start:start + tt.size].reshape(tt.shape), axis=-1)
+            out[m] += np.sum(ww * pj[start : start + tt.size].reshape(tt.shape), axis=-1)
             start += tt.size
         return (out, pj[start:]) if with_density else out
 
@@ -247,8 +247,8 @@ class ConvolvedLaw:
                 t, w = t.ravel(), w.ravel()
                 x, p, jac, H = self._eng.eval_t(k, t if cum is None else np.concatenate([t, cum[0]]))
                 if cum is not None:  # the engine is element-wise: the extra nodes change nothing here
-                    self._store_cum(k, cum[1], cum[2], p[t.size:], jac[t.size:])
-                    x, p, jac, H, cum = x[:t.size], p[:t.size], jac[:t.size], H[:t.size], None
+                    self._store_cum(k, cum[1], cum[2], p[t.size :], jac[t.size :])
+                    x, p, jac, H, cum = x[: t.size], p[: t.size], jac[: t.size], H[: t.size], None
                 xs.append(x)
                 ws.append(w * p * jac)
                 ps.append(p)
@@ -306,8 +306,9 @@ class ConvolvedLaw:
                 def fun(t, k=k):
                     return self._cont_mass_below_t(k, t, with_density=True)
 
-                t = newton_bracketed(fun, np.array([target]), np.array([b.t_lo]), np.array([b.t_hi]), t0,
-                                     xtol=1e-14, maxiter=80)
+                t = newton_bracketed(
+                    fun, np.array([target]), np.array([b.t_lo]), np.array([b.t_hi]), t0, xtol=1e-14, maxiter=80
+                )
                 x = t if getattr(eng, "t_is_x", False) else eng.eval_t(k, t)[0]
                 return float(x[0]), None
             rem -= mass

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from singlehead.numerics.spectra.primitives import TIE_RTOL, divided_differences
 from singlehead.numerics.spectra.integrals import ThresholdIntegrals
+from singlehead.numerics.spectra.primitives import TIE_RTOL, divided_differences
 
 __all__ = ["FiniteDSpectrum", "goe", "check_draws", "DEFAULT_DRAWS"]
 
@@ -115,7 +115,7 @@ def _threshold_divergence(nu: np.ndarray, k: int, eps: float) -> float:
     d = nu.size
     if k == 0:
         return 0.0
-    hi, lo = nu[d - k:], nu[: d - k]
+    hi, lo = nu[d - k :], nu[: d - k]
     gap = hi[:, None] - lo[None, :]
     tied = np.abs(gap) <= TIE_RTOL * max(1.0, float(np.max(np.abs(nu))))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -239,15 +239,16 @@ class FiniteDSpectrum:
         eigh_tridiagonal, lapack = linalg.eigh_tridiagonal, linalg.lapack
         d = self.d
         for r, (c, tau, diag, off) in enumerate(entry.reduced):
-            w, V = eigh_tridiagonal(diag, off, select="i", select_range=(d - k, d - 1), lapack_driver="stemr",
-                                    check_finite=False)
+            w, V = eigh_tridiagonal(
+                diag, off, select="i", select_range=(d - k, d - 1), lapack_driver="stemr", check_finite=False
+            )
             V = V[:, np.argsort(w)]  # ascending, as nu
             lwork = int(lapack.dormqr("L", "N", c[1:, :-1], tau, V[1:], -1)[1][0])
             QV, _, info = lapack.dormqr("L", "N", c[1:, :-1], tau, V[1:], max(lwork, 1))
             if info:
                 raise np.linalg.LinAlgError(f"dormqr failed (info {info})")
             U = np.vstack([V[:1], QV])
-            entry.a[r, d - k:] = self.s @ (U * U)
+            entry.a[r, d - k :] = self.s @ (U * U)
             entry.n_vec[r] = k
 
     def eigenvalues(self, delta: float) -> np.ndarray:
@@ -268,8 +269,9 @@ class FiniteDSpectrum:
         self.n_decompositions += 1
         return np.einsum("rki,rkl,rli->ri", U, self._Z, U)
 
-    def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None,
-                            *, pathwise: bool = True) -> ThresholdIntegrals:
+    def threshold_integrals(
+        self, delta: float, eps: float, rank_cap: float | None = None, *, pathwise: bool = True
+    ) -> ThresholdIntegrals:
         """Finite-``d`` analogue of :func:`soft_threshold_integrals`, averaged over the draws.
 
         ``f(nu) = (nu - eps)_+`` on the top ``round(kappa d)`` eigenvalues (all of them above
@@ -306,14 +308,24 @@ class FiniteDSpectrum:
             cut[r] = 0.5 * (nu[r, d - kr - 1] + nu[r, d - kr]) if kr > 0 else nu[r, -1]
         Dm = float(D.mean())
         P = float(np.mean(2.0 * np.mean(f * self.eigen_derivatives(delta), axis=1))) if pathwise else None
-        return ThresholdIntegrals(J=float(J.mean()), dJ_ddelta=2.0 * delta * Dm, dJ_deps=-2.0 * float(S1.mean()),
-                                  rank_fraction=float(k.mean() / d), cap_binds=bool(binds.mean() > 0.5),
-                                  cutoff=float(cut.mean()), divergence=Dm, dJ_ddelta_pathwise=P,
-                                  overlap=float(A.mean()), J_draws=tuple(map(float, J)),
-                                  overlap_draws=tuple(map(float, A)), divergence_draws=tuple(map(float, D)))
+        return ThresholdIntegrals(
+            J=float(J.mean()),
+            dJ_ddelta=2.0 * delta * Dm,
+            dJ_deps=-2.0 * float(S1.mean()),
+            rank_fraction=float(k.mean() / d),
+            cap_binds=bool(binds.mean() > 0.5),
+            cutoff=float(cut.mean()),
+            divergence=Dm,
+            dJ_ddelta_pathwise=P,
+            overlap=float(A.mean()),
+            J_draws=tuple(map(float, J)),
+            overlap_draws=tuple(map(float, A)),
+            divergence_draws=tuple(map(float, D)),
+        )
 
-    def divergence(self, delta: float, f: Callable[[np.ndarray], np.ndarray],
-                   fprime: Callable[[np.ndarray], np.ndarray]) -> float:
+    def divergence(
+        self, delta: float, f: Callable[[np.ndarray], np.ndarray], fprime: Callable[[np.ndarray], np.ndarray]
+    ) -> float:
         """Exact finite-``d`` divergence of the spectral map ``f``, mean over draws."""
         nu = self._entry(float(delta), 0).nu
         return float(np.mean([_divergence(x, f(x), fprime(x)) for x in nu]))

@@ -29,13 +29,13 @@ derivative at fixed ``kappa``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 
-from singlehead.numerics.spectra.primitives import cos_gauss_cumulative, divided_differences
 from singlehead.numerics.spectra.convolution import ConvolvedLaw, free_convolve_semicircle
+from singlehead.numerics.spectra.primitives import cos_gauss_cumulative, divided_differences
 
 __all__ = [
     "ThresholdIntegrals",
@@ -243,8 +243,15 @@ def _threshold_integrals(cl: ConvolvedLaw, eps: float, rank_cap: float | None) -
     else:  # continuous law: D = 2 int f H dmu, f = 0 below c
         D = 2.0 * float(np.sum(r_hi.w * f_hi * r_hi.H))
     rank = min(float(rank_cap), mass_eps) if binds else mass_eps
-    return ThresholdIntegrals(J=J, dJ_ddelta=2.0 * delta * D, dJ_deps=-2.0 * S1, rank_fraction=rank,
-                              cap_binds=bool(binds), cutoff=float(c), divergence=D)
+    return ThresholdIntegrals(
+        J=J,
+        dJ_ddelta=2.0 * delta * D,
+        dJ_deps=-2.0 * S1,
+        rank_fraction=rank,
+        cap_binds=bool(binds),
+        cutoff=float(c),
+        divergence=D,
+    )
 
 
 def soft_threshold_integrals(law, delta: float, eps: float, rank_cap: float | None = None) -> ThresholdIntegrals:
@@ -298,8 +305,12 @@ def linear_shrinkage_integrals(law, delta: float) -> LinearShrinkageIntegrals:
     1.0
     """
     delta = float(delta)
-    return LinearShrinkageIntegrals(second_moment=float(law.second_moment()) + delta * delta,
-                                    dsecond_ddelta=2.0 * delta, divergence=1.0, mean=float(law.mean()))
+    return LinearShrinkageIntegrals(
+        second_moment=float(law.second_moment()) + delta * delta,
+        dsecond_ddelta=2.0 * delta,
+        divergence=1.0,
+        mean=float(law.mean()),
+    )
 
 
 def free_divergence(

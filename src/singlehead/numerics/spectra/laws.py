@@ -237,7 +237,7 @@ class SpikedLaw:
     (0.99, 0.750036)
     """
 
-    bulk: "MarchenkoPastur | DiscreteLaw"
+    bulk: MarchenkoPastur | DiscreteLaw
     spikes: tuple[float, ...]
     spike_weight: float
 
@@ -269,7 +269,7 @@ class SpikedLaw:
         out = self.bulk_weight * self.bulk.stieltjes(z)
         spikes = np.asarray(self.spikes, dtype=float)
         for lo in range(0, spikes.size, SPIKE_CHUNK):  # vectorised in chunks of spikes (up to ~10^5 of them)
-            out = out + self.spike_weight * np.sum(1.0 / (z[..., None] - spikes[lo:lo + SPIKE_CHUNK]), axis=-1)
+            out = out + self.spike_weight * np.sum(1.0 / (z[..., None] - spikes[lo : lo + SPIKE_CHUNK]), axis=-1)
         return out
 
 

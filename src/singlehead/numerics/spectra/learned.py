@@ -80,8 +80,14 @@ class LearnedSpectrum:
         }
 
 
-def learned_spectrum_law(law, variance: float, threshold: float = 0.0, scale: float = 1.0,
-                         rank_cap: float | None = None, grid_size: int = 512) -> LearnedSpectrum:
+def learned_spectrum_law(
+    law,
+    variance: float,
+    threshold: float = 0.0,
+    scale: float = 1.0,
+    rank_cap: float | None = None,
+    grid_size: int = 512,
+) -> LearnedSpectrum:
     """Eigenvalue law of ``eta ReLU(mu0 ⊞ SC(v) - eps)`` (docs: Theory, :ref:`theory-spectrum`).
 
     Parameters
@@ -123,18 +129,31 @@ def learned_spectrum_law(law, variance: float, threshold: float = 0.0, scale: fl
         if frac:
             j = int(np.argmin(np.abs(pos - cc)))
             pm.append((eta * (cc - eps), float(frac * mass[j])))
-    outliers = [{"spike": o.spike, "position": eta * (o.position - eps), "overlap": o.overlap, "mass": o.mass}
-                for o in cl.outliers() if o.position > c]
+    outliers = [
+        {"spike": o.spike, "position": eta * (o.position - eps), "overlap": o.overlap, "mass": o.mass}
+        for o in cl.outliers()
+        if o.position > c
+    ]
     top = max([b for _, b in edges] + [p for p, _ in pm] + [0.0])
     xmax = 1.05 * top if top > 0 else 1.0
     grid = np.linspace(0.0, xmax, int(grid_size))
     grid = np.unique(np.concatenate([grid, [e for ab in edges for e in ab]]))
     y = grid / eta + eps
     dens = np.where(y > c, cl.density(y) / eta, 0.0)
-    return LearnedSpectrum(grid=grid, density=dens, atom_at_zero=float(max(0.0, 1.0 - ti.rank_fraction)),
-                           edges=edges, outliers=outliers, point_masses=pm, variance=float(variance),
-                           threshold=eps, scale=eta, rank_cap=None if rank_cap is None else float(rank_cap),
-                           rank_fraction=float(ti.rank_fraction), cutoff=float(c))
+    return LearnedSpectrum(
+        grid=grid,
+        density=dens,
+        atom_at_zero=float(max(0.0, 1.0 - ti.rank_fraction)),
+        edges=edges,
+        outliers=outliers,
+        point_masses=pm,
+        variance=float(variance),
+        threshold=eps,
+        scale=eta,
+        rank_cap=None if rank_cap is None else float(rank_cap),
+        rank_fraction=float(ti.rank_fraction),
+        cutoff=float(c),
+    )
 
 
 def plot_learned_spectrum(result: LearnedSpectrum, path: str) -> None:
@@ -160,12 +179,15 @@ def plot_learned_spectrum(result: LearnedSpectrum, path: str) -> None:
     for i, (p, m) in enumerate(result.point_masses):
         ax.vlines([p], 0, 0.5 * ymax, color="C2", lw=1.5, ls="--", label="point masses" if i == 0 else None)
     for o in result.outliers:
-        ax.annotate(f"overlap {o['overlap']:.2f}", (o["position"], 0.5 * ymax), fontsize=7, rotation=90,
-                    va="bottom", ha="right")
+        ax.annotate(
+            f"overlap {o['overlap']:.2f}", (o["position"], 0.5 * ymax), fontsize=7, rotation=90, va="bottom", ha="right"
+        )
     ax.set_xlabel("eigenvalue of S")
     ax.set_ylabel("density")
-    ax.set_title(f"v={result.variance:.3g}, eps={result.threshold:.3g}, eta={result.scale:.3g}"
-                 + ("" if result.rank_cap is None else f", kappa={result.rank_cap:.3g}"))
+    ax.set_title(
+        f"v={result.variance:.3g}, eps={result.threshold:.3g}, eta={result.scale:.3g}"
+        + ("" if result.rank_cap is None else f", kappa={result.rank_cap:.3g}")
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)

@@ -11,8 +11,8 @@ from typing import Protocol
 
 import numpy as np
 
-from singlehead.numerics.spectra.primitives import cubic_roots, cubic_roots_monic
 from singlehead.numerics.spectra.laws import DiscreteLaw, MarchenkoPastur
+from singlehead.numerics.spectra.primitives import cubic_roots, cubic_roots_monic
 
 #: Nodes per panel for the small panels around isolated atoms of a discrete law.
 PANEL_NODES_SINGLE = 24
@@ -150,8 +150,9 @@ class MPEngine:
         sa, v = self.sa, self.v
         with np.errstate(all="ignore"):
             # the cubic divided by its leading coefficient sqrt(a) v
-            r, eig = cubic_roots_monic(z * (-1.0 / v) - 1.0 / sa, (z + (sa - 1.0 / sa)) * (1.0 / (sa * v)),
-                                       -1.0 / (sa * v))
+            r, eig = cubic_roots_monic(
+                z * (-1.0 / v) - 1.0 / sa, (z + (sa - 1.0 / sa)) * (1.0 / (sa * v)), -1.0 / (sa * v)
+            )
             if np.any(eig):
                 c3, c2, c1, c0 = self._coeffs(z[eig])
                 re = cubic_roots(c3, c2, c1, c0)

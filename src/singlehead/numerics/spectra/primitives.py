@@ -8,14 +8,22 @@ a spectral map, shared by the finite-``d`` prior, the free divergence of atoms a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 
-__all__ = ["cos_gauss", "cos_gauss_cumulative", "newton_bracketed", "bisect_increasing", "cubic_roots",
-           "cubic_roots_monic", "cubic_roots_fast",
-           "divided_differences", "singular_value_threshold"]
+__all__ = [
+    "cos_gauss",
+    "cos_gauss_cumulative",
+    "newton_bracketed",
+    "bisect_increasing",
+    "cubic_roots",
+    "cubic_roots_monic",
+    "cubic_roots_fast",
+    "divided_differences",
+    "singular_value_threshold",
+]
 
 # eigenvalues closer than this (relative to max(1, max|x|)) count as tied in divided differences
 TIE_RTOL = 1e-12
@@ -204,8 +212,11 @@ def _cardano(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
     u = (w ** (1.0 / 3.0))[:, None] * _OMEGA
     g = u - p3[:, None] / u - s[:, None]
     a = np.abs(g)
-    R = np.where(a[:, 0] >= a[:, 1], np.where(a[:, 0] >= a[:, 2], g[:, 0], g[:, 2]),
-                 np.where(a[:, 1] >= a[:, 2], g[:, 1], g[:, 2]))
+    R = np.where(
+        a[:, 0] >= a[:, 1],
+        np.where(a[:, 0] >= a[:, 2], g[:, 0], g[:, 2]),
+        np.where(a[:, 1] >= a[:, 2], g[:, 1], g[:, 2]),
+    )
     out = np.empty_like(g)
     out[:, 0] = R
     P = -C / R
@@ -236,8 +247,9 @@ def cubic_roots_monic(A: np.ndarray, B: np.ndarray, C: np.ndarray | complex) -> 
     return r, ~good
 
 
-def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray,
-                     *, with_fallback: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+def cubic_roots_fast(
+    c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndarray, *, with_fallback: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """All roots of ``c3 g^3 + c2 g^2 + c1 g + c0``: closed form, eigenvalue route where ill-conditioned.
 
     :func:`cubic_roots_monic` on ``c2/c3, c1/c3, c0/c3``; the rows it flags are recomputed by
@@ -250,14 +262,16 @@ def cubic_roots_fast(c3: np.ndarray, c2: np.ndarray, c1: np.ndarray, c0: np.ndar
         shape = A.shape
         r, bad = cubic_roots_monic(A.reshape(-1), B.reshape(-1), C.reshape(-1))
     if np.any(bad):
-        r[bad] = cubic_roots(*(c if np.ndim(c) == 0 else np.broadcast_to(c, shape).reshape(-1)[bad]
-                               for c in (c3, c2, c1, c0)))
+        r[bad] = cubic_roots(
+            *(c if np.ndim(c) == 0 else np.broadcast_to(c, shape).reshape(-1)[bad] for c in (c3, c2, c1, c0))
+        )
     r = r.reshape(shape + (3,))
     return (r, bad.reshape(shape)) if with_fallback else r
 
 
-def divided_differences(x: np.ndarray, f: np.ndarray, fp: np.ndarray, *, tie_rtol: float = TIE_RTOL,
-                        tie: str = "mean") -> np.ndarray:
+def divided_differences(
+    x: np.ndarray, f: np.ndarray, fp: np.ndarray, *, tie_rtol: float = TIE_RTOL, tie: str = "mean"
+) -> np.ndarray:
     """Matrix ``M_ij = (f_i - f_j)/(x_i - x_j)`` (``i != j``), ``M_ii = f'_i``.
 
     The divergence of a spectral map ``U diag(x) U^T -> U diag(f(x)) U^T`` is a weighted sum of

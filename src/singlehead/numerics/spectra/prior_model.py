@@ -27,7 +27,7 @@ __all__ = ["PriorModel", "prior_from_eigenvalues"]
 
 # finite-d prior models kept for reuse (each holds draws d x d GOE matrices: 3.8 MB at d = 400, 3 draws)
 _FINITE_MODELS_KEPT = 2
-_FINITE_MODELS: "OrderedDict[tuple, PriorModel]" = OrderedDict()
+_FINITE_MODELS: OrderedDict[tuple, PriorModel] = OrderedDict()
 
 
 @dataclass
@@ -103,10 +103,13 @@ def prior_from_eigenvalues(eigenvalues: np.ndarray, *, draws: int = DEFAULT_DRAW
     if hit is not None:
         _FINITE_MODELS.move_to_end(key)
         return hit
-    pm = PriorModel("finite", float(np.mean(eig**2)), FiniteDSpectrum(eig, draws=draws, seed=seed),
-                    {"law": "finite_d", "d": eig.size, "draws": draws, "seed": seed, "eigenvalues": eig})
+    pm = PriorModel(
+        "finite",
+        float(np.mean(eig**2)),
+        FiniteDSpectrum(eig, draws=draws, seed=seed),
+        {"law": "finite_d", "d": eig.size, "draws": draws, "seed": seed, "eigenvalues": eig},
+    )
     _FINITE_MODELS[key] = pm
     if len(_FINITE_MODELS) > _FINITE_MODELS_KEPT:
         _FINITE_MODELS.popitem(last=False)
     return pm
-

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from singlehead.numerics.spectra.laws import SPIKE_CHUNK, DiscreteLaw, MarchenkoPastur, SpikedLaw
 from singlehead.numerics.spectra.mp_engines import (
     PANEL_NODES_SINGLE,
     RIPPLE_RATIO,
@@ -20,7 +21,6 @@ from singlehead.numerics.spectra.mp_engines import (
     MPZeroEngine,
 )
 from singlehead.numerics.spectra.primitives import bisect_increasing, cos_gauss, newton_bracketed
-from singlehead.numerics.spectra.laws import SPIKE_CHUNK, DiscreteLaw, MarchenkoPastur, SpikedLaw
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,11 @@ class _BianeEngine:
         pair_bytes = 8 * self.t.size * self.t.size
         if pair_bytes > MAX_PAIR_BYTES:
             # the bulks are found by solving the subordination equation on every (gap, atom) pair at once
-            raise ValueError(f"law: the free convolution of a discrete law of {self.t.size} atoms needs "
-                             f"{pair_bytes / 2**30:.1f} GiB of (gap, atom) pairs, above the "
-                             f"{MAX_PAIR_BYTES / 2**30:.0f} GiB limit (MAX_PAIR_BYTES)")
+            raise ValueError(
+                f"law: the free convolution of a discrete law of {self.t.size} atoms needs "
+                f"{pair_bytes / 2**30:.1f} GiB of (gap, atom) pairs, above the "
+                f"{MAX_PAIR_BYTES / 2**30:.0f} GiB limit (MAX_PAIR_BYTES)"
+            )
         self.v, self.n = float(v), int(n)
         self._max_newton = 200
         self.scale = max(float(self.t[-1] - self.t[0]), math.sqrt(self.v))

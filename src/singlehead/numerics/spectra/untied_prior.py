@@ -28,15 +28,24 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from singlehead.numerics.spectra.primitives import singular_value_threshold
 
-__all__ = ["BlockPriorSide", "UntiedPriorSample", "UntiedPriorSide", "weighted_nuclear_prox", "untied_prior_side",
-           "extrapolated_side", "ProxLinearisation", "draw_rows"]
+__all__ = [
+    "BlockPriorSide",
+    "UntiedPriorSample",
+    "UntiedPriorSide",
+    "weighted_nuclear_prox",
+    "untied_prior_side",
+    "extrapolated_side",
+    "ProxLinearisation",
+    "draw_rows",
+]
 
 
 def _sym(M: np.ndarray) -> np.ndarray:
@@ -112,7 +121,7 @@ class UntiedPriorSample:
     Za: np.ndarray
 
     @classmethod
-    def draw(cls, teacher: Any, D: int, draws: int, seed: int | Sequence[int]) -> "UntiedPriorSample":
+    def draw(cls, teacher: Any, D: int, draws: int, seed: int | Sequence[int]) -> UntiedPriorSample:
         """``draws`` instances at dimension ``D``; ``teacher(D, rng)`` returns one ``D x D`` teacher; ``seed``: an
         integer or a sequence of them (``numpy.random.default_rng``'s entropy: ``[s, 1]`` is a stream
         independent of ``s``'s)."""
@@ -124,7 +133,7 @@ class UntiedPriorSample:
         Za = (G[1] - np.swapaxes(G[1], -1, -2)) / math.sqrt(2.0)
         return cls(M0, Zs, Za)
 
-    def normalised(self, Q0s: float, Q0a: float) -> "UntiedPriorSample":
+    def normalised(self, Q0s: float, Q0a: float) -> UntiedPriorSample:
         """The same draws with each teacher's symmetric / antisymmetric part rescaled to ``||M0_B||_F^2/D = Q0_B``
         (removes the teacher-to-teacher fluctuation of the norms, and makes the sample agree with
         the ``Q0_B`` of the output side)."""
@@ -144,8 +153,10 @@ class UntiedPriorSample:
 
     def teacher_norms(self) -> tuple[float, float]:
         """``(||M0_s||_F^2/D, ||M0_a||_F^2/D)`` averaged over draws."""
-        return (float(np.mean(np.sum(_sym(self.M0) ** 2, axis=(-2, -1)))) / self.D,
-                float(np.mean(np.sum(_anti(self.M0) ** 2, axis=(-2, -1)))) / self.D)
+        return (
+            float(np.mean(np.sum(_sym(self.M0) ** 2, axis=(-2, -1)))) / self.D,
+            float(np.mean(np.sum(_anti(self.M0) ** 2, axis=(-2, -1)))) / self.D,
+        )
 
 
 def _symmetric_soft_threshold(A: np.ndarray, tau: float, rank: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -186,8 +197,9 @@ class ProxLinearisation:
         si, sj, gi, gj = s[:, :, None], s[:, None, :], g[:, :, None], g[:, None, :]
         with np.errstate(invalid="ignore", divide="ignore"):
             c_sym = np.where(ai & aj, 0.0, np.where(ai, (tau - gj) / si, np.where(aj, (tau - gi) / sj, 0.0)))
-            c_anti = np.where(ai & aj, 2 * tau / (si + sj),
-                              np.where(ai, (tau + gj) / si, np.where(aj, (tau + gi) / sj, 0.0)))
+            c_anti = np.where(
+                ai & aj, 2 * tau / (si + sj), np.where(ai, (tau + gj) / si, np.where(aj, (tau + gi) / sj, 0.0))
+            )
         self.mask = (ai | aj).astype(float)
         self.c_sym = np.nan_to_num(c_sym) * self.mask
         self.c_anti = np.nan_to_num(c_anti) * self.mask
@@ -245,8 +257,9 @@ class ProxLinearisation:
             p = z + (rz_new / np.where(rz > 0, rz, 1.0))[:, None, None] * p
             rz = rz_new
         if strict:
-            raise ArithmeticError(f"the prior Jacobian's conjugate gradients did not reach {tol:g} in {max_iter} "
-                                  "iterations")
+            raise ArithmeticError(
+                f"the prior Jacobian's conjugate gradients did not reach {tol:g} in {max_iter} iterations"
+            )
         return x, max_iter
 
 
@@ -282,8 +295,10 @@ def _blocks_resolved(r: np.ndarray, M: np.ndarray, bound: float) -> bool:
     """Whether each block's residual is within ``bound`` times that block's size on every draw (a block
     orders of magnitude below the other, an antisymmetric part driven by a floored ``qhat_a``, is then
     resolved to the same relative accuracy as the whole)."""
-    return all(np.all(np.sqrt(_batched_dot(part(r), part(r))) <= bound * np.sqrt(_batched_dot(part(M), part(M))))
-               for part in (_sym, _anti))
+    return all(
+        np.all(np.sqrt(_batched_dot(part(r), part(r))) <= bound * np.sqrt(_batched_dot(part(M), part(M))))
+        for part in (_sym, _anti)
+    )
 
 
 #: the Newton state ``(Y, U, sigma, V^T)`` behind each minimiser still alive, by ``id`` (with a weak reference
@@ -302,9 +317,15 @@ def _recall(M: np.ndarray | None) -> tuple[np.ndarray, ...] | None:
     return entry[1] if entry is not None and entry[0]() is M else None
 
 
-def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray, tol: float,
-                 state: tuple[np.ndarray, ...] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, int, bool, tuple[np.ndarray, ...] | None]:
+def _newton_prox(
+    A: np.ndarray,
+    Ss: float,
+    Sa: float,
+    tau: float,
+    M: np.ndarray,
+    tol: float,
+    state: tuple[np.ndarray, ...] | None = None,
+) -> tuple[np.ndarray, np.ndarray, int, bool, tuple[np.ndarray, ...] | None]:
     """Semismooth Newton on ``Phi(Y) = (Y - svt(Y)) + W svt(Y) = A`` (``svt``: soft thresholding at ``tau``).
 
     ``Y = Mhat + tau G``; ``Phi``'s Jacobian is ``(W + C) K_svt`` with ``K_svt = (1 + C)^{-1}`` on the
@@ -347,9 +368,18 @@ def _newton_prox(A: np.ndarray, Ss: float, Sa: float, tau: float, M: np.ndarray,
     return best_M, best_s, _NEWTON_STEPS, False, None
 
 
-def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, Sigmahat_a: float, tau: float,
-                          *, rank: int | None = None, warm: np.ndarray | None = None, tol: float = 1e-11,
-                          max_iter: int = 5000) -> tuple[np.ndarray, np.ndarray, int]:
+def weighted_nuclear_prox(
+    A_s: np.ndarray,
+    A_a: np.ndarray,
+    Sigmahat_s: float,
+    Sigmahat_a: float,
+    tau: float,
+    *,
+    rank: int | None = None,
+    warm: np.ndarray | None = None,
+    tol: float = 1e-11,
+    max_iter: int = 5000,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """``argmin_M sum_B (Sigmahat_B/2)||M_B||^2 - <M_B, A_B> + tau ||M||_*`` over ``D x D`` matrices.
 
     Exact in one step when ``Sigmahat_s = Sigmahat_a`` (singular-value soft thresholding of
@@ -381,8 +411,9 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     A_s, A_a, Ss, Sa, tau = A_s / scale, A_a / scale, Ss / scale, Sa / scale, tau / scale
     A = A_s + A_a
     # a draw whose Frobenius norm exceeds sqrt(D) tau has a spectral norm above tau: no need to compute it
-    if (np.all(np.linalg.norm(A, axis=(-2, -1)) <= math.sqrt(A.shape[-1]) * tau)
-            and np.all(np.linalg.norm(A, ord=2, axis=(-2, -1)) <= tau)):
+    if np.all(np.linalg.norm(A, axis=(-2, -1)) <= math.sqrt(A.shape[-1]) * tau) and np.all(
+        np.linalg.norm(A, ord=2, axis=(-2, -1)) <= tau
+    ):
         # 0 minimises iff A lies in tau times the nuclear norm's subdifferential at 0 (spectral norm <= tau)
         return np.zeros_like(A_s), np.zeros(A_s.shape[:-1]), 0
     if Sa == 0.0 and not np.any(A_a):
@@ -393,7 +424,6 @@ def weighted_nuclear_prox(A_s: np.ndarray, A_a: np.ndarray, Sigmahat_s: float, S
     if abs(Ss - Sa) <= 1e-14 * max(Ss, Sa):
         M, s = singular_value_threshold((A_s + A_a) / Ss, tau / Ss, rank)
         return M, s, 1
-    L = max(Ss, Sa)
     if warm is not None and np.shape(warm) != A.shape:
         warm = None  # a start for other instances
     if warm is None:
@@ -429,8 +459,9 @@ _NEWTON_ROUNDS = 3
 _BRIDGE_STEPS = 4
 
 
-def _proximal_gradient(A: np.ndarray, Ss: float, Sa: float, tau: float, rank: int | None, M: np.ndarray, tol: float,
-                       max_iter: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
+def _proximal_gradient(
+    A: np.ndarray, Ss: float, Sa: float, tau: float, rank: int | None, M: np.ndarray, tol: float, max_iter: int
+) -> tuple[np.ndarray, np.ndarray, int, bool]:
     """Accelerated proximal gradient (constant momentum for the strongly convex case, step ``1/max Sigmahat``) from
     ``M``, for at most ``max_iter`` steps; converged when every draw's relative step is below ``tol``. Returns
     ``(M, singular values, steps, converged)``."""
@@ -442,7 +473,7 @@ def _proximal_gradient(A: np.ndarray, Ss: float, Sa: float, tau: float, rank: in
         grad = Ss * _sym(Y) + Sa * _anti(Y) - A
         M_new, s = singular_value_threshold(Y - grad / L, tau / L, rank)
         step = np.sqrt(np.sum((M_new - M) ** 2, axis=(-2, -1)))
-        size = np.sqrt(np.sum(M_new ** 2, axis=(-2, -1)))
+        size = np.sqrt(np.sum(M_new**2, axis=(-2, -1)))
         Y = M_new + beta * (M_new - M)
         M = M_new
         if np.all(step <= tol * (size + 1e-300)):
@@ -485,12 +516,28 @@ def draw_rows(M: np.ndarray, hats: np.ndarray, sample: UntiedPriorSample) -> np.
         return (dot(Mb, Z) - c * dot(M0b, Z)) / math.sqrt(qhat)
 
     m_s, m_a = dot(Ms, M0s), dot(Ma, M0a)
-    return np.stack([dot(Ms, Ms), m_s, divergence(Ms, M0s, sample.Zs, qs, m_s),
-                     dot(Ma, Ma), m_a, divergence(Ma, M0a, sample.Za, qa, m_a)], axis=1)
+    return np.stack(
+        [
+            dot(Ms, Ms),
+            m_s,
+            divergence(Ms, M0s, sample.Zs, qs, m_s),
+            dot(Ma, Ma),
+            m_a,
+            divergence(Ma, M0a, sample.Za, qa, m_a),
+        ],
+        axis=1,
+    )
 
 
-def untied_prior_side(hats: np.ndarray, *, lam: float, kappa: float, sample: UntiedPriorSample,
-                      warm: np.ndarray | None = None, tol: float = 1e-11) -> UntiedPriorSide:
+def untied_prior_side(
+    hats: np.ndarray,
+    *,
+    lam: float,
+    kappa: float,
+    sample: UntiedPriorSample,
+    warm: np.ndarray | None = None,
+    tol: float = 1e-11,
+) -> UntiedPriorSide:
     """``(qhat_s, mhat_s, Sigmahat_s, qhat_a, mhat_a, Sigmahat_a) -> (q_s, m_s, Sigma_s, q_a, m_a, Sigma_a)``.
 
     See the module docstring for the problem and the normalisations. ``Sigma_a`` is ``nan`` when
@@ -504,8 +551,15 @@ def untied_prior_side(hats: np.ndarray, *, lam: float, kappa: float, sample: Unt
     rank = None if kappa >= 1 else max(1, int(round(kappa * D)))
     M, s, iters = weighted_nuclear_prox(A_s, A_a, Ss, Sa, 2.0 * lam, rank=rank, warm=warm, tol=tol)
     per = draw_rows(M, hats, sample)
-    return UntiedPriorSide(values=per.mean(axis=0), rank_fraction=float(np.mean(s > 0)), per_draw=per, solutions=M,
-                           singular_values=s, rank_per_draw=np.mean(s > 0, axis=-1), iterations=iters)
+    return UntiedPriorSide(
+        values=per.mean(axis=0),
+        rank_fraction=float(np.mean(s > 0)),
+        per_draw=per,
+        solutions=M,
+        singular_values=s,
+        rank_per_draw=np.mean(s > 0, axis=-1),
+        iterations=iters,
+    )
 
 
 #: overlaps that must stay positive (``q_s, Sigma_s, q_a, Sigma_a``): where the extrapolation would not, the
@@ -528,7 +582,14 @@ def extrapolated_side(fine: BlockPriorSide, coarse: BlockPriorSide) -> BlockPrio
         if not values[k] > 0 and fine.values[k] > 0:
             values[k] = fine.values[k]
     rank = float(min(1.0, max(0.0, 2 * fine.rank_fraction - coarse.rank_fraction)))
-    return BlockPriorSide(values=values, rank_fraction=rank, penalty=2 * fine.penalty - coarse.penalty,
-                          per_draw=fine.per_draw, solutions=(fine.solutions, coarse.solutions),
-                          singular_values=fine.singular_values, rank_per_draw=fine.rank_per_draw,
-                          coarse_per_draw=coarse.per_draw, coarse_rank_per_draw=coarse.rank_per_draw)
+    return BlockPriorSide(
+        values=values,
+        rank_fraction=rank,
+        penalty=2 * fine.penalty - coarse.penalty,
+        per_draw=fine.per_draw,
+        solutions=(fine.solutions, coarse.solutions),
+        singular_values=fine.singular_values,
+        rank_per_draw=fine.rank_per_draw,
+        coarse_per_draw=coarse.per_draw,
+        coarse_rank_per_draw=coarse.rank_per_draw,
+    )

@@ -51,8 +51,14 @@ from singlehead.numerics.spectra.untied_prior import ProxLinearisation, UntiedPr
 #: the second word of the probes' seed sequence (keeps them off the stream an instance sample is drawn from)
 _PROBE_STREAM = 0x4A4143
 
-__all__ = ["PriorJacobian", "nuclear_prox_jacobian", "nuclear_prox_jvp", "untied_prior_jacobian", "effective_fields",
-           "untied_prior_tangent"]
+__all__ = [
+    "PriorJacobian",
+    "nuclear_prox_jacobian",
+    "nuclear_prox_jvp",
+    "untied_prior_jacobian",
+    "effective_fields",
+    "untied_prior_tangent",
+]
 
 
 def _sym(X: np.ndarray) -> np.ndarray:
@@ -97,8 +103,10 @@ class PriorJacobian:
 def effective_fields(hats: np.ndarray, sample: UntiedPriorSample) -> tuple[np.ndarray, np.ndarray]:
     """``(A_s, A_a) = (mhat_s M0_s + sqrt(qhat_s) Z_s, mhat_a M0_a + sqrt(qhat_a) Z_a)`` on the draws of ``sample``."""
     qs, ms, _, qa, ma, _ = (float(x) for x in hats)
-    return (ms * _sym(sample.M0) + math.sqrt(max(qs, 0.0)) * sample.Zs,
-            ma * _anti(sample.M0) + math.sqrt(max(qa, 0.0)) * sample.Za)
+    return (
+        ms * _sym(sample.M0) + math.sqrt(max(qs, 0.0)) * sample.Zs,
+        ma * _anti(sample.M0) + math.sqrt(max(qa, 0.0)) * sample.Za,
+    )
 
 
 def _two_sided_jacobian(A_s: np.ndarray, Ss: float, tau: float) -> PriorJacobian:
@@ -109,8 +117,9 @@ def _two_sided_jacobian(A_s: np.ndarray, Ss: float, tau: float) -> PriorJacobian
     fp = (np.abs(lam) > tau) / Ss
     diff = lam[:, :, None] - lam[:, None, :]
     close = np.abs(diff) <= 1e-12 * (1.0 + np.abs(lam[:, :, None]))
-    dd = np.where(close, 0.5 * (fp[:, :, None] + fp[:, None, :]),
-                  (f[:, :, None] - f[:, None, :]) / np.where(close, 1.0, diff))
+    dd = np.where(
+        close, 0.5 * (fp[:, :, None] + fp[:, None, :]), (f[:, :, None] - f[:, None, :]) / np.where(close, 1.0, diff)
+    )
     half = D * D / 2.0
     # the symmetric space: pairs i < j and the diagonal, each with unit norm
     frob = (np.sum(dd**2, axis=(1, 2)) + np.sum(fp**2, axis=1)) / (2 * half)
@@ -130,8 +139,18 @@ class _Linearised(ProxLinearisation):
         super().__init__(U, sig, np.swapaxes(Vt, -1, -2), Ss, Sa, tau)
 
 
-def nuclear_prox_jvp(A_s: np.ndarray, A_a: np.ndarray, M: np.ndarray, Sigmahat_s: float, Sigmahat_a: float,
-                     tau: float, E: np.ndarray, *, tol: float = 1e-10, max_iter: int = 2000) -> np.ndarray:
+def nuclear_prox_jvp(
+    A_s: np.ndarray,
+    A_a: np.ndarray,
+    M: np.ndarray,
+    Sigmahat_s: float,
+    Sigmahat_a: float,
+    tau: float,
+    E: np.ndarray,
+    *,
+    tol: float = 1e-10,
+    max_iter: int = 2000,
+) -> np.ndarray:
     """``K E``: the response of the weighted nuclear-norm estimator ``M`` (``(R, D, D)``, its minimiser at
     ``A_s + A_a``) to the input perturbation ``E`` (``(R, D, D)``), by the linearisation of the module docstring
     (``Sigmahat_a > 0``; ``tol``: the conjugate gradients' relative residual)."""
@@ -141,9 +160,20 @@ def nuclear_prox_jvp(A_s: np.ndarray, A_a: np.ndarray, M: np.ndarray, Sigmahat_s
     return lin.unrotate(lin.solve(lin.rotate(E), tol, max_iter)[0])
 
 
-def nuclear_prox_jacobian(A_s: np.ndarray, A_a: np.ndarray, M: np.ndarray, Sigmahat_s: float, Sigmahat_a: float,
-                          tau: float, *, rank: int | None = None, probes: int = 2, seed: int = 0,
-                          tol: float = 1e-9, max_iter: int = 2000) -> PriorJacobian:
+def nuclear_prox_jacobian(
+    A_s: np.ndarray,
+    A_a: np.ndarray,
+    M: np.ndarray,
+    Sigmahat_s: float,
+    Sigmahat_a: float,
+    tau: float,
+    *,
+    rank: int | None = None,
+    probes: int = 2,
+    seed: int = 0,
+    tol: float = 1e-9,
+    max_iter: int = 2000,
+) -> PriorJacobian:
     """Block norms of ``dMhat/dA`` at the minimiser ``M`` (``(R, D, D)``) of the weighted nuclear-norm problem.
 
     ``A_s``, ``A_a``, ``Sigmahat_s``, ``Sigmahat_a``, ``tau``, ``rank`` as in
@@ -189,8 +219,16 @@ def nuclear_prox_jacobian(A_s: np.ndarray, A_a: np.ndarray, M: np.ndarray, Sigma
     return PriorJacobian(frob / (probes * half), trace / (probes * half), probes, most)
 
 
-def untied_prior_jacobian(hats: np.ndarray, *, lam: float, kappa: float, sample: UntiedPriorSample,
-                          solutions: np.ndarray, probes: int = 2, seed: int = 0) -> PriorJacobian:
+def untied_prior_jacobian(
+    hats: np.ndarray,
+    *,
+    lam: float,
+    kappa: float,
+    sample: UntiedPriorSample,
+    solutions: np.ndarray,
+    probes: int = 2,
+    seed: int = 0,
+) -> PriorJacobian:
     """:func:`nuclear_prox_jacobian` of the untied prior side at the conjugates ``hats`` on ``sample``.
 
     ``solutions``: the prior side's minimisers there (``UntiedPriorSide.solutions``, solved to a
@@ -199,12 +237,29 @@ def untied_prior_jacobian(hats: np.ndarray, *, lam: float, kappa: float, sample:
     """
     A_s, A_a = effective_fields(hats, sample)
     rank = None if kappa >= 1 else max(1, int(round(kappa * sample.D)))
-    return nuclear_prox_jacobian(A_s, A_a, np.asarray(solutions, float), float(hats[2]), float(hats[5]), 2.0 * lam,
-                                 rank=rank, probes=probes, seed=seed)
+    return nuclear_prox_jacobian(
+        A_s,
+        A_a,
+        np.asarray(solutions, float),
+        float(hats[2]),
+        float(hats[5]),
+        2.0 * lam,
+        rank=rank,
+        probes=probes,
+        seed=seed,
+    )
 
 
-def untied_prior_tangent(hats: np.ndarray, *, lam: float, kappa: float, sample: UntiedPriorSample,
-                         solutions: np.ndarray, tol: float = 1e-4, max_iter: int = 500) -> np.ndarray | None:
+def untied_prior_tangent(
+    hats: np.ndarray,
+    *,
+    lam: float,
+    kappa: float,
+    sample: UntiedPriorSample,
+    solutions: np.ndarray,
+    tol: float = 1e-4,
+    max_iter: int = 500,
+) -> np.ndarray | None:
     """The derivative of the untied prior side's per-draw overlaps in the conjugates, ``(R, 6, 6)``.
 
     Entry ``[r, i, j]`` is ``d row_i / d hats_j`` on draw ``r`` (rows and conjugates in the order
@@ -229,8 +284,14 @@ def untied_prior_tangent(hats: np.ndarray, *, lam: float, kappa: float, sample: 
     if kappa < 1 and np.any(np.sum(lin.active, axis=1) > max(1, int(round(kappa * D)))):
         return None
     Ms, Ma = _sym(M), _anti(M)
-    inputs = (sample.Zs / (2.0 * math.sqrt(h[0])), _sym(sample.M0), -Ms,
-              sample.Za / (2.0 * math.sqrt(h[3])), _anti(sample.M0), -Ma)
+    inputs = (
+        sample.Zs / (2.0 * math.sqrt(h[0])),
+        _sym(sample.M0),
+        -Ms,
+        sample.Za / (2.0 * math.sqrt(h[3])),
+        _anti(sample.M0),
+        -Ma,
+    )
     base = draw_rows(M, h, sample)
     out = np.empty((M.shape[0], 6, 6))
     for j, E in enumerate(inputs):

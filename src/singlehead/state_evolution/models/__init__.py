@@ -46,9 +46,11 @@ def model_for(problem: Problem) -> SEModel:
             return linear_heads.LinearHeadsModel(problem, model_for)
         if kind == "heads":
             return heads.HeadsModel(problem)
-        raise ValueError(f"heads: the {problem.channel.name!r} channel has no state evolution of several heads "
-                         f"(Channel.multihead_theory is {kind!r}); use heads = teacher_heads = 1 with it (got "
-                         f"heads={problem.heads}, teacher_heads={problem.teacher_heads})")
+        raise ValueError(
+            f"heads: the {problem.channel.name!r} channel has no state evolution of several heads "
+            f"(Channel.multihead_theory is {kind!r}); use heads = teacher_heads = 1 with it (got "
+            f"heads={problem.heads}, teacher_heads={problem.teacher_heads})"
+        )
     if problem.student.symmetric:
         return tied.TiedModel(problem)
     return blocks.BlocksModel(problem)

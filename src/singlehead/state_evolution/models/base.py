@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import METRIC_FIELDS, Result
@@ -94,17 +95,29 @@ class SEModel:
     def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
         """The replica-symmetry check of the fixed point ``result`` (:func:`~singlehead.state_evolution.stability`);
         a model without one refuses, naming ``heads``."""
-        raise ValueError(f"heads: the replica-symmetry check is not available for the {self.name} state-evolution "
-                         f"model (got heads={self.problem.heads}, teacher_heads={self.problem.teacher_heads}; it "
-                         "covers one head)")
+        raise ValueError(
+            f"heads: the replica-symmetry check is not available for the {self.name} state-evolution "
+            f"model (got heads={self.problem.heads}, teacher_heads={self.problem.teacher_heads}; it "
+            "covers one head)"
+        )
 
-    def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
-                    alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:
+    def solve_point(
+        self,
+        options: Any,
+        prior: Any,
+        init: Any,
+        quad: Any,
+        *,
+        cold_first: bool = False,
+        alpha_tangent: bool = False,
+        collapse: Any = None,
+    ) -> PointSolution:
         """The fixed point of :attr:`problem` (``cold_first``, ``alpha_tangent``, ``collapse``: a sweep's hints,
         which a model without them ignores)."""
         raise NotImplementedError
 
-    def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
-              progress: bool) -> Iterator[Result]:
+    def curve(
+        self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any, progress: bool
+    ) -> Iterator[Result]:
         """The fixed points of :attr:`problem` along ``param`` over ``values``, each yielded when solved."""
         raise NotImplementedError

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Iterator
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 from singlehead.model.results import Result
 from singlehead.state_evolution.models.base import PointSolution, SEModel
@@ -29,9 +30,15 @@ CANDIDATE_ANSATZE = ("unspecialised", "general")
 
 def _summary(r: Result) -> dict[str, Any]:
     ex = r.extras
-    return {"ansatz": ex.get("ansatz"), "converged": bool(r.converged), "objective": ex.get("objective"),
-            "objective_se": ex.get("objective_se"), "test_error": r.test_error,
-            "specialisation": ex.get("specialisation"), "iterations": r.iterations}
+    return {
+        "ansatz": ex.get("ansatz"),
+        "converged": bool(r.converged),
+        "objective": ex.get("objective"),
+        "objective_se": ex.get("objective_se"),
+        "test_error": r.test_error,
+        "specialisation": ex.get("specialisation"),
+        "iterations": r.iterations,
+    }
 
 
 class HeadsModel(SEModel):
@@ -40,20 +47,34 @@ class HeadsModel(SEModel):
 
     name: ClassVar[str] = "heads"
     defaults: ClassVar[dict[str, Any]] = HEADS_DEFAULTS
-    key_options: ClassVar[tuple[str, ...]] = ("sample_dim", "sample_draws", "sample_seed", "draw_errors", "ansatz",
-                                              "max_iter")
+    key_options: ClassVar[tuple[str, ...]] = (
+        "sample_dim",
+        "sample_draws",
+        "sample_seed",
+        "draw_errors",
+        "ansatz",
+        "max_iter",
+    )
 
     def check(self, options: Any, prior: Any) -> None:
         check_multihead_problem(self.problem, prior)
-    takes: ClassVar[str] = ("its solver takes " + ", ".join(HEADS_READS))
+
+    takes: ClassVar[str] = "its solver takes " + ", ".join(HEADS_READS)
 
     def reads(self) -> set[str]:
         return set(HEADS_READS)
 
     def overlaps(self, extras: dict[str, Any]) -> dict[str, dict[str, Any]]:
         # one block of H x H (and H x H0) matrices: the heads matched to the teacher heads, as a simulation's
-        names = {"Q": "head_Q", "M": "head_M", "Sigma": "head_Sigma", "Q0": "head_Q0", "Qhat": "Qhat", "Mhat": "Mhat",
-                 "Sigmahat": "Sigmahat"}
+        names = {
+            "Q": "head_Q",
+            "M": "head_M",
+            "Sigma": "head_Sigma",
+            "Q0": "head_Q0",
+            "Qhat": "Qhat",
+            "Mhat": "Mhat",
+            "Sigmahat": "Sigmahat",
+        }
         return {"heads": {n: extras[k] for n, k in names.items() if k in extras}}
 
     def candidates(self, options: Any) -> tuple[str | None, ...]:
@@ -64,8 +85,17 @@ class HeadsModel(SEModel):
             return (None,)
         return CANDIDATE_ANSATZE
 
-    def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
-                    alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:
+    def solve_point(
+        self,
+        options: Any,
+        prior: Any,
+        init: Any,
+        quad: Any,
+        *,
+        cold_first: bool = False,
+        alpha_tangent: bool = False,
+        collapse: Any = None,
+    ) -> PointSolution:
         problem = self.problem
         check_multihead_problem(problem, prior)
         cands = self.candidates(options)
@@ -80,22 +110,27 @@ class HeadsModel(SEModel):
         kept.extras["evaluations_all_attempts"] = int(sum(r.iterations for r in results))
         kept.runtime_s = float(sum(r.runtime_s for r in results))
         told = ", ".join(f"{s['ansatz']} {_objective_text(s)}" for s in others)
-        kept.message = (f"{kept.message}; the lowest training objective of the fixed points solved (kept: "
-                        f"{kept.extras['ansatz']} {_objective_text(_summary(kept))}; also {told})")
+        kept.message = (
+            f"{kept.message}; the lowest training objective of the fixed points solved (kept: "
+            f"{kept.extras['ansatz']} {_objective_text(_summary(kept))}; also {told})"
+        )
         return PointSolution(kept)
 
-    def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
-              progress: bool) -> Iterator[Result]:
+    def curve(
+        self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any, progress: bool
+    ) -> Iterator[Result]:
         """Point by point, each started from the previous converged point's overlaps (``init`` for the first)."""
         points = [self.problem.replace(**{param: v}) for v in values]
         for p in points:
             check_multihead_problem(p, prior)  # every point refused before the first is solved
         warm = init if isinstance(init, Result) else None
         if init is not None and warm is None:
-            raise ValueError(f"init must be None or a Result of the multi-head state evolution for heads="
-                             f"{self.problem.heads}, teacher_heads={self.problem.teacher_heads} "
-                             f"(got {type(init).__name__})")
-        for p in (progress_bar(points, param) if progress else points):
+            raise ValueError(
+                f"init must be None or a Result of the multi-head state evolution for heads="
+                f"{self.problem.heads}, teacher_heads={self.problem.teacher_heads} "
+                f"(got {type(init).__name__})"
+            )
+        for p in progress_bar(points, param) if progress else points:
             r = HeadsModel(p).solve_point(options, prior, warm, quad).result
             warm = r if r.converged else warm
             yield r

@@ -8,7 +8,8 @@ chose this model) and the result is put back in the problem's units
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
 from singlehead.model.problem import Problem
 from singlehead.model.results import Result
@@ -22,8 +23,10 @@ __all__ = ["LinearHeadsModel"]
 
 def _check_prior(problem: Any, prior: Any) -> None:
     if isinstance(prior, PriorModel) and problem.teacher_heads > 1:
-        raise ValueError("prior: with teacher_heads > 1 the target law is the effective single-head target's; "
-                         "give the prior as a mode name ('auto', 'asymptotic', 'finite'), not a PriorModel")
+        raise ValueError(
+            "prior: with teacher_heads > 1 the target law is the effective single-head target's; "
+            "give the prior as a mode name ('auto', 'asymptotic', 'finite'), not a PriorModel"
+        )
 
 
 class LinearHeadsModel(SEModel):
@@ -45,17 +48,34 @@ class LinearHeadsModel(SEModel):
         # the effective single-head problem's model checks and resolves the options
         return self.inner(self.effective).prepare(options)
 
-    def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
-                    alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:
+    def solve_point(
+        self,
+        options: Any,
+        prior: Any,
+        init: Any,
+        quad: Any,
+        *,
+        cold_first: bool = False,
+        alpha_tangent: bool = False,
+        collapse: Any = None,
+    ) -> PointSolution:
         _check_prior(self.problem, prior)
         model = self.inner(self.effective)
-        sol = model.solve_point(options, prior, None if isinstance(init, Result) else init, quad,
-                                cold_first=cold_first, alpha_tangent=alpha_tangent, collapse=collapse)
+        sol = model.solve_point(
+            options,
+            prior,
+            None if isinstance(init, Result) else init,
+            quad,
+            cold_first=cold_first,
+            alpha_tangent=alpha_tangent,
+            collapse=collapse,
+        )
         r = multihead_result(model.finish(sol.result), self.problem, self.effective, self.c2)
         return PointSolution(r, sol.warm_start, sol.warm_start_retried)
 
-    def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
-              progress: bool) -> Iterator[Result]:
+    def curve(
+        self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any, progress: bool
+    ) -> Iterator[Result]:
         """The curve of the single-head equivalent along the same parameter, each point back in the problem's units,
         when the effective problems differ only in ``param`` (along ``alpha``, ``lam``, ``noise``, ``T``, ...); else
         point by point."""
@@ -66,10 +86,17 @@ class LinearHeadsModel(SEModel):
         if all(c == c0 and {**e.to_dict(), param: None} == rest for e, c in effs):
             _check_prior(self.problem, prior)
             model = self.inner(e0)
-            inner = model.curve([getattr(e, param) for e, _ in effs], param, options, prior,
-                                None if isinstance(init, Result) else init, quad, progress)
+            inner = model.curve(
+                [getattr(e, param) for e, _ in effs],
+                param,
+                options,
+                prior,
+                None if isinstance(init, Result) else init,
+                quad,
+                progress,
+            )
             for p, (e, c), r in zip(points, effs, inner):
                 yield multihead_result(model.finish(r), p, e, c)
             return
-        for p in (progress_bar(points, param) if progress else points):
+        for p in progress_bar(points, param) if progress else points:
             yield LinearHeadsModel(p, self.inner).solve_point(options, prior, None, quad).result

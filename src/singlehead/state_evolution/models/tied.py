@@ -8,7 +8,8 @@ output side on fixed quadrature nodes or in closed form); the engine's attempts 
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, Iterator
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 from singlehead.model.results import Result
 from singlehead.state_evolution.driver import solve_setup
@@ -31,8 +32,17 @@ class TiedModel(SEModel):
         check_theory_size(self.problem, options, prior)
         check_symmetric_options(options, self.problem.student)
 
-    def solve_point(self, options: Any, prior: Any, init: Any, quad: Any, *, cold_first: bool = False,
-                    alpha_tangent: bool = False, collapse: Any = None) -> PointSolution:
+    def solve_point(
+        self,
+        options: Any,
+        prior: Any,
+        init: Any,
+        quad: Any,
+        *,
+        cold_first: bool = False,
+        alpha_tangent: bool = False,
+        collapse: Any = None,
+    ) -> PointSolution:
         problem, o = self.problem, options
         t0 = time.perf_counter()
         check_theory_size(problem, o, prior)  # every size the library cannot serve is refused here, before allocating
@@ -43,19 +53,32 @@ class TiedModel(SEModel):
         if quad is None:
             quad = o.quadrature(problem)
         col = collapse if collapse is not None else collapse_point(problem, pm, quad)
+
         def again(finer: Any, start: Any) -> PointSolution:  # the re-solve on finer nodes reuses the prior model
             return self.solve_point(finer, pm, start, None, cold_first=cold_first, alpha_tangent=alpha_tangent)
 
-        return solve_setup(problem, TiedSetup(problem, pm, quad, col), o, init, quad, t0, refine=refine,
-                           cold_first=cold_first, alpha_tangent=alpha_tangent, again=again, stability=self.stability)
+        return solve_setup(
+            problem,
+            TiedSetup(problem, pm, quad, col),
+            o,
+            init,
+            quad,
+            t0,
+            refine=refine,
+            cold_first=cold_first,
+            alpha_tangent=alpha_tangent,
+            again=again,
+            stability=self.stability,
+        )
 
     def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
         from singlehead.state_evolution.replicon import tied_stability
 
         return tied_stability(self.problem, result, options=self.prepare(options), quad=quad)
 
-    def curve(self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any,
-              progress: bool) -> Iterator[Result]:
+    def curve(
+        self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any, progress: bool
+    ) -> Iterator[Result]:
         check_theory_size(self.problem, options, prior)  # refused before any node or eigenvalue is allocated
         check_symmetric_options(options, self.problem.student)
         return tied_curve(self.problem, values, param, options, prior, init, quad, progress, _solve_point)

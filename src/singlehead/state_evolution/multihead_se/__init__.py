@@ -27,10 +27,10 @@ from singlehead.state_evolution.multihead_se.prior import (
 )
 from singlehead.state_evolution.multihead_se.solve import (
     ANSATZE,
-    default_start,
-    match_heads,
     MultiHeadOptions,
     MultiHeadSEMap,
+    default_start,
+    match_heads,
     multihead_options,
     project,
     solve_coarse_to_fine,
@@ -46,8 +46,30 @@ from singlehead.state_evolution.multihead_se.theory import (
     specialisation_eigenvalue,
 )
 
-__all__ = ["default_start", "match_heads", "multihead_fit_loss", "MultiHeadOutput", "multihead_output_side", "multihead_quadrature",
-           "multihead_test_errors", "MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage",
-           "multihead_prior_side", "ANSATZE", "MAX_HEADS", "MAX_T", "check_multihead_problem",
-           "multihead_options", "multihead_point", "MultiHeadOptions", "MultiHeadSEMap", "multihead_theory", "project",
-           "solve_coarse_to_fine", "solve_multihead", "specialisation_eigenvalue", "specialisation_index"]
+__all__ = [
+    "default_start",
+    "match_heads",
+    "multihead_fit_loss",
+    "MultiHeadOutput",
+    "multihead_output_side",
+    "multihead_quadrature",
+    "multihead_test_errors",
+    "MultiHeadPriorSample",
+    "MultiHeadPriorSide",
+    "coupled_shrinkage",
+    "multihead_prior_side",
+    "ANSATZE",
+    "MAX_HEADS",
+    "MAX_T",
+    "check_multihead_problem",
+    "multihead_options",
+    "multihead_point",
+    "MultiHeadOptions",
+    "MultiHeadSEMap",
+    "multihead_theory",
+    "project",
+    "solve_coarse_to_fine",
+    "solve_multihead",
+    "specialisation_eigenvalue",
+    "specialisation_index",
+]

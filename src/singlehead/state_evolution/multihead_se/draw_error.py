@@ -85,13 +85,19 @@ def _without(se_map: MultiHeadSEMap, draws: list[int], scrambles: list[int] | No
     sub.calls = 0
     # solved to a relative change ``tol``: the denoiser to ``tol/100`` suffices (not the solve's ``prior_tol``)
     # (and on one thread: the jackknife runs the groups' solves side by side instead)
-    sub.options = dataclasses.replace(se_map.options, prior_tol=max(se_map.options.prior_tol, 1e-2 * tol),
-                                      threads=1)
+    sub.options = dataclasses.replace(se_map.options, prior_tol=max(se_map.options.prior_tol, 1e-2 * tol), threads=1)
     return sub
 
 
-def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, tol: float = 1e-3,
-                             max_iter: int = 30, chord_matrix: np.ndarray | None = None) -> dict[str, Any]:
+def multihead_draw_jackknife(
+    se_map: MultiHeadSEMap,
+    ansatz: str,
+    x: tuple,
+    *,
+    tol: float = 1e-3,
+    max_iter: int = 30,
+    chord_matrix: np.ndarray | None = None,
+) -> dict[str, Any]:
     """Grouped jackknife standard error over the prior draws and the output nodes of the test error at the fixed
     point ``x`` (module docstring).
 
@@ -125,21 +131,43 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
         raise ValueError(f"tol must be a finite number > 0 (got {tol!r})")
     R = se_map.sample.S0.shape[0]
     if R < 2:
-        return {"test_error_draws_se": math.nan, "draws_dof": 0, "groups": "draws", "leave_one_out": [],
-                "evaluations": 0, "converged": True}
+        return {
+            "test_error_draws_se": math.nan,
+            "draws_dof": 0,
+            "groups": "draws",
+            "leave_one_out": [],
+            "evaluations": 0,
+            "converged": True,
+        }
     draw_groups, scramble_groups = jackknife_groups(R, se_map.quad.n_scrambles)
 
     def leave_out(g: int) -> tuple[float, int, bool]:
         keep_d = [r for h, grp in enumerate(draw_groups) if h != g for r in grp]
-        keep_s = None if scramble_groups is None else [s for h, grp in enumerate(scramble_groups) if h != g
-                                                       for s in grp]
+        keep_s = (
+            None if scramble_groups is None else [s for h, grp in enumerate(scramble_groups) if h != g for s in grp]
+        )
         sub = _without(se_map, keep_d, keep_s, tol)
         if chord_matrix is not None:
-            sol = chord_solve(sub, ansatz, x, chord_matrix, tol=tol, max_iter=max_iter,
-                              damping=se_map.options.damping, history=se_map.options.history)
+            sol = chord_solve(
+                sub,
+                ansatz,
+                x,
+                chord_matrix,
+                tol=tol,
+                max_iter=max_iter,
+                damping=se_map.options.damping,
+                history=se_map.options.history,
+            )
         else:
-            sol = solve_multihead(sub, ansatz, x, damping=se_map.options.damping, tol=tol, max_iter=max_iter,
-                                  history=se_map.options.history)
+            sol = solve_multihead(
+                sub,
+                ansatz,
+                x,
+                damping=se_map.options.damping,
+                tol=tol,
+                max_iter=max_iter,
+                history=se_map.options.history,
+            )
         te = multihead_test_errors(sol.Q, sol.M, problem=se_map.problem, Q0=sub.Q0, quad=sub.quad)["test_error"]
         return te, sol.evaluations, sol.converged
 
@@ -151,6 +179,11 @@ def multihead_draw_jackknife(se_map: MultiHeadSEMap, ansatz: str, x: tuple, *, t
     t = np.array(values)
     G = t.size
     se = float(math.sqrt((G - 1) / G * np.sum((t - t.mean()) ** 2)))
-    return {"test_error_draws_se": se, "draws_dof": G - 1,
-            "groups": "draws" if scramble_groups is None else "draws and nodes", "leave_one_out": t.tolist(),
-            "evaluations": evaluations, "converged": bool(converged)}
+    return {
+        "test_error_draws_se": se,
+        "draws_dof": G - 1,
+        "groups": "draws" if scramble_groups is None else "draws and nodes",
+        "leave_one_out": t.tolist(),
+        "evaluations": evaluations,
+        "converged": bool(converged),
+    }

@@ -45,8 +45,9 @@ def attention_jacobian(A: np.ndarray, T: int, beta: float) -> np.ndarray:
     return (beta * A)[..., None] * (P - AP[..., :, None, :])
 
 
-def multihead_fit_loss(h: np.ndarray, labels: np.ndarray, beta: float, heads: int, order: int = 2
-                       ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+def multihead_fit_loss(
+    h: np.ndarray, labels: np.ndarray, beta: float, heads: int, order: int = 2
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """``ell(h)`` of the module docstring per node, with gradient ``(N, H K)`` and Hessian ``(N, H K, H K)``.
 
     Parameters

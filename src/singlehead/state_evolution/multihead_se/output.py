@@ -40,8 +40,14 @@ from singlehead.state_evolution.multihead_se.loss import (
 )
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
-__all__ = ["MultiHeadOutput", "multihead_output_side", "multihead_test_errors", "multihead_quadrature",
-           "field_law", "collapsed_output_side"]
+__all__ = [
+    "MultiHeadOutput",
+    "multihead_output_side",
+    "multihead_test_errors",
+    "multihead_quadrature",
+    "field_law",
+    "collapsed_output_side",
+]
 
 
 @dataclass
@@ -70,8 +76,9 @@ def multihead_quadrature(problem: Any, n_points: int = 2048, n_scrambles: int = 
     return OutputQuadrature.sobol(K * (problem.teacher_heads + problem.heads), n_points, n_scrambles, seed)
 
 
-def field_law(Q: np.ndarray, M: np.ndarray, Q0: np.ndarray, noise: float, *, singular: bool = False
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def field_law(
+    Q: np.ndarray, M: np.ndarray, Q0: np.ndarray, noise: float, *, singular: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(L, E, Cinv)``: the Cholesky factor of the covariance of ``(y, z)`` (teacher fields with noise, then
     student fields), the matrix ``E`` with ``E[u0 | y, z] = E (y, z)``, and ``C^{-1}`` of the noiseless ``(u0, z)``.
 
@@ -97,8 +104,16 @@ def field_law(Q: np.ndarray, M: np.ndarray, Q0: np.ndarray, noise: float, *, sin
     return L, (np.linalg.pinv(Cn, hermitian=True) @ cov_u0).T, np.linalg.pinv(C, hermitian=True)
 
 
-def _fields(quad: OutputQuadrature, Q: np.ndarray, M: np.ndarray, Q0: np.ndarray, noise: float, K: int, *,
-            singular: bool = False):
+def _fields(
+    quad: OutputQuadrature,
+    Q: np.ndarray,
+    M: np.ndarray,
+    Q0: np.ndarray,
+    noise: float,
+    K: int,
+    *,
+    singular: bool = False,
+):
     """``y (N, H0, K)``, ``z (N, H, K)`` and ``E[u0 | y, z] (N, H0, K)`` on the nodes (``singular``: see
     :func:`field_law`)."""
     H0, H = Q0.shape[0], Q.shape[0]
@@ -165,9 +180,18 @@ def _whitened_loss(problem: Any, Lc: np.ndarray):
     return loss
 
 
-def multihead_output_side(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, *, problem: Any, Q0: np.ndarray,
-                          quad: OutputQuadrature | None = None, warm: list | None = None,
-                          union: bool = False, z_start: np.ndarray | None = None) -> MultiHeadOutput:
+def multihead_output_side(
+    Q: np.ndarray,
+    M: np.ndarray,
+    Sigma: np.ndarray,
+    *,
+    problem: Any,
+    Q0: np.ndarray,
+    quad: OutputQuadrature | None = None,
+    warm: list | None = None,
+    union: bool = False,
+    z_start: np.ndarray | None = None,
+) -> MultiHeadOutput:
     """``(Q, M, Sigma) -> (Qhat, Mhat, Sigmahat)`` of the module docstring, plus the train error.
 
     Parameters
@@ -206,33 +230,47 @@ def multihead_output_side(Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, *, pr
         starts = cold if warm is None else list(warm) + cold
     else:
         starts = list(warm) + [zf if z_start is None else z_start]
-    pr = prox_newton(zf @ big_inv.T, labels, 1.0, _whitened_loss(problem, Lc),
-                     starts=[s @ big_inv.T for s in starts])
+    pr = prox_newton(zf @ big_inv.T, labels, 1.0, _whitened_loss(problem, Lc), starts=[s @ big_inv.T for s in starts])
     big = np.kron(Lc, np.eye(K))
     h = pr.h @ big.T
     g = (h - zf).reshape(N, H, K)
     f = np.einsum("ab,nbk->nak", np.linalg.inv(Sigma), g)
     _, _, Cinv = field_law(Q, M, Q0, problem.noise)
     w = np.einsum("ij,njk->nik", Cinv, np.concatenate([u0, z], axis=1))
-    vals = np.concatenate([np.einsum("nak,nbk->nab", f, f).reshape(N, -1),
-                           np.einsum("nak,njk->naj", f, w[:, :H0]).reshape(N, -1),
-                           np.einsum("nak,nbk->nab", f, w[:, H0:]).reshape(N, -1), pr.fit[:, None]], axis=1)
+    vals = np.concatenate(
+        [
+            np.einsum("nak,nbk->nab", f, f).reshape(N, -1),
+            np.einsum("nak,njk->naj", f, w[:, :H0]).reshape(N, -1),
+            np.einsum("nak,nbk->nab", f, w[:, H0:]).reshape(N, -1),
+            pr.fit[:, None],
+        ],
+        axis=1,
+    )
     mean, err = quad.mean_and_error(vals)
     c = 2.0 * alpha
     n1, n2 = H * H, H * H0
-    Qh, Mh, Sh = (c * mean[:n1].reshape(H, H), c * mean[n1:n1 + n2].reshape(H, H0),
-                  -c * mean[n1 + n2:2 * n1 + n2].reshape(H, H))
-    errs = {"Qhat": c * err[:n1].reshape(H, H), "Mhat": c * err[n1:n1 + n2].reshape(H, H0),
-            "Sigmahat": c * err[n1 + n2:2 * n1 + n2].reshape(H, H), "train_error": float(err[-1])}
+    Qh, Mh, Sh = (
+        c * mean[:n1].reshape(H, H),
+        c * mean[n1 : n1 + n2].reshape(H, H0),
+        -c * mean[n1 + n2 : 2 * n1 + n2].reshape(H, H),
+    )
+    errs = {
+        "Qhat": c * err[:n1].reshape(H, H),
+        "Mhat": c * err[n1 : n1 + n2].reshape(H, H0),
+        "Sigmahat": c * err[n1 + n2 : 2 * n1 + n2].reshape(H, H),
+        "train_error": float(err[-1]),
+    }
     every = [b @ big.T for b in pr.branches]
     iz = 0 if warm is None else len(warm)  # the start from z
-    branches = every[:len(warm) if union and warm is not None else None]
-    return MultiHeadOutput(0.5 * (Qh + Qh.T), Mh, 0.5 * (Sh + Sh.T), float(mean[-1]), errs, branches,
-                           bool(pr.converged), h, every[iz])
+    branches = every[: len(warm) if union and warm is not None else None]
+    return MultiHeadOutput(
+        0.5 * (Qh + Qh.T), Mh, 0.5 * (Sh + Sh.T), float(mean[-1]), errs, branches, bool(pr.converged), h, every[iz]
+    )
 
 
-def multihead_test_errors(Q: np.ndarray, M: np.ndarray, *, problem: Any, Q0: np.ndarray,
-                          quad: OutputQuadrature | None = None) -> dict[str, float]:
+def multihead_test_errors(
+    Q: np.ndarray, M: np.ndarray, *, problem: Any, Q0: np.ndarray, quad: OutputQuadrature | None = None
+) -> dict[str, float]:
     """``E ||(1/H0) sum_j chan_beta0(M(u0_j)) - (1/H) sum_h chan_beta(M(z_h))||_F^2`` per sequence against
     noiseless (``test_error``) and noisy (``test_error_noisy``, ``u0 + xi``) labels, with quadrature errors."""
     Q, M, Q0 = (np.atleast_2d(np.asarray(a, float)) for a in (Q, M, Q0))
@@ -250,8 +288,12 @@ def multihead_test_errors(Q: np.ndarray, M: np.ndarray, *, problem: Any, Q0: np.
         A = head_attention(z.reshape(z.shape[0], H * K), T, problem.beta).mean(axis=1)
         e.append(np.sum((Yt - A) ** 2, axis=(1, 2)))
     mean, err = quad.mean_and_error(np.stack(e, axis=1))
-    return {"test_error": float(mean[0]), "test_error_noisy": float(mean[1]),
-            "test_error_se": float(err[0]), "test_error_noisy_se": float(err[1])}
+    return {
+        "test_error": float(mean[0]),
+        "test_error_noisy": float(mean[1]),
+        "test_error_se": float(err[0]),
+        "test_error_noisy_se": float(err[1]),
+    }
 
 
 def collapsed_output_side(problem: Any, Q0: np.ndarray, quad: OutputQuadrature) -> MultiHeadOutput:
@@ -282,20 +324,32 @@ def collapsed_output_side(problem: Any, Q0: np.ndarray, quad: OutputQuadrature) 
     g = grad.reshape(N, H, K)
     w0 = np.einsum("ij,njk->nik", np.linalg.inv(Qn), y)
     hd = np.einsum("nakbk->nab", hess.reshape(N, H, K, H, K))
-    vals = np.concatenate([np.einsum("nak,nbk->nab", g, g).reshape(N, -1),
-                           -np.einsum("nak,njk->naj", g, w0).reshape(N, -1), hd.reshape(N, -1), val[:, None]], axis=1)
+    vals = np.concatenate(
+        [
+            np.einsum("nak,nbk->nab", g, g).reshape(N, -1),
+            -np.einsum("nak,njk->naj", g, w0).reshape(N, -1),
+            hd.reshape(N, -1),
+            val[:, None],
+        ],
+        axis=1,
+    )
     mean, err = quad.mean_and_error(vals)
     c = 2.0 * alpha
     n1, n2 = H * H, H * H0
-    Qh, Mh, Sh = (c * mean[:n1].reshape(H, H), c * mean[n1:n1 + n2].reshape(H, H0),
-                  c * mean[n1 + n2:2 * n1 + n2].reshape(H, H))
-    errs = {"Qhat": c * err[:n1].reshape(H, H), "Mhat": c * err[n1:n1 + n2].reshape(H, H0),
-            "Sigmahat": c * err[n1 + n2:2 * n1 + n2].reshape(H, H), "train_error": float(err[-1])}
+    Qh, Mh, Sh = (
+        c * mean[:n1].reshape(H, H),
+        c * mean[n1 : n1 + n2].reshape(H, H0),
+        c * mean[n1 + n2 : 2 * n1 + n2].reshape(H, H),
+    )
+    errs = {
+        "Qhat": c * err[:n1].reshape(H, H),
+        "Mhat": c * err[n1 : n1 + n2].reshape(H, H0),
+        "Sigmahat": c * err[n1 + n2 : 2 * n1 + n2].reshape(H, H),
+        "train_error": float(err[-1]),
+    }
     return MultiHeadOutput(0.5 * (Qh + Qh.T), Mh, 0.5 * (Sh + Sh.T), float(mean[-1]), errs)
 
 
 def isotropic(n: int, diag: float, off: float) -> np.ndarray:
     """``(diag - off) I + off 11^T`` of size ``n``."""
     return (diag - off) * np.eye(n) + off * np.ones((n, n))
-
-

@@ -42,8 +42,7 @@ import numpy as np
 from singlehead.numerics.thread_map import thread_map
 from singlehead.state_evolution.untied.teachers import law_quantiles
 
-__all__ = ["MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage", "multihead_prior_side",
-           "sor_relaxation"]
+__all__ = ["MultiHeadPriorSample", "MultiHeadPriorSide", "coupled_shrinkage", "multihead_prior_side", "sor_relaxation"]
 
 
 def _goe(rng: np.random.Generator, shape: tuple[int, ...], D: int) -> np.ndarray:
@@ -70,12 +69,14 @@ class MultiHeadPriorSample:
     Z: np.ndarray
 
     @classmethod
-    def draw(cls, target: Any, Q0: float, heads: int, teacher_heads: int, D: int = 100, draws: int = 4,
-             seed: int = 0) -> "MultiHeadPriorSample":
+    def draw(
+        cls, target: Any, Q0: float, heads: int, teacher_heads: int, D: int = 100, draws: int = 4, seed: int = 0
+    ) -> MultiHeadPriorSample:
         """``draws`` instances at dimension ``D`` for ``heads`` student and ``teacher_heads`` teacher heads."""
         if D < 2 or draws < 1 or heads < 1 or teacher_heads < 1:
-            raise ValueError(f"D must be >= 2 and draws, heads, teacher_heads >= 1 (got {D}, {draws}, {heads}, "
-                             f"{teacher_heads})")
+            raise ValueError(
+                f"D must be >= 2 and draws, heads, teacher_heads >= 1 (got {D}, {draws}, {heads}, {teacher_heads})"
+            )
         spec = target.spectrum(D)
         s = np.asarray(spec if spec is not None else law_quantiles(target.spectral_law(D).engine, D), float)
         s = s * math.sqrt(Q0 / max(float(np.mean(s**2)), 1e-300))
@@ -149,9 +150,18 @@ def sor_relaxation(Sigmahat: np.ndarray) -> float:
     return float(min(1.9, max(1.0, 2.0 / (1.0 + math.sqrt(1.0 - mu * mu)))))
 
 
-def coupled_shrinkage(B: np.ndarray, Sigmahat: np.ndarray, tau: float, *, rank: int | None = None,
-                      warm: np.ndarray | None = None, tol: float = 1e-9, max_sweeps: int = 5000,
-                      relax: float | None = 1.5, threads: int = 1) -> tuple[np.ndarray, int, bool]:
+def coupled_shrinkage(
+    B: np.ndarray,
+    Sigmahat: np.ndarray,
+    tau: float,
+    *,
+    rank: int | None = None,
+    warm: np.ndarray | None = None,
+    tol: float = 1e-9,
+    max_sweeps: int = 5000,
+    relax: float | None = 1.5,
+    threads: int = 1,
+) -> tuple[np.ndarray, int, bool]:
     """Block-coordinate descent for ``argmin (1/2) sum Sigmahat_hh' <S_h, S_h'> - sum <S_h, B_h> + tau sum Tr S_h``.
 
     Parameters
@@ -247,8 +257,9 @@ def denoiser_input(Qhat: np.ndarray, Mhat: np.ndarray, sample: MultiHeadPriorSam
     """``B_h = sum_j Mhat_hj S0_j + sum_l (Qhat^{1/2})_hl Z_l`` on every draw, ``(R, H, D, D)``: the matrices the
     denoiser of head ``h`` is fitted to."""
     R = _sqrtm_psd(np.atleast_2d(np.asarray(Qhat, float)))
-    return (np.einsum("hj,rjab->rhab", np.atleast_2d(np.asarray(Mhat, float)), sample.S0)
-            + np.einsum("hl,rlab->rhab", R, sample.Z))
+    return np.einsum("hj,rjab->rhab", np.atleast_2d(np.asarray(Mhat, float)), sample.S0) + np.einsum(
+        "hl,rlab->rhab", R, sample.Z
+    )
 
 
 def zero_is_denoised(Qhat: np.ndarray, Mhat: np.ndarray, *, lam: float, sample: MultiHeadPriorSample) -> bool:
@@ -264,17 +275,28 @@ def zero_is_denoised(Qhat: np.ndarray, Mhat: np.ndarray, *, lam: float, sample: 
     return bool(np.max(np.linalg.eigvalsh(0.5 * (B + np.swapaxes(B, -1, -2)))) <= 2.0 * lam)
 
 
-def multihead_prior_side(Qhat: np.ndarray, Mhat: np.ndarray, Sigmahat: np.ndarray, *, lam: float, kappa: float,
-                         sample: MultiHeadPriorSample, warm: np.ndarray | None = None,
-                         tol: float = 1e-9, max_sweeps: int = 5000, threads: int = 1) -> MultiHeadPriorSide:
+def multihead_prior_side(
+    Qhat: np.ndarray,
+    Mhat: np.ndarray,
+    Sigmahat: np.ndarray,
+    *,
+    lam: float,
+    kappa: float,
+    sample: MultiHeadPriorSample,
+    warm: np.ndarray | None = None,
+    tol: float = 1e-9,
+    max_sweeps: int = 5000,
+    threads: int = 1,
+) -> MultiHeadPriorSide:
     """``(Qhat, Mhat, Sigmahat) -> (Q, M, Sigma)`` of the module docstring, on the draws of ``sample``
     (``tol``, ``max_sweeps``, ``threads``: the block-coordinate descent's, :func:`coupled_shrinkage`)."""
     Qhat, Mhat, Sigmahat = (np.atleast_2d(np.asarray(a, float)) for a in (Qhat, Mhat, Sigmahat))
     D = sample.D
     B = denoiser_input(Qhat, Mhat, sample)
     rank = None if kappa >= 1 else max(1, int(round(kappa * D)))
-    S, sweeps, ok = coupled_shrinkage(B, Sigmahat, 2.0 * lam, rank=rank, warm=warm, tol=tol, max_sweeps=max_sweeps,
-                                      threads=threads)
+    S, sweeps, ok = coupled_shrinkage(
+        B, Sigmahat, 2.0 * lam, rank=rank, warm=warm, tol=tol, max_sweeps=max_sweeps, threads=threads
+    )
     Q = np.einsum("rhab,rkab->rhk", S, S) / D
     M = np.einsum("rhab,rjab->rhj", S, sample.S0) / D
     Q0 = np.einsum("rjab,rkab->rjk", sample.S0, sample.S0) / D
@@ -285,10 +307,21 @@ def multihead_prior_side(Qhat: np.ndarray, Mhat: np.ndarray, Sigmahat: np.ndarra
     Sig = np.einsum("rhl,lk->rhk", G, Rinv)
     Sig = 0.5 * (Sig + np.swapaxes(Sig, 1, 2))
     traces = np.einsum("rhaa->rh", S) / D
-    obj = (0.5 * np.einsum("hk,rhk->r", Sigmahat, Q) - np.einsum("rhab,rhab->r", S, B) / D
-           + 2.0 * lam * traces.sum(axis=1))
+    obj = (
+        0.5 * np.einsum("hk,rhk->r", Sigmahat, Q) - np.einsum("rhab,rhab->r", S, B) / D + 2.0 * lam * traces.sum(axis=1)
+    )
     ev = np.linalg.eigvalsh(S.mean(axis=1))
     scale = np.maximum(np.abs(ev).max(axis=-1, keepdims=True), 1e-300)
     per = {"Q": Q, "M": M, "Sigma": Sig, "traces": traces}
-    return MultiHeadPriorSide(Q.mean(axis=0), M.mean(axis=0), Sig.mean(axis=0), per, traces.mean(axis=0),
-                              float(np.mean(ev > 1e-10 * scale)), float(obj.mean()), S, sweeps, ok)
+    return MultiHeadPriorSide(
+        Q.mean(axis=0),
+        M.mean(axis=0),
+        Sig.mean(axis=0),
+        per,
+        traces.mean(axis=0),
+        float(np.mean(ev > 1e-10 * scale)),
+        float(obj.mean()),
+        S,
+        sweeps,
+        ok,
+    )

@@ -43,9 +43,27 @@ from singlehead.state_evolution.multihead_se.prior import (
 from singlehead.state_evolution.prior import prior_model
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
-__all__ = ["ANSATZE", "HEADS_DEFAULTS", "HEADS_READS", "multihead_options", "project", "MultiHeadOptions", "MultiHeadSEMap", "solve_multihead", "solve_coarse_to_fine",
-           "coarse_map", "coarse_jacobian", "chord_solve", "specialisation_index", "match_heads", "default_start",
-           "admissible", "MapFailure", "collapsed_solution", "unconverged_reason"]
+__all__ = [
+    "ANSATZE",
+    "HEADS_DEFAULTS",
+    "HEADS_READS",
+    "multihead_options",
+    "project",
+    "MultiHeadOptions",
+    "MultiHeadSEMap",
+    "solve_multihead",
+    "solve_coarse_to_fine",
+    "coarse_map",
+    "coarse_jacobian",
+    "chord_solve",
+    "specialisation_index",
+    "match_heads",
+    "default_start",
+    "admissible",
+    "MapFailure",
+    "collapsed_solution",
+    "unconverged_reason",
+]
 
 ANSATZE = ("unspecialised", "specialised", "general")
 
@@ -164,16 +182,26 @@ class MultiHeadOptions:
 
     def __post_init__(self) -> None:
         check(self.ansatz is None or self.ansatz in ANSATZE, "ansatz", f"None or one of {ANSATZE}", self.ansatz)
-        for name, lo in (("sample_dim", 2), ("sample_draws", 1), ("n_points", 1), ("n_scrambles", 1),
-                         ("max_iter", 1), ("union_every", 1)):
+        for name, lo in (
+            ("sample_dim", 2),
+            ("sample_draws", 1),
+            ("n_points", 1),
+            ("n_scrambles", 1),
+            ("max_iter", 1),
+            ("union_every", 1),
+        ):
             v = getattr(self, name)
             check(is_int(v) and v >= lo, name, f"an integer >= {lo}", v)
         for name in ("sample_seed", "node_seed"):
             v = getattr(self, name)
             check(is_int(v) and v >= 0, name, "an integer >= 0", v)
         check(is_int(self.history) and self.history >= 0, "history", "an integer >= 0", self.history)
-        check(self.threads is None or (is_int(self.threads) and self.threads >= 1), "threads",
-              "None or an integer >= 1", self.threads)
+        check(
+            self.threads is None or (is_int(self.threads) and self.threads >= 1),
+            "threads",
+            "None or an integer >= 1",
+            self.threads,
+        )
         check(finite(self.damping) and 0 < self.damping <= 1, "damping", "in (0, 1]", self.damping)
         for name in ("inexact", "track_z", "draw_errors", "coarse"):
             check(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
@@ -185,9 +213,26 @@ class MultiHeadOptions:
 #: the heads model's values of the options that ``SEOptions`` leaves at ``None``
 HEADS_DEFAULTS = {"tol": 1e-4, "max_iter": 60, "sample_draws": 4, "n_points": 1024}
 #: the ``SEOptions`` fields and tuning constants the heads model reads (the others are refused when set)
-HEADS_READS = ("tol", "max_iter", "damping", "n_points", "n_scrambles", "node_seed", "sample_dim", "sample_draws",
-               "sample_seed", "draw_errors", "coarse", "ansatz", "threads", "history", "union_every", "prior_tol",
-               "inexact", "track_z")
+HEADS_READS = (
+    "tol",
+    "max_iter",
+    "damping",
+    "n_points",
+    "n_scrambles",
+    "node_seed",
+    "sample_dim",
+    "sample_draws",
+    "sample_seed",
+    "draw_errors",
+    "coarse",
+    "ansatz",
+    "threads",
+    "history",
+    "union_every",
+    "prior_tol",
+    "inexact",
+    "track_z",
+)
 
 
 def multihead_options(options: Any = None, *, start: tuple | None = None) -> MultiHeadOptions:
@@ -207,12 +252,26 @@ def multihead_options(options: Any = None, *, start: tuple | None = None) -> Mul
     elif isinstance(options, SEOptions):
         options.refuse(HEADS_READS, "heads state-evolution model", "its solver takes " + ", ".join(HEADS_READS))
         r = options.resolved(HEADS_DEFAULTS)
-        o = MultiHeadOptions(ansatz=r.ansatz, sample_dim=r.sample_dim, sample_draws=r.sample_draws,
-                             sample_seed=r.instance_seed, n_points=r.n_points, n_scrambles=r.n_scrambles,
-                             damping=r.damping, history=r.history, tol=r.tol, max_iter=r.max_iter,
-                             union_every=r.union_every, prior_tol=r.prior_tol, node_seed=r.node_seed,
-                             inexact=r.inexact, track_z=r.track_z, draw_errors=r.draw_errors, coarse=r.coarse,
-                             threads=r.threads)
+        o = MultiHeadOptions(
+            ansatz=r.ansatz,
+            sample_dim=r.sample_dim,
+            sample_draws=r.sample_draws,
+            sample_seed=r.instance_seed,
+            n_points=r.n_points,
+            n_scrambles=r.n_scrambles,
+            damping=r.damping,
+            history=r.history,
+            tol=r.tol,
+            max_iter=r.max_iter,
+            union_every=r.union_every,
+            prior_tol=r.prior_tol,
+            node_seed=r.node_seed,
+            inexact=r.inexact,
+            track_z=r.track_z,
+            draw_errors=r.draw_errors,
+            coarse=r.coarse,
+            threads=r.threads,
+        )
     else:
         raise ValueError(f"options must be None or an SEOptions (got {type(options).__name__})")
     return o if start is None else dataclasses.replace(o, start=start)
@@ -240,19 +299,34 @@ class MultiHeadSEMap:
     """The map of one problem on fixed nodes and fixed prior draws, with the prox branch and the denoiser's
     solutions carried from one evaluation to the next (warm starts)."""
 
-    def __init__(self, problem: Problem, options: Any = None, *, sample: MultiHeadPriorSample | None = None,
-                 quad: OutputQuadrature | None = None) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        options: Any = None,
+        *,
+        sample: MultiHeadPriorSample | None = None,
+        quad: OutputQuadrature | None = None,
+    ) -> None:
         options = multihead_options(options)
         self.problem, self.options = problem, options
         if sample is None:
             Q0 = float(prior_model(problem.replace(heads=1, teacher_heads=1)).Q0)
-            sample = MultiHeadPriorSample.draw(problem.target, Q0, problem.heads, problem.teacher_heads,
-                                               D=options.sample_dim, draws=options.sample_draws,
-                                               seed=options.sample_seed)
+            sample = MultiHeadPriorSample.draw(
+                problem.target,
+                Q0,
+                problem.heads,
+                problem.teacher_heads,
+                D=options.sample_dim,
+                draws=options.sample_draws,
+                seed=options.sample_seed,
+            )
         self.sample = sample
         self.Q0 = self.sample.teacher_overlaps()
-        self.quad = quad if quad is not None else multihead_quadrature(problem, options.n_points, options.n_scrambles,
-                                                                        options.node_seed)
+        self.quad = (
+            quad
+            if quad is not None
+            else multihead_quadrature(problem, options.n_points, options.n_scrambles, options.node_seed)
+        )
         self.branches: list | None = None
         self.z_branch: np.ndarray | None = None
         self.solutions: np.ndarray | None = None
@@ -281,8 +355,16 @@ class MultiHeadSEMap:
         """Return to the warm starts of :meth:`state`."""
         self.branches, self.z_branch, self.solutions, self.calls = state
 
-    def __call__(self, Q: np.ndarray, M: np.ndarray, Sigma: np.ndarray, ansatz: str,
-                 residual: float | None = None, *, track_only: bool = False) -> tuple:
+    def __call__(
+        self,
+        Q: np.ndarray,
+        M: np.ndarray,
+        Sigma: np.ndarray,
+        ansatz: str,
+        residual: float | None = None,
+        *,
+        track_only: bool = False,
+    ) -> tuple:
         """``((Q', M', Sigma'), output side, prior side)``, every matrix projected onto ``ansatz``; the denoiser
         solved to :meth:`prior_accuracy` of ``residual`` (default: to ``prior_tol``). ``track_only`` (after a
         first evaluation): the prox only continues the branch of the previous evaluation (no start from ``z``,
@@ -297,8 +379,9 @@ class MultiHeadSEMap:
             union = self.branches is not None and self.calls % max(1, self.options.union_every) == 0
             z_start = self.z_branch if self.options.track_z else None
         try:
-            out = multihead_output_side(Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad,
-                                        warm=warm, union=union, z_start=z_start)
+            out = multihead_output_side(
+                Q, M, Sigma, problem=self.problem, Q0=self.Q0, quad=self.quad, warm=warm, union=union, z_start=z_start
+            )
         except np.linalg.LinAlgError as exc:  # the covariance of the fields or Sigma is singular here
             raise MapFailure(f"the output side is not defined at this point ({exc})") from None
         Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
@@ -308,8 +391,18 @@ class MultiHeadSEMap:
         self.branches = [out.h]
         self.z_branch = out.z_branch
         self.last_exact = exact
-        pr = multihead_prior_side(Qh, Mh, Sh, lam=self.problem.lam, kappa=self.problem.kappa, sample=self.sample,
-                                  warm=self.solutions, tol=ptol, max_sweeps=sweeps, threads=self.options.threads or 1)
+        pr = multihead_prior_side(
+            Qh,
+            Mh,
+            Sh,
+            lam=self.problem.lam,
+            kappa=self.problem.kappa,
+            sample=self.sample,
+            warm=self.solutions,
+            tol=ptol,
+            max_sweeps=sweeps,
+            threads=self.options.threads or 1,
+        )
         self.solutions = pr.solutions
         new = project(ansatz, pr.Q, pr.M, pr.Sigma)
         self.last = (new, out, pr, (Qh, Mh, Sh))
@@ -319,8 +412,11 @@ class MultiHeadSEMap:
 
 def _log(label: str, it: int, r: float, new: tuple, pr: Any) -> None:
     """One line of a verbose solve: the evaluation, its relative change, the new overlaps and the denoiser's sweeps."""
-    print(f"  {label} {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
-          f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}", flush=True)
+    print(
+        f"  {label} {it:2d} res {r:.2e} Q {np.round(new[0], 4).tolist()} M {np.round(new[1], 4).tolist()} "
+        f"Sigma {np.round(new[2], 4).tolist()} sweeps {pr.sweeps}",
+        flush=True,
+    )
 
 
 def _rel_change(a: tuple, b: tuple) -> float:
@@ -352,17 +448,36 @@ class MultiHeadSolution:
     failure: str | None = None
 
 
-def solve_multihead(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5, tol: float = 2e-3,
-                    max_iter: int = 60, history: int = 4, verbose: bool = False) -> MultiHeadSolution:
+def solve_multihead(
+    se_map: MultiHeadSEMap,
+    ansatz: str,
+    start: tuple,
+    *,
+    damping: float = 0.5,
+    tol: float = 2e-3,
+    max_iter: int = 60,
+    history: int = 4,
+    verbose: bool = False,
+) -> MultiHeadSolution:
     """Anderson-accelerated iteration of the map inside ``ansatz`` from ``start`` (:func:`_anderson`), with the
     fallbacks of :func:`_guarded`: it never raises from inside the map; an unconverged solve where ``S = 0`` is a
     fixed point returns the collapsed solution."""
-    return _guarded(_anderson, se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history,
-                    verbose=verbose)
+    return _guarded(
+        _anderson, se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history, verbose=verbose
+    )
 
 
-def _anderson(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5, tol: float = 2e-3,
-              max_iter: int = 60, history: int = 4, verbose: bool = False) -> MultiHeadSolution:
+def _anderson(
+    se_map: MultiHeadSEMap,
+    ansatz: str,
+    start: tuple,
+    *,
+    damping: float = 0.5,
+    tol: float = 2e-3,
+    max_iter: int = 60,
+    history: int = 4,
+    verbose: bool = False,
+) -> MultiHeadSolution:
     """Anderson-accelerated iteration of the map inside ``ansatz`` from ``start``.
 
     The iterate is the vector of ``(Q, M, Sigma)``; each step mixes the last ``history`` residuals
@@ -394,7 +509,7 @@ def _anderson(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: flo
         xv, fv = flat(x), flat(new) - flat(x)
         X.append(xv)
         Fs.append(fv)
-        X, Fs = X[-(history + 1):], Fs[-(history + 1):]
+        X, Fs = X[-(history + 1) :], Fs[-(history + 1) :]
         step = xv + damping * fv
         if history > 0 and len(X) > 1:
             dX = np.stack([X[i + 1] - X[i] for i in range(len(X) - 1)], axis=1)
@@ -411,8 +526,7 @@ def _anderson(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: flo
                 cand = unflat(xv + eta * fv)
         x = cand
     hats = se_map.last[3]
-    return MultiHeadSolution(*new, hats=hats, out=out, prior=pr, residuals=res, converged=ok,
-                             evaluations=len(res))
+    return MultiHeadSolution(*new, hats=hats, out=out, prior=pr, residuals=res, converged=ok, evaluations=len(res))
 
 
 #: the coarse design of :func:`solve_coarse_to_fine`: output-side nodes (the first ones of the full design's first
@@ -442,10 +556,17 @@ def coarse_map(se_map: MultiHeadSEMap) -> MultiHeadSEMap | None:
     draws = sample.S0.shape[0]
     if R * N < 4 * COARSE_POINTS and draws * sample.D**3 < 4 * COARSE_DIM**3:
         return None
-    cq = OutputQuadrature(np.ascontiguousarray(quad.nodes[:1, :min(COARSE_POINTS, N)]), quad.seed)
-    co = dataclasses.replace(o, sample_dim=min(COARSE_DIM, sample.D), sample_draws=min(COARSE_DRAWS, draws),
-                             n_points=cq.nodes.shape[1], n_scrambles=1, tol=max(o.tol, COARSE_TOL),
-                             prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL), track_z=True)
+    cq = OutputQuadrature(np.ascontiguousarray(quad.nodes[:1, : min(COARSE_POINTS, N)]), quad.seed)
+    co = dataclasses.replace(
+        o,
+        sample_dim=min(COARSE_DIM, sample.D),
+        sample_draws=min(COARSE_DRAWS, draws),
+        n_points=cq.nodes.shape[1],
+        n_scrambles=1,
+        tol=max(o.tol, COARSE_TOL),
+        prior_tol=max(o.prior_tol, COARSE_PRIOR_TOL),
+        track_z=True,
+    )
     return MultiHeadSEMap(se_map.problem, co, quad=cq)  # its prior draws: the coarse options' (sample_seed kept)
 
 
@@ -461,7 +582,7 @@ def _subspace(ansatz: str, x: tuple) -> tuple:
         out, i = [], 0
         for sh in shapes:
             n = int(np.prod(sh))
-            out.append(v[i:i + n].reshape(sh))
+            out.append(v[i : i + n].reshape(sh))
             i += n
         return project(ansatz, *out)
 
@@ -492,8 +613,18 @@ def coarse_jacobian(cmap: MultiHeadSEMap, ansatz: str, x: tuple) -> tuple[np.nda
     return J, c.size + 1
 
 
-def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol: float, max_iter: int,
-           first_inexact: bool, verbose: bool, label: str) -> tuple:
+def _chord(
+    se_map: MultiHeadSEMap,
+    ansatz: str,
+    x: tuple,
+    A: np.ndarray,
+    *,
+    tol: float,
+    max_iter: int,
+    first_inexact: bool,
+    verbose: bool,
+    label: str,
+) -> tuple:
     """Chord steps ``x <- x - A^{-1} G(x)`` on ``G(x) = F(x) - x`` in the ansatz's coordinates (each shortened,
     as :func:`solve_multihead`'s, until ``Sigma`` and the fields' covariance are positive definite), the
     denoiser at ``prior_tol`` (the first evaluation at that of an infinite residual if ``first_inexact``).
@@ -534,18 +665,43 @@ def _chord(se_map: MultiHeadSEMap, ansatz: str, x: tuple, A: np.ndarray, *, tol:
     return False, res, best[0], last
 
 
-def solve_coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5,
-                         tol: float = 1e-4, max_iter: int = 60, history: int = 4,
-                         verbose: bool = False) -> MultiHeadSolution:
+def solve_coarse_to_fine(
+    se_map: MultiHeadSEMap,
+    ansatz: str,
+    start: tuple,
+    *,
+    damping: float = 0.5,
+    tol: float = 1e-4,
+    max_iter: int = 60,
+    history: int = 4,
+    verbose: bool = False,
+) -> MultiHeadSolution:
     """The fixed point of ``se_map`` inside ``ansatz``, approached on the coarse design and finished on the full one
     (:func:`_coarse_to_fine`), with the fallbacks of :func:`_guarded` (as :func:`solve_multihead`)."""
-    return _guarded(_coarse_to_fine, se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter,
-                    history=history, verbose=verbose)
+    return _guarded(
+        _coarse_to_fine,
+        se_map,
+        ansatz,
+        start,
+        damping=damping,
+        tol=tol,
+        max_iter=max_iter,
+        history=history,
+        verbose=verbose,
+    )
 
 
-def _coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, damping: float = 0.5,
-                    tol: float = 1e-4, max_iter: int = 60, history: int = 4,
-                    verbose: bool = False) -> MultiHeadSolution:
+def _coarse_to_fine(
+    se_map: MultiHeadSEMap,
+    ansatz: str,
+    start: tuple,
+    *,
+    damping: float = 0.5,
+    tol: float = 1e-4,
+    max_iter: int = 60,
+    history: int = 4,
+    verbose: bool = False,
+) -> MultiHeadSolution:
     """The fixed point of ``se_map`` inside ``ansatz``: approached on the coarse design, finished on the full one.
 
     1. ``solve_multihead`` on ``coarse_map`` from ``start`` to a relative change ``COARSE_TOL``;
@@ -578,54 +734,107 @@ def _coarse_to_fine(se_map: MultiHeadSEMap, ansatz: str, start: tuple, *, dampin
     """
     cmap = coarse_map(se_map)
     if cmap is None:
-        return _anderson(se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history,
-                         verbose=verbose)
-    csol = _anderson(cmap, ansatz, start, damping=damping, tol=cmap.options.tol, max_iter=max_iter,
-                     history=history, verbose=verbose)
+        return _anderson(
+            se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history, verbose=verbose
+        )
+    csol = _anderson(
+        cmap, ansatz, start, damping=damping, tol=cmap.options.tol, max_iter=max_iter, history=history, verbose=verbose
+    )
     x = project(ansatz, csol.Q, csol.M, csol.Sigma)
     if not admissible(x, se_map.Q0):  # the coarse iteration ended on the boundary (collapse): the full design's own
-        return _anderson(se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history,
-                         verbose=verbose)
+        return _anderson(
+            se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history, verbose=verbose
+        )
     n_coarse = csol.evaluations
     for _ in range(JACOBIANS):
         J, n_jac = coarse_jacobian(cmap, ansatz, x)
         A = J - np.eye(J.shape[0])
         if verbose:
-            print(f"  coarse Jacobian ({n_jac} evaluations) eigenvalues {np.round(np.linalg.eigvals(J), 3).tolist()}",
-                  flush=True)
-        ok, res, x, last = _chord(cmap, ansatz, x, A, tol=max(tol, COARSE_FINISH), max_iter=max_iter,
-                                  first_inexact=False, verbose=verbose, label="coarse")
+            print(
+                f"  coarse Jacobian ({n_jac} evaluations) eigenvalues {np.round(np.linalg.eigvals(J), 3).tolist()}",
+                flush=True,
+            )
+        ok, res, x, last = _chord(
+            cmap,
+            ansatz,
+            x,
+            A,
+            tol=max(tol, COARSE_FINISH),
+            max_iter=max_iter,
+            first_inexact=False,
+            verbose=verbose,
+            label="coarse",
+        )
         n_coarse += n_jac + len(res)
         if ok:
             x = last[0]
             break
-    ok, res, xb, last = _chord(se_map, ansatz, x, A, tol=tol, max_iter=max_iter, first_inexact=True,
-                               verbose=verbose, label="fine")
+    ok, res, xb, last = _chord(
+        se_map, ansatz, x, A, tol=tol, max_iter=max_iter, first_inexact=True, verbose=verbose, label="fine"
+    )
     if not ok and len(res) < max_iter:  # the Anderson iteration from the best point, for the evaluations left
-        sol = _anderson(se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res),
-                        history=history, verbose=verbose)
-        return dataclasses.replace(sol, residuals=res + sol.residuals, evaluations=len(res) + sol.evaluations,
-                                   coarse_evaluations=n_coarse)
+        sol = _anderson(
+            se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res), history=history, verbose=verbose
+        )
+        return dataclasses.replace(
+            sol, residuals=res + sol.residuals, evaluations=len(res) + sol.evaluations, coarse_evaluations=n_coarse
+        )
     new, out, pr = last
-    return MultiHeadSolution(*new, hats=se_map.last[3], out=out, prior=pr, residuals=res, converged=ok,
-                             evaluations=len(res), coarse_evaluations=n_coarse, chord_matrix=A)
+    return MultiHeadSolution(
+        *new,
+        hats=se_map.last[3],
+        out=out,
+        prior=pr,
+        residuals=res,
+        converged=ok,
+        evaluations=len(res),
+        coarse_evaluations=n_coarse,
+        chord_matrix=A,
+    )
 
 
-def chord_solve(se_map: MultiHeadSEMap, ansatz: str, start: tuple, chord_matrix: np.ndarray, *, tol: float,
-                max_iter: int = 30, damping: float = 0.5, history: int = 4) -> MultiHeadSolution:
+def chord_solve(
+    se_map: MultiHeadSEMap,
+    ansatz: str,
+    start: tuple,
+    chord_matrix: np.ndarray,
+    *,
+    tol: float,
+    max_iter: int = 30,
+    damping: float = 0.5,
+    history: int = 4,
+) -> MultiHeadSolution:
     """The fixed point of ``se_map`` inside ``ansatz`` near ``start`` by the chord steps of
     :func:`solve_coarse_to_fine` with a given ``chord_matrix`` (``J - I`` in the ansatz's coordinates, e.g. a
     solve's ``MultiHeadSolution.chord_matrix``), every evaluation's denoiser at ``prior_tol``; where they stall,
     :func:`solve_multihead` from the best point for the evaluations left of ``max_iter``. Same stopping rule."""
-    ok, res, xb, last = _chord(se_map, ansatz, project(ansatz, *start), chord_matrix, tol=tol, max_iter=max_iter,
-                               first_inexact=False, verbose=False, label="chord")
+    ok, res, xb, last = _chord(
+        se_map,
+        ansatz,
+        project(ansatz, *start),
+        chord_matrix,
+        tol=tol,
+        max_iter=max_iter,
+        first_inexact=False,
+        verbose=False,
+        label="chord",
+    )
     if not ok and len(res) < max_iter:
-        sol = solve_multihead(se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res),
-                              history=history)
+        sol = solve_multihead(
+            se_map, ansatz, xb, damping=damping, tol=tol, max_iter=max_iter - len(res), history=history
+        )
         return dataclasses.replace(sol, residuals=res + sol.residuals, evaluations=len(res) + sol.evaluations)
     new, out, pr = last
-    return MultiHeadSolution(*new, hats=se_map.last[3], out=out, prior=pr, residuals=res, converged=ok,
-                             evaluations=len(res), chord_matrix=chord_matrix)
+    return MultiHeadSolution(
+        *new,
+        hats=se_map.last[3],
+        out=out,
+        prior=pr,
+        residuals=res,
+        converged=ok,
+        evaluations=len(res),
+        chord_matrix=chord_matrix,
+    )
 
 
 def admissible(t: tuple, Q0: np.ndarray) -> bool:
@@ -647,17 +856,35 @@ def collapsed_solution(se_map: MultiHeadSEMap, ansatz: str) -> MultiHeadSolution
     Qh, Mh, Sh = project(ansatz, out.Qhat, out.Mhat, out.Sigmahat)
     H, H0 = Qh.shape[0], se_map.Q0.shape[0]
     lam, kappa, o = se_map.problem.lam, se_map.problem.kappa, se_map.options
-    holds = bool(np.all(np.isfinite(Sh)) and np.all(np.diag(Sh) > 0)
-                 and zero_is_denoised(Qh, Mh, lam=lam, sample=se_map.sample))
+    holds = bool(
+        np.all(np.isfinite(Sh)) and np.all(np.diag(Sh) > 0) and zero_is_denoised(Qh, Mh, lam=lam, sample=se_map.sample)
+    )
     # the prior side's record of the point (traces, draws): from S = 0 where it holds, so one sweep; elsewhere
     # only the fallback of a solve that never evaluated its map needs it, and a few sweeps serve
     Sd = Sh if np.all(np.diag(Sh) > 0) else np.diag(np.maximum(np.abs(np.diag(Sh)), 1e-12))
-    pr = multihead_prior_side(Qh, Mh, Sd, lam=lam, kappa=kappa, sample=se_map.sample,
-                              warm=np.zeros_like(se_map.sample.Z) if holds else None, tol=o.prior_tol,
-                              max_sweeps=5000 if holds else INEXACT_SWEEPS, threads=o.threads or 1)
+    pr = multihead_prior_side(
+        Qh,
+        Mh,
+        Sd,
+        lam=lam,
+        kappa=kappa,
+        sample=se_map.sample,
+        warm=np.zeros_like(se_map.sample.Z) if holds else None,
+        tol=o.prior_tol,
+        max_sweeps=5000 if holds else INEXACT_SWEEPS,
+        threads=o.threads or 1,
+    )
     zero = (np.zeros((H, H)), np.zeros((H, H0)), np.zeros((H, H)))
-    return MultiHeadSolution(*zero, hats=(Qh, Mh, Sh), out=out, prior=pr, residuals=[0.0 if holds else math.nan],
-                             converged=holds, evaluations=se_map.calls, collapsed=True)
+    return MultiHeadSolution(
+        *zero,
+        hats=(Qh, Mh, Sh),
+        out=out,
+        prior=pr,
+        residuals=[0.0 if holds else math.nan],
+        converged=holds,
+        evaluations=se_map.calls,
+        collapsed=True,
+    )
 
 
 def _guarded(solver, se_map: MultiHeadSEMap, ansatz: str, start: tuple, **kw: Any) -> MultiHeadSolution:
@@ -686,8 +913,9 @@ def _guarded(solver, se_map: MultiHeadSEMap, ansatz: str, start: tuple, **kw: An
         return dataclasses.replace(col, failure=failure, residuals=[math.nan])
     new, out, pr, hats = se_map.last
     r = _rel_change(new, se_map.last_input) if se_map.last_input is not None else math.nan
-    return MultiHeadSolution(*new, hats=hats, out=out, prior=pr, residuals=[r], converged=False,
-                             evaluations=se_map.calls, failure=failure)
+    return MultiHeadSolution(
+        *new, hats=hats, out=out, prior=pr, residuals=[r], converged=False, evaluations=se_map.calls, failure=failure
+    )
 
 
 def unconverged_reason(sol: MultiHeadSolution, tol: float) -> tuple[str, str]:
@@ -703,14 +931,26 @@ def unconverged_reason(sol: MultiHeadSolution, tol: float) -> tuple[str, str]:
     res = [r for r in sol.residuals if math.isfinite(r)]
     best = min(res) if res else math.nan
     if sol.failure is not None:
-        return "solver_miss", (f"the iteration stopped at a point where the map is not defined: {sol.failure} "
-                               f"(last relative change {best:.2e}, tol={tol})")
+        return "solver_miss", (
+            f"the iteration stopped at a point where the map is not defined: {sol.failure} "
+            f"(last relative change {best:.2e}, tol={tol})"
+        )
     hats, err = sol.hats, sol.out.err
-    floor = max((float(np.max(np.abs(err[k]))) / max(float(np.max(np.abs(h))), 1e-300)
-                 for k, h in zip(("Qhat", "Mhat", "Sigmahat"), hats) if k in err), default=0.0)
+    floor = max(
+        (
+            float(np.max(np.abs(err[k]))) / max(float(np.max(np.abs(h))), 1e-300)
+            for k, h in zip(("Qhat", "Mhat", "Sigmahat"), hats)
+            if k in err
+        ),
+        default=0.0,
+    )
     if res and best <= 10.0 * floor:
-        return "quadrature_floor", (f"the relative change stalled at {best:.2e}, within ten times the sampled "
-                                    f"map's own relative error {floor:.1e}, above tol={tol} "
-                                    f"({sol.evaluations} evaluations)")
-    return "solver_miss", (f"damped iteration did not reach tol={tol} in {sol.evaluations} evaluations "
-                           f"(smallest relative change {best:.2e}, last {res[-1] if res else math.nan:.2e})")
+        return "quadrature_floor", (
+            f"the relative change stalled at {best:.2e}, within ten times the sampled "
+            f"map's own relative error {floor:.1e}, above tol={tol} "
+            f"({sol.evaluations} evaluations)"
+        )
+    return "solver_miss", (
+        f"damped iteration did not reach tol={tol} in {sol.evaluations} evaluations "
+        f"(smallest relative change {best:.2e}, last {res[-1] if res else math.nan:.2e})"
+    )

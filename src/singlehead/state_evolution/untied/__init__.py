@@ -10,13 +10,23 @@ map of :mod:`singlehead.state_evolution.block_map`.
 
 from singlehead.state_evolution.untied.output import block_sizes, untied_output_side, untied_test_errors
 from singlehead.state_evolution.untied.prior import (
-           UntiedPriorSample,
-           extrapolated_side,
-           UntiedPriorSide,
-           untied_prior_side,
-           weighted_nuclear_prox,
+    UntiedPriorSample,
+    UntiedPriorSide,
+    extrapolated_side,
+    untied_prior_side,
+    weighted_nuclear_prox,
 )
 from singlehead.state_evolution.untied.teachers import teacher_norms, teacher_sampler
 
-__all__ = ["block_sizes", "untied_output_side", "untied_test_errors", "UntiedPriorSample", "UntiedPriorSide",
-           "untied_prior_side", "weighted_nuclear_prox", "extrapolated_side", "teacher_norms", "teacher_sampler"]
+__all__ = [
+    "block_sizes",
+    "untied_output_side",
+    "untied_test_errors",
+    "UntiedPriorSample",
+    "UntiedPriorSide",
+    "untied_prior_side",
+    "weighted_nuclear_prox",
+    "extrapolated_side",
+    "teacher_norms",
+    "teacher_sampler",
+]

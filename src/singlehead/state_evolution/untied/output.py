@@ -27,14 +27,20 @@ from typing import Any
 
 import numpy as np
 
+from singlehead.model.students import ANTISYMMETRIC_BLOCK, SYMMETRIC_BLOCK
 from singlehead.numerics.attention_maps import untied_embedding
 from singlehead.numerics.prox import prox_newton
-from singlehead.model.students import ANTISYMMETRIC_BLOCK, SYMMETRIC_BLOCK
 from singlehead.state_evolution.output import gauss_pair
 from singlehead.state_evolution.quadrature import OutputQuadrature
 
-__all__ = ["block_sizes", "UntiedOutput", "untied_output_side", "untied_test_errors", "collapse_hats",
-           "block_jacobian_averages"]
+__all__ = [
+    "block_sizes",
+    "UntiedOutput",
+    "untied_output_side",
+    "untied_test_errors",
+    "collapse_hats",
+    "block_jacobian_averages",
+]
 
 #: the fields of this module: a symmetric and an antisymmetric block
 _BLOCKS = (SYMMETRIC_BLOCK, ANTISYMMETRIC_BLOCK)
@@ -71,8 +77,7 @@ def _fields(X: np.ndarray, x: np.ndarray, Q0s: float, Q0a: float, noise: float, 
     u1, u2 = X[:, :Kt], X[:, Kt:]
     Vy = Q0s + noise / 2.0
     ys, zs = gauss_pair(u1[:, :K], u2[:, :K], Vy, ms, qs)
-    a, b = (np.linalg.solve(np.array([[Vy, ms], [ms, qs]]), np.array([Q0s, ms])) if qs > 0
-            else (Q0s / Vy, 0.0))
+    a, b = np.linalg.solve(np.array([[Vy, ms], [ms, qs]]), np.array([Q0s, ms])) if qs > 0 else (Q0s / Vy, 0.0)
     ya, za = gauss_pair(u1[:, K:], u2[:, K:], Q0a, ma, qa)
     y = np.concatenate([ys, ya], axis=1)
     z = np.concatenate([zs, za], axis=1)
@@ -80,15 +85,22 @@ def _fields(X: np.ndarray, x: np.ndarray, Q0s: float, Q0a: float, noise: float, 
     return y, z, z0
 
 
-def _block_hats(g: np.ndarray, z: np.ndarray, z0: np.ndarray, q: float, m: float, Q0: float, Sigma: float,
-                alpha: float) -> np.ndarray:
+def _block_hats(
+    g: np.ndarray, z: np.ndarray, z0: np.ndarray, q: float, m: float, Q0: float, Sigma: float, alpha: float
+) -> np.ndarray:
     """Per-node integrands of ``(qhat, mhat, Sigmahat)`` of one block, already multiplied by their factors."""
     gg = np.einsum("nk,nk->n", g, g) * (2 * alpha / Sigma**2)
     if Q0 <= 0.0:
         return np.stack([gg, np.zeros_like(gg), np.einsum("nk,nk->n", g, z) * (-2 * alpha / (Sigma * q))], axis=1)
     det = max(Q0 * q - m * m, 1e-300)
-    return np.stack([gg, np.einsum("nk,nk->n", g, q * z0 - m * z) * (2 * alpha / (Sigma * det)),
-                     np.einsum("nk,nk->n", g, Q0 * z - m * z0) * (-2 * alpha / (Sigma * det))], axis=1)
+    return np.stack(
+        [
+            gg,
+            np.einsum("nk,nk->n", g, q * z0 - m * z) * (2 * alpha / (Sigma * det)),
+            np.einsum("nk,nk->n", g, Q0 * z - m * z0) * (-2 * alpha / (Sigma * det)),
+        ],
+        axis=1,
+    )
 
 
 def _scaled_loss(channel: Any, beta: float, scale: np.ndarray):
@@ -107,15 +119,24 @@ def _interpolating_start(z: np.ndarray, y: np.ndarray, ratio: float, T: int, sca
     P2 = untied_embedding(T).reshape(T * T, -1)
     shifts = np.zeros((T * T, T))
     for a in range(T):
-        shifts[a * T:(a + 1) * T, a] = 1.0  # add t_a to every logit of row a
+        shifts[a * T : (a + 1) * T, a] = 1.0  # add t_a to every logit of row a
     U = np.linalg.solve(P2, shifts) / scale[:, None]  # the row shifts in scaled field coordinates
     base = ratio * y / scale
     t = np.linalg.lstsq(U, (z / scale - base).T, rcond=None)[0]
     return (base + (U @ t).T) * scale
 
 
-def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, quad: OutputQuadrature | None = None,
-                       warm: list | None = None, union: bool = False, jacobian: bool = False) -> UntiedOutput:
+def untied_output_side(
+    x: np.ndarray,
+    *,
+    problem: Any,
+    Q0s: float,
+    Q0a: float,
+    quad: OutputQuadrature | None = None,
+    warm: list | None = None,
+    union: bool = False,
+    jacobian: bool = False,
+) -> UntiedOutput:
     """``(q_s, m_s, Sigma_s, q_a, m_a, Sigma_a) -> (qhat_s, mhat_s, Sigmahat_s, qhat_a, mhat_a, Sigmahat_a)``.
 
     ``problem`` supplies ``alpha, T, channel, beta, beta0, noise``. A channel with closed forms
@@ -154,14 +175,20 @@ def untied_output_side(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, q
     vals.append(pr.fit[:, None])
     mean, err, per = quad.mean_error_and_scrambles(np.concatenate(vals, axis=1))
     # unscaled (the next call's Sigma may differ); a union evaluation tracks the branches it started from
-    branches = [b * scale for b in pr.branches][:len(warm) if union and warm is not None else None]
+    branches = [b * scale for b in pr.branches][: len(warm) if union and warm is not None else None]
     jac = None
     if jacobian:
         H = ch.block_fit_loss(pr.h * scale, labels, problem.beta, 2, blocks=_BLOCKS)[2]
         jac = 2 * alpha * quad.mean_error_and_scrambles(block_jacobian_averages(H, scale**2, K))[2]
-    return UntiedOutput(mean[:6], float(mean[6]), dict(zip(_NAMES + ("train_error",), map(float, err))),
-                        branches=branches, prox_converged=bool(pr.converged), scramble_hats=per[:, :6],
-                        scramble_jacobian=jac)
+    return UntiedOutput(
+        mean[:6],
+        float(mean[6]),
+        dict(zip(_NAMES + ("train_error",), map(float, err))),
+        branches=branches,
+        prox_converged=bool(pr.converged),
+        scramble_hats=per[:, :6],
+        scramble_jacobian=jac,
+    )
 
 
 def block_jacobian_averages(H: np.ndarray, sigma: np.ndarray, K: int) -> np.ndarray:
@@ -181,12 +208,22 @@ def block_jacobian_averages(H: np.ndarray, sigma: np.ndarray, K: int) -> np.ndar
     sq = J**2
     s, a = slice(0, K), slice(K, F)
     diag = np.einsum("nkk->nk", J)
-    return np.stack([sq[:, s, s].sum(axis=(1, 2)), sq[:, s, a].sum(axis=(1, 2)), sq[:, a, s].sum(axis=(1, 2)),
-                     sq[:, a, a].sum(axis=(1, 2)), diag[:, s].sum(axis=1), diag[:, a].sum(axis=1)], axis=1)
+    return np.stack(
+        [
+            sq[:, s, s].sum(axis=(1, 2)),
+            sq[:, s, a].sum(axis=(1, 2)),
+            sq[:, a, s].sum(axis=(1, 2)),
+            sq[:, a, a].sum(axis=(1, 2)),
+            diag[:, s].sum(axis=1),
+            diag[:, a].sum(axis=1),
+        ],
+        axis=1,
+    )
 
 
-def untied_test_errors(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float,
-                       quad: OutputQuadrature | None = None) -> dict[str, float]:
+def untied_test_errors(
+    x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float, quad: OutputQuadrature | None = None
+) -> dict[str, float]:
     """Test error ``E ||chan_beta0(P z0) - chan_beta(P z)||_F^2`` against noiseless and noisy labels, with errors."""
     T, ch, noise = problem.T, problem.channel, problem.noise
     K, Ka = block_sizes(T)
@@ -203,17 +240,26 @@ def untied_test_errors(x: np.ndarray, *, problem: Any, Q0s: float, Q0a: float,
     P = untied_embedding(T)
     X = quad.flat
     # noiseless teacher fields: redraw the symmetric block with variance Q0s (no noise)
-    t0, zz = gauss_pair(X[:, :K], X[:, K + Ka:2 * K + Ka], Q0s, ms, qs)
+    t0, zz = gauss_pair(X[:, :K], X[:, K + Ka : 2 * K + Ka], Q0s, ms, qs)
     teacher = np.concatenate([t0, y[:, K:]], axis=1)
     student = np.concatenate([zz, z[:, K:]], axis=1)
     A = ch.attention(np.einsum("abk,nk->nab", P, student), problem.beta)
-    e_clean = np.sum((ch.teacher_attention(np.einsum("abk,nk->nab", P, teacher), problem.beta0) - A) ** 2,
-                     axis=(1, 2))
-    e_noisy = np.sum((ch.teacher_attention(np.einsum("abk,nk->nab", P, y), problem.beta0)
-                      - ch.attention(np.einsum("abk,nk->nab", P, z), problem.beta)) ** 2, axis=(1, 2))
+    e_clean = np.sum((ch.teacher_attention(np.einsum("abk,nk->nab", P, teacher), problem.beta0) - A) ** 2, axis=(1, 2))
+    e_noisy = np.sum(
+        (
+            ch.teacher_attention(np.einsum("abk,nk->nab", P, y), problem.beta0)
+            - ch.attention(np.einsum("abk,nk->nab", P, z), problem.beta)
+        )
+        ** 2,
+        axis=(1, 2),
+    )
     mean, err = quad.mean_and_error(np.stack([e_clean, e_noisy], axis=1))
-    return {"test_error": float(mean[0]), "test_error_noisy": float(mean[1]),
-            "test_error_se": float(err[0]), "test_error_noisy_se": float(err[1])}
+    return {
+        "test_error": float(mean[0]),
+        "test_error_noisy": float(mean[1]),
+        "test_error_se": float(err[0]),
+        "test_error_noisy_se": float(err[1]),
+    }
 
 
 def collapse_hats(*, problem: Any, Q0s: float, Q0a: float, quad: OutputQuadrature | None = None) -> np.ndarray:
@@ -231,8 +277,11 @@ def collapse_hats(*, problem: Any, Q0s: float, Q0a: float, quad: OutputQuadratur
     labels = ch.block_labels(y, T, problem.beta0, _BLOCKS)
     r = -ch.block_fit_loss(np.zeros_like(y), labels, problem.beta, 1, blocks=_BLOCKS)[1]
     a = 2 * problem.alpha
-    cols = [a * np.einsum("nk,nk->n", r[:, :K], r[:, :K]), a * np.einsum("nk,nk->n", r[:, :K], z0[:, :K]) / Q0s,
-            a * np.einsum("nk,nk->n", r[:, K:], r[:, K:]),
-            a * np.einsum("nk,nk->n", r[:, K:], z0[:, K:]) / Q0a if Q0a > 0 else np.zeros(len(y))]
+    cols = [
+        a * np.einsum("nk,nk->n", r[:, :K], r[:, :K]),
+        a * np.einsum("nk,nk->n", r[:, :K], z0[:, :K]) / Q0s,
+        a * np.einsum("nk,nk->n", r[:, K:], r[:, K:]),
+        a * np.einsum("nk,nk->n", r[:, K:], z0[:, K:]) / Q0a if Q0a > 0 else np.zeros(len(y)),
+    ]
     mean, _ = quad.mean_and_error(np.stack(cols, axis=1))
     return np.array([mean[0], mean[1], np.nan, mean[2], mean[3], np.nan])

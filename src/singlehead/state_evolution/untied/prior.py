@@ -7,8 +7,8 @@ state evolution's namespace.
 
 from singlehead.numerics.spectra.untied_prior import (
     UntiedPriorSample,
-    extrapolated_side,
     UntiedPriorSide,
+    extrapolated_side,
     untied_prior_side,
     weighted_nuclear_prox,
 )
