@@ -7,7 +7,8 @@ once to warm up, then ``--repeat`` times sets a new lam (never computed before) 
 view to finish. The page times each change itself (``window.__explorer.timing``: from the change to
 the first point drawn, and to the last point of the curve drawn; Bayes-optimal points and the
 other panels come after the curve). It then times the solver alone on the same grid in this
-process (a cold first point and one warm-started ``theory_curve``): the floor under the page's numbers. Targets: first point <= 1 s, 20-point curve <= 4 s.
+process (a cold first point and one warm-started ``theory_curve``): the floor under the page's numbers. Targets: first
+point <= 1 s, 20-point curve <= 4 s.
 The reference workload (5 x numpy 1000x1000 float64 matmul) is timed before and after.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_explore.py [--repeat 5] [--points 20] [--workers 0]

@@ -6,8 +6,10 @@ Points: seq2lab, ``T = 2``, ``H = H0 = 2``, MP teachers ``kappa0 = 0.5``, ``lam 
 :class:`~singlehead.SEOptions` (``D = 100`` x 4 draws, ``4 x 1024`` nodes):
 ``alpha = 1`` unspecialised and ``alpha = 2`` specialised from the default start, and ``alpha = 1.25``
 unspecialised started from the ``alpha = 1`` fixed point (a curve's next point). Printed: the reference workload
-(:func:`singlehead.runs.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, the threads a point runs on (``SEOptions.threads``: the thread policy's allotment,
-:func:`singlehead.runs.threads.configure` with one worker, i.e. every core), and per point the median wall time, the full design's map evaluations (then the coarse design's, ``+Nc``, and the draw
+(:func:`singlehead.runs.reference_seconds`, 5 float64 1000^3 GEMMs) before and after, the threads a point runs on
+(``SEOptions.threads``: the thread policy's allotment,
+:func:`singlehead.runs.threads.configure` with one worker, i.e. every core), and per point the median wall time, the
+full design's map evaluations (then the coarse design's, ``+Nc``, and the draw
 jackknife's, ``+Nj``), the test error,
 objective, overlaps and the specialisation index. ``--anderson``: each point also with ``coarse=False`` (the
 Anderson iteration on the full design from the start, the solver before the coarse-to-fine one), its numbers

@@ -10,7 +10,8 @@ Run: ``python benchmarks/bench_phase.py [--workers 1,2] [--skip-large] [--profil
 
 each as wall and CPU seconds (CPU: the process and the worker processes it reaped, so the in-process
 ``large`` run with several workers counts its main process only, the loky workers living on; on a shared
-machine the wall time follows the share of the cores the run got), next to a reference workload timed in the same run just before it (a 1500 x 1500 float64
+machine the wall time follows the share of the cores the run got), next to a reference workload timed in the same run
+just before it (a 1500 x 1500 float64
 matmul plus a linear solve of that size, best of 3), so that timings taken on a shared machine can
 be compared. ``--profile FILE`` runs the 16 x 12 grid in this process under cProfile, one worker,
 and writes the statistics to FILE (the top 25 by cumulative time are printed).

@@ -74,7 +74,8 @@ def main() -> None:
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.where(v0 == v1, 0.0, np.abs(v1 - v0) / np.abs(v0))
         print(
-            f"{'kappa = ' + format(kappa, 'g'):<22} {1e3 * t0:>10.3f} {1e3 * t1:>9.3f} {t0 / t1:>8.2f}x {rel.max():>13.2e}"
+            f"{'kappa = ' + format(kappa, 'g'):<22} {1e3 * t0:>10.3f} {1e3 * t1:>9.3f}"
+            f" {t0 / t1:>8.2f}x {rel.max():>13.2e}"
         )
     print(f"reference workload (same run, again): {reference_seconds():.3f} s")
 

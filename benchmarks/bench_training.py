@@ -225,7 +225,8 @@ def main() -> None:
         o = oversubscription()
         rows.append(o)
         print(
-            f"\noversubscription: {o['workers']} workers x {o['reps']} x (eigvalsh 100x100 + 2000x100 GEMM + 100^3 GEMM):"
+            f"\noversubscription: {o['workers']} workers x {o['reps']} x"
+            " (eigvalsh 100x100 + 2000x100 GEMM + 100^3 GEMM):"
             f" 1 thread each {o['wall_1_thread_s']:.2f} s, 2 threads each {o['wall_2_threads_s']:.2f} s "
             f"-> {o['penalty']:.1f}x slower"
         )

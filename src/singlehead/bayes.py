@@ -2,7 +2,8 @@
 
 Source: the Bayes-optimal analysis of the attention-indexed model, arXiv 2506.01582, with the
 rotation-invariant denoising MMSE of Bun, Allez, Bouchaud & Potters (2016). Conventions as in
-the docs (Theory, :ref:`theory-logits`, :ref:`theory-targets`; ``Q0 = Tr S0^2/d``; ``K = T(T+1)/2`` logits per sequence, the diagonal
+the docs (Theory, :ref:`theory-logits`, :ref:`theory-targets`; ``Q0 = Tr S0^2/d``; ``K = T(T+1)/2`` logits per sequence,
+the diagonal
 ones with doubled variance, see ``singlehead.numerics.prox``).
 
 **Fixed point** (single overlap ``q = E Tr(<S> S0)/d``, Nishimori ``m = q``)::
@@ -12,7 +13,8 @@ ones with doubled variance, see ``singlehead.numerics.prox``).
 
 ``MMSE = Q0 - q`` (matrix error of the posterior mean). ``c_T`` is the number of informative
 logit directions (:func:`singlehead.thresholds.informative_directions`). For the noiseless
-softmax channel this is the baseline of the docs (Theory, :ref:`theory-bayes`). **(derived here)** With label noise, the softmax labels
+softmax channel this is the baseline of the docs (Theory, :ref:`theory-bayes`). **(derived here)** With label noise, the
+softmax labels
 reveal ``M(z0 + xi)`` up to the global shift, i.e. ``c_T`` Gaussian observations with noise
 variance ``Delta/2`` each, hence ``Q0 - q + Delta/2`` in the denominator; the linear
 channel observes all ``K`` components. The temperature ``beta0`` carries no information.

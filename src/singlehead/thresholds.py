@@ -1,4 +1,5 @@
-"""Sample-complexity thresholds of the attention-indexed model (docs: Theory, :ref:`theory-thresholds`, :ref:`theory-bayes`).
+"""Sample-complexity thresholds of the attention-indexed model (docs: Theory, :ref:`theory-thresholds`,
+:ref:`theory-bayes`).
 
 All thresholds are in ``alpha = n/d^2`` and use the **number of informative logit directions
 per sequence**
@@ -91,7 +92,8 @@ def _mp_kappa0(problem: Problem) -> float:
 
 
 def perfect_recovery_threshold(problem: Problem) -> float:
-    """Smallest ``alpha`` with zero test error of the noiseless ERM at ``lam -> 0+`` (docs: Theory, :ref:`theory-thresholds`).
+    """Smallest ``alpha`` with zero test error of the noiseless ERM at ``lam -> 0+`` (docs: Theory,
+    :ref:`theory-thresholds`).
 
     Factorized student, MP target ``kappa0``: the nuclear-norm formula of the module
     docstring. With a rank cap ``kappa < 1`` the returned value is the uncapped one, which is an
@@ -264,7 +266,8 @@ def untied_perfect_recovery_threshold(problem: Problem) -> float:
 def interpolation_threshold(
     problem: Problem, *, prior: str = "auto", draws: int = DEFAULT_DRAWS, seed: int = 0
 ) -> float:
-    """Interpolation threshold ``alpha_interp`` at ``lam -> 0+`` (docs: Theory, :ref:`theory-thresholds`, arXiv 2509.24914 Cor. 3.2).
+    """Interpolation threshold ``alpha_interp`` at ``lam -> 0+`` (docs: Theory, :ref:`theory-thresholds`, arXiv
+    2509.24914 Cor. 3.2).
 
     Factorized student: ``dJ/ddelta(dbar,0)/(4 c_T dbar)`` with ``dbar`` solving
     ``Q0 + Delta/2 = J(dbar,0) - (dbar/2) dJ/ddelta(dbar,0)`` (``J`` with the rank cap ``kappa``

@@ -6,7 +6,8 @@ among (default: all, in this order):
 * ``quadrature``: the state evolution at ``T = 16, 32, 64`` on three node scrambles (``node_seed`` 0, 1, 2)
   and on 4 times the default nodes per scramble, at three points (seq2lab, MP(0.5) target, factorized
   student): noiseless at ``alpha = 0.5``, ``lam = 0.01`` (the benchmark's point), and ``Delta = 0.5`` at
-  ``alpha = 2 alpha_interp(T)`` with ``lam = 0.01`` and with ``lam = LAM_SCALED/c_T``. Compares the movement of the test error with the quadrature standard
+  ``alpha = 2 alpha_interp(T)`` with ``lam = 0.01`` and with ``lam = LAM_SCALED/c_T``. Compares the movement of the test
+  error with the quadrature standard
   error the result reports (``extras["quadrature_error"]["test_error"]``); ``results/quadrature.md``.
 * ``validate``: ERM against the state evolution at ``T = 16, 32``, channels seq2lab and seq2seq,
   ``alpha = alpha_interp(T)/2`` and ``2 alpha_interp(T)`` (``Delta = 0.5``, ``lam = LAM_SCALED/c_T``), ERM at
@@ -178,7 +179,8 @@ def validate(
         f"Tolerance max({100 * TOL_REL:g} % of the theory, {TOL_ABS}): finite size beyond a + b/d. Verdicts by "
         "difference and equivalence tests at 5 %, Holm per channel (`singlehead.report.verdict.judge`). "
         "`seeds to decide`: the seeds at which the equivalence test of the row alone would pass at 5 % "
-        "(Holm's first step, level 5 %/m with m rows per channel) if its gap stayed the same, as a multiple of the seeds at every size (the "
+        "(Holm's first step, level 5 %/m with m rows per channel) if its gap stayed the same, "
+        "as a multiple of the seeds at every size (the "
         "extrapolation's s.e. falling like 1/sqrt(seeds), the quadrature s.e. fixed)."
     )
     th = theory_4x(store, lengths)
@@ -245,7 +247,8 @@ def validate(
                 need = f"x{(r.se**2 - r.quad_se**2) / (room**2 - r.quad_se**2):.1f}"
             needs.append(need)
             say(
-                f"| {r.T} | {r.ratio:g} | {r.alpha:.4g} | {', '.join(map(str, r.n))} | {r.theory:.4f} ({r.quad_se:.4f}) | "
+                f"| {r.T} | {r.ratio:g} | {r.alpha:.4g} | {', '.join(map(str, r.n))} | "
+                f"{r.theory:.4f} ({r.quad_se:.4f}) | "
                 + " | ".join(f"{x:.4f}" for x in r.sim_d)
                 + f" | {r.sim:.4f} | {r.se:.4f} | {100 * r.gap / abs(r.theory):.1f} % | "
                 f"{r.p_diff_holm:.3f} | {r.p_equiv_holm:.3f} | {r.verdict} | {need} |"

@@ -769,7 +769,8 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
             "drops below the symmetric one's. Estimate by linear interpolation in the last bracket [lo, hi].",
             "",
             "| H | H0 | lam | grid | stability: alpha [bracket] | eigenvalue at grid points (eps 0.02 / 0.05) | "
-            "objective crossing: alpha [bracket] | broken - symmetric objective at grid points | broken branch index (asym) at grid points |",
+            "objective crossing: alpha [bracket] | broken - symmetric objective at grid points | "
+            "broken branch index (asym) at grid points |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for t in theory:
@@ -856,7 +857,8 @@ def write_tables(theory: list[dict], erm: list[dict], ref: float) -> str:
                     "both ansaetze), followed in alpha by the general ansatz, against the two ansaetze (objective "
                     "differences in 1e-4):",
                     "",
-                    "| alpha | objective | minus unspecialised | minus specialised ansatz | index | Q diag | M | converged |",
+                    "| alpha | objective | minus unspecialised | minus specialised ansatz | "
+                    "index | Q diag | M | converged |",
                     "|---|---|---|---|---|---|---|---|",
                 ]
                 for a in sorted(c["asym_branch"], key=float):

@@ -99,7 +99,8 @@ STRONG_DOWN_ALPHAS = (5.0, 3.5, 2.5)
 #: further seeds of the linear points above the interpolation threshold (``d: seeds``), after the first ones
 LINEAR_MORE = {30: 15, 50: 5}
 #: ``linear-wide``: the points above the interpolation threshold at two sizes far apart. With a task-to-task
-#: scatter of about ``c v/d`` (``c`` about 2-3 on these points), the intercept of ``v_inf + b/d`` through ``d1 < d2`` has standard error
+#: scatter of about ``c v/d`` (``c`` about 2-3 on these points), the intercept of ``v_inf + b/d`` through ``d1 < d2``
+#: has standard error
 #: ``c v sqrt(1/n1 + 1/n2)/(d2 - d1)``: 80 between the sizes instead of 20, the small size cheap enough for many seeds
 LINEAR_WIDE = {20: 48, 100: 6}
 LINEAR_WIDE_TOL = dict(
@@ -649,11 +650,14 @@ def write_tables(out: Path, lin: list[dict], soft: list[dict], trans: dict | Non
         lines += [
             "## Linear channel (exact theory)",
             "",
-            f"ERM: 2 starts, d = 30 (5 + {LINEAR_MORE[30]} seeds), 50 (3 + {LINEAR_MORE[50]} seeds; the further seeds where cached); below alpha = 0.1 (few sequences per task) d = 50 (5), "
+            f"ERM: 2 starts, d = 30 (5 + {LINEAR_MORE[30]} seeds), 50 (3 + {LINEAR_MORE[50]} seeds; "
+            "the further seeds where cached); "
+            "below alpha = 0.1 (few sequences per task) d = 50 (5), "
             f"100 (3); d = inf by v = v_inf + b/d. Tolerance "
             f"max({LINEAR_TOL['tol_rel']} |theory|, {LINEAR_TOL['tol_abs']}).",
             "",
-            "| H | H0 | T | lam | alpha (interp.) | theory | smaller d | larger d | d = inf | gap/s.e. | p_equiv (Holm) | verdict |",
+            "| H | H0 | T | lam | alpha (interp.) | theory | smaller d | larger d | d = inf | "
+            "gap/s.e. | p_equiv (Holm) | verdict |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for (_, c), r in zip(j.iterrows(), lin):
@@ -673,7 +677,8 @@ def write_tables(out: Path, lin: list[dict], soft: list[dict], trans: dict | Non
             f"max({SOFTMAX_TOL['tol_rel']} |theory|, {SOFTMAX_TOL['tol_abs']}); matched-pair overlap gap "
             f"{GAP_TOL['tol_abs']} (units of Q0's gap).",
             "",
-            "| H | H0 | lam | alpha | SE branch | check | theory | d = 30 | d = 45 | judged value | gap/s.e. | p_equiv (Holm) | p_diff (Holm) | verdict |",
+            "| H | H0 | lam | alpha | SE branch | check | theory | d = 30 | d = 45 | judged value | "
+            "gap/s.e. | p_equiv (Holm) | p_diff (Holm) | verdict |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         by = {(r["H"], r["H0"], r["lam"], r["alpha"]): r for r in soft}
@@ -714,9 +719,11 @@ def write_tables(out: Path, lin: list[dict], soft: list[dict], trans: dict | Non
             "(0: unspecialised, 1: the head equals its teacher). SE branches: unspecialised, "
             "permutation-symmetric specialised (from M = 0.6 Q0), general ansatz from a specialised start with "
             "the heads' symmetry broken (M = 0.6 Q0 + 0.05 diag(1, 0, -1) Q0_diag); each branch followed down "
-            "in alpha from its alpha = 7 point (each point started from its neighbour). ERM: 3 starts, d = 30 (2 seeds).",
+            "in alpha from its alpha = 7 point (each point started from its neighbour). "
+            "ERM: 3 starts, d = 30 (2 seeds).",
             "",
-            "| alpha | SE unspec.: test, objective | SE specialised: heads, test, objective | SE general: heads, test, objective | ERM d = 30: heads (per seed), test |",
+            "| alpha | SE unspec.: test, objective | SE specialised: heads, test, objective | "
+            "SE general: heads, test, objective | ERM d = 30: heads (per seed), test |",
             "|---|---|---|---|---|",
         ]
         for a in sorted(trans["se"]):

@@ -189,7 +189,8 @@ def replicon_terms(problem: Problem, out, pr, x: np.ndarray, Q0: float) -> dict[
     ``P = int int ((f(x) - f(y))/(x - y))^2 mu_delta(dx) mu_delta(dy)`` with ``f(x) = (x - eps)_+``: the
     prior factor of :func:`singlehead.state_evolution.stability`, applied to a :class:`~singlehead.Result`
     holding the point ``x = (q, m, Sigma)`` (the prior factor depends on ``Sigmahat, eps, delta`` and the
-    rank cap only; the check's own output factor, on the global branch, is not used); the output factor and ``jump_weight = 1 - Sigmahat / (2 alpha E tr H (I + Sigma H)^{-1})``
+    rank cap only; the check's own output factor, on the global branch, is not used); the output factor and
+    ``jump_weight = 1 - Sigmahat / (2 alpha E tr H (I + Sigma H)^{-1})``
     from ``out``, the output side on the branch.
     """
     q, m, Sigma = map(float, x)

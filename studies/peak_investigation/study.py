@@ -246,7 +246,8 @@ with `H` the Hessian of the fit loss `||Y - chan(M(h))||_F^2` at the prox point 
 The SE's own `Sigmahat = 2 alpha E tr H (I + Sigma H)^{-1}` (pointwise) and `Sigma = (1/Sigmahat) ∫∫ (f(x) -
 f(y))/(x - y)` are the first powers of the same two Jacobians; the replicon takes their squares. Where the prox's
 minimiser jumps between branches as `z` moves, Stein's `Sigmahat` counts the jumps and the pointwise trace does
-not: the jump share `1 - Sigmahat_Stein / Sigmahat_pointwise` is reported beside AT (a jump is a delta function in the Jacobian, so
+not: the jump share `1 - Sigmahat_Stein / Sigmahat_pointwise` is reported beside AT \
+(a jump is a delta function in the Jacobian, so
 AT is then only a lower bound of the formal replicon)."""
 
 
@@ -263,7 +264,8 @@ def _finite_size_section(cache: Cache, se: dict) -> list[str]:
         "",
         "Extrapolation `a + b d^-c` (weighted least squares on the seed means; covariance inflated by chi²/dof "
         "when > 1; 95 % interval; residuals in standard errors, one per d in increasing order; `free c` "
-        "minimises chi² over c in [0.2, 3]; at an end of that range the exponent is not determined by the data). `q = Tr S²/d`, `m = Tr S S0/d`: the test error is a function of "
+        "minimises chi² over c in [0.2, 3]; at an end of that range the exponent is not determined by the data). "
+        "`q = Tr S²/d`, `m = Tr S S0/d`: the test error is a function of "
         "(q, m) alone.",
         "",
         "| quantity | model | d = ∞ (95 % CI) | chi²/dof | residuals | SE values inside? |",

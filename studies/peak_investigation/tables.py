@@ -96,7 +96,8 @@ def overlap_table(erm: dict[int, list[dict]], all_pairs: bool = False) -> list[s
     """``||S_1 - S_2||_F^2/d`` between two initialisations on the same data, against d (the first pair of each
     data set, or with ``all_pairs`` every pair; the standard error is over data sets, pairs averaged within)."""
     lines = [
-        "| d | data sets × pairs | ‖S1−S2‖²/d | matrix error ‖S−S0‖²/d | test-error difference | objective difference (rel.) |",
+        "| d | data sets × pairs | ‖S1−S2‖²/d | matrix error ‖S−S0‖²/d | "
+        "test-error difference | objective difference (rel.) |",
         "|---|---|---|---|---|---|",
     ]
     for d in sorted(erm):

@@ -17,7 +17,8 @@ seed mean of the test error and its standard error ``sqrt((c^2/d^2 + v)/k)`` (``
 squared test-set error of one run, ``k`` seeds, ``c^2/d^2`` the training-set part of the seed
 variance with ``c`` pooled over the sizes: ``singlehead.analysis.finite_size_gaps(pool=True)``),
 the gap to the theory fitted as ``a + b/d`` by weighted least squares (covariance scaled by
-``chi2/dof`` when it exceeds 1) and the intercept ``a`` judged with the normal law. Tolerance ``max(3 % of the theory, 0.005)`` (terms beyond
+``chi2/dof`` when it exceeds 1) and the intercept ``a`` judged with the normal law. Tolerance
+``max(3 % of the theory, 0.005)`` (terms beyond
 ``a + b/d`` and the SE quadrature). Each row carries the replica-symmetry diagnostic of
 ``singlehead.figures.rs_diagnostic`` computed at its SE point (``state_evolution.stability`` at a
 converged point; the replicon and prox-jump share the diagnosis computed at the best point of an

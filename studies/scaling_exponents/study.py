@@ -177,7 +177,8 @@ def main(
             pred = s["predicted_exponent"].median()
             say(
                 f"| {rg} | {len(s)} | {pred:.3f} | {s['asymptotic_exponent'].median():.3f} | "
-                f"{s['local_exponent_n'].median():.3f} | {gap.median():.3f} | {int(within.sum())}/{int(gap.notna().sum())} |"
+                f"{s['local_exponent_n'].median():.3f} | {gap.median():.3f} | "
+                f"{int(within.sum())}/{int(gap.notna().sum())} |"
             )
         fd = rm[rm["finite_d_mismatch"].abs() > 0.05]
         say(f"\nnoise-limited points made crossovers by finite d (|E/E_law - 1| > 0.05): {len(fd)}")

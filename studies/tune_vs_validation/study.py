@@ -5,7 +5,8 @@ T = 2, MP target kappa0 = 0.5, noise 0.5, seq2lab, factorized student (kappa = 1
 seeds, L-BFGS, on the grid lam* x 10^(k/3), k = -3..3; each run's test error on its fresh
 10 000-sequence test set plays the validation error. Picked lam: the grid minimum refined by a
 parabola in log10 lam through it and its two neighbours (``singlehead.analysis.validation_pick``),
-per seed and for the mean over seeds. Reported: lam*, the picked lams, their ratio to lam*, and the theory's error at the picked lam
+per seed and for the mean over seeds. Reported: lam*, the picked lams, their ratio to lam*, and the theory's error at
+the picked lam
 (its excess over err* says how much the difference matters). ``--quick``: d = 40, 2 seeds,
 alpha in {1}.
 """

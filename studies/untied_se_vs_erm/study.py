@@ -154,7 +154,8 @@ def write(rows: list[dict], family: list[dict], out: Path) -> None:
         "Adam (d = 100, 1 seed) on 3 points and one d = 150 L-BFGS run on 2 points as diagnostics. "
         "Checks judged as one family by Holm at FWER 5 %; raw p-values.",
         "",
-        f"| channel | teacher | alpha | lam | theory | d={sizes[0]} | d={sizes[-1]} | d=inf | Adam d=100 | check | p | pass |",
+        f"| channel | teacher | alpha | lam | theory | d={sizes[0]} | d={sizes[-1]} | d=inf | "
+        "Adam d=100 | check | p | pass |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in family:

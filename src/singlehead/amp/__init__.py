@@ -1,4 +1,5 @@
-"""Approximate message passing (GAMP) for single-head tied attention (docs: Theory, :ref:`theory-erm`, :ref:`theory-se`, :ref:`theory-bayes`, :ref:`theory-amp`).
+"""Approximate message passing (GAMP) for single-head tied attention (docs: Theory, :ref:`theory-erm`, :ref:`theory-se`,
+:ref:`theory-bayes`, :ref:`theory-amp`).
 
 Two algorithms on the equivalent matrix-sensing problem of arXiv 2509.24914 (Sec. 2):
 

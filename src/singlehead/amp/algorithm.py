@@ -1,4 +1,5 @@
-"""GAMP iterations on one data set (:func:`run_amp`) and on one sampled instance (:func:`amp`), with :class:`AMPOptions`."""
+"""GAMP iterations on one data set (:func:`run_amp`) and on one sampled instance (:func:`amp`), with
+:class:`AMPOptions`."""
 
 from __future__ import annotations
 

@@ -72,10 +72,12 @@ def se_iterates(
 
 
 def bayes_se_iterates(problem: Problem, V0: float, n_iter: int, *, prior: Any = "auto") -> dict[str, np.ndarray]:
-    """Bayes SE iterates ``V_{t+1} = mmse((V_t + Delta/2)/(2 c_T alpha))`` (docs: Theory, :ref:`theory-bayes`; ``q = Q0 - V``).
+    """Bayes SE iterates ``V_{t+1} = mmse((V_t + Delta/2)/(2 c_T alpha))`` (docs: Theory, :ref:`theory-bayes`;
+    ``q = Q0 - V``).
 
     Channels with their own Bayes output side (hardmax): ``V_{t+1} = mmse(1/qhat_t)``,
-    ``qhat_t = 2 alpha I(Q0 - V_t, V_t)`` with ``I`` :meth:`~singlehead.model.channels.Channel.bayes_output_information`.
+    ``qhat_t = 2 alpha I(Q0 - V_t, V_t)`` with ``I``
+    :meth:`~singlehead.model.channels.Channel.bayes_output_information`.
 
     The MSE ``||S^t - S0||_F^2/d`` of Bayes-GAMP follows ``V_t`` (Nishimori: ``m = q``).
 

@@ -2,7 +2,8 @@
 
 Sources: arXiv 2509.24914 (single-head tied attention, §5 spectra), arXiv 2509.24882 (scaling
 laws and spectra of shallow networks), arXiv 2505.17958 (nuclear route); conventions in the
-docs: Theory, :ref:`theory-logits`, :ref:`theory-se`, :ref:`theory-spectrum`, :ref:`theory-decomposition`, :ref:`theory-scaling`.
+docs: Theory, :ref:`theory-logits`, :ref:`theory-se`, :ref:`theory-spectrum`, :ref:`theory-decomposition`,
+:ref:`theory-scaling`.
 """
 
 from singlehead.analysis.learned_spectrum import LearnedSpectrum, learned_spectrum, target_law

@@ -35,7 +35,8 @@ def channel_test_error(
     """``E ||A_beta0(z0 [+ xi]) - A_beta(z)||_F^2`` with ``(z0_k, z_k)`` of covariance ``[[Q0, m], [m, q]]``.
 
     ``K = T(T+1)/2`` iid pairs, symmetric ``T x T`` logit matrices with the diagonal multiplied by
-    ``sqrt(2)`` (docs: Theory, :ref:`theory-output-side`); ``xi_k ~ N(0, Delta/2)`` when ``noisy``. Scrambled-Sobol quadrature
+    ``sqrt(2)`` (docs: Theory, :ref:`theory-output-side`); ``xi_k ~ N(0, Delta/2)`` when ``noisy``. Scrambled-Sobol
+    quadrature
     with a fixed seed.
 
     Examples
@@ -70,7 +71,8 @@ def channel_sensitivities(
     """``c_r``, ``c_s``, ``rho0`` and the noisy-label floor ``e0_noisy`` of the channel (module docstring).
 
     ``c_r`` and ``c_s`` are taken at the optimal scale ``rho0``; with ``rho`` given,
-    ``c_r_rho = E ||J(rho z0) zeta||^2`` is returned as well. ``J v`` is a central difference ``(A(x + h v) - A(x - h v)) / (2h)`` of the smooth channel
+    ``c_r_rho = E ||J(rho z0) zeta||^2`` is returned as well. ``J v`` is a central difference
+    ``(A(x + h v) - A(x - h v)) / (2h)`` of the smooth channel
     map (truncation error ``O(h^2)``), averaged on fixed scrambled-Sobol nodes.
 
     Examples

@@ -1,4 +1,5 @@
-r"""Decomposition of the test error of the ERM minimiser into four non-negative parts (docs: Theory, :ref:`theory-decomposition`).
+r"""Decomposition of the test error of the ERM minimiser into four non-negative parts (docs: Theory,
+:ref:`theory-decomposition`).
 
 Sources: arXiv 2509.24914 (§5–6: spectrum of the learned map; the error decomposition into
 over-fitting, under-fitting, approximation and the mismatch "when the saturation value does not
@@ -8,7 +9,8 @@ nuclear-norm route). The definitions and the proofs below are ours.
 
 Setting
 -------
-At the state-evolution fixed point the learned matrix is, in law (docs: Theory, :ref:`theory-prior-side`, :ref:`theory-spectrum`),
+At the state-evolution fixed point the learned matrix is, in law (docs: Theory, :ref:`theory-prior-side`,
+:ref:`theory-spectrum`),
 ``Shat = eta f(Y)`` with ``Y = S0 + delta Z`` (``Z`` GOE, semicircle on ``[-2, 2]``),
 ``f(x) = (x - eps) 1[x > c]`` (soft threshold ``eps``, cut-off ``c >= eps`` from the rank cap)
 applied eigenvalue-wise. Let ``mu = mu_{S0} ⊞ SC(v)``, ``v = delta^2``, be the eigenvalue law
@@ -287,7 +289,8 @@ def decompose(
     n_points: int = 1 << 15,
     seed: int = 0,
 ) -> ErrorDecomposition:
-    """Four-part decomposition of the test error of the ERM minimiser (docs: Theory, :ref:`theory-decomposition`; module docstring).
+    """Four-part decomposition of the test error of the ERM minimiser (docs: Theory, :ref:`theory-decomposition`; module
+    docstring).
 
     ``test_error = e0 + c_r (E_over + E_under + E_approx + E_mismatch)`` exactly (Identity 2),
     every part ``>= 0``; ``E_over + E_under + E_approx = r = q - m^2/Q0`` (Identity 1).

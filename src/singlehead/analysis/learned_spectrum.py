@@ -208,7 +208,8 @@ def learned_spectrum(
     n_spikes: int | None = None,
     grid_size: int = 512,
 ) -> LearnedSpectrum:
-    """Predicted spectrum of the trained ``S`` for ``problem`` (docs: Theory, :ref:`theory-spectrum`; arXiv 2509.24914 §5).
+    """Predicted spectrum of the trained ``S`` for ``problem`` (docs: Theory, :ref:`theory-spectrum`; arXiv 2509.24914
+    §5).
 
     Parameters
     ----------

@@ -1,4 +1,5 @@
-"""The matrix-side parts of the error decomposition (docs: Theory, :ref:`theory-decomposition`): the orthogonal error ``r`` of the
+"""The matrix-side parts of the error decomposition (docs: Theory, :ref:`theory-decomposition`): the orthogonal error
+``r`` of the
 learned map split by spectral region of its law (over-fitted bulk, unrecovered target directions,
 error along recovered outliers). Used by :func:`singlehead.analysis.decompose`; conventions in
 :mod:`singlehead.analysis.decomposition`.

@@ -122,7 +122,8 @@ K_MIN = 5
 
 
 def predicted_exponent(regime: str, gamma: float, lam_slope: float = 0.0) -> float:
-    """Predicted local exponent ``-d log E / d log n`` of a regime (docs: Theory, :ref:`theory-scaling`; module docstring).
+    """Predicted local exponent ``-d log E / d log n`` of a regime (docs: Theory, :ref:`theory-scaling`; module
+    docstring).
 
     ``lam_slope = d log lam / d log n`` along the curve (0 at fixed ``lam``; 0.5 for
     ``lam ∝ sqrt(alpha)``). ``nan`` for ``"harmful_overfitting"`` (the error rises: negative,

@@ -1,6 +1,7 @@
 """The learned-spectrum law against eigenvalues of trained maps: KS distance, comparison table, figure.
 
-The law is :class:`~singlehead.analysis.learned_spectrum.LearnedSpectrum` (docs: Theory, :ref:`theory-spectrum`); eigenvalues
+The law is :class:`~singlehead.analysis.learned_spectrum.LearnedSpectrum` (docs: Theory, :ref:`theory-spectrum`);
+eigenvalues
 are those of ``S`` in the theory's normalisation (``S = W W^T/sqrt(p d)``), pooled over runs.
 """
 

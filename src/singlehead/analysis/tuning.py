@@ -1,4 +1,5 @@
-"""The weight decay that the theory predicts best: :func:`~singlehead.tune`, :func:`~singlehead.tune_curve`, :func:`~singlehead.alpha_for_error`.
+"""The weight decay that the theory predicts best: :func:`~singlehead.tune`, :func:`~singlehead.tune_curve`,
+:func:`~singlehead.alpha_for_error`.
 
 Beside them, two tools to compare the tuned ``lam`` with a measured one:
 :func:`validation_pick` (the ``lam`` a validation curve picks) and :func:`valley_halfwidth` (how far

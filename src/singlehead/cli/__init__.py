@@ -35,7 +35,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "tune": (
         "tune",
         "tune",
-        "The weight decay lam of lowest state-evolution test error at each alpha (or the alpha reaching --target-error).",
+        "The weight decay lam of lowest state-evolution test error at each alpha"
+        " (or the alpha reaching --target-error).",
     ),
     "phase": (
         "phase",
@@ -52,12 +53,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "spectrum-theory": (
         "analysis",
         "spectrum_theory",
-        "Predicted spectrum of the learned S (state evolution, then the law in the docs page Theory, section '10. Spectrum of the learned matrix').",
+        "Predicted spectrum of the learned S (state evolution, then the law in the docs page Theory, "
+        "section '10. Spectrum of the learned matrix').",
     ),
     "decompose": (
         "analysis",
         "decompose_cmd",
-        "Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (see the docs page Theory, section '11. Error decomposition').",
+        "Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 "
+        "(see the docs page Theory, section '11. Error decomposition').",
     ),
     "scaling": (
         "analysis",

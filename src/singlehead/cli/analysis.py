@@ -54,7 +54,8 @@ def _prior(prior: str) -> str:
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a figure (PNG/PDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def spectrum_theory(**kwargs: Any) -> None:
-    """Predicted spectrum of the learned S (state evolution, then the law in the docs page Theory, section '10. Spectrum of the learned matrix')."""
+    """Predicted spectrum of the learned S (state evolution, then the law in the docs page Theory, section '10. Spectrum
+    of the learned matrix')."""
     if kwargs["grid_size"] < 16:
         raise ValueError(f"grid-size must be an integer >= 16 (got {kwargs['grid_size']})")
     problem = _one_problem(kwargs)
@@ -80,7 +81,8 @@ def spectrum_theory(**kwargs: Any) -> None:
 @click.option("--prior", default="auto", show_default=True, help="State-evolution prior: auto, asymptotic or finite.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def decompose_cmd(**kwargs: Any) -> None:
-    """Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (see the docs page Theory, section '11. Error decomposition')."""
+    """Test error = e0 + c_r (E_over + E_under + E_approx + E_mismatch), four parts >= 0 (see the docs page Theory,
+    section '11. Error decomposition')."""
     problem = _one_problem(kwargs)
     if not problem.student.thresholded:
         raise ValueError(f"student must be factorized for decompose (got {problem.student.name!r})")

@@ -27,7 +27,8 @@ def missing_packages() -> list[str]:
 
 
 def sphinx_command(source: Path, out: Path, *, gallery: bool) -> list[str]:
-    """The ``sphinx-build`` call of CI: nitpicky, warnings are errors, every example executed unless ``gallery`` is off."""
+    """The ``sphinx-build`` call of CI: nitpicky, warnings are errors, every example executed unless ``gallery`` is
+    off."""
     cmd = [sys.executable, "-m", "sphinx", "-n", "-W", "--keep-going", "-b", "html", str(source), str(out)]
     if not gallery:
         cmd += ["-D", "plot_gallery=0"]

@@ -1,4 +1,5 @@
-"""``singlehead spectrum``: the law of ``ETA * ReLU(mu0 ⊞ SC(V) - EPS)`` (see the docs page Theory, section '10. Spectrum of the learned matrix')."""
+"""``singlehead spectrum``: the law of ``ETA * ReLU(mu0 ⊞ SC(V) - EPS)`` (see the docs page Theory, section '10.
+Spectrum of the learned matrix')."""
 
 from __future__ import annotations
 

@@ -37,7 +37,8 @@ from singlehead.state_evolution.models import model_for
     type=click.Choice(["auto", "asymptotic", "finite"]),
     default="auto",
     show_default=True,
-    help="Target side: auto = asymptotic law (MP, or the discrete law of the d eigenvalues), or the finite-d spectrum with GOE draws.",
+    help="Target side: auto = asymptotic law (MP, or the discrete law of the d eigenvalues), "
+    "or the finite-d spectrum with GOE draws.",
 )
 @click.option(
     "--tol",

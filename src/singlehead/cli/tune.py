@@ -70,7 +70,8 @@ from singlehead.state_evolution import SEOptions
     help="Print one JSON object per alpha (alpha, lam, test_error, converged, boundary, ...).",
 )
 def tune(**kwargs: Any) -> None:
-    """The weight decay lam of lowest state-evolution test error at each alpha (or the alpha reaching --target-error)."""
+    """The weight decay lam of lowest state-evolution test error at each alpha (or the alpha
+    reaching --target-error)."""
     problems = problems_from_options(**pop_problem_options(kwargs))
     options = SEOptions(tol=kwargs["tol"])  # validates
     if not 0 < kwargs["lam_min"] < kwargs["lam_max"]:

@@ -148,7 +148,8 @@ class View:
 
     @property
     def power_law(self) -> bool:
-        """The target has a power-law spectrum (:attr:`~singlehead.model.targets.Target.scaling_law`): the scaling panel is drawn."""
+        """The target has a power-law spectrum (:attr:`~singlehead.model.targets.Target.scaling_law`): the scaling panel
+        is drawn."""
         return bool(self.problem.target.scaling_law)
 
     def key(self) -> str:
@@ -225,8 +226,10 @@ class View:
             "from singlehead.state_evolution import theory_curve"
             + (", effective_single_head" if p.multihead and not experimental_heads(p) else ""),
             "",
-            f"problem = Problem(d={p.d}, T={p.T}, alpha={self.alpha_min!r}, channel={p.channel.name!r}, student={p.student.name!r},",
-            f"                  kappa={p.kappa!r}, noise={p.noise!r}, lam={p.lam!r}, beta={p.beta!r}, beta0={p.beta0!r},",
+            f"problem = Problem(d={p.d}, T={p.T}, alpha={self.alpha_min!r}, "
+            f"channel={p.channel.name!r}, student={p.student.name!r},",
+            f"                  kappa={p.kappa!r}, noise={p.noise!r}, lam={p.lam!r}, "
+            f"beta={p.beta!r}, beta0={p.beta0!r},",
             f"                  target={target}{heads})",
             f"alphas = np.geomspace({self.alpha_min!r}, {self.alpha_max!r}, {self.n_alpha})",
             "curve = theory_curve(problem, alphas)  # test/train error vs alpha (warm-started state evolution)",

@@ -1,4 +1,5 @@
-"""Reproduction figure of the four-part error decomposition (docs: Theory, :ref:`theory-decomposition`) and its check on trained students."""
+"""Reproduction figure of the four-part error decomposition (docs: Theory, :ref:`theory-decomposition`) and its check on
+trained students."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def _decomposition_sim_parts(
 
     For each eigenvector ``u_k`` of the (learned or drawn) matrix, ``xi_k = u_k^T S0 u_k`` and
     ``rho = <S, S0>/||S0||^2``; ``E_over = sum_{kept, below the gap} (lam_k - rho xi_k)^2 / d``
-    (the kept eigenvalues outside a separated upper bulk, docs: Theory, :ref:`theory-decomposition`). Eigenvalues of trained
+    (the kept eigenvalues outside a separated upper bulk, docs: Theory, :ref:`theory-decomposition`). Eigenvalues of
+    trained
     students below ``1e-3 max`` count as discarded.
     """
     eta, delta, eps = extras["eta"], extras["delta"], extras["eps"]

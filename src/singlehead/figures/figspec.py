@@ -11,7 +11,8 @@ one :class:`FigureDef`:
 - ``caption(spec, grid, run) -> str``: text computed from the spec and the run's results.
 
 :func:`build` chains them, times the whole and judges the agreement rows (declared tolerances, two tests,
-Holm per figure, :func:`singlehead.report.verdict.judge`). A :class:`Preset` holds one spec per registered figure (``quick``,
+Holm per figure, :func:`singlehead.report.verdict.judge`). A :class:`Preset` holds one spec per registered figure
+(``quick``,
 ``full``, ``smoke``: the spec classes' presets); :func:`~.reproduce.reproduce`, the CLI and the
 Python API all build one and run it.
 """
@@ -351,7 +352,8 @@ def params_text(params: dict[str, Any]) -> str:
 
 
 def problem_params(problem: Problem, *extra: tuple[str, Any]) -> dict[str, Any]:
-    """The parameters a figure states, read off its ``Problem`` (names of docs: Theory, :ref:`theory-sizes`), plus ``extra`` pairs."""
+    """The parameters a figure states, read off its ``Problem`` (names of docs: Theory, :ref:`theory-sizes`), plus
+    ``extra`` pairs."""
     out = {
         "channel": problem.channel,
         "T": problem.T,

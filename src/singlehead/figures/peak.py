@@ -243,7 +243,8 @@ def peak_plot(spec: PeakSpec, grid: dict[str, Any], res: FigureRun) -> Figure:
 def peak_caption(spec: PeakSpec, grid: dict[str, Any], res: FigureRun) -> str:
     return (
         "Dotted lines: alpha_interp (the largest alpha with zero training error at lam -> 0+, "
-        "see the docs page Theory, section '9. Thresholds') and, noiseless, alpha_perfect (smallest alpha with zero test error). Shaded: "
+        "see the docs page Theory, section '9. Thresholds') and, noiseless, alpha_perfect "
+        "(smallest alpha with zero test error). Shaded: "
         "the alpha ranges of the simulated lam where the replica-symmetry diagnostic fails on the "
         "theory grid. " + " ".join(res.diagnostics)
     )

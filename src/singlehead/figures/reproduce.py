@@ -2,7 +2,8 @@
 
 Every figure is a frozen spec and four functions (grid -> run -> plot -> caption) registered in
 :data:`FIGURES` (:mod:`.figspec`; the figures live in :mod:`singlehead.figures.finite_size`,
-:mod:`singlehead.figures.errors`, :mod:`singlehead.figures.peak`, :mod:`singlehead.figures.power_law`, :mod:`singlehead.figures.spectra`,
+:mod:`singlehead.figures.errors`, :mod:`singlehead.figures.peak`, :mod:`singlehead.figures.power_law`,
+:mod:`singlehead.figures.spectra`,
 :mod:`singlehead.figures.decomposition`, :mod:`.emergence`, :mod:`singlehead.figures.tuning`,
 :mod:`singlehead.figures.untied`, :mod:`singlehead.figures.multihead`, :mod:`singlehead.figures.long_sequences`,
 :mod:`singlehead.figures.inspect_minilm`); its run declares its
@@ -165,7 +166,8 @@ def reproduce(
         "cpus": os.cpu_count(),
         "device": preset.device,
         "reference workload (5 x 1000^3 float64 matmul) at start / end": f"{ref_start:.3f} s / {ref_end:.3f} s",
-        "float32 reference workload (5 x 1000^3 float32 torch matmul, the fits' precision) at start / end": f"{ref32_start:.3f} s / {ref32_end:.3f} s",
+        "float32 reference workload (5 x 1000^3 float32 torch matmul, the fits' precision)"
+        " at start / end": f"{ref32_start:.3f} s / {ref32_end:.3f} s",
     }
     if skipped:
         env["figures not in this preset"] = ", ".join(f"{n} ({', '.join(FIGURES[n].presets)} only)" for n in skipped)

@@ -131,7 +131,8 @@ def cached_rs_points(ctx: Any, records: list[dict[str, Any]]) -> dict[tuple[floa
 def with_rs_diagnostic(
     agr: pd.DataFrame, points: dict[tuple[float, float], RSPoint], lam: float | None = None
 ) -> pd.DataFrame:
-    """Agreement rows (``cfg_lam``, ``cfg_alpha``) with ``replicon``, ``prox_jump_%``, ``diagnostic``, ``diagnostic_fails``.
+    """Agreement rows (``cfg_lam``, ``cfg_alpha``) with ``replicon``, ``prox_jump_%``, ``diagnostic``,
+    ``diagnostic_fails``.
 
     Rows without a ``cfg_lam`` column (a figure at one ``lam``) are looked up at ``lam``."""
     if "cfg_lam" not in agr and lam is None:

@@ -163,7 +163,8 @@ def spectra_caption(spec: LearnedSpectraSpec, grid: dict[str, Any], res: FigureR
     return (
         "Histogram: non-zero eigenvalues of trained S pooled over seeds (normalised to the total "
         "count, so the missing mass is the zero atom); black: eta ReLU(mu0 ⊞ SC(delta^2) - eps) "
-        "(docs page Theory, section '10. Spectrum of the learned matrix'); dotted: the target spectrum. At the largest alpha the agreement rows are "
+        "(docs page Theory, section '10. Spectrum of the learned matrix'); dotted: the target spectrum. "
+        "At the largest alpha the agreement rows are "
         "extrapolated to d = inf (students also at d = "
         + ", ".join(map(str, spec.fs_ds))
         + "): zero-atom mass, Tr S/d and Tr S^2/d, gap to theory fitted as a + b/d, rule 0 in the "

@@ -1,6 +1,7 @@
 """Target laws, quantile tables of ``mu0 ⊞ SC(delta^2)`` and the BBP map, for :mod:`.fit`.
 
-Conventions (docs: Theory, :ref:`theory-targets`, :ref:`theory-spectrum`, :ref:`theory-free-probability`): ``mu0`` is the target's spectral law, in the
+Conventions (docs: Theory, :ref:`theory-targets`, :ref:`theory-spectrum`, :ref:`theory-free-probability`): ``mu0`` is
+the target's spectral law, in the
 theory's normalisation — Marchenko–Pastur ``sqrt(kappa0) MP(1/kappa0)`` (mean ``sqrt(kappa0)``)
 or the power law ``s_i = sqrt(d) i^{-gamma}`` (the ``"sqrt_d"`` normalisation of
 arXiv 2509.24914); ``SC(v)`` the semicircle of variance ``v = delta^2``; Stieltjes transform
@@ -36,7 +37,8 @@ PRIORS = ("mp", "power_law")
 
 
 def power_law_values(gamma: float, d: int) -> np.ndarray:
-    """``s_i = sqrt(d) i^{-gamma}``, ``i = 1..d`` (descending; normalisation ``"sqrt_d"`` of docs: Theory, :ref:`theory-targets`)."""
+    """``s_i = sqrt(d) i^{-gamma}``, ``i = 1..d`` (descending; normalisation ``"sqrt_d"`` of docs: Theory,
+    :ref:`theory-targets`)."""
     return math.sqrt(d) * np.arange(1, d + 1, dtype=float) ** (-float(gamma))
 
 

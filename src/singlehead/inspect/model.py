@@ -11,7 +11,8 @@ theory's ``S = W W^T/sqrt(p d)``, rank cap ``kappa = d_head/d_model``), and the 
 * per **head**, with the layer's shape fixed, ``(eta, delta, eps)`` refitted on a ``delta`` grid
   around the layer's value (32 non-zero eigenvalues: read these as indicative).
 
-Beside the tied fit, on request (``untied=True``), per head, the untied theory's law ``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)``
+Beside the tied fit, on request (``untied=True``), per head, the untied theory's law
+``eta SVT_eps(M0 + sigma_s Z_s + sigma_a Z_a)``
 fitted to the singular values of ``M_h/sqrt(d_model)`` (:func:`singlehead.inspect.fit_untied`),
 its KS next to the tied fit's, which fits better (:func:`singlehead.inspect.untied.better_fit`)
 and the fitted ``sigma_a/sigma_s``.

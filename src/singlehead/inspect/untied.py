@@ -11,7 +11,8 @@ where ``SVT_eps`` soft-thresholds the singular values of ``Y`` by ``eps`` and ke
 top ``kappa d`` of them (rank cap ``kappa = p/d``), ``Z_s`` is GOE (off-diagonal entries of
 variance ``1/d``, diagonal ``2/d``), ``Z_a`` antisymmetric (off-diagonal variance ``1/d``, zero
 diagonal); ``sigma_s = sigma_a = sigma`` is Ginibre noise of entry variance ``2 sigma^2/d``.
-Teachers (normalisations of docs: Theory, :ref:`theory-targets`): ``"untied"`` ``M0 = W0Q W0K^T/sqrt(p0 d)`` (``||M0||_F^2/d -> 1``)
+Teachers (normalisations of docs: Theory, :ref:`theory-targets`): ``"untied"`` ``M0 = W0Q W0K^T/sqrt(p0 d)``
+(``||M0||_F^2/d -> 1``)
 and ``"tied"`` ``S0 = W0 W0^T/sqrt(p0 d)`` (``Tr S0^2/d -> 1 + kappa0``), ``W`` iid ``N(0, 1)``,
 ``p0 = kappa0 d``.
 

@@ -1,4 +1,5 @@
-"""Torch modules of the students: tied and untied attention, the unfactorized symmetric ``S`` (docs: Theory, :ref:`theory-students`).
+"""Torch modules of the students: tied and untied attention, the unfactorized symmetric ``S`` (docs: Theory,
+:ref:`theory-students`).
 
 * :class:`FactorizedStudent`: ``W in R^{d x p}``, ``S = W W^T / sqrt(p d)``; penalty
   ``(lam/sqrt(kappa)) ||W||_F^2 = lam d Tr S`` (weight decay = nuclear norm on the PSD

@@ -208,7 +208,8 @@ class Problem:
         >>> Problem(d=20, alpha=1e-6).check_training_set()
         Traceback (most recent call last):
             ...
-        ValueError: alpha must be > 1/(2 d^2) = 0.00125 at d=20, so that the training set has n = round(alpha d^2) >= 1 sequences (alpha = 1/d^2 = 0.0025 gives n = 1) (got 1e-06)
+        ValueError: alpha must be > 1/(2 d^2) = 0.00125 at d=20, so that the training set has n = round(alpha d^2) >= 1
+        sequences (alpha = 1/d^2 = 0.0025 gives n = 1) (got 1e-06)
         """
         d2 = self.d * self.d
         _check(

@@ -1,4 +1,5 @@
-"""Students as objects: how the learned query–key map is parametrised and penalised (docs: Theory, :ref:`theory-students`, :ref:`theory-prior-side`).
+"""Students as objects: how the learned query–key map is parametrised and penalised (docs: Theory,
+:ref:`theory-students`, :ref:`theory-prior-side`).
 
 * :class:`Factorized` (``"factorized"``): tied attention ``W in R^{d x p}``,
   ``S = W W^T / sqrt(p d)``; penalty ``(lam/sqrt(kappa)) ||W||_F^2 = lam d Tr S`` (weight decay

@@ -270,7 +270,8 @@ class Target(abc.ABC):
 class SpectralTarget(Target):
     """A target with a deterministic spectrum ``s = spectrum(d)``: ``S0 = O diag(s) O^T``, ``O`` Haar.
 
-    Subclasses implement :meth:`spectrum` (``d`` real eigenvalues, descending); sampling and every law model of the module docstring follow from it, with
+    Subclasses implement :meth:`spectrum` (``d`` real eigenvalues, descending); sampling and every law model of the
+    module docstring follow from it, with
     ``Q0 = mean(s^2)`` at this ``d``.
 
     Examples

@@ -307,7 +307,8 @@ def blocked_nuclear_threshold(
 
     One isotropic family (``n_sym = n_antisym = 0``) gives the statistical dimension,
     ``alpha_c n_full = nuclear_statistical_dimension(rho)`` (to the solver's tolerance when
-    ``control_variate``, below). At ``rho = 1`` (full rank, the descent cone a half-space) it is the parameter count of the families.
+    ``control_variate``, below). At ``rho = 1`` (full rank, the descent cone a half-space) it is the parameter count of
+    the families.
 
     Evaluation. The Gaussian-min-max condition is minimised over the family weights ``mu_b``, the scale
     ``tau`` of the dual certificate and its complement block ``V`` (``||V||_op <= tau sqrt(D)``, the

@@ -114,7 +114,8 @@ def log_bvn_cdf(x1: np.ndarray, x2: np.ndarray, r: float | np.ndarray) -> np.nda
 def bvn_log_derivatives(
     x1: np.ndarray, x2: np.ndarray, r: float | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(log Phi2, grad, Hessian)`` of ``log Phi2(x1, x2; r)`` in ``(x1, x2)``: shapes ``(N,)``, ``(N, 2)``, ``(N, 2, 2)``.
+    """``(log Phi2, grad, Hessian)`` of ``log Phi2(x1, x2; r)`` in ``(x1, x2)``: shapes ``(N,)``, ``(N, 2)``,
+    ``(N, 2, 2)``.
 
     Examples
     --------

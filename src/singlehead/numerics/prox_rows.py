@@ -118,7 +118,8 @@ def row_fit_value(h: np.ndarray, Y: np.ndarray, beta: float) -> np.ndarray:
 
 @dataclass
 class RowCurvature:
-    """The loss Hessian at some ``h`` in the form ``2 beta^2 [M^T diag(delta) M + W+ W+^T - W- W-^T]`` (module docstring):
+    """The loss Hessian at some ``h`` in the form ``2 beta^2 [M^T diag(delta) M + W+ W+^T - W- W-^T]`` (module
+    docstring):
     ``Dl = 2 beta^2 M^T diag(delta) M`` (``(N, K)``) and the row vectors ``Up, Um`` (``(N, T, T)``, row ``a`` is
     ``sqrt(2) beta u+-_a``)."""
 
@@ -418,7 +419,8 @@ def tangent_solve_rows(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float, 
 
 
 def hessian_trace_rows(h: np.ndarray, Y: np.ndarray, beta: float, Sigma: float) -> np.ndarray | None:
-    """Per node ``tr[H (I + Sigma H)^{-1}]`` (``Sigma = 0``: ``tr H``), ``H`` the fit loss's Hessian at ``h`` (``T >= 3``).
+    """Per node ``tr[H (I + Sigma H)^{-1}]`` (``Sigma = 0``: ``tr H``), ``H`` the fit loss's Hessian at ``h``
+    (``T >= 3``).
 
     ``tr H`` from the structure in ``O(T^2)``: ``sum(Dl) + |U+|^2 - |U-|^2`` plus the diagonal entries once more
     (weight ``sqrt2``). For ``Sigma > 0``, ``(K - tr (I + Sigma H)^{-1})/Sigma`` with the inverse's trace from

@@ -39,11 +39,14 @@ nav.toc{position:sticky;top:0;align-self:start;max-height:100vh;overflow-y:auto;
 nav.toc summary{font-weight:600;cursor:pointer} nav.toc ol{padding-left:2em;margin:.4em 0}
 nav.toc li{margin:.25em 0} nav.toc a{color:#1f4e96;text-decoration:none} nav.toc a:hover{text-decoration:underline}
 main{min-width:0;padding-bottom:4rem}
-h1{font-size:1.5em;margin:1rem 0 .2em} h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd;scroll-margin-top:3rem}
+h1{font-size:1.5em;margin:1rem 0 .2em} \
+h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd;scroll-margin-top:3rem}
 .meta{color:#666;font-size:.85em;overflow-wrap:anywhere} figure{margin:1em 0}
 figure img{display:block;max-width:100%;height:auto;border:1px solid #eee}
-figcaption{font-size:.9em;color:#333;margin-top:.4em} .params{font-family:ui-monospace,monospace;font-size:.8em;color:#444;
-overflow-wrap:anywhere} .tw{overflow-x:auto;max-width:100%} table{border-collapse:collapse;font-size:.82em;margin:.5em 0}
+figcaption{font-size:.9em;color:#333;margin-top:.4em} \
+.params{font-family:ui-monospace,monospace;font-size:.8em;color:#444;
+overflow-wrap:anywhere} .tw{overflow-x:auto;max-width:100%} \
+table{border-collapse:collapse;font-size:.82em;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:right;vertical-align:top} th{background:#f6f6f6}
 td.l,th.l{text-align:left} .ok{color:#1a7f37;font-weight:600} .bad{color:#b42318;font-weight:600}
 .expl{color:#8a5a00;font-weight:600} .inc{color:#5b5b8a;font-weight:600} tr.deviates td{background:#fde8e6}

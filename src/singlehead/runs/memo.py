@@ -3,7 +3,8 @@
 :func:`singlehead.runs.run_jobs` caches the records of the library's routes (simulation, theory, ...). A study
 that computes something else (a fit from several initialisations, an SE point on a chosen prox
 branch, a table of eigenvalues) stores it in the same :class:`Cache` through :func:`cached`: the
-record's key hashes the numerics version (:data:`singlehead.runs.cache.NUMERICS_VERSION`) and a JSON-able ``spec`` that names
+record's key hashes the numerics version (:data:`singlehead.runs.cache.NUMERICS_VERSION`) and a JSON-able ``spec`` that
+names
 everything the result depends on, so a rerun with the same ``spec`` reads the record back and an
 interrupted study resumes.
 """

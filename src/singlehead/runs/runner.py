@@ -249,7 +249,8 @@ def cost_estimate(job: Job) -> float:
     """Relative cost of a job, for dispatching the dearest first (it decides only the order, not the result).
 
     A simulation or AMP instance costs about ``n T^2 d p`` per objective evaluation (``n = alpha d^2``), times
-    a number of iterations that grows at small ``lam`` (about as ``lam^-1/2`` below 0.01), and Adam takes several times more
+    a number of iterations that grows at small ``lam`` (about as ``lam^-1/2`` below 0.01), and Adam takes several times
+    more
     evaluations than L-BFGS; theory points cost little and do not depend on ``d``.
     """
     p = job.problem

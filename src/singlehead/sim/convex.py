@@ -86,7 +86,8 @@ def solve_reference(
     """Minimise the S-problem of ``problem`` on ``data`` (float64, CPU).
 
     Over symmetric ``S`` for the tied students, over general ``M`` for the untied one. The rank
-    cap is ``problem.p`` for the students with a rank cap (factorized, untied) when ``kappa < 1``. Stops when the relative
+    cap is ``problem.p`` for the students with a rank cap (factorized, untied) when ``kappa < 1``. Stops when the
+    relative
     objective change between iterates falls below ``tol`` for 10 consecutive iterations.
 
     Examples

@@ -37,7 +37,8 @@ __all__ = [
 
 
 def sample_target(target: Any, d: int, seed: int) -> torch.Tensor:
-    """``target.sample(d, seed)``: ``S0`` (``d x d``, float64, CPU); see :meth:`singlehead.model.targets.MPTarget.sample`."""
+    """``target.sample(d, seed)``: ``S0`` (``d x d``, float64, CPU); see
+    :meth:`singlehead.model.targets.MPTarget.sample`."""
     return target.sample(d, seed)
 
 

@@ -10,7 +10,8 @@ only rescales the objective; it keeps gradients O(1) for the optimisers' toleran
 
 The objective and its gradient are computed in closed form by :class:`Objective`
 (no autograd; a student module of another type — a registered new student — goes through the
-channel's logit gradient pulled back by autograd): for the factorized student ``S = W W^T / sqrt(p d)``, with ``Z = X W``
+channel's logit gradient pulled back by autograd): for the factorized student ``S = W W^T / sqrt(p d)``, with
+``Z = X W``
 (``n T x p``, never ``S X``) and ``c = 1/(d sqrt(p))``,
 
     h_ab       = c Z_a . Z_b - delta_ab Tr S / sqrt(d)

@@ -249,7 +249,8 @@ def measure_estimate(
     rank_tol: float = 1e-3,
     student: torch.nn.Module | None = None,
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """The metrics (docs: Theory, :ref:`theory-metrics`) of an estimate ``S`` of ``S0``, shared by every route on instances.
+    """The metrics (docs: Theory, :ref:`theory-metrics`) of an estimate ``S`` of ``S0``, shared by every route on
+    instances.
 
     Returns ``(metrics, extras)``: ``metrics`` are the :class:`Result` metric fields
     (test errors on ``test``, train error against the noisy labels of ``train``, penalty,
@@ -409,7 +410,8 @@ def simulate(
         ``asymmetry`` (``singlehead.sim.overlaps.overlaps``),
         standard errors of the test errors, ``optimizer``, ``polish_steps``, ``seed``, ``version``,
         ``device``, ``dtype`` (of the measured student), ``precision``, ``options``
-        (:meth:`~singlehead.sim.simulation.TrainOptions.key_fields`), and with ``record_every`` the ``trajectory`` (lists keyed
+        (:meth:`~singlehead.sim.simulation.TrainOptions.key_fields`), and with ``record_every`` the ``trajectory``
+        (lists keyed
         by ``step``, ``objective``, ``train_error``, ``test_error``, ``test_error_se``, ``penalty``,
         ``top_eigenvalues``, ``time_s``); standard fields ``converged``, ``iterations`` (optimiser
         steps, polish included), ``runtime_s``, ``message``.

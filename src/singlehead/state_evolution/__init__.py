@@ -63,7 +63,8 @@ seq2seq has the same theory as seq2lab (docs: Theory, :ref:`theory-channels`): t
 
 Layout: :mod:`.quadrature` (the Sobol nodes and their error estimate), :mod:`.output` (the
 channel side, its degenerate limit and the channel test errors), :mod:`.prior` (the target's
-prior model, the matrix side, the collapse point), :mod:`singlehead.state_evolution.fixed_point` (the u-transform of each
+prior model, the matrix side, the collapse point), :mod:`singlehead.state_evolution.fixed_point` (the u-transform of
+each
 block of overlaps, Newton/Broyden, the damped iteration), :mod:`.se_map` (the map of one problem
 and its :class:`~.se_map.MapSettings`), :mod:`.stages` (one solve attempt), :mod:`.replicon` (the
 replicon and prox-jump test of replica symmetry at a fixed point), :mod:`.driver` (:func:`theory`)

@@ -47,7 +47,8 @@ def theory(
         channel as its single-head equivalent (``effective_single_head``;
         docs: :ref:`concepts-multihead`), exact; on a softmax channel (``seq2lab``, ``seq2seq``,
         ``hardmax``) by the *experimental* multi-head state evolution
-        (:func:`~singlehead.state_evolution.multihead_se.multihead_theory`, docs page "Multi-head attention: the state evolution"),
+        (:func:`~singlehead.state_evolution.multihead_se.multihead_theory`, docs page "Multi-head attention: the state
+        evolution"),
         whose result says so (``extras["experimental"]``, ``message``) and carries its own ``converged``
         and ``extras["residual"]``; it serves the factorized student, ``heads`` and ``teacher_heads`` up to
         ``MAX_HEADS``, ``T`` up to ``MAX_T`` and ``prior="auto"`` (others raise ``ValueError`` naming
@@ -67,7 +68,8 @@ def theory(
         (else the smallest residual) is kept. If the kept one stalled at the map's quadrature error
         (``diagnosis == "quadrature_floor"``) and neither ``quad`` nor ``SEOptions.n_points`` fixed the
         node set, the point is solved once more on 4 times the nodes per scramble, kept if it converges
-        (``extras["quadrature_refined"]``, and ``extras["n_nodes"]`` counts the nodes used); ``extras["warm_start_retried"]``
+        (``extras["quadrature_refined"]``, and ``extras["n_nodes"]`` counts the nodes used);
+        ``extras["warm_start_retried"]``
         says whether a warm attempt failed, ``extras["evaluations_all_attempts"]`` counts the map
         evaluations of every attempt (``iterations``: those of the kept one).
     quad : OutputQuadrature, optional
@@ -81,7 +83,8 @@ def theory(
         quadrature error, see ``SEOptions.floor_after`` — and every prox converged), ``iterations``
         (SE map evaluations), ``runtime_s``, ``message``; ``extras`` with ``q, m, Sigma, qhat, mhat,
         Sigmahat, eta, delta, eps, cutoff, cap_binds, first_moment, residual, residual_floor`` (``nan``
-        when the residual met ``tol`` and the floor was not needed), ``quadrature_error`` (dict of standard errors), ``prior_mode``, ``collapsed`` (complete
+        when the residual met ``tol`` and the floor was not needed), ``quadrature_error`` (dict of standard errors),
+        ``prior_mode``, ``collapsed`` (complete
         rank collapse: the solution is ``S = 0``, ``q = m = Sigma = 0``, matrix error ``Q0``,
         rank fraction 0, penalty 0, test/train errors of predicting with ``h = 0``),
         ``collapse_lam`` (the ``lam`` above which ``S = 0`` is a fixed point, see
@@ -161,11 +164,14 @@ def theory_curve(
 
     Along ``alpha`` each point starts from the previous fixed point moved along its tangent
     ``du/dlog alpha`` (second order once two tangents are known; ``u`` the unconstrained
-    coordinates, see :class:`~singlehead.state_evolution.WarmStart`); along other parameters from a secant extrapolation of the
+    coordinates, see :class:`~singlehead.state_evolution.WarmStart`); along other parameters from a secant extrapolation
+    of the
     previous two fixed points; in both cases with the previous point's Jacobian and prox branches
-    (a :class:`~singlehead.state_evolution.WarmStart`). All points share one quadrature node set and one prior model (rebuilt
+    (a :class:`~singlehead.state_evolution.WarmStart`). All points share one quadrature node set and one prior model
+    (rebuilt
     per point when ``param`` is ``"d"`` or ``"target"``). ``options``, ``prior``, ``init`` and
-    ``quad`` are as in :func:`~singlehead.theory`. :func:`~singlehead.state_evolution.iter_theory_curve` yields the points as they are solved.
+    ``quad`` are as in :func:`~singlehead.theory`. :func:`~singlehead.state_evolution.iter_theory_curve` yields the
+    points as they are solved.
     Several heads on a softmax channel (the experimental multi-head state evolution): point by point, each
     started from the previous converged point's overlaps. A non-symmetric student (its map has no
     tangent): from a secant extrapolation of the previous two converged points in ``u`` and ``log`` of a
@@ -228,7 +234,8 @@ def stability(
     problem : Problem
         The problem ``result`` solves (any student and channel; a student with a symmetric and an
         antisymmetric block of fields, e.g. ``"untied"``, gets the two-block check of
-        :func:`~singlehead.state_evolution.block_stability.block_stability`, a :class:`~singlehead.state_evolution.block_stability.BlockStability`).
+        :func:`~singlehead.state_evolution.block_stability.block_stability`, a
+        :class:`~singlehead.state_evolution.block_stability.BlockStability`).
     result : Result
         A converged :func:`~singlehead.theory` result (its ``extras`` hold the
         order parameters). A collapsed fixed point (``S = 0``) is stable: replicon 0.

@@ -139,7 +139,8 @@ class BlockPoint:
 
     ``sample``: the prior's instances (drawn with ``SEOptions.instance_seed``, teachers normalised to
     ``Q0_s``, ``Q0_a``); ``coarse``: with ``SEOptions.sample_extrapolate``, ``3 sample_draws`` instances at
-    half the dimension (an independent stream of the same seed), else ``None``; ``exact``: the tied student's exact prior model where it may replace the sampled
+    half the dimension (an independent stream of the same seed), else ``None``; ``exact``: the tied student's exact
+    prior model where it may replace the sampled
     prior side (``T = 1``, symmetric teacher; ``None`` elsewhere); ``iterated``: how many blocks the
     solver iterates (2, or 1 when the antisymmetric block is empty, see the module docstring).
     """
@@ -204,7 +205,8 @@ class BlockPoint:
         return x.copy() if self.iterated == 2 else np.concatenate([x[:3], [0.0, 0.0, sigma_a]])
 
     def default_start(self) -> np.ndarray:
-        """``(Q0_s/2, 0.4 Q0_s, 1)`` and, iterated, ``(0.2 max(Q0_s, Q0_a), 0.2 Q0_a, 1)`` for the antisymmetric block."""
+        """``(Q0_s/2, 0.4 Q0_s, 1)`` and, iterated, ``(0.2 max(Q0_s, Q0_a), 0.2 Q0_a, 1)`` for the antisymmetric
+        block."""
         x = [0.5 * self.Q0s, 0.4 * self.Q0s, 1.0]
         if self.iterated == 2:
             x += [0.2 * max(self.Q0s, self.Q0a), 0.2 * self.Q0a, 1.0]
@@ -576,7 +578,8 @@ def add_draw_errors(
     prior side, ``w = 1`` and none otherwise), draw ``r``'s deviation ``F_r(x) - mean`` moves the fixed point by
     ``(I - J)^{-1} (F_r(x) - mean)``, ``J`` the map's Jacobian at ``x`` (forward differences, one evaluation
     per iterated overlap: of the output side alone, composed with the prior side's tangent
-    :meth:`BlockSEMap.prior_tangent`, where the student has one; else of the whole map), and every metric by its gradient times that (differences too; the rank
+    :meth:`BlockSEMap.prior_tangent`, where the student has one; else of the whole map), and every metric by its
+    gradient times that (differences too; the rank
     fraction by each instance's own). Then ``se^2 = w^2 var_r/R + var_c/R_c`` with Welch--Satterthwaite
     degrees of freedom ``nu`` (``extras["draws_dof"]``), and the reported error is
     ``se t_nu(0.975)/1.96`` (a standard error whose ``+-1.96`` band is a 95 % t interval), stored as

@@ -42,11 +42,13 @@ def solve_setup(
     again: Callable[[SEOptions, Any], PointSolution],
     stability: Callable[..., Any],
 ) -> PointSolution:
-    """The engine's solve of one point from its model's ``setup``: the attempt plan (:func:`~.convergence.attempt_plan`), the
+    """The engine's solve of one point from its model's ``setup``: the attempt plan
+    (:func:`~.convergence.attempt_plan`), the
     diagnosis of an unconverged result, and the re-solve on finer nodes of a point that stalled at its
     quadrature floor (``refine``: the node set is the solver's choice; ``again(options, init)``: the model's
     solve of the point under other options, for that re-solve). ``stability(result, options=, quad=)``: the
-    model's replica-symmetry check, for the diagnosis. Every student with one or two blocks of overlaps runs these same attempts and stages; what differs
+    model's replica-symmetry check, for the diagnosis. Every student with one or two blocks of overlaps runs these same
+    attempts and stages; what differs
     is the setup: a symmetric student's :class:`~.stages.TiedSetup` and :class:`~.se_map.SEMap`, a
     non-symmetric student's :class:`~.block_map.BlockSetup` and :class:`~.block_map.BlockSEMap`."""
     jacobian, branches = None, None

@@ -260,7 +260,8 @@ def _damped_iteration(
     the last ``anderson + 1`` iterates and their images in ``u`` (its step cut to the larger of the trust
     radius and the plain step's length), falling back to the damped step
     where the extrapolation is not finite or leaves the domain, and restarting where the map's value
-    does (history cleared; half way back to the best point, or a damped step from the best point itself). Returns the best ``(residual, x)`` seen (starting from
+    does (history cleared; half way back to the best point, or a damped step from the best point itself). Returns the
+    best ``(residual, x)`` seen (starting from
     ``best``), the number of map evaluations and the last evaluated pair ``(x, F(x))``. ``fx0``:
     ``F(x)`` when the caller has it (not counted as an evaluation).
     """

@@ -24,7 +24,8 @@ ANSATZE = ("unspecialised", "specialised", "general")
 #: the heads model's own options and tuning constants (no other model reads them)
 HEADS_ONLY = ("ansatz", "threads", "history", "union_every", "prior_tol", "inexact", "track_z")
 PROX_BRANCHES = ("global", "teacher", "z")
-#: up to the fields of this ``T`` the default node count is the student's ``quadrature_points`` (see ``SEOptions.points``)
+#: up to the fields of this ``T`` the default node count is the student's ``quadrature_points`` (see
+#: ``SEOptions.points``)
 LONG_SEQUENCE_T = 8
 #: the fewest default nodes per scramble for long sequences
 MIN_LONG_POINTS = 32
@@ -437,7 +438,8 @@ class SEOptions:
 
     @property
     def instance_seed(self) -> int:
-        """The seed a sampled prior side's instances are drawn with: ``sample_seed``, or ``node_seed`` if it is ``None``."""
+        """The seed a sampled prior side's instances are drawn with: ``sample_seed``, or ``node_seed`` if it is
+        ``None``."""
         return self.node_seed if self.sample_seed is None else self.sample_seed
 
     def replace(self, **changes: Any) -> SEOptions:

@@ -2,7 +2,8 @@
 
 ``K = T(T+1)/2`` iid pairs ``(z0_k, z_k) ~ N(0, [[Q0, m], [m, q]])``, teacher logits
 ``y = z0 + xi`` with ``xi_k ~ N(0, Delta/2)``, prox point ``h*`` of
-:meth:`Channel.prox <singlehead.model.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914, Sec. 3; docs: Theory, :ref:`theory-output-side`)::
+:meth:`Channel.prox <singlehead.model.channels.Channel.prox>` of ``problem.channel``, ``g = h* - z`` (arXiv 2509.24914,
+Sec. 3; docs: Theory, :ref:`theory-output-side`)::
 
     qhat     =  2 alpha E ||g||^2 / Sigma^2
     mhat     =  2 alpha E <g, q z0 - m z> / (Sigma (Q0 q - m^2))
@@ -43,7 +44,8 @@ _Q_CV = 1e-2
 class OutputSide:
     """Conjugates and channel metrics at given ``(q, m, Sigma)``; ``err`` holds their quadrature standard errors.
 
-    ``qhat, mhat, Sigmahat`` follow the output side (docs: Theory, :ref:`theory-output-side`; ``*_err`` their quadrature standard errors);
+    ``qhat, mhat, Sigmahat`` follow the output side (docs: Theory, :ref:`theory-output-side`; ``*_err`` their quadrature
+    standard errors);
     ``train_error`` is per sequence, from the proximal point.
 
     Examples
@@ -66,7 +68,8 @@ class OutputSide:
     #: Their errors are correlated (same nodes), so errors of functions of them are taken over these.
     scramble_hats: np.ndarray | None = None
     #: With ``jacobian=True``: per scramble, the node means of ``||J||_F^2`` and ``tr J`` with
-    #: ``J = H (I + Sigma H)^{-1}`` (``H`` the fit loss's Hessian at ``h*``), ``(R, 2)``; see :func:`~singlehead.state_evolution.stability`.
+    #: ``J = H (I + Sigma H)^{-1}`` (``H`` the fit loss's Hessian at ``h*``), ``(R, 2)``; see
+    #: :func:`~singlehead.state_evolution.stability`.
     scramble_jacobian: np.ndarray | None = None
     #: With ``tangent=True``: a function returning ``d(qhat, mhat, Sigmahat)/d(q, m, Sigma)``, ``(3, 3)``,
     #: the derivative of this node average with every node's prox branch held (computed when called;
@@ -395,7 +398,8 @@ def _sigmahat_residual(
 def _jacobian_averages(
     h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem, quad: OutputQuadrature
 ) -> np.ndarray:
-    """Per scramble, the node means of ``||J||_F^2`` and ``tr J``, ``J = H (I + Sigma H)^{-1}`` (:func:`~singlehead.state_evolution.stability`).
+    """Per scramble, the node means of ``||J||_F^2`` and ``tr J``, ``J = H (I + Sigma H)^{-1}``
+    (:func:`~singlehead.state_evolution.stability`).
 
     ``dh*/dz = (I + Sigma H)^{-1}``, so ``d(g/Sigma)/dz = -H (I + Sigma H)^{-1}``, and
     ``(I + Sigma H)^{-1} H`` has the same trace and Frobenius norm.
@@ -414,7 +418,8 @@ def _fit_derivatives(h: np.ndarray, y: np.ndarray, problem: Problem, order: int 
 
 
 def _hessian_trace(h: np.ndarray, y: np.ndarray, Sigma: float, problem: Problem) -> np.ndarray:
-    """``tr[H (I + Sigma H)^{-1}]`` per node (``Channel.prox_hessian_trace``); a singular system raises ``LinAlgError``."""
+    """``tr[H (I + Sigma H)^{-1}]`` per node (``Channel.prox_hessian_trace``); a singular system raises
+    ``LinAlgError``."""
     ch = problem.channel
     tr = ch.prox_hessian_trace(h, ch.labels(y, problem.T, problem.beta0), problem.beta, Sigma)
     if tr is None:

@@ -3,7 +3,8 @@
 Effective denoising of ``Y = S0 + delta Z`` (``Z`` GOE) with ``delta = sqrt(qhat)/mhat``, threshold
 ``eps = 2 lam/mhat`` and scale ``eta = mhat/Sigmahat`` for the factorized student (nuclear norm,
 rank cap), linear shrinkage for the direct one; the equations are in the docstring of
-:mod:`singlehead.state_evolution` (arXiv 2509.24914, Sec. 3; arXiv 2505.17958; docs: Theory, :ref:`theory-prior-side`). The
+:mod:`singlehead.state_evolution` (arXiv 2509.24914, Sec. 3; arXiv 2505.17958; docs: Theory, :ref:`theory-prior-side`).
+The
 target enters through a :class:`PriorModel` (``Q0`` and the soft-threshold integrals of
 ``mu_{S0} ⊞ SC(delta^2)``), which ``problem.target.spectral_law`` builds. :func:`collapse_point`
 decides whether ``S = 0`` (complete rank collapse) is a fixed point.

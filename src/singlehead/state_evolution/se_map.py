@@ -353,7 +353,8 @@ FLOOR_FRACTION = 0.1
 
 
 #: the largest floor that can certify a fixed point: above it one SE step's quadrature standard error exceeds 10 %
-#: and a residual below the floor says little (studies/se_fixed_points/results/se_fixed_points.md: a point accepted at floor
+#: and a residual below the floor says little (studies/se_fixed_points/results/se_fixed_points.md: a point accepted at
+#: floor
 #: 4.9e-2 had residual 0.38 under a 16x finer quadrature, test error 0.515 against ERM's 0.1125 +- 0.0007)
 MAX_FLOOR = 1e-2
 
@@ -369,7 +370,8 @@ class AtQuadratureFloor(Exception):
 
 
 def residual_floor(x: np.ndarray, out: OutputSide, problem: Problem, prior: PriorModel) -> float:
-    """The quadrature error of one SE step, in the units of the residual (:func:`~singlehead.state_evolution.fixed_point.step_residual`).
+    """The quadrature error of one SE step, in the units of the residual
+    (:func:`~singlehead.state_evolution.fixed_point.step_residual`).
 
     The output side is an average over ``R`` scrambled node sets; the prior side applied to each
     scramble's ``(qhat, mhat, Sigmahat)`` gives ``R`` versions of ``F(x)``, and their standard error

@@ -1,4 +1,5 @@
-"""Output channels of the attention-indexed model as objects (docs: Theory, :ref:`theory-logits`, :ref:`theory-se`, :ref:`theory-bayes`, :ref:`theory-amp`).
+"""Output channels of the attention-indexed model as objects (docs: Theory, :ref:`theory-logits`, :ref:`theory-se`,
+:ref:`theory-bayes`, :ref:`theory-amp`).
 
 A channel maps a batch of logit matrices ``h`` (shape ``(..., T, T)``) to outputs:
 

@@ -51,7 +51,8 @@ def squared_error(yhat: Array, y: Array) -> Array:
 class Channel:
     """Base class of output channels (see the module docstring for what a channel owns).
 
-    Subclasses set ``name`` and implement :meth:`~singlehead.model.channels.Channel.attention` (the ``T x T`` map of the logit matrix,
+    Subclasses set ``name`` and implement :meth:`~singlehead.model.channels.Channel.attention` (the ``T x T`` map of the
+    logit matrix,
     numpy or torch) and :meth:`fit_loss` (the squared Frobenius loss in the ``K = T(T+1)/2`` field
     coordinates of the state evolution, diagonal fields carrying ``sqrt 2``); the rest has generic
     defaults. Instances are immutable and compare by type and fields; register a subclass with
@@ -150,12 +151,14 @@ class Channel:
 
     def loss_and_logit_grad(self, h: Any, target: Any, M: Any, beta: float) -> tuple[Any, Any] | None:
         """Summed data loss of a chunk (float64) and its gradient ``G = dL/dh`` (torch tensors), in
-        closed form; ``None`` (the default): the trainer differentiates :meth:`~singlehead.model.channels.Channel.attention` by autograd."""
+        closed form; ``None`` (the default): the trainer differentiates
+        :meth:`~singlehead.model.channels.Channel.attention` by autograd."""
         return None
 
     # ---------------------------------------------------------------- state evolution: output side
     def informative_directions(self, T: int) -> int:
-        """``c_T``: field directions the labels determine (docs: Theory, :ref:`theory-thresholds`); default all ``K``."""
+        """``c_T``: field directions the labels determine (docs: Theory, :ref:`theory-thresholds`); default all
+        ``K``."""
         return T * (T + 1) // 2
 
     def logit_scale(self, beta: float, beta0: float) -> float:
@@ -196,7 +199,8 @@ class Channel:
     ) -> np.ndarray | None:
         """The node means ``Q[i, j] = mean_n V_i^T (I + Sigma H)^{-1} V_j`` of ``k`` vector fields ``V``
         (``(N, k, K)``), ``H`` the Hessian of :meth:`fit_loss` at the prox point ``h`` (what the SE map's
-        exact Jacobian needs). Default: :meth:`~singlehead.model.channels.Channel.prox_tangent_solve` and one contraction; ``None`` where
+        exact Jacobian needs). Default: :meth:`~singlehead.model.channels.Channel.prox_tangent_solve` and one
+        contraction; ``None`` where
         the system is singular."""
         X = self.prox_tangent_solve(h, labels, beta, Sigma, V.transpose(0, 2, 1))
         if X is None:
@@ -204,7 +208,8 @@ class Channel:
         return np.tensordot(V, X, axes=([0, 2], [0, 1])) / h.shape[0]
 
     def prox_hessian_trace(self, h: np.ndarray, labels: np.ndarray, beta: float, Sigma: float) -> np.ndarray | None:
-        """Per node ``tr[H (I + Sigma H)^{-1}]`` (``Sigma = 0``: ``tr H``), ``H`` the Hessian of :meth:`fit_loss` at ``h``
+        """Per node ``tr[H (I + Sigma H)^{-1}]`` (``Sigma = 0``: ``tr H``), ``H`` the Hessian of :meth:`fit_loss` at
+        ``h``
         (the output side at complete collapse). Default: the dense Hessian; ``None`` where the system is singular."""
         H = np.array(self.fit_loss(h, labels, beta, order=2)[2], dtype=float)
         if Sigma == 0:
@@ -266,7 +271,8 @@ class Channel:
         return None
 
     def closed_form_test_errors(self, T: int, Q0: float, q: float, m: float, noise: float) -> dict[str, float] | None:
-        """Test errors in closed form, or ``None`` (quadrature of :meth:`~singlehead.model.channels.Channel.attention`)."""
+        """Test errors in closed form, or ``None`` (quadrature of
+        :meth:`~singlehead.model.channels.Channel.attention`)."""
         return None
 
     def fit_hessian_constant(self) -> float | None:

@@ -37,7 +37,8 @@ class Seq2Lab(Channel):
     """Row-wise softmax ``sigma(beta h)``: the label of a sequence is its attention matrix.
 
     The labels fix the logits up to one shift of every row, so ``c_T = K - 1`` field directions are
-    informative (docs: Theory, :ref:`theory-thresholds`); the prox is non-convex and is started from ``z``, the interpolating
+    informative (docs: Theory, :ref:`theory-thresholds`); the prox is non-convex and is started from ``z``, the
+    interpolating
     point and their midpoint.
 
     Needs ``T >= 2`` (:attr:`~singlehead.model.channels.Channel.min_T`, inherited by :class:`Seq2Seq` and

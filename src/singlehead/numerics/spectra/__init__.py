@@ -6,10 +6,12 @@ Laws (``mu0``): :class:`MarchenkoPastur`, :class:`DiscreteLaw`, :class:`SpikedLa
 Free convolution with a semicircle: :func:`free_convolve_semicircle` -> :class:`ConvolvedLaw`.
 State-evolution integrals: :func:`soft_threshold_integrals` (-> :class:`ThresholdIntegrals`),
 :func:`linear_shrinkage_integrals`, :func:`free_divergence`, :func:`rie_mmse_integral`.
-Finite ``d``: :class:`FiniteDSpectrum`. The target side of the SE: :class:`PriorModel`. Learned spectrum: :func:`learned_spectrum_law`,
+Finite ``d``: :class:`FiniteDSpectrum`. The target side of the SE: :class:`PriorModel`. Learned spectrum:
+:func:`learned_spectrum_law`,
 :func:`plot_learned_spectrum`.
 
-Conventions: docs: Theory, :ref:`theory-logits`, :ref:`theory-se`, :ref:`theory-spectrum`, :ref:`theory-bayes`, :ref:`theory-free-probability`. Sources: arXiv 2509.24914 (ERM of
+Conventions: docs: Theory, :ref:`theory-logits`, :ref:`theory-se`, :ref:`theory-spectrum`, :ref:`theory-bayes`,
+:ref:`theory-free-probability`. Sources: arXiv 2509.24914 (ERM of
 single-head attention), 2506.01582 (Bayes-optimal attention-indexed model), 2505.17958
 (nuclear route); Biane 1997 (free convolution with a semicircle).
 """

@@ -1,6 +1,7 @@
 """The reference numerical routes of the MP ⊞ SC engine (private; for tests and benchmarks).
 
-:class:`~singlehead.numerics.spectra.mp_engines.MPEngine` solves its cubic in closed form (:func:`singlehead.numerics.spectra.primitives.cubic_roots_monic`),
+:class:`~singlehead.numerics.spectra.mp_engines.MPEngine` solves its cubic in closed form
+(:func:`singlehead.numerics.spectra.primitives.cubic_roots_monic`),
 forms the discriminant quartic with ``np.convolve``, decides which gaps between edges are bulks by the
 discriminant's sign where it is clear, and :meth:`~.convolution.ConvolvedLaw.upper_cut` starts its
 rank-cap Newton solve from the quadrature's tail quantile. The routes below are the slower ones those

@@ -321,8 +321,9 @@ class ConvolvedLaw:
 def free_convolve_semicircle(law, v: float, *, n_nodes: int = DEFAULT_NODES) -> ConvolvedLaw:
     """``mu0 ⊞ SC(v)``: free additive convolution of ``law`` with a semicircle of variance ``v``.
 
-    ``v = delta^2`` in the state evolution (docs: Theory, :ref:`theory-prior-side`); ``v = 0`` returns ``mu0`` itself (atoms
-    kept). See the module docstring for methods and conventions (Biane 1997; docs: Theory, :ref:`theory-free-probability`).
+    ``v = delta^2`` in the state evolution (docs: Theory, :ref:`theory-prior-side`); ``v = 0`` returns ``mu0`` itself
+    (atoms kept). See the module docstring for methods and conventions (Biane 1997; docs: Theory,
+    :ref:`theory-free-probability`).
 
     Examples
     --------

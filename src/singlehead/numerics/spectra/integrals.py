@@ -74,7 +74,8 @@ class ThresholdIntegrals:
         Finite-``d`` mode only: mean over draws of the pathwise overlap
         ``(1/d) Tr f(Y_r) S0 = (1/d) sum_i f(nu_i) u_i^T S0 u_i``; its expectation is
         ``J - (delta/2) dJ_ddelta - (eps/2) dJ_deps`` (Stein's lemma, up to ``O(1/d)``), which the
-        asymptotic mode uses instead (``None`` there). See :class:`~singlehead.numerics.spectra.FiniteDSpectrum` for why the SE must
+        asymptotic mode uses instead (``None`` there). See :class:`~singlehead.numerics.spectra.FiniteDSpectrum` for why
+        the SE must
         use the pathwise form at finite ``d``.
     J_draws, overlap_draws, divergence_draws : tuple of float or None
         Finite-``d`` mode only: ``J``, ``overlap`` and ``divergence`` of each draw (their means

@@ -1,4 +1,5 @@
-"""Engines of the free convolution with a semicircle (internal to the spectral engine): closed-form MP cases and bulk helpers.
+"""Engines of the free convolution with a semicircle (internal to the spectral engine): closed-form MP cases and bulk
+helpers.
 
 See :mod:`singlehead.numerics.spectra.convolution` for the methods and conventions; each engine exposes the
 bulks (in a parametrisation ``t``), atoms and outliers of ``mu0 ⊞ SC(v)`` for one family of ``mu0``.
@@ -114,7 +115,8 @@ def _sorted_distinct(x: np.ndarray) -> np.ndarray:
 
 
 class MPEngine:
-    """``MarchenkoPastur(kappa0) ⊞ SC(v)``, ``v > 0``, through the cubic of docs: Theory, :ref:`theory-free-probability`."""
+    """``MarchenkoPastur(kappa0) ⊞ SC(v)``, ``v > 0``, through the cubic of docs: Theory,
+    :ref:`theory-free-probability`."""
 
     t_is_x = True  # the bulks are parametrised by x itself
 

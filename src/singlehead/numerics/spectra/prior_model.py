@@ -53,7 +53,8 @@ class PriorModel:
     description: dict[str, Any] = field(default_factory=dict)
 
     def threshold_integrals(self, delta: float, eps: float, rank_cap: float | None = None):
-        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (docs: Theory, :ref:`theory-prior-side`).
+        """``J``, ``dJ/ddelta``, ``dJ/deps``, rank fraction of ``(x - eps)_+`` under ``mu_delta`` (docs: Theory,
+        :ref:`theory-prior-side`).
 
         Finite mode: draw means over the fixed GOE draws, plus the pathwise ``overlap`` and the
         per-draw values (:meth:`~singlehead.numerics.spectra.FiniteDSpectrum.threshold_integrals`).

@@ -1,4 +1,5 @@
-"""Engines of the free convolution with a semicircle (internal to the spectral engine): Biane subordination for discrete laws,
+"""Engines of the free convolution with a semicircle (internal to the spectral engine): Biane subordination for discrete
+laws,
 spiked laws, and the engine choice for a law.
 
 See :mod:`singlehead.numerics.spectra.convolution` for the methods and conventions.

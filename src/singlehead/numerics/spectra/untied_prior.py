@@ -170,7 +170,8 @@ def _symmetric_soft_threshold(A: np.ndarray, tau: float, rank: int | None) -> tu
 
 
 class ProxLinearisation:
-    """The weighted nuclear-norm problem linearised at ``Y = Mhat + tau G`` (``G`` a subgradient of ``||.||_*`` at ``Mhat``).
+    """The weighted nuclear-norm problem linearised at ``Y = Mhat + tau G`` (``G`` a subgradient of ``||.||_*`` at
+    ``Mhat``).
 
     With the full SVD ``Y = U diag(sigma) V^T`` (batched over draws), the singular values above
     ``tau`` are active (``Mhat``'s are ``sigma - tau``). In the rotated coordinates ``x = U^T X V`` the
@@ -269,7 +270,8 @@ def _batched_dot(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 
 #: Newton steps of the weighted nuclear-norm prox before it hands over to proximal gradient
 _NEWTON_STEPS = 12
-#: a Newton step that leaves some draw's residual above this fraction of the previous one hands over to proximal gradient
+#: a Newton step that leaves some draw's residual above this fraction of the previous one hands over to proximal
+#: gradient
 _NEWTON_STALL = 0.9
 #: the largest relative residual of the conjugate gradients inside one Newton step (inexact Newton: the outer
 #: residual then falls by about this factor per step once the active set is settled; a step that can reach
@@ -332,7 +334,8 @@ def _newton_prox(
     active pairs (:class:`ProxLinearisation`), so a step solves ``(W + C) dM = A - Phi(Y)`` by
     conjugate gradients and moves ``Y`` by ``(1 + C) dM`` (by the residual on the inactive block).
     Started from ``Y = M + A - W M``, or from ``state = (Y, U, sigma, V^T)`` (a previous solve's ``Y`` with
-    its singular bases: any ``Y`` is a valid start, and its decomposition is not recomputed). Stopped when every draw's ``||A - Phi(Y)||`` is below
+    its singular bases: any ``Y`` is a valid start, and its decomposition is not recomputed). Stopped when every draw's
+    ``||A - Phi(Y)||`` is below
     ``tol min(Sigmahat) ||Mhat||`` (strong convexity: then ``||Mhat - M*|| <= tol ||Mhat||``), and each
     block's residual below ``tol min(Sigmahat)`` times that block's size (:func:`_blocks_resolved`).
     Returns ``(Mhat, singular values, steps, converged, state at Mhat)``; not converged when a step

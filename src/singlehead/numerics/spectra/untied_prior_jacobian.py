@@ -269,7 +269,8 @@ def untied_prior_tangent(
     estimator moves by ``dMhat = K (dA - dW Mhat)``: a conjugate moves the input
     ``A_B = mhat_B M0_B + sqrt(qhat_B) Z_B`` or the weight ``W`` (``Sigmahat_B``), and ``K`` is the
     linearisation of the module docstring (one conjugate-gradient solve per conjugate, to the relative
-    residual ``tol``: the draw errors it serves need no more). First order in the conjugates: exact where the active set of singular values does
+    residual ``tol``: the draw errors it serves need no more). First order in the conjugates: exact where the active set
+    of singular values does
     not change. ``None`` where the linearisation does not apply: an unobserved antisymmetric block
     (``Sigmahat_a = 0``), or a rank cap that binds on some draw.
     """

@@ -52,7 +52,8 @@ def multihead_theory(
     against ``S0_eff``, penalty ``lam sum_h Tr S_h/d``. Extras: ``head_Q``, ``head_M``, ``head_Q0``, ``head_Sigma``
     (student heads matched to teacher heads as a simulation's, ``match_heads``; ``head_order``),
     the conjugates ``Qhat``, ``Mhat``, ``Sigmahat``, ``objective`` (train error + penalty/alpha, the predicted ERM
-    objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation`` (:func:`specialisation_index`), ``ansatz``, the residual history,
+    objective ``L/n``; ``objective_se``: its quadrature and draw error at the fixed point), ``specialisation``
+    (:func:`specialisation_index`), ``ansatz``, the residual history,
     the draw standard errors of ``head_Q``, ``head_M``, and ``test_error_se``: the quadrature's at the fixed point;
     with ``draw_errors`` and it converged, the grouped jackknife's over the prior draws and the output nodes
     (``multihead_se.draw_error``; ``test_error_draws_se``, ``draws_dof``, ``draw_error_groups``), or, where the

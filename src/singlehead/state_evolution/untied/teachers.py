@@ -40,7 +40,8 @@ def teacher_norms(problem: Any) -> tuple[float, float]:
 
 
 def law_quantiles(law: Any, D: int, grid: int = 20001) -> np.ndarray:
-    """The ``D`` mid-quantiles ``F^{-1}((i - 1/2)/D)`` of a law with ``atom_mass`` at 0 and ``ac_density`` on ``ac_edges``.
+    """The ``D`` mid-quantiles ``F^{-1}((i - 1/2)/D)`` of a law with ``atom_mass`` at 0 and ``ac_density`` on
+    ``ac_edges``.
 
     The continuous part is integrated in ``t``, ``x = lo + (hi - lo)(1 - cos(pi t))/2`` (midpoint rule on
     ``grid`` cells), whose Jacobian vanishes at both edges like their distance's square root, so that
