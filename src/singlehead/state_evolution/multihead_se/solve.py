@@ -238,9 +238,9 @@ HEADS_READS = (
 def multihead_options(options: Any = None, *, start: tuple | None = None) -> MultiHeadOptions:
     """The solver settings of the multi-head state evolution (internal) from an :class:`~singlehead.SEOptions`.
 
-    ``None``: the defaults. An ``SEOptions``: checked (a field or tuning constant outside :data:`HEADS_READS` set
-    away from its default raises ``ValueError`` naming it), resolved with :data:`HEADS_DEFAULTS` and carried by
-    name (``sample_seed=None`` as ``node_seed``). A :class:`MultiHeadOptions` (this package's own callers):
+    ``None``: the defaults. An ``SEOptions``: checked (a field or tuning constant outside ``HEADS_READS`` set
+    away from its default raises ``ValueError`` naming it), resolved with ``HEADS_DEFAULTS`` and carried by
+    name (``sample_seed=None`` as ``node_seed``). A ``MultiHeadOptions`` (this package's own callers):
     itself. ``start``: the ``(Q, M, Sigma)`` to start from, if given.
     """
     from singlehead.state_evolution.options import SEOptions
@@ -459,8 +459,8 @@ def solve_multihead(
     history: int = 4,
     verbose: bool = False,
 ) -> MultiHeadSolution:
-    """Anderson-accelerated iteration of the map inside ``ansatz`` from ``start`` (:func:`_anderson`), with the
-    fallbacks of :func:`_guarded`: it never raises from inside the map; an unconverged solve where ``S = 0`` is a
+    """Anderson-accelerated iteration of the map inside ``ansatz`` from ``start`` (``_anderson``), with the
+    fallbacks of ``_guarded``: it never raises from inside the map; an unconverged solve where ``S = 0`` is a
     fixed point returns the collapsed solution."""
     return _guarded(
         _anderson, se_map, ansatz, start, damping=damping, tol=tol, max_iter=max_iter, history=history, verbose=verbose
@@ -677,7 +677,7 @@ def solve_coarse_to_fine(
     verbose: bool = False,
 ) -> MultiHeadSolution:
     """The fixed point of ``se_map`` inside ``ansatz``, approached on the coarse design and finished on the full one
-    (:func:`_coarse_to_fine`), with the fallbacks of :func:`_guarded` (as :func:`solve_multihead`)."""
+    (``_coarse_to_fine``), with the fallbacks of ``_guarded`` (as :func:`solve_multihead`)."""
     return _guarded(
         _coarse_to_fine,
         se_map,
