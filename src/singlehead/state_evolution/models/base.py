@@ -65,9 +65,9 @@ class SEModel:
     #: the options besides ``tol`` and the nodes that change the model's result (what a cache key holds)
     key_options: ClassVar[tuple[str, ...]] = ()
 
-    def check(self, options: Any, prior: Any) -> None:
+    def check(self, options: Any, prior: Any, quad: Any = None) -> None:
         """Raise ``ValueError``, naming the parameter, when the model cannot serve :attr:`problem` with ``options``
-        (resolved) and ``prior``, before anything is solved."""
+        (resolved), ``prior`` and the node set ``quad`` a caller gives, before anything is solved."""
 
     #: the model's blocks of overlaps and the suffix of their names in ``extras`` (``q_s``: block ``s``)
     blocks: ClassVar[dict[str, str]] = {"S": ""}

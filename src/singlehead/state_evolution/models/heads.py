@@ -56,7 +56,7 @@ class HeadsModel(SEModel):
         "max_iter",
     )
 
-    def check(self, options: Any, prior: Any) -> None:
+    def check(self, options: Any, prior: Any, quad: Any = None) -> None:
         check_multihead_problem(self.problem, prior)
 
     takes: ClassVar[str] = "its solver takes " + ", ".join(HEADS_READS)

@@ -40,9 +40,9 @@ class LinearHeadsModel(SEModel):
         self.inner = inner
         self.effective, self.c2 = effective_single_head(problem)
 
-    def check(self, options: Any, prior: Any) -> None:
+    def check(self, options: Any, prior: Any, quad: Any = None) -> None:
         _check_prior(self.problem, prior)
-        self.inner(self.effective).check(options, prior)
+        self.inner(self.effective).check(options, prior, quad)
 
     def prepare(self, options: Any) -> Any:
         # the effective single-head problem's model checks and resolves the options

@@ -7,13 +7,10 @@ output side on fixed quadrature nodes or in closed form); the engine's attempts 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from singlehead.model.results import Result
-from singlehead.state_evolution.driver import solve_setup
-from singlehead.state_evolution.models.base import PointSolution, SEModel
+from singlehead.state_evolution.models.engine import EngineModel
 from singlehead.state_evolution.options import check_symmetric_options
 from singlehead.state_evolution.prior import PriorModel, collapse_point, prior_model
 from singlehead.state_evolution.sizes import check_theory_size
@@ -23,67 +20,25 @@ from singlehead.state_evolution.sweep import tied_curve
 __all__ = ["TiedModel"]
 
 
-class TiedModel(SEModel):
+class TiedModel(EngineModel):
     """One symmetric block (factorized or direct student, one head)."""
 
     name: ClassVar[str] = "tied"
+    sweep = staticmethod(tied_curve)
 
-    def check(self, options: Any, prior: Any) -> None:
+    def check(self, options: Any, prior: Any, quad: Any = None) -> None:
         check_theory_size(self.problem, options, prior)
         check_symmetric_options(options, self.problem.student)
 
-    def solve_point(
-        self,
-        options: Any,
-        prior: Any,
-        init: Any,
-        quad: Any,
-        *,
-        cold_first: bool = False,
-        alpha_tangent: bool = False,
-        collapse: Any = None,
-    ) -> PointSolution:
+    def setup(self, options: Any, prior: Any, quad: Any, collapse: Any) -> tuple[Any, Any, Any]:
         problem, o = self.problem, options
-        t0 = time.perf_counter()
-        check_theory_size(problem, o, prior)  # every size the library cannot serve is refused here, before allocating
-        # the node set is the solver's choice (neither given nor set by n_points): a floor stall may refine it
-        refine = quad is None and o.n_points is None
-        check_symmetric_options(o, problem.student)
         pm = prior if isinstance(prior, PriorModel) else prior_model(problem, prior, draws=o.draws, seed=o.node_seed)
         if quad is None:
             quad = o.quadrature(problem)
         col = collapse if collapse is not None else collapse_point(problem, pm, quad)
-
-        def again(finer: Any, start: Any) -> PointSolution:  # the re-solve on finer nodes reuses the prior model
-            return self.solve_point(finer, pm, start, None, cold_first=cold_first, alpha_tangent=alpha_tangent)
-
-        return solve_setup(
-            problem,
-            TiedSetup(problem, pm, quad, col),
-            o,
-            init,
-            quad,
-            t0,
-            refine=refine,
-            cold_first=cold_first,
-            alpha_tangent=alpha_tangent,
-            again=again,
-            stability=self.stability,
-        )
+        return TiedSetup(problem, pm, quad, col), quad, pm  # a re-solve on finer nodes reuses the prior model
 
     def stability(self, result: Result, *, options: Any = None, quad: Any = None) -> Any:
         from singlehead.state_evolution.replicon import tied_stability
 
         return tied_stability(self.problem, result, options=self.prepare(options), quad=quad)
-
-    def curve(
-        self, values: list, param: str, options: Any, prior: Any, init: Any, quad: Any, progress: bool
-    ) -> Iterator[Result]:
-        check_theory_size(self.problem, options, prior)  # refused before any node or eigenvalue is allocated
-        check_symmetric_options(options, self.problem.student)
-        return tied_curve(self.problem, values, param, options, prior, init, quad, progress, _solve_point)
-
-
-def _solve_point(problem: Any, options: Any, prior: Any, init: Any, quad: Any, **hints: Any) -> PointSolution:
-    """One point of a tied model's sweep."""
-    return TiedModel(problem).solve_point(options, prior, init, quad, **hints)
